@@ -1,0 +1,66 @@
+"""Command line: `run_qa.py COMMAND ...` (also installed as `odqa`). Each command lives in odqa/commands/."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from odqa.errors import OdqaError
+
+# Each module defines register(subparsers); order is the order of `--help`.
+COMMAND_MODULES = (
+    "odqa.commands.retrieval",  # index, search, eval-retrieval
+    "odqa.commands.qa",  # ask, shell, eval-qa, demo
+    "odqa.commands.reader",  # train-reader, eval-reader
+    "odqa.commands.linker",  # build-kb, link, train-linker, eval-linker
+    "odqa.commands.train_retriever",  # build-dpr-data, train-retriever
+    "odqa.commands.elastic",  # es-index
+)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="run_qa.py",
+        description="odqa: open-domain question answering over your own corpus.",
+        formatter_class=HelpFormatter,
+        epilog="Example:\n  python run_qa.py ask \"Who wrote Hamlet?\"",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # command group not part of this build
+                continue
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except OdqaError as exc:
+        print(f"odqa: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("odqa: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""One configuration for the whole system: a dataclass loaded from TOML (or YAML) and overridden by CLI flags."""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from odqa.errors import OdqaError
+
+
+@dataclass
+class RetrievalConfig:
+    retriever: str = "hybrid"  # bm25 | dense | hybrid
+    k: int = 20  # passages handed to the reader
+    candidates: int = 100  # per retriever, before fusion
+    fusion: str = "rrf"  # rrf | minmax
+    alpha: float = 0.5  # minmax: weight of the dense score
+    rrf_k: int = 60
+    encoder: str = ""  # empty: the encoder recorded in the index manifest
+    entity_bonus: float = 0.0  # fusion weight of the linked entities' passages; 0 disables
+
+    def validate(self) -> None:
+        _choice("retrieval.retriever", self.retriever, ("bm25", "dense", "hybrid"))
+        _choice("retrieval.fusion", self.fusion, ("rrf", "minmax"))
+        _positive("retrieval.k", self.k)
+        _positive("retrieval.candidates", self.candidates)
+        if not 0.0 <= self.alpha <= 1.0:
+            raise OdqaError(f"config: retrieval.alpha must lie in [0, 1], got {self.alpha}")
+
+
+@dataclass
+class ReaderConfig:
+    model: str = "reader"  # shipped models/reader, or any extractive-QA checkpoint name or path
+    top_n: int = 5
+    max_answer_tokens: int = 30
+    no_answer_threshold: float = 0.0
+    retrieval_weight: float = 0.0  # weight of the retrieval score in the final answer score
+    batch_size: int = 16
+
+    def validate(self) -> None:
+        _positive("reader.top_n", self.top_n)
+        _positive("reader.max_answer_tokens", self.max_answer_tokens)
+        _positive("reader.batch_size", self.batch_size)
+
+
+@dataclass
+class LinkerConfig:
+    enabled: bool = True
+    model: str = "linker"
+    kb: str = ""  # knowledge-base folder; empty: the one beside the index
+    mention_threshold: float = 0.5
+    entity_threshold: float = 0.3
+
+    def validate(self) -> None:
+        for name in ("mention_threshold", "entity_threshold"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise OdqaError(f"config: linker.{name} must lie in [0, 1], got {value}")
+
+
+@dataclass
+class OdqaConfig:
+    index: str = ""  # index folder built by `run_qa.py index`; empty: the built-in demo corpus
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    reader: ReaderConfig = field(default_factory=ReaderConfig)
+    linker: LinkerConfig = field(default_factory=LinkerConfig)
+
+    def validate(self) -> "OdqaConfig":
+        self.retrieval.validate()
+        self.reader.validate()
+        self.linker.validate()
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> "OdqaConfig":
+        """Load a TOML/YAML file (optional), then apply dotted overrides such as {"retrieval.k": 50}."""
+        config = cls()
+        if path:
+            _apply(config, _read_file(Path(path)), source=str(path))
+        for dotted, value in (overrides or {}).items():
+            if value is None:
+                continue
+            _set_dotted(config, dotted, value, source="command line")
+        return config.validate()
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise OdqaError(f"config file not found: {path} (check the path passed to --config)")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            data = tomllib.loads(text)
+    except Exception as exc:  # tomllib/yaml raise their own error types
+        raise OdqaError(f"config file {path} is not valid {path.suffix.lstrip('.') or 'TOML'}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise OdqaError(f"config file {path} must hold a table of settings")
+    return data
+
+
+def _apply(target: Any, data: dict[str, Any], source: str, prefix: str = "") -> None:
+    fields = {f.name: f for f in dataclasses.fields(target)}
+    for key, value in data.items():
+        if key not in fields:
+            known = ", ".join(sorted(fields))
+            raise OdqaError(f"{source}: unknown setting {prefix + key!r}; known here: {known}")
+        current = getattr(target, key)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise OdqaError(f"{source}: {prefix + key!r} must be a table of settings")
+            _apply(current, value, source, prefix=f"{prefix}{key}.")
+        else:
+            setattr(target, key, _coerce(prefix + key, current, value, source))
+
+
+def _set_dotted(config: Any, dotted: str, value: Any, source: str) -> None:
+    *parents, leaf = dotted.split(".")
+    target = config
+    for part in parents:
+        target = getattr(target, part)
+    _apply(target, {leaf: value}, source, prefix=".".join(parents) + "." if parents else "")
+
+
+def _coerce(name: str, current: Any, value: Any, source: str) -> Any:
+    kind = type(current)
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    try:
+        if kind is bool and isinstance(value, str):
+            if value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(value)
+        if kind is float and isinstance(value, (int, str)) and not isinstance(value, bool):
+            return float(value)
+        if kind is int and isinstance(value, str):
+            return int(value)
+        if kind is str and isinstance(value, (int, float)):
+            return str(value)
+    except ValueError:
+        pass
+    raise OdqaError(f"{source}: {name!r} must be {kind.__name__}, got {value!r}")
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise OdqaError(f"config: {name} must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def _positive(name: str, value: int) -> None:
+    if value <= 0:
+        raise OdqaError(f"config: {name} must be a positive number, got {value}")

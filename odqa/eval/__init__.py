@@ -1,0 +1,1 @@
+"""Evaluation: answer matching, question loaders, retrieval/reader/QA metrics."""

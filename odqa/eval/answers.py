@@ -1,0 +1,99 @@
+"""Answer matching as the reference implementations do it.
+
+* `has_answer`: DPR's retrieval check: the answer's tokens occur as a contiguous run of the passage's
+  tokens (NFD-normalised, uncased, DPR's SimpleTokenizer); for regex answers (CuratedTREC) a regex search.
+* `normalize_answer`, `exact_match`, `f1_score`: the official SQuAD v1.1 evaluation script.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import string
+import unicodedata
+from functools import lru_cache
+from typing import Iterable, Sequence
+
+import regex
+
+# DPR's SimpleTokenizer: runs of letters/digits/marks, or any single non-space non-control char.
+_TOKEN = regex.compile(r"[\p{L}\p{N}\p{M}]+|[^\p{Z}\p{C}]", flags=regex.IGNORECASE | regex.UNICODE | regex.MULTILINE)
+
+
+def dpr_tokens(text: str) -> list[str]:
+    text = unicodedata.normalize("NFD", text)
+    return [m.group().lower() for m in _TOKEN.finditer(text)]
+
+
+@lru_cache(maxsize=65536)
+def _answer_tokens(answer: str) -> tuple[str, ...]:
+    return tuple(dpr_tokens(answer))
+
+
+@lru_cache(maxsize=4096)
+def _compile_regex(pattern: str) -> re.Pattern | None:
+    try:
+        return re.compile(pattern, flags=re.IGNORECASE | re.UNICODE | re.MULTILINE)
+    except re.error:
+        return None
+
+
+def has_answer(text: str, answers: Sequence[str], regex_answers: bool = False) -> bool:
+    if regex_answers:
+        text = unicodedata.normalize("NFD", text)
+        for pattern in answers:
+            compiled = _compile_regex(unicodedata.normalize("NFD", pattern))
+            if compiled is not None and compiled.search(text):
+                return True
+        return False
+    tokens = dpr_tokens(text)
+    for answer in answers:
+        target = _answer_tokens(answer)
+        n = len(target)
+        if n == 0:
+            continue
+        first = target[0]
+        for i in range(len(tokens) - n + 1):
+            if tokens[i] == first and tuple(tokens[i : i + n]) == target:
+                return True
+    return False
+
+
+def normalize_answer(text: str) -> str:
+    """Lower text and remove punctuation, articles and extra whitespace (SQuAD v1.1)."""
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def exact_match(prediction: str, truth: str) -> float:
+    return float(normalize_answer(prediction) == normalize_answer(truth))
+
+
+def f1_score(prediction: str, truth: str) -> float:
+    pred_tokens = normalize_answer(prediction).split()
+    truth_tokens = normalize_answer(truth).split()
+    common = collections.Counter(pred_tokens) & collections.Counter(truth_tokens)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision = same / len(pred_tokens)
+    recall = same / len(truth_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def best_over_truths(metric, prediction: str, truths: Iterable[str]) -> float:
+    truths = list(truths)
+    if not truths:
+        return 0.0
+    return max(metric(prediction, t) for t in truths)
+
+
+def regex_match(prediction: str, patterns: Iterable[str]) -> float:
+    """EM for regex answers (CuratedTREC): the whole prediction matches one pattern."""
+    for pattern in patterns:
+        compiled = _compile_regex(pattern)
+        if compiled is not None and compiled.fullmatch(prediction.strip()):
+            return 1.0
+    return 0.0

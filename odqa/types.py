@@ -1,0 +1,92 @@
+"""Shared record types. Every package may import this module; it imports nothing of the project."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Document:
+    """One article (or one SQuAD paragraph) before it is split into passages."""
+
+    id: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A ~100-word chunk of one document; `start`/`end` are character offsets into the document text."""
+
+    id: str
+    title: str
+    text: str
+    doc_id: str = ""
+    start: int = 0
+    end: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SearchHit:
+    """One ranked result: a row of an index (`row`) with its score, and the passage once resolved."""
+
+    row: int
+    score: float
+    passage: Passage | None = None
+    source: str = ""  # which retriever produced it: bm25, dense, hybrid, entity
+
+    @property
+    def passage_id(self) -> str:
+        return self.passage.id if self.passage is not None else str(self.row)
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A knowledge-base entry: one Wikipedia article."""
+
+    id: str
+    title: str
+    description: str = ""
+    aliases: tuple[str, ...] = ()
+
+
+@dataclass
+class Mention:
+    """A linked span of the question: character offsets [start, end) and the chosen entity."""
+
+    start: int
+    end: int
+    text: str
+    entity: Entity | None
+    mention_score: float = 0.0  # p(span is a mention)
+    entity_score: float = 0.0  # p(entity | mention)
+    score: float = 0.0  # joint
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Answer:
+    """An extracted answer span; `start`/`end` are character offsets into the passage text."""
+
+    text: str
+    score: float
+    probability: float = 0.0
+    passage_id: str = ""
+    title: str = ""
+    start: int = 0
+    end: int = 0
+    context: str = ""  # the passage text the offsets refer to
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Timings:
+    stages: dict[str, float] = field(default_factory=dict)

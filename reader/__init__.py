@@ -1,0 +1,1 @@
+"""Extractive reader: span model, decoding, multi-passage aggregation, training."""
