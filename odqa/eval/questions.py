@@ -4,6 +4,7 @@ CuratedTREC TSV (regex answers) and DPR training JSON. `load_questions(path)` de
 from __future__ import annotations
 
 import ast
+import csv
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,12 +70,11 @@ def _jsonl(path: Path) -> Iterator[QAItem]:
 
 
 def _tsv(path: Path) -> Iterator[QAItem]:
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.rstrip("\n")
-            if not line.strip():
+    # csv handles the quoted fields some published qas files carry (TriviaQA dev), as DPR reads them
+    with path.open(encoding="utf-8", newline="") as f:
+        for lineno, cols in enumerate(csv.reader(f, delimiter="\t"), 1):
+            if not any(c.strip() for c in cols):
                 continue
-            cols = line.split("\t")
             if len(cols) == 2:  # DPR qas: question <TAB> python list of answers
                 try:
                     answers = ast.literal_eval(cols[1])
