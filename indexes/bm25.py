@@ -1,0 +1,234 @@
+"""Embedded BM25 text indexes.
+
+Engines (same interface: `build(texts, out, manifest)`, `load(path)`, `search(queries, k)`):
+* `tantivy` (default): Tantivy, a Rust Lucene-like engine. Streams documents to disk segments while
+  indexing (RAM bounded by the writer heap), memory-maps them to search, and answers a query in about a
+  millisecond or two. Analyser: lowercase, English stop words, English (Snowball) stemmer, as Lucene's
+  EnglishAnalyzer used by Pyserini; BM25 with Lucene's k1=0.9/b=0.4 is not settable in tantivy-py, so it
+  scores with Tantivy's k1=1.2, b=0.75.
+* `bm25s`: sparse-matrix BM25 (bm25s + PyStemmer), k1/b configurable; needs the token ids in memory while
+  indexing.
+* `rank-bm25`: the reference Python implementation, for comparisons only (slow, in memory).
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from indexes.manifest import Manifest, atomic_folder
+from odqa.errors import OdqaError
+
+ENGINES = ("tantivy", "bm25s", "rank-bm25")
+_QUERY_JUNK = re.compile(r"[^\w\s]+", flags=re.UNICODE)
+Hits = list[tuple[int, float]]
+
+
+def build_text_index(texts: Iterable[str], out: str | Path, manifest: Manifest, engine: str = "tantivy", **params):
+    """Index `texts` (row i = i-th text) into folder `out`, atomically."""
+    cls = _engine(engine)
+    with atomic_folder(out) as tmp:
+        count = cls.build_into(texts, tmp, **params)
+        if count == 0:
+            raise OdqaError("no text to index: the corpus is empty")
+        manifest.kind = "bm25"
+        manifest.count = count
+        manifest.params = {**manifest.params, "engine": engine, **params}
+        manifest.save(tmp)
+    return load_text_index(out)
+
+
+def load_text_index(path: str | Path):
+    manifest = Manifest.load(path, kind="bm25")
+    cls = _engine(manifest.params.get("engine", "tantivy"))
+    return cls.load(Path(path), manifest)
+
+
+def _engine(name: str):
+    try:
+        return {"tantivy": TantivyIndex, "bm25s": Bm25sIndex, "rank-bm25": RankBm25Index}[name]
+    except KeyError:
+        raise OdqaError(f"unknown BM25 engine {name!r}; choose one of {', '.join(ENGINES)}") from None
+
+
+def clean_query(query: str) -> str:
+    # lower case first: the query parser reads upper-case AND/OR/NOT as operators
+    return _QUERY_JUNK.sub(" ", query.lower()).strip()
+
+
+class TantivyIndex:
+    ANALYZER = "en_odqa"
+
+    def __init__(self, index, manifest: Manifest):
+        self.index = index
+        self.manifest = manifest
+        self.searcher = index.searcher()
+
+    @staticmethod
+    def _schema():
+        import tantivy
+
+        builder = tantivy.SchemaBuilder()
+        builder.add_integer_field("row", stored=True, fast=True, indexed=False)
+        builder.add_text_field("text", stored=False, tokenizer_name=TantivyIndex.ANALYZER)
+        return builder.build()
+
+    @staticmethod
+    def _register(index) -> None:
+        import tantivy
+
+        analyzer = (
+            tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+            .filter(tantivy.Filter.remove_long(40))
+            .filter(tantivy.Filter.lowercase())
+            .filter(tantivy.Filter.stopword("english"))
+            .filter(tantivy.Filter.stemmer("english"))
+            .build()
+        )
+        index.register_tokenizer(TantivyIndex.ANALYZER, analyzer)
+
+    @classmethod
+    def build_into(cls, texts: Iterable[str], folder: Path, heap_mb: int = 512, threads: int = 2) -> int:
+        import tantivy
+
+        index = tantivy.Index(cls._schema(), path=str(folder))
+        cls._register(index)
+        writer = index.writer(heap_size=heap_mb * 1_000_000, num_threads=threads)
+        count = 0
+        for row, text in enumerate(texts):
+            writer.add_document(tantivy.Document(row=row, text=text))
+            count += 1
+        writer.commit()
+        writer.wait_merging_threads()
+        return count
+
+    @classmethod
+    def load(cls, path: Path, manifest: Manifest) -> "TantivyIndex":
+        import tantivy
+
+        index = tantivy.Index.open(str(path))
+        cls._register(index)
+        return cls(index, manifest)
+
+    def search(self, queries: Sequence[str], k: int) -> list[Hits]:
+        out = []
+        for query in queries:
+            text = clean_query(query)
+            if not text:
+                out.append([])
+                continue
+            parsed, _errors = self.index.parse_query_lenient(text, ["text"])
+            result = self.searcher.search(parsed, k)
+            out.append([(int(self.searcher.doc(addr)["row"][0]), float(score)) for score, addr in result.hits])
+        return out
+
+
+class Bm25sIndex:
+    def __init__(self, retriever, tokenizer, manifest: Manifest):
+        self.retriever = retriever
+        self.tokenizer = tokenizer
+        self.manifest = manifest
+
+    @staticmethod
+    def _tokenizer():
+        import bm25s
+        import Stemmer
+
+        return bm25s.tokenization.Tokenizer(stemmer=Stemmer.Stemmer("english"), stopwords="en")
+
+    @classmethod
+    def build_into(cls, texts: Iterable[str], folder: Path, k1: float = 0.9, b: float = 0.4) -> int:
+        import bm25s
+
+        tokenizer = cls._tokenizer()
+        ids = list(tokenizer.streaming_tokenize(texts))
+        if not ids:
+            return 0
+        retriever = bm25s.BM25(k1=k1, b=b)
+        retriever.index(bm25s.tokenization.Tokenized(ids=ids, vocab=tokenizer.get_vocab_dict()), show_progress=False)
+        retriever.save(str(folder))
+        tokenizer.save_vocab(str(folder))
+        tokenizer.save_stopwords(str(folder))
+        return len(ids)
+
+    @classmethod
+    def load(cls, path: Path, manifest: Manifest) -> "Bm25sIndex":
+        import bm25s
+
+        retriever = bm25s.BM25.load(str(path), mmap=True)
+        tokenizer = cls._tokenizer()
+        tokenizer.load_vocab(str(path))
+        tokenizer.load_stopwords(str(path))
+        return cls(retriever, tokenizer, manifest)
+
+    def search(self, queries: Sequence[str], k: int) -> list[Hits]:
+        out = []
+        for query in queries:
+            ids = self.tokenizer.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)
+            if not ids or not ids[0]:
+                out.append([])
+                continue
+            rows, scores = self.retriever.retrieve(ids, k=k, show_progress=False, n_threads=1)
+            out.append([(int(r), float(s)) for r, s in zip(rows[0], scores[0]) if s > 0])
+        return out
+
+
+class RankBm25Index:
+    """rank-bm25's BM25Okapi over the bm25s analyser (regex words, English stop words, Snowball stems);
+    pickled and loaded whole into memory."""
+
+    FILE = "rank_bm25.pkl"
+
+    def __init__(self, model, manifest: Manifest):
+        self.model = model
+        self.manifest = manifest
+        self.analyze = _english_analyzer()
+
+    @classmethod
+    def build_into(cls, texts: Iterable[str], folder: Path, k1: float = 0.9, b: float = 0.4) -> int:
+        from rank_bm25 import BM25Okapi
+
+        analyze = _english_analyzer()
+        docs = [analyze(text) for text in texts]
+        if not docs:
+            return 0
+        with (folder / cls.FILE).open("wb") as f:
+            pickle.dump(BM25Okapi(docs, k1=k1, b=b), f)
+        return len(docs)
+
+    @classmethod
+    def load(cls, path: Path, manifest: Manifest) -> "RankBm25Index":
+        with (path / cls.FILE).open("rb") as f:
+            return cls(pickle.load(f), manifest)
+
+    def search(self, queries: Sequence[str], k: int) -> list[Hits]:
+        out = []
+        for query in queries:
+            tokens = self.analyze(query)
+            if not tokens:
+                out.append([])
+                continue
+            scores = self.model.get_scores(tokens)
+            k_eff = min(k, len(scores))
+            top = np.argpartition(-scores, k_eff - 1)[:k_eff]
+            top = top[np.argsort(-scores[top], kind="stable")]
+            out.append([(int(r), float(scores[r])) for r in top if scores[r] > 0])
+        return out
+
+
+def _english_analyzer():
+    import Stemmer
+    from bm25s.stopwords import STOPWORDS_EN
+
+    stemmer = Stemmer.Stemmer("english")
+    stop = set(STOPWORDS_EN)
+    word = re.compile(r"(?u)\b\w\w+\b")
+
+    def analyze(text: str) -> list[str]:
+        return stemmer.stemWords([w for w in word.findall(text.lower()) if w not in stop])
+
+    return analyze

@@ -1,0 +1,152 @@
+"""FAISS inner-product vector index over embeddings kept as a numpy memmap.
+
+Index types: `flat` (exact, default), `hnsw` (graph; M, efConstruction, efSearch) and `ivf` (IVF-Flat;
+nlist, nprobe). Vectors are stored once as `embeddings.npy` (float32 or float16) and memory-mapped; the
+flat index searches the memmap in blocks, so RAM stays bounded whatever the corpus size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+
+from indexes.manifest import Manifest, atomic_folder
+from odqa.errors import OdqaError
+
+EMBEDDINGS = "embeddings.npy"
+FAISS_FILE = "index.faiss"
+
+
+@dataclass
+class VectorIndexParams:
+    kind: str = "flat"  # flat | hnsw | ivf
+    hnsw_m: int = 32
+    ef_construction: int = 80
+    ef_search: int = 128
+    nlist: int = 0  # 0: about 4 * sqrt(n)
+    nprobe: int = 32
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class VectorIndex:
+    """search(vectors, k) -> (scores [q, k], rows [q, k]); rows are passage/entity rows, -1 when missing."""
+
+    def __init__(self, embeddings: np.ndarray, manifest: Manifest, faiss_index=None, path: Path | None = None):
+        self.embeddings = embeddings
+        self.manifest = manifest
+        self.faiss_index = faiss_index
+        self.path = path
+
+    @property
+    def dim(self) -> int:
+        return int(self.embeddings.shape[1])
+
+    def __len__(self) -> int:
+        return int(self.embeddings.shape[0])
+
+    @staticmethod
+    def build(
+        embeddings_path: str | Path,
+        out: str | Path,
+        manifest: Manifest,
+        params: VectorIndexParams | None = None,
+    ) -> "VectorIndex":
+        """Turn an embeddings .npy file (moved into the index folder) into a saved index."""
+        params = params or VectorIndexParams()
+        embeddings = np.load(embeddings_path, mmap_mode="r")
+        if embeddings.ndim != 2 or embeddings.shape[0] == 0:
+            raise OdqaError(f"{embeddings_path}: expected a non-empty 2-d array of vectors, got shape {embeddings.shape}")
+        with atomic_folder(out) as tmp:
+            Path(embeddings_path).replace(tmp / EMBEDDINGS)
+            embeddings = np.load(tmp / EMBEDDINGS, mmap_mode="r")
+            index = _train_and_fill(embeddings, params)
+            if index is not None:
+                faiss.write_index(index, str(tmp / FAISS_FILE))
+            manifest.kind = "faiss"
+            manifest.count = int(embeddings.shape[0])
+            manifest.dim = int(embeddings.shape[1])
+            manifest.params = {**manifest.params, **{k: v for k, v in vars(params).items() if k != "extra"}}
+            manifest.save(tmp)
+        return VectorIndex.load(out)
+
+    @staticmethod
+    def load(path: str | Path, use_gpu: bool | None = None) -> "VectorIndex":
+        path = Path(path)
+        manifest = Manifest.load(path, kind="faiss")
+        embeddings = np.load(path / EMBEDDINGS, mmap_mode="r")
+        faiss_index = None
+        if (path / FAISS_FILE).exists():
+            faiss_index = faiss.read_index(str(path / FAISS_FILE))
+            _set_search_params(faiss_index, manifest.params)
+        index = VectorIndex(embeddings, manifest, faiss_index, path)
+        if use_gpu is None or use_gpu:
+            index.maybe_to_gpu(required=bool(use_gpu))
+        return index
+
+    def maybe_to_gpu(self, required: bool = False) -> bool:
+        """Move the FAISS index to a GPU where faiss-gpu and a device are present."""
+        if not hasattr(faiss, "StandardGpuResources") or faiss.get_num_gpus() == 0:
+            if required:
+                raise OdqaError("no GPU FAISS available: install faiss-gpu (pip install .[gpu]) on a machine with a GPU")
+            return False
+        if self.faiss_index is None:
+            self.faiss_index = faiss.IndexFlatIP(self.dim)
+            self.faiss_index.add(np.ascontiguousarray(self.embeddings, dtype=np.float32))
+        self._gpu_resources = faiss.StandardGpuResources()
+        self.faiss_index = faiss.index_cpu_to_gpu(self._gpu_resources, 0, self.faiss_index)
+        return True
+
+    def search(self, vectors: np.ndarray, k: int, block_rows: int = 262144) -> tuple[np.ndarray, np.ndarray]:
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim:
+            raise OdqaError(f"query vectors have shape {vectors.shape}; this index holds {self.dim}-d vectors")
+        k = min(k, len(self))
+        if self.faiss_index is not None:
+            scores, rows = self.faiss_index.search(vectors, k)
+            return scores, rows.astype(np.int64)
+        return _blocked_flat_search(self.embeddings, vectors, k, block_rows)
+
+
+def _blocked_flat_search(embeddings: np.ndarray, queries: np.ndarray, k: int, block_rows: int):
+    """Exact inner-product search over a memmap, one block at a time, merging top-k with FAISS's heap."""
+    n_q = queries.shape[0]
+    result = faiss.ResultHeap(n_q, k, keep_max=True)
+    for start in range(0, embeddings.shape[0], block_rows):
+        block = np.ascontiguousarray(embeddings[start : start + block_rows], dtype=np.float32)
+        scores, rows = faiss.knn(queries, block, min(k, block.shape[0]), metric=faiss.METRIC_INNER_PRODUCT)
+        result.add_result(scores, np.where(rows >= 0, rows + start, -1))
+    result.finalize()
+    return result.D, result.I.astype(np.int64)
+
+
+def _train_and_fill(embeddings: np.ndarray, params: VectorIndexParams):
+    n, dim = embeddings.shape
+    if params.kind == "flat":
+        return None  # searched straight from the memmap
+    if params.kind == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, params.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = params.ef_construction
+    elif params.kind == "ivf":
+        nlist = params.nlist or max(1, int(4 * np.sqrt(n)))
+        quantizer = faiss.IndexFlatIP(dim)
+        index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        rng = np.random.default_rng(0)
+        sample = np.sort(rng.choice(n, size=min(n, max(nlist * 40, 10000)), replace=False))
+        index.train(np.ascontiguousarray(embeddings[sample], dtype=np.float32))
+        params.nlist = nlist
+    else:
+        raise OdqaError(f"unknown vector index kind {params.kind!r}; use flat, hnsw or ivf")
+    for start in range(0, n, 65536):
+        index.add(np.ascontiguousarray(embeddings[start : start + 65536], dtype=np.float32))
+    return index
+
+
+def _set_search_params(index, params: dict[str, Any]) -> None:
+    if isinstance(index, faiss.IndexHNSW):
+        index.hnsw.efSearch = int(params.get("ef_search", 128))
+    elif isinstance(index, faiss.IndexIVF):
+        index.nprobe = int(params.get("nprobe", 32))

@@ -1,0 +1,127 @@
+"""Reader commands: train-reader, build-reader-data, eval-reader."""
+
+from __future__ import annotations
+
+import logging
+
+from odqa.commands.common import add_command, print_json_last
+
+
+def register(subparsers) -> None:
+    p = add_command(
+        subparsers, "train-reader",
+        "Train an extractive reader on SQuAD-format JSON (v1 or v2); resumes from the newest checkpoint in --output.",
+        "python run_qa.py train-reader --train /work/shared/data/squad/dev-v2.0.json --output runs/reader "
+        "--epochs 2 --threads 2\n"
+        "  python run_qa.py train-reader --train runs/distant.json --init runs/reader/final --output runs/reader2",
+        _train,
+    )
+    p.add_argument("--train", nargs="+", required=True, metavar="FILE", help="SQuAD-format JSON training file(s)")
+    p.add_argument("--output", required=True, help="folder for checkpoints and the final model (output/final)")
+    p.add_argument("--init", default="minilm", help="model to start from: an encoder or a QA checkpoint")
+    p.add_argument("--epochs", type=float, default=2.0)
+    p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (overrides --epochs)")
+    p.add_argument("--batch-size", type=int, default=32, help="CPU batch size")
+    p.add_argument("--gpu-batch-size", type=int, default=64)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--warmup", type=float, default=0.1, help="fraction of steps spent warming up")
+    p.add_argument("--max-length", type=int, default=256, help="tokens per window")
+    p.add_argument("--stride", type=int, default=64, help="tokens shared by consecutive windows")
+    p.add_argument("--negative-ratio", type=float, default=1.0, help="fraction of unanswerable questions kept")
+    p.add_argument("--limit", type=int, default=0, help="first N questions of each file (smoke tests)")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--save-every", type=int, default=500, help="checkpoint every N steps")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "fp16", "bf16"))
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (log lines only)")
+
+    p = add_command(
+        subparsers, "build-reader-data",
+        "Distant supervision: retrieve passages for questions with answers and write SQuAD-format training JSON.",
+        "python run_qa.py build-reader-data --questions /work/shared/data/nq-open/NQ-open.dev.jsonl "
+        "--index work_indexes/wiki --k 10 --limit 2000 --output runs/distant-nq.json",
+        _build_data,
+    )
+    p.add_argument("--questions", nargs="+", required=True, metavar="FILE", help="question files with answers")
+    p.add_argument("--index", required=True, help="index folder (BM25 is used)")
+    p.add_argument("--retriever", default="bm25")
+    p.add_argument("--k", type=int, default=10, help="passages retrieved per question")
+    p.add_argument("--limit", type=int, default=0, help="questions per file (0: all)")
+    p.add_argument("--negatives", type=int, default=1, help="no-answer examples kept per question")
+    p.add_argument("--positives", type=int, default=2, help="answer-bearing passages kept per question")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--output", required=True, help="SQuAD-format JSON to write")
+
+    p = add_command(
+        subparsers, "eval-reader",
+        "Official SQuAD EM/F1 (0-100) of a reader given each question's gold paragraph.",
+        "python run_qa.py eval-reader --data /work/shared/data/squad/dev-v1.1.json --limit 1000 --json\n"
+        "  python run_qa.py eval-reader --data dev-v2.0.json --model runs/reader/final --allow-null --json",
+        _eval,
+    )
+    p.add_argument("--data", required=True, help="SQuAD-format JSON (v1.1 or v2.0)")
+    p.add_argument("--model", default="reader", help="reader name or path (default: the shipped models/reader)")
+    p.add_argument("--limit", type=int, default=0, help="first N questions (0: all)")
+    p.add_argument("--batch-size", type=int, default=32, help="windows per forward pass")
+    p.add_argument("--max-answer-tokens", type=int, default=30)
+    p.add_argument("--allow-null", action="store_true",
+                   help="SQuAD v2: score unanswerable questions; predict no answer when the null span wins")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    p.add_argument("--int8", action="store_true", help="dynamic int8 quantisation of the linear layers (CPU)")
+    p.add_argument("--predictions", help="write {question id: answer} JSON here")
+    p.add_argument("--json", action="store_true", help="print the metrics as JSON on the last line")
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _train(args) -> int:
+    from reader.train import TrainConfig, train
+
+    _setup_logging()
+    cfg = TrainConfig(
+        train_files=args.train, output_dir=args.output, init=args.init, epochs=args.epochs,
+        max_steps=args.max_steps, batch_size=args.batch_size, gpu_batch_size=args.gpu_batch_size, lr=args.lr,
+        warmup=args.warmup, max_length=args.max_length, stride=args.stride, negative_ratio=args.negative_ratio,
+        limit=args.limit, seed=args.seed, save_every=args.save_every, threads=args.threads,
+        precision=args.precision, progress=not args.no_progress,
+    )
+    final = train(cfg)
+    print(f"model written to {final}")
+    return 0
+
+
+def _build_data(args) -> int:
+    from reader.distant import build_distant_data
+
+    _setup_logging()
+    stats = build_distant_data(
+        args.questions, args.index, args.output, k=args.k, limit=args.limit, retriever=args.retriever,
+        positives=args.positives, negatives=args.negatives, seed=args.seed,
+    )
+    print_json_last(stats)
+    return 0
+
+
+def _eval(args) -> int:
+    import torch
+
+    from odqa.eval.reader_eval import evaluate_reader
+    from reader.model import Reader
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    reader = Reader.from_pretrained(args.model, batch_size=args.batch_size, max_answer_tokens=args.max_answer_tokens)
+    if args.int8:
+        reader.quantize_int8()
+    metrics = evaluate_reader(
+        reader, args.data, limit=args.limit or None, allow_null=args.allow_null,
+        predictions_path=args.predictions, progress=not args.json,
+    )
+    if args.json:
+        print_json_last(metrics)
+    else:
+        for key, value in metrics.items():
+            print(f"{key}: {value}")
+    return 0

@@ -1,0 +1,140 @@
+"""Commands: index, search, eval-retrieval."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+
+from odqa.commands.common import add_command, add_config_flag, print_json_last
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "index", "Build BM25 and dense indexes for a corpus file or folder.",
+                    "python run_qa.py index --corpus ../shared/data/wiki/enwiki-AA.jsonl.xz --out indexes/wiki-aa", run_index)
+    p.add_argument("--corpus", required=True, help="JSONL(.gz/.xz), WikiExtractor folder, DPR passage TSV or SQuAD JSON")
+    p.add_argument("--out", required=True, help="index folder to create (replaced atomically when the build succeeds)")
+    p.add_argument("--backends", default="bm25,dense", help="comma-separated: bm25, dense")
+    p.add_argument("--encoder", default="minilm", help="passage encoder: 'minilm', a shipped model name, a path or a hub name")
+    p.add_argument("--words", type=int, default=100, help="target passage length in words")
+    p.add_argument("--bm25-engine", default="tantivy", choices=["tantivy", "bm25s", "rank-bm25"])
+    p.add_argument("--vector-index", default="flat", choices=["flat", "hnsw", "ivf"])
+    p.add_argument("--hnsw-m", type=int, default=32)
+    p.add_argument("--ef-search", type=int, default=128)
+    p.add_argument("--nlist", type=int, default=0, help="IVF lists (0: 4*sqrt(n))")
+    p.add_argument("--nprobe", type=int, default=32)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--max-length", type=int, default=256, help="encoder max tokens per passage")
+    p.add_argument("--chunk-size", type=int, default=20000, help="passages per resumable encoding chunk")
+    p.add_argument("--shard", help="i/n: encode only this shard of the chunks (merge by rerunning without it)")
+    p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+
+    p = add_command(subparsers, "search", "Show the top passages for a question.",
+                    'python run_qa.py search --index indexes/wiki-aa "who founded the Visigoth kingdom"', run_search)
+    p.add_argument("question", nargs="+")
+    p.add_argument("--index", help="index folder (default: the config's index, else the built-in demo corpus)")
+    p.add_argument("--retriever", choices=["bm25", "dense", "hybrid"])
+    p.add_argument("--k", type=int, default=5)
+    p.add_argument("--json", action="store_true", help="print hits as one JSON object")
+    _retrieval_flags(p)
+    add_config_flag(p)
+
+    p = add_command(subparsers, "eval-retrieval", "Top-k retrieval accuracy (DPR-style answer match), MRR, gold-passage recall.",
+                    "python run_qa.py eval-retrieval --index indexes/wiki --questions ../shared/data/dpr-qas/nq-test.qa.tsv "
+                    "--retriever bm25 --limit 500 --k 1 5 20 100 --json", run_eval)
+    p.add_argument("--index", help="index folder (default: the config's index, else the built-in demo corpus)")
+    p.add_argument("--questions", required=True, help="DPR qas TSV, NQ-open JSONL, SQuAD JSON, WebQuestions JSON, CuratedTREC TSV")
+    p.add_argument("--retriever", choices=["bm25", "dense", "hybrid"])
+    p.add_argument("--limit", type=int, help="first N questions only")
+    p.add_argument("--k", type=int, nargs="+", default=[1, 5, 10, 20, 50, 100])
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--per-question", help="write per-question hits (JSONL) here for error analysis")
+    p.add_argument("--json", action="store_true", help="print one JSON object of metrics as the last line")
+    _retrieval_flags(p)
+    add_config_flag(p)
+
+
+def _retrieval_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--encoder", help="question encoder (default: the one the index was built with)")
+    p.add_argument("--fusion", choices=["rrf", "minmax"], help="hybrid fusion method")
+    p.add_argument("--alpha", type=float, help="minmax fusion: weight of the dense score")
+    p.add_argument("--candidates", type=int, help="hybrid: passages asked of each retriever before fusion")
+
+
+def _config(args):
+    from odqa.config import OdqaConfig
+
+    return OdqaConfig.load(getattr(args, "config", None), {
+        "index": getattr(args, "index", None),
+        "retrieval.retriever": getattr(args, "retriever", None),
+        "retrieval.encoder": getattr(args, "encoder", None),
+        "retrieval.fusion": getattr(args, "fusion", None),
+        "retrieval.alpha": getattr(args, "alpha", None),
+        "retrieval.candidates": getattr(args, "candidates", None),
+    })
+
+
+def open_retriever(config):
+    from odqa.demo_corpus import demo_index_path
+    from retriever.loading import IndexBundle
+
+    bundle = IndexBundle.open(config.index or demo_index_path())
+    r = config.retrieval
+    retriever = bundle.retriever(r.retriever, encoder=r.encoder or None, fusion=r.fusion, alpha=r.alpha,
+                                 candidates=r.candidates, rrf_k=r.rrf_k)
+    return bundle, retriever
+
+
+def run_index(args) -> int:
+    from indexes.vector import VectorIndexParams
+    from odqa.indexing import IndexSpec, build_index, parse_shard
+
+    spec = IndexSpec(
+        corpus=args.corpus, out=args.out, backends=[b.strip() for b in args.backends.split(",") if b.strip()],
+        encoder=args.encoder, words=args.words, bm25_engine=args.bm25_engine,
+        vector=VectorIndexParams(kind=args.vector_index, hnsw_m=args.hnsw_m, ef_search=args.ef_search,
+                                 nlist=args.nlist, nprobe=args.nprobe),
+        batch_size=args.batch_size, max_length=args.max_length, chunk_size=args.chunk_size,
+        shard=parse_shard(args.shard), device=args.device,
+    )
+    report = build_index(spec)
+    print(report.message)
+    return 0
+
+
+def run_search(args) -> int:
+    import json
+
+    config = _config(args)
+    bundle, retriever = open_retriever(config)
+    question = " ".join(args.question)
+    hits = retriever.search([question], min(args.k, len(bundle.store)))[0]
+    if args.json:
+        print_json_last({"question": question, "hits": [
+            {"rank": i, "score": h.score, **h.passage.to_dict()} for i, h in enumerate(hits, 1)]})
+        return 0
+    for i, hit in enumerate(hits, 1):
+        print(f"{i:>3}. [{hit.score:.3f}] {hit.passage.title}  ({hit.passage.id})")
+        print(textwrap.indent(textwrap.fill(hit.passage.text, 100), "     "))
+    return 0
+
+
+def run_eval(args) -> int:
+    from odqa.errors import OdqaError
+    from odqa.eval.questions import load_questions
+    from odqa.eval.retrieval import evaluate_retrieval, format_table
+
+    ks = sorted(set(args.k))
+    if ks[0] <= 0:
+        raise OdqaError("--k values must be positive")
+    config = _config(args)
+    items = load_questions(args.questions, limit=args.limit)
+    bundle, retriever = open_retriever(config)
+    if ks[-1] > len(bundle.store):
+        raise OdqaError(f"--k {ks[-1]} is larger than the corpus ({len(bundle.store)} passages); use smaller k values")
+    metrics = evaluate_retrieval(retriever, items, ks, batch_size=args.batch_size, per_question=args.per_question)
+    metrics["retriever"] = config.retrieval.retriever
+    print(format_table(metrics, ks))
+    print(f"{metrics['questions']} questions in {metrics['seconds']} s ({metrics['questions_per_second']} q/s)")
+    if args.json:
+        print_json_last(metrics)
+    return 0

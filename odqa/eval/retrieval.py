@@ -1,0 +1,102 @@
+"""Top-k retrieval accuracy as DPR reports it, plus MRR and (where the data names it) gold-passage recall."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from tqdm.auto import tqdm
+
+from odqa.eval.answers import has_answer
+from odqa.eval.questions import QAItem
+from odqa.types import SearchHit
+
+DEFAULT_KS = (1, 5, 10, 20, 50, 100)
+
+
+@dataclass
+class QuestionResult:
+    item: QAItem
+    hits: list[SearchHit]
+    first_hit_rank: int | None  # 1-based rank of the first passage holding an answer
+    first_gold_rank: int | None  # 1-based rank of the first passage cut from the gold paragraph
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.item.id,
+            "question": self.item.question,
+            "answers": self.item.answers,
+            "first_hit_rank": self.first_hit_rank,
+            "first_gold_rank": self.first_gold_rank,
+            "top": [
+                {"passage_id": h.passage_id, "title": h.passage.title if h.passage else "", "score": round(h.score, 4)}
+                for h in self.hits[:10]
+            ],
+        }
+
+
+def judge(item: QAItem, hits: Sequence[SearchHit]) -> QuestionResult:
+    first_hit = first_gold = None
+    for rank, hit in enumerate(hits, 1):
+        text = hit.passage.text if hit.passage else ""
+        if first_hit is None and has_answer(text, item.answers, regex_answers=item.regex):
+            first_hit = rank
+        if first_gold is None and item.context and text and text in item.context:
+            first_gold = rank
+        if first_hit is not None and (first_gold is not None or not item.context):
+            break
+    return QuestionResult(item, list(hits), first_hit, first_gold)
+
+
+def summarize(results: Sequence[QuestionResult], ks: Sequence[int]) -> dict:
+    n = len(results)
+    metrics: dict = {}
+    for k in ks:
+        metrics[f"recall@{k}"] = round(100.0 * sum(r.first_hit_rank is not None and r.first_hit_rank <= k for r in results) / n, 2) if n else 0.0
+    metrics["mrr"] = round(sum(1.0 / r.first_hit_rank for r in results if r.first_hit_rank) / n, 4) if n else 0.0
+    with_gold = [r for r in results if r.item.context]
+    if with_gold:
+        for k in ks:
+            metrics[f"gold_recall@{k}"] = round(
+                100.0 * sum(r.first_gold_rank is not None and r.first_gold_rank <= k for r in with_gold) / len(with_gold), 2
+            )
+    metrics["questions"] = n
+    return metrics
+
+
+def evaluate_retrieval(retriever, items: Sequence[QAItem], ks: Sequence[int] = DEFAULT_KS, batch_size: int = 32,
+                       per_question: str | Path | None = None, progress: bool = True) -> dict:
+    depth = max(ks)
+    results: list[QuestionResult] = []
+    start = time.perf_counter()
+    bar = tqdm(total=len(items), desc=f"eval {getattr(retriever, 'name', '')}", unit=" q", disable=not progress, mininterval=2)
+    for i in range(0, len(items), batch_size):
+        batch = items[i : i + batch_size]
+        for item, hits in zip(batch, retriever.search([q.question for q in batch], depth)):
+            results.append(judge(item, hits))
+        bar.update(len(batch))
+    bar.close()
+    seconds = time.perf_counter() - start
+    metrics = summarize(results, ks)
+    metrics["seconds"] = round(seconds, 2)
+    metrics["questions_per_second"] = round(len(items) / seconds, 2) if seconds > 0 else 0.0
+    if per_question:
+        path = Path(per_question)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8") as f:
+            for r in results:
+                f.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
+    return metrics
+
+
+def format_table(metrics: dict, ks: Sequence[int]) -> str:
+    header = "| " + " | ".join(f"R@{k}" for k in ks) + " | MRR | questions |"
+    rule = "|" + "---|" * (len(ks) + 2)
+    row = "| " + " | ".join(f"{metrics[f'recall@{k}']:.2f}" for k in ks) + f" | {metrics['mrr']:.4f} | {metrics['questions']} |"
+    lines = [header, rule, row]
+    if f"gold_recall@{ks[0]}" in metrics:
+        lines.append("| " + " | ".join(f"{metrics[f'gold_recall@{k}']:.2f}" for k in ks) + " | (gold passage) | |")
+    return "\n".join(lines)

@@ -1,0 +1,191 @@
+"""Build an index folder from a corpus: passages (Arrow), BM25 and dense vectors, with one manifest.
+
+Layout of `OUT/`: `manifest.json`, `passages/`, `bm25/`, `dense/` (each with its own manifest). Work in
+progress lives in `OUT.work/` and survives a crash: rerunning the same command reuses the finished
+passages, BM25 index and encoded chunks. Dense encoding is split into chunks of `chunk_size` passages;
+`--shard i/n` encodes only chunks i, i+n, ... so several processes or machines can share the work (they
+need a shared `OUT.work/`, or copy their chunk files into one before the final run). Nothing replaces
+`OUT/` until everything is built.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from indexes.bm25 import build_text_index
+from indexes.manifest import Manifest, atomic_folder
+from indexes.vector import VectorIndex, VectorIndexParams
+from odqa.corpus.readers import corpus_files, iter_passages
+from odqa.corpus.store import PassageStore
+from odqa.errors import OdqaError
+
+BACKENDS = ("bm25", "dense")
+
+
+@dataclass
+class IndexSpec:
+    corpus: str
+    out: str
+    backends: Sequence[str] = BACKENDS
+    encoder: str = "minilm"
+    words: int = 100
+    bm25_engine: str = "tantivy"
+    vector: VectorIndexParams = field(default_factory=VectorIndexParams)
+    batch_size: int = 64
+    max_length: int = 256
+    chunk_size: int = 20000
+    shard: tuple[int, int] | None = None  # (i, n): encode only chunks i, i+n, ...
+    device: str | None = None
+
+
+@dataclass
+class BuildReport:
+    finished: bool
+    passages: int
+    message: str
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise OdqaError(f"--shard must look like i/n (e.g. 0/4), got {text!r}") from None
+    if not (n > 0 and 0 <= i < n):
+        raise OdqaError(f"--shard {text}: need 0 <= i < n")
+    return i, n
+
+
+def build_index(spec: IndexSpec) -> BuildReport:
+    backends = list(dict.fromkeys(spec.backends))
+    unknown = set(backends) - set(BACKENDS)
+    if unknown or not backends:
+        raise OdqaError(f"unknown backend(s) {', '.join(sorted(unknown)) or '(none)'}; choose from {', '.join(BACKENDS)}")
+    out = Path(spec.out)
+    if out.exists() and not (out / "manifest.json").exists() and any(out.iterdir()):
+        raise OdqaError(f"{out} exists and is not an odqa index; choose another --out or remove it")
+    work = out.with_name(out.name + ".work")
+    work.mkdir(parents=True, exist_ok=True)
+
+    store, fingerprint = _passages(spec, work)
+    if "bm25" in backends:
+        _bm25(spec, work, store, fingerprint)
+    if "dense" in backends:
+        done, total = _encode_chunks(spec, work, store)
+        if done < total:
+            return BuildReport(False, len(store), f"shard {spec.shard[0]}/{spec.shard[1]} finished: {done} of {total} "
+                               f"chunks encoded in {work}; run the other shards, then rerun without --shard to finish")
+        _dense(spec, work, store, fingerprint, total)
+
+    with atomic_folder(out) as tmp:
+        for part in ["passages", *backends]:
+            shutil.move(str(work / part), str(tmp / part))
+        Manifest(
+            kind="bundle", corpus_fingerprint=fingerprint, count=len(store),
+            encoder=spec.encoder if "dense" in backends else "",
+            dim=_dim(tmp) if "dense" in backends else 0,
+            params={"backends": backends, "words": spec.words, "corpus": str(spec.corpus)},
+        ).save(tmp)
+    shutil.rmtree(work, ignore_errors=True)
+    return BuildReport(True, len(store), f"index ready in {out}: {len(store)} passages, backends {', '.join(backends)}")
+
+
+def _dim(folder: Path) -> int:
+    return Manifest.load(folder / "dense", kind="faiss").dim
+
+
+def _source_key(spec: IndexSpec) -> dict:
+    files = corpus_files(spec.corpus)
+    return {
+        "files": [[str(f.resolve()), f.stat().st_size, int(f.stat().st_mtime)] for f in files],
+        "words": spec.words,
+    }
+
+
+def _passages(spec: IndexSpec, work: Path) -> tuple[PassageStore, str]:
+    key = _source_key(spec)
+    marker = work / "passages.source.json"
+    if (work / "passages" / "dataset_info.json").exists() and marker.exists():
+        saved = json.loads(marker.read_text())
+        if saved.get("source") == key:
+            return PassageStore.open(work / "passages"), saved["fingerprint"]
+    shutil.rmtree(work, ignore_errors=True)  # another corpus: nothing in the work folder is valid
+    work.mkdir(parents=True)
+    passages = tqdm(iter_passages(spec.corpus, words=spec.words), desc="passages", unit=" psg", mininterval=2)
+    store, fingerprint = PassageStore.write(passages, work / "passages")
+    Manifest(kind="passages", corpus_fingerprint=fingerprint, count=len(store), params={"words": spec.words}).save(work / "passages")
+    marker.write_text(json.dumps({"source": key, "fingerprint": fingerprint}))
+    return store, fingerprint
+
+
+def _texts(store: PassageStore, desc: str):
+    with tqdm(total=len(store), desc=desc, unit=" psg", mininterval=2) as bar:
+        for batch in store.iter_batches(5000):
+            for title, text in zip(batch["title"], batch["text"]):
+                yield f"{title} {text}"
+            bar.update(len(batch["text"]))
+
+
+def _bm25(spec: IndexSpec, work: Path, store: PassageStore, fingerprint: str) -> None:
+    if (work / "bm25" / "manifest.json").exists():
+        return
+    manifest = Manifest(kind="bm25", corpus_fingerprint=fingerprint)
+    build_text_index(_texts(store, "bm25"), work / "bm25", manifest, engine=spec.bm25_engine)
+
+
+def _encode_chunks(spec: IndexSpec, work: Path, store: PassageStore) -> tuple[int, int]:
+    from retriever.encoder import TextEncoder, passage_text
+
+    chunks = work / "dense-chunks"
+    chunks.mkdir(exist_ok=True)
+    meta = chunks / "encoder.json"
+    expected = {"encoder": spec.encoder, "chunk_size": spec.chunk_size, "max_length": spec.max_length}
+    if meta.exists() and json.loads(meta.read_text()) != expected:
+        raise OdqaError(
+            f"{chunks} holds chunks from another encoder or chunk size ({meta.read_text()}); "
+            "remove that folder or use the same --encoder/--chunk-size"
+        )
+    meta.write_text(json.dumps(expected))
+    total = (len(store) + spec.chunk_size - 1) // spec.chunk_size
+    mine = [c for c in range(total) if spec.shard is None or c % spec.shard[1] == spec.shard[0]]
+    todo = [c for c in mine if not (chunks / f"chunk-{c:05d}.npy").exists()]
+    if todo:
+        encoder = TextEncoder.from_pretrained(spec.encoder, max_length=spec.max_length, device=spec.device)
+        with tqdm(total=sum(min(spec.chunk_size, len(store) - c * spec.chunk_size) for c in todo),
+                  desc="encode", unit=" psg", mininterval=2) as bar:
+            for c in todo:
+                rows = store.dataset[c * spec.chunk_size : (c + 1) * spec.chunk_size]
+                texts = [passage_text(t, x) for t, x in zip(rows["title"], rows["text"])]
+                vectors = encoder.encode(texts, batch_size=spec.batch_size)
+                tmp = chunks / f".chunk-{c:05d}.tmp.npy"
+                np.save(tmp, vectors.astype(np.float16))  # fp16 halves disk; search upcasts
+                tmp.replace(chunks / f"chunk-{c:05d}.npy")
+                bar.update(len(texts))
+    done = sum((chunks / f"chunk-{c:05d}.npy").exists() for c in range(total))
+    return done, total
+
+
+def _dense(spec: IndexSpec, work: Path, store: PassageStore, fingerprint: str, total: int) -> None:
+    if (work / "dense" / "manifest.json").exists():
+        return
+    chunks = work / "dense-chunks"
+    first = np.load(chunks / "chunk-00000.npy", mmap_mode="r")
+    merged_path = work / "embeddings.npy"
+    merged = np.lib.format.open_memmap(merged_path, mode="w+", dtype=np.float16, shape=(len(store), first.shape[1]))
+    for c in range(total):
+        part = np.load(chunks / f"chunk-{c:05d}.npy", mmap_mode="r")
+        merged[c * spec.chunk_size : c * spec.chunk_size + len(part)] = part
+    merged.flush()
+    del merged
+    manifest = Manifest(kind="faiss", corpus_fingerprint=fingerprint, encoder=spec.encoder,
+                        params={"max_length": spec.max_length})
+    VectorIndex.build(merged_path, work / "dense", manifest, spec.vector)
+    shutil.rmtree(chunks, ignore_errors=True)

@@ -1,0 +1,35 @@
+"""The retriever interface every backend shares."""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+from odqa.corpus.store import PassageStore
+from odqa.errors import OdqaError
+from odqa.types import SearchHit
+
+
+class Retriever(Protocol):
+    name: str
+
+    def search(self, questions: Sequence[str], k: int) -> list[list[SearchHit]]:
+        """Top-k passages for each question, best first, with `passage` filled in."""
+        ...
+
+
+def check_k(k: int, corpus_size: int) -> None:
+    if k <= 0:
+        raise OdqaError(f"k must be a positive number, got {k}")
+    if k > corpus_size:
+        raise OdqaError(f"k={k} is larger than the corpus ({corpus_size} passages); pass --k {corpus_size} or less")
+
+
+def attach_passages(store: PassageStore, results: list[list[SearchHit]]) -> list[list[SearchHit]]:
+    """Fill in the passages of all hits with one batched read from the store."""
+    rows = sorted({hit.row for hits in results for hit in hits if hit.passage is None})
+    passages = dict(zip(rows, store.get_rows(rows)))
+    for hits in results:
+        for hit in hits:
+            if hit.passage is None:
+                hit.passage = passages[hit.row]
+    return results

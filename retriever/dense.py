@@ -1,0 +1,32 @@
+"""Dense retrieval: encode the question, inner-product search over precomputed passage vectors."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from indexes.vector import VectorIndex
+from odqa.corpus.store import PassageStore
+from odqa.types import SearchHit
+from retriever.base import attach_passages, check_k
+from retriever.encoder import TextEncoder
+
+
+class DenseRetriever:
+    name = "dense"
+
+    def __init__(self, encoder: TextEncoder, index: VectorIndex, store: PassageStore, batch_size: int = 64):
+        index.manifest.check_encoder(encoder.name, encoder.dim, where=str(index.path or "vector index"))
+        self.encoder = encoder
+        self.index = index
+        self.store = store
+        self.batch_size = batch_size
+
+    def search(self, questions: Sequence[str], k: int) -> list[list[SearchHit]]:
+        check_k(k, len(self.store))
+        vectors = self.encoder.encode(list(questions), batch_size=self.batch_size)
+        scores, rows = self.index.search(vectors, k)
+        results = [
+            [SearchHit(row=int(r), score=float(s), source=self.name) for s, r in zip(qs, qr) if r >= 0]
+            for qs, qr in zip(scores, rows)
+        ]
+        return attach_passages(self.store, results)

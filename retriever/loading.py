@@ -1,0 +1,85 @@
+"""Open an index folder (built by `run_qa.py index`) and make retrievers over it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from indexes.bm25 import load_text_index
+from indexes.manifest import Manifest
+from indexes.vector import VectorIndex
+from odqa.corpus.store import PassageStore
+from odqa.errors import OdqaError
+
+KINDS = ("bm25", "dense", "hybrid")
+
+
+@dataclass
+class IndexBundle:
+    path: Path
+    manifest: Manifest
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def open(cls, path: str | Path) -> "IndexBundle":
+        path = Path(path)
+        if not path.exists():
+            raise OdqaError(f"index folder not found: {path}; build it with `run_qa.py index --corpus PATH --out {path}`")
+        return cls(path, Manifest.load(path, kind="bundle"))
+
+    @property
+    def backends(self) -> list[str]:
+        return list(self.manifest.params.get("backends", []))
+
+    @cached_property
+    def store(self) -> PassageStore:
+        store = PassageStore.open(self.path / "passages")
+        return store
+
+    def _require(self, backend: str) -> Path:
+        if backend not in self.backends:
+            raise OdqaError(
+                f"{self.path} has no {backend} index (it has: {', '.join(self.backends)}); rebuild with "
+                f"`run_qa.py index --corpus {self.manifest.params.get('corpus', 'PATH')} --out {self.path} --backends bm25,dense`"
+            )
+        folder = self.path / backend
+        Manifest.load(folder).check_corpus(self.manifest.corpus_fingerprint, where=str(folder))
+        return folder
+
+    def bm25(self):
+        from retriever.bm25 import BM25Retriever
+
+        if "bm25" not in self._cache:
+            self._cache["bm25"] = BM25Retriever(load_text_index(self._require("bm25")), self.store)
+        return self._cache["bm25"]
+
+    def dense(self, encoder: str | None = None, device: str | None = None):
+        from retriever.dense import DenseRetriever
+        from retriever.encoder import TextEncoder
+
+        key = ("dense", encoder or "")
+        if key not in self._cache:
+            folder = self._require("dense")
+            index = VectorIndex.load(folder, use_gpu=None)
+            name = encoder or index.manifest.encoder
+            max_length = int(index.manifest.params.get("max_length", 256))
+            self._cache[key] = DenseRetriever(TextEncoder.from_pretrained(name, max_length=max_length, device=device), index, self.store)
+        return self._cache[key]
+
+    def retriever(self, kind: str, encoder: str | None = None, fusion: str = "rrf", alpha: float = 0.5,
+                  candidates: int = 100, rrf_k: int = 60):
+        from retriever.hybrid import HybridRetriever
+
+        if kind == "bm25":
+            return self.bm25()
+        if kind == "dense":
+            return self.dense(encoder)
+        if kind == "hybrid":
+            return HybridRetriever(self.dense(encoder), self.bm25(), method=fusion, alpha=alpha,
+                                   candidates=candidates, rrf_k=rrf_k)
+        raise OdqaError(f"unknown retriever {kind!r}; choose one of {', '.join(KINDS)}")
+
+
+def load_retriever(index_dir: str | Path, kind: str = "bm25", **options):
+    return IndexBundle.open(index_dir).retriever(kind, **options)
