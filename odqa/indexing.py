@@ -113,7 +113,7 @@ def _source_key(spec: IndexSpec) -> dict:
 def _passages(spec: IndexSpec, work: Path) -> tuple[PassageStore, str]:
     key = _source_key(spec)
     marker = work / "passages.source.json"
-    if (work / "passages" / "dataset_info.json").exists() and marker.exists():
+    if (work / "passages" / "passages.arrow").exists() and marker.exists():
         saved = json.loads(marker.read_text())
         if saved.get("source") == key:
             return PassageStore.open(work / "passages"), saved["fingerprint"]

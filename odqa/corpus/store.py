@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 import datasets
+import pyarrow as pa
 
 from odqa.errors import OdqaError
 from odqa.types import Passage
 
+DATA_FILE = "passages.arrow"
 COLUMNS = ("id", "title", "text", "doc_id", "start", "end")
 FEATURES = datasets.Features(
     {
@@ -55,31 +56,38 @@ class PassageStore:
     @classmethod
     def open(cls, path: str | Path) -> "PassageStore":
         path = Path(path)
-        if not (path / "dataset_info.json").exists():
+        if not (path / DATA_FILE).exists():
             raise OdqaError(f"{path} holds no passage store; build one with `run_qa.py index --corpus ... --out ...`")
         datasets.disable_progress_bars()
-        return cls(datasets.load_from_disk(str(path)), path)
+        return cls(datasets.Dataset.from_file(str(path / DATA_FILE), in_memory=False), path)
 
     @classmethod
-    def write(cls, passages: Iterable[Passage], path: str | Path) -> tuple["PassageStore", str]:
-        """Stream passages to `path` (atomically) and return the store with its fingerprint."""
+    def write(cls, passages: Iterable[Passage], path: str | Path, batch_rows: int = 10000) -> tuple["PassageStore", str]:
+        """Stream passages into an Arrow file under `path` (atomically); return the store and its fingerprint."""
         path = Path(path)
         fingerprint = Fingerprint()
-
-        def rows() -> Iterator[dict]:
-            for p in passages:
-                fingerprint.update(p)
-                yield {"id": p.id, "title": p.title, "text": p.text, "doc_id": p.doc_id, "start": p.start, "end": p.end}
-
-        datasets.disable_progress_bars()
+        schema = FEATURES.arrow_schema
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=path.parent, prefix=".passages-cache-") as cache:
-            ds = datasets.Dataset.from_generator(rows, features=FEATURES, cache_dir=cache, keep_in_memory=False)
+        tmp = path.with_name(f".{path.name}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        try:
+            with pa.OSFile(str(tmp / DATA_FILE), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+                columns: dict[str, list] = {c: [] for c in COLUMNS}
+                for p in passages:
+                    fingerprint.update(p)
+                    for c in COLUMNS:
+                        columns[c].append(getattr(p, c))
+                    if len(columns["id"]) >= batch_rows:
+                        writer.write_batch(pa.record_batch(columns, schema=schema))
+                        columns = {c: [] for c in COLUMNS}
+                if columns["id"]:
+                    writer.write_batch(pa.record_batch(columns, schema=schema))
             if fingerprint.count == 0:
                 raise OdqaError("the corpus produced no passages; check that its documents have text")
-            tmp = path.with_name(path.name + ".tmp")
+        except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
-            ds.save_to_disk(str(tmp))
+            raise
         if path.exists():
             shutil.rmtree(path)
         tmp.rename(path)
