@@ -1,0 +1,131 @@
+import bz2
+import gzip
+import json
+import lzma
+
+import pytest
+
+from odqa.corpus import PassageStore, chunk_document, iter_documents, iter_passages
+from odqa.errors import DataFormatError, OdqaError
+from odqa.types import Document
+
+ARTICLES = [
+    {"id": "10", "title": "Alpha", "text": "Alpha is a town. It lies on a river.\nHistory.\nAlpha was founded in 1850 by Jean Martin."},
+    {"id": "11", "title": "Beta", "text": "Beta is a city in Germany."},
+]
+
+
+def _jsonl(path, rows, opener=open):
+    with opener(path, "wt", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("suffix,opener", [("", open), (".gz", gzip.open), (".xz", lzma.open), (".bz2", bz2.open)])
+def test_jsonl_plain_and_compressed(tmp_path, suffix, opener):
+    path = _jsonl(tmp_path / f"wiki.jsonl{suffix}", ARTICLES, opener)
+    docs = list(iter_documents(path))
+    assert [(d.id, d.title) for d in docs] == [("10", "Alpha"), ("11", "Beta")]
+    assert docs[0].text.startswith("Alpha is a town.")
+
+
+def test_pyserini_contents_jsonl(tmp_path):
+    path = _jsonl(tmp_path / "c.jsonl", [{"id": "d1", "contents": "Some text here."}])
+    assert list(iter_documents(path)) == [Document("d1", "", "Some text here.")]
+
+
+def test_wikiextractor_folder(tmp_path):
+    folder = tmp_path / "text" / "AA"
+    folder.mkdir(parents=True)
+    (folder / "wiki_00").write_text(
+        '<doc id="12" url="http://x?curid=12" title="Anarchism">\nAnarchism\n\nAnarchism is a political philosophy.\n'
+        "It has many strands.\n</doc>\n"
+        '<doc id="25" url="u" title="Autism &amp; Society">\nAutism &amp; Society\nA text about it.\n</doc>\n'
+    )
+    with bz2.open(folder / "wiki_01.bz2", "wt") as f:
+        f.write('<doc id="39" url="u" title="Albedo">\nAlbedo\nAlbedo is reflectivity.\n</doc>\n')
+    docs = list(iter_documents(tmp_path / "text"))
+    assert [d.title for d in docs] == ["Anarchism", "Autism & Society", "Albedo"]
+    assert docs[0].text == "Anarchism is a political philosophy.\nIt has many strands."
+
+
+def test_wikiextractor_cut_short(tmp_path):
+    (tmp_path / "wiki_00").write_text('<doc id="1" url="u" title="T">\nT\nbody\n')
+    with pytest.raises(DataFormatError, match="no closing"):
+        list(iter_documents(tmp_path / "wiki_00"))
+
+
+def test_dpr_tsv_passages_kept_as_they_are(tmp_path):
+    path = tmp_path / "psgs_w100.tsv"
+    path.write_text('id\ttext\ttitle\n1\t"Aaron is a prophet, ""high priest"""\tAaron\n2\tSecond passage.\tBeta\n')
+    passages = list(iter_passages(path))
+    assert [(p.id, p.title) for p in passages] == [("1", "Aaron"), ("2", "Beta")]
+    assert passages[0].text == 'Aaron is a prophet, "high priest"'
+
+
+def test_squad_paragraphs_are_documents(tmp_path):
+    path = tmp_path / "dev.json"
+    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "Super_Bowl_50", "paragraphs": [
+        {"context": "Para one.", "qas": []}, {"context": "Para two.", "qas": []}]}]}))
+    docs = list(iter_documents(path))
+    assert [(d.id, d.title, d.text) for d in docs] == [("Super_Bowl_50#0", "Super Bowl 50", "Para one."),
+                                                      ("Super_Bowl_50#1", "Super Bowl 50", "Para two.")]
+
+
+def test_unknown_and_missing_and_malformed(tmp_path):
+    with pytest.raises(DataFormatError, match="not found"):
+        list(iter_documents(tmp_path / "nope.jsonl"))
+    bad = tmp_path / "x.txt"
+    bad.write_text("just words\n")
+    with pytest.raises(DataFormatError, match="unknown corpus format"):
+        list(iter_documents(bad))
+    broken = tmp_path / "b.jsonl"
+    broken.write_text('{"id": "1", "title": "A", "text": "ok"}\n{"id": 2, "title": \n')
+    with pytest.raises(DataFormatError, match=r"b.jsonl:2"):
+        list(iter_documents(broken))
+    empty = tmp_path / "e.jsonl"
+    empty.write_text("")
+    with pytest.raises(DataFormatError, match="empty"):
+        list(iter_documents(empty))
+
+
+def test_chunking_offsets_and_sentence_boundaries():
+    sentences = [f"Sentence number {i} has exactly seven words." for i in range(40)]  # 7 words each
+    text = " ".join(sentences[:20]) + "\n" + " ".join(sentences[20:])
+    doc = Document("d", "T", text)
+    passages = chunk_document(doc, words=30)
+    for p in passages:
+        assert doc.text[p.start : p.end] == p.text
+        assert len(p.text.split()) <= 30
+        assert p.text.startswith("Sentence") and p.text.endswith("words.")  # whole sentences only
+        assert "\n" not in p.text  # never across a paragraph break
+    assert [p.id for p in passages] == [f"d_{i}" for i in range(len(passages))]
+    covered = sum(len(p.text.split()) for p in passages)
+    assert covered == 280
+
+
+def test_chunking_splits_a_sentence_longer_than_the_budget():
+    doc = Document("d", "T", " ".join(f"w{i}" for i in range(250)) + ".")
+    passages = chunk_document(doc, words=100)
+    assert [len(p.text.split()) for p in passages] == [100, 100, 50]
+    assert all(doc.text[p.start : p.end] == p.text for p in passages)
+
+
+def test_short_tail_joins_previous_passage():
+    doc = Document("d", "T", "One two three four five six seven eight. Nine ten.")
+    passages = chunk_document(doc, words=8, min_words=4)
+    assert len(passages) == 1 and passages[0].text == doc.text
+
+
+def test_passage_store_roundtrip_and_fingerprint(tmp_path):
+    path = _jsonl(tmp_path / "w.jsonl", ARTICLES)
+    store, fp = PassageStore.write(iter_passages(path, words=6), tmp_path / "passages")
+    again, fp2 = PassageStore.write(iter_passages(path, words=6), tmp_path / "passages2")
+    assert fp == fp2 and len(store) == len(again) >= 3
+    reopened = PassageStore.open(tmp_path / "passages")
+    assert reopened.get(0).title == "Alpha"
+    assert [p.id for p in reopened.get_rows([2, 0])] == [reopened.get(2).id, reopened.get(0).id]
+    with pytest.raises(OdqaError, match="no passages"):
+        PassageStore.write(iter([]), tmp_path / "none")
+    assert not (tmp_path / "none").exists()
