@@ -67,6 +67,7 @@ class TantivyIndex:
         self.index = index
         self.manifest = manifest
         self.searcher = index.searcher()
+        self.analyzer = self._analyzer()
 
     @staticmethod
     def _schema():
@@ -78,10 +79,10 @@ class TantivyIndex:
         return builder.build()
 
     @staticmethod
-    def _register(index) -> None:
+    def _analyzer():
         import tantivy
 
-        analyzer = (
+        return (
             tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
             .filter(tantivy.Filter.remove_long(40))
             .filter(tantivy.Filter.lowercase())
@@ -89,14 +90,13 @@ class TantivyIndex:
             .filter(tantivy.Filter.stemmer("english"))
             .build()
         )
-        index.register_tokenizer(TantivyIndex.ANALYZER, analyzer)
 
     @classmethod
     def build_into(cls, texts: Iterable[str], folder: Path, heap_mb: int = 512, threads: int = 2) -> int:
         import tantivy
 
         index = tantivy.Index(cls._schema(), path=str(folder))
-        cls._register(index)
+        index.register_tokenizer(cls.ANALYZER, cls._analyzer())
         writer = index.writer(heap_size=heap_mb * 1_000_000, num_threads=threads)
         count = 0
         for row, text in enumerate(texts):
@@ -111,14 +111,15 @@ class TantivyIndex:
         import tantivy
 
         index = tantivy.Index.open(str(path))
-        cls._register(index)
+        index.register_tokenizer(cls.ANALYZER, cls._analyzer())
         return cls(index, manifest)
 
     def search(self, queries: Sequence[str], k: int) -> list[Hits]:
         out = []
         for query in queries:
             text = clean_query(query)
-            if not text:
+            # a query of stop words only would parse to match-everything
+            if not text or not self.analyzer.analyze(text):
                 out.append([])
                 continue
             parsed, _errors = self.index.parse_query_lenient(text, ["text"])

@@ -1,0 +1,41 @@
+import pytest
+
+from odqa.types import Passage, SearchHit
+from retriever.hybrid import minmax_fuse, rrf_fuse
+
+
+def hits(*pairs):
+    return [SearchHit(row=r, score=s, passage=Passage(str(r), "", "")) for r, s in pairs]
+
+
+def test_minmax_by_hand():
+    dense = hits((1, 0.9), (2, 0.5), (3, 0.1))  # normalised 1.0, 0.5, 0.0
+    sparse = hits((3, 30.0), (4, 20.0), (1, 10.0))  # normalised 1.0, 0.5, 0.0
+    fused = minmax_fuse([dense, sparse], [0.6, 0.4], k=4)
+    got = {h.row: round(h.score, 6) for h in fused}
+    assert got == {1: 0.6, 2: 0.3, 3: 0.4, 4: 0.2}
+    assert [h.row for h in fused] == [1, 3, 2, 4]
+    assert all(h.source == "hybrid" and h.passage is not None for h in fused)
+
+
+def test_minmax_alpha_extremes_follow_one_list():
+    dense = hits((1, 0.9), (2, 0.5))
+    sparse = hits((2, 9.0), (1, 1.0))
+    assert [h.row for h in minmax_fuse([dense, sparse], [1.0, 0.0], 2)] == [1, 2]
+    assert [h.row for h in minmax_fuse([dense, sparse], [0.0, 1.0], 2)] == [2, 1]
+
+
+def test_rrf_by_hand():
+    a = hits((1, 5), (2, 4))
+    b = hits((2, 9), (3, 8))
+    fused = rrf_fuse([a, b], k=3, rrf_k=60)
+    scores = {h.row: h.score for h in fused}
+    assert scores[2] == pytest.approx(1 / 62 + 1 / 61)
+    assert scores[1] == pytest.approx(1 / 61)
+    assert scores[3] == pytest.approx(1 / 62)
+    assert [h.row for h in fused] == [2, 1, 3]
+
+
+def test_fusion_of_empty_lists_and_k_cut():
+    assert rrf_fuse([[], []], k=5) == []
+    assert len(minmax_fuse([hits((1, 1.0), (2, 0.5), (3, 0.2)), []], [0.5, 0.5], k=2)) == 2
