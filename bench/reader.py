@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Reader benchmark: SQuAD v1.1 dev EM/F1 (gold paragraph) and reading speed, fp32 vs dynamic int8.
+
+Speed: for each of `--speed-questions` questions, the reader reads 10 passages of ~100 words (the
+question's gold paragraph and 9 other dev paragraphs, each cut to its first 100 words, so the shape matches
+the top-10 retrieved passages of the pipeline); we report the median milliseconds per question and the
+passages read per second. Threads default to 2 (the target machine).
+
+    python bench/reader.py                       # all 10,570 questions, fp32 and int8
+    python bench/reader.py --limit 1000 --out runs/bench-reader.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+SQUAD_V11_DEV = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "squad" / "dev-v1.1.json"
+
+
+def speed(reader, items, n_questions: int, n_passages: int = 10, words: int = 100, seed: int = 0) -> dict:
+    from odqa.types import Passage
+
+    rng = random.Random(seed)
+    contexts = sorted({q.context for q in items})
+    picked = rng.sample(items, min(n_questions, len(items)))
+    times = []
+    for i, q in enumerate(picked):
+        others = [c for c in rng.sample(contexts, n_passages) if c != q.context][: n_passages - 1]
+        texts = [q.context] + others
+        passages = [Passage(f"p{j}", "", " ".join(t.split()[:words])) for j, t in enumerate(texts)]
+        if i == 0:  # warm-up
+            reader.read(q.question, passages)
+        t0 = time.perf_counter()
+        reader.read(q.question, passages)
+        times.append(time.perf_counter() - t0)
+    return {
+        "median_ms_top10": round(1000 * statistics.median(times), 1),
+        "p90_ms_top10": round(1000 * sorted(times)[int(0.9 * (len(times) - 1))], 1),
+        "passages_per_s": round(n_passages * len(times) / sum(times), 1),
+        "speed_questions": len(times),
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="reader", help="reader name or path (default: models/reader)")
+    ap.add_argument("--data", default=str(SQUAD_V11_DEV), help="SQuAD v1.1 dev JSON")
+    ap.add_argument("--limit", type=int, default=0, help="first N questions for EM/F1 (0: all 10,570)")
+    ap.add_argument("--speed-questions", type=int, default=100)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--variants", default="fp32,int8", help="comma-separated: fp32, int8")
+    ap.add_argument("--skip-accuracy", action="store_true", help="speed only")
+    ap.add_argument("--out", default="runs/bench-reader.md", help="Markdown table to write")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from odqa.eval.questions import load_questions
+    from odqa.eval.reader_eval import evaluate_reader
+    from reader.model import Reader
+
+    torch.set_num_threads(args.threads)
+    items = load_questions(args.data)
+    rows = []
+    for variant in [v.strip() for v in args.variants.split(",") if v.strip()]:
+        reader = Reader.from_pretrained(args.model, device="cpu")
+        if variant == "int8":
+            reader.quantize_int8()
+        elif variant != "fp32":
+            raise SystemExit(f"unknown variant {variant!r}")
+        row = {"variant": variant}
+        if not args.skip_accuracy:
+            row.update(evaluate_reader(reader, args.data, limit=args.limit or None))
+        row.update(speed(reader, items, args.speed_questions))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
+    n = rows[0].get("questions", 0) if rows else 0
+    lines = [
+        f"Reader `{args.model}` on {Path(args.data).name} ({n or 'no'} questions, gold paragraph), "
+        f"{args.threads} CPU threads; speed: 10 passages x ~100 words per question, {args.speed_questions} questions.",
+        "",
+        "| variant | EM | F1 | questions | eval s | median ms (top-10) | p90 ms | passages/s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['variant']} | {r.get('em', '-')} | {r.get('f1', '-')} | {r.get('questions', '-')} | "
+            f"{r.get('seconds', '-')} | {r['median_ms_top10']} | {r['p90_ms_top10']} | {r['passages_per_s']} |"
+        )
+    table = "\n".join(lines) + "\n"
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(table)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

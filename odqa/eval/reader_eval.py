@@ -1,0 +1,84 @@
+"""Reader evaluation: official SQuAD EM and F1 (0-100) given each question's gold paragraph.
+
+The metrics are those of the official SQuAD v1.1 script (odqa.eval.answers): per question the maximum
+over the gold answers, then the mean. With `allow_null` (SQuAD v2.0) unanswerable questions are included;
+their gold answer is the empty string, as in the v2.0 script, and an empty prediction scores 1.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from odqa.eval.answers import exact_match, f1_score, normalize_answer
+from odqa.eval.questions import load_questions
+
+
+def score_prediction(prediction: str, truths: Sequence[str]) -> tuple[float, float]:
+    """(EM, F1) in [0, 1] of one prediction against its gold answers (empty list: unanswerable)."""
+    truths = [t for t in truths if normalize_answer(t)] or list(truths) or [""]
+    em = max(exact_match(prediction, t) for t in truths)
+    if truths == [""]:
+        return em, em  # v2.0: F1 of an unanswerable question is 1 iff the prediction is empty
+    f1 = max(f1_score(prediction, t) for t in truths)
+    return em, f1
+
+
+def squad_metrics(predictions: dict[str, str], gold: dict[str, Sequence[str]]) -> dict[str, float]:
+    """Mean EM/F1 in percent over the questions of `gold`; a missing prediction counts as empty."""
+    if not gold:
+        return {"em": 0.0, "f1": 0.0, "questions": 0}
+    em = f1 = 0.0
+    for qid, truths in gold.items():
+        e, f = score_prediction(predictions.get(qid, ""), truths)
+        em += e
+        f1 += f
+    return {"em": 100.0 * em / len(gold), "f1": 100.0 * f1 / len(gold), "questions": len(gold)}
+
+
+def _chunks(items: list, size: int) -> Iterable[list]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def evaluate_reader(
+    reader,
+    data: str | Path,
+    limit: int | None = None,
+    allow_null: bool = False,
+    predictions_path: str | Path | None = None,
+    progress: bool = False,
+    chunk: int = 64,
+) -> dict[str, float]:
+    """Read each question's gold paragraph and score the best span. Returns em, f1 (0-100), questions, seconds."""
+    items = load_questions(data, limit=limit, include_impossible=allow_null)
+    threshold = reader.settings.no_answer_threshold if allow_null else None
+    if allow_null and threshold is None:
+        threshold = 0.0
+    preds: dict[str, str] = {}
+    gold: dict[str, list[str]] = {}
+    t0 = time.time()
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(items), desc="eval-reader", unit="q", mininterval=5)
+    for part in _chunks(items, chunk):
+        answers = reader.read_batch([q.question for q in part], [q.context for q in part], no_answer_threshold=threshold)
+        for q, a in zip(part, answers):
+            key = q.id or str(len(gold))
+            preds[key] = a.text if a is not None else ""
+            gold[key] = [] if q.impossible else list(q.answers)
+        if bar is not None:
+            bar.update(len(part))
+    if bar is not None:
+        bar.close()
+    seconds = time.time() - t0
+    metrics = squad_metrics(preds, gold)
+    metrics = {"em": round(metrics["em"], 2), "f1": round(metrics["f1"], 2), "questions": metrics["questions"],
+               "seconds": round(seconds, 1)}
+    if predictions_path:
+        Path(predictions_path).write_text(json.dumps(preds, ensure_ascii=False, indent=1))
+    return metrics

@@ -1,0 +1,151 @@
+"""Distant supervision for the reader: retrieved passages that contain a known answer become span examples.
+
+For each question with answers, `search(questions, k)` retrieves passages (in practice BM25 over the
+Wikipedia index). A passage passes DPR's `has_answer` check (or, for CuratedTREC, its regex); the answer is
+then located in the passage's own text (first whole-word, case-insensitive occurrence of the longest
+matching answer string; for regex answers the first regex match) and written as a SQuAD example. The top
+retrieved passages without an answer become unanswerable examples (hard negatives: they teach the reader's
+null score to reject passages that merely look relevant). Output is SQuAD v2.0-format JSON, so it feeds the
+same trainer. Passages that pass has_answer but where no exact character span can be located (the token
+match crosses normalisation) are counted and left out.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+from odqa.eval.answers import has_answer, normalize_answer
+from odqa.eval.questions import QAItem, load_questions
+from odqa.types import SearchHit
+
+log = logging.getLogger("odqa.reader.distant")
+
+SearchFn = Callable[[Sequence[str], int], list[list[SearchHit]]]
+
+
+def locate_answer(text: str, answers: Sequence[str], regex: bool = False) -> tuple[int, int] | None:
+    """Character span [start, end) of an answer in `text`, or None."""
+    if regex:
+        for pattern in answers:
+            try:
+                m = re.search(pattern, text, flags=re.IGNORECASE | re.UNICODE)
+            except re.error:
+                continue
+            if m and m.end() > m.start() and m.group().strip():
+                return m.start(), m.end()
+        return None
+    for answer in sorted({a.strip() for a in answers if a.strip()}, key=len, reverse=True):
+        m = re.search(r"(?<!\w)" + re.escape(answer) + r"(?!\w)", text, flags=re.IGNORECASE)
+        if m:
+            return m.start(), m.end()
+    return None
+
+
+def distant_examples(
+    items: Sequence[QAItem],
+    search: SearchFn,
+    k: int = 10,
+    positives: int = 2,
+    negatives: int = 1,
+    batch_size: int = 128,
+    stats: dict | None = None,
+    prefix: str = "",
+) -> list[dict]:
+    """SQuAD paragraphs ({title, context, qas}) built from the retrieved passages of `items`."""
+    stats = stats if stats is not None else {}
+    for key in ("questions", "with_positive", "positives", "negatives", "unlocated"):
+        stats.setdefault(key, 0)
+    out: list[dict] = []
+    for lo in range(0, len(items), batch_size):
+        part = [q for q in items[lo : lo + batch_size] if q.question.strip() and q.answers]
+        if not part:
+            continue
+        results = search([q.question for q in part], k)
+        for q, hits in zip(part, results):
+            stats["questions"] += 1
+            answers = q.answers
+            if not q.regex:  # an answer the question already contains ("where is rome italy?" -> Rome) is noise
+                asked = f" {normalize_answer(q.question)} "
+                answers = [a for a in answers if normalize_answer(a) and f" {normalize_answer(a)} " not in asked]
+                if not answers:
+                    stats["questions_without_usable_answer"] = stats.get("questions_without_usable_answer", 0) + 1
+                    continue
+            pos = neg = 0
+            for rank, hit in enumerate(hits):
+                if hit.passage is None or not hit.passage.text.strip():
+                    continue
+                text = hit.passage.text
+                qid = f"{prefix}{q.id}-{hit.passage.id}"
+                if has_answer(text, answers, regex_answers=q.regex):
+                    if pos >= positives:
+                        continue
+                    span = locate_answer(text, answers, regex=q.regex)
+                    if span is None:
+                        stats["unlocated"] += 1
+                        continue
+                    a, b = span
+                    out.append({"title": hit.passage.title, "context": text, "qas": [{
+                        "id": qid, "question": q.question, "is_impossible": False,
+                        "answers": [{"text": text[a:b], "answer_start": a}], "retrieval_rank": rank,
+                    }]})
+                    pos += 1
+                elif neg < negatives:
+                    out.append({"title": hit.passage.title, "context": text, "qas": [{
+                        "id": qid, "question": q.question, "is_impossible": True, "answers": [],
+                        "retrieval_rank": rank,
+                    }]})
+                    neg += 1
+            stats["with_positive"] += int(pos > 0)
+            stats["positives"] += pos
+            stats["negatives"] += neg
+    return out
+
+
+def write_squad(paragraphs: list[dict], path: str | Path, seed: int = 42) -> None:
+    """One SQuAD v2.0 file; paragraphs shuffled (deterministically) so --limit takes a mixed sample."""
+    paragraphs = list(paragraphs)
+    random.Random(seed).shuffle(paragraphs)
+    data = {"version": "v2.0", "source": "odqa distant supervision",
+            "data": [{"title": p["title"], "paragraphs": [{"context": p["context"], "qas": p["qas"]}]} for p in paragraphs]}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(data, ensure_ascii=False))
+
+
+def build_distant_data(
+    question_files: Sequence[str],
+    index_dir: str,
+    output: str,
+    k: int = 10,
+    limit: int = 0,
+    retriever: str = "bm25",
+    positives: int = 2,
+    negatives: int = 1,
+    seed: int = 42,
+    search: SearchFn | None = None,
+) -> dict:
+    """Retrieve for every question file and write one SQuAD-format JSON; returns counts per file and in all."""
+    if search is None:
+        from retriever import load_retriever
+
+        search = load_retriever(index_dir, retriever).search
+    t0 = time.time()
+    paragraphs: list[dict] = []
+    per_file: dict[str, dict] = {}
+    for i, f in enumerate(question_files):
+        items = load_questions(f, limit=limit or None)
+        stats: dict = {}
+        paragraphs += distant_examples(items, search, k, positives, negatives, stats=stats, prefix=f"d{i}-")
+        per_file[Path(f).name] = stats
+        log.info("%s: %s", f, stats)
+    write_squad(paragraphs, output, seed)
+    keys = sorted({key for s in per_file.values() for key in s})
+    total = {key: sum(s.get(key, 0) for s in per_file.values()) for key in keys}
+    total.update({"output": str(output), "paragraphs": len(paragraphs), "seconds": round(time.time() - t0, 1),
+                  "per_file": per_file})
+    return total

@@ -1,0 +1,238 @@
+"""The extractive reader: any Hugging Face extractive-QA checkpoint, read over one or many passages."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from odqa.errors import OdqaError
+from odqa.models import resolve_model
+from odqa.types import Answer, Passage
+from reader.decode import PassageSpan, aggregate, decode_passage
+from reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS, DEFAULT_STRIDE, tokenize_windows
+
+DEFAULT_READER = "reader"  # resolves to models/reader
+SETTINGS_FILE = "reader_config.json"
+
+
+@dataclass
+class ReaderSettings:
+    max_length: int = DEFAULT_MAX_LENGTH
+    stride: int = DEFAULT_STRIDE
+    max_query_tokens: int = DEFAULT_MAX_QUERY_TOKENS
+    max_answer_tokens: int = 30
+    no_answer_threshold: float | None = 0.0  # None: always answer
+    retrieval_weight: float = 0.0
+    temperature: float = 1.0
+    batch_size: int = 16  # windows per forward pass
+    spans_per_window: int = 20
+
+
+def _sigmoid(x: float) -> float:
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    z = math.exp(x)
+    return z / (1.0 + z)
+
+
+def _is_qa_config(config) -> bool:
+    archs = getattr(config, "architectures", None) or []
+    return any(a.endswith("ForQuestionAnswering") for a in archs)
+
+
+class Reader:
+    """Reads passages and returns answer spans with character offsets into each passage's text."""
+
+    def __init__(self, model, tokenizer, settings: ReaderSettings | None = None, name: str = ""):
+        from reader.features import require_fast
+
+        require_fast(tokenizer)
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.settings = settings or ReaderSettings()
+        self.name = name
+
+    # ---------------------------------------------------------------- loading / saving
+    @classmethod
+    def from_pretrained(cls, name_or_path: str = DEFAULT_READER, device: str | None = None, **overrides) -> "Reader":
+        """Load an extractive-QA checkpoint: a name (`reader` = the shipped models/reader), a folder, or a hub
+        name. Settings saved with the model (reader_config.json) apply unless overridden by keyword."""
+        from transformers import AutoConfig, AutoModelForQuestionAnswering, AutoTokenizer
+
+        if not name_or_path or not str(name_or_path).strip():
+            raise OdqaError("reader model name is empty; pass 'reader' or a checkpoint path")
+        path = resolve_model(str(name_or_path))
+        if str(name_or_path).strip() == DEFAULT_READER and not (Path(path) / "config.json").exists():
+            raise OdqaError("the shipped reader (models/reader) is missing; train one with `run_qa.py train-reader` "
+                            "or pass --model PATH_OR_NAME")
+        try:
+            config = AutoConfig.from_pretrained(path)
+        except (OSError, ValueError) as exc:
+            raise OdqaError(
+                f"cannot load reader {name_or_path!r}: not a model folder or a known model name ({exc.__class__.__name__})"
+            ) from exc
+        if not _is_qa_config(config):
+            archs = ", ".join(getattr(config, "architectures", None) or ["none recorded"])
+            raise OdqaError(
+                f"{name_or_path!r} is not an extractive question-answering checkpoint (architectures: {archs}); "
+                "train one with `run_qa.py train-reader` or pass a *ForQuestionAnswering model"
+            )
+        dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path)
+            # shipped weights are fp16; compute in fp32 on CPU (fp16 matmuls there are slow and lossy)
+            model = AutoModelForQuestionAnswering.from_pretrained(
+                path, dtype=torch.float32 if dev.type == "cpu" else torch.float16
+            )
+        except (OSError, ValueError) as exc:
+            raise OdqaError(f"cannot load reader {name_or_path!r}: {exc}") from exc
+        settings = ReaderSettings()
+        cfg_file = Path(path) / SETTINGS_FILE
+        if cfg_file.is_file():
+            saved = json.loads(cfg_file.read_text())
+            for key, value in saved.items():
+                if hasattr(settings, key):
+                    setattr(settings, key, value)
+        for key, value in overrides.items():
+            if not hasattr(settings, key):
+                raise OdqaError(f"unknown reader setting {key!r}")
+            setattr(settings, key, value)
+        model.to(dev)
+        return cls(model, tokenizer, settings, name=str(name_or_path))
+
+    def save_pretrained(self, path: str | Path, fp16: bool = False) -> None:
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        model = self.model
+        if fp16:
+            import copy
+
+            model = copy.deepcopy(self.model).half()
+        model.save_pretrained(str(path), safe_serialization=True)
+        self.tokenizer.save_pretrained(str(path))
+        (path / SETTINGS_FILE).write_text(json.dumps(asdict(self.settings), indent=2) + "\n")
+
+    def quantize_int8(self) -> "Reader":
+        """Dynamic int8 quantisation of the linear layers (CPU inference)."""
+        self.model = torch.ao.quantization.quantize_dynamic(self.model.cpu(), {torch.nn.Linear}, dtype=torch.qint8)
+        return self
+
+    @property
+    def device(self) -> torch.device:
+        try:
+            return next(self.model.parameters()).device
+        except StopIteration:  # pragma: no cover
+            return torch.device("cpu")
+
+    # ---------------------------------------------------------------- inference
+    @torch.inference_mode()
+    def logits(self, questions: Sequence[str], contexts: Sequence[str]):
+        """Windows of each (question, context) pair and their start/end logits, batched across pairs."""
+        s = self.settings
+        w = tokenize_windows(self.tokenizer, questions, contexts, s.max_length, s.stride, s.max_query_tokens)
+        ids = w.encoding["input_ids"]
+        tts = w.encoding.get("token_type_ids")
+        starts: list[np.ndarray] = [None] * len(ids)  # type: ignore[list-item]
+        ends: list[np.ndarray] = [None] * len(ids)  # type: ignore[list-item]
+        order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # less padding per batch
+        pad = self.tokenizer.pad_token_id or 0
+        dev = self.device
+        for lo in range(0, len(order), max(1, s.batch_size)):
+            idx = order[lo : lo + s.batch_size]
+            n = max(len(ids[i]) for i in idx)
+            input_ids = torch.full((len(idx), n), pad, dtype=torch.long)
+            mask = torch.zeros((len(idx), n), dtype=torch.long)
+            tt = torch.zeros((len(idx), n), dtype=torch.long)
+            for r, i in enumerate(idx):
+                input_ids[r, : len(ids[i])] = torch.tensor(ids[i])
+                mask[r, : len(ids[i])] = 1
+                if tts is not None:
+                    tt[r, : len(ids[i])] = torch.tensor(tts[i])
+            batch = {"input_ids": input_ids.to(dev), "attention_mask": mask.to(dev)}
+            if tts is not None:
+                batch["token_type_ids"] = tt.to(dev)
+            out = self.model(**batch)
+            sl = out.start_logits.float().cpu().numpy()
+            el = out.end_logits.float().cpu().numpy()
+            for r, i in enumerate(idx):
+                # padding positions are beyond context_end, so decoding never looks at them
+                starts[i], ends[i] = sl[r, : len(ids[i])], el[r, : len(ids[i])]
+        return w, starts, ends
+
+    def decode(self, texts: Sequence[str], w, starts, ends) -> tuple[list[PassageSpan], list[float]]:
+        s = self.settings
+        per_passage: list[list] = [[] for _ in texts]
+        for i, p in enumerate(w.sample):
+            per_passage[p].append((starts[i], ends[i], w.context_start[i], w.context_end[i], w.offsets[i]))
+        spans: list[PassageSpan] = []
+        nulls: list[float] = []
+        for p, text in enumerate(texts):
+            sp, null = decode_passage(p, text, per_passage[p], s.max_answer_tokens, s.spans_per_window)
+            spans.extend(sp)
+            nulls.append(null)
+        return spans, nulls
+
+    def read(
+        self,
+        question: str,
+        passages: list[Passage],
+        retrieval_scores: list[float] | None = None,
+        top_n: int = 5,
+        no_answer_threshold: float | None | str = "default",
+    ) -> list[Answer]:
+        """Answers to `question` from `passages`, best first (at most `top_n`; empty when no span beats the
+        no-answer score). `retrieval_scores` (one per passage) enter the score with the configured weight."""
+        if not isinstance(question, str) or not question.strip():
+            raise OdqaError("the question is empty")
+        if not passages:
+            raise OdqaError("no passages to read (the passage list is empty)")
+        if retrieval_scores is not None and len(retrieval_scores) != len(passages):
+            raise OdqaError(f"{len(retrieval_scores)} retrieval scores for {len(passages)} passages")
+        if top_n <= 0:
+            raise OdqaError(f"top_n must be positive, got {top_n}")
+        threshold = self.settings.no_answer_threshold if no_answer_threshold == "default" else no_answer_threshold
+        texts = [p.text or "" for p in passages]
+        keep = [i for i, t in enumerate(texts) if t.strip()]
+        if not keep:
+            return []
+        w, starts, ends = self.logits([question] * len(keep), [texts[i] for i in keep])
+        spans, nulls = self.decode([texts[i] for i in keep], w, starts, ends)
+        scores = [float(retrieval_scores[i]) for i in keep] if retrieval_scores is not None else None
+        ranked = aggregate(
+            spans, nulls, scores, self.settings.retrieval_weight, threshold, top_n, self.settings.temperature
+        )
+        answers = []
+        for a in ranked:
+            p = passages[keep[a.best.passage_index]]
+            answers.append(Answer(
+                text=a.best.text, score=float(a.score), probability=float(min(1.0, a.probability)),
+                passage_id=p.id, title=p.title, start=a.best.start_char, end=a.best.end_char, context=p.text,
+            ))
+        return answers
+
+    def read_batch(
+        self, questions: Sequence[str], contexts: Sequence[str], no_answer_threshold: float | None = None
+    ) -> list[Answer | None]:
+        """One passage per question (SQuAD evaluation): the best answer of each pair, windows of all pairs
+        batched together. None where the null span wins (only with a threshold)."""
+        w, starts, ends = self.logits(questions, contexts)
+        per_pair: list[list] = [[] for _ in questions]
+        for i, p in enumerate(w.sample):
+            per_pair[p].append((starts[i], ends[i], w.context_start[i], w.context_end[i], w.offsets[i]))
+        out: list[Answer | None] = []
+        for p, text in enumerate(contexts):
+            spans, null = decode_passage(0, text, per_pair[p], self.settings.max_answer_tokens, 1)
+            if not spans or (no_answer_threshold is not None and not spans[0].score - null > no_answer_threshold):
+                out.append(None)
+                continue
+            sp = spans[0]
+            prob = _sigmoid(sp.score - null)
+            out.append(Answer(text=sp.text, score=sp.score, probability=prob, start=sp.start_char,
+                              end=sp.end_char, context=text))
+        return out

@@ -1,0 +1,372 @@
+"""Train an extractive reader (AutoModelForQuestionAnswering) on SQuAD-format JSON (v1 and v2).
+
+* Windows come from `reader.features.tokenize_windows` (the same windows inference reads). A window that
+  does not hold the whole answer, and every window of an unanswerable question, is labelled with the
+  [CLS] token (index 0): the model's null span.
+* Training answers whose text does not occur at `answer_start` are skipped, counted and logged.
+* Deterministic for a seed: the batch order of every epoch is a function of (seed, epoch); dropout's RNG
+  state is saved in each checkpoint.
+* Resumable: `output_dir/checkpoint-STEP/` holds the model, tokenizer and `trainer_state.pt` (optimizer,
+  scheduler, step, RNG); a rerun with the same output_dir continues from the newest one. A rerun may also
+  change --max-steps/--epochs (the linear schedule is rebuilt for the new total, from the saved step) or the
+  training files (a curriculum: e.g. SQuAD first, then SQuAD + distant supervision); the result is then
+  deterministic for the same sequence of commands.
+* Batches are padded to their longest window and grouped by length (sorted inside chunks of 50 batches,
+  then the batches shuffled), which roughly halves padding on CPU.
+* With a GPU: bf16 (or fp16 with loss scaling) autocast and `gpu_batch_size`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from odqa.errors import DataFormatError, OdqaError
+from odqa.models import resolve_model
+from reader.features import (
+    DEFAULT_MAX_LENGTH,
+    DEFAULT_MAX_QUERY_TOKENS,
+    char_span_to_tokens,
+    tokenize_windows,
+)
+
+log = logging.getLogger("odqa.reader.train")
+
+
+@dataclass
+class TrainConfig:
+    train_files: list[str]
+    output_dir: str
+    init: str = "minilm"  # encoder or QA checkpoint to start from (resolve_model name or path)
+    max_length: int = DEFAULT_MAX_LENGTH
+    stride: int = 64
+    max_query_tokens: int = DEFAULT_MAX_QUERY_TOKENS
+    batch_size: int = 32
+    gpu_batch_size: int = 64
+    lr: float = 1e-4
+    warmup: float = 0.1  # fraction of the steps
+    weight_decay: float = 0.01
+    epochs: float = 2.0
+    max_steps: int = 0  # > 0: overrides epochs
+    seed: int = 42
+    save_every: int = 500
+    keep_checkpoints: int = 3
+    log_every: int = 20
+    threads: int = 0  # torch CPU threads; 0: leave torch's default
+    negative_ratio: float = 1.0  # fraction of unanswerable questions kept
+    limit: int = 0  # > 0: first N questions of each file (smoke tests)
+    precision: str = "auto"  # auto | fp32 | fp16 | bf16 (fp16/bf16 need a GPU)
+    device: str = ""
+    progress: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class Example:
+    id: str
+    question: str
+    context: str
+    start_char: int = -1  # -1: unanswerable
+    end_char: int = -1
+
+
+@dataclass
+class LoadStats:
+    questions: int = 0
+    answerable: int = 0
+    unanswerable: int = 0
+    dropped_negatives: int = 0
+    skipped_bad_offset: int = 0
+    skipped_examples: list[str] = field(default_factory=list)
+
+
+def load_squad_examples(
+    path: str | Path, limit: int = 0, negative_ratio: float = 1.0, seed: int = 42, stats: LoadStats | None = None
+) -> list[Example]:
+    """SQuAD v1/v2 JSON -> examples. The first answer whose text sits at its answer_start is used."""
+    path = Path(path)
+    stats = stats if stats is not None else LoadStats()
+    if not path.is_file():
+        raise DataFormatError(f"training file not found: {path}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        articles = data["data"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise DataFormatError(f"{path}: not SQuAD-format JSON (expected {{'data': [...]}}): {exc}") from exc
+    rng = random.Random(seed)
+    out: list[Example] = []
+    for article in articles:
+        for paragraph in article.get("paragraphs", []):
+            context = paragraph["context"]
+            for qa in paragraph.get("qas", []):
+                if limit and stats.questions >= limit:
+                    return out
+                stats.questions += 1
+                qid = str(qa.get("id", stats.questions))
+                answers = qa.get("answers") or []
+                if qa.get("is_impossible") or not answers:
+                    if negative_ratio < 1.0 and rng.random() >= negative_ratio:
+                        stats.dropped_negatives += 1
+                        continue
+                    stats.unanswerable += 1
+                    out.append(Example(qid, qa["question"], context))
+                    continue
+                chosen = None
+                for a in answers:
+                    start = int(a.get("answer_start", -1))
+                    text = a.get("text", "")
+                    if text and start >= 0 and context[start : start + len(text)] == text:
+                        chosen = (start, start + len(text))
+                        break
+                if chosen is None:
+                    stats.skipped_bad_offset += 1
+                    if len(stats.skipped_examples) < 20:
+                        stats.skipped_examples.append(qid)
+                    log.warning("%s: question %s skipped: answer text not found at its answer_start", path, qid)
+                    continue
+                stats.answerable += 1
+                out.append(Example(qid, qa["question"], context, *chosen))
+    return out
+
+
+def build_features(tokenizer, examples: list[Example], cfg: TrainConfig, chunk: int = 1000) -> dict[str, list]:
+    """Windows with start/end token labels (0, 0 = null span)."""
+    feats: dict[str, list] = {"input_ids": [], "token_type_ids": [], "start": [], "end": []}
+    for lo in range(0, len(examples), chunk):
+        part = examples[lo : lo + chunk]
+        w = tokenize_windows(
+            tokenizer, [e.question for e in part], [e.context for e in part],
+            max_length=cfg.max_length, stride=cfg.stride, max_query_tokens=cfg.max_query_tokens,
+        )
+        for i, s in enumerate(w.sample):
+            ex = part[s]
+            span = None
+            if ex.start_char >= 0:
+                span = char_span_to_tokens(w, i, ex.start_char, ex.end_char)
+            feats["input_ids"].append(w.encoding["input_ids"][i])
+            tt = w.encoding.get("token_type_ids")
+            feats["token_type_ids"].append(tt[i] if tt is not None else [0] * len(w.encoding["input_ids"][i]))
+            feats["start"].append(span[0] if span else 0)
+            feats["end"].append(span[1] if span else 0)
+    return feats
+
+
+def epoch_batches(lengths: list[int], batch_size: int, seed: int, epoch: int) -> list[list[int]]:
+    """Deterministic, length-grouped batch order for one epoch."""
+    rng = random.Random(seed * 1000003 + epoch)
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    group = batch_size * 50
+    batches: list[list[int]] = []
+    for lo in range(0, len(order), group):
+        chunk = sorted(order[lo : lo + group], key=lambda i: -lengths[i])
+        batches.extend(chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size))
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(feats: dict[str, list], idx: list[int], pad_id: int) -> dict[str, torch.Tensor]:
+    n = max(len(feats["input_ids"][i]) for i in idx)
+    ids = torch.full((len(idx), n), pad_id, dtype=torch.long)
+    tt = torch.zeros((len(idx), n), dtype=torch.long)
+    mask = torch.zeros((len(idx), n), dtype=torch.long)
+    for r, i in enumerate(idx):
+        row = feats["input_ids"][i]
+        ids[r, : len(row)] = torch.tensor(row)
+        tt[r, : len(row)] = torch.tensor(feats["token_type_ids"][i])
+        mask[r, : len(row)] = 1
+    return {
+        "input_ids": ids,
+        "token_type_ids": tt,
+        "attention_mask": mask,
+        "start_positions": torch.tensor([feats["start"][i] for i in idx]),
+        "end_positions": torch.tensor([feats["end"][i] for i in idx]),
+    }
+
+
+def set_seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+def latest_checkpoint(output_dir: Path) -> Path | None:
+    cks = [p for p in output_dir.glob("checkpoint-*") if (p / "trainer_state.pt").exists()]
+    if not cks:
+        return None
+    return max(cks, key=lambda p: int(p.name.split("-")[-1]))
+
+
+def load_qa_model(name_or_path: str):
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+    path = resolve_model(name_or_path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForQuestionAnswering.from_pretrained(path)
+    except (OSError, ValueError, KeyError) as exc:
+        raise OdqaError(f"cannot load {name_or_path!r} as a question-answering model: {exc}") from exc
+    return model, tokenizer
+
+
+def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None) -> Path:
+    """Train (or resume) and return the folder of the final model."""
+    from transformers import get_linear_schedule_with_warmup
+
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    on_gpu = device.type == "cuda"
+    precision = cfg.precision
+    if precision == "auto":
+        precision = ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if on_gpu else "fp32"
+    if precision in ("fp16", "bf16") and not on_gpu:
+        raise OdqaError(f"--precision {precision} needs a GPU; use fp32 on CPU")
+    batch_size = cfg.gpu_batch_size if on_gpu else cfg.batch_size
+
+    set_seed(cfg.seed)
+    resume = latest_checkpoint(out)
+    model, tokenizer = load_qa_model(str(resume) if resume else cfg.init)
+    model.to(device)
+
+    t0 = time.time()
+    stats = LoadStats()
+    examples: list[Example] = []
+    for f in cfg.train_files:
+        examples += load_squad_examples(f, cfg.limit, cfg.negative_ratio, cfg.seed, stats)
+    if not examples:
+        raise OdqaError("no training examples left after loading " + ", ".join(cfg.train_files))
+    log.info(
+        "loaded %d questions: %d answerable, %d unanswerable, %d negatives dropped (ratio %.2f), "
+        "%d skipped because the answer is not at answer_start%s",
+        stats.questions, stats.answerable, stats.unanswerable, stats.dropped_negatives, cfg.negative_ratio,
+        stats.skipped_bad_offset,
+        f" (e.g. {', '.join(stats.skipped_examples[:5])})" if stats.skipped_examples else "",
+    )
+    feats = build_features(tokenizer, examples, cfg)
+    lengths = [len(x) for x in feats["input_ids"]]
+    n_null = sum(1 for s in feats["start"] if s == 0)
+    log.info("%d windows (%d labelled null) in %.1fs; mean length %.0f tokens",
+             len(lengths), n_null, time.time() - t0, sum(lengths) / len(lengths))
+
+    per_epoch = math.ceil(len(lengths) / batch_size)
+    total = cfg.max_steps if cfg.max_steps > 0 else math.ceil(cfg.epochs * per_epoch)
+    no_decay = ("bias", "LayerNorm.weight", "layer_norm", "norm.weight")
+    groups = [
+        {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
+         "weight_decay": cfg.weight_decay},
+        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=cfg.lr)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup * total), total)
+    scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
+    step = 0
+    if resume is not None:
+        state = torch.load(resume / "trainer_state.pt", map_location="cpu", weights_only=False)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        step = int(state["step"])
+        torch.set_rng_state(state["torch_rng"])
+        if on_gpu and state.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state(state["cuda_rng"])
+        if scaler is not None and state.get("scaler"):
+            scaler.load_state_dict(state["scaler"])
+        log.info("resumed from %s at step %d/%d", resume, step, total)
+    (out / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+
+    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
+    pad_id = tokenizer.pad_token_id or 0
+    model.train()
+    bar = None
+    if cfg.progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, initial=step, desc="train-reader", unit="step", dynamic_ncols=True, mininterval=5)
+    log.info("training %d steps (%d per epoch, batch %d, %s on %s)", total, per_epoch, batch_size, precision, device)
+    tick, windows_since, loss_sum, loss_n = time.time(), 0, 0.0, 0
+    cached_epoch, batches = -1, []
+    while step < total:
+        epoch, pos = divmod(step, per_epoch)
+        if epoch != cached_epoch:
+            batches, cached_epoch = epoch_batches(lengths, batch_size, cfg.seed, epoch), epoch
+        batch = {k: v.to(device) for k, v in collate(feats, batches[pos], pad_id).items()}
+        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            loss = model(**batch).loss
+        optimizer.zero_grad(set_to_none=True)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+        scheduler.step()
+        step += 1
+        windows_since += len(batches[pos])
+        loss_sum += float(loss.detach())
+        loss_n += 1
+        if bar is not None:
+            bar.update(1)
+        if on_step is not None:
+            on_step(step, float(loss.detach()))
+        if step % cfg.log_every == 0 or step == total:
+            dt = time.time() - tick
+            rate = windows_since / max(dt, 1e-9)
+            eta = (total - step) * batch_size / max(rate, 1e-9)
+            log.info("step %d/%d epoch %.2f loss %.4f lr %.2e %.1f windows/s eta %.0f min",
+                     step, total, step / per_epoch, loss_sum / loss_n, scheduler.get_last_lr()[0], rate, eta / 60)
+            tick, windows_since, loss_sum, loss_n = time.time(), 0, 0.0, 0
+        if step % cfg.save_every == 0 and step < total:
+            _save_checkpoint(out, step, model, tokenizer, optimizer, scheduler, scaler, cfg)
+    if bar is not None:
+        bar.close()
+    final = out / "final"
+    model.save_pretrained(str(final))
+    tokenizer.save_pretrained(str(final))
+    (final / "train_info.json").write_text(json.dumps(
+        {"config": cfg.to_dict(), "steps": total, "windows": len(lengths), "questions": stats.questions,
+         "answerable": stats.answerable, "unanswerable": stats.unanswerable,
+         "skipped_bad_offset": stats.skipped_bad_offset, "device": str(device), "precision": precision}, indent=2))
+    log.info("saved %s", final)
+    return final
+
+
+def _save_checkpoint(out: Path, step, model, tokenizer, optimizer, scheduler, scaler, cfg: TrainConfig) -> None:
+    path = out / f"checkpoint-{step}"
+    tmp = out / f".tmp-checkpoint-{step}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(str(tmp))
+    tokenizer.save_pretrained(str(tmp))
+    torch.save({
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "scaler": scaler.state_dict() if scaler is not None else None,
+        "step": step,
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_available() else None,
+    }, tmp / "trainer_state.pt")
+    shutil.rmtree(path, ignore_errors=True)
+    os.replace(tmp, path)  # a crash mid-save never leaves a half-written checkpoint-STEP
+    log.info("checkpoint %s", path)
+    cks = sorted((p for p in out.glob("checkpoint-*")), key=lambda p: int(p.name.split("-")[-1]))
+    for old in cks[: max(0, len(cks) - cfg.keep_checkpoints)]:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,148 @@
+"""Span decoding, window handling and aggregation on hand-made logits (no model)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from reader.decode import PassageSpan, aggregate, best_spans, decode_passage, null_score
+
+NEG = -10.0
+
+
+def test_best_span_is_max_start_plus_end():
+    start = [0, 1, 5, 2, 0, 0]
+    end = [0, 0, 1, 4, 3, 0]
+    spans = best_spans(start, end, 1, 4, max_answer_tokens=30, top_k=3)
+    assert (spans[0].start_token, spans[0].end_token, spans[0].score) == (2, 3, 9.0)
+    # runner-up: s=2,e=4 (5+3=8)
+    assert (spans[1].start_token, spans[1].end_token, spans[1].score) == (2, 4, 8.0)
+
+
+def test_span_never_ends_before_it_starts_nor_leaves_the_context():
+    start = [100, NEG, NEG, 10, NEG]  # [CLS] has the best start but is outside the context
+    end = [100, 10, NEG, NEG, NEG]  # best end (token 1) lies before the best start (token 3)
+    spans = best_spans(start, end, 1, 3, top_k=50)
+    assert all(c.start_token <= c.end_token for c in spans)
+    assert all(1 <= c.start_token and c.end_token <= 3 for c in spans)
+    # the invalid (3, 1) would score 20; valid spans tie at 0 ((1,1) and (3,3)): the earlier wins
+    assert spans[0].score == 0.0 and (spans[0].start_token, spans[0].end_token) == (1, 1)
+    assert (spans[1].start_token, spans[1].end_token) == (3, 3)
+
+
+def test_max_answer_length_limits_the_span():
+    start = [0, 5, 0, 0, 0]
+    end = [0, 0, 0, 0, 5]
+    long = best_spans(start, end, 1, 4, max_answer_tokens=4, top_k=1)[0]
+    assert (long.start_token, long.end_token) == (1, 4)
+    short = best_spans(start, end, 1, 4, max_answer_tokens=3, top_k=1)[0]
+    assert short.end_token - short.start_token + 1 <= 3
+    # ties at 5: (1,1),(1,2),(1,3) score 5 and (2,4),(3,4),(4,4) score 5: the earliest, shortest wins
+    assert (short.start_token, short.end_token) == (1, 1)
+
+
+def test_null_score_is_cls_start_plus_end():
+    assert null_score([2.5, 0, 0], [1.5, 0, 0]) == 4.0
+
+
+def _window(text_tokens, token_range, peaks, q_len=2):
+    """A window over passage tokens token_range=[a, b): [CLS] q q [SEP] tokens [SEP]; peaks = (start_tok, end_tok)
+    in passage-token numbering (None: no peak). Returns (start_logits, end_logits, cs, ce, offsets)."""
+    a, b = token_range
+    offsets = [None] * (1 + q_len + 1) + [text_tokens[i] for i in range(a, b)] + [None]
+    n = len(offsets)
+    s, e = np.full(n, NEG), np.full(n, NEG)
+    s[0] = e[0] = 0.0  # null score 0
+    cs, ce = 1 + q_len + 1, 1 + q_len + 1 + (b - a) - 1
+    if peaks is not None:
+        ps, pe = peaks
+        if a <= ps < b:
+            s[cs + ps - a] = 8.0
+        if a <= pe < b:
+            e[ce - (b - 1 - pe)] = 8.0
+    return s, e, cs, ce, offsets
+
+
+def _offsets(text):
+    out, pos = [], 0
+    for word in text.split(" "):
+        out.append((pos, pos + len(word)))
+        pos += len(word) + 1
+    return out
+
+
+def test_span_crossing_a_window_boundary_comes_from_the_overlapping_window():
+    text = "w0 w1 w2 w3 w4 w5 w6 w7 w8"
+    toks = _offsets(text)
+    # window A holds tokens 0-4, window B tokens 3-8 (overlap 3-4); the answer is tokens 4-6 ("w4 w5 w6")
+    win_a = _window(toks, (0, 5), (4, 6))  # A sees the start but not the end
+    win_b = _window(toks, (3, 9), (4, 6))
+    spans, null = decode_passage(0, text, [win_a, win_b], max_answer_tokens=30, top_k=5)
+    assert spans[0].text == "w4 w5 w6"
+    assert (spans[0].start_char, spans[0].end_char) == (text.index("w4"), text.index("w6") + 2)
+    assert spans[0].score == 16.0
+    assert null == 0.0
+    # the same character span seen by two windows is returned once
+    keys = [(s.start_char, s.end_char) for s in spans]
+    assert len(keys) == len(set(keys))
+
+
+def test_answer_at_the_very_end_of_the_passage():
+    text = "The capital of France is Paris"
+    toks = _offsets(text)
+    win = _window(toks, (0, len(toks)), (5, 5))
+    spans, _ = decode_passage(0, text, [win], top_k=1)
+    assert spans[0].text == "Paris"
+    assert spans[0].end_char == len(text)
+
+
+def _span(p, text, score, null=0.0, start=0):
+    return PassageSpan(p, start, start + len(text), text, score, null)
+
+
+def test_aggregation_merges_equal_normalised_answers_by_summing_probability():
+    spans = [
+        _span(0, "Paris", 5.0),
+        _span(1, "Lyon", 5.5),
+        _span(2, "paris.", 4.9),  # normalises to "paris"
+        _span(3, "the Paris", 4.8),  # article dropped: "paris"
+    ]
+    ranked = aggregate(spans, [0.0] * 4, no_answer_threshold=None, top_n=5)
+    assert [normalize(a.text) for a in ranked] == ["paris", "lyon"]
+    z = sum(math.exp(s.score) for s in spans)
+    assert ranked[0].probability == pytest.approx((math.exp(5.0) + math.exp(4.9) + math.exp(4.8)) / z)
+    assert ranked[1].probability == pytest.approx(math.exp(5.5) / z)
+    assert ranked[0].score == 5.0  # max, not sum
+    assert ranked[0].text == "Paris" and ranked[0].best.passage_index == 0
+
+
+def normalize(t):
+    from odqa.eval.answers import normalize_answer
+
+    return normalize_answer(t)
+
+
+def test_retrieval_weight_reorders_answers():
+    spans = [_span(0, "Paris", 5.0), _span(1, "Lyon", 4.0)]
+    assert aggregate(spans, [0.0, 0.0], [0.0, 3.0], 0.0, None)[0].text == "Paris"
+    top = aggregate(spans, [0.0, 0.0], [0.0, 3.0], retrieval_weight=1.0, no_answer_threshold=None)[0]
+    assert top.text == "Lyon" and top.score == 7.0
+
+
+def test_no_answer_when_no_span_beats_its_passage_null_score():
+    spans = [_span(0, "Paris", 5.0, null=6.0), _span(1, "Lyon", 4.0, null=4.5)]
+    assert aggregate(spans, [6.0, 4.5], no_answer_threshold=0.0) == []
+    # a lower threshold lets "Lyon" (4.0 - 4.5 = -0.5) through, but not "Paris" (-1.0)
+    got = aggregate(spans, [6.0, 4.5], no_answer_threshold=-0.75)
+    assert [a.text for a in got] == ["Lyon"]
+    # the no-answer option takes probability mass: logits Lyon 4.0, null min(6, 4.5)=4.5
+    assert got[0].probability == pytest.approx(math.exp(4.0) / (math.exp(4.0) + math.exp(4.5)))
+    # None disables the null option entirely
+    assert [a.text for a in aggregate(spans, [6.0, 4.5], no_answer_threshold=None)] == ["Paris", "Lyon"]
+
+
+def test_top_n_limits_answers():
+    spans = [_span(i, f"a{i}", float(i)) for i in range(6)]
+    assert len(aggregate(spans, [0.0] * 6, no_answer_threshold=None, top_n=2)) == 2

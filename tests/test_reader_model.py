@@ -1,0 +1,98 @@
+"""Reader end to end on a tiny randomly initialised BERT (MiniLM tokenizer): loading, errors, read(), save."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from odqa.errors import OdqaError
+from odqa.types import Answer, Passage
+from reader.model import Reader
+from tests.reader_fixtures import save_tiny_qa
+
+PASSAGES = [
+    Passage("p1", "Paris", "Paris is the capital and most populous city of France, on the Seine."),
+    Passage("p2", "Lyon", "Lyon is the third-largest city of France, at the confluence of the Rhône and the Saône."),
+    Passage("p3", "Empty", ""),
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return save_tiny_qa(tmp_path_factory.mktemp("tiny-qa"))
+
+
+@pytest.fixture(scope="module")
+def reader(tiny_dir):
+    torch.set_num_threads(1)
+    return Reader.from_pretrained(str(tiny_dir), device="cpu")
+
+
+def test_read_returns_answers_with_exact_offsets(reader):
+    answers = reader.read("What is the capital of France?", PASSAGES, top_n=3, no_answer_threshold=None)
+    assert 1 <= len(answers) <= 3
+    by_id = {p.id: p for p in PASSAGES}
+    for a in answers:
+        assert isinstance(a, Answer)
+        assert a.passage_id in ("p1", "p2") and a.title == by_id[a.passage_id].title
+        assert a.context == by_id[a.passage_id].text
+        assert a.context[a.start : a.end] == a.text and a.text
+        assert 0.0 <= a.probability <= 1.0
+    assert [a.probability for a in answers] == sorted((a.probability for a in answers), reverse=True)
+
+
+def test_retrieval_scores_must_match_passages(reader):
+    with pytest.raises(OdqaError):
+        reader.read("q?", PASSAGES, retrieval_scores=[1.0])
+
+
+def test_empty_question_and_empty_passage_list_are_errors(reader):
+    with pytest.raises(OdqaError, match="question is empty"):
+        reader.read("  ", PASSAGES)
+    with pytest.raises(OdqaError, match="passage list is empty"):
+        reader.read("What?", [])
+
+
+def test_no_answer_when_null_wins(reader):
+    # a huge threshold: no span beats its passage's null score by that much
+    assert reader.read("What is the capital of France?", PASSAGES, no_answer_threshold=1e6) == []
+
+
+def test_non_qa_checkpoint_is_rejected(tmp_path):
+    path = save_tiny_qa(tmp_path / "encoder", qa=False)
+    with pytest.raises(OdqaError, match="not an extractive question-answering checkpoint"):
+        Reader.from_pretrained(str(path))
+
+
+def test_missing_model_is_a_clear_error(tmp_path):
+    with pytest.raises(OdqaError):
+        Reader.from_pretrained(str(tmp_path / "nothing-here"))
+
+
+def test_save_fp16_and_reload_gives_the_same_answer(reader, tmp_path):
+    reader.save_pretrained(tmp_path / "saved", fp16=True)
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "saved" / "model.safetensors"), "pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float16}
+    again = Reader.from_pretrained(str(tmp_path / "saved"), device="cpu")
+    assert next(again.model.parameters()).dtype == torch.float32  # computed in fp32 on CPU
+    assert json.loads((tmp_path / "saved" / "reader_config.json").read_text())["max_answer_tokens"] == 30
+    q = "What is the capital of France?"
+    a1 = reader.read(q, PASSAGES[:2], no_answer_threshold=None)[0]
+    a2 = again.read(q, PASSAGES[:2], no_answer_threshold=None)[0]
+    assert (a1.passage_id, a1.start, a1.end) == (a2.passage_id, a2.start, a2.end)
+
+
+def test_read_batch_one_passage_per_question(reader):
+    out = reader.read_batch(["Where?", "Who?"], [PASSAGES[0].text, PASSAGES[1].text])
+    assert len(out) == 2
+    for a, ctx in zip(out, [PASSAGES[0].text, PASSAGES[1].text]):
+        assert a is not None and ctx[a.start : a.end] == a.text
+
+
+def test_int8_quantisation_still_reads(tiny_dir):
+    r = Reader.from_pretrained(str(tiny_dir), device="cpu").quantize_int8()
+    assert r.read("Where?", PASSAGES[:1], no_answer_threshold=None)

@@ -1,0 +1,83 @@
+"""Reader training on a tiny model: span labels, skipped bad offsets, checkpoints, resume = uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from odqa.errors import OdqaError
+from reader.train import LoadStats, TrainConfig, build_features, load_squad_examples, train
+from tests.reader_fixtures import minilm_tokenizer, save_tiny_qa
+
+CTX = "Marie Curie was a physicist and chemist. She won the Nobel Prize in Physics in 1903."
+
+
+def _squad(path, n=6):
+    qas = []
+    for i in range(n):
+        qas.append({"id": f"a{i}", "question": f"Who won the prize {i}?",
+                    "answers": [{"text": "Marie Curie", "answer_start": 0}]})
+    qas.append({"id": "bad", "question": "When?", "answers": [{"text": "1903", "answer_start": 3}]})  # wrong offset
+    qas.append({"id": "neg", "question": "Who won in 1950?", "is_impossible": True, "answers": []})
+    path.write_text(json.dumps({"data": [{"title": "Curie", "paragraphs": [{"context": CTX, "qas": qas}]}]}))
+    return path
+
+
+def test_bad_offsets_are_counted_and_skipped(tmp_path, caplog):
+    stats = LoadStats()
+    ex = load_squad_examples(_squad(tmp_path / "t.json"), stats=stats)
+    assert stats.skipped_bad_offset == 1 and stats.skipped_examples == ["bad"]
+    assert stats.answerable == 6 and stats.unanswerable == 1 and len(ex) == 7
+    assert "answer text not found at its answer_start" in caplog.text
+
+
+def test_labels_point_at_the_answer_tokens_or_cls(tmp_path):
+    tok = minilm_tokenizer()
+    ex = load_squad_examples(_squad(tmp_path / "t.json"))
+    cfg = TrainConfig(train_files=[], output_dir=str(tmp_path))
+    feats = build_features(tok, ex, cfg)
+    s, e = feats["start"][0], feats["end"][0]
+    assert tok.decode(feats["input_ids"][0][s : e + 1]) == "marie curie"
+    assert (feats["start"][-1], feats["end"][-1]) == (0, 0)  # unanswerable -> [CLS]
+
+
+def test_not_squad_json_is_an_error(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(OdqaError):
+        load_squad_examples(bad)
+
+
+def _weights(path):
+    from safetensors.torch import load_file
+
+    return load_file(str(path / "model.safetensors"))
+
+
+def test_resumed_training_equals_an_uninterrupted_run(tmp_path):
+    torch.set_num_threads(1)
+    init = save_tiny_qa(tmp_path / "init")
+    data = _squad(tmp_path / "t.json")
+    base = dict(train_files=[str(data)], init=str(init), batch_size=2, max_steps=4, save_every=2, lr=1e-3,
+                warmup=0.0, progress=False, max_length=64, stride=16, seed=7)
+    full = train(TrainConfig(output_dir=str(tmp_path / "full"), **base))
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_3(step, loss):
+        if step == 3:
+            raise Stop
+
+    with pytest.raises(Stop):
+        train(TrainConfig(output_dir=str(tmp_path / "cut"), **base), on_step=stop_after_3)
+    assert (tmp_path / "cut" / "checkpoint-2" / "trainer_state.pt").exists()
+    resumed = train(TrainConfig(output_dir=str(tmp_path / "cut"), **base))
+    a, b = _weights(full), _weights(resumed)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-6), k
+    info = json.loads((resumed / "train_info.json").read_text())
+    assert info["skipped_bad_offset"] == 1 and info["steps"] == 4
