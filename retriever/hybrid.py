@@ -12,6 +12,7 @@ from typing import Sequence
 
 from odqa.errors import OdqaError
 from odqa.types import SearchHit
+from retriever.base import check_k
 
 
 def minmax_fuse(lists: Sequence[list[SearchHit]], weights: Sequence[float], k: int) -> list[SearchHit]:
@@ -59,6 +60,7 @@ class HybridRetriever:
         self.method, self.alpha, self.candidates, self.rrf_k = method, alpha, candidates, rrf_k
 
     def search(self, questions: Sequence[str], k: int) -> list[list[SearchHit]]:
+        check_k(k, len(self.dense.store))
         depth = max(k, self.candidates)
         dense_results = self.dense.search(questions, min(depth, len(self.dense.store)))
         sparse_results = self.sparse.search(questions, min(depth, len(self.sparse.store)))

@@ -33,7 +33,7 @@ def register(subparsers) -> None:
     p.add_argument("question", nargs="+")
     p.add_argument("--index", help="index folder (default: the config's index, else the built-in demo corpus)")
     p.add_argument("--retriever", choices=["bm25", "dense", "hybrid"])
-    p.add_argument("--k", type=int, default=5)
+    p.add_argument("--k", type=int, help="passages to show (default 5, or the corpus size if smaller)")
     p.add_argument("--json", action="store_true", help="print hits as one JSON object")
     _retrieval_flags(p)
     add_config_flag(p)
@@ -107,7 +107,8 @@ def run_search(args) -> int:
     config = _config(args)
     bundle, retriever = open_retriever(config)
     question = " ".join(args.question)
-    hits = retriever.search([question], min(args.k, len(bundle.store)))[0]
+    k = args.k if args.k is not None else min(5, len(bundle.store))
+    hits = retriever.search([question], k)[0]
     if args.json:
         print_json_last({"question": question, "hits": [
             {"rank": i, "score": h.score, **h.passage.to_dict()} for i, h in enumerate(hits, 1)]})

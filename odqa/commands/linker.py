@@ -1,0 +1,275 @@
+"""Commands: build-kb, link, train-linker, eval-linker."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from odqa.commands.common import add_command, add_config_flag, print_json_last
+from odqa.errors import OdqaError
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "build-kb", "Build the entity knowledge base (entities + entity vectors) from a Wikipedia-style corpus.",
+                    "python run_qa.py build-kb --corpus ../shared/data/wiki --out work_indexes/kb", run_build_kb)
+    p.add_argument("--corpus", required=True, help="corpus file or folder (JSONL(.xz) with id/title/text, WikiExtractor output, ...)")
+    p.add_argument("--out", required=True, help="knowledge-base folder to create (replaced atomically)")
+    p.add_argument("--encoder", default="minilm", help="entity encoder; must be the linker's entity encoder")
+    p.add_argument("--max-length", type=int, default=64, help="tokens of 'title [SEP] description' encoded")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--limit", type=int, help="first N documents only")
+    p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+
+    p = add_command(subparsers, "link", "Link the entities of a question to the knowledge base.",
+                    'python run_qa.py link "Who directed Apollo 13 with Tom Hanks?"', run_link)
+    p.add_argument("question", nargs="+")
+    _model_flags(p)
+    p.add_argument("--json", action="store_true", help="print the mentions as one JSON object")
+    add_config_flag(p)
+
+    p = add_command(subparsers, "train-linker", "Train the ELQ linker on LC-QuAD, Complex-EL4QA, WebQuestions entities and Wikipedia sentences.",
+                    "python run_qa.py train-linker --kb work_indexes/kb --data-dir ../shared/data --output models/linker", run_train)
+    p.add_argument("--kb", default="work_indexes/kb")
+    p.add_argument("--data-dir", default=str(Path(__file__).resolve().parents[2].parent / "shared" / "data"))
+    p.add_argument("--output", default="models/linker")
+    p.add_argument("--encoder", default="minilm", help="question encoder to start from")
+    p.add_argument("--steps", type=int, default=2500)
+    p.add_argument("--max-minutes", type=float, default=30.0, help="stop training after this wall time")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=5e-5)
+    p.add_argument("--head-lr", type=float, default=1e-3)
+    p.add_argument("--hard-negatives", type=int, default=24)
+    p.add_argument("--weak", type=int, default=6000, help="weak-supervision sentences from the KB's articles (0: none)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--json", action="store_true")
+
+    p = add_command(subparsers, "eval-linker", "Entity-linking P/R/F1 (strong/weak, in-KB/overall) and speed.",
+                    "python run_qa.py eval-linker --data ../shared/data/el/qald/qald-{1,2,3,4}.mentions.json --json", run_eval)
+    p.add_argument("--data", nargs="+", required=True, help="QALD mentions JSON, Complex-EL4QA JSON or LC-QuAD JSON (one or more)")
+    p.add_argument("--split", choices=["all", "dev"], default="all", help="dev: only the held-out LC-QuAD questions (every 10th id)")
+    p.add_argument("--baseline", choices=["elq", "spacy"], default="elq", help="spacy: the spaCy NER + alias-table baseline")
+    p.add_argument("--limit", type=int)
+    p.add_argument("--no-speed", action="store_true", help="skip the timing runs")
+    p.add_argument("--per-question", help="write per-question predictions (JSONL) here")
+    _model_flags(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object of metrics as the last line")
+    add_config_flag(p)
+
+
+def _model_flags(p) -> None:
+    p.add_argument("--model", help="linker model: 'linker' (shipped), or a folder (default: config linker.model)")
+    p.add_argument("--kb", help="knowledge-base folder (default: config linker.kb, else work_indexes/kb)")
+    p.add_argument("--mention-threshold", type=float)
+    p.add_argument("--entity-threshold", type=float, help="threshold on the joint (mention x entity) score")
+    p.add_argument("--threads", type=int, help="torch CPU threads")
+
+
+def _config(args):
+    from odqa.config import OdqaConfig
+
+    return OdqaConfig.load(getattr(args, "config", None), {
+        "linker.model": getattr(args, "model", None),
+        "linker.kb": getattr(args, "kb", None),
+        "linker.mention_threshold": getattr(args, "mention_threshold", None),
+        "linker.entity_threshold": getattr(args, "entity_threshold", None),
+    })
+
+
+def default_kb_path(config) -> Path:
+    from odqa.models import REPO_ROOT
+
+    if config.linker.kb:
+        return Path(config.linker.kb)
+    candidates = []
+    if config.index:
+        candidates += [Path(config.index) / "kb", Path(config.index).parent / "kb"]
+    candidates += [Path("work_indexes/kb"), REPO_ROOT / "work_indexes" / "kb"]
+    for path in candidates:
+        if (path / "entities.jsonl").is_file():
+            return path
+    raise OdqaError("no knowledge base found: pass --kb DIR (build one with `run_qa.py build-kb --corpus ../shared/data/wiki --out work_indexes/kb`)")
+
+
+def open_linker(config, thresholds_from_config: bool = False):
+    from linker.kb import KnowledgeBase
+    from linker.linker import Linker
+
+    kb = KnowledgeBase.load(default_kb_path(config))
+    kwargs = {}
+    if thresholds_from_config:
+        kwargs = {"mention_threshold": config.linker.mention_threshold, "entity_threshold": config.linker.entity_threshold}
+    return Linker.from_pretrained(config.linker.model, kb=kb, **kwargs)
+
+
+def _threads(args) -> None:
+    if getattr(args, "threads", None):
+        import torch
+
+        torch.set_num_threads(args.threads)
+
+
+def _explicit_thresholds(args) -> dict:
+    out = {}
+    if getattr(args, "mention_threshold", None) is not None:
+        out["mention_threshold"] = args.mention_threshold
+    if getattr(args, "entity_threshold", None) is not None:
+        out["entity_threshold"] = args.entity_threshold
+    return out
+
+
+def _open(args):
+    """The linker; thresholds: flags, else a config file's, else the model's tuned ones."""
+    from linker.kb import KnowledgeBase
+    from linker.linker import Linker
+
+    config = _config(args)
+    thresholds = _explicit_thresholds(args)
+    if getattr(args, "config", None) and not thresholds:
+        thresholds = {"mention_threshold": config.linker.mention_threshold, "entity_threshold": config.linker.entity_threshold}
+    kb = KnowledgeBase.load(default_kb_path(config))
+    return Linker.from_pretrained(config.linker.model, kb=kb, **thresholds), kb
+
+
+def run_build_kb(args) -> int:
+    import itertools
+
+    from linker.kb import KnowledgeBase, iter_documents
+
+    docs = iter_documents(args.corpus)
+    if args.limit:
+        docs = itertools.islice(docs, args.limit)
+    start = time.time()
+    kb = KnowledgeBase.build(docs, args.out, encoder=args.encoder, max_length=args.max_length,
+                             batch_size=args.batch_size, device=args.device)
+    print(f"knowledge base: {len(kb)} entities, {kb.dim}-d vectors from {kb.encoder!r}, fingerprint "
+          f"{kb.manifest.corpus_fingerprint}, in {time.time() - start:.0f}s -> {args.out}")
+    return 0
+
+
+def run_link(args) -> int:
+    _threads(args)
+    linker, _ = _open(args)
+    question = " ".join(args.question)
+    start = time.perf_counter()
+    mentions = linker.link([question])[0]
+    ms = (time.perf_counter() - start) * 1000
+    if args.json:
+        print(json.dumps({"question": question, "mentions": [_mention_json(m) for m in mentions], "ms": round(ms, 1)}, ensure_ascii=False))
+        return 0
+    print(question)
+    if not mentions:
+        print("  (no entities linked)")
+    for m in mentions:
+        print(f"  [{m.start}:{m.end}] {m.text!r} -> {m.entity.title} (id {m.entity.id})  "
+              f"mention {m.mention_score:.3f}  entity {m.entity_score:.3f}  joint {m.score:.3f}")
+    print(f"  {ms:.1f} ms")
+    return 0
+
+
+def _mention_json(m) -> dict:
+    return {"start": m.start, "end": m.end, "text": m.text, "entity_id": m.entity.id if m.entity else None,
+            "title": m.entity.title if m.entity else None, "mention_score": round(m.mention_score, 4),
+            "entity_score": round(m.entity_score, 4), "score": round(m.score, 4)}
+
+
+def run_train(args) -> int:
+    import logging
+
+    from linker.train import TrainConfig, train_linker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    cfg = TrainConfig(kb=args.kb, data_dir=args.data_dir, output=args.output, encoder=args.encoder, steps=args.steps,
+                      max_minutes=args.max_minutes, batch_size=args.batch_size, lr=args.lr, head_lr=args.head_lr,
+                      hard_negatives=args.hard_negatives, weak=args.weak, threads=args.threads, seed=args.seed)
+    report = train_linker(cfg)
+    dev = report["tuned"]["dev"]
+    print(f"trained {report['training']['steps']} steps in {report['training']['seconds']}s; thresholds mention "
+          f"{report['tuned']['mention_threshold']} joint {report['tuned']['entity_threshold']}; dev weak in-KB F1 "
+          f"{dev['weak_f1_in_kb']:.3f}, strong F1 {dev['strong_f1']:.3f} -> {args.output}")
+    if args.json:
+        print_json_last({"steps": report["training"]["steps"], **report["tuned"]["dev"],
+                         "mention_threshold": report["tuned"]["mention_threshold"],
+                         "entity_threshold": report["tuned"]["entity_threshold"]})
+    return 0
+
+
+def load_eval_examples(paths, kb, split: str = "all", limit: int | None = None):
+    from linker.data import load_el_file
+
+    examples = []
+    for path in paths:
+        items = load_el_file(path, kb)
+        if split == "dev":
+            from linker.train import _id_int
+
+            items = [ex for ex in items if ex.source == "lcquad" and _id_int(ex.id) % 10 == 0]
+        examples += items
+    if limit:
+        examples = examples[:limit]
+    if not examples:
+        raise OdqaError("no questions to evaluate in " + ", ".join(map(str, paths)))
+    return examples
+
+
+def measure_speed(linker, questions, n_single: int = 100, n_batch: int = 256) -> dict:
+    import statistics
+
+    questions = [q for q in questions if q.strip()] or ["Who wrote Hamlet?"]
+    linker.link(questions[:2])  # warm up
+    single = []
+    for q in (questions * (n_single // len(questions) + 1))[:n_single]:
+        t = time.perf_counter()
+        linker.link([q])
+        single.append((time.perf_counter() - t) * 1000)
+    batch_qs = (questions * (n_batch // len(questions) + 1))[:n_batch]
+    t = time.perf_counter()
+    linker.link(batch_qs, batch_size=64)
+    elapsed = time.perf_counter() - t
+    return {"ms_per_question_batch1": round(statistics.mean(single), 2),
+            "ms_per_question_batch1_median": round(statistics.median(single), 2),
+            "questions_per_second_batch64": round(len(batch_qs) / elapsed, 1)}
+
+
+def run_eval(args) -> int:
+    import torch
+
+    from linker.metrics import evaluate
+
+    _threads(args)
+    if args.baseline == "spacy":
+        from linker.baseline import SpacyAliasLinker
+        from linker.kb import KnowledgeBase
+
+        kb = KnowledgeBase.load(default_kb_path(_config(args)))
+        linker = SpacyAliasLinker(kb)
+        name = "spacy+alias"
+    else:
+        linker, kb = _open(args)
+        name = "elq"
+    examples = load_eval_examples(args.data, kb, args.split, args.limit)
+    questions = [ex.question for ex in examples]
+    with torch.inference_mode():
+        predictions = linker.link(questions)
+    metrics = evaluate(examples, predictions)
+    if not args.no_speed:
+        metrics.update(measure_speed(linker, questions))
+    metrics.update(linker=name, threads=torch.get_num_threads())
+    if args.per_question:
+        with open(args.per_question, "w", encoding="utf-8") as f:
+            for ex, preds in zip(examples, predictions):
+                gold = [{"start": g.start, "end": g.end, "title": g.title, "in_kb": g.in_kb} for g in ex.mentions]
+                f.write(json.dumps({"question": ex.question, "gold": gold, "pred": [_mention_json(m) for m in preds]}, ensure_ascii=False) + "\n")
+    print(f"{name} on {len(examples)} questions ({metrics['gold_mentions']} gold mentions, {metrics['gold_mentions_in_kb']} in KB)")
+    for scope in ("", "_in_kb"):
+        for kind in ("strong", "weak", "entity"):
+            print(f"  {kind + scope:16s} P {metrics[f'{kind}_precision{scope}']:.3f}  R {metrics[f'{kind}_recall{scope}']:.3f}  "
+                  f"F1 {metrics[f'{kind}_f1{scope}']:.3f}")
+    if "ms_per_question_batch1" in metrics:
+        print(f"  speed: {metrics['ms_per_question_batch1']:.1f} ms/question at batch 1, "
+              f"{metrics['questions_per_second_batch64']:.0f} questions/s at batch 64 ({metrics['threads']} threads)")
+    if args.json:
+        print_json_last(metrics)
+    return 0

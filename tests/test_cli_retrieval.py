@@ -1,0 +1,97 @@
+"""The retrieval commands end to end on a small corpus, and every bad input ending in one clear line, exit 2."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+ARTICLES = [
+    {"id": "1", "title": "Eiffel Tower", "text": "The Eiffel Tower is an iron tower in Paris. It was completed in 1889 by Gustave Eiffel's company."},
+    {"id": "2", "title": "Mount Everest", "text": "Mount Everest is the highest mountain on Earth. It stands in the Himalayas on the border of Nepal and China."},
+    {"id": "3", "title": "Amazon River", "text": "The Amazon River flows through South America. It carries more water than any other river."},
+    {"id": "4", "title": "Penicillin", "text": "Penicillin was discovered by Alexander Fleming in 1928 in London."},
+]
+QUESTIONS = "who discovered penicillin\t['Alexander Fleming']\nwhen was the eiffel tower completed\t['1889']\nwhich river carries the most water\t['Amazon']\n"
+
+
+def run(*args, check_ok=True):
+    proc = subprocess.run([sys.executable, "run_qa.py", *map(str, args)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    if check_ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def small_index(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    corpus = root / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(a) + "\n" for a in ARTICLES))
+    (root / "q.qa.tsv").write_text(QUESTIONS)
+    run("index", "--corpus", corpus, "--out", root / "idx")
+    return root
+
+
+def test_search_prints_the_right_passage(small_index):
+    out = run("search", "--index", small_index / "idx", "--retriever", "bm25", "--k", "2", "who discovered penicillin").stdout
+    assert out.splitlines()[0].strip().startswith("1.") and "Penicillin" in out.splitlines()[0]
+    data = json.loads(run("search", "--index", small_index / "idx", "--retriever", "dense", "--json", "--k", "1",
+                          "highest mountain").stdout.strip().splitlines()[-1])
+    assert data["hits"][0]["title"] == "Mount Everest"
+
+
+@pytest.mark.parametrize("retriever", ["bm25", "dense", "hybrid"])
+def test_eval_retrieval_json_contract(small_index, retriever):
+    proc = run("eval-retrieval", "--index", small_index / "idx", "--questions", small_index / "q.qa.tsv",
+               "--retriever", retriever, "--k", "1", "2", "--json", "--per-question", small_index / f"{retriever}.jsonl")
+    metrics = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(metrics) >= {"recall@1", "recall@2", "mrr", "questions", "seconds"}
+    assert metrics["questions"] == 3 and metrics["recall@2"] == 100.0
+    rows = [json.loads(l) for l in (small_index / f"{retriever}.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and rows[0]["first_hit_rank"] in (1, 2)
+
+
+def test_rebuild_replaces_the_index_and_a_failed_build_keeps_it(small_index, tmp_path):
+    idx = small_index / "idx"
+    before = (idx / "manifest.json").read_text()
+    bad = tmp_path / "broken.jsonl"
+    bad.write_text('{"id": "1", "title": "A", "text": "fine"}\n{not json\n')
+    proc = run("index", "--corpus", bad, "--out", idx, "--backends", "bm25", check_ok=False)
+    assert proc.returncode == 2
+    assert (idx / "manifest.json").read_text() == before  # the good index is untouched
+    assert run("search", "--index", idx, "--retriever", "bm25", "penicillin").returncode == 0
+
+
+def _one_line_error(proc, *needles):
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("odqa: error:")
+    for needle in needles:
+        assert needle in last, last
+
+
+def test_bad_inputs(small_index, tmp_path):
+    idx = small_index / "idx"
+    q = small_index / "q.qa.tsv"
+    _one_line_error(run("index", "--corpus", tmp_path / "nope.jsonl", "--out", tmp_path / "o", check_ok=False), "nope.jsonl")
+    (tmp_path / "empty.jsonl").write_text("")
+    _one_line_error(run("index", "--corpus", tmp_path / "empty.jsonl", "--out", tmp_path / "o", check_ok=False), "empty")
+    (tmp_path / "blank.jsonl").write_text('{"id": "1", "title": "A", "text": "   "}\n')
+    _one_line_error(run("index", "--corpus", tmp_path / "blank.jsonl", "--out", tmp_path / "o2", "--backends", "bm25", check_ok=False), "no passages")
+    _one_line_error(run("eval-retrieval", "--index", idx, "--questions", tmp_path / "missing.tsv", check_ok=False), "missing.tsv")
+    (tmp_path / "q.xml").write_text("<x/>")
+    _one_line_error(run("eval-retrieval", "--index", idx, "--questions", tmp_path / "q.xml", check_ok=False), "unknown question format")
+    _one_line_error(run("eval-retrieval", "--index", tmp_path, "--questions", q, check_ok=False), "not an odqa index")
+    _one_line_error(run("eval-retrieval", "--index", idx, "--questions", q, "--k", "1", "500", check_ok=False), "larger than the corpus")
+    _one_line_error(run("search", "--index", idx, "--k", "99", "x", check_ok=False), "larger than the corpus")
+    _one_line_error(run("index", "--corpus", small_index / "corpus.jsonl", "--out", tmp_path / "s", "--shard", "3/2", check_ok=False), "--shard")
+
+
+def test_every_command_has_help_with_an_example():
+    out = run("--help").stdout
+    for command in ("index", "search", "eval-retrieval"):
+        assert command in out
+        assert "Example:" in run(command, "--help").stdout
