@@ -1,0 +1,62 @@
+"""Building an index: sharded, resumable dense encoding that merges into one index."""
+
+import json
+
+import numpy as np
+import pytest
+
+from odqa.indexing import IndexSpec, build_index, parse_shard
+from odqa.errors import OdqaError
+from retriever.loading import IndexBundle
+
+DOCS = [{"id": str(i), "title": f"Doc {i}", "text": f"Document number {i} talks about topic {i} and nothing else."} for i in range(7)]
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in DOCS))
+    return path
+
+
+def test_shards_merge_into_the_same_index_as_one_run(corpus, tmp_path):
+    whole = build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "whole"), backends=["dense"], chunk_size=2))
+    assert whole.finished
+    first = build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "sharded"), backends=["dense"], chunk_size=2, shard=(0, 2)))
+    assert not first.finished and "2 of 4 chunks" in first.message
+    assert not (tmp_path / "sharded").exists()  # nothing published before every chunk exists
+    work = tmp_path / "sharded.work" / "dense-chunks"
+    assert sorted(p.name for p in work.glob("chunk-*.npy")) == ["chunk-00000.npy", "chunk-00002.npy"]
+    second = build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "sharded"), backends=["dense"], chunk_size=2, shard=(1, 2)))
+    assert second.finished
+    a = np.load(tmp_path / "whole" / "dense" / "embeddings.npy")
+    b = np.load(tmp_path / "sharded" / "dense" / "embeddings.npy")
+    assert a.shape == (7, 384) and np.allclose(a, b, atol=1e-3)
+    assert not (tmp_path / "sharded.work").exists()
+
+
+def test_resume_skips_finished_chunks(corpus, tmp_path):
+    out = tmp_path / "idx"
+    build_index(IndexSpec(corpus=str(corpus), out=str(out), backends=["dense"], chunk_size=3, shard=(0, 3)))
+    chunk = tmp_path / "idx.work" / "dense-chunks" / "chunk-00000.npy"
+    marker = np.full((3, 384), 7.0, dtype=np.float16)  # a finished chunk must be reused, not recomputed
+    np.save(chunk, marker)
+    build_index(IndexSpec(corpus=str(corpus), out=str(out), backends=["bm25", "dense"], chunk_size=3))
+    merged = np.load(out / "dense" / "embeddings.npy")
+    assert np.all(merged[:3] == 7.0)
+    bundle = IndexBundle.open(out)
+    assert bundle.backends == ["bm25", "dense"] and len(bundle.store) == 7
+
+
+def test_parse_shard():
+    assert parse_shard("1/4") == (1, 4)
+    assert parse_shard(None) is None
+    for bad in ("4/4", "x", "1/0", "-1/2"):
+        with pytest.raises(OdqaError):
+            parse_shard(bad)
+
+
+def test_index_without_dense_says_how_to_add_it(corpus, tmp_path):
+    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "b"), backends=["bm25"]))
+    with pytest.raises(OdqaError, match="no dense index"):
+        IndexBundle.open(tmp_path / "b").dense()
