@@ -14,7 +14,7 @@ from odqa.errors import OdqaError
 @dataclass
 class RetrievalConfig:
     retriever: str = "hybrid"  # bm25 | dense | hybrid
-    k: int = 20  # passages handed to the reader
+    k: int = 10  # passages handed to the reader
     candidates: int = 100  # per retriever, before fusion
     fusion: str = "rrf"  # rrf | minmax
     alpha: float = 0.5  # minmax: weight of the dense score

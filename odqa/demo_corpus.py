@@ -34,3 +34,19 @@ def demo_index_path(encoder: str = "minilm", quiet: bool = False) -> Path:
             print(f"odqa: building the demo index in {path} (first use only)...", file=sys.stderr, flush=True)
         build_index(IndexSpec(corpus=str(DEMO_ARTICLES), out=str(path), encoder=encoder, chunk_size=5000))
     return path
+
+
+def demo_kb_path(encoder: str = "minilm", quiet: bool = False) -> Path:
+    """The demo knowledge base (entities = demo articles), built on first use beside the demo index."""
+    if not DEMO_ARTICLES.is_file():
+        raise OdqaError(f"the demo corpus is missing ({DEMO_ARTICLES}); reinstall odqa")
+    digest = hashlib.sha1(DEMO_ARTICLES.read_bytes() + encoder.encode()).hexdigest()[:12]
+    path = odqa_home() / f"demo-kb-{digest}"
+    if not (path / "manifest.json").exists():
+        from linker.kb import KnowledgeBase
+        from odqa.corpus.readers import iter_documents
+
+        if not quiet:
+            print(f"odqa: building the demo knowledge base in {path} (first use only)...", file=sys.stderr, flush=True)
+        KnowledgeBase.build(iter_documents(DEMO_ARTICLES), path, encoder=encoder, progress=False)
+    return path

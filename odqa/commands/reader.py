@@ -68,6 +68,7 @@ def register(subparsers) -> None:
                    help="SQuAD v2: score unanswerable questions; predict no answer when the null span wins")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--int8", action="store_true", help="dynamic int8 quantisation of the linear layers (CPU)")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast on CPU (fast where the CPU has AMX)")
     p.add_argument("--predictions", help="write {question id: answer} JSON here")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON on the last line")
 
@@ -115,6 +116,8 @@ def _eval(args) -> int:
     reader = Reader.from_pretrained(args.model, batch_size=args.batch_size, max_answer_tokens=args.max_answer_tokens)
     if args.int8:
         reader.quantize_int8()
+    if args.bf16:
+        reader.settings.precision = "bf16"
     metrics = evaluate_reader(
         reader, args.data, limit=args.limit or None, allow_null=args.allow_null,
         predictions_path=args.predictions, progress=not args.json,

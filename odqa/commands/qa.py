@@ -1,0 +1,117 @@
+"""Commands: ask, shell, eval-qa, demo."""
+
+from __future__ import annotations
+
+import sys
+
+from odqa.commands.common import add_command, add_config_flag, print_json_last
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "ask", "Answer one question (built-in demo corpus unless --index/--config).",
+                    'python run_qa.py ask "Who discovered penicillin?" --json', run_ask)
+    p.add_argument("question", nargs="+")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object (last line)")
+    _pipeline_flags(p)
+
+    p = add_command(subparsers, "shell", "Interactive QA shell (reads one line at a time when stdin is not a terminal).",
+                    "python run_qa.py shell --index indexes/wiki --retriever hybrid", run_shell)
+    _pipeline_flags(p)
+
+    p = add_command(subparsers, "eval-qa", "End-to-end EM/F1 of the top answer, with retrieval recall@k of the same run.",
+                    "python run_qa.py eval-qa --questions odqa/demo/questions.jsonl --json", run_eval_qa)
+    p.add_argument("--questions", required=True, help="any question file eval-retrieval reads")
+    p.add_argument("--limit", type=int)
+    p.add_argument("--recall-k", type=int, nargs="+", default=[1, 5, 10], help="recall@k cut-offs (max = passages read)")
+    p.add_argument("--per-question", help="write per-question predictions (JSONL)")
+    p.add_argument("--json", action="store_true")
+    _pipeline_flags(p)
+
+    p = add_command(subparsers, "demo", "The quickstart: the demo corpus in the shell, or (no terminal) its 100 questions scored.",
+                    "python run_qa.py demo", run_demo)
+    _pipeline_flags(p)
+
+
+def _pipeline_flags(p) -> None:
+    p.add_argument("--index", help="index folder (default: the built-in demo corpus)")
+    p.add_argument("--retriever", choices=["bm25", "dense", "hybrid"])
+    p.add_argument("--k", type=int, help="passages passed to the reader")
+    p.add_argument("--reader", help="reader checkpoint: 'reader' (shipped) or any extractive-QA name/path")
+    p.add_argument("--no-linker", action="store_true", help="skip entity linking")
+    p.add_argument("--entity-bonus", type=float, help="fusion weight of linked entities' passages (0: off)")
+    add_config_flag(p)
+
+
+def make_pipeline(args):
+    from odqa.config import OdqaConfig
+    from odqa.pipeline import Pipeline
+
+    config = OdqaConfig.load(args.config, {
+        "index": args.index,
+        "retrieval.retriever": args.retriever,
+        "retrieval.k": args.k,
+        "retrieval.entity_bonus": args.entity_bonus,
+        "reader.model": args.reader,
+        "linker.enabled": False if args.no_linker else None,
+    })
+    return Pipeline(config)
+
+
+def run_ask(args) -> int:
+    from odqa.shell import Shell
+
+    pipeline = make_pipeline(args)
+    result = pipeline.ask(" ".join(args.question))
+    if args.json:
+        print_json_last(result.to_dict())
+    else:
+        Shell(pipeline).show(result)
+    return 0
+
+
+def run_shell(args) -> int:
+    from odqa.demo_corpus import odqa_home
+    from odqa.shell import Shell
+
+    shell = Shell(make_pipeline(args))
+    if not sys.stdin.isatty():
+        return shell.run_lines(sys.stdin)
+    seconds = shell.warm_up()
+    shell.say(f"ready in {seconds:.1f} s ({len(shell.pipeline.bundle.store)} passages)")
+    odqa_home().mkdir(parents=True, exist_ok=True)
+    return shell.run_interactive(str(odqa_home() / "shell_history"))
+
+
+def _eval(pipeline, path, limit, ks, per_question, as_json) -> dict:
+    from odqa.errors import OdqaError
+    from odqa.eval.qa import evaluate_qa
+    from odqa.eval.questions import load_questions
+
+    ks = sorted(set(ks))
+    if ks[0] <= 0:
+        raise OdqaError("--recall-k values must be positive")
+    if ks[-1] > len(pipeline.bundle.store):
+        raise OdqaError(f"--recall-k {ks[-1]} is larger than the corpus ({len(pipeline.bundle.store)} passages)")
+    items = load_questions(path, limit=limit)
+    metrics = evaluate_qa(pipeline, items, ks, per_question=per_question)
+    print(f"EM {metrics['em']:.2f}  F1 {metrics['f1']:.2f}  " +
+          "  ".join(f"R@{k} {metrics[f'recall@{k}']:.2f}" for k in ks) +
+          f"  ({metrics['questions']} questions, {metrics['questions_per_second']} q/s)")
+    if as_json:
+        print_json_last(metrics)
+    return metrics
+
+
+def run_eval_qa(args) -> int:
+    _eval(make_pipeline(args), args.questions, args.limit, args.recall_k, args.per_question, args.json)
+    return 0
+
+
+def run_demo(args) -> int:
+    from odqa.demo_corpus import DEMO_QUESTIONS
+
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        return run_shell(args)
+    print("odqa demo: no terminal, so answering the 100 demo questions instead of opening the shell.")
+    _eval(make_pipeline(args), DEMO_QUESTIONS, None, [1, 5, 10], None, True)
+    return 0

@@ -1,0 +1,52 @@
+"""End-to-end QA evaluation: EM/F1 of the top answer (SQuAD normalisation; regex match for CuratedTREC)
+beside the retrieval recall@k of the same run."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Sequence
+
+from tqdm.auto import tqdm
+
+from odqa.eval.answers import best_over_truths, exact_match, f1_score, regex_match
+from odqa.eval.questions import QAItem
+from odqa.eval.retrieval import judge, summarize
+
+
+def score_answer(prediction: str, item: QAItem) -> tuple[float, float]:
+    """(EM, F1) of one prediction against the item's answers; regex answers have EM = F1 = match."""
+    if item.regex:
+        match = regex_match(prediction, item.answers) if prediction else 0.0
+        return match, match
+    return best_over_truths(exact_match, prediction, item.answers), best_over_truths(f1_score, prediction, item.answers)
+
+
+def evaluate_qa(pipeline, items: Sequence[QAItem], ks: Sequence[int] = (1, 5, 10, 20), batch_size: int = 8,
+                per_question: str | Path | None = None, progress: bool = True) -> dict:
+    depth = max(ks)
+    rows, judged = [], []
+    em_sum = f1_sum = 0.0
+    start = time.perf_counter()
+    for i in tqdm(range(0, len(items), batch_size), desc="eval-qa", unit=" batch", disable=not progress, mininterval=2):
+        batch = items[i : i + batch_size]
+        for item, result in zip(batch, pipeline.ask_batch([q.question for q in batch], k=depth)):
+            prediction = result.answers[0].text if result.answers else ""
+            em, f1 = score_answer(prediction, item)
+            em_sum, f1_sum = em_sum + em, f1_sum + f1
+            judged.append(judge(item, result.passages))
+            rows.append({"id": item.id, "question": item.question, "answers": item.answers, "prediction": prediction,
+                         "em": em, "f1": round(f1, 4), "first_hit_rank": judged[-1].first_hit_rank,
+                         "title": result.answers[0].title if result.answers else ""})
+    seconds = time.perf_counter() - start
+    n = len(items)
+    metrics = {"em": round(100 * em_sum / n, 2), "f1": round(100 * f1_sum / n, 2)}
+    retrieval = summarize(judged, ks)
+    metrics.update({key: value for key, value in retrieval.items() if key.startswith("recall@")})
+    metrics.update(questions=n, seconds=round(seconds, 2), questions_per_second=round(n / seconds, 2) if seconds else 0.0)
+    if per_question:
+        path = Path(per_question)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return metrics

@@ -1,0 +1,187 @@
+"""The QA pipeline: question -> entity links -> passages (BM25/dense/hybrid + linked entities' passages)
+-> reader -> ranked answers. Components load lazily, once, and stay warm for the next question."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from odqa.config import OdqaConfig
+from odqa.errors import OdqaError
+from odqa.types import Answer, Mention, SearchHit
+
+MAX_QUESTION_CHARS = 500
+_HAS_WORD = re.compile(r"\w", re.UNICODE)
+
+
+@dataclass
+class Result:
+    question: str
+    answers: list[Answer]
+    passages: list[SearchHit]
+    mentions: list[Mention] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def answered(self) -> bool:
+        return bool(self.answers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "answers": [a.to_dict() for a in self.answers],
+            "passages": [
+                {"rank": i, "score": h.score, "source": h.source, **(h.passage.to_dict() if h.passage else {})}
+                for i, h in enumerate(self.passages, 1)
+            ],
+            "mentions": [m.to_dict() for m in self.mentions],
+            "timings_ms": {k: round(v * 1000, 1) for k, v in self.timings.items()},
+            "notices": self.notices,
+        }
+
+
+def clean_question(question: str) -> tuple[str, list[str]]:
+    """Validate and trim a question; returns it with any notices. Raises OdqaError when nothing is asked."""
+    notices = []
+    text = " ".join((question or "").split())
+    if not text or not _HAS_WORD.search(text):
+        raise OdqaError("the question is empty (or only punctuation); type a question such as 'Who wrote Hamlet?'")
+    if len(text) > MAX_QUESTION_CHARS:
+        cut = text[:MAX_QUESTION_CHARS].rsplit(" ", 1)[0]
+        notices.append(f"question truncated to its first {len(cut)} of {len(text)} characters")
+        text = cut
+    return text, notices
+
+
+class Pipeline:
+    def __init__(self, config: OdqaConfig | None = None):
+        self.config = (config or OdqaConfig()).validate()
+        self._bundle = None
+        self._retrievers: dict[str, Any] = {}
+        self._reader = None
+        self._linker = None
+        self._linker_failed: str | None = None
+        self._entity_passages = None
+
+    # ---- components, loaded on first use ----------------------------------------------------------------
+    @property
+    def index_path(self) -> Path:
+        if self.config.index:
+            return Path(self.config.index)
+        from odqa.demo_corpus import demo_index_path
+
+        return demo_index_path()
+
+    @property
+    def bundle(self):
+        if self._bundle is None:
+            from retriever.loading import IndexBundle
+
+            self._bundle = IndexBundle.open(self.index_path)
+        return self._bundle
+
+    def retriever(self, kind: str | None = None):
+        r = self.config.retrieval
+        kind = kind or r.retriever
+        if kind not in self._retrievers:
+            self._retrievers[kind] = self.bundle.retriever(kind, encoder=r.encoder or None, fusion=r.fusion,
+                                                           alpha=r.alpha, candidates=r.candidates, rrf_k=r.rrf_k)
+        return self._retrievers[kind]
+
+    @property
+    def reader(self):
+        if self._reader is None:
+            from reader.model import Reader
+
+            c = self.config.reader
+            self._reader = Reader.from_pretrained(c.model, max_answer_tokens=c.max_answer_tokens,
+                                                  no_answer_threshold=c.no_answer_threshold,
+                                                  retrieval_weight=c.retrieval_weight)
+        return self._reader
+
+    @property
+    def linker(self):
+        """The entity linker, or None when disabled or unavailable (the pipeline then runs without it)."""
+        if not self.config.linker.enabled or self._linker_failed:
+            return None
+        if self._linker is None:
+            try:
+                from linker.kb import KnowledgeBase
+                from linker.linker import Linker
+
+                kb = KnowledgeBase.load(self._kb_path())
+                c = self.config.linker
+                self._linker = Linker.from_pretrained(c.model, kb=kb, mention_threshold=c.mention_threshold,
+                                                      entity_threshold=c.entity_threshold)
+            except OdqaError as exc:
+                self._linker_failed = str(exc)
+                print(f"odqa: entity linking is off: {exc}", file=sys.stderr)
+                return None
+        return self._linker
+
+    def _kb_path(self) -> Path:
+        if self.config.linker.kb:
+            return Path(self.config.linker.kb)
+        if self.config.index:
+            return Path(self.config.index).with_name(Path(self.config.index).name + "-kb")
+        from odqa.demo_corpus import demo_kb_path
+
+        return demo_kb_path()
+
+    # ---- answering --------------------------------------------------------------------------------------
+    def link(self, questions: list[str]) -> list[list[Mention]]:
+        linker = self.linker
+        return linker.link(questions) if linker is not None else [[] for _ in questions]
+
+    def ask(self, question: str, k: int | None = None, retriever: str | None = None) -> Result:
+        return self.ask_batch([question], k=k, retriever=retriever)[0]
+
+    def ask_batch(self, questions: list[str], k: int | None = None, retriever: str | None = None) -> list[Result]:
+        """Answer several questions; linking and retrieval run batched, reading per question."""
+        k = k or self.config.retrieval.k
+        cleaned = [clean_question(q) for q in questions]
+        texts = [c[0] for c in cleaned]
+        results = [Result(question=t, answers=[], passages=[], notices=list(n)) for t, n in cleaned]
+
+        start = time.perf_counter()
+        mentions = self.link(texts)
+        link_time = (time.perf_counter() - start) / len(texts)
+
+        start = time.perf_counter()
+        store_size = len(self.bundle.store)
+        hits = self.retriever(retriever).search(texts, min(k, store_size))
+        bonus = self.config.retrieval.entity_bonus
+        if bonus > 0 and any(mentions):
+            hits = self._add_entity_passages(texts, mentions, hits, bonus, min(k, store_size))
+        retrieve_time = (time.perf_counter() - start) / len(texts)
+
+        for result, m, h in zip(results, mentions, hits):
+            result.mentions, result.passages = m, h
+            result.timings["link"] = link_time
+            result.timings["retrieve"] = retrieve_time
+            start = time.perf_counter()
+            if h:
+                result.answers = self.reader.read(
+                    result.question, [x.passage for x in h], [x.score for x in h], top_n=self.config.reader.top_n
+                )
+            result.timings["read"] = time.perf_counter() - start
+            result.timings["total"] = sum(result.timings.values())
+            if not result.answers:
+                result.notices.append("no answer found in the retrieved passages")
+        return results
+
+    def _add_entity_passages(self, texts, mentions, hits, bonus: float, k: int):
+        from linker.guided import EntityPassages, entity_hits, fuse_entity_hits
+
+        if self._entity_passages is None:
+            self._entity_passages = EntityPassages(self.bundle.store)
+        kb = self.linker.kb if self.linker is not None else None
+        return [
+            fuse_entity_hits(h, entity_hits(t, m, self._entity_passages, kb=kb), bonus, k)
+            for t, m, h in zip(texts, mentions, hits)
+        ]

@@ -1,0 +1,173 @@
+"""The interactive QA shell: a REPL over a Pipeline (prompt_toolkit: line editing, history across sessions,
+Ctrl-C cancels the current question, Ctrl-D exits). Piped input is read one line at a time."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import time
+from typing import IO, Iterable
+
+from odqa.errors import OdqaError
+from odqa.pipeline import Pipeline, Result
+
+HELP = """Type a question and press Enter. Commands:
+  :k N                      pass N passages to the reader (now {k})
+  :retriever bm25|dense|hybrid   choose the retriever (now {retriever})
+  :passages                 show the passages retrieved for the last question
+  :entities                 show the entities linked in the last question
+  :explain                  how the last answer was found: stages, scores, sources
+  :help                     this text
+  :quit                     leave (Ctrl-D works too)"""
+
+SNIPPET_CHARS = 110
+
+
+class Shell:
+    def __init__(self, pipeline: Pipeline, out: IO[str] = sys.stdout, color: bool | None = None):
+        self.pipeline = pipeline
+        self.out = out
+        self.color = out.isatty() if color is None else color
+        self.k = pipeline.config.retrieval.k
+        self.retriever = pipeline.config.retrieval.retriever
+        self.last: Result | None = None
+
+    # ---- output helpers ---------------------------------------------------------------------------------
+    def say(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    def _mark(self, text: str) -> str:
+        return f"\033[1;33m{text}\033[0m" if self.color else f"**{text}**"
+
+    def _dim(self, text: str) -> str:
+        return f"\033[2m{text}\033[0m" if self.color else text
+
+    def snippet(self, context: str, start: int, end: int) -> str:
+        """The passage around the answer, answer highlighted, on one line."""
+        room = max(0, (SNIPPET_CHARS - (end - start)) // 2)
+        left, right = max(0, start - room), min(len(context), end + room)
+        before = ("…" if left > 0 else "") + context[left:start]
+        after = context[end:right] + ("…" if right < len(context) else "")
+        return " ".join(f"{before}{self._mark(context[start:end])}{after}".split())
+
+    # ---- commands ---------------------------------------------------------------------------------------
+    def handle(self, line: str) -> bool:
+        """Process one input line; False means the user asked to leave."""
+        line = line.strip()
+        if not line:
+            return True
+        if line.startswith(":"):
+            return self.command(line)
+        try:
+            self.last = self.pipeline.ask(line, k=self.k, retriever=self.retriever)
+        except OdqaError as exc:
+            self.say(f"  ! {exc}")
+            return True
+        self.show(self.last)
+        return True
+
+    def command(self, line: str) -> bool:
+        name, _, arg = line[1:].partition(" ")
+        name, arg = name.lower(), arg.strip()
+        if name in ("q", "quit", "exit"):
+            return False
+        if name in ("h", "help", "?"):
+            self.say(HELP.format(k=self.k, retriever=self.retriever))
+        elif name == "k":
+            if not arg.isdigit() or int(arg) <= 0:
+                self.say("  ! :k needs a positive number, e.g. :k 20")
+            else:
+                self.k = int(arg)
+                self.say(f"  k = {self.k}")
+        elif name == "retriever":
+            if arg not in ("bm25", "dense", "hybrid"):
+                self.say("  ! :retriever takes bm25, dense or hybrid")
+            else:
+                self.retriever = arg
+                self.say(f"  retriever = {arg}")
+        elif name in ("passages", "entities", "explain"):
+            if self.last is None:
+                self.say("  ! ask a question first")
+            else:
+                getattr(self, f"show_{name}")(self.last)
+        else:
+            self.say(f"  ! unknown command :{name}; type :help")
+        return True
+
+    # ---- views ------------------------------------------------------------------------------------------
+    def show(self, result: Result) -> None:
+        for notice in result.notices:
+            self.say(f"  ({notice})")
+        for i, a in enumerate(result.answers, 1):
+            self.say(f"  {i}. {self._mark(a.text) if i == 1 else a.text}   p={a.probability:.2f}  score={a.score:.2f}  — {a.title}")
+            if i == 1:
+                self.say(f"     {self.snippet(a.context, a.start, a.end)}")
+        if not result.answers and result.passages:
+            best = result.passages[0].passage
+            self.say(f"  best passage: {best.title}: {textwrap.shorten(best.text, SNIPPET_CHARS)}")
+        if result.mentions:
+            self.say("  entities: " + ", ".join(
+                f"{m.text} → {m.entity.title if m.entity else '?'} ({m.score:.2f})" for m in result.mentions))
+        t = result.timings
+        self.say(self._dim("  time: " + " · ".join(f"{k} {v * 1000:.0f} ms" for k, v in t.items())))
+
+    def show_passages(self, result: Result) -> None:
+        for i, h in enumerate(result.passages, 1):
+            self.say(f"  {i:>2}. [{h.score:.3f} {h.source}] {h.passage.title} ({h.passage.id})")
+            self.say(textwrap.indent(textwrap.fill(h.passage.text, 96), "      "))
+
+    def show_entities(self, result: Result) -> None:
+        if not result.mentions:
+            self.say("  no entities linked")
+        for m in result.mentions:
+            entity = m.entity.title if m.entity else "(none)"
+            self.say(f"  [{m.start}:{m.end}] {m.text!r} → {entity}  mention={m.mention_score:.2f} "
+                     f"entity={m.entity_score:.2f} joint={m.score:.2f}")
+
+    def show_explain(self, result: Result) -> None:
+        c = self.pipeline.config
+        self.say(f"  retriever {self.retriever} (fusion {c.retrieval.fusion}, candidates {c.retrieval.candidates}), "
+                 f"k={self.k}, entity bonus {c.retrieval.entity_bonus}")
+        self.say(f"  linked {len(result.mentions)} entities; retrieved {len(result.passages)} passages "
+                 f"({', '.join(sorted({h.source for h in result.passages}))})")
+        rank = {h.passage.id: i for i, h in enumerate(result.passages, 1)}
+        for a in result.answers:
+            self.say(f"  {a.text!r}: score {a.score:.2f}, p={a.probability:.2f}, from passage #{rank.get(a.passage_id, '?')} "
+                     f"{a.title} [{a.start}:{a.end}]")
+        self.say("  " + " · ".join(f"{k} {v * 1000:.0f} ms" for k, v in result.timings.items()))
+
+    # ---- loops ------------------------------------------------------------------------------------------
+    def warm_up(self) -> float:
+        start = time.perf_counter()
+        self.pipeline.retriever(self.retriever)
+        self.pipeline.reader
+        self.pipeline.linker
+        return time.perf_counter() - start
+
+    def run_lines(self, lines: Iterable[str]) -> int:
+        for line in lines:
+            try:
+                if not self.handle(line):
+                    break
+            except KeyboardInterrupt:
+                self.say("  (cancelled)")
+        return 0
+
+    def run_interactive(self, history_file: str | None = None) -> int:
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import FileHistory, InMemoryHistory
+
+        session = PromptSession(history=FileHistory(history_file) if history_file else InMemoryHistory())
+        self.say("odqa shell — ask a question, :help for commands, Ctrl-D to leave.")
+        while True:
+            try:
+                line = session.prompt("odqa> ")
+            except KeyboardInterrupt:
+                continue  # Ctrl-C at the prompt clears the line
+            except EOFError:
+                return 0
+            try:
+                if not self.handle(line):
+                    return 0
+            except KeyboardInterrupt:
+                self.say("  (cancelled)")

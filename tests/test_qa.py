@@ -1,0 +1,145 @@
+"""End-to-end QA on the built-in demo corpus with the shipped models, the QA metric, and the commands."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from odqa.config import OdqaConfig
+from odqa.demo_corpus import DEMO_QUESTIONS
+from odqa.errors import OdqaError
+from odqa.eval.qa import evaluate_qa, score_answer
+from odqa.eval.questions import QAItem, load_questions
+from odqa.pipeline import Pipeline, Result, clean_question
+from odqa.types import Answer, Passage, SearchHit
+from tests.conftest import REPO_ROOT
+
+
+def test_score_answer_by_hand():
+    item = QAItem("1", "q", ["Denver Broncos", "Broncos"])
+    assert score_answer("the Broncos", item) == (1.0, 1.0)
+    em, f1 = score_answer("Denver Broncos team", item)  # vs "denver broncos": P 2/3, R 1
+    assert em == 0.0 and f1 == pytest.approx(0.8)
+    assert score_answer("", item) == (0.0, 0.0)
+    assert score_answer("September", QAItem("2", "q", ["Sept?(ember)?"], regex=True)) == (1.0, 1.0)
+    assert score_answer("in September", QAItem("2", "q", ["Sept?(ember)?"], regex=True)) == (0.0, 0.0)
+
+
+class FixedAnswers:
+    """A pipeline double that returns given answers, to check the metric arithmetic of evaluate_qa."""
+
+    def __init__(self, predictions):
+        self.predictions = predictions
+
+    def ask_batch(self, questions, k=None):
+        out = []
+        for q in questions:
+            text, passage = self.predictions[q]
+            answers = [Answer(text=text, score=1.0)] if text else []
+            out.append(Result(q, answers, [SearchHit(0, 1.0, Passage("p", "t", passage))]))
+        return out
+
+
+def test_evaluate_qa_by_hand():
+    items = [QAItem("1", "a?", ["Paris"]), QAItem("2", "b?", ["Mount Everest"]), QAItem("3", "c?", ["1889"])]
+    pipeline = FixedAnswers({"a?": ("Paris", "Paris is big"), "b?": ("Everest", "Mount Everest"), "c?": ("", "nothing")})
+    m = evaluate_qa(pipeline, items, ks=[1], progress=False)
+    # EM: 1, 0, 0 -> 33.33; F1: 1, 2*(1*0.5)/(1.5)=0.667, 0 -> 55.56; recall@1: 2 of 3
+    assert m["em"] == pytest.approx(33.33) and m["f1"] == pytest.approx(55.56) and m["recall@1"] == pytest.approx(66.67)
+
+
+@pytest.mark.parametrize("question", ["", "   ", "?!...", "¿?"])
+def test_empty_questions_are_rejected(question):
+    with pytest.raises(OdqaError, match="empty"):
+        clean_question(question)
+
+
+def test_long_questions_are_truncated_with_a_notice():
+    text, notices = clean_question("why " * 400)
+    assert len(text) <= 500 and notices and "truncated" in notices[0]
+
+
+@pytest.fixture(scope="module")
+def pipeline():
+    return Pipeline(OdqaConfig.load(None, {"linker.enabled": False}))
+
+
+def test_demo_questions_end_to_end(pipeline):
+    items = load_questions(DEMO_QUESTIONS)
+    assert len(items) == 100
+    metrics = evaluate_qa(pipeline, items, ks=[1, 10], progress=False)
+    assert metrics["recall@10"] >= 95.0
+    assert metrics["em"] >= 70.0, metrics
+
+
+def test_answers_carry_their_passage_and_offsets(pipeline):
+    result = pipeline.ask("Who discovered penicillin?")
+    assert result.answers
+    best = result.answers[0]
+    assert best.context[best.start : best.end] == best.text
+    assert best.passage_id in {h.passage.id for h in result.passages}
+    assert set(result.timings) >= {"retrieve", "read", "total"}
+
+
+def test_question_about_nothing_in_the_corpus_gives_best_passages(pipeline):
+    result = pipeline.ask("xqzv wptl bnrk?")
+    assert result.passages  # the best passages are still shown
+    assert all(0.0 <= a.probability <= 1.0 for a in result.answers)
+
+
+def run(*args, stdin=None):
+    return subprocess.run([sys.executable, "run_qa.py", *args], cwd=REPO_ROOT, input=stdin, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_ask_json_contract():
+    proc = run("ask", "--no-linker", "--json", "Who painted the Mona Lisa?")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert isinstance(data["answers"], list) and data["answers"]
+    assert {"text", "score", "probability", "passage_id", "title", "start", "end"} <= set(data["answers"][0])
+
+
+def test_ask_bad_input_and_missing_index(tmp_path):
+    proc = run("ask", "--no-linker", "  ?? ")
+    assert proc.returncode == 2 and "empty" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run("ask", "--index", str(tmp_path / "none"), "who?")
+    assert proc.returncode == 2 and "run_qa.py index" in proc.stderr.strip().splitlines()[-1]
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[retrieval]\nk = -3\n")
+    proc = run("ask", "--config", str(bad), "who?")
+    assert proc.returncode == 2 and "retrieval.k" in proc.stderr
+
+
+def test_shell_with_piped_stdin():
+    script = "Who discovered penicillin?\n:k 3\n:retriever bm25\nWhat is the capital of France?\n:passages\n:entities\n:explain\n...\n:bogus\n\n:help\n"
+    proc = run("shell", "--no-linker", stdin=script)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "k = 3" in out and "retriever = bm25" in out
+    assert out.count(" 1. ") >= 2  # answers to both questions; :passages lists passage 1 too
+    assert "  3. [" in out and "  4. [" not in out  # :passages shows exactly k=3 passages
+    assert "question is empty" in out  # a bad question does not kill the shell
+    assert "unknown command :bogus" in out and ":retriever bm25|dense|hybrid" in out
+
+
+def test_shell_in_a_terminal():
+    pexpect = pytest.importorskip("pexpect")
+    from odqa.demo_corpus import odqa_home
+
+    history = odqa_home() / "shell_history"
+    before = history.read_text().count("penicillin") if history.exists() else 0
+    child = pexpect.spawn(sys.executable, ["run_qa.py", "shell", "--no-linker"], cwd=str(REPO_ROOT), encoding="utf-8",
+                          timeout=300)
+    child.expect("odqa> ")
+    child.sendline("Who discovered penicillin?")
+    child.expect("1\\. ")
+    child.expect("odqa> ")
+    child.sendline(":k 2")
+    child.expect("k = 2")
+    child.sendeof()  # Ctrl-D leaves
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert history.read_text().count("penicillin") == before + 1  # history kept across sessions
