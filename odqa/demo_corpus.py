@@ -1,7 +1,8 @@
-"""The built-in demo corpus (odqa/demo/): articles written for the project, its questions, and its index.
+"""The built-in demo corpus (odqa/demo/): articles written for the project, its questions, its index and KB.
 
-The index is built on first use into the user's cache (`$ODQA_HOME`, default `~/.cache/odqa`), keyed by a
-hash of the articles file and the encoder, so an edited corpus or another encoder gets a fresh index.
+Index and knowledge base are built on first use into the user's cache (`$ODQA_HOME`, default
+`~/.cache/odqa`), keyed by a hash of the articles file and the encoder, so an edited corpus or another
+encoder gets fresh ones.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import hashlib
 import os
 import sys
 from pathlib import Path
+from typing import Callable
 
 from odqa.errors import OdqaError
 
@@ -22,31 +24,34 @@ def odqa_home() -> Path:
     return Path(os.environ.get("ODQA_HOME", Path.home() / ".cache" / "odqa"))
 
 
-def demo_index_path(encoder: str = "minilm", quiet: bool = False) -> Path:
+def _cached_build(kind: str, encoder: str, quiet: bool, build: Callable[[Path], object]) -> Path:
     if not DEMO_ARTICLES.is_file():
         raise OdqaError(f"the demo corpus is missing ({DEMO_ARTICLES}); reinstall odqa or pass --index")
     digest = hashlib.sha1(DEMO_ARTICLES.read_bytes() + encoder.encode()).hexdigest()[:12]
-    path = odqa_home() / f"demo-index-{digest}"
+    path = odqa_home() / f"demo-{kind}-{digest}"
     if not (path / "manifest.json").exists():
+        if not quiet:
+            print(f"odqa: building the demo {kind} in {path} (first use only)...", file=sys.stderr, flush=True)
+        build(path)
+    return path
+
+
+def demo_index_path(encoder: str = "minilm", quiet: bool = False) -> Path:
+    def build(path: Path) -> None:
         from odqa.indexing import IndexSpec, build_index
 
-        if not quiet:
-            print(f"odqa: building the demo index in {path} (first use only)...", file=sys.stderr, flush=True)
         build_index(IndexSpec(corpus=str(DEMO_ARTICLES), out=str(path), encoder=encoder, chunk_size=5000))
-    return path
+
+    return _cached_build("index", encoder, quiet, build)
 
 
 def demo_kb_path(encoder: str = "minilm", quiet: bool = False) -> Path:
-    """The demo knowledge base (entities = demo articles), built on first use beside the demo index."""
-    if not DEMO_ARTICLES.is_file():
-        raise OdqaError(f"the demo corpus is missing ({DEMO_ARTICLES}); reinstall odqa")
-    digest = hashlib.sha1(DEMO_ARTICLES.read_bytes() + encoder.encode()).hexdigest()[:12]
-    path = odqa_home() / f"demo-kb-{digest}"
-    if not (path / "manifest.json").exists():
+    """The demo knowledge base: one entity per demo article."""
+
+    def build(path: Path) -> None:
         from linker.kb import KnowledgeBase
         from odqa.corpus.readers import iter_documents
 
-        if not quiet:
-            print(f"odqa: building the demo knowledge base in {path} (first use only)...", file=sys.stderr, flush=True)
         KnowledgeBase.build(iter_documents(DEMO_ARTICLES), path, encoder=encoder, progress=False)
-    return path
+
+    return _cached_build("kb", encoder, quiet, build)
