@@ -1,0 +1,99 @@
+"""End-to-end QA benchmark: EM/F1 of the top answer and retrieval recall of the same run, with throughput.
+
+Suites:
+* `squad-open`: SQuAD v1.1 dev questions over the squad-open corpus (all SQuAD dev paragraphs + 40k Wikipedia
+  distractor passages; built by `bench/retrieval.py --suite squad-open`, built here too if absent).
+* `nq`: NQ test (DPR qas) over the full Wikipedia subset, BM25 (no dense index: encoding 759k passages is
+  GPU work).
+* `demo`: the 100 built-in demo questions over the demo corpus.
+
+    python bench/qa.py --suite all --questions 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+SEED = 13
+
+
+def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str], n: int | None, k: int,
+              linker: bool) -> list[list]:
+    import torch
+
+    from odqa.config import OdqaConfig
+    from odqa.eval.qa import evaluate_qa
+    from odqa.eval.questions import load_questions
+    from odqa.pipeline import Pipeline
+
+    torch.set_num_threads(2)
+    items = load_questions(questions_path)
+    if n and n < len(items):
+        items = random.Random(SEED).sample(items, n)
+    rows = []
+    for kind in retrievers:
+        pipeline = Pipeline(OdqaConfig.load(None, {"index": index, "retrieval.retriever": kind,
+                                                   "retrieval.k": k, "linker.enabled": linker}))
+        pipeline.retriever(kind), pipeline.reader  # load before the clock starts
+        started = time.perf_counter()
+        m = evaluate_qa(pipeline, items, ks=[1, 5, k])
+        seconds = time.perf_counter() - started
+        rows.append([name, kind, k, len(items), f"{m['em']:.2f}", f"{m['f1']:.2f}", f"{m['recall@1']:.2f}",
+                     f"{m[f'recall@{k}']:.2f}", f"{len(items) / seconds:.2f}"])
+        print(" | ".join(map(str, rows[-1])), flush=True)
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--suite", choices=["squad-open", "nq", "demo", "all"], default="all")
+    parser.add_argument("--questions", type=int, default=500, help="questions sampled per suite (seed 13); 0: all")
+    parser.add_argument("--k", type=int, default=10, help="passages read per question")
+    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
+    parser.add_argument("--cache", default=str(ROOT / "work_indexes" / "bench"))
+    parser.add_argument("--wiki-index", default=str(ROOT / "work_indexes" / "wiki"))
+    parser.add_argument("--linker", action="store_true", help="link entities too (off by default: measures retrieval+reading)")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "qa.md"))
+    args = parser.parse_args(argv)
+    data = Path(args.data)
+    n = args.questions or None
+    suites = ["demo", "squad-open", "nq"] if args.suite == "all" else [args.suite]
+    rows = []
+    for suite in suites:
+        if suite == "demo":
+            from odqa.demo_corpus import DEMO_QUESTIONS
+
+            rows += run_suite("demo", "", DEMO_QUESTIONS, ["bm25", "hybrid"], None, args.k, args.linker)
+        elif suite == "squad-open":
+            index = Path(args.cache) / "squad-open" / "index"
+            if not (index / "manifest.json").exists():
+                from bench.retrieval import main as retrieval_bench
+
+                retrieval_bench(["--suite", "squad-open", "--data", args.data, "--cache", args.cache])
+            rows += run_suite("squad-open", str(index), data / "squad" / "dev-v1.1.json", ["bm25", "hybrid"], n, args.k, args.linker)
+        else:
+            index = Path(args.wiki_index)
+            if not (index / "manifest.json").exists():
+                print(f"error: no Wikipedia index at {index}; build it with `python run_qa.py index --corpus "
+                      f"{data / 'wiki'} --out {index} --backends bm25`", file=sys.stderr)
+                return 2
+            rows += run_suite("nq-test", str(index), data / "dpr-qas" / "nq-test.qa.tsv", ["bm25"], n, args.k, args.linker)
+    header = ["suite", "retriever", "k read", "questions", "EM", "F1", "R@1", "R@k", "q/s"]
+    table = "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] +
+                      ["| " + " | ".join(map(str, r)) + " |" for r in rows])
+    text = (f"# End-to-end QA\n\nWritten by `python bench/qa.py {' '.join(argv or sys.argv[1:])}` "
+            f"(shipped reader, 2 CPU cores, {time.strftime('%Y-%m-%d')}).\n\n{table}\n")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
