@@ -56,7 +56,7 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="first N questions for EM/F1 (0: all 10,570)")
     ap.add_argument("--speed-questions", type=int, default=100)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--variants", default="fp32,int8", help="comma-separated: fp32, int8")
+    ap.add_argument("--variants", default="fp32,int8", help="comma-separated: fp32, int8, bf16 (CPU autocast)")
     ap.add_argument("--skip-accuracy", action="store_true", help="speed only")
     ap.add_argument("--out", default="runs/bench-reader.md", help="Markdown table to write")
     args = ap.parse_args(argv)
@@ -74,6 +74,8 @@ def main(argv=None) -> int:
         reader = Reader.from_pretrained(args.model, device="cpu")
         if variant == "int8":
             reader.quantize_int8()
+        elif variant == "bf16":
+            reader.settings.precision = "bf16"
         elif variant != "fp32":
             raise SystemExit(f"unknown variant {variant!r}")
         row = {"variant": variant}

@@ -32,6 +32,7 @@ class ReaderSettings:
     temperature: float = 1.0
     batch_size: int = 16  # windows per forward pass
     spans_per_window: int = 20
+    precision: str = "fp32"  # fp32 | bf16 (CPU autocast; ~2x faster on CPUs with AMX)
 
 
 def _sigmoid(x: float) -> float:
@@ -157,7 +158,9 @@ class Reader:
             batch = {"input_ids": input_ids.to(dev), "attention_mask": mask.to(dev)}
             if tts is not None:
                 batch["token_type_ids"] = tt.to(dev)
-            out = self.model(**batch)
+            use_bf16 = s.precision == "bf16" and dev.type == "cpu"
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_bf16):
+                out = self.model(**batch)
             sl = out.start_logits.float().cpu().numpy()
             el = out.end_logits.float().cpu().numpy()
             for r, i in enumerate(idx):

@@ -13,7 +13,8 @@
   deterministic for the same sequence of commands.
 * Batches are padded to their longest window and grouped by length (sorted inside chunks of 50 batches,
   then the batches shuffled), which roughly halves padding on CPU.
-* With a GPU: bf16 (or fp16 with loss scaling) autocast and `gpu_batch_size`.
+* With a GPU: bf16 (or fp16 with loss scaling) autocast and `gpu_batch_size`. On CPU, `precision="bf16"`
+  autocasts matmuls to bf16 (weights and optimizer stay fp32), ~1.5x faster on CPUs with AMX.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class TrainConfig:
     threads: int = 0  # torch CPU threads; 0: leave torch's default
     negative_ratio: float = 1.0  # fraction of unanswerable questions kept
     limit: int = 0  # > 0: first N questions of each file (smoke tests)
-    precision: str = "auto"  # auto | fp32 | fp16 | bf16 (fp16/bf16 need a GPU)
+    precision: str = "auto"  # auto | fp32 | fp16 | bf16 (fp16 needs a GPU; auto = fp32 on CPU)
     device: str = ""
     progress: bool = True
 
@@ -236,8 +237,8 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     precision = cfg.precision
     if precision == "auto":
         precision = ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if on_gpu else "fp32"
-    if precision in ("fp16", "bf16") and not on_gpu:
-        raise OdqaError(f"--precision {precision} needs a GPU; use fp32 on CPU")
+    if precision == "fp16" and not on_gpu:
+        raise OdqaError("--precision fp16 needs a GPU; on CPU use fp32, or bf16 where the CPU has AMX/AVX512-BF16")
     batch_size = cfg.gpu_batch_size if on_gpu else cfg.batch_size
 
     set_seed(cfg.seed)

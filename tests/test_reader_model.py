@@ -96,3 +96,9 @@ def test_read_batch_one_passage_per_question(reader):
 def test_int8_quantisation_still_reads(tiny_dir):
     r = Reader.from_pretrained(str(tiny_dir), device="cpu").quantize_int8()
     assert r.read("Where?", PASSAGES[:1], no_answer_threshold=None)
+
+
+def test_bf16_autocast_on_cpu_reads_valid_spans(tiny_dir):
+    r = Reader.from_pretrained(str(tiny_dir), device="cpu", precision="bf16")
+    for a in r.read("Where?", PASSAGES[:2], no_answer_threshold=None):
+        assert a.context[a.start : a.end] == a.text
