@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -75,6 +76,10 @@ class IndexBundle:
             return self.bm25()
         if kind == "dense":
             return self.dense(encoder)
+        if kind == "hybrid" and "dense" not in self.backends and "bm25" in self.backends:
+            # hybrid is the default; an index built with --backends bm25 should still answer
+            print(f"odqa: {self.path} has no dense index, so hybrid retrieval falls back to bm25", file=sys.stderr)
+            return self.bm25()
         if kind == "hybrid":
             return HybridRetriever(self.dense(encoder), self.bm25(), method=fusion, alpha=alpha,
                                    candidates=candidates, rrf_k=rrf_k)

@@ -60,3 +60,10 @@ def test_index_without_dense_says_how_to_add_it(corpus, tmp_path):
     build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "b"), backends=["bm25"]))
     with pytest.raises(OdqaError, match="no dense index"):
         IndexBundle.open(tmp_path / "b").dense()
+
+
+def test_hybrid_on_a_bm25_only_index_falls_back_to_bm25(corpus, tmp_path, capsys):
+    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "b"), backends=["bm25"]))
+    retriever = IndexBundle.open(tmp_path / "b").retriever("hybrid")
+    assert retriever.name == "bm25"
+    assert "falls back to bm25" in capsys.readouterr().err
