@@ -49,6 +49,7 @@ class TrainConfig:
     dev_every: int = 10  # every 10th LC-QuAD question (by id) is held out as dev
     threads: int = 2
     seed: int = 13
+    init: str = ""  # continue from a trained linker instead of the bare encoder
 
 
 def build_datasets(kb: KnowledgeBase, data_dir: str | Path, weak: int = 6000, dev_every: int = 10, seed: int = 13):
@@ -271,8 +272,11 @@ def train_linker(cfg: TrainConfig) -> dict:
     kb = KnowledgeBase.load(cfg.kb)
     train, dev, data_report = build_datasets(kb, cfg.data_dir, weak=cfg.weak, dev_every=cfg.dev_every, seed=cfg.seed)
     log.info("data: %s", data_report)
-    linker = Linker.from_encoder(cfg.encoder, kb=kb)
-    linker.config.entity_encoder = kb.encoder
+    if cfg.init:
+        linker = Linker.from_pretrained(cfg.init, kb=kb)
+    else:
+        linker = Linker.from_encoder(cfg.encoder, kb=kb)
+        linker.config.entity_encoder = kb.encoder
     trainer = Trainer(linker, kb, cfg)
     run = trainer.train(train)
     tuned = tune_thresholds(linker, dev)

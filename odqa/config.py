@@ -62,16 +62,42 @@ class LinkerConfig:
 
 
 @dataclass
+class ElasticConfig:
+    """[elastic]: an Elasticsearch (8.x/9.x) cluster holding passages and their vectors (see docs/elasticsearch.md).
+
+    Secrets may instead come from the environment (ODQA_ES_API_KEY, ODQA_ES_PASSWORD); they are never printed.
+    """
+
+    hosts: str = "http://127.0.0.1:9200"  # comma-separated URLs
+    api_key: str = field(default="", repr=False)
+    username: str = ""
+    password: str = field(default="", repr=False)
+    verify_certs: bool = True
+    ca_certs: str = ""  # CA bundle for a self-signed cluster certificate
+    index_name: str = "odqa-passages"
+    num_candidates: int = 100  # kNN: HNSW candidates per shard
+
+    def validate(self) -> None:
+        if not [h for h in self.hosts.split(",") if h.strip()]:
+            raise OdqaError("config: elastic.hosts must name at least one URL, e.g. http://127.0.0.1:9200")
+        _positive("elastic.num_candidates", self.num_candidates)
+        if not self.index_name or self.index_name != self.index_name.lower():
+            raise OdqaError(f"config: elastic.index_name must be a non-empty lower-case name, got {self.index_name!r}")
+
+
+@dataclass
 class OdqaConfig:
     index: str = ""  # index folder built by `run_qa.py index`; empty: the built-in demo corpus
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     reader: ReaderConfig = field(default_factory=ReaderConfig)
     linker: LinkerConfig = field(default_factory=LinkerConfig)
+    elastic: ElasticConfig = field(default_factory=ElasticConfig)
 
     def validate(self) -> "OdqaConfig":
         self.retrieval.validate()
         self.reader.validate()
         self.linker.validate()
+        self.elastic.validate()
         return self
 
     def to_dict(self) -> dict[str, Any]:

@@ -35,6 +35,7 @@ def register(subparsers) -> None:
     p.add_argument("--data-dir", default=str(Path(__file__).resolve().parents[2].parent / "shared" / "data"))
     p.add_argument("--output", default="models/linker")
     p.add_argument("--encoder", default="minilm", help="question encoder to start from")
+    p.add_argument("--init", default="", help="continue training this trained linker (folder) instead")
     p.add_argument("--steps", type=int, default=2500)
     p.add_argument("--max-minutes", type=float, default=30.0, help="stop training after this wall time")
     p.add_argument("--batch-size", type=int, default=32)
@@ -183,7 +184,7 @@ def run_train(args) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     cfg = TrainConfig(kb=args.kb, data_dir=args.data_dir, output=args.output, encoder=args.encoder, steps=args.steps,
                       max_minutes=args.max_minutes, batch_size=args.batch_size, lr=args.lr, head_lr=args.head_lr,
-                      hard_negatives=args.hard_negatives, weak=args.weak, threads=args.threads, seed=args.seed)
+                      hard_negatives=args.hard_negatives, weak=args.weak, threads=args.threads, seed=args.seed, init=args.init)
     report = train_linker(cfg)
     dev = report["tuned"]["dev"]
     print(f"trained {report['training']['steps']} steps in {report['training']['seconds']}s; thresholds mention "

@@ -1,0 +1,114 @@
+"""Commands: es-index (bulk-load an index folder or a knowledge base into Elasticsearch), es-search.
+
+Connection settings come from the config's [elastic] section (hosts, api_key or username/password, TLS);
+--hosts, --index-name and --username override it. Passwords and API keys are read from the config file or
+the ODQA_ES_PASSWORD / ODQA_ES_API_KEY environment variables, never from flags (a flag would show in `ps`).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from odqa.commands.common import add_command, add_config_flag, print_json_last
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "es-index",
+                    "Bulk-load an index folder (passages + dense vectors) or a linker KB into Elasticsearch; resumable.",
+                    "ODQA_ES_PASSWORD=... python run_qa.py es-index --index indexes/wiki-aa --hosts https://es:9200 "
+                    "--username elastic --index-name wiki-aa", run_es_index)
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--index", help="odqa index folder built by `run_qa.py index`")
+    source.add_argument("--kb", help="linker knowledge-base folder (entities + entity vectors) instead of passages")
+    _connection_flags(p)
+    p.add_argument("--recreate", action="store_true", help="delete the Elasticsearch index first (else resume into it)")
+    p.add_argument("--chunk-size", type=int, default=500, help="documents per bulk request")
+    p.add_argument("--max-retries", type=int, default=5, help="retries of a failed bulk request or rejected documents")
+    p.add_argument("--backoff", type=float, default=1.0, help="first retry wait in seconds (doubles each retry, max 30)")
+    p.add_argument("--analyzer", default="english", help="analyser of the text and title fields (any built-in one)")
+    p.add_argument("--similarity", default="dot_product", choices=["dot_product", "cosine"])
+    p.add_argument("--shards", type=int, default=1)
+    p.add_argument("--replicas", type=int, default=1, help="replicas (0 for a single-node cluster)")
+    p.add_argument("--hnsw-m", type=int, default=16)
+    p.add_argument("--ef-construction", type=int, default=100)
+    p.add_argument("--no-vectors", action="store_true", help="passages only (BM25), even when the folder has vectors")
+    p.add_argument("--limit", type=int, help="first N passages only")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the load report as one JSON object on the last line")
+    add_config_flag(p)
+
+    p = add_command(subparsers, "es-search", "Show the top passages for a question from an Elasticsearch index.",
+                    'python run_qa.py es-search --hosts http://127.0.0.1:9200 --index-name wiki-aa "who founded the Visigoth kingdom"',
+                    run_es_search)
+    p.add_argument("question", nargs="+")
+    _connection_flags(p)
+    p.add_argument("--retriever", choices=["bm25", "dense", "hybrid"], default="bm25")
+    p.add_argument("--fusion", choices=["rrf", "minmax", "es-rrf"],
+                   help="hybrid: client-side rrf/minmax (as the embedded hybrid) or the server's RRF retriever")
+    p.add_argument("--encoder", help="question encoder (default: the one recorded in the index)")
+    p.add_argument("--num-candidates", type=int, help="kNN candidates per shard")
+    p.add_argument("--k", type=int, default=5)
+    p.add_argument("--json", action="store_true", help="print hits as one JSON object")
+    add_config_flag(p)
+
+
+def _connection_flags(p) -> None:
+    p.add_argument("--hosts", help="comma-separated Elasticsearch URLs (default: elastic.hosts of the config)")
+    p.add_argument("--index-name", help="Elasticsearch index name (default: elastic.index_name)")
+    p.add_argument("--username", help="basic-auth user; the password comes from the config or ODQA_ES_PASSWORD")
+    p.add_argument("--insecure", action="store_true", help="skip TLS certificate verification (test clusters only)")
+
+
+def _config(args):
+    from odqa.config import OdqaConfig
+
+    return OdqaConfig.load(getattr(args, "config", None), {
+        "elastic.hosts": args.hosts,
+        "elastic.index_name": args.index_name,
+        "elastic.username": args.username,
+        "elastic.verify_certs": False if args.insecure else None,
+        "elastic.num_candidates": getattr(args, "num_candidates", None),
+        "retrieval.fusion": getattr(args, "fusion", None) if getattr(args, "fusion", None) in ("rrf", "minmax") else None,
+        "retrieval.encoder": getattr(args, "encoder", None),
+    })
+
+
+def run_es_index(args) -> int:
+    from indexes.elastic import BulkOptions, ElasticIndex, describe_hosts, load_entities, load_passages
+    from odqa.errors import OdqaError
+
+    if args.chunk_size <= 0 or args.max_retries < 0:
+        raise OdqaError("--chunk-size must be positive and --max-retries not negative")
+    config = _config(args)
+    index = ElasticIndex.open(config.elastic)
+    options = BulkOptions(chunk_size=args.chunk_size, max_retries=args.max_retries, initial_backoff=args.backoff,
+                          progress=not args.no_progress)
+    if args.kb:
+        report = load_entities(index, args.kb, recreate=args.recreate, similarity=args.similarity, options=options)
+    else:
+        report = load_passages(index, args.index, recreate=args.recreate, limit=args.limit,
+                               with_vectors=not args.no_vectors, analyzer=args.analyzer, similarity=args.similarity,
+                               shards=args.shards, replicas=args.replicas, hnsw_m=args.hnsw_m,
+                               ef_construction=args.ef_construction, options=options)
+    print(f"{describe_hosts(config.elastic.hosts)} index {index.name!r}: {report.summary()}")
+    if args.json:
+        print_json_last({"index_name": index.name, **report.to_dict()})
+    return 1 if report.failed else 0
+
+
+def run_es_search(args) -> int:
+    from retriever.elastic import open_elastic_retriever
+
+    config = _config(args)
+    retriever = open_elastic_retriever(config, args.retriever, fusion=args.fusion)
+    question = " ".join(args.question)
+    k = min(args.k, retriever.corpus_size)
+    hits = retriever.search([question], k)[0]
+    if args.json:
+        print_json_last({"question": question, "hits": [
+            {"rank": i, "score": h.score, "row": h.row, **h.passage.to_dict()} for i, h in enumerate(hits, 1)]})
+        return 0
+    for i, hit in enumerate(hits, 1):
+        print(f"{i:>3}. [{hit.score:.3f}] {hit.passage.title}  ({hit.passage.id})")
+        print(textwrap.indent(textwrap.fill(hit.passage.text, 100), "     "))
+    return 0

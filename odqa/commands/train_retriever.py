@@ -1,0 +1,236 @@
+"""Dense retriever training commands: build-dpr-data, train-retriever, eval-dpr, tune-hybrid."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Sequence
+
+from odqa.commands.common import add_command, print_json_last
+
+
+def register(subparsers) -> None:
+    p = add_command(
+        subparsers, "build-dpr-data",
+        "DPR training data: BM25 top-k per question; answer-bearing passages are positives, the rest hard negatives.",
+        "python run_qa.py build-dpr-data --questions /work/shared/data/dpr-qas/nq-dev.qa.tsv "
+        "/work/shared/data/dpr-qas/trivia-dev.qa.tsv --index work_indexes/wiki --k 20 --output runs/dpr/train.jsonl",
+        _build,
+    )
+    p.add_argument("--questions", nargs="+", required=True, metavar="FILE",
+                   help="question files with answers (DPR qas TSV, WebQuestions JSON, CuratedTREC TSV, SQuAD v2 JSON); "
+                        "test sets are refused")
+    p.add_argument("--index", required=True, help="index folder with a BM25 index")
+    p.add_argument("--output", required=True, help="JSON Lines to write; a rerun appends and skips finished questions")
+    p.add_argument("--k", type=int, default=20, help="passages retrieved per question")
+    p.add_argument("--limit", type=int, default=0, help="first N questions of each file (0: all)")
+    p.add_argument("--max-positives", type=int, default=0, help="positives kept per question (0: all in the top k)")
+    p.add_argument("--max-hard-negatives", type=int, default=0, help="hard negatives kept per question (0: all in the top k)")
+    p.add_argument("--batch-size", type=int, default=64, help="questions per BM25 batch (and per append)")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the counts as JSON on the last line")
+
+    p = add_command(
+        subparsers, "train-retriever",
+        "Train a dense retriever (DPR loss: in-batch + hard negatives); resumes from the newest checkpoint in --output.",
+        "python run_qa.py train-retriever --train runs/dpr/train.jsonl --holdout 500 --output runs/dpr/minilm "
+        "--max-steps 300 --batch-size 16 --hard-negatives 1 --threads 1",
+        _train,
+    )
+    p.add_argument("--train", nargs="+", required=True, metavar="FILE", help="DPR-format JSONL or JSON (DPR's own files too)")
+    p.add_argument("--output", required=True, help="folder for checkpoints and the final model (OUTPUT/final)")
+    p.add_argument("--init", default="minilm", help="encoder to start from (name, shipped model or path)")
+    p.add_argument("--separate-encoders", action="store_true", help="separate question and passage encoders (default: shared)")
+    p.add_argument("--val", nargs="*", default=[], metavar="FILE", help="held-out DPR-format file(s) for validation")
+    p.add_argument("--holdout", type=int, default=0, help="without --val: questions split off --train for validation")
+    p.add_argument("--limit", type=int, default=0, help="first N examples of each training file")
+    p.add_argument("--q-max-length", type=int, default=32)
+    p.add_argument("--p-max-length", type=int, default=160)
+    p.add_argument("--batch-size", type=int, default=16, help="questions per step on CPU")
+    p.add_argument("--gpu-batch-size", type=int, default=128, help="questions per step on a GPU")
+    p.add_argument("--hard-negatives", type=int, default=1, help="hard negatives per question")
+    p.add_argument("--chunk-size", type=int, default=0,
+                   help="gradient caching: texts encoded at once with a graph (0: whole batch); lets big batches fit")
+    p.add_argument("--lr", type=float, default=2e-5)
+    p.add_argument("--warmup", type=float, default=0.1)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (overrides --epochs)")
+    p.add_argument("--scale", type=float, default=20.0, help="cosine similarity scale before the softmax")
+    p.add_argument("--no-answer-mask", action="store_true",
+                   help="keep in-batch candidates that hold a question's answer as its negatives (DPR does)")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--save-every", type=int, default=200)
+    p.add_argument("--eval-every", type=int, default=100)
+    p.add_argument("--eval-batch-size", type=int, default=64)
+    p.add_argument("--log-every", type=int, default=20)
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "fp16", "bf16"))
+    p.add_argument("--device", default="", help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the last validation as JSON on the last line")
+
+    p = add_command(
+        subparsers, "eval-dpr",
+        "Compare encoders on held-out DPR data: dense recall@k over a small corpus of all its contexts.",
+        "python run_qa.py eval-dpr --data runs/dpr/minilm/heldout.jsonl --encoder minilm runs/dpr/minilm/final --json",
+        _eval,
+    )
+    p.add_argument("--data", required=True, help="DPR-format JSONL/JSON (e.g. OUTPUT/heldout.jsonl of train-retriever)")
+    p.add_argument("--encoder", nargs="+", default=["minilm"], help="encoder(s) to compare")
+    p.add_argument("--question-encoder", help="separate question encoder (for a model trained with --separate-encoders)")
+    p.add_argument("--k", type=int, nargs="+", default=[1, 5, 20])
+    p.add_argument("--q-max-length", type=int, default=32)
+    p.add_argument("--p-max-length", type=int, default=160)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast while encoding (fast on CPUs with AMX)")
+    p.add_argument("--json", action="store_true")
+
+    p = add_command(
+        subparsers, "tune-hybrid",
+        "Choose the hybrid fusion method and alpha on a dev split (never a test set) and record the choice.",
+        "python run_qa.py tune-hybrid --index indexes/squad-v2 --questions /work/shared/data/squad/dev-v2.0.json "
+        "--limit 500 --output runs/hybrid-tuning.json",
+        _tune,
+    )
+    p.add_argument("--index", required=True, help="index folder with bm25 and dense")
+    p.add_argument("--questions", required=True, help="dev question file (test sets are refused)")
+    p.add_argument("--limit", type=int, default=0)
+    p.add_argument("--encoder", help="question encoder (default: the index's)")
+    p.add_argument("--alphas", type=float, nargs="+", default=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+    p.add_argument("--rrf-k", type=int, nargs="+", default=[60])
+    p.add_argument("--candidates", type=int, default=100)
+    p.add_argument("--k", type=int, nargs="+", default=[1, 5, 20])
+    p.add_argument("--select", default="recall@20", help="metric to maximise (ties: mrr)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--output", help="JSON file recording every setting's metrics and the choice")
+    p.add_argument("--json", action="store_true")
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _build(args) -> int:
+    from retriever.train_data import build_dpr_data
+
+    _setup_logging()
+    stats = build_dpr_data(
+        args.questions, args.index, args.output, k=args.k, limit=args.limit, max_positives=args.max_positives,
+        max_hard_negatives=args.max_hard_negatives, batch_size=args.batch_size, progress=not args.no_progress,
+    )
+    print(f"{args.output}: {stats.written} questions written, {stats.dropped_no_positive} dropped without a positive "
+          f"in the top {args.k}, {stats.dropped_no_answers} without answers, {stats.already_done} done before")
+    for name, c in stats.per_source.items():
+        print(f"  {name}: {c['written']} written, {c['dropped']} dropped of {c['questions']}")
+    if args.json:
+        print_json_last(stats.to_dict())
+    return 0
+
+
+def _train(args) -> int:
+    from retriever.train import RetrieverTrainConfig, train
+
+    _setup_logging()
+    cfg = RetrieverTrainConfig(
+        train_files=args.train, output_dir=args.output, init=args.init, shared=not args.separate_encoders,
+        val_files=args.val or [], holdout=args.holdout, limit=args.limit, q_max_length=args.q_max_length,
+        p_max_length=args.p_max_length, batch_size=args.batch_size, gpu_batch_size=args.gpu_batch_size,
+        hard_negatives=args.hard_negatives, chunk_size=args.chunk_size, lr=args.lr, warmup=args.warmup,
+        weight_decay=args.weight_decay, epochs=args.epochs, max_steps=args.max_steps, scale=args.scale,
+        mask_answer_negatives=not args.no_answer_mask, seed=args.seed, save_every=args.save_every,
+        eval_every=args.eval_every, eval_batch_size=args.eval_batch_size, log_every=args.log_every, threads=args.threads,
+        precision=args.precision, device=args.device, progress=not args.no_progress,
+    )
+    final = train(cfg)
+    info = json.loads((final / "retriever_info.json").read_text())
+    print(f"model saved in {final}")
+    if args.json:
+        print_json_last({"final": str(final), "steps": info["steps"], "validation": info["last_validation"]})
+    return 0
+
+
+def _eval(args) -> int:
+    import torch
+
+    from retriever.train import heldout_corpus_eval
+    from retriever.train_data import read_dpr_file
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    examples = read_dpr_file(args.data)
+    results = []
+    for enc in args.encoder:
+        m = heldout_corpus_eval(enc, examples, ks=sorted(set(args.k)), q_max_length=args.q_max_length,
+                                p_max_length=args.p_max_length, batch_size=args.batch_size,
+                                question_encoder=args.question_encoder, bf16=args.bf16)
+        results.append(m)
+        print(" ".join(f"{k}={v}" for k, v in m.items()))
+    if args.json:
+        print_json_last({"data": args.data, "results": results})
+    return 0
+
+
+def tune_hybrid(dense, sparse, items, alphas: Sequence[float] = (0.3, 0.5, 0.7), rrf_ks: Sequence[int] = (60,),
+                candidates: int = 100, ks: Sequence[int] = (1, 5, 20), select: str = "recall@20",
+                batch_size: int = 32) -> dict:
+    """Metrics of dense, sparse and every fusion setting on `items` (retrieving once), and the best setting
+    by `select` (ties: MRR, then the simpler setting listed first)."""
+    from odqa.errors import OdqaError
+    from odqa.eval.retrieval import judge, summarize
+    from retriever.hybrid import HybridRetriever
+
+    ks = sorted(set(ks))
+    if select != "mrr" and select not in {f"recall@{k}" for k in ks}:
+        raise OdqaError(f"--select {select}: choose mrr or recall@K for one of --k {' '.join(map(str, ks))}")
+    depth = min(max(candidates, max(ks)), len(dense.store))
+    dense_runs, sparse_runs = [], []
+    for i in range(0, len(items), batch_size):
+        qs = [it.question for it in items[i : i + batch_size]]
+        dense_runs += dense.search(qs, depth)
+        sparse_runs += sparse.search(qs, min(depth, len(sparse.store)))
+
+    def score(runs) -> dict:
+        return summarize([judge(it, hits[: max(ks)]) for it, hits in zip(items, runs)], ks)
+
+    settings = [{"method": "rrf", "rrf_k": r} for r in rrf_ks] + [{"method": "minmax", "alpha": a} for a in alphas]
+    rows = []
+    for s in settings:
+        h = HybridRetriever(dense, sparse, method=s["method"], alpha=s.get("alpha", 0.5), candidates=candidates,
+                            rrf_k=s.get("rrf_k", 60))
+        fused = [h.fuse(d, sp, max(ks)) for d, sp in zip(dense_runs, sparse_runs)]
+        rows.append({**s, **score(fused)})
+    best = max(rows, key=lambda r: (r[select], r["mrr"]))
+    return {"dense": score(dense_runs), "bm25": score(sparse_runs), "settings": rows,
+            "best": {k: v for k, v in best.items() if k in ("method", "alpha", "rrf_k")},
+            "best_metrics": best, "select": select, "candidates": candidates, "questions": len(items)}
+
+
+def _tune(args) -> int:
+    from odqa.eval.questions import load_questions
+    from retriever.loading import IndexBundle
+    from retriever.train_data import check_not_test_set
+
+    check_not_test_set(args.questions)
+    items = load_questions(args.questions, limit=args.limit or None)
+    bundle = IndexBundle.open(args.index)
+    result = tune_hybrid(bundle.dense(args.encoder), bundle.bm25(), items, alphas=args.alphas, rrf_ks=args.rrf_k,
+                         candidates=args.candidates, ks=args.k, select=args.select, batch_size=args.batch_size)
+    result.update({"index": str(args.index), "questions_file": str(args.questions), "encoder": args.encoder or bundle.manifest.encoder})
+    for name in ("bm25", "dense"):
+        print(f"{name:>24}: " + " ".join(f"{k}={result[name][k]}" for k in result[name] if k.startswith(("recall", "mrr"))))
+    for row in result["settings"]:
+        label = f"rrf k={row['rrf_k']}" if row["method"] == "rrf" else f"minmax alpha={row['alpha']}"
+        print(f"{label:>24}: " + " ".join(f"{k}={row[k]}" for k in row if k.startswith(("recall", "mrr"))))
+    best = result["best"]
+    flags = f"--fusion {best['method']}" + (f" --alpha {best['alpha']}" if best["method"] == "minmax" else "")
+    print(f"best by {args.select}: {flags}")
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(json.dumps(result, indent=2))
+        print(f"recorded in {args.output}")
+    if args.json:
+        print_json_last(result)
+    return 0

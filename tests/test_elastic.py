@@ -1,0 +1,362 @@
+"""Elasticsearch backend against a live Elasticsearch-API server.
+
+The server is noida-db (`pip install -e ".[elastic-test]"`), an API-compatible stand-in started here on a
+free port of 127.0.0.1 with its own data folder, and stopped at the end. Without noida-db, or when it does
+not start, these tests skip and say why. Production uses Elasticsearch 8/9 (docs/elasticsearch.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import importlib.util
+import json
+import logging
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from indexes.elastic import BulkOptions, ElasticIndex, load_entities, load_passages
+from odqa.config import ElasticConfig
+from odqa.errors import IndexMismatchError, OdqaError
+
+pytestmark = pytest.mark.elastic
+
+START_TIMEOUT = 20.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _noida_command() -> tuple[list[str], bool] | None:
+    """The noida-db binary itself (so stopping it stops the server), else its console script."""
+    spec = importlib.util.find_spec("noida_db")
+    if spec is not None and spec.submodule_search_locations:
+        binary = Path(list(spec.submodule_search_locations)[0]) / "noida-db"
+        if binary.is_file():
+            binary.chmod(0o755)
+            return [str(binary)], False
+    script = shutil.which("noida-db")
+    return ([script], True) if script else None
+
+
+class NoidaServer:
+    """One noida-db process serving only the Elasticsearch API; data persists in `data_dir` across restarts."""
+
+    def __init__(self, data_dir: Path, port: int | None = None):
+        self.data_dir = data_dir
+        self.port = port or _free_port()
+        self.proc: subprocess.Popen | None = None
+        self.log = data_dir.parent / f"noida-{self.port}.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        found = _noida_command()
+        if found is None:
+            raise RuntimeError("noida-db is not installed (pip install -e '.[elastic-test]')")
+        command, via_script = found
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        args = command + ["start", "--only", "elasticsearch", "--host", "127.0.0.1",
+                          "--elasticsearch-port", str(self.port), "--data-dir", str(self.data_dir)]
+        self.proc = subprocess.Popen(args, stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=via_script)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"noida-db exited with status {self.proc.returncode}: {self.log.read_text()[-500:]}")
+            try:
+                with urllib.request.urlopen(self.url + "/", timeout=1) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"noida-db did not answer on {self.url} within {START_TIMEOUT:.0f} s")
+
+    def stop(self) -> None:
+        """Graceful stop (SIGTERM: noida-db saves its data), then wait; SIGKILL if it hangs."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+
+
+def _start_or_skip(server: NoidaServer) -> NoidaServer:
+    try:
+        server.start()
+    except (RuntimeError, OSError) as exc:
+        pytest.skip(f"no Elasticsearch-API test server: {exc}")
+    return server
+
+
+@pytest.fixture(scope="session")
+def es_server(tmp_path_factory):
+    server = _start_or_skip(NoidaServer(tmp_path_factory.mktemp("noida") / "data"))
+    yield server
+    server.stop()
+
+
+def _config(url: str, name: str = "odqa-test", **kw) -> ElasticConfig:
+    return ElasticConfig(hosts=url, index_name=name, **kw)
+
+
+@pytest.fixture(scope="session")
+def demo_bundle() -> Path:
+    from odqa.demo_corpus import demo_index_path
+
+    return demo_index_path(quiet=True)
+
+
+@pytest.fixture(scope="session")
+def demo_es(es_server, demo_bundle) -> ElasticIndex:
+    index = ElasticIndex.open(_config(es_server.url, "odqa-test-demo"))
+    report = load_passages(index, demo_bundle, recreate=True, replicas=0, options=BulkOptions(chunk_size=100, progress=False))
+    assert report.created == report.total == report.count and report.failed == 0
+    return index
+
+
+@pytest.fixture(scope="session")
+def bundle(demo_bundle):
+    from retriever.loading import IndexBundle
+
+    return IndexBundle.open(demo_bundle)
+
+
+@pytest.fixture(scope="session")
+def demo_items():
+    from odqa.demo_corpus import DEMO_QUESTIONS
+    from odqa.eval.questions import load_questions
+
+    return load_questions(str(DEMO_QUESTIONS))
+
+
+def test_load_records_meta_and_rerun_sends_nothing(demo_es, demo_bundle):
+    assert demo_es.count() == 308 and demo_es.dim == 384
+    assert demo_es.meta["encoder"] == "minilm" and demo_es.meta["similarity"] == "dot_product"
+    again = load_passages(demo_es, demo_bundle, options=BulkOptions(progress=False))
+    assert again.skipped == 308 and again.sent == 0 and again.count == 308
+    # a different corpus (here: a 10-passage slice) is refused rather than mixed in
+    with pytest.raises(IndexMismatchError, match="another corpus"):
+        load_passages(demo_es, demo_bundle, limit=10, options=BulkOptions(progress=False))
+
+
+def test_bm25_recall_matches_embedded(demo_es, bundle, demo_items):
+    from odqa.eval.retrieval import evaluate_retrieval
+    from retriever.elastic import ElasticBM25Retriever
+
+    ks = [5, 10, 20]
+    embedded = evaluate_retrieval(bundle.bm25(), demo_items, ks, progress=False)
+    es = evaluate_retrieval(ElasticBM25Retriever(demo_es), demo_items, ks, progress=False)
+    for k in ks:
+        assert abs(es[f"recall@{k}"] - embedded[f"recall@{k}"]) <= 1.0, (k, es, embedded)
+
+
+def test_knn_top10_matches_embedded(demo_es, bundle, demo_items):
+    from retriever.elastic import ElasticDenseRetriever
+
+    dense = bundle.dense()
+    questions = [item.question for item in demo_items]
+    vectors = dense.encoder.encode(questions)
+    scores, rows = dense.index.search(vectors, 11)
+    es_hits = ElasticDenseRetriever(demo_es, dense.encoder).search(questions, 10, vectors=vectors)
+    for q, hits in enumerate(es_hits):
+        got, want = {h.row for h in hits}, set(rows[q, :10].tolist())
+        if got != want:  # only a near-tie at the cut may differ (fp16 vectors re-normalised for dot_product)
+            assert abs(float(scores[q, 9]) - float(scores[q, 10])) < 2e-3, (questions[q], got ^ want)
+        assert all(h.passage is not None and h.passage.id == bundle.store.get(h.row).id for h in hits)
+        np.testing.assert_allclose([h.score for h in hits][:3], scores[q, :3], atol=5e-3)
+
+
+def test_hybrid_modes_and_rrf_fallback(demo_es, bundle, demo_items, monkeypatch, caplog):
+    from retriever.elastic import ElasticBM25Retriever, ElasticDenseRetriever, ElasticHybridRetriever
+    from retriever.hybrid import rrf_fuse
+
+    encoder = bundle.dense().encoder
+    questions = [item.question for item in demo_items[:8]]
+    client_rrf = ElasticHybridRetriever(demo_es, encoder, method="rrf", candidates=50).search(questions, 10)
+    dense = ElasticDenseRetriever(demo_es, encoder).search(questions, 50)
+    sparse = ElasticBM25Retriever(demo_es).search(questions, 50)
+    for fused, d, s in zip(client_rrf, dense, sparse):  # the embedded hybrid's own fusion function
+        assert [h.row for h in fused] == [h.row for h in rrf_fuse([d, s], 10)]
+    minmax = ElasticHybridRetriever(demo_es, encoder, method="minmax").search(questions, 10)
+    assert all(len(hits) == 10 and hits[0].passage for hits in minmax)
+
+    server = ElasticHybridRetriever(demo_es, encoder, method="es-rrf", candidates=50).search(questions, 10)
+    assert all(len(hits) == 10 and hits[0].passage.text for hits in server)
+
+    # a server without the rrf retriever: one notice, then the same client-side RRF
+    old = ElasticIndex(demo_es.client, demo_es.name, demo_es.hosts)
+    monkeypatch.setattr(old.client, "info", lambda **kw: {"version": {"number": "8.11.4"}})
+    with caplog.at_level(logging.WARNING, logger="indexes.elastic"):
+        fallback = ElasticHybridRetriever(old, encoder, method="es-rrf", candidates=50).search(questions, 10)
+    assert [[h.row for h in hits] for hits in fallback] == [[h.row for h in hits] for hits in client_rrf]
+    assert old.notices and "8.11.4" in old.notices[0] and "client-side" in caplog.text
+
+
+def test_server_down_names_the_hosts():
+    port = _free_port()
+    with pytest.raises(OdqaError, match=rf"cannot reach Elasticsearch at http://127\.0\.0\.1:{port}"):
+        ElasticIndex.open(_config(f"http://127.0.0.1:{port}"))
+
+
+def test_lost_mid_build_stops_with_last_committed_id_then_resumes(tmp_path, demo_bundle):
+    server = _start_or_skip(NoidaServer(tmp_path / "data"))
+    try:
+        index = ElasticIndex.open(_config(server.url, "odqa-test-resume"))
+        committed = []
+
+        def kill_after_two_chunks(report):
+            committed.append(report.last_id)
+            if len(committed) == 2:
+                server.stop()
+
+        options = BulkOptions(chunk_size=50, max_retries=2, initial_backoff=0.05, progress=False, on_chunk=kill_after_two_chunks)
+        with pytest.raises(OdqaError) as info:
+            load_passages(index, demo_bundle, replicas=0, options=options)
+        message = str(info.value)
+        assert "lost Elasticsearch at" in message and repr(committed[-1]) in message and "row 99" in message
+        assert "rerun" in message
+
+        server.start()  # same port, same data folder: the 100 committed passages are still there
+        report = load_passages(index, demo_bundle, options=BulkOptions(chunk_size=50, progress=False))
+        assert report.skipped == 100 and report.created == 208 and report.count == 308
+        assert index.get_setting("refresh_interval") in (None, "1s")  # the load's "-1" was undone
+    finally:
+        server.stop()
+
+
+class _RejectingClient:
+    """Wraps a client: the first bulk request has its first `n` items rejected with HTTP 429 (queue full)."""
+
+    def __init__(self, client, state):
+        self._client, self._state = client, state
+
+    def options(self, **kw):
+        return _RejectingClient(self._client.options(**kw), self._state)
+
+    def bulk(self, operations):
+        n, self._state["reject"] = self._state["reject"], 0
+        pairs = [operations[i : i + 2] for i in range(0, len(operations), 2)]
+        rejected, passed = pairs[:n], pairs[n:]
+        items = [{"create": {"_id": op[0]["create"]["_id"], "status": 429,
+                             "error": {"type": "es_rejected_execution_exception", "reason": "queue full"}}} for op in rejected]
+        if passed:
+            items += self._client.bulk(operations=[x for pair in passed for x in pair])["items"]
+        return {"errors": bool(rejected), "items": items}
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+def test_bulk_rejections_are_retried_counted_and_reported(es_server, demo_bundle):
+    index = ElasticIndex.open(_config(es_server.url, "odqa-test-reject"))
+    index.client = _RejectingClient(index.client, {"reject": 7})
+    report = load_passages(index, demo_bundle, recreate=True, replicas=0,
+                           options=BulkOptions(chunk_size=100, initial_backoff=0.01, progress=False))
+    assert report.rejected == 7 and report.failed == 0
+    assert report.created == 308 and report.count == 308
+    assert "7 rejections" in report.summary()
+
+
+class _Unauthorized(http.server.BaseHTTPRequestHandler):
+    seen: list = []
+
+    def _answer(self):
+        type(self).seen.append(self.headers.get("Authorization", ""))
+        body = json.dumps({"error": {"type": "security_exception", "reason": "unable to authenticate user for REST request [/]",
+                                     "root_cause": [{"type": "security_exception", "reason": "unable to authenticate"}]},
+                           "status": 401}).encode()
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("X-Elastic-Product", "Elasticsearch")
+        self.send_header("WWW-Authenticate", 'Basic realm="security"')
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_HEAD = do_POST = do_PUT = _answer
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def unauthorized_server():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Unauthorized)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Unauthorized.seen.clear()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_auth_failure_is_clear_and_never_shows_credentials(unauthorized_server, tmp_path, monkeypatch, capsys, caplog):
+    from odqa.cli import main
+
+    password, api_key, url_password = "pw-S3cret-4711", "QVBJLWtleS1zZWNyZXQtOTk=", "url-Pa55-0815"
+    config = tmp_path / "odqa.toml"
+    config.write_text(f'[elastic]\napi_key = "{api_key}"\n')
+    monkeypatch.setenv("ODQA_ES_PASSWORD", password)
+    caplog.set_level(logging.DEBUG)
+    runs = [
+        ["es-search", "--hosts", f"http://{unauthorized_server}", "--username", "elastic", "who"],
+        ["es-search", "--hosts", f"http://{unauthorized_server}", "--config", str(config), "--retriever", "dense", "who"],
+        ["es-index", "--index", str(tmp_path), "--hosts", f"http://elastic:{url_password}@{unauthorized_server}"],
+    ]
+    for argv in runs:
+        assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert err.count("rejected the credentials (HTTP 401)") == 3 and unauthorized_server in err
+    assert len(_Unauthorized.seen) >= 3 and all(_Unauthorized.seen)  # credentials were sent...
+    shown = out + err + caplog.text
+    basic = base64.b64encode(f"elastic:{password}".encode()).decode()
+    for secret in (password, api_key, url_password, basic):  # ...but never shown
+        assert secret not in shown
+
+
+def test_entity_index_from_the_demo_kb(es_server):
+    from linker.kb import KnowledgeBase
+    from odqa.demo_corpus import demo_kb_path
+
+    path = demo_kb_path(quiet=True)
+    kb = KnowledgeBase.load(path)
+    index = ElasticIndex.open(_config(es_server.url, "odqa-test-entities"))
+    report = load_entities(index, path, recreate=True, options=BulkOptions(progress=False))
+    assert report.count == len(kb) and index.meta["kind"] == "kb"
+    rows = [0, 5, len(kb) - 1]
+    hits = index.search_knn(np.asarray(kb.index.embeddings[rows], dtype=np.float32), 1)
+    assert [h[0]["row"] for h in hits] == rows and hits[0][0]["id"] == kb.entries[0].id
+
+
+def test_cli_es_index_and_es_search(es_server, demo_bundle, capsys):
+    from odqa.cli import main
+
+    base = ["--hosts", es_server.url, "--index-name", "odqa-test-cli"]
+    assert main(["es-index", "--index", str(demo_bundle), *base, "--replicas", "0", "--no-vectors",
+                 "--recreate", "--no-progress", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["created"] == 308 and report["count"] == 308
+    assert main(["es-search", *base, "--k", "3", "--json", "In which city was Albert Einstein born?"]) == 0
+    hits = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["hits"]
+    assert len(hits) == 3 and hits[0]["title"] == "Albert Einstein"
+    assert main(["es-search", *base, "--retriever", "dense", "who"]) == 2
+    assert "holds no vectors" in capsys.readouterr().err
