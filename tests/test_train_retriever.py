@@ -256,7 +256,7 @@ def test_a_few_steps_lower_the_training_loss(tmp_path, train_file):
     shipped = export_encoder(final, tmp_path / "shipped", card="# card\n")
     again = TextEncoder.from_pretrained(str(shipped), device="cpu")
     assert next(again.model.parameters()).dtype == torch.float32 and (shipped / "README.md").exists()
-    assert abs(float(again.encode(["tell me about the volcano"]) @ enc.encode(["tell me about the volcano"]).T) - 1) < 1e-3
+    assert abs(float((again.encode(["tell me about the volcano"]) @ enc.encode(["tell me about the volcano"]).T)[0, 0]) - 1) < 1e-3
     history = [json.loads(x) for x in (tmp_path / "run" / "val_history.jsonl").read_text().splitlines()]
     assert [h["step"] for h in history] == [0, 10, 20, 30] and history[0]["questions"] == 4
     assert (tmp_path / "run" / "heldout.jsonl").exists()
