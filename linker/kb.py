@@ -227,13 +227,15 @@ class KnowledgeBase:
         progress: bool = True,
         device: str | None = None,
     ) -> "KnowledgeBase":
-        from linker.encoder import EntityEncoder, entity_text
+        from linker.encoder import entity_text
+        from retriever.encoder import TextEncoder
 
         entries = [entry_from_document(d) for d in documents if not is_disambiguation(d) and d.title]
         if not entries:
             raise OdqaError("no entities found in the corpus; pass Wikipedia-style documents with titles")
-        model = EntityEncoder(encoder, max_length=max_length, device=device)
-        vectors = model.encode([entity_text(e.title, e.description) for e in entries], batch_size=batch_size, progress=progress)
+        model = TextEncoder.from_pretrained(encoder, max_length=max_length, device=device)
+        vectors = model.encode([entity_text(e.title, e.description) for e in entries], batch_size=batch_size,
+                               progress="encoding entities" if progress else "")
         fingerprint = kb_fingerprint(entries)
         out = Path(out)
         with atomic_folder(out) as tmp:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -23,6 +24,28 @@ def pick_device(device: str | None = None) -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def cpu_has_fast_bf16() -> bool:
+    """True on CPUs with AMX tiles for bf16, where autocast is several times faster than fp32; on CPUs without
+    them bf16 is emulated and slower, so `auto` stays fp32 there."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "amx_bf16" in flags
+
+
+def autocast_for(device: torch.device, precision: str):
+    """Autocast context for inference: `auto` = fp16 on CUDA, bf16 on AMX CPUs, else fp32."""
+    if precision not in ("auto", "fp32", "bf16", "fp16"):
+        raise OdqaError(f"unknown precision {precision!r}; use auto, fp32, bf16 or fp16")
+    if precision == "auto":
+        precision = "fp16" if device.type == "cuda" else ("bf16" if cpu_has_fast_bf16() else "fp32")
+    if precision == "fp32" or (precision == "fp16" and device.type != "cuda"):
+        return contextlib.nullcontext()
+    dtype = torch.float16 if precision == "fp16" else torch.bfloat16
+    return torch.autocast(device.type, dtype=dtype)
+
+
 def mean_pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     mask = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)
     return (token_embeddings * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
@@ -31,8 +54,10 @@ def mean_pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> t
 class TextEncoder(torch.nn.Module):
     """Encodes texts into L2-normalised vectors (inner product = cosine)."""
 
-    def __init__(self, model, tokenizer, name: str, max_length: int = 256, normalize: bool = True):
+    def __init__(self, model, tokenizer, name: str, max_length: int = 256, normalize: bool = True,
+                 precision: str = "auto"):
         super().__init__()
+        self.precision = precision  # of encode() only: training sets its own autocast
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
@@ -40,7 +65,8 @@ class TextEncoder(torch.nn.Module):
         self.normalize = normalize
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str, max_length: int = 256, device: str | None = None) -> "TextEncoder":
+    def from_pretrained(cls, name_or_path: str, max_length: int = 256, device: str | None = None,
+                        precision: str = "auto") -> "TextEncoder":
         path = resolve_model(name_or_path)
         try:
             tokenizer = AutoTokenizer.from_pretrained(path)
@@ -50,7 +76,7 @@ class TextEncoder(torch.nn.Module):
                 f"cannot load encoder {name_or_path!r}: {exc.__class__.__name__}. "
                 "Pass a local model folder, a model shipped under models/, or 'minilm'."
             ) from exc
-        encoder = cls(model, tokenizer, name=name_or_path, max_length=max_length)
+        encoder = cls(model, tokenizer, name=name_or_path, max_length=max_length, precision=precision)
         encoder.to(pick_device(device))
         encoder.eval()
         return encoder
@@ -81,17 +107,25 @@ class TextEncoder(torch.nn.Module):
         return vectors
 
     @torch.inference_mode()
-    def encode(self, texts: Sequence[str], batch_size: int = 64, sort_by_length: bool = True) -> np.ndarray:
-        """Encode in batches; sorting by length first keeps padding (and time) low."""
+    def encode(self, texts: Sequence[str], batch_size: int = 64, sort_by_length: bool = True,
+               progress: str = "") -> np.ndarray:
+        """Encode in batches; sorting by length first keeps padding (and time) low. `progress`: a bar label."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         order = np.argsort([-len(t) for t in texts]) if sort_by_length else np.arange(len(texts))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for i in range(0, len(texts), batch_size):
+        starts = range(0, len(texts), batch_size)
+        if progress:
+            from tqdm import tqdm
+
+            starts = tqdm(starts, desc=progress, unit="batch")
+        for i in starts:
             idx = order[i : i + batch_size]
-            vectors = self.forward(self.tokenize([texts[j] for j in idx]))
-            out[idx] = vectors.float().cpu().numpy()
+            with autocast_for(self.device, self.precision):
+                vectors = self.forward(self.tokenize([texts[j] for j in idx]))
+            out[idx] = torch.nn.functional.normalize(vectors.float(), dim=-1).cpu().numpy() if self.normalize \
+                else vectors.float().cpu().numpy()
         return out
 
 

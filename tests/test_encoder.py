@@ -1,0 +1,40 @@
+import numpy as np
+import pytest
+import torch
+
+from odqa.errors import OdqaError
+from retriever.encoder import TextEncoder, autocast_for
+
+TEXTS = ["Ada Lovelace | She wrote the first published algorithm for Babbage's Analytical Engine.",
+         "Mount Fuji | The highest mountain in Japan is an active stratovolcano.",
+         "who wrote the first algorithm"]
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return TextEncoder.from_pretrained("minilm", device="cpu", precision="fp32")
+
+
+def test_vectors_are_unit_length_in_every_precision(encoder):
+    for precision in ("fp32", "bf16", "auto"):
+        encoder.precision = precision
+        vectors = encoder.encode(TEXTS)
+        assert vectors.dtype == np.float32 and vectors.shape == (3, 384)
+        assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    encoder.precision = "fp32"
+
+
+def test_bf16_vectors_keep_the_fp32_ranking(encoder):
+    encoder.precision = "fp32"
+    exact = encoder.encode(TEXTS)
+    encoder.precision = "bf16"
+    fast = encoder.encode(TEXTS)
+    encoder.precision = "fp32"
+    assert (exact * fast).sum(1).min() > 0.999
+    # the question is nearest the passage that answers it under both
+    assert np.argmax(exact[:2] @ exact[2]) == np.argmax(fast[:2] @ fast[2]) == 0
+
+
+def test_unknown_precision_is_refused():
+    with pytest.raises(OdqaError, match="unknown precision"):
+        autocast_for(torch.device("cpu"), "int4")
