@@ -26,6 +26,7 @@ import contextlib
 import csv
 import json
 import os
+import re
 import platform
 import random
 import resource
@@ -287,6 +288,10 @@ class TimedRetriever:
         return out
 
 
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()[-60:]
+
+
 def run_squad_open(args) -> str:
     import torch
 
@@ -300,38 +305,44 @@ def run_squad_open(args) -> str:
     corpus, info = squad_open_corpus(args)
     log(f"squad-open corpus: {info}")
     dense = not args.bm25_only
-    name = "index" if dense else "index-bm25"
-    index_dir = Path(args.cache) / "squad-open" / name
-    spec = IndexSpec(corpus=str(corpus), out=str(index_dir), backends=["bm25", "dense"] if dense else ["bm25"],
-                     encoder="minilm", vector=VectorIndexParams(kind="flat"), device="cpu")
-    timings = build_with_timings(spec, Path(args.cache) / "squad-open" / f"{name}-build-timings.json")
-    log(f"squad-open index: {timings}")
-    bundle = IndexBundle.open(index_dir)
-    n_passages = len(bundle.store)
-
+    encoders = args.encoders if dense else []
     items = load_questions(Path(args.data) / "squad" / "dev-v1.1.json")
     n_q = min(args.questions or 2000, len(items))
     items = random.Random(SEED).sample(items, n_q)
 
-    configs = [
-        ("BM25 (tantivy)", lambda: bundle.retriever("bm25")),
-        ("Dense (MiniLM, flat IP)", lambda: bundle.retriever("dense")),
-        ("Hybrid RRF (k=60, 100+100 candidates)", lambda: bundle.retriever("hybrid", fusion="rrf")),
-        ("Hybrid min-max (alpha=0.5)", lambda: bundle.retriever("hybrid", fusion="minmax", alpha=0.5)),
-    ]
-    if not dense:
-        configs = configs[:1]
-    rows = []
-    for label, make in configs:
-        timed = TimedRetriever(make(), label)
-        timed.search([items[0].question], max(KS_SQUAD))  # warm-up: model load, page cache
-        timed.seconds = 0.0
-        metrics = evaluate_retrieval(timed, items, KS_SQUAD, batch_size=32)
-        search_qps = n_q / timed.seconds if timed.seconds else float("nan")
-        log(f"{label}: {metrics}")
-        rows.append([label] + [fmt(metrics[f"recall@{k}"]) for k in KS_SQUAD] + [f"{metrics['mrr']:.4f}"]
-                    + [fmt(metrics[f"gold_recall@{k}"]) for k in KS_SQUAD]
-                    + [fmt(search_qps, 1), fmt(metrics["questions_per_second"], 1)])
+    rows, all_timings = [], {}
+    for e_i, encoder in enumerate(encoders or [None]):
+        # the off-the-shelf encoder keeps the folder name of earlier runs, so their cached index is reused
+        name = "index-bm25" if encoder is None else ("index" if encoder == "minilm" else "index-" + _slug(encoder))
+        index_dir = Path(args.cache) / "squad-open" / name
+        spec = IndexSpec(corpus=str(corpus), out=str(index_dir),
+                         backends=["bm25", "dense"] if encoder else ["bm25"], encoder=encoder or "minilm",
+                         vector=VectorIndexParams(kind="flat"), device="cpu")
+        timings = build_with_timings(spec, Path(args.cache) / "squad-open" / f"{name}-build-timings.json")
+        all_timings[encoder or "bm25"] = timings
+        log(f"squad-open index {name}: {timings}")
+        bundle = IndexBundle.open(index_dir)
+        n_passages = len(bundle.store)
+        tag = "MiniLM" if encoder in (None, "minilm") else Path(encoder).name
+        configs = [] if e_i else [("BM25 (tantivy)", lambda: bundle.retriever("bm25"))]
+        if encoder:
+            configs += [
+                (f"Dense ({tag}, flat IP)", lambda: bundle.retriever("dense")),
+                (f"Hybrid RRF ({tag}; k=60, 100+100 candidates)", lambda: bundle.retriever("hybrid", fusion="rrf")),
+                (f"Hybrid min-max ({tag}; alpha={args.alpha})",
+                 lambda: bundle.retriever("hybrid", fusion="minmax", alpha=args.alpha)),
+            ]
+        for label, make in configs:
+            timed = TimedRetriever(make(), label)
+            timed.search([items[0].question], max(KS_SQUAD))  # warm-up: model load, page cache
+            timed.seconds = 0.0
+            metrics = evaluate_retrieval(timed, items, KS_SQUAD, batch_size=32)
+            search_qps = n_q / timed.seconds if timed.seconds else float("nan")
+            log(f"{label}: {metrics}")
+            rows.append([label] + [fmt(metrics[f"recall@{k}"]) for k in KS_SQUAD] + [f"{metrics['mrr']:.4f}"]
+                        + [fmt(metrics[f"gold_recall@{k}"]) for k in KS_SQUAD]
+                        + [fmt(search_qps, 1), fmt(metrics["questions_per_second"], 1)])
+    timings = all_timings[encoders[0]] if encoders else all_timings["bm25"]
     header = (["retriever"] + [f"R@{k}" for k in KS_SQUAD] + ["MRR"] + [f"gold R@{k}" for k in KS_SQUAD]
               + ["q/s search", "q/s incl. matching"])
     encode_s = timings.get("encode_s")
@@ -340,7 +351,7 @@ def run_squad_open(args) -> str:
     build_rows = [
         ["passages (read + chunk + Arrow store)", fmt(timings.get("passages_s")), ""],
         ["BM25 index (tantivy)", fmt(timings.get("bm25_s")), ""],
-        ["dense encoding (MiniLM-L6, CPU, batch 64, max 256 tokens)", fmt(encode_s),
+        ["dense encoding (MiniLM-L6, CPU, bf16 autocast where AMX, batch 64, max 256 tokens)", fmt(encode_s),
          f"**{fmt(encode_rate, 1)} passages/s**" if encode_rate else ""],
         ["FAISS flat index", fmt(timings.get("dense_index_s")), ""],
         ["total build_index", fmt(timings.get("total_s")), ""],
@@ -725,6 +736,9 @@ def main(argv=None) -> int:
                         help="bm25s index bundle of the Wikipedia subset (built there if absent)")
     parser.add_argument("--bm25-only", action="store_true",
                         help="squad-open: BM25 alone (no dense encoding; index kept apart in CACHE/squad-open/index-bm25)")
+    parser.add_argument("--encoders", nargs="+", default=["minilm"],
+                        help="squad-open: dense encoders to compare (name or path; each gets its own cached index)")
+    parser.add_argument("--alpha", type=float, default=0.5, help="squad-open: dense weight of the min-max hybrid")
     parser.add_argument("--wiki-sample", type=int, default=40000, help="squad-open: Wikipedia distractor passages")
     parser.add_argument("--rank-bm25-questions", type=int, default=300, help="nq-bm25: questions for rank-bm25 (slow)")
     parser.add_argument("--rank-bm25-min-mb", type=int, default=10000, help="skip rank-bm25 below this much free memory")

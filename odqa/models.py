@@ -33,16 +33,23 @@ ALIASES = {
 def resolve_model(name_or_path: str) -> str:
     """Return something `from_pretrained` accepts.
 
-    Order: an alias of a model installed from PyPI, an existing local path, a model shipped in this
-    repository (`models/<name>`), else the name unchanged so a hub (or its local cache) can answer.
+    Order: an alias of a model installed from PyPI, a local model folder, a model shipped in this
+    repository (`models/<name>`), any other existing path, else the name unchanged so a hub (or its local cache) can answer.
     """
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # per-weight loading bars drown the commands' own output
     key = name_or_path.strip()
     alias = ALIASES.get(key.lower())
     if alias is not None:
         return alias()
-    if Path(key).expanduser().exists():
-        return str(Path(key).expanduser())
+    local = Path(key).expanduser()
+    if (local / "config.json").exists():
+        return str(local)
     shipped = SHIPPED_MODELS / key
     if (shipped / "config.json").exists():
+        # before a bare local folder: run from the repository root, `reader` is also the package folder
         return str(shipped)
+    if local.exists():
+        return str(local)
     return key

@@ -9,13 +9,9 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 from transformers import AutoModel, AutoTokenizer
-from transformers.utils import logging as hf_logging
 
 from odqa.errors import OdqaError
 from odqa.models import resolve_model
-
-
-hf_logging.disable_progress_bar()  # per-weight loading bars drown the command's own output
 
 
 def pick_device(device: str | None = None) -> torch.device:
