@@ -37,7 +37,9 @@ class ReaderConfig:
     top_n: int = 5
     max_answer_tokens: int = 30
     no_answer_threshold: float = 0.0
-    retrieval_weight: float = 0.0  # weight of the retrieval score in the final answer score
+    # span-logit bonus of a question's best-retrieved passage over its worst (scores min-max scaled per
+    # question); large values read passages nearly in retrieval order, as DPR's passage-first reader does
+    retrieval_weight: float = 20.0
     batch_size: int = 16
 
     def validate(self) -> None:

@@ -58,6 +58,16 @@ def clean_question(question: str) -> tuple[str, list[str]]:
     return text, notices
 
 
+def relative_scores(scores: list[float]) -> list[float]:
+    """Retrieval scores min-max scaled to [0, 1] within one question's passages: BM25, cosine and RRF scores
+    live on unrelated scales, so `reader.retrieval_weight` is then the span-logit bonus of the best passage
+    over the worst, whichever retriever ran."""
+    if not scores:
+        return []
+    low, high = min(scores), max(scores)
+    return [(s - low) / (high - low) if high > low else 1.0 for s in scores]
+
+
 class Pipeline:
     def __init__(self, config: OdqaConfig | None = None):
         self.config = (config or OdqaConfig()).validate()
@@ -167,7 +177,8 @@ class Pipeline:
             start = time.perf_counter()
             if h:
                 result.answers = self.reader.read(
-                    result.question, [x.passage for x in h], [x.score for x in h], top_n=self.config.reader.top_n
+                    result.question, [x.passage for x in h], relative_scores([x.score for x in h]),
+                    top_n=self.config.reader.top_n,
                 )
             result.timings["read"] = time.perf_counter() - start
             result.timings["total"] = sum(result.timings.values())

@@ -132,10 +132,10 @@ def test_shell_in_a_terminal():
     before = history.read_text().count("penicillin") if history.exists() else 0
     child = pexpect.spawn(sys.executable, ["run_qa.py", "shell", "--no-linker"], cwd=str(REPO_ROOT), encoding="utf-8",
                           timeout=300)
-    child.expect("odqa> ")
+    child.expect("odqa>")
     child.sendline("Who discovered penicillin?")
     child.expect("1\\. ")
-    child.expect("odqa> ")
+    child.expect("odqa>")
     child.sendline(":k 2")
     child.expect("k = 2")
     child.sendeof()  # Ctrl-D leaves
