@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import torch
 
 from odqa.errors import DataFormatError, OdqaError
 from odqa.models import resolve_model
+from odqa.training import latest_checkpoint, set_seed, training_autocast, training_device
 from reader.features import (
     DEFAULT_MAX_LENGTH,
     DEFAULT_MAX_QUERY_TOKENS,
@@ -199,18 +199,6 @@ def collate(feats: dict[str, list], idx: list[int], pad_id: int) -> dict[str, to
     }
 
 
-def set_seed(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % (2**32))
-    torch.manual_seed(seed)
-
-
-def latest_checkpoint(output_dir: Path) -> Path | None:
-    cks = [p for p in output_dir.glob("checkpoint-*") if (p / "trainer_state.pt").exists()]
-    if not cks:
-        return None
-    return max(cks, key=lambda p: int(p.name.split("-")[-1]))
-
 
 def load_qa_model(name_or_path: str):
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
@@ -230,15 +218,8 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
 
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device, precision = training_device(cfg.device, cfg.precision, cfg.threads)
     on_gpu = device.type == "cuda"
-    precision = cfg.precision
-    if precision == "auto":
-        precision = ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if on_gpu else "fp32"
-    if precision == "fp16" and not on_gpu:
-        raise OdqaError("--precision fp16 needs a GPU; on CPU use fp32, or bf16 where the CPU has AMX/AVX512-BF16")
     batch_size = cfg.gpu_batch_size if on_gpu else cfg.batch_size
 
     set_seed(cfg.seed)
@@ -291,7 +272,6 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
         log.info("resumed from %s at step %d/%d", resume, step, total)
     (out / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
 
-    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
     pad_id = tokenizer.pad_token_id or 0
     model.train()
     bar = None
@@ -307,7 +287,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
         if epoch != cached_epoch:
             batches, cached_epoch = epoch_batches(lengths, batch_size, cfg.seed, epoch), epoch
         batch = {k: v.to(device) for k, v in collate(feats, batches[pos], pad_id).items()}
-        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+        with training_autocast(device, precision):
             loss = model(**batch).loss
         optimizer.zero_grad(set_to_none=True)
         if scaler is not None:

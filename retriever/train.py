@@ -45,6 +45,7 @@ import torch
 from odqa.errors import OdqaError
 from odqa.eval.answers import has_answer
 from odqa.models import resolve_model
+from odqa.training import latest_checkpoint, set_seed, training_autocast, training_device
 from retriever.encoder import TextEncoder, passage_text
 from retriever.losses import dpr_nll_loss, positive_ranks
 from retriever.train_data import DPRExample, ReadStats, read_dpr_file, write_dpr_jsonl
@@ -328,17 +329,6 @@ def validate(model: DualEncoder, examples: Sequence[DPRExample], cfg: RetrieverT
 # ---------------------------------------------------------------------------------------------------- training
 
 
-def set_seed(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % (2**32))
-    torch.manual_seed(seed)
-
-
-def latest_checkpoint(output_dir: Path) -> Path | None:
-    cks = [p for p in output_dir.glob("checkpoint-*") if (p / "trainer_state.pt").exists()]
-    return max(cks, key=lambda p: int(p.name.split("-")[-1])) if cks else None
-
-
 def load_examples(files: Sequence[str], limit: int = 0) -> tuple[list[DPRExample], ReadStats]:
     stats = ReadStats()
     examples: list[DPRExample] = []
@@ -353,19 +343,11 @@ def train(cfg: RetrieverTrainConfig, on_step: Callable[[int, float], None] | Non
 
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device, precision = training_device(cfg.device, cfg.precision, cfg.threads)
     on_gpu = device.type == "cuda"
-    precision = cfg.precision
-    if precision == "auto":
-        precision = ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if on_gpu else "fp32"
-    if precision == "fp16" and not on_gpu:
-        raise OdqaError("--precision fp16 needs a GPU; on CPU use fp32 or bf16")
-    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
 
     def autocast():
-        return torch.autocast(device.type, dtype=amp_dtype) if amp_dtype is not None else nullcontext()
+        return training_autocast(device, precision)
 
     batch_size = cfg.gpu_batch_size if on_gpu else cfg.batch_size
 
