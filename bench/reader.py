@@ -22,7 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-SQUAD_V11_DEV = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "squad" / "dev-v1.1.json"
+SQUAD = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "squad"
+SQUAD_V11_DEV = SQUAD / "dev-v1.1.json"
+# the shipped reader trains on SQuAD v2.0 dev, whose 35 articles (and answerable questions) are also in v1.1 dev
+SQUAD_V20_DEV = SQUAD / "dev-v2.0.json"
 
 
 def speed(reader, items, n_questions: int, n_passages: int = 10, words: int = 100, seed: int = 0) -> dict:
@@ -54,6 +57,9 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default="reader", help="reader name or path (default: models/reader)")
     ap.add_argument("--data", default=str(SQUAD_V11_DEV), help="SQuAD v1.1 dev JSON")
     ap.add_argument("--limit", type=int, default=0, help="first N questions for EM/F1 (0: all 10,570)")
+    ap.add_argument("--trained-on", default=str(SQUAD_V20_DEV),
+                    help="SQuAD file the reader was trained on: EM/F1 are also reported without its articles "
+                         "('held-out'); '' to skip")
     ap.add_argument("--speed-questions", type=int, default=100)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--variants", default="fp32,int8", help="comma-separated: fp32, int8, bf16 (CPU autocast)")
@@ -81,6 +87,9 @@ def main(argv=None) -> int:
         row = {"variant": variant}
         if not args.skip_accuracy:
             row.update(evaluate_reader(reader, args.data, limit=args.limit or None))
+            if args.trained_on:
+                heldout = evaluate_reader(reader, args.data, limit=args.limit or None, exclude_articles_of=args.trained_on)
+                row.update({f"heldout_{k}": v for k, v in heldout.items()})
         row.update(speed(reader, items, args.speed_questions))
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -88,14 +97,17 @@ def main(argv=None) -> int:
     n = rows[0].get("questions", 0) if rows else 0
     lines = [
         f"Reader `{args.model}` on {Path(args.data).name} ({n or 'no'} questions, gold paragraph), "
-        f"{args.threads} CPU threads; speed: 10 passages x ~100 words per question, {args.speed_questions} questions.",
+        f"{args.threads} CPU threads; speed: 10 passages x ~100 words per question, {args.speed_questions} questions. "
+        f"Held-out: only the articles not in {Path(args.trained_on).name if args.trained_on else '-'} "
+        "(the reader's training data shares the other articles and their questions).",
         "",
-        "| variant | EM | F1 | questions | eval s | median ms (top-10) | p90 ms | passages/s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| variant | EM | F1 | questions | held-out EM | held-out F1 | held-out questions | eval s | median ms (top-10) | p90 ms | passages/s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['variant']} | {r.get('em', '-')} | {r.get('f1', '-')} | {r.get('questions', '-')} | "
+            f"{r.get('heldout_em', '-')} | {r.get('heldout_f1', '-')} | {r.get('heldout_questions', '-')} | "
             f"{r.get('seconds', '-')} | {r['median_ms_top10']} | {r['p90_ms_top10']} | {r['passages_per_s']} |"
         )
     table = "\n".join(lines) + "\n"

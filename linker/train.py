@@ -27,6 +27,7 @@ from linker.data import (
 from linker.kb import KnowledgeBase
 from linker.linker import Linker, resolve_overlaps
 from linker.metrics import evaluate
+from odqa.training import training_autocast, training_device
 from odqa.types import Mention
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class TrainConfig:
     threads: int = 2
     seed: int = 13
     init: str = ""  # continue from a trained linker instead of the bare encoder
+    precision: str = "auto"  # auto: fp32 on CPU, bf16/fp16 on a GPU; bf16 is ~3x faster on AMX CPUs
 
 
 def build_datasets(kb: KnowledgeBase, data_dir: str | Path, weak: int = 6000, dev_every: int = 10, seed: int = 13):
@@ -106,6 +108,8 @@ class Trainer:
         self.cfg = cfg
         self.model = linker.model
         self.entity_vectors = torch.from_numpy(kb.vectors)  # frozen
+        # the linker trains where it runs (CPU); precision only picks the autocast dtype
+        self.device, self.precision = training_device("cpu", cfg.precision)
 
     def batch_loss(self, examples: Sequence[ELExample]) -> tuple[torch.Tensor, dict]:
         questions = [ex.question for ex in examples]
@@ -203,7 +207,8 @@ class Trainer:
             factor = min(1.0, step / max(1, cfg.warmup)) * max(0.02, 1.0 - progress)
             for group, lr in zip(opt.param_groups, base):
                 group["lr"] = lr * factor
-            loss, stats = self.batch_loss([train[i] for i in idx])
+            with training_autocast(self.device, self.precision):
+                loss, stats = self.batch_loss([train[i] for i in idx])
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)

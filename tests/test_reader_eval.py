@@ -84,3 +84,27 @@ def test_eval_reader_with_a_non_qa_model_exits_2(tmp_path, capsys):
     data = _tiny_squad(tmp_path / "tiny.json")
     assert main(["eval-reader", "--data", str(data), "--model", str(model), "--json"]) == 2
     assert "not an extractive question-answering checkpoint" in capsys.readouterr().err
+
+
+def test_articles_of_the_training_file_are_left_out(tmp_path, capsys):
+    from odqa.cli import main
+    from odqa.eval.questions import drop_articles, load_questions
+    from tests.reader_fixtures import save_tiny_qa
+
+    data = _tiny_squad(tmp_path / "tiny.json")
+    both = json.loads(data.read_text())
+    spain = {"title": "Spain", "paragraphs": [{"context": "Madrid is the capital of Spain.", "qas": [
+        {"id": "s1", "question": "What is the capital of Spain?", "answers": [{"text": "Madrid", "answer_start": 0}]}]}]}
+    both["data"].append(spain)
+    (tmp_path / "both.json").write_text(json.dumps(both))
+    items = load_questions(tmp_path / "both.json")
+    assert [q.id for q in drop_articles(items, data)] == ["s1"]  # the France article was "trained on"
+    assert drop_articles(items, None) == items
+
+    model = save_tiny_qa(tmp_path / "tiny")
+    rc = main(["eval-reader", "--data", str(tmp_path / "both.json"), "--model", str(model), "--json", "--threads", "1",
+               "--exclude-articles-of", str(data)])
+    assert rc == 0 and json.loads(capsys.readouterr().out.strip().splitlines()[-1])["questions"] == 1
+    assert main(["eval-reader", "--data", str(data), "--model", str(model), "--exclude-articles-of",
+                 str(tmp_path / "missing.json")]) == 2
+    assert "missing.json" in capsys.readouterr().err

@@ -69,6 +69,9 @@ def register(subparsers) -> None:
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--int8", action="store_true", help="dynamic int8 quantisation of the linear layers (CPU)")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast on CPU (fast where the CPU has AMX)")
+    p.add_argument("--exclude-articles-of", metavar="SQUAD_FILE",
+                   help="skip questions of articles in this SQuAD file (the reader's training data), e.g. "
+                        "SQuAD v2.0 dev, which shares 35 articles and their questions with v1.1 dev")
     p.add_argument("--predictions", help="write {question id: answer} JSON here")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON on the last line")
 
@@ -120,7 +123,7 @@ def _eval(args) -> int:
         reader.settings.precision = "bf16"
     metrics = evaluate_reader(
         reader, args.data, limit=args.limit or None, allow_null=args.allow_null,
-        predictions_path=args.predictions, progress=not args.json,
+        predictions_path=args.predictions, progress=not args.json, exclude_articles_of=args.exclude_articles_of,
     )
     if args.json:
         print_json_last(metrics)

@@ -112,6 +112,29 @@ def _json(path: Path, include_impossible: bool) -> Iterator[QAItem]:
     raise DataFormatError(f"{path}: JSON is neither SQuAD ('data'), WebQuestions ('qText') nor DPR ('question','answers')")
 
 
+def squad_titles(path: str | Path) -> set[str]:
+    """Article titles of a SQuAD-format file."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataFormatError(f"SQuAD file not found: {path} (check the path)")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if "data" not in data:
+        raise DataFormatError(f"{path}: not SQuAD JSON (no 'data' list of articles)")
+    return {article.get("title", "") for article in data["data"]}
+
+
+def drop_articles(items: list[QAItem], seen: str | Path | None) -> list[QAItem]:
+    """The items whose article is not in the SQuAD file `seen` (None: all items).
+
+    SQuAD v2.0 dev reuses 35 of the 48 articles of SQuAD v1.1 dev with the very same answerable questions
+    (5,922 of them), so a model trained on v2.0 dev has seen more than half of v1.1 dev; only the other 13
+    articles (4,557 questions) measure it on unseen text."""
+    if seen is None:
+        return items
+    titles = squad_titles(seen)
+    return [item for item in items if item.title not in titles]
+
+
 def _squad(articles: list, include_impossible: bool) -> Iterator[QAItem]:
     for article in articles:
         title = article.get("title", "")

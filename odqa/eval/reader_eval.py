@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from odqa.eval.answers import exact_match, f1_score, normalize_answer
-from odqa.eval.questions import load_questions
+from odqa.eval.questions import drop_articles, load_questions
 
 
 def score_prediction(prediction: str, truths: Sequence[str]) -> tuple[float, float]:
@@ -51,9 +51,12 @@ def evaluate_reader(
     predictions_path: str | Path | None = None,
     progress: bool = False,
     chunk: int = 64,
+    exclude_articles_of: str | Path | None = None,
 ) -> dict[str, float]:
-    """Read each question's gold paragraph and score the best span. Returns em, f1 (0-100), questions, seconds."""
-    items = load_questions(data, limit=limit, include_impossible=allow_null)
+    """Read each question's gold paragraph and score the best span. Returns em, f1 (0-100), questions, seconds.
+    `exclude_articles_of`: a SQuAD file whose articles are skipped (those a model was trained on); `limit`
+    then counts the questions left."""
+    items = drop_articles(load_questions(data, include_impossible=allow_null), exclude_articles_of)[: limit or None]
     threshold = reader.settings.no_answer_threshold if allow_null else None
     if allow_null and threshold is None:
         threshold = 0.0
