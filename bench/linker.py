@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Entity-linking benchmark: the ELQ linker against the spaCy NER + alias-table baseline, and entity-guided
-retrieval (BM25 with and without the linked entities' passages) on WebQuestions.
+retrieval (BM25 with and without the linked entities' passages) on WebQuestions and NQ test.
 
     python bench/linker.py --kb work_indexes/kb --index work_indexes/wiki --threads 2 [--json out.json]
 
 Test set: QALD 1-4 gold mentions (never trained on). Dev: the held-out 10% of LC-QuAD (every 10th id).
-The entity bonus for guided retrieval is chosen on WebQuestions val and reported on devtest.
+The entity bonus for guided retrieval is chosen on WebQuestions val and reported on WebQuestions devtest and NQ test.
 """
 
 from __future__ import annotations
@@ -68,8 +68,10 @@ def guided_retrieval(elq, kb, index: Path, bonuses=(0.25, 0.5, 1.0, 2.0), per_en
     passages = EntityPassages(bundle.store)
     out = {}
     cached = {}
-    for split in ("val", "devtest"):
-        items = load_questions(DATA / "webquestions" / f"{split}.json")
+    splits = {"val": DATA / "webquestions" / "val.json", "devtest": DATA / "webquestions" / "devtest.json",
+              "nq-test": DATA / "dpr-qas" / "nq-test.qa.tsv"}
+    for split, path in splits.items():
+        items = load_questions(path)
         questions = [q.question for q in items]
         t = time.time()
         hits = bm25.search(questions, 100)
@@ -125,10 +127,10 @@ def main(argv=None) -> int:
         if (Path(args.index) / "manifest.json").is_file():
             report["guided_retrieval"] = guided_retrieval(elq, kb, Path(args.index))
             g = report["guided_retrieval"]
-            print(f"\nEntity-guided retrieval, WebQuestions (BM25 over {args.index}; bonus {g['entity_bonus']} chosen on val)")
+            print(f"\nEntity-guided retrieval (BM25 over {args.index}; bonus {g['entity_bonus']} chosen on WebQuestions val)")
             print("| split | questions | BM25 R@20 | +entities R@20 | BM25 R@100 | +entities R@100 |")
             print("|---|---|---|---|---|---|")
-            for split in ("val", "devtest"):
+            for split in ("val", "devtest", "nq-test"):
                 r = g[split]
                 print(f"| {split} | {r['questions']} | {r['bm25_recall@20']:.3f} | {r['bm25+entities_recall@20']:.3f} | "
                       f"{r['bm25_recall@100']:.3f} | {r['bm25+entities_recall@100']:.3f} |")

@@ -724,12 +724,116 @@ def nq_markdown(engines, timings, n_q, n_sub, n_passages, notes, args) -> str:
     return "\n".join(lines)
 
 
+# ----------------------------------------------------------------------------------------------- nq-pool
+
+
+def nq_pool_corpus(args, test_items, dev_items) -> tuple[Path, dict]:
+    """Write (once) the nq-pool corpus: the union of the BM25 (tantivy, full Wikipedia subset) top-`pool_k`
+    passages of every NQ test question and every dev question, as DPR passage TSV."""
+    from retriever.loading import IndexBundle
+
+    folder = Path(args.cache) / "nq-pool"
+    path, info_path = folder / "corpus.tsv", folder / "corpus.json"
+    if path.exists() and info_path.exists() and load_json(info_path).get("pool_k") == args.pool_k \
+            and load_json(info_path).get("dev_questions") == len(dev_items):
+        return path, load_json(info_path)
+    bundle = IndexBundle.open(require(Path(args.wiki_index), "Wikipedia BM25 index"))
+    bm25 = bundle.retriever("bm25")
+    rows: dict[str, tuple[str, str]] = {}
+    questions = [q.question for q in test_items] + [q.question for q in dev_items]
+    for start in range(0, len(questions), 256):
+        for hits in bm25.search(questions[start : start + 256], args.pool_k):
+            for hit in hits:
+                rows.setdefault(hit.passage.id, (hit.passage.title, hit.passage.text))
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f, delimiter="\t", lineterminator="\n")
+        writer.writerow(["id", "text", "title"])
+        for pid, (title, text) in rows.items():
+            writer.writerow([pid, text, title])
+    tmp.replace(path)
+    info = {"pool_k": args.pool_k, "test_questions": len(test_items), "dev_questions": len(dev_items),
+            "passages": len(rows)}
+    save_json(info_path, info)
+    return path, info
+
+
+def run_nq_pool(args) -> str:
+    """NQ test over a corpus a CPU can encode: BM25 vs each dense encoder vs hybrids, the hybrid's fusion and
+    alpha chosen on dev questions (never on test)."""
+    import torch
+
+    from indexes.vector import VectorIndexParams
+    from odqa.eval.questions import load_questions
+    from odqa.eval.retrieval import evaluate_retrieval
+    from odqa.indexing import IndexSpec
+    from retriever.loading import IndexBundle
+
+    torch.set_num_threads(args.threads)
+    test_items = load_questions(Path(args.data) / "dpr-qas" / "nq-test.qa.tsv")[: args.questions or None]
+    dev_items = load_questions(args.dev) if args.dev else []
+    corpus, info = nq_pool_corpus(args, test_items, dev_items)
+    log(f"nq-pool corpus: {info}")
+    ks = KS_NQ
+    rows, tuning = [], []
+    for e_i, encoder in enumerate(args.encoders):
+        name = "index-" + _slug(encoder)
+        index_dir = Path(args.cache) / "nq-pool" / name
+        spec = IndexSpec(corpus=str(corpus), out=str(index_dir), backends=["bm25", "dense"], encoder=encoder,
+                         vector=VectorIndexParams(kind="flat"), device="cpu")
+        timings = build_with_timings(spec, Path(args.cache) / "nq-pool" / f"{name}-build-timings.json")
+        log(f"nq-pool index {name}: {timings}")
+        bundle = IndexBundle.open(index_dir)
+        tag = "MiniLM" if encoder == "minilm" else Path(encoder).name
+        fusion, alpha = "minmax", args.alpha
+        if dev_items:  # fusion and alpha: best dev recall@20, ties to the smaller change from 0.5
+            best = None
+            for fusion_i, alpha_i in [("rrf", 0.5)] + [("minmax", a / 10) for a in range(1, 10)]:
+                m = evaluate_retrieval(bundle.retriever("hybrid", fusion=fusion_i, alpha=alpha_i), dev_items, (20,),
+                                       batch_size=32)
+                tuning.append([tag, fusion_i, alpha_i if fusion_i == "minmax" else "-", fmt(m["recall@20"])])
+                key = (round(m["recall@20"], 6), -abs(alpha_i - 0.5))
+                if best is None or key > best[0]:
+                    best = (key, fusion_i, alpha_i)
+            fusion, alpha = best[1], best[2]
+        configs = [] if e_i else [("BM25 (tantivy, over the pool)", lambda: bundle.retriever("bm25"))]
+        configs += [
+            (f"Dense ({tag})", lambda: bundle.retriever("dense")),
+            (f"Hybrid {fusion} ({tag}" + (f", alpha {alpha}" if fusion == "minmax" else "") + ", chosen on dev)",
+             lambda: bundle.retriever("hybrid", fusion=fusion, alpha=alpha)),
+        ]
+        for label, make in configs:
+            metrics = evaluate_retrieval(make(), test_items, ks, batch_size=32)
+            log(f"{label}: {metrics}")
+            rows.append([label] + [fmt(metrics[f"recall@{k}"]) for k in ks] + [f"{metrics['mrr']:.4f}"])
+    lines = [
+        "## nq-pool: NQ test over the BM25 pool of its questions",
+        "",
+        f"Corpus: the union of the BM25 (tantivy, full Wikipedia subset) top-{info['pool_k']} passages of the "
+        f"{info['test_questions']:,} NQ test questions and {info['dev_questions']:,} dev questions: "
+        f"{info['passages']:,} passages, small enough to encode on a CPU. Every retriever searches this pool, so "
+        "BM25's numbers are optimistic (each pool passage was a BM25 hit) and dense numbers count only what BM25 "
+        "also found somewhere in its top list: compare encoders with each other here, and BM25 with dense on the "
+        "full corpus where a GPU can encode it. "
+        + (f"Fusion and alpha are chosen per encoder on the dev questions (`--dev {args.dev}`; recall@20), never on "
+           "NQ test." if dev_items else f"Hybrid: min-max, alpha {args.alpha} (no `--dev` file given)."),
+        "",
+        md_table(["retriever"] + [f"R@{k}" for k in ks] + ["MRR"], rows),
+    ]
+    if tuning:
+        lines += ["", "Dev recall@20 of each fusion setting:", "",
+                  md_table(["encoder", "fusion", "alpha", "dev R@20"], tuning)]
+    lines += ["", machine_footer()]
+    return "\n".join(lines)
+
+
 # ----------------------------------------------------------------------------------------------- main
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Retrieval benchmarks: writes a Markdown table and prints it.")
-    parser.add_argument("--suite", choices=["squad-open", "nq-bm25", "all"])
+    parser.add_argument("--suite", choices=["squad-open", "nq-bm25", "nq-pool", "all"])
     parser.add_argument("--out", help="Markdown output (default bench/results/retrieval-SUITE.md, or retrieval.md for all)")
     parser.add_argument("--questions", type=int, help="number of questions (squad-open: sample size, default 2000; "
                         "nq-bm25: the first N of NQ test, default all 3,610)")
@@ -744,6 +848,9 @@ def main(argv=None) -> int:
     parser.add_argument("--encoders", nargs="+", default=["minilm"],
                         help="squad-open: dense encoders to compare (name or path; each gets its own cached index)")
     parser.add_argument("--alpha", type=float, default=0.5, help="squad-open: dense weight of the min-max hybrid")
+    parser.add_argument("--pool-k", type=int, default=20, help="nq-pool: BM25 passages per question in the pool")
+    parser.add_argument("--dev", help="nq-pool: dev questions (any question file, e.g. a trainer's heldout.jsonl) "
+                        "to choose the hybrid's fusion and alpha on")
     parser.add_argument("--wiki-sample", type=int, default=40000, help="squad-open: Wikipedia distractor passages")
     parser.add_argument("--rank-bm25-questions", type=int, default=300, help="nq-bm25: questions for rank-bm25 (slow)")
     parser.add_argument("--rank-bm25-min-mb", type=int, default=10000, help="skip rank-bm25 below this much free memory")
@@ -768,7 +875,7 @@ def main(argv=None) -> int:
     suites = ["squad-open", "nq-bm25"] if args.suite == "all" else [args.suite]
     out = Path(args.out or ROOT / "bench" / "results" / ("retrieval.md" if args.suite == "all" else f"retrieval-{args.suite}.md"))
     try:
-        sections = [{"squad-open": run_squad_open, "nq-bm25": run_nq_bm25}[s](args) for s in suites]
+        sections = [{"squad-open": run_squad_open, "nq-bm25": run_nq_bm25, "nq-pool": run_nq_pool}[s](args) for s in suites]
     except (BenchError, OdqaError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

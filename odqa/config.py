@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,13 +54,14 @@ class LinkerConfig:
     enabled: bool = True
     model: str = "linker"
     kb: str = ""  # knowledge-base folder; empty: the one beside the index
-    mention_threshold: float = 0.5
-    entity_threshold: float = 0.3
+    # unset: the thresholds the linker was tuned with on its dev split (saved with the model)
+    mention_threshold: float | None = None
+    entity_threshold: float | None = None
 
     def validate(self) -> None:
         for name in ("mention_threshold", "entity_threshold"):
             value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
+            if value is not None and not 0.0 <= value <= 1.0:
                 raise OdqaError(f"config: linker.{name} must lie in [0, 1], got {value}")
 
 
@@ -148,7 +150,8 @@ def _apply(target: Any, data: dict[str, Any], source: str, prefix: str = "") -> 
                 raise OdqaError(f"{source}: {prefix + key!r} must be a table of settings")
             _apply(current, value, source, prefix=f"{prefix}{key}.")
         else:
-            setattr(target, key, _coerce(prefix + key, current, value, source))
+            kind = type(current) if current is not None else _optional_type(type(target), key)
+            setattr(target, key, _coerce(prefix + key, kind, value, source))
 
 
 def _set_dotted(config: Any, dotted: str, value: Any, source: str) -> None:
@@ -159,8 +162,14 @@ def _set_dotted(config: Any, dotted: str, value: Any, source: str) -> None:
     _apply(target, {leaf: value}, source, prefix=".".join(parents) + "." if parents else "")
 
 
-def _coerce(name: str, current: Any, value: Any, source: str) -> Any:
-    kind = type(current)
+def _optional_type(owner: type, key: str) -> type:
+    """X of a setting declared `X | None` (whose value is None now)."""
+    hint = typing.get_type_hints(owner)[key]
+    kinds = [k for k in typing.get_args(hint) if k is not type(None)]
+    return kinds[0] if kinds else str
+
+
+def _coerce(name: str, kind: type, value: Any, source: str) -> Any:
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return value
     try:

@@ -62,7 +62,8 @@ def test_long_questions_are_truncated_with_a_notice():
 
 @pytest.fixture(scope="module")
 def pipeline():
-    return Pipeline(OdqaConfig.load(None, {"linker.enabled": False}))
+    """The default pipeline on the demo corpus: shipped linker, retriever fusion and reader."""
+    return Pipeline(OdqaConfig.load(None, {}))
 
 
 def test_demo_questions_end_to_end(pipeline):
@@ -71,6 +72,13 @@ def test_demo_questions_end_to_end(pipeline):
     metrics = evaluate_qa(pipeline, items, ks=[1, 10], progress=False)
     assert metrics["recall@10"] >= 95.0
     assert metrics["em"] >= 70.0, metrics
+
+
+def test_the_shipped_linker_links_demo_entities(pipeline):
+    result = pipeline.ask("When did Alexander Fleming discover penicillin?")
+    linked = {(m.text, m.entity.title if m.entity else None) for m in result.mentions}
+    assert ("Alexander Fleming", "Alexander Fleming") in linked, linked
+    assert "link" in result.timings
 
 
 def test_answers_carry_their_passage_and_offsets(pipeline):
