@@ -38,3 +38,15 @@ def test_bf16_vectors_keep_the_fp32_ranking(encoder):
 def test_unknown_precision_is_refused():
     with pytest.raises(OdqaError, match="unknown precision"):
         autocast_for(torch.device("cpu"), "int4")
+
+
+def test_the_shipped_fine_tuned_retriever_ranks_the_answer_passage_first():
+    encoder = TextEncoder.from_pretrained("retriever", device="cpu")
+    question = encoder.encode(["who discovered penicillin"])
+    passages = encoder.encode([
+        "Penicillin. Penicillin was discovered in 1928 by the Scottish scientist Alexander Fleming.",
+        "Eiffel Tower. The tower was built for the 1889 World's Fair in Paris.",
+    ])
+    assert question.shape == (1, 384) and np.allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-3)
+    scores = (question @ passages.T)[0]
+    assert scores[0] > scores[1] + 0.2, scores
