@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -12,34 +11,13 @@ from transformers import AutoModel, AutoTokenizer
 
 from odqa.errors import OdqaError
 from odqa.models import resolve_model
+from odqa.precision import autocast_for, cpu_has_fast_bf16  # noqa: F401 (re-exported)
 
 
 def pick_device(device: str | None = None) -> torch.device:
     if device:
         return torch.device(device)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def cpu_has_fast_bf16() -> bool:
-    """True on CPUs with AMX tiles for bf16, where autocast is several times faster than fp32; on CPUs without
-    them bf16 is emulated and slower, so `auto` stays fp32 there."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "amx_bf16" in flags
-
-
-def autocast_for(device: torch.device, precision: str):
-    """Autocast context for inference: `auto` = fp16 on CUDA, bf16 on AMX CPUs, else fp32."""
-    if precision not in ("auto", "fp32", "bf16", "fp16"):
-        raise OdqaError(f"unknown precision {precision!r}; use auto, fp32, bf16 or fp16")
-    if precision == "auto":
-        precision = "fp16" if device.type == "cuda" else ("bf16" if cpu_has_fast_bf16() else "fp32")
-    if precision == "fp32" or (precision == "fp16" and device.type != "cuda"):
-        return contextlib.nullcontext()
-    dtype = torch.float16 if precision == "fp16" else torch.bfloat16
-    return torch.autocast(device.type, dtype=dtype)
 
 
 def mean_pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

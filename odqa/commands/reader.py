@@ -68,7 +68,9 @@ def register(subparsers) -> None:
                    help="SQuAD v2: score unanswerable questions; predict no answer when the null span wins")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--int8", action="store_true", help="dynamic int8 quantisation of the linear layers (CPU)")
-    p.add_argument("--bf16", action="store_true", help="bf16 autocast on CPU (fast where the CPU has AMX)")
+    p.add_argument("--precision", choices=("auto", "fp32", "bf16"),
+                   help="inference precision (default: the model's, `auto`: bf16 autocast on CPUs with AMX)")
+    p.add_argument("--bf16", action="store_true", help="same as --precision bf16")
     p.add_argument("--exclude-articles-of", metavar="SQUAD_FILE",
                    help="skip questions of articles in this SQuAD file (the reader's training data), e.g. "
                         "SQuAD v2.0 dev, which shares 35 articles and their questions with v1.1 dev")
@@ -119,8 +121,8 @@ def _eval(args) -> int:
     reader = Reader.from_pretrained(args.model, batch_size=args.batch_size, max_answer_tokens=args.max_answer_tokens)
     if args.int8:
         reader.quantize_int8()
-    if args.bf16:
-        reader.settings.precision = "bf16"
+    if args.precision or args.bf16:
+        reader.settings.precision = args.precision or "bf16"
     metrics = evaluate_reader(
         reader, args.data, limit=args.limit or None, allow_null=args.allow_null,
         predictions_path=args.predictions, progress=not args.json, exclude_articles_of=args.exclude_articles_of,
