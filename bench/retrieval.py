@@ -735,9 +735,10 @@ def nq_pool_corpus(args, test_items, dev_items) -> tuple[Path, dict]:
 
     folder = Path(args.cache) / "nq-pool"
     path, info_path = folder / "corpus.tsv", folder / "corpus.json"
-    if path.exists() and info_path.exists() and load_json(info_path).get("pool_k") == args.pool_k \
-            and load_json(info_path).get("dev_questions") == len(dev_items):
-        return path, load_json(info_path)
+    if path.exists() and info_path.exists():
+        info = load_json(info_path)
+        if info.get("pool_k") == args.pool_k and info.get("dev_questions") == len(dev_items):
+            return path, info
     bundle = IndexBundle.open(require(Path(args.wiki_index), "Wikipedia BM25 index"))
     bm25 = bundle.retriever("bm25")
     rows: dict[str, tuple[str, str]] = {}

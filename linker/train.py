@@ -5,7 +5,6 @@ model), alias candidates and NIL. The entity encoder (and so the KB vectors) sta
 from __future__ import annotations
 
 import logging
-import math
 import random
 import time
 from dataclasses import asdict, dataclass
@@ -27,7 +26,8 @@ from linker.data import (
 from linker.kb import KnowledgeBase
 from linker.linker import Linker, resolve_overlaps
 from linker.metrics import evaluate
-from odqa.training import training_autocast, training_device
+from odqa.precision import autocast_for
+from odqa.training import training_device
 from odqa.types import Mention
 
 log = logging.getLogger(__name__)
@@ -207,7 +207,7 @@ class Trainer:
             factor = min(1.0, step / max(1, cfg.warmup)) * max(0.02, 1.0 - progress)
             for group, lr in zip(opt.param_groups, base):
                 group["lr"] = lr * factor
-            with training_autocast(self.device, self.precision):
+            with autocast_for(self.device, self.precision):
                 loss, stats = self.batch_loss([train[i] for i in idx])
             opt.zero_grad()
             loss.backward()

@@ -23,7 +23,9 @@ def cpu_has_fast_bf16() -> bool:
 
 
 def autocast_for(device: torch.device, precision: str):
-    """Autocast context for inference: `auto` = fp16 on CUDA, bf16 on AMX CPUs, else fp32."""
+    """Autocast context for a forward pass (inference or training).
+
+    `auto` = fp16 on CUDA, bf16 on AMX CPUs, else fp32."""
     if precision not in ("auto", "fp32", "bf16", "fp16"):
         raise OdqaError(f"unknown precision {precision!r}; use auto, fp32, bf16 or fp16")
     if precision == "auto":

@@ -1,10 +1,9 @@
-"""What every trainer (reader, retriever) shares: seeding, finding the checkpoint to resume, and picking the
-device and mixed precision."""
+"""What every trainer (reader, retriever, linker) shares: seeding, finding the checkpoint to resume, and picking
+the device and mixed precision (whose autocast context is `odqa.precision.autocast_for`)."""
 
 from __future__ import annotations
 
 import random
-from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -39,9 +38,3 @@ def training_device(device: str, precision: str, threads: int = 0) -> tuple[torc
     if precision == "fp16" and not on_gpu:
         raise OdqaError("--precision fp16 needs a GPU; on CPU use fp32, or bf16 where the CPU has AMX/AVX512-BF16")
     return dev, precision
-
-
-def training_autocast(device: torch.device, precision: str):
-    """A fresh autocast context for a forward pass in the resolved precision (none for fp32)."""
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
-    return torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()

@@ -35,7 +35,8 @@ import torch
 
 from odqa.errors import DataFormatError, OdqaError
 from odqa.models import resolve_model
-from odqa.training import latest_checkpoint, set_seed, training_autocast, training_device
+from odqa.precision import autocast_for
+from odqa.training import latest_checkpoint, set_seed, training_device
 from reader.features import (
     DEFAULT_MAX_LENGTH,
     DEFAULT_MAX_QUERY_TOKENS,
@@ -199,7 +200,6 @@ def collate(feats: dict[str, list], idx: list[int], pad_id: int) -> dict[str, to
     }
 
 
-
 def load_qa_model(name_or_path: str):
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
@@ -287,7 +287,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
         if epoch != cached_epoch:
             batches, cached_epoch = epoch_batches(lengths, batch_size, cfg.seed, epoch), epoch
         batch = {k: v.to(device) for k, v in collate(feats, batches[pos], pad_id).items()}
-        with training_autocast(device, precision):
+        with autocast_for(device, precision):
             loss = model(**batch).loss
         optimizer.zero_grad(set_to_none=True)
         if scaler is not None:

@@ -34,7 +34,6 @@ import os
 import random
 import shutil
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -45,7 +44,8 @@ import torch
 from odqa.errors import OdqaError
 from odqa.eval.answers import has_answer
 from odqa.models import resolve_model
-from odqa.training import latest_checkpoint, set_seed, training_autocast, training_device
+from odqa.precision import autocast_for
+from odqa.training import latest_checkpoint, set_seed, training_device
 from retriever.encoder import TextEncoder, passage_text
 from retriever.losses import dpr_nll_loss, positive_ranks
 from retriever.train_data import DPRExample, ReadStats, read_dpr_file, write_dpr_jsonl
@@ -347,7 +347,7 @@ def train(cfg: RetrieverTrainConfig, on_step: Callable[[int, float], None] | Non
     on_gpu = device.type == "cuda"
 
     def autocast():
-        return training_autocast(device, precision)
+        return autocast_for(device, precision)
 
     batch_size = cfg.gpu_batch_size if on_gpu else cfg.batch_size
 
@@ -514,11 +514,11 @@ def heldout_corpus_eval(encoder: str, examples: Sequence[DPRExample], ks: Sequen
     p_enc = TextEncoder.from_pretrained(encoder, max_length=p_max_length)
     q_enc = TextEncoder.from_pretrained(question_encoder, max_length=q_max_length) if question_encoder else p_enc
     t = time.time()
-    amp = torch.autocast(p_enc.device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
-    with amp:
-        P = p_enc.encode([passage_text(ti, tx) for ti, tx in texts], batch_size=batch_size)
-        q_enc.max_length = q_max_length
-        Q = q_enc.encode([ex.question for ex in examples], batch_size=batch_size)
+    if bf16:
+        p_enc.precision = q_enc.precision = "bf16"
+    P = p_enc.encode([passage_text(ti, tx) for ti, tx in texts], batch_size=batch_size)
+    q_enc.max_length = q_max_length
+    Q = q_enc.encode([ex.question for ex in examples], batch_size=batch_size)
     scores = Q @ P.T
     depth = max(ks)
     top = np.argsort(-scores, axis=1)[:, :depth]
