@@ -315,7 +315,8 @@ def run_squad_open(args) -> str:
     n_q = min(args.questions or 2000, len(items))
     items = random.Random(SEED).sample(items, n_q)
 
-    rows, all_timings = [], {}
+    dev_items = load_questions(args.squad_dev) if args.squad_dev and dense else []
+    rows, all_timings, tuning = [], {}, []
     for e_i, encoder in enumerate(encoders or [None]):
         # the off-the-shelf encoder keeps the folder name of earlier runs, so their cached index is reused
         name = "index-bm25" if encoder is None else ("index" if encoder == "minilm" else "index-" + _slug(encoder))
@@ -337,6 +338,10 @@ def run_squad_open(args) -> str:
                 (f"Hybrid min-max ({tag}; alpha={args.alpha})",
                  lambda: bundle.retriever("hybrid", fusion="minmax", alpha=args.alpha)),
             ]
+            if dev_items:
+                fusion, alpha = choose_fusion(bundle, dev_items, tag, tuning)
+                configs.append((f"Hybrid {fusion} ({tag}" + (f"; alpha={alpha}" if fusion == "minmax" else "")
+                                + ", chosen on dev)", lambda: bundle.retriever("hybrid", fusion=fusion, alpha=alpha)))
         for label, make in configs:
             timed = TimedRetriever(make(), label)
             timed.search([items[0].question], max(KS_SQUAD))  # warm-up: model load, page cache
@@ -376,6 +381,13 @@ def run_squad_open(args) -> str:
         "",
         md_table(header, rows),
         "",
+    ]
+    if tuning:
+        lines += [f"Fusion and alpha \"chosen on dev\": best recall@20 on the {len(dev_items):,} questions of "
+                  f"`--squad-dev {args.squad_dev}` (SQuAD v2.0 dev questions the models never trained on; their "
+                  "paragraphs are in this corpus), never on the test questions:", "",
+                  md_table(["encoder", "fusion", "alpha", "dev R@20"], tuning), ""]
+    lines += [
         f"Index build (`odqa.indexing.build_index`, {n_passages:,} passages){cached}:",
         "",
         md_table(["stage", "seconds", "rate"], build_rows),
@@ -761,6 +773,21 @@ def nq_pool_corpus(args, test_items, dev_items) -> tuple[Path, dict]:
     return path, info
 
 
+def choose_fusion(bundle, dev_items, tag: str, tuning: list) -> tuple[str, float]:
+    """The hybrid's fusion and alpha with the best dev recall@20 (ties: the smaller change from 0.5); each
+    setting's score is appended to `tuning` as a table row."""
+    from odqa.eval.retrieval import evaluate_retrieval
+
+    best = None
+    for fusion, alpha in [("rrf", 0.5)] + [("minmax", a / 10) for a in range(1, 10)]:
+        m = evaluate_retrieval(bundle.retriever("hybrid", fusion=fusion, alpha=alpha), dev_items, (20,), batch_size=32)
+        tuning.append([tag, fusion, alpha if fusion == "minmax" else "-", fmt(m["recall@20"])])
+        key = (round(m["recall@20"], 6), -abs(alpha - 0.5))
+        if best is None or key > best[0]:
+            best = (key, fusion, alpha)
+    return best[1], best[2]
+
+
 def run_nq_pool(args) -> str:
     """NQ test over a corpus a CPU can encode: BM25 vs each dense encoder vs hybrids, the hybrid's fusion and
     alpha chosen on dev questions (never on test)."""
@@ -788,17 +815,7 @@ def run_nq_pool(args) -> str:
         log(f"nq-pool index {name}: {timings}")
         bundle = IndexBundle.open(index_dir)
         tag = "MiniLM" if encoder == "minilm" else Path(encoder).name
-        fusion, alpha = "minmax", args.alpha
-        if dev_items:  # fusion and alpha: best dev recall@20, ties to the smaller change from 0.5
-            best = None
-            for fusion_i, alpha_i in [("rrf", 0.5)] + [("minmax", a / 10) for a in range(1, 10)]:
-                m = evaluate_retrieval(bundle.retriever("hybrid", fusion=fusion_i, alpha=alpha_i), dev_items, (20,),
-                                       batch_size=32)
-                tuning.append([tag, fusion_i, alpha_i if fusion_i == "minmax" else "-", fmt(m["recall@20"])])
-                key = (round(m["recall@20"], 6), -abs(alpha_i - 0.5))
-                if best is None or key > best[0]:
-                    best = (key, fusion_i, alpha_i)
-            fusion, alpha = best[1], best[2]
+        fusion, alpha = choose_fusion(bundle, dev_items, tag, tuning) if dev_items else ("minmax", args.alpha)
         configs = [] if e_i else [("BM25 (tantivy, over the pool)", lambda: bundle.retriever("bm25"))]
         configs += [
             (f"Dense ({tag})", lambda: bundle.retriever("dense")),
@@ -853,6 +870,8 @@ def main(argv=None) -> int:
     parser.add_argument("--pool-k", type=int, default=20, help="nq-pool: BM25 passages per question in the pool")
     parser.add_argument("--dev", help="nq-pool: dev questions (any question file, e.g. a trainer's heldout.jsonl) "
                         "to choose the hybrid's fusion and alpha on")
+    parser.add_argument("--squad-dev", help="squad-open: dev questions whose paragraphs are in the corpus (e.g. the "
+                        "SQuAD v2.0 dev split of build-dpr-data --dev-dir) to choose a hybrid's fusion and alpha on")
     parser.add_argument("--wiki-sample", type=int, default=40000, help="squad-open: Wikipedia distractor passages")
     parser.add_argument("--rank-bm25-questions", type=int, default=300, help="nq-bm25: questions for rank-bm25 (slow)")
     parser.add_argument("--rank-bm25-min-mb", type=int, default=10000, help="skip rank-bm25 below this much free memory")

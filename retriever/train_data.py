@@ -10,6 +10,12 @@ question, as DPR's training files (`question`, `answers`, `positive_ctxs`, `hard
 The build appends one batch at a time and a rerun skips questions already written or dropped (the dropped
 keys are kept in `OUTPUT.dropped`), so an interrupted build resumes where it stopped.
 
+Dev split (`dev_fraction`, `dev_dir`): a fixed share of each source's questions (chosen by a hash of the
+question's key, so reruns agree) is set aside *before* retrieval, with or without a positive, and written
+to `DEV_DIR/<source>.dev.jsonl` (`id`, `question`, `answers`, `regex`). Those questions never reach the
+training file, and because the positive filter never saw them they are an unbiased sample of the source:
+choosing a hybrid alpha on questions kept only because BM25 found their answer would favour BM25.
+
 Reading (`read_dpr_file`): that JSONL, or DPR's published JSON (a list of such objects, e.g.
 biencoder-nq-train.json, whose contexts carry `passage_id` or `psg_id`). Bad rows (not an object, no
 question, answers not a list of strings, no usable positive) are skipped, counted and logged with their
@@ -21,7 +27,9 @@ Test sets are refused as sources: the project reports on them.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
+import os
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
@@ -66,6 +74,7 @@ class BuildStats:
     written: int = 0
     dropped_no_positive: int = 0
     dropped_no_answers: int = 0
+    dev: int = 0  # set aside for the dev split
     positives: int = 0
     hard_negatives: int = 0
     per_source: dict = field(default_factory=dict)
@@ -103,6 +112,31 @@ def split_hits(item: QAItem, hits, max_positives: int = 0, max_hard_negatives: i
     if max_hard_negatives:
         negatives = negatives[:max_hard_negatives]
     return positives, negatives
+
+
+def in_dev_split(key: str, fraction: float) -> bool:
+    """Whether the question with this key belongs to the dev split: a stable hash, not a random draw."""
+    if fraction <= 0:
+        return False
+    value = int.from_bytes(hashlib.sha1(key.encode("utf-8")).digest()[:8], "big") / 2**64
+    return value < fraction
+
+
+def dev_file_name(source_name: str) -> str:
+    """`nq-dev.qa.tsv` -> `nq-dev.qa.dev.jsonl`: one dev file per source, next to nothing else."""
+    stem = source_name
+    for suffix in (".gz", ".jsonl", ".json", ".tsv", ".csv"):
+        stem = stem.removesuffix(suffix)
+    return f"{stem}.dev.jsonl"
+
+
+def _write_dev_files(dev_dir: Path, rows: dict[str, list[dict]]) -> None:
+    dev_dir.mkdir(parents=True, exist_ok=True)
+    for name, items in rows.items():
+        path = dev_dir / dev_file_name(name)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in items), encoding="utf-8")
+        os.replace(tmp, path)
 
 
 def _done_keys(output: Path) -> set[str]:
@@ -143,12 +177,18 @@ def build_dpr_data(
     batch_size: int = 64,
     retriever=None,
     progress: bool = True,
+    dev_fraction: float = 0.0,
+    dev_dir: str | Path | None = None,
 ) -> BuildStats:
     """Write (append) DPR-format JSONL for the questions of `sources`; see the module docstring."""
     from retriever.loading import load_retriever
 
     for src in sources:
         check_not_test_set(src)
+    if not 0.0 <= dev_fraction < 1.0:
+        raise OdqaError(f"dev_fraction must be in [0, 1), got {dev_fraction}")
+    if dev_fraction > 0 and dev_dir is None:
+        raise OdqaError("a dev split needs a folder for its files: give dev_dir (--dev-dir)")
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     retriever = retriever or load_retriever(index_dir, "bm25")
@@ -156,13 +196,23 @@ def build_dpr_data(
     done = _done_keys(output)
     _truncate_partial_line(output)
     todo: list[tuple[str, str, QAItem]] = []
+    dev_rows: dict[str, list[dict]] = {}
     for src in sources:
         items = load_questions(src, limit=limit or None)
         name = Path(src).name
-        counts = stats.per_source.setdefault(name, {"questions": len(items), "written": 0, "dropped": 0})
+        counts = stats.per_source.setdefault(name, {"questions": len(items), "written": 0, "dropped": 0, "dev": 0})
         stats.questions += len(items)
         for i, item in enumerate(items):
             key = f"{name}:{i}"
+            if in_dev_split(key, dev_fraction):
+                if key in done:
+                    raise OdqaError(f"{output} already holds {key}, which the dev split sets aside: it was built with "
+                                    "another --dev-fraction; build into a new --output")
+                stats.dev += 1
+                counts["dev"] += 1
+                dev_rows.setdefault(name, []).append(
+                    {"id": key, "question": item.question, "answers": item.answers, "regex": item.regex})
+                continue
             if key in done:
                 stats.already_done += 1
                 continue
@@ -171,6 +221,8 @@ def build_dpr_data(
                 counts["dropped"] += 1
                 continue
             todo.append((key, name, item))
+    if dev_rows:
+        _write_dev_files(Path(dev_dir), dev_rows)
     dropped_path = output.with_name(output.name + ".dropped")
     bar = tqdm(total=len(todo), desc="build-dpr-data", unit=" q", disable=not progress, mininterval=2)
     with output.open("a", encoding="utf-8") as out, dropped_path.open("a", encoding="utf-8") as dropped:

@@ -159,6 +159,39 @@ def test_builder_regex_answers_and_squad_gold_paragraph(tiny_index, tmp_path):
     assert all("Black Sea" not in c["text"] for c in gold["hard_negative_ctxs"])
 
 
+def test_builder_dev_split_is_set_aside_before_the_positive_filter(tiny_index, tmp_path):
+    from odqa.eval.questions import load_questions
+    from retriever.train_data import in_dev_split
+
+    qa = tmp_path / "nq-dev.qa.tsv"
+    many = [(q, a) for q, a in QUESTIONS for _ in range(10)]  # 40 questions, 10 without any answer in the corpus
+    qa.write_text("".join(f"{q}\t{json.dumps(a)}\n" for q, a in many))
+    trec = tmp_path / "curated-train.tsv"
+    trec.write_text("".join(f"{i}\tfactoid\twhat is the highest mountain on earth\tMount\\s+Everest\n" for i in range(20)))
+    out, dev_dir = tmp_path / "train.jsonl", tmp_path / "dev"
+    stats = build_dpr_data([qa, trec], tiny_index, out, k=4, progress=False, dev_fraction=0.3, dev_dir=dev_dir)
+    expected = [f"nq-dev.qa.tsv:{i}" for i in range(40) if in_dev_split(f"nq-dev.qa.tsv:{i}", 0.3)]
+    assert 0 < len(expected) < 40
+    dev_rows = [json.loads(x) for x in (dev_dir / "nq-dev.qa.dev.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in dev_rows] == expected
+    # questions without a positive stay in the dev split (the training file drops them)
+    assert any(r["answers"] == ["Pluto"] for r in dev_rows)
+    trained = {json.loads(x)["id"] for x in out.read_text().splitlines()}
+    assert not trained & {r["id"] for r in dev_rows}
+    assert stats.dev == len(expected) + stats.per_source["curated-train.tsv"]["dev"]
+    assert stats.written + stats.dropped_no_positive + stats.dev == 60
+    # the dev files load as question files, regex answers kept
+    trec_dev = load_questions(dev_dir / "curated-train.dev.jsonl")
+    assert trec_dev and all(item.regex for item in trec_dev)
+    # a rerun agrees; a different split over the same output is refused
+    again = build_dpr_data([qa, trec], tiny_index, out, k=4, progress=False, dev_fraction=0.3, dev_dir=dev_dir)
+    assert again.written == 0 and again.dev == stats.dev
+    with pytest.raises(OdqaError, match="dev split"):
+        build_dpr_data([qa, trec], tiny_index, out, k=4, progress=False, dev_fraction=0.6, dev_dir=dev_dir)
+    with pytest.raises(OdqaError, match="dev_dir"):
+        build_dpr_data([qa], tiny_index, tmp_path / "y.jsonl", progress=False, dev_fraction=0.1)
+
+
 def test_builder_refuses_test_sets(tiny_index, tmp_path):
     path = tmp_path / "nq-test.qa.tsv"
     path.write_text("q\t['a']\n")

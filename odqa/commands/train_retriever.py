@@ -28,6 +28,10 @@ def register(subparsers) -> None:
     p.add_argument("--max-positives", type=int, default=0, help="positives kept per question (0: all in the top k)")
     p.add_argument("--max-hard-negatives", type=int, default=0, help="hard negatives kept per question (0: all in the top k)")
     p.add_argument("--batch-size", type=int, default=64, help="questions per BM25 batch (and per append)")
+    p.add_argument("--dev-fraction", type=float, default=0.0,
+                   help="share of each source set aside before the positive filter as an unbiased dev split "
+                        "(for choosing hybrid fusion); never trained on")
+    p.add_argument("--dev-dir", help="folder for the dev split, one SOURCE.dev.jsonl per source file")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--json", action="store_true", help="print the counts as JSON on the last line")
 
@@ -120,11 +124,13 @@ def _build(args) -> int:
     stats = build_dpr_data(
         args.questions, args.index, args.output, k=args.k, limit=args.limit, max_positives=args.max_positives,
         max_hard_negatives=args.max_hard_negatives, batch_size=args.batch_size, progress=not args.no_progress,
+        dev_fraction=args.dev_fraction, dev_dir=args.dev_dir,
     )
     print(f"{args.output}: {stats.written} questions written, {stats.dropped_no_positive} dropped without a positive "
-          f"in the top {args.k}, {stats.dropped_no_answers} without answers, {stats.already_done} done before")
+          f"in the top {args.k}, {stats.dropped_no_answers} without answers, {stats.already_done} done before"
+          + (f", {stats.dev} set aside for dev in {args.dev_dir}" if stats.dev else ""))
     for name, c in stats.per_source.items():
-        print(f"  {name}: {c['written']} written, {c['dropped']} dropped of {c['questions']}")
+        print(f"  {name}: {c['written']} written, {c['dropped']} dropped, {c['dev']} dev of {c['questions']}")
     if args.json:
         print_json_last(stats.to_dict())
     return 0

@@ -66,7 +66,8 @@ def _jsonl(path: Path) -> Iterator[QAItem]:
                 raise DataFormatError(
                     f"{path}:{lineno}: expected a JSON object with 'question' and 'answer' ({exc})"
                 ) from exc
-            yield QAItem(str(row.get("id", lineno - 1)), question, _answer_list(answers, path, lineno))
+            yield QAItem(str(row.get("id", lineno - 1)), question, _answer_list(answers, path, lineno),
+                         regex=bool(row.get("regex", False)))
 
 
 def _tsv(path: Path) -> Iterator[QAItem]:
