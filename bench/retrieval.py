@@ -136,15 +136,20 @@ def stage_timer(timings: dict):
 
 
 def build_with_timings(spec, timings_path: Path) -> dict:
-    """build_index(spec) unless the index is there; return the build timings (measured now or cached)."""
+    """build_index(spec) unless an index of this very corpus file is there (same size and modification time,
+    recorded with the timings); return the build timings (measured now or cached)."""
     from odqa.indexing import build_index
 
     out = Path(spec.out)
-    if (out / "manifest.json").exists():
+    stat = Path(spec.corpus).stat()
+    corpus_id = f"{stat.st_size}:{stat.st_mtime_ns}"
+    if (out / "manifest.json").exists() and timings_path.exists():
         timings = load_json(timings_path)
-        timings.setdefault("cached", True)
-        return timings
-    timings: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "cached": False}
+        if timings.get("corpus_id") == corpus_id:
+            timings.setdefault("cached", True)
+            return timings
+        log(f"{out} was built from another version of {spec.corpus}: rebuilding it")
+    timings: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "cached": False, "corpus_id": corpus_id}
     start = time.perf_counter()
     with stage_timer(timings):
         report = build_index(spec)
@@ -290,6 +295,14 @@ class TimedRetriever:
         return out
 
 
+def encoder_label(encoder: str | None) -> str:
+    """A table label: `MiniLM` for the off-the-shelf encoder, else the name or the path's last three parts
+    (a trainer's `OUTPUT/final` alone says nothing)."""
+    if encoder in (None, "minilm"):
+        return "MiniLM"
+    return "/".join(Path(encoder).parts[-3:])
+
+
 def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()[-60:]
 
@@ -329,7 +342,7 @@ def run_squad_open(args) -> str:
         log(f"squad-open index {name}: {timings}")
         bundle = IndexBundle.open(index_dir)
         n_passages = len(bundle.store)
-        tag = "MiniLM" if encoder in (None, "minilm") else Path(encoder).name
+        tag = encoder_label(encoder)
         configs = [] if e_i else [("BM25 (tantivy)", lambda: bundle.retriever("bm25"))]
         if encoder:
             configs += [
@@ -814,7 +827,7 @@ def run_nq_pool(args) -> str:
         timings = build_with_timings(spec, Path(args.cache) / "nq-pool" / f"{name}-build-timings.json")
         log(f"nq-pool index {name}: {timings}")
         bundle = IndexBundle.open(index_dir)
-        tag = "MiniLM" if encoder == "minilm" else Path(encoder).name
+        tag = encoder_label(encoder)
         fusion, alpha = choose_fusion(bundle, dev_items, tag, tuning) if dev_items else ("minmax", args.alpha)
         configs = [] if e_i else [("BM25 (tantivy, over the pool)", lambda: bundle.retriever("bm25"))]
         configs += [

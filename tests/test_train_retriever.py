@@ -402,3 +402,31 @@ def test_cli_build_and_train(tiny_index, qa_tsv, tmp_path, capsys):
     test_set.write_text("q\t['a']\n")
     assert main(["build-dpr-data", "--questions", str(test_set), "--index", str(tiny_index), "--output", str(tmp_path / "t.jsonl")]) == 2
     assert "test" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------- interpolation
+
+
+def test_interpolation_mixes_weights_and_refuses_other_architectures(tmp_path):
+    from transformers import AutoModel
+
+    from retriever.interpolate import interpolate_encoders
+
+    base = _tiny_encoder(tmp_path / "base", seed=0)
+    tuned = _tiny_encoder(tmp_path / "tuned", seed=1)
+    states = {name: AutoModel.from_pretrained(str(tmp_path / name)).state_dict() for name in ("base", "tuned")}
+    key = "encoder.layer.0.attention.self.query.weight"
+    assert not torch.equal(states["base"][key], states["tuned"][key])
+    for weight, expected in [(0.0, states["base"][key]), (1.0, states["tuned"][key]),
+                             (0.25, 0.75 * states["base"][key] + 0.25 * states["tuned"][key])]:
+        out = interpolate_encoders(str(base), str(tuned), tmp_path / f"mix-{weight}", weight)
+        mixed = AutoModel.from_pretrained(str(out)).state_dict()
+        assert torch.allclose(mixed[key], expected, atol=1e-6)
+        info = json.loads((out / "retriever_info.json").read_text())
+        assert info["interpolation"]["weight"] == weight
+    wider = _tiny_encoder(tmp_path / "wider", hidden=48)
+    with pytest.raises(OdqaError, match="same architecture"):
+        interpolate_encoders(str(base), str(wider), tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()
+    with pytest.raises(OdqaError, match="weight"):
+        interpolate_encoders(str(base), str(tuned), tmp_path / "bad", 1.5)

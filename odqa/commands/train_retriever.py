@@ -113,6 +113,19 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true")
 
 
+    p = add_command(
+        subparsers, "interpolate-encoders",
+        "Average a fine-tuned encoder with the model it started from (WiSE-FT): keeps most of the gain, less of the loss.",
+        "python run_qa.py interpolate-encoders --base minilm --tuned runs/dpr/minilm/final --weight 0.5 "
+        "--output runs/dpr/minilm-wise",
+        _interpolate,
+    )
+    p.add_argument("--base", default="minilm", help="the model fine-tuning started from")
+    p.add_argument("--tuned", required=True, help="the fine-tuned encoder")
+    p.add_argument("--weight", type=float, default=0.5, help="share of the tuned model (0: base, 1: tuned)")
+    p.add_argument("--output", required=True, help="folder for the interpolated encoder")
+
+
 def _setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -239,4 +252,12 @@ def _tune(args) -> int:
         print(f"recorded in {args.output}")
     if args.json:
         print_json_last(result)
+    return 0
+
+
+def _interpolate(args) -> int:
+    from retriever.interpolate import interpolate_encoders
+
+    out = interpolate_encoders(args.base, args.tuned, args.output, args.weight)
+    print(f"{out}: {1 - args.weight:g} x {args.base} + {args.weight:g} x {args.tuned}")
     return 0
