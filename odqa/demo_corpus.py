@@ -1,8 +1,8 @@
 """The built-in demo corpus (odqa/demo/): articles written for the project, its questions, its index and KB.
 
 Index and knowledge base are built on first use into the user's cache (`$ODQA_HOME`, default
-`~/.cache/odqa`), keyed by a hash of the articles file and the encoder, so an edited corpus or another
-encoder gets fresh ones.
+`~/.cache/odqa`), keyed by a hash of the articles file and the encoder (its weights too), so an edited corpus, another
+encoder or a retrained one under the same name gets fresh ones.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from odqa.errors import OdqaError
+from odqa.models import DEFAULT_ENCODER, model_fingerprint
 
 DEMO_DIR = Path(__file__).resolve().parent / "demo"
 DEMO_ARTICLES = DEMO_DIR / "articles.jsonl"
@@ -27,7 +28,7 @@ def odqa_home() -> Path:
 def _cached_build(kind: str, encoder: str, quiet: bool, build: Callable[[Path], object]) -> Path:
     if not DEMO_ARTICLES.is_file():
         raise OdqaError(f"the demo corpus is missing ({DEMO_ARTICLES}); reinstall odqa or pass --index")
-    digest = hashlib.sha1(DEMO_ARTICLES.read_bytes() + encoder.encode()).hexdigest()[:12]
+    digest = hashlib.sha1(DEMO_ARTICLES.read_bytes() + model_fingerprint(encoder).encode()).hexdigest()[:12]
     path = odqa_home() / f"demo-{kind}-{digest}"
     if not (path / "manifest.json").exists():
         if not quiet:
@@ -36,7 +37,7 @@ def _cached_build(kind: str, encoder: str, quiet: bool, build: Callable[[Path], 
     return path
 
 
-def demo_index_path(encoder: str = "minilm", quiet: bool = False) -> Path:
+def demo_index_path(encoder: str = DEFAULT_ENCODER, quiet: bool = False) -> Path:
     def build(path: Path) -> None:
         from odqa.indexing import IndexSpec, build_index
 

@@ -25,6 +25,7 @@ from indexes.vector import VectorIndex, VectorIndexParams
 from odqa.corpus.readers import corpus_files, iter_passages
 from odqa.corpus.store import PassageStore
 from odqa.errors import OdqaError
+from odqa.models import DEFAULT_ENCODER
 
 BACKENDS = ("bm25", "dense")
 
@@ -34,7 +35,7 @@ class IndexSpec:
     corpus: str
     out: str
     backends: Sequence[str] = BACKENDS
-    encoder: str = "minilm"
+    encoder: str = DEFAULT_ENCODER
     words: int = 100
     bm25_engine: str = "tantivy"
     vector: VectorIndexParams = field(default_factory=VectorIndexParams)

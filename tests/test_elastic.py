@@ -27,6 +27,7 @@ import pytest
 from indexes.elastic import BulkOptions, ElasticIndex, load_entities, load_passages
 from odqa.config import ElasticConfig
 from odqa.errors import IndexMismatchError, OdqaError
+from odqa.models import DEFAULT_ENCODER
 
 pytestmark = pytest.mark.elastic
 
@@ -150,7 +151,7 @@ def demo_items():
 
 def test_load_records_meta_and_rerun_sends_nothing(demo_es, demo_bundle):
     assert demo_es.count() == 308 and demo_es.dim == 384
-    assert demo_es.meta["encoder"] == "minilm" and demo_es.meta["similarity"] == "dot_product"
+    assert demo_es.meta["encoder"] == DEFAULT_ENCODER and demo_es.meta["similarity"] == "dot_product"
     again = load_passages(demo_es, demo_bundle, options=BulkOptions(progress=False))
     assert again.skipped == 308 and again.sent == 0 and again.count == 308
     # a different corpus (here: a 10-passage slice) is refused rather than mixed in

@@ -50,3 +50,17 @@ def test_the_shipped_fine_tuned_retriever_ranks_the_answer_passage_first():
     assert question.shape == (1, 384) and np.allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-3)
     scores = (question @ passages.T)[0]
     assert scores[0] > scores[1] + 0.2, scores
+
+
+def test_model_fingerprint_follows_the_weights_not_only_the_name(tmp_path):
+    from odqa.models import model_fingerprint
+
+    model = tmp_path / "enc"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"weights v1")
+    first = model_fingerprint(str(model))
+    assert model_fingerprint(str(model)) == first
+    (model / "model.safetensors").write_bytes(b"weights v2")
+    assert model_fingerprint(str(model)) != first
+    assert model_fingerprint("minilm") != model_fingerprint("some/hub-name")

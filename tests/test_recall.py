@@ -1,6 +1,6 @@
 import pytest
 
-from odqa.eval.answers import exact_match, f1_score, has_answer, normalize_answer, regex_match
+from odqa.eval.answers import answered_questions, exact_match, f1_score, has_answer, normalize_answer, regex_match
 from odqa.eval.questions import QAItem, load_questions
 from odqa.eval.retrieval import judge, summarize
 from odqa.errors import DataFormatError
@@ -17,6 +17,13 @@ def test_has_answer_token_match_and_near_misses():
     assert not has_answer("Obamacare passed.", ["Obama"])
     assert has_answer("It was 1,000 km.", ["1,000 km"])
     assert not has_answer("text", [""])
+
+
+def test_answered_questions_agrees_with_has_answer_over_a_corpus():
+    texts = ["Wilhelm Conrad Röntgen won in 1901.", "Obamacare passed.", "It was 1,000 km away."]
+    answer_lists = [["röntgen"], ["Obama"], ["190", "1,000 KM"], ["Nobel"], [""]]
+    expected = {i for i, answers in enumerate(answer_lists) if any(has_answer(t, answers) for t in texts)}
+    assert answered_questions(texts, answer_lists) == expected == {0, 2}
 
 
 def test_has_answer_regex():

@@ -6,6 +6,7 @@ import argparse
 import textwrap
 
 from odqa.commands.common import add_command, add_config_flag, print_json_last
+from odqa.models import DEFAULT_ENCODER
 
 
 def register(subparsers) -> None:
@@ -14,7 +15,8 @@ def register(subparsers) -> None:
     p.add_argument("--corpus", required=True, help="JSONL(.gz/.xz), WikiExtractor folder, DPR passage TSV or SQuAD JSON")
     p.add_argument("--out", required=True, help="index folder to create (replaced atomically when the build succeeds)")
     p.add_argument("--backends", default="bm25,dense", help="comma-separated: bm25, dense")
-    p.add_argument("--encoder", default="minilm", help="passage encoder: 'minilm', a shipped model name, a path or a hub name")
+    p.add_argument("--encoder", default=DEFAULT_ENCODER,
+                   help=f"passage encoder (default {DEFAULT_ENCODER}: the shipped fine-tuned one): 'minilm' (off the shelf), a shipped model name, a path or a hub name")
     p.add_argument("--words", type=int, default=100, help="target passage length in words")
     p.add_argument("--bm25-engine", default="tantivy", choices=["tantivy", "bm25s", "rank-bm25"])
     p.add_argument("--vector-index", default="flat", choices=["flat", "hnsw", "ivf"])

@@ -59,6 +59,25 @@ def has_answer(text: str, answers: Sequence[str], regex_answers: bool = False) -
     return False
 
 
+def answered_questions(texts: Iterable[str], answer_lists: Sequence[Sequence[str]]) -> set[int]:
+    """Indices of the answer lists (token answers, as `has_answer` matches them) that some text holds: one pass
+    over the texts with the answers indexed by first token, so a whole corpus costs one tokenisation."""
+    by_first: dict[str, list[tuple[tuple[str, ...], int]]] = collections.defaultdict(list)
+    for index, answers in enumerate(answer_lists):
+        for answer in answers:
+            target = _answer_tokens(answer)
+            if target:
+                by_first[target[0]].append((target, index))
+    found: set[int] = set()
+    for text in texts:
+        tokens = dpr_tokens(text)
+        for i, token in enumerate(tokens):
+            for target, index in by_first.get(token, ()):
+                if index not in found and tuple(tokens[i : i + len(target)]) == target:
+                    found.add(index)
+    return found
+
+
 def normalize_answer(text: str) -> str:
     """Lower text and remove punctuation, articles and extra whitespace (SQuAD v1.1)."""
     text = text.lower()
