@@ -2,7 +2,7 @@
 
 Suites:
 * `squad-open`: SQuAD v1.1 dev questions (of the 13 articles not in SQuAD v2.0 dev) over the squad-open corpus (all SQuAD dev paragraphs + 40k Wikipedia
-  distractor passages; built by `bench/retrieval.py --suite squad-open`, built here too if absent).
+  distractor passages), hybrid over the default encoder's index (built here if absent).
 * `nq`: NQ test (DPR qas) over the full Wikipedia subset, BM25 (no dense index: encoding 759k passages is
   GPU work).
 * `demo`: the 100 built-in demo questions over the demo corpus.
@@ -71,11 +71,16 @@ def main(argv=None) -> int:
 
             rows += run_suite("demo", "", DEMO_QUESTIONS, ["bm25", "hybrid"], None, args.k, args.linker)
         elif suite == "squad-open":
-            index = Path(args.cache) / "squad-open" / "index"
+            from bench.retrieval import squad_open_index_dir
+            from odqa.models import DEFAULT_ENCODER
+
+            index = squad_open_index_dir(args.cache, DEFAULT_ENCODER)
             if not (index / "manifest.json").exists():
                 from bench.retrieval import main as retrieval_bench
 
-                retrieval_bench(["--suite", "squad-open", "--data", args.data, "--cache", args.cache])
+                # builds the index; its table goes beside the index, not over bench/results
+                retrieval_bench(["--suite", "squad-open", "--data", args.data, "--cache", args.cache,
+                                 "--encoders", DEFAULT_ENCODER, "--out", str(index.parent / "retrieval-for-qa.md")])
             # only the 13 articles SQuAD v2.0 dev (the models' training data) does not share with v1.1 dev
             rows += run_suite("squad-open", str(index), data / "squad" / "dev-v1.1.json", ["bm25", "hybrid"], n, args.k,
                               args.linker, exclude_articles_of=data / "squad" / "dev-v2.0.json")

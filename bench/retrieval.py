@@ -307,6 +307,13 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()[-60:]
 
 
+def squad_open_index_dir(cache: str | Path, encoder: str | None) -> Path:
+    """Where the squad-open index of an encoder (None: BM25 alone) is cached. The off-the-shelf encoder keeps
+    the folder name of earlier runs, so their cached index is reused."""
+    name = "index-bm25" if encoder is None else ("index" if encoder == "minilm" else "index-" + _slug(encoder))
+    return Path(cache) / "squad-open" / name
+
+
 def run_squad_open(args) -> str:
     import torch
 
@@ -331,9 +338,8 @@ def run_squad_open(args) -> str:
     dev_items = load_questions(args.squad_dev) if args.squad_dev and dense else []
     rows, all_timings, tuning = [], {}, []
     for e_i, encoder in enumerate(encoders or [None]):
-        # the off-the-shelf encoder keeps the folder name of earlier runs, so their cached index is reused
-        name = "index-bm25" if encoder is None else ("index" if encoder == "minilm" else "index-" + _slug(encoder))
-        index_dir = Path(args.cache) / "squad-open" / name
+        index_dir = squad_open_index_dir(args.cache, encoder)
+        name = index_dir.name
         spec = IndexSpec(corpus=str(corpus), out=str(index_dir),
                          backends=["bm25", "dense"] if encoder else ["bm25"], encoder=encoder or "minilm",
                          vector=VectorIndexParams(kind="flat"), device="cpu")
