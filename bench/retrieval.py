@@ -792,9 +792,9 @@ def nq_pool_corpus(args, test_items, dev_items) -> tuple[Path, dict]:
     return path, info
 
 
-def pool_ceiling(corpus: Path, info_path: Path, info: dict, test_items) -> int:
-    """How many test questions have an answer anywhere in the pool (computed once, kept in corpus.json): no
-    retriever's recall over the pool can pass it."""
+def pool_ceiling(corpus: Path, info: dict, test_items) -> int:
+    """How many test questions have an answer anywhere in the pool (computed once, kept in the corpus's
+    corpus.json): no retriever's recall over the pool can pass it."""
     from odqa.eval.answers import answered_questions
 
     if "answerable_test_questions" not in info:
@@ -803,7 +803,7 @@ def pool_ceiling(corpus: Path, info_path: Path, info: dict, test_items) -> int:
             texts = (row["text"] for row in rows)
             found = answered_questions(texts, [q.answers for q in test_items if not q.regex])
         info["answerable_test_questions"] = len(found)
-        save_json(info_path, info)
+        save_json(corpus.with_name("corpus.json"), info)
     return info["answerable_test_questions"]
 
 
@@ -837,7 +837,7 @@ def run_nq_pool(args) -> str:
     test_items = load_questions(Path(args.data) / "dpr-qas" / "nq-test.qa.tsv")[: args.questions or None]
     dev_items = load_questions(args.dev) if args.dev else []
     corpus, info = nq_pool_corpus(args, test_items, dev_items)
-    ceiling = pool_ceiling(corpus, corpus.with_name("corpus.json"), info, test_items)
+    ceiling = pool_ceiling(corpus, info, test_items)
     log(f"nq-pool corpus: {info}")
     ks = KS_NQ
     rows, tuning = [], []

@@ -10,20 +10,19 @@ import shutil
 import sys
 from pathlib import Path
 
+from indexes.manifest import atomic_folder
+
 
 def export(src: str, dst: str, max_length: int = 256, stride: int = 96) -> Path:
     from reader.model import Reader
 
     reader = Reader.from_pretrained(src, device="cpu", max_length=max_length, stride=stride)
     out = Path(dst)
-    tmp = out.with_name(out.name + ".tmp-export")
-    shutil.rmtree(tmp, ignore_errors=True)
-    reader.save_pretrained(tmp, fp16=True)
-    keep = out / "README.md"
-    if keep.exists():
-        shutil.copy(keep, tmp / "README.md")
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    with atomic_folder(out) as tmp:
+        reader.save_pretrained(tmp, fp16=True)
+        keep = out / "README.md"
+        if keep.exists():
+            shutil.copy(keep, tmp / "README.md")
     return out
 
 

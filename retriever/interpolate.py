@@ -6,12 +6,11 @@ of the gain and little of the loss, at no inference cost."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 import torch
 
+from indexes.manifest import atomic_folder
 from odqa.errors import OdqaError
 from odqa.models import resolve_model
 
@@ -39,15 +38,11 @@ def interpolate_encoders(base: str, tuned: str, output: str | Path, weight: floa
     mixed = {k: torch.lerp(base_state[k], tuned_state[k], weight) if base_state[k].is_floating_point()
              else tuned_state[k] for k in base_state}
     tuned_model.load_state_dict(mixed)
-    out = Path(output)
-    tmp = out.with_name(out.name + ".tmp-interpolate")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tuned_model.save_pretrained(str(tmp))
-    tokenizer.save_pretrained(str(tmp))
     info_path = Path(resolve_model(tuned)) / "retriever_info.json"
     info = json.loads(info_path.read_text()) if info_path.exists() else {}
     info["interpolation"] = {"base": base, "tuned": tuned, "weight": weight}
-    (tmp / "retriever_info.json").write_text(json.dumps(info, indent=2))
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
-    return out
+    with atomic_folder(output) as tmp:
+        tuned_model.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+        (tmp / "retriever_info.json").write_text(json.dumps(info, indent=2))
+    return Path(output)

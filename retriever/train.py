@@ -41,6 +41,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from indexes.manifest import atomic_folder
 from odqa.errors import OdqaError
 from odqa.eval.answers import has_answer
 from odqa.models import resolve_model
@@ -549,21 +550,18 @@ def export_encoder(src: str | Path, dst: str | Path, card: str | None = None) ->
         tokenizer = AutoTokenizer.from_pretrained(str(src))
     except (OSError, ValueError) as exc:
         raise OdqaError(f"cannot load encoder {src}: {exc.__class__.__name__}") from exc
-    tmp = out.with_name(out.name + ".tmp-export")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.half().save_pretrained(str(tmp))
-    tokenizer.save_pretrained(str(tmp))
-    config_path = tmp / "config.json"
-    config = json.loads(config_path.read_text())
-    config["dtype"] = "float32"
-    config_path.write_text(json.dumps(config, indent=2))
-    for extra in ("retriever_info.json",):
-        if (src / extra).exists():
-            shutil.copy(src / extra, tmp / extra)
-    if card is not None:
-        (tmp / "README.md").write_text(card)
-    elif (out / "README.md").exists():
-        shutil.copy(out / "README.md", tmp / "README.md")
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
+    with atomic_folder(out) as tmp:
+        model.half().save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+        config_path = tmp / "config.json"
+        config = json.loads(config_path.read_text())
+        config["dtype"] = "float32"
+        config_path.write_text(json.dumps(config, indent=2))
+        for extra in ("retriever_info.json",):
+            if (src / extra).exists():
+                shutil.copy(src / extra, tmp / extra)
+        if card is not None:
+            (tmp / "README.md").write_text(card)
+        elif (out / "README.md").exists():
+            shutil.copy(out / "README.md", tmp / "README.md")
     return out
