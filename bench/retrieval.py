@@ -795,13 +795,12 @@ def nq_pool_corpus(args, test_items, dev_items) -> tuple[Path, dict]:
 def pool_ceiling(corpus: Path, info: dict, test_items) -> int:
     """How many test questions have an answer anywhere in the pool (computed once, kept in the corpus's
     corpus.json): no retriever's recall over the pool can pass it."""
+    from odqa.corpus.readers import iter_passages
     from odqa.eval.answers import answered_questions
 
     if "answerable_test_questions" not in info:
-        with corpus.open(encoding="utf-8", newline="") as f:
-            rows = csv.DictReader(f, delimiter="\t")
-            texts = (row["text"] for row in rows)
-            found = answered_questions(texts, [q.answers for q in test_items if not q.regex])
+        texts = (p.text for p in iter_passages(corpus))
+        found = answered_questions(texts, [q.answers for q in test_items if not q.regex])
         info["answerable_test_questions"] = len(found)
         save_json(corpus.with_name("corpus.json"), info)
     return info["answerable_test_questions"]
