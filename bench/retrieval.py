@@ -759,12 +759,18 @@ def nq_markdown(engines, timings, n_q, n_sub, n_passages, notes, args) -> str:
 # ----------------------------------------------------------------------------------------------- nq-pool
 
 
+def nq_pool_folder(args) -> Path:
+    """The cache folder of a pool depth: `nq-pool` for the default top-20 (the folder of earlier runs, so their
+    indexes are reused), `nq-pool-K` for another depth, so pools of two depths never overwrite each other."""
+    return Path(args.cache) / ("nq-pool" if args.pool_k == 20 else f"nq-pool-{args.pool_k}")
+
+
 def nq_pool_corpus(args, test_items, dev_items) -> tuple[Path, dict]:
     """Write (once) the nq-pool corpus: the union of the BM25 (tantivy, full Wikipedia subset) top-`pool_k`
     passages of every NQ test question and every dev question, as DPR passage TSV."""
     from retriever.loading import IndexBundle
 
-    folder = Path(args.cache) / "nq-pool"
+    folder = nq_pool_folder(args)
     path, info_path = folder / "corpus.tsv", folder / "corpus.json"
     if path.exists() and info_path.exists():
         info = load_json(info_path)
@@ -842,10 +848,10 @@ def run_nq_pool(args) -> str:
     rows, tuning = [], []
     for e_i, encoder in enumerate(args.encoders):
         name = "index-" + _slug(encoder)
-        index_dir = Path(args.cache) / "nq-pool" / name
+        index_dir = nq_pool_folder(args) / name
         spec = IndexSpec(corpus=str(corpus), out=str(index_dir), backends=["bm25", "dense"], encoder=encoder,
                          vector=VectorIndexParams(kind="flat"), device="cpu")
-        timings = build_with_timings(spec, Path(args.cache) / "nq-pool" / f"{name}-build-timings.json")
+        timings = build_with_timings(spec, nq_pool_folder(args) / f"{name}-build-timings.json")
         log(f"nq-pool index {name}: {timings}")
         bundle = IndexBundle.open(index_dir)
         tag = encoder_label(encoder)

@@ -67,9 +67,9 @@ class TextEncoder(torch.nn.Module):
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def tokenize(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
+    def tokenize(self, texts: Sequence[str], max_length: int | None = None) -> dict[str, torch.Tensor]:
         batch = self.tokenizer(
-            list(texts), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+            list(texts), padding=True, truncation=True, max_length=max_length or self.max_length, return_tensors="pt"
         )
         return {k: v.to(self.device) for k, v in batch.items()}
 
@@ -82,8 +82,9 @@ class TextEncoder(torch.nn.Module):
 
     @torch.inference_mode()
     def encode(self, texts: Sequence[str], batch_size: int = 64, sort_by_length: bool = True,
-               progress: str = "") -> np.ndarray:
-        """Encode in batches; sorting by length first keeps padding (and time) low. `progress`: a bar label."""
+               progress: str = "", max_length: int | None = None) -> np.ndarray:
+        """Encode in batches; sorting by length first keeps padding (and time) low. `progress`: a bar label;
+        `max_length`: truncation for this call (default: the encoder's)."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -97,7 +98,7 @@ class TextEncoder(torch.nn.Module):
         for i in starts:
             idx = order[i : i + batch_size]
             with autocast_for(self.device, self.precision):
-                vectors = self.forward(self.tokenize([texts[j] for j in idx]))
+                vectors = self.forward(self.tokenize([texts[j] for j in idx], max_length))
             out[idx] = torch.nn.functional.normalize(vectors.float(), dim=-1).cpu().numpy() if self.normalize \
                 else vectors.float().cpu().numpy()
         return out

@@ -16,9 +16,12 @@
   graph and back-propagated with its cached vector gradients. Dropout masks are replayed by restoring the
   RNG state of each chunk, so the result equals one full-batch step.
 * Validation: held-out questions (`val_files`, or `holdout` questions split off the training files and written
-  to OUTPUT/heldout.jsonl); each validation batch of `eval_batch_size` questions ranks every question's
-  positive among the batch's positives and first hard negatives: mean rank, recall@1/5 and loss, at step 0,
-  every `eval_every` steps and at the end (OUTPUT/val_history.jsonl).
+  to OUTPUT/heldout.jsonl), at step 0, every `eval_every` steps and at the end (OUTPUT/val_history.jsonl).
+  Two views: each validation batch of `eval_batch_size` questions ranks every question's positive among the
+  batch's positives and first hard negatives (mean rank, recall@1/5, loss: DPR's in-batch view, which
+  saturates early), and retrieval over the pool of every held-out context (`pool_recall@k`, `pool_mrr`: a
+  passage counts when it holds an answer, as the benchmarks judge), which keeps moving while the model learns
+  and is the one to pick checkpoints by. `pool_validation=False` skips the second.
 * Checkpoints: OUTPUT/checkpoint-STEP/ (encoder folders, trainer_state.pt, meta.json); a rerun resumes from
   the newest one; a checkpoint of another architecture or encoder layout is refused with OdqaError.
 * Deterministic for a seed. GPU: bf16 (or fp16 with loss scaling) autocast and `gpu_batch_size`.
@@ -76,6 +79,7 @@ class RetrieverTrainConfig:
     max_steps: int = 0  # > 0 overrides epochs
     scale: float = 20.0  # similarity scale before the softmax (cosine similarities)
     mask_answer_negatives: bool = True
+    pool_validation: bool = True  # also rank every held-out context for every held-out question
     seed: int = 42
     save_every: int = 200
     eval_every: int = 100
@@ -313,6 +317,14 @@ def validate(model: DualEncoder, examples: Sequence[DPRExample], cfg: RetrieverT
         ranks.append(positive_ranks(q, p, mask=mask).cpu())
         losses.append(float(dpr_nll_loss(q, p, scale=cfg.scale, mask=mask)) * len(batch.questions))
         cands.append(len(batch.passages))
+    pool = {}
+    if cfg.pool_validation:
+        texts = context_pool(examples)
+        q = model.question.encode([ex.question for ex in examples], cfg.eval_batch_size, max_length=cfg.q_max_length)
+        p = model.passage.encode([passage_text(ti, tx) for ti, tx in texts], cfg.eval_batch_size,
+                                 max_length=cfg.p_max_length)
+        pool = {("pool_" + k): v for k, v in pool_recall(q, p, [tx for _, tx in texts], examples, (1, 5, 20)).items()}
+        pool["pool_passages"] = len(texts)
     if was_training:
         model.train()
     r = torch.cat(ranks).float()
@@ -324,7 +336,34 @@ def validate(model: DualEncoder, examples: Sequence[DPRExample], cfg: RetrieverT
         "recall@5": round(100.0 * float((r <= 5).float().mean()), 2),
         "loss": round(sum(losses) / n, 4),
         "candidates_per_batch": round(sum(cands) / len(cands), 1),
+        **pool,
     }
+
+
+def context_pool(examples: Sequence[DPRExample]) -> list[tuple[str, str]]:
+    """(title, text) of every distinct context of `examples` (positives, hard and plain negatives), in order."""
+    corpus: dict[str, tuple[str, str]] = {}
+    for ex in examples:
+        for c in ex.positives + ex.hard_negatives + ex.negatives:
+            corpus.setdefault(c["text"].strip(), (c.get("title", ""), c["text"]))
+    return list(corpus.values())
+
+
+def pool_recall(q: np.ndarray, p: np.ndarray, texts: Sequence[str], examples: Sequence[DPRExample],
+                ks: Sequence[int]) -> dict:
+    """Recall@k and MRR of inner-product retrieval of `texts` (vectors `p`) for each example's question
+    (vectors `q`): a passage is a hit when it holds one of the example's answers (DPR's match)."""
+    depth = min(max(ks), len(texts))
+    scores = q @ p.T
+    top = np.argsort(-scores, axis=1)[:, :depth]
+    first = []
+    for ex, rows in zip(examples, top):
+        first.append(next((r for r, row in enumerate(rows, 1)
+                           if has_answer(texts[row], ex.answers, regex_answers=ex.regex)), None))
+    n = len(examples)
+    metrics = {f"recall@{k}": round(100.0 * sum(r is not None and r <= k for r in first) / n, 2) for k in ks}
+    metrics["mrr@%d" % max(ks)] = round(sum(1.0 / r for r in first if r) / n, 4)
+    return metrics
 
 
 # ---------------------------------------------------------------------------------------------------- training
@@ -507,33 +546,16 @@ def heldout_corpus_eval(encoder: str, examples: Sequence[DPRExample], ks: Sequen
     """Dense retrieval over a small corpus made of every context of `examples` (e.g. the held-out questions'
     BM25 top-k): recall@k by DPR's answer match (a regex search for regex answers) and the rank of the first
     hit, for comparing encoders on questions none of them was trained on."""
-    corpus: dict[str, tuple[str, str]] = {}
-    for ex in examples:
-        for c in ex.positives + ex.hard_negatives + ex.negatives:
-            corpus.setdefault(c["text"].strip(), (c.get("title", ""), c["text"]))
-    texts = list(corpus.values())
+    texts = context_pool(examples)
     p_enc = TextEncoder.from_pretrained(encoder, max_length=p_max_length)
     q_enc = TextEncoder.from_pretrained(question_encoder, max_length=q_max_length) if question_encoder else p_enc
     t = time.time()
     if bf16:
         p_enc.precision = q_enc.precision = "bf16"
     P = p_enc.encode([passage_text(ti, tx) for ti, tx in texts], batch_size=batch_size)
-    q_enc.max_length = q_max_length
-    Q = q_enc.encode([ex.question for ex in examples], batch_size=batch_size)
-    scores = Q @ P.T
-    depth = max(ks)
-    top = np.argsort(-scores, axis=1)[:, :depth]
-    first = []
-    for ex, rows in zip(examples, top):
-        rank = None
-        for r, row in enumerate(rows, 1):
-            if has_answer(texts[row][1], ex.answers, regex_answers=ex.regex):
-                rank = r
-                break
-        first.append(rank)
+    Q = q_enc.encode([ex.question for ex in examples], batch_size=batch_size, max_length=q_max_length)
+    metrics = pool_recall(Q, P, [tx for _, tx in texts], examples, ks)
     n = len(examples)
-    metrics = {f"recall@{k}": round(100.0 * sum(r is not None and r <= k for r in first) / n, 2) for k in ks}
-    metrics["mrr@%d" % depth] = round(sum(1.0 / r for r in first if r) / n, 4)
     metrics.update({"questions": n, "passages": len(texts), "seconds": round(time.time() - t, 1), "encoder": encoder,
                     "bf16": bf16})
     return metrics
@@ -557,9 +579,8 @@ def export_encoder(src: str | Path, dst: str | Path, card: str | None = None) ->
         config = json.loads(config_path.read_text())
         config["dtype"] = "float32"
         config_path.write_text(json.dumps(config, indent=2))
-        for extra in ("retriever_info.json",):
-            if (src / extra).exists():
-                shutil.copy(src / extra, tmp / extra)
+        if (src / "retriever_info.json").exists():
+            shutil.copy(src / "retriever_info.json", tmp / "retriever_info.json")
         if card is not None:
             (tmp / "README.md").write_text(card)
         elif (out / "README.md").exists():

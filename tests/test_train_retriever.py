@@ -292,6 +292,10 @@ def test_a_few_steps_lower_the_training_loss(tmp_path, train_file):
     assert abs(float((again.encode(["tell me about the volcano"]) @ enc.encode(["tell me about the volcano"]).T)[0, 0]) - 1) < 1e-3
     history = [json.loads(x) for x in (tmp_path / "run" / "val_history.jsonl").read_text().splitlines()]
     assert [h["step"] for h in history] == [0, 10, 20, 30] and history[0]["questions"] == 4
+    # the pool view ranks every held-out context: at least each question's positive, at most all contexts
+    held = read_dpr_file(tmp_path / "run" / "heldout.jsonl")
+    assert 4 <= history[0]["pool_passages"] <= sum(len(e.positives) + len(e.hard_negatives) for e in held)
+    assert all(0 <= h["pool_recall@1"] <= h["pool_recall@5"] <= h["pool_recall@20"] <= 100 for h in history)
     assert (tmp_path / "run" / "heldout.jsonl").exists()
 
 
@@ -430,3 +434,19 @@ def test_interpolation_mixes_weights_and_refuses_other_architectures(tmp_path):
     assert not (tmp_path / "bad").exists()
     with pytest.raises(OdqaError, match="weight"):
         interpolate_encoders(str(base), str(tuned), tmp_path / "bad", 1.5)
+
+
+def test_pool_recall_counts_the_first_answer_bearing_passage():
+    import numpy as np
+
+    from retriever.train import pool_recall
+    from retriever.train_data import DPRExample
+
+    texts = ["Paris is the capital of France.", "Lyon is a city.", "Berlin is the capital of Germany."]
+    p = np.eye(3, dtype=np.float32)
+    # question 1 ranks Lyon, Paris, Berlin; question 2 ranks Paris, Lyon, Berlin (its answer is third)
+    q = np.array([[0.5, 0.9, 0.1], [0.9, 0.5, 0.1]], dtype=np.float32)
+    examples = [DPRExample(question="capital of france", answers=["Paris"], positives=[], hard_negatives=[]),
+                DPRExample(question="capital of germany", answers=["Berlin"], positives=[], hard_negatives=[])]
+    m = pool_recall(q, p, texts, examples, (1, 2, 3))
+    assert m == {"recall@1": 0.0, "recall@2": 50.0, "recall@3": 100.0, "mrr@3": round((1 / 2 + 1 / 3) / 2, 4)}
