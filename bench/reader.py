@@ -53,6 +53,22 @@ def speed(reader, items, n_questions: int, n_passages: int = 10, words: int = 10
     }
 
 
+def accuracy(reader, items, heldout_items) -> dict:
+    """EM/F1 on `items` and, prefixed `heldout_`, on `heldout_items` (questions of articles the reader never
+    trained on), reading each question once: the held-out questions are mostly among the first ones."""
+    from odqa.eval.reader_eval import predict_answers, rounded, squad_metrics
+
+    ids = {q.id for q in items}
+    t0 = time.time()
+    preds, gold = predict_answers(reader, items + [q for q in heldout_items if q.id not in ids])
+    seconds = time.time() - t0
+    row = rounded(squad_metrics(preds, {q.id: gold[q.id] for q in items}), seconds)
+    if heldout_items:
+        held = rounded(squad_metrics(preds, {q.id: gold[q.id] for q in heldout_items}), seconds)
+        row.update({f"heldout_{k}": v for k, v in held.items() if k != "seconds"})
+    return row
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="reader", help="reader name or path (default: models/reader)")
@@ -70,12 +86,12 @@ def main(argv=None) -> int:
 
     import torch
 
-    from odqa.eval.questions import load_questions
-    from odqa.eval.reader_eval import evaluate_reader
+    from odqa.eval.questions import drop_articles, load_questions
     from reader.model import Reader
 
     torch.set_num_threads(args.threads)
     items = load_questions(args.data)
+    heldout_items = drop_articles(items, args.trained_on)[: args.limit or None] if args.trained_on else []
     rows = []
     for variant in [v.strip() for v in args.variants.split(",") if v.strip()]:
         reader = Reader.from_pretrained(args.model, device="cpu")
@@ -87,10 +103,7 @@ def main(argv=None) -> int:
             raise SystemExit(f"unknown variant {variant!r}")
         row = {"variant": variant}
         if not args.skip_accuracy:
-            row.update(evaluate_reader(reader, args.data, limit=args.limit or None))
-            if args.trained_on:
-                heldout = evaluate_reader(reader, args.data, limit=args.limit or None, exclude_articles_of=args.trained_on)
-                row.update({f"heldout_{k}": v for k, v in heldout.items()})
+            row.update(accuracy(reader, items[: args.limit or None], heldout_items))
         row.update(speed(reader, items, args.speed_questions))
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -102,7 +115,7 @@ def main(argv=None) -> int:
         f"Held-out: only the articles not in {Path(args.trained_on).name if args.trained_on else '-'} "
         "(the reader's training data shares the other articles and their questions).",
         "",
-        "| variant | EM | F1 | questions | held-out EM | held-out F1 | held-out questions | eval s | median ms (top-10) | p90 ms | passages/s |",
+        "| variant | EM | F1 | questions | held-out EM | held-out F1 | held-out questions | eval s (both sets, each question read once) | median ms (top-10) | p90 ms | passages/s |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:

@@ -43,6 +43,35 @@ def _chunks(items: list, size: int) -> Iterable[list]:
         yield items[i : i + size]
 
 
+def predict_answers(reader, items, threshold: float | None = None, chunk: int = 64,
+                    progress: bool = False) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """(predictions, gold answers) by question id: each question's best span in its gold paragraph, read in
+    batches of `chunk`; "" where the reader answers nothing (only with a `threshold`)."""
+    preds: dict[str, str] = {}
+    gold: dict[str, list[str]] = {}
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(items), desc="eval-reader", unit="q", mininterval=5)
+    for part in _chunks(list(items), chunk):
+        answers = reader.read_batch([q.question for q in part], [q.context for q in part], no_answer_threshold=threshold)
+        for q, a in zip(part, answers):
+            key = q.id or str(len(gold))
+            preds[key] = a.text if a is not None else ""
+            gold[key] = [] if q.impossible else list(q.answers)
+        if bar is not None:
+            bar.update(len(part))
+    if bar is not None:
+        bar.close()
+    return preds, gold
+
+
+def rounded(metrics: dict, seconds: float) -> dict:
+    return {"em": round(metrics["em"], 2), "f1": round(metrics["f1"], 2), "questions": metrics["questions"],
+            "seconds": round(seconds, 1)}
+
+
 def evaluate_reader(
     reader,
     data: str | Path,
@@ -60,28 +89,9 @@ def evaluate_reader(
     threshold = reader.settings.no_answer_threshold if allow_null else None
     if allow_null and threshold is None:
         threshold = 0.0
-    preds: dict[str, str] = {}
-    gold: dict[str, list[str]] = {}
     t0 = time.time()
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(items), desc="eval-reader", unit="q", mininterval=5)
-    for part in _chunks(items, chunk):
-        answers = reader.read_batch([q.question for q in part], [q.context for q in part], no_answer_threshold=threshold)
-        for q, a in zip(part, answers):
-            key = q.id or str(len(gold))
-            preds[key] = a.text if a is not None else ""
-            gold[key] = [] if q.impossible else list(q.answers)
-        if bar is not None:
-            bar.update(len(part))
-    if bar is not None:
-        bar.close()
-    seconds = time.time() - t0
-    metrics = squad_metrics(preds, gold)
-    metrics = {"em": round(metrics["em"], 2), "f1": round(metrics["f1"], 2), "questions": metrics["questions"],
-               "seconds": round(seconds, 1)}
+    preds, gold = predict_answers(reader, items, threshold, chunk, progress)
+    metrics = rounded(squad_metrics(preds, gold), time.time() - t0)
     if predictions_path:
         Path(predictions_path).write_text(json.dumps(preds, ensure_ascii=False, indent=1))
     return metrics
