@@ -18,10 +18,11 @@
 * Validation: held-out questions (`val_files`, or `holdout` questions split off the training files and written
   to OUTPUT/heldout.jsonl), at step 0, every `eval_every` steps and at the end (OUTPUT/val_history.jsonl).
   Two views: each validation batch of `eval_batch_size` questions ranks every question's positive among the
-  batch's positives and first hard negatives (mean rank, recall@1/5, loss: DPR's in-batch view, which
-  saturates early), and retrieval over the pool of every held-out context (`pool_recall@k`, `pool_mrr`: a
-  passage counts when it holds an answer, as the benchmarks judge), which keeps moving while the model learns
-  and is the one to pick checkpoints by. `pool_validation=False` skips the second.
+  batch's positives and first hard negatives (mean rank, recall@1/5, loss: DPR's in-batch view), and
+  retrieval over the pool of every held-out context (`pool_recall@1/5/20`, `pool_mrr@20`; a passage counts
+  when it holds an answer, as the benchmarks judge), a harder test: for dpr2's 500 held-out questions 2,188
+  candidates instead of 125, where in-batch recall@5 sits at 98 from step 0 and pool recall@1 goes from 50.2
+  (off-the-shelf MiniLM) to 66.6 (fine-tuned). `pool_validation=False` (`--no-pool-validation`) skips it.
 * Checkpoints: OUTPUT/checkpoint-STEP/ (encoder folders, trainer_state.pt, meta.json); a rerun resumes from
   the newest one; a checkpoint of another architecture or encoder layout is refused with OdqaError.
 * Deterministic for a seed. GPU: bf16 (or fp16 with loss scaling) autocast and `gpu_batch_size`.

@@ -67,6 +67,8 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--save-every", type=int, default=200)
     p.add_argument("--eval-every", type=int, default=100)
+    p.add_argument("--no-pool-validation", action="store_true",
+                   help="validate by in-batch rank only, not also by retrieval over every held-out context")
     p.add_argument("--eval-batch-size", type=int, default=64)
     p.add_argument("--log-every", type=int, default=20)
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
@@ -160,7 +162,7 @@ def _train(args) -> int:
         hard_negatives=args.hard_negatives, chunk_size=args.chunk_size, lr=args.lr, warmup=args.warmup,
         weight_decay=args.weight_decay, epochs=args.epochs, max_steps=args.max_steps, scale=args.scale,
         mask_answer_negatives=not args.no_answer_mask, seed=args.seed, save_every=args.save_every,
-        eval_every=args.eval_every, eval_batch_size=args.eval_batch_size, log_every=args.log_every, threads=args.threads,
+        eval_every=args.eval_every, pool_validation=not args.no_pool_validation, eval_batch_size=args.eval_batch_size, log_every=args.log_every, threads=args.threads,
         precision=args.precision, device=args.device, progress=not args.no_progress,
     )
     final = train(cfg)
