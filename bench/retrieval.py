@@ -942,7 +942,8 @@ def main(argv=None) -> int:
     except (BenchError, OdqaError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    text = "# Retrieval benchmarks\n\nWritten by `python bench/retrieval.py --suite " + args.suite + "`.\n\n" + "\n\n".join(sections) + "\n"
+    command = " ".join(argv if argv is not None else sys.argv[1:])
+    text = f"# Retrieval benchmarks\n\nWritten by `python bench/retrieval.py {command}`.\n\n" + "\n\n".join(sections) + "\n"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     print(text)
