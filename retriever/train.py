@@ -320,12 +320,9 @@ def validate(model: DualEncoder, examples: Sequence[DPRExample], cfg: RetrieverT
         cands.append(len(batch.passages))
     pool = {}
     if cfg.pool_validation:
-        texts = context_pool(examples)
-        q = model.question.encode([ex.question for ex in examples], cfg.eval_batch_size, max_length=cfg.q_max_length)
-        p = model.passage.encode([passage_text(ti, tx) for ti, tx in texts], cfg.eval_batch_size,
-                                 max_length=cfg.p_max_length)
-        pool = {("pool_" + k): v for k, v in pool_recall(q, p, [tx for _, tx in texts], examples, (1, 5, 20)).items()}
-        pool["pool_passages"] = len(texts)
+        metrics = retrieve_context_pool(model.question, model.passage, examples, (1, 5, 20), cfg.eval_batch_size,
+                                        cfg.q_max_length, cfg.p_max_length)
+        pool = {("pool_" + k): v for k, v in metrics.items()}
     if was_training:
         model.train()
     r = torch.cat(ranks).float()
@@ -348,6 +345,16 @@ def context_pool(examples: Sequence[DPRExample]) -> list[tuple[str, str]]:
         for c in ex.positives + ex.hard_negatives + ex.negatives:
             corpus.setdefault(c["text"].strip(), (c.get("title", ""), c["text"]))
     return list(corpus.values())
+
+
+def retrieve_context_pool(question_encoder: TextEncoder, passage_encoder: TextEncoder,
+                          examples: Sequence[DPRExample], ks: Sequence[int], batch_size: int,
+                          q_max_length: int, p_max_length: int) -> dict:
+    """`pool_recall` of the examples' questions over their `context_pool`, plus `passages` (the pool's size)."""
+    texts = context_pool(examples)
+    p = passage_encoder.encode([passage_text(ti, tx) for ti, tx in texts], batch_size, max_length=p_max_length)
+    q = question_encoder.encode([ex.question for ex in examples], batch_size, max_length=q_max_length)
+    return {**pool_recall(q, p, [tx for _, tx in texts], examples, ks), "passages": len(texts)}
 
 
 def pool_recall(q: np.ndarray, p: np.ndarray, texts: Sequence[str], examples: Sequence[DPRExample],
@@ -547,18 +554,13 @@ def heldout_corpus_eval(encoder: str, examples: Sequence[DPRExample], ks: Sequen
     """Dense retrieval over a small corpus made of every context of `examples` (e.g. the held-out questions'
     BM25 top-k): recall@k by DPR's answer match (a regex search for regex answers) and the rank of the first
     hit, for comparing encoders on questions none of them was trained on."""
-    texts = context_pool(examples)
     p_enc = TextEncoder.from_pretrained(encoder, max_length=p_max_length)
     q_enc = TextEncoder.from_pretrained(question_encoder, max_length=q_max_length) if question_encoder else p_enc
     t = time.time()
     if bf16:
         p_enc.precision = q_enc.precision = "bf16"
-    P = p_enc.encode([passage_text(ti, tx) for ti, tx in texts], batch_size=batch_size)
-    Q = q_enc.encode([ex.question for ex in examples], batch_size=batch_size, max_length=q_max_length)
-    metrics = pool_recall(Q, P, [tx for _, tx in texts], examples, ks)
-    n = len(examples)
-    metrics.update({"questions": n, "passages": len(texts), "seconds": round(time.time() - t, 1), "encoder": encoder,
-                    "bf16": bf16})
+    metrics = retrieve_context_pool(q_enc, p_enc, examples, ks, batch_size, q_max_length, p_max_length)
+    metrics.update({"questions": len(examples), "seconds": round(time.time() - t, 1), "encoder": encoder, "bf16": bf16})
     return metrics
 
 
