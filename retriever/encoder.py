@@ -82,9 +82,9 @@ class TextEncoder(torch.nn.Module):
 
     @torch.inference_mode()
     def encode(self, texts: Sequence[str], batch_size: int = 64, sort_by_length: bool = True,
-               progress: str = "", max_length: int | None = None) -> np.ndarray:
+               progress: str = "", max_length: int | None = None, precision: str | None = None) -> np.ndarray:
         """Encode in batches; sorting by length first keeps padding (and time) low. `progress`: a bar label;
-        `max_length`: truncation for this call (default: the encoder's)."""
+        `max_length`, `precision`: truncation and autocast for this call (default: the encoder's)."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -97,7 +97,7 @@ class TextEncoder(torch.nn.Module):
             starts = tqdm(starts, desc=progress, unit="batch")
         for i in starts:
             idx = order[i : i + batch_size]
-            with autocast_for(self.device, self.precision):
+            with autocast_for(self.device, precision or self.precision):
                 vectors = self.forward(self.tokenize([texts[j] for j in idx], max_length))
             out[idx] = torch.nn.functional.normalize(vectors.float(), dim=-1).cpu().numpy() if self.normalize \
                 else vectors.float().cpu().numpy()

@@ -303,8 +303,9 @@ def train_step(model: DualEncoder, batch: Batch, cfg: RetrieverTrainConfig, devi
 
 @torch.no_grad()
 def validate(model: DualEncoder, examples: Sequence[DPRExample], cfg: RetrieverTrainConfig, device: torch.device,
-             autocast, hard_negatives: int = 1) -> dict:
-    """Rank of each positive among its validation batch's candidates (positives + first hard negatives)."""
+             autocast, hard_negatives: int = 1, precision: str = "auto") -> dict:
+    """Rank of each positive among its validation batch's candidates (positives + first hard negatives), and
+    (`cfg.pool_validation`) recall over every validation context, both under the training `precision`."""
     was_training = model.training
     model.eval()
     ranks, losses, cands = [], [], []
@@ -321,7 +322,7 @@ def validate(model: DualEncoder, examples: Sequence[DPRExample], cfg: RetrieverT
     pool = {}
     if cfg.pool_validation:
         metrics = retrieve_context_pool(model.question, model.passage, examples, (1, 5, 20), cfg.eval_batch_size,
-                                        cfg.q_max_length, cfg.p_max_length)
+                                        cfg.q_max_length, cfg.p_max_length, precision)
         pool = {("pool_" + k): v for k, v in metrics.items()}
     if was_training:
         model.train()
@@ -349,11 +350,14 @@ def context_pool(examples: Sequence[DPRExample]) -> list[tuple[str, str]]:
 
 def retrieve_context_pool(question_encoder: TextEncoder, passage_encoder: TextEncoder,
                           examples: Sequence[DPRExample], ks: Sequence[int], batch_size: int,
-                          q_max_length: int, p_max_length: int) -> dict:
-    """`pool_recall` of the examples' questions over their `context_pool`, plus `passages` (the pool's size)."""
+                          q_max_length: int, p_max_length: int, precision: str | None = None) -> dict:
+    """`pool_recall` of the examples' questions over their `context_pool`, plus `passages` (the pool's size).
+    `precision`: autocast of the encoding (default: each encoder's own)."""
     texts = context_pool(examples)
-    p = passage_encoder.encode([passage_text(ti, tx) for ti, tx in texts], batch_size, max_length=p_max_length)
-    q = question_encoder.encode([ex.question for ex in examples], batch_size, max_length=q_max_length)
+    p = passage_encoder.encode([passage_text(ti, tx) for ti, tx in texts], batch_size, max_length=p_max_length,
+                               precision=precision)
+    q = question_encoder.encode([ex.question for ex in examples], batch_size, max_length=q_max_length,
+                                precision=precision)
     return {**pool_recall(q, p, [tx for _, tx in texts], examples, ks), "passages": len(texts)}
 
 
@@ -449,7 +453,7 @@ def train(cfg: RetrieverTrainConfig, on_step: Callable[[int, float], None] | Non
         if not val:
             return None
         t = time.time()
-        metrics = {"step": at, **validate(model, val, cfg, device, autocast, cfg.hard_negatives or 1)}
+        metrics = {"step": at, **validate(model, val, cfg, device, autocast, cfg.hard_negatives or 1, precision)}
         metrics["seconds"] = round(time.time() - t, 1)
         with history.open("a") as f:
             f.write(json.dumps(metrics) + "\n")
@@ -557,9 +561,8 @@ def heldout_corpus_eval(encoder: str, examples: Sequence[DPRExample], ks: Sequen
     p_enc = TextEncoder.from_pretrained(encoder, max_length=p_max_length)
     q_enc = TextEncoder.from_pretrained(question_encoder, max_length=q_max_length) if question_encoder else p_enc
     t = time.time()
-    if bf16:
-        p_enc.precision = q_enc.precision = "bf16"
-    metrics = retrieve_context_pool(q_enc, p_enc, examples, ks, batch_size, q_max_length, p_max_length)
+    metrics = retrieve_context_pool(q_enc, p_enc, examples, ks, batch_size, q_max_length, p_max_length,
+                                    "bf16" if bf16 else None)
     metrics.update({"questions": len(examples), "seconds": round(time.time() - t, 1), "encoder": encoder, "bf16": bf16})
     return metrics
 

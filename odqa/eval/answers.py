@@ -46,17 +46,7 @@ def has_answer(text: str, answers: Sequence[str], regex_answers: bool = False) -
             if compiled is not None and compiled.search(text):
                 return True
         return False
-    tokens = dpr_tokens(text)
-    for answer in answers:
-        target = _answer_tokens(answer)
-        n = len(target)
-        if n == 0:
-            continue
-        first = target[0]
-        for i in range(len(tokens) - n + 1):
-            if tokens[i] == first and tuple(tokens[i : i + n]) == target:
-                return True
-    return False
+    return bool(answered_questions([text], [answers]))
 
 
 def answered_questions(texts: Iterable[str], answer_lists: Sequence[Sequence[str]]) -> set[int]:
@@ -75,6 +65,8 @@ def answered_questions(texts: Iterable[str], answer_lists: Sequence[Sequence[str
             for target, index in by_first.get(token, ()):
                 if index not in found and tuple(tokens[i : i + len(target)]) == target:
                     found.add(index)
+                    if len(found) == len(answer_lists):
+                        return found
     return found
 
 
