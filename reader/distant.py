@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import re
 import time
@@ -111,10 +112,18 @@ def write_squad(paragraphs: list[dict], path: str | Path, seed: int = 42) -> Non
     """One SQuAD v2.0 file; paragraphs shuffled (deterministically) so --limit takes a mixed sample."""
     paragraphs = list(paragraphs)
     random.Random(seed).shuffle(paragraphs)
-    data = {"version": "v2.0", "source": "odqa distant supervision",
-            "data": [{"title": p["title"], "paragraphs": [{"context": p["context"], "qas": p["qas"]}]} for p in paragraphs]}
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(data, ensure_ascii=False))
+    write_squad_json([{"title": p["title"], "paragraphs": [{"context": p["context"], "qas": p["qas"]}]}
+                      for p in paragraphs], path, version="v2.0", source="odqa distant supervision")
+
+
+def write_squad_json(articles: list[dict], path: str | Path, version: str, source: str) -> None:
+    """Write SQuAD-format JSON (`data` = articles) through a temporary file, so an interrupted build never
+    leaves a truncated file where a good one was."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"version": version, "source": source, "data": articles}, ensure_ascii=False))
+    os.replace(tmp, path)
 
 
 def build_distant_data(

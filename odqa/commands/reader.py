@@ -1,4 +1,4 @@
-"""Reader commands: train-reader, build-reader-data, eval-reader."""
+"""Reader commands: train-reader, build-reader-data, build-cloze-data, eval-reader."""
 
 from __future__ import annotations
 
@@ -51,6 +51,23 @@ def register(subparsers) -> None:
     p.add_argument("--positives", type=int, default=2, help="answer-bearing passages kept per question")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--output", required=True, help="SQuAD-format JSON to write")
+
+    p = add_command(
+        subparsers, "build-cloze-data",
+        "Cloze questions (a named entity of a paragraph is the answer) as SQuAD-format JSON, to pretrain a reader "
+        "before train-reader on real questions. Needs spaCy: pip install -e '.[linker-baseline]'.",
+        "python run_qa.py build-cloze-data --corpus /work/shared/data/wiki --questions 24000 "
+        "--exclude /work/shared/data/squad/dev-v1.1.json /work/shared/data/squad/dev-v2.0.json --output runs/cloze.json",
+        _build_cloze,
+    )
+    p.add_argument("--corpus", required=True, help="corpus file or folder (any format `index --corpus` reads)")
+    p.add_argument("--output", required=True, help="SQuAD-format JSON to write")
+    p.add_argument("--questions", type=int, default=24000)
+    p.add_argument("--every", type=int, default=3, help="use every N-th article (spreads the sample over the corpus)")
+    p.add_argument("--per-paragraph", type=int, default=2, help="questions per paragraph at most")
+    p.add_argument("--exclude", nargs="*", default=[], metavar="SQUAD_FILE",
+                   help="skip articles whose title is in these SQuAD files (evaluation sets)")
+    p.add_argument("--seed", type=int, default=13)
 
     p = add_command(
         subparsers, "eval-reader",
@@ -106,6 +123,16 @@ def _build_data(args) -> int:
         args.questions, args.index, args.output, k=args.k, limit=args.limit, retriever=args.retriever,
         positives=args.positives, negatives=args.negatives, seed=args.seed,
     )
+    print_json_last(stats)
+    return 0
+
+
+def _build_cloze(args) -> int:
+    from reader.cloze import build_cloze_data
+
+    _setup_logging()
+    stats = build_cloze_data(args.corpus, args.output, questions=args.questions, every=args.every,
+                             per_paragraph=args.per_paragraph, exclude=args.exclude, seed=args.seed)
     print_json_last(stats)
     return 0
 

@@ -1,0 +1,124 @@
+"""Cloze questions from unlabelled text, for pretraining the reader before its supervised data.
+
+A named entity of a paragraph's sentence becomes the answer; the question is that sentence around the
+entity with the entity removed, a wh-word for its type in front ("who", "when", "how many", ...) and 5 % of
+the other words dropped, so that answering takes matching the question's words to the context and picking a
+span of the right type, as SQuAD's questions mostly do (Lewis et al., 2019, "noisy identity" cloze). The
+paragraph is the context. Articles that share a title with a SQuAD file given in `exclude` are skipped, so
+an evaluation set's text never becomes training text. Output is SQuAD-format JSON for `train-reader`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import re
+import time
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from odqa.errors import OdqaError
+
+log = logging.getLogger("odqa.reader.cloze")
+
+WH_WORD = {
+    "PERSON": "who", "NORP": "what", "ORG": "what", "GPE": "where", "LOC": "where", "FAC": "where",
+    "DATE": "when", "TIME": "when", "CARDINAL": "how many", "QUANTITY": "how much", "MONEY": "how much",
+    "PERCENT": "what percentage", "ORDINAL": "which", "EVENT": "what", "WORK_OF_ART": "what",
+    "PRODUCT": "what", "LAW": "what", "LANGUAGE": "what",
+}
+
+
+def excluded_titles(paths: Sequence[str | Path]) -> set[str]:
+    """Article titles of SQuAD-format files as the corpus writes them (lower case, underscores as spaces)."""
+    from odqa.eval.questions import squad_titles
+
+    return {title.replace("_", " ").lower() for path in paths for title in squad_titles(path)}
+
+
+def cloze_paragraphs(corpus: str | Path, exclude_titles: set[str], every: int, per_article: int,
+                     seed: int) -> Iterator[tuple[str, str]]:
+    """(title, paragraph) of every `every`-th article: up to `per_article` of its 60-180-word paragraphs."""
+    from odqa.corpus.readers import iter_documents
+
+    rng = random.Random(seed)
+    for i, doc in enumerate(iter_documents(corpus)):
+        if i % every or doc.title.lower() in exclude_titles:
+            continue
+        lines = [line for line in doc.text.split("\n") if 60 <= len(line.split()) <= 180]
+        rng.shuffle(lines)
+        for line in lines[:per_article]:
+            yield doc.title, line
+
+
+def cloze_question(sentence, entity, rng: random.Random, drop: float = 0.05, window: int = 10) -> str | None:
+    """The question asking for spaCy `entity` of `sentence` (a Span), or None when too few words remain."""
+    before = [t for t in sentence if t.i < entity.start and not t.is_space][-window:]
+    after = [t for t in sentence if t.i >= entity.end and not t.is_space][:window]
+    kept = [t.text for t in before + after if not t.is_punct and rng.random() >= drop]
+    if len(kept) < 4:
+        return None
+    return re.sub(r"\s+", " ", f"{WH_WORD[entity.label_]} {' '.join(kept)}?")
+
+
+def paragraph_questions(doc, rng: random.Random, limit: int, first_id: int) -> list[dict]:
+    """SQuAD `qas` for up to `limit` entities of a parsed paragraph; an entity whose text already occurred
+    earlier in its sentence is skipped (its answer would be ambiguous)."""
+    entities = [e for e in doc.ents if e.label_ in WH_WORD and len(e.text) < 60]
+    rng.shuffle(entities)
+    qas: list[dict] = []
+    for entity in entities:
+        if len(qas) >= limit:
+            break
+        if any(e.text == entity.text for e in entities
+               if e is not entity and e.sent == entity.sent and e.start < entity.start):
+            continue
+        question = cloze_question(entity.sent, entity, rng)
+        if question is None:
+            continue
+        qas.append({"id": f"cloze-{first_id + len(qas)}", "question": question,
+                    "answers": [{"text": entity.text, "answer_start": entity.start_char}]})
+    return qas
+
+
+def build_cloze_data(corpus: str | Path, output: str | Path, questions: int = 24000, every: int = 3,
+                     per_paragraph: int = 2, exclude: Sequence[str | Path] = (), seed: int = 13,
+                     nlp=None, progress: bool = True) -> dict:
+    """Write `questions` cloze questions over the corpus's paragraphs as SQuAD JSON; returns counts."""
+    from tqdm import tqdm
+
+    from reader.distant import write_squad_json
+
+    if questions <= 0:
+        raise OdqaError(f"--questions must be positive, got {questions}")
+    if nlp is None:
+        from linker.baseline import load_spacy
+
+        nlp = load_spacy()
+    t0 = time.time()
+    excluded = excluded_titles(exclude)
+    # parsed once and in order: about 1.3 paragraphs are read per kept question pair
+    pool = list(itertools.islice(cloze_paragraphs(corpus, excluded, every, 2, seed),
+                                 int(questions / per_paragraph * 1.3)))
+    rng = random.Random(seed)
+    articles: dict[str, list[dict]] = {}
+    n = 0
+    with tqdm(total=questions, desc="cloze questions", disable=not progress) as bar:
+        for (title, text), doc in zip(pool, nlp.pipe((text for _, text in pool), batch_size=64)):
+            qas = paragraph_questions(doc, rng, per_paragraph, n)
+            if qas:
+                articles.setdefault(title, []).append({"context": text, "qas": qas})
+                n += len(qas)
+                bar.update(len(qas))
+            if n >= questions:
+                break
+    if n == 0:
+        raise OdqaError(f"no cloze question could be made from {corpus}: it needs paragraphs of 60-180 words "
+                        "with named entities")
+    if n < questions:
+        log.warning("only %d of %d cloze questions: the corpus sample ran out (lower --every)", n, questions)
+    write_squad_json([{"title": title, "paragraphs": paragraphs} for title, paragraphs in articles.items()],
+                     output, version="v1.1", source="odqa cloze questions")
+    return {"output": str(output), "questions": n, "paragraphs": sum(len(p) for p in articles.values()), "articles": len(articles),
+            "excluded_titles": len(excluded), "seconds": round(time.time() - t0, 1)}
