@@ -303,7 +303,7 @@ def train_step(model: DualEncoder, batch: Batch, cfg: RetrieverTrainConfig, devi
 
 @torch.no_grad()
 def validate(model: DualEncoder, examples: Sequence[DPRExample], cfg: RetrieverTrainConfig, device: torch.device,
-             autocast, hard_negatives: int = 1, precision: str = "auto") -> dict:
+             precision: str, hard_negatives: int = 1) -> dict:
     """Rank of each positive among its validation batch's candidates (positives + first hard negatives), and
     (`cfg.pool_validation`) recall over every validation context, both under the training `precision`."""
     was_training = model.training
@@ -311,7 +311,7 @@ def validate(model: DualEncoder, examples: Sequence[DPRExample], cfg: RetrieverT
     ranks, losses, cands = [], [], []
     for lo in range(0, len(examples), cfg.eval_batch_size):
         batch = make_batch(examples[lo : lo + cfg.eval_batch_size], hard_negatives, None, cfg.mask_answer_negatives)
-        with autocast():
+        with autocast_for(device, precision):
             q = model.question(_tokenize(model.question, batch.questions, cfg.q_max_length, device)).float()
             p = torch.cat([model.passage(_tokenize(model.passage, batch.passages[s], cfg.p_max_length, device)).float()
                            for s in _slices(len(batch.passages), 128)])
@@ -453,7 +453,7 @@ def train(cfg: RetrieverTrainConfig, on_step: Callable[[int, float], None] | Non
         if not val:
             return None
         t = time.time()
-        metrics = {"step": at, **validate(model, val, cfg, device, autocast, cfg.hard_negatives or 1, precision)}
+        metrics = {"step": at, **validate(model, val, cfg, device, precision, cfg.hard_negatives or 1)}
         metrics["seconds"] = round(time.time() - t, 1)
         with history.open("a") as f:
             f.write(json.dumps(metrics) + "\n")
