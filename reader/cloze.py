@@ -10,7 +10,6 @@ an evaluation set's text never becomes training text. Output is SQuAD-format JSO
 
 from __future__ import annotations
 
-import itertools
 import logging
 import random
 import re
@@ -98,17 +97,16 @@ def build_cloze_data(corpus: str | Path, output: str | Path, questions: int = 24
         nlp = load_spacy()
     t0 = time.time()
     excluded = excluded_titles(exclude)
-    # parsed once and in order: about 1.3 paragraphs are read per kept question pair
-    pool = list(itertools.islice(cloze_paragraphs(corpus, excluded, every, 2, seed),
-                                 int(questions / per_paragraph * 1.3)))
+    paragraphs = cloze_paragraphs(corpus, excluded, every, 2, seed)
     rng = random.Random(seed)
     articles: dict[str, list[dict]] = {}
     n = 0
     with tqdm(total=questions, desc="cloze questions", disable=not progress) as bar:
-        for (title, text), doc in zip(pool, nlp.pipe((text for _, text in pool), batch_size=64)):
-            qas = paragraph_questions(doc, rng, per_paragraph, n)
+        # streamed: spaCy parses a batch ahead, and the corpus is read only as far as the questions need
+        for doc, title in nlp.pipe(((text, title) for title, text in paragraphs), as_tuples=True, batch_size=64):
+            qas = paragraph_questions(doc, rng, min(per_paragraph, questions - n), n)
             if qas:
-                articles.setdefault(title, []).append({"context": text, "qas": qas})
+                articles.setdefault(title, []).append({"context": doc.text, "qas": qas})
                 n += len(qas)
                 bar.update(len(qas))
             if n >= questions:

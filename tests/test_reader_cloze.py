@@ -89,6 +89,14 @@ def test_same_seed_same_questions(nlp, corpus, tmp_path):
     assert json.loads(first.read_text()) == json.loads(second.read_text())
 
 
+def test_exactly_the_requested_number_when_paragraphs_give_several(nlp, corpus, tmp_path):
+    out = tmp_path / "cloze.json"
+    stats = build_cloze_data(corpus, out, questions=3, every=1, per_paragraph=2, nlp=nlp, progress=False)
+    data = json.loads(out.read_text())
+    assert stats["questions"] == 3
+    assert sum(len(p["qas"]) for a in data["data"] for p in a["paragraphs"]) == 3
+
+
 def test_bad_requests_say_what_to_change(nlp, tmp_path):
     with pytest.raises(OdqaError, match="--questions must be positive"):
         build_cloze_data(tmp_path / "x.jsonl", tmp_path / "o.json", questions=0, nlp=nlp)
