@@ -1,4 +1,4 @@
-"""Index manifests and atomic folder writes.
+"""Index manifests and atomic file and folder writes.
 
 Every index folder carries `manifest.json`: what kind of index it is, the corpus fingerprint it was built
 from, the encoder and its dimension, parameters and counts. Loading checks them, so an index can never be
@@ -77,10 +77,24 @@ def _norm(name: str) -> str:
     return name.rstrip("/").lower()
 
 
+@contextlib.contextmanager
+def atomic_file(target: str | Path) -> Iterator[Path]:
+    """Write to a temporary sibling file; on success it replaces `target`, on failure it is removed, so an
+    interrupted write never leaves a truncated file where a good one was."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        yield tmp
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, target)
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False))
-    os.replace(tmp, path)
+    with atomic_file(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False))
 
 
 @contextlib.contextmanager

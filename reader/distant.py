@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 import re
 import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+from indexes.manifest import atomic_file
 from odqa.eval.answers import has_answer, normalize_answer
 from odqa.eval.questions import QAItem, load_questions
 from odqa.types import SearchHit
@@ -117,13 +117,9 @@ def write_squad(paragraphs: list[dict], path: str | Path, seed: int = 42) -> Non
 
 
 def write_squad_json(articles: list[dict], path: str | Path, version: str, source: str) -> None:
-    """Write SQuAD-format JSON (`data` = articles) through a temporary file, so an interrupted build never
-    leaves a truncated file where a good one was."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"version": version, "source": source, "data": articles}, ensure_ascii=False))
-    os.replace(tmp, path)
+    """Write SQuAD-format JSON (`data` = articles) atomically."""
+    with atomic_file(path) as tmp:
+        tmp.write_text(json.dumps({"version": version, "source": source, "data": articles}, ensure_ascii=False))
 
 
 def build_distant_data(

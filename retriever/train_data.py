@@ -29,7 +29,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from typing import Iterator, Sequence
 
 from tqdm.auto import tqdm
 
+from indexes.manifest import atomic_file
 from odqa.errors import DataFormatError, OdqaError
 from odqa.eval.answers import has_answer
 from odqa.eval.questions import QAItem, load_questions
@@ -133,10 +133,8 @@ def dev_file_name(source_name: str) -> str:
 def _write_dev_files(dev_dir: Path, rows: dict[str, list[dict]]) -> None:
     dev_dir.mkdir(parents=True, exist_ok=True)
     for name, items in rows.items():
-        path = dev_dir / dev_file_name(name)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in items), encoding="utf-8")
-        os.replace(tmp, path)
+        with atomic_file(dev_dir / dev_file_name(name)) as tmp:
+            tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in items), encoding="utf-8")
 
 
 def _done_keys(output: Path) -> set[str]:
@@ -395,13 +393,9 @@ def read_dpr_file(path: str | Path, stats: ReadStats | None = None, limit: int =
 
 
 def write_dpr_jsonl(examples: Sequence[DPRExample], path: str | Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
+    with atomic_file(path) as tmp, tmp.open("w", encoding="utf-8") as f:
         for ex in examples:
             f.write(json.dumps({
                 "id": ex.id, "question": ex.question, "answers": ex.answers, "regex": ex.regex,
                 "positive_ctxs": ex.positives, "hard_negative_ctxs": ex.hard_negatives, "negative_ctxs": ex.negatives,
             }, ensure_ascii=False) + "\n")
-    tmp.replace(path)

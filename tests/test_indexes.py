@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from indexes.bm25 import build_text_index, load_text_index
-from indexes.manifest import Manifest, atomic_folder
+from indexes.manifest import Manifest, atomic_file, atomic_folder
 from indexes.vector import VectorIndex, VectorIndexParams
 from odqa.errors import IndexMismatchError, OdqaError
 
@@ -100,3 +100,15 @@ def test_failed_build_leaves_the_old_index_intact(tmp_path):
             raise RuntimeError("crash mid-build")
     assert sorted(p.name for p in target.iterdir()) == ["good.txt"]
     assert [p.name for p in tmp_path.iterdir()] == ["idx"]  # no temp folder left behind
+
+
+def test_failed_file_write_leaves_the_old_file_intact(tmp_path):
+    target = tmp_path / "sub" / "data.json"
+    with atomic_file(target) as tmp:
+        tmp.write_text("good")
+    with pytest.raises(RuntimeError):
+        with atomic_file(target) as tmp:
+            tmp.write_text("ha")
+            raise RuntimeError("crash mid-write")
+    assert target.read_text() == "good"
+    assert [p.name for p in target.parent.iterdir()] == ["data.json"]  # no temp file left behind
