@@ -68,6 +68,9 @@ class TrainConfig:
     log_every: int = 20
     threads: int = 0  # torch CPU threads; 0: leave torch's default
     negative_ratio: float = 1.0  # fraction of unanswerable questions kept
+    # every distinct reference answer of a question becomes an example (SQuAD dev files have up to 5
+    # annotators, who often disagree on the span's boundaries); False: the first valid answer only
+    all_answers: bool = False
     limit: int = 0  # > 0: first N questions of each file (smoke tests)
     precision: str = "auto"  # auto | fp32 | fp16 | bf16 (fp16 needs a GPU; auto = fp32 on CPU)
     device: str = ""
@@ -97,9 +100,11 @@ class LoadStats:
 
 
 def load_squad_examples(
-    path: str | Path, limit: int = 0, negative_ratio: float = 1.0, seed: int = 42, stats: LoadStats | None = None
+    path: str | Path, limit: int = 0, negative_ratio: float = 1.0, seed: int = 42, stats: LoadStats | None = None,
+    all_answers: bool = False,
 ) -> list[Example]:
-    """SQuAD v1/v2 JSON -> examples. The first answer whose text sits at its answer_start is used."""
+    """SQuAD v1/v2 JSON -> examples. The first answer whose text sits at its answer_start is used, or with
+    `all_answers` every distinct such answer (one example each; answers not at their offset are dropped)."""
     path = Path(path)
     stats = stats if stats is not None else LoadStats()
     if not path.is_file():
@@ -127,21 +132,23 @@ def load_squad_examples(
                     stats.unanswerable += 1
                     out.append(Example(qid, qa["question"], context))
                     continue
-                chosen = None
+                chosen: list[tuple[int, int]] = []
                 for a in answers:
                     start = int(a.get("answer_start", -1))
                     text = a.get("text", "")
-                    if text and start >= 0 and context[start : start + len(text)] == text:
-                        chosen = (start, start + len(text))
-                        break
-                if chosen is None:
+                    span = (start, start + len(text))
+                    if text and start >= 0 and context[start : span[1]] == text and span not in chosen:
+                        chosen.append(span)
+                        if not all_answers:
+                            break
+                if not chosen:
                     stats.skipped_bad_offset += 1
                     if len(stats.skipped_examples) < 20:
                         stats.skipped_examples.append(qid)
                     log.warning("%s: question %s skipped: answer text not found at its answer_start", path, qid)
                     continue
                 stats.answerable += 1
-                out.append(Example(qid, qa["question"], context, *chosen))
+                out.extend(Example(qid, qa["question"], context, *span) for span in chosen)
     return out
 
 
@@ -231,7 +238,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     stats = LoadStats()
     examples: list[Example] = []
     for f in cfg.train_files:
-        examples += load_squad_examples(f, cfg.limit, cfg.negative_ratio, cfg.seed, stats)
+        examples += load_squad_examples(f, cfg.limit, cfg.negative_ratio, cfg.seed, stats, cfg.all_answers)
     if not examples:
         raise OdqaError("no training examples left after loading " + ", ".join(cfg.train_files))
     log.info(

@@ -43,6 +43,20 @@ def test_labels_point_at_the_answer_tokens_or_cls(tmp_path):
     assert (feats["start"][-1], feats["end"][-1]) == (0, 0)  # unanswerable -> [CLS]
 
 
+def test_all_answers_gives_one_example_per_distinct_reference_span(tmp_path):
+    refs = [{"text": "Marie Curie", "answer_start": 0}, {"text": "Curie", "answer_start": 6},
+            {"text": "Marie Curie", "answer_start": 0}, {"text": "Curie", "answer_start": 2}]  # dup; bad offset
+    qa = {"id": "q", "question": "Who was a physicist?", "answers": refs}
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"data": [{"title": "Curie", "paragraphs": [{"context": CTX, "qas": [qa]}]}]}))
+    first = load_squad_examples(path)
+    assert [(e.start_char, e.end_char) for e in first] == [(0, 11)]
+    stats = LoadStats()
+    every = load_squad_examples(path, all_answers=True, stats=stats)
+    assert [CTX[e.start_char : e.end_char] for e in every] == ["Marie Curie", "Curie"]
+    assert stats.answerable == 1 and stats.skipped_bad_offset == 0
+
+
 def test_not_squad_json_is_an_error(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text("[1, 2]")

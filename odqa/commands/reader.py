@@ -28,6 +28,8 @@ def register(subparsers) -> None:
     p.add_argument("--max-length", type=int, default=256, help="tokens per window")
     p.add_argument("--stride", type=int, default=64, help="tokens shared by consecutive windows")
     p.add_argument("--negative-ratio", type=float, default=1.0, help="fraction of unanswerable questions kept")
+    p.add_argument("--all-answers", action="store_true",
+                   help="one example per distinct reference answer (default: the first answer only)")
     p.add_argument("--limit", type=int, default=0, help="first N questions of each file (smoke tests)")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--save-every", type=int, default=500, help="checkpoint every N steps")
@@ -107,7 +109,7 @@ def _train(args) -> int:
         train_files=args.train, output_dir=args.output, init=args.init, epochs=args.epochs,
         max_steps=args.max_steps, batch_size=args.batch_size, gpu_batch_size=args.gpu_batch_size, lr=args.lr,
         warmup=args.warmup, max_length=args.max_length, stride=args.stride, negative_ratio=args.negative_ratio,
-        limit=args.limit, seed=args.seed, save_every=args.save_every, threads=args.threads,
+        all_answers=args.all_answers, limit=args.limit, seed=args.seed, save_every=args.save_every, threads=args.threads,
         precision=args.precision, progress=not args.no_progress,
     )
     final = train(cfg)
