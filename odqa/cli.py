@@ -45,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # transformers' per-weight loading bars drown the commands' own progress; a library user keeps them
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

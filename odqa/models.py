@@ -53,9 +53,6 @@ def resolve_model(name_or_path: str) -> str:
     Order: an alias of a model installed from PyPI, a local model folder, a model shipped in this
     repository (`models/<name>`), any other existing path, else the name unchanged so a hub (or its local cache) can answer.
     """
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # per-weight loading bars drown the commands' own output
     key = name_or_path.strip()
     alias = ALIASES.get(key.lower())
     if alias is not None:
