@@ -102,10 +102,21 @@ def load_json(path: Path) -> dict:
 
 
 def save_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(path)
+    from indexes.manifest import atomic_file
+
+    with atomic_file(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=1))
+
+
+def write_corpus_tsv(path: Path, rows) -> None:
+    """A DPR-format passage TSV (`id`, `text`, `title`) from (id, title, text) rows, written atomically."""
+    from indexes.manifest import atomic_file
+
+    with atomic_file(path) as tmp, tmp.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f, delimiter="\t", lineterminator="\n")
+        writer.writerow(["id", "text", "title"])
+        for pid, title, text in rows:
+            writer.writerow([pid, text, title])
 
 
 @contextlib.contextmanager
@@ -266,14 +277,7 @@ def squad_open_corpus(args) -> tuple[Path, dict]:
     n_wiki = min(args.wiki_sample, len(eligible))
     chosen = sorted(random.Random(SEED).sample(eligible, n_wiki))
     wiki_rows = fetch(chosen)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f, delimiter="\t", lineterminator="\n")
-        writer.writerow(["id", "text", "title"])
-        for pid, title, text in squad_rows + wiki_rows:
-            writer.writerow([pid, text, title])
-    tmp.replace(path)
+    write_corpus_tsv(path, squad_rows + wiki_rows)
     info = {"squad_paragraphs": paragraphs, "squad_passages": len(squad_rows), "wiki_passages": len(wiki_rows),
             "wiki_pool": len(titles), "wiki_excluded_same_title": excluded, "seed": SEED}
     save_json(info_path, info)
@@ -784,14 +788,7 @@ def nq_pool_corpus(args, test_items, dev_items) -> tuple[Path, dict]:
         for hits in bm25.search(questions[start : start + 256], args.pool_k):
             for hit in hits:
                 rows.setdefault(hit.passage.id, (hit.passage.title, hit.passage.text))
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f, delimiter="\t", lineterminator="\n")
-        writer.writerow(["id", "text", "title"])
-        for pid, (title, text) in rows.items():
-            writer.writerow([pid, text, title])
-    tmp.replace(path)
+    write_corpus_tsv(path, ((pid, title, text) for pid, (title, text) in rows.items()))
     info = {"pool_k": args.pool_k, "test_questions": len(test_items), "dev_questions": len(dev_items),
             "passages": len(rows)}
     save_json(info_path, info)

@@ -23,7 +23,6 @@ import dataclasses
 import json
 import logging
 import math
-import os
 import random
 import shutil
 import time
@@ -33,6 +32,7 @@ from typing import Any, Callable
 
 import torch
 
+from indexes.manifest import atomic_folder
 from odqa.errors import DataFormatError, OdqaError
 from odqa.models import resolve_model
 from odqa.precision import autocast_for
@@ -340,20 +340,17 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
 
 def _save_checkpoint(out: Path, step, model, tokenizer, optimizer, scheduler, scaler, cfg: TrainConfig) -> None:
     path = out / f"checkpoint-{step}"
-    tmp = out / f".tmp-checkpoint-{step}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp))
-    tokenizer.save_pretrained(str(tmp))
-    torch.save({
-        "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict(),
-        "scaler": scaler.state_dict() if scaler is not None else None,
-        "step": step,
-        "torch_rng": torch.get_rng_state(),
-        "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_available() else None,
-    }, tmp / "trainer_state.pt")
-    shutil.rmtree(path, ignore_errors=True)
-    os.replace(tmp, path)  # a crash mid-save never leaves a half-written checkpoint-STEP
+    with atomic_folder(path) as tmp:  # a crash mid-save never leaves a half-written checkpoint-STEP
+        model.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+        torch.save({
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "scaler": scaler.state_dict() if scaler is not None else None,
+            "step": step,
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_available() else None,
+        }, tmp / "trainer_state.pt")
     log.info("checkpoint %s", path)
     cks = sorted((p for p in out.glob("checkpoint-*")), key=lambda p: int(p.name.split("-")[-1]))
     for old in cks[: max(0, len(cks) - cfg.keep_checkpoints)]:

@@ -34,7 +34,6 @@ import dataclasses
 import json
 import logging
 import math
-import os
 import random
 import shutil
 import time
@@ -509,16 +508,13 @@ def train(cfg: RetrieverTrainConfig, on_step: Callable[[int, float], None] | Non
         bar.close()
     last_val = record_val(step) or last_val
     final = out / "final"
-    tmp = out / ".tmp-final"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save(tmp)
-    (tmp / "retriever_info.json").write_text(json.dumps({
-        "config": cfg.to_dict(), "steps": step, "train_examples": len(train_examples), "val_examples": len(val),
-        "read": stats.to_dict(), "device": str(device), "precision": precision, "last_validation": last_val,
-        "shared": model.shared, "pooling": "mean", "normalize": True,
-    }, indent=2))
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
+    with atomic_folder(final) as tmp:
+        model.save(tmp)
+        (tmp / "retriever_info.json").write_text(json.dumps({
+            "config": cfg.to_dict(), "steps": step, "train_examples": len(train_examples), "val_examples": len(val),
+            "read": stats.to_dict(), "device": str(device), "precision": precision, "last_validation": last_val,
+            "shared": model.shared, "pooling": "mean", "normalize": True,
+        }, indent=2))
     log.info("saved %s", final)
     return final
 
@@ -526,22 +522,19 @@ def train(cfg: RetrieverTrainConfig, on_step: Callable[[int, float], None] | Non
 def save_checkpoint(out: Path, step: int, model: DualEncoder, optimizer, scheduler, scaler,
                     cfg: RetrieverTrainConfig) -> Path:
     path = out / f"checkpoint-{step}"
-    tmp = out / f".tmp-checkpoint-{step}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save(tmp)
-    torch.save({
-        "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict(),
-        "scaler": scaler.state_dict() if scaler is not None else None,
-        "step": step,
-        "torch_rng": torch.get_rng_state(),
-        "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_available() else None,
-    }, tmp / "trainer_state.pt")
-    (tmp / "meta.json").write_text(json.dumps({
-        "shared": model.shared, "init": cfg.init, "arch": _arch(model.question.model.config), "step": step,
-    }))
-    shutil.rmtree(path, ignore_errors=True)
-    os.replace(tmp, path)
+    with atomic_folder(path) as tmp:
+        model.save(tmp)
+        torch.save({
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "scaler": scaler.state_dict() if scaler is not None else None,
+            "step": step,
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_available() else None,
+        }, tmp / "trainer_state.pt")
+        (tmp / "meta.json").write_text(json.dumps({
+            "shared": model.shared, "init": cfg.init, "arch": _arch(model.question.model.config), "step": step,
+        }))
     log.info("checkpoint %s", path)
     cks = sorted(out.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
     for old in cks[: max(0, len(cks) - cfg.keep_checkpoints)]:
