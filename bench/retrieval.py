@@ -384,7 +384,7 @@ def run_squad_open(args) -> str:
     build_rows = [
         ["passages (read + chunk + Arrow store)", fmt(timings.get("passages_s")), ""],
         ["BM25 index (tantivy)", fmt(timings.get("bm25_s")), ""],
-        ["dense encoding (MiniLM-L6, CPU, bf16 autocast where AMX, batch 64, max 256 tokens)", fmt(encode_s),
+        ["dense encoding (MiniLM-L6, CPU, bf16 autocast where the CPU has native bf16, batch 64, max 256 tokens)", fmt(encode_s),
          f"**{fmt(encode_rate, 1)} passages/s**" if encode_rate else ""],
         ["FAISS flat index", fmt(timings.get("dense_index_s")), ""],
         ["total build_index", fmt(timings.get("total_s")), ""],

@@ -129,3 +129,7 @@ def test_passage_store_roundtrip_and_fingerprint(tmp_path):
     with pytest.raises(OdqaError, match="no passages"):
         PassageStore.write(iter([]), tmp_path / "none")
     assert not (tmp_path / "none").exists()
+    with pytest.raises(OdqaError, match="no passages"):  # a failed rebuild keeps the good store it would replace
+        PassageStore.write(iter([]), tmp_path / "passages")
+    assert len(PassageStore.open(tmp_path / "passages")) == len(store)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["passages", "passages2", "w.jsonl"]

@@ -35,6 +35,18 @@ def test_bf16_vectors_keep_the_fp32_ranking(encoder):
     assert np.argmax(exact[:2] @ exact[2]) == np.argmax(fast[:2] @ fast[2]) == 0
 
 
+def test_auto_precision_recognises_native_bf16_cpus_from_their_flags():
+    from odqa.precision import flags_have_fast_bf16
+
+    def cpuinfo(flags):
+        return f"processor\t: 0\nmodel name\t: some cpu\nflags\t\t: fpu sse2 {flags}\n\nprocessor\t: 1\n"
+
+    assert flags_have_fast_bf16(cpuinfo("avx2 avx512f amx_bf16 amx_tile"))  # Intel Sapphire Rapids
+    assert flags_have_fast_bf16(cpuinfo("avx2 avx512f avx512_bf16"))  # AMD Zen 4, Intel Cooper Lake
+    assert not flags_have_fast_bf16(cpuinfo("avx2 avx512f avx512_vnni"))  # bf16 would be emulated
+    assert not flags_have_fast_bf16("model name\t: avx512_bf16 in a name, not a flag\n")
+
+
 def test_unknown_precision_is_refused():
     with pytest.raises(OdqaError, match="unknown precision"):
         autocast_for(torch.device("cpu"), "int4")

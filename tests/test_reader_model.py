@@ -98,7 +98,18 @@ def test_int8_quantisation_still_reads(tiny_dir):
     assert r.read("Where?", PASSAGES[:1], no_answer_threshold=None)
 
 
-def test_bf16_autocast_on_cpu_reads_valid_spans(tiny_dir):
-    r = Reader.from_pretrained(str(tiny_dir), device="cpu", precision="bf16")
+def test_bf16_on_cpu_reads_valid_spans_and_switching_back_to_fp32_is_exact(tiny_dir):
+    r = Reader.from_pretrained(str(tiny_dir), device="cpu", precision="fp32")
+    texts = [p.text for p in PASSAGES[:2]]
+    _, exact_starts, _ = r.logits(["Where?"] * 2, texts)
+    r.settings.precision = "bf16"
     for a in r.read("Where?", PASSAGES[:2], no_answer_threshold=None):
         assert a.context[a.start : a.end] == a.text
+    _, fast_starts, _ = r.logits(["Where?"] * 2, texts)
+    # the bf16 copy is a copy: the fp32 weights and their logits are untouched
+    assert next(r.model.parameters()).dtype == torch.float32
+    for exact, fast in zip(exact_starts, fast_starts):
+        assert fast.shape == exact.shape and abs(fast - exact).max() < 0.1
+    r.settings.precision = "fp32"
+    _, again, _ = r.logits(["Where?"] * 2, texts)
+    assert all((a == b).all() for a, b in zip(again, exact_starts))

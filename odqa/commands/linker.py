@@ -45,7 +45,7 @@ def register(subparsers) -> None:
     p.add_argument("--weak", type=int, default=6000, help="weak-supervision sentences from the KB's articles (0: none)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
-                   help="autocast dtype of the forward pass (auto: fp32 on CPU; bf16 is faster on AMX CPUs)")
+                   help="autocast dtype of the forward pass (auto: fp32 on CPU; bf16 is faster on CPUs with AMX or AVX512-BF16)")
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--json", action="store_true")
 

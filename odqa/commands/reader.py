@@ -88,7 +88,7 @@ def register(subparsers) -> None:
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--int8", action="store_true", help="dynamic int8 quantisation of the linear layers (CPU)")
     p.add_argument("--precision", choices=("auto", "fp32", "bf16"),
-                   help="inference precision (default: the model's, `auto`: bf16 autocast on CPUs with AMX)")
+                   help="inference precision (default: the model's, `auto`: bf16 autocast on CPUs with AMX or AVX512-BF16)")
     p.add_argument("--bf16", action="store_true", help="same as --precision bf16")
     p.add_argument("--exclude-articles-of", metavar="SQUAD_FILE",
                    help="skip questions of articles in this SQuAD file (the reader's training data), e.g. "

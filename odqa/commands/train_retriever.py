@@ -91,7 +91,7 @@ def register(subparsers) -> None:
     p.add_argument("--p-max-length", type=int, default=160)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--bf16", action="store_true", help="bf16 autocast while encoding (fast on CPUs with AMX)")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast while encoding (fast on CPUs with AMX or AVX512-BF16)")
     p.add_argument("--json", action="store_true")
 
     p = add_command(

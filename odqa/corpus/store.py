@@ -6,13 +6,13 @@ Opening is a memory map, so a 660 k-passage corpus opens in well under a second 
 from __future__ import annotations
 
 import hashlib
-import shutil
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 import datasets
 import pyarrow as pa
 
+from indexes.manifest import atomic_folder
 from odqa.errors import OdqaError
 from odqa.types import Passage
 
@@ -67,11 +67,7 @@ class PassageStore:
         path = Path(path)
         fingerprint = Fingerprint()
         schema = FEATURES.arrow_schema
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        try:
+        with atomic_folder(path) as tmp:  # a failed or empty build keeps the old store
             with pa.OSFile(str(tmp / DATA_FILE), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
                 columns: dict[str, list] = {c: [] for c in COLUMNS}
                 for p in passages:
@@ -85,12 +81,6 @@ class PassageStore:
                     writer.write_batch(pa.record_batch(columns, schema=schema))
             if fingerprint.count == 0:
                 raise OdqaError("the corpus produced no passages; check that its documents have text")
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        if path.exists():
-            shutil.rmtree(path)
-        tmp.rename(path)
         return cls.open(path), fingerprint.hexdigest()
 
     def __len__(self) -> int:
