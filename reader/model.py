@@ -150,7 +150,9 @@ class Reader:
         bf16 on a CPU runs a bf16-weight copy of the model with eager attention instead of autocasting the fp32
         weights on every call: reading the top 10 passages takes 145 ms instead of 166 ms on 2 AVX512-BF16
         cores, with equal F1 (held-out SQuAD v1.1 dev 67.84 vs 67.78); PyTorch's fused attention is the slower
-        one for bf16 on CPU. The fp32 weights are kept, so switching `settings.precision` back stays exact."""
+        one for bf16 on CPU. The fp32 weights are kept, so switching `settings.precision` back stays exact. The
+        copy is made at the first bf16 read of each model object; weights changed in place after it are not seen
+        (training works on the Hugging Face model, never through a Reader)."""
         device = self.device
         precision = resolve_precision(device, self.settings.precision)
         if device.type != "cpu" or precision != "bf16" or self._quantized:
