@@ -32,16 +32,15 @@ SQUAD_V20_DEV = SQUAD / "dev-v2.0.json"
 
 def cpu_description() -> str:
     """The CPU model and whether it has native bf16 (the timings depend on both)."""
-    from odqa.precision import FAST_BF16_FLAGS, cpu_has_fast_bf16
+    from odqa.precision import native_bf16_flags
 
     try:
         info = Path("/proc/cpuinfo").read_text()
     except OSError:
         return "CPU model unknown"
     model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
-    flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
-    native = [f for f in FAST_BF16_FLAGS if f in flags]
-    return f"CPU {model} ({'native bf16: ' + ', '.join(native) if cpu_has_fast_bf16() else 'no native bf16'})"
+    native = native_bf16_flags(info)
+    return f"CPU {model} ({'native bf16: ' + ', '.join(native) if native else 'no native bf16'})"
 
 
 def speed(reader, items, n_questions: int, n_passages: int = 10, words: int = 100, seed: int = 0) -> dict:

@@ -18,14 +18,19 @@ from odqa.errors import OdqaError
 FAST_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 
 
-def flags_have_fast_bf16(cpuinfo: str) -> bool:
-    """Whether a /proc/cpuinfo text names a native bf16 instruction set."""
+def native_bf16_flags(cpuinfo: str) -> list[str]:
+    """The native bf16 instruction sets (`FAST_BF16_FLAGS`) that a /proc/cpuinfo text's flags name."""
     flags = set()
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
         if key.strip() == "flags":
             flags.update(value.split())
-    return any(flag in flags for flag in FAST_BF16_FLAGS)
+    return [flag for flag in FAST_BF16_FLAGS if flag in flags]
+
+
+def flags_have_fast_bf16(cpuinfo: str) -> bool:
+    """Whether a /proc/cpuinfo text names a native bf16 instruction set."""
+    return bool(native_bf16_flags(cpuinfo))
 
 
 @lru_cache(maxsize=1)

@@ -1,9 +1,11 @@
-"""What every trainer (reader, retriever, linker) shares: seeding, finding the checkpoint to resume, and picking
-the device and mixed precision (whose autocast context is `odqa.precision.autocast_for`)."""
+"""What every trainer (reader, retriever, linker) shares: seeding, the trainer state of a checkpoint (saving,
+finding the one to resume, restoring, pruning old ones), and picking the device and mixed precision (whose
+autocast context is `odqa.precision.autocast_for`)."""
 
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,12 +20,54 @@ def set_seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+TRAINER_STATE = "trainer_state.pt"
+
+
+def _step_of(checkpoint: Path) -> int:
+    return int(checkpoint.name.split("-")[-1])
+
+
 def latest_checkpoint(output_dir: Path) -> Path | None:
     """The newest complete checkpoint (one whose trainer state was written) in a training output folder."""
-    cks = [p for p in output_dir.glob("checkpoint-*") if (p / "trainer_state.pt").exists()]
+    cks = [p for p in output_dir.glob("checkpoint-*") if (p / TRAINER_STATE).exists()]
     if not cks:
         return None
-    return max(cks, key=lambda p: int(p.name.split("-")[-1]))
+    return max(cks, key=_step_of)
+
+
+def save_trainer_state(folder: Path, step: int, optimizer, scheduler, scaler) -> None:
+    """Optimizer, schedule, loss scaler, step and RNG states: what a resumed run needs besides the weights."""
+    torch.save({
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "scaler": scaler.state_dict() if scaler is not None else None,
+        "step": step,
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_available() else None,
+    }, folder / TRAINER_STATE)
+
+
+def restore_trainer_state(checkpoint: Path, optimizer, scheduler, scaler, on_gpu: bool) -> int:
+    """Load a checkpoint's trainer state into the given objects; returns the step it was saved at."""
+    state = torch.load(checkpoint / TRAINER_STATE, map_location="cpu", weights_only=False)
+    try:
+        optimizer.load_state_dict(state["optimizer"])
+    except (ValueError, KeyError) as exc:
+        raise OdqaError(f"{checkpoint}: optimizer state does not fit this model ({exc}); use another --output") from exc
+    scheduler.load_state_dict(state["scheduler"])
+    torch.set_rng_state(state["torch_rng"])
+    if on_gpu and state.get("cuda_rng") is not None:
+        torch.cuda.set_rng_state(state["cuda_rng"])
+    if scaler is not None and state.get("scaler"):
+        scaler.load_state_dict(state["scaler"])
+    return int(state["step"])
+
+
+def prune_checkpoints(output_dir: Path, keep: int) -> None:
+    """Remove all but the newest `keep` checkpoints."""
+    cks = sorted(output_dir.glob("checkpoint-*"), key=_step_of)
+    for old in cks[: max(0, len(cks) - keep)]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def training_device(device: str, precision: str, threads: int = 0) -> tuple[torch.device, str]:

@@ -24,7 +24,6 @@ import json
 import logging
 import math
 import random
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,8 @@ from indexes.manifest import atomic_folder
 from odqa.errors import DataFormatError, OdqaError
 from odqa.models import resolve_model
 from odqa.precision import autocast_for
-from odqa.training import latest_checkpoint, set_seed, training_device
+from odqa.training import (latest_checkpoint, prune_checkpoints, restore_trainer_state, save_trainer_state,
+                           set_seed, training_device)
 from reader.features import (
     DEFAULT_MAX_LENGTH,
     DEFAULT_MAX_QUERY_TOKENS,
@@ -267,15 +267,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
     step = 0
     if resume is not None:
-        state = torch.load(resume / "trainer_state.pt", map_location="cpu", weights_only=False)
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        step = int(state["step"])
-        torch.set_rng_state(state["torch_rng"])
-        if on_gpu and state.get("cuda_rng") is not None:
-            torch.cuda.set_rng_state(state["cuda_rng"])
-        if scaler is not None and state.get("scaler"):
-            scaler.load_state_dict(state["scaler"])
+        step = restore_trainer_state(resume, optimizer, scheduler, scaler, on_gpu)
         log.info("resumed from %s at step %d/%d", resume, step, total)
     (out / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
 
@@ -343,15 +335,6 @@ def _save_checkpoint(out: Path, step, model, tokenizer, optimizer, scheduler, sc
     with atomic_folder(path) as tmp:  # a crash mid-save never leaves a half-written checkpoint-STEP
         model.save_pretrained(str(tmp))
         tokenizer.save_pretrained(str(tmp))
-        torch.save({
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "scaler": scaler.state_dict() if scaler is not None else None,
-            "step": step,
-            "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_available() else None,
-        }, tmp / "trainer_state.pt")
+        save_trainer_state(tmp, step, optimizer, scheduler, scaler)
     log.info("checkpoint %s", path)
-    cks = sorted((p for p in out.glob("checkpoint-*")), key=lambda p: int(p.name.split("-")[-1]))
-    for old in cks[: max(0, len(cks) - cfg.keep_checkpoints)]:
-        shutil.rmtree(old, ignore_errors=True)
+    prune_checkpoints(out, cfg.keep_checkpoints)

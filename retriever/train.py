@@ -49,7 +49,8 @@ from odqa.errors import OdqaError
 from odqa.eval.answers import has_answer
 from odqa.models import resolve_model
 from odqa.precision import autocast_for
-from odqa.training import latest_checkpoint, set_seed, training_device
+from odqa.training import (latest_checkpoint, prune_checkpoints, restore_trainer_state, save_trainer_state,
+                           set_seed, training_device)
 from retriever.encoder import TextEncoder, passage_text
 from retriever.losses import dpr_nll_loss, positive_ranks
 from retriever.train_data import DPRExample, ReadStats, read_dpr_file, write_dpr_jsonl
@@ -432,18 +433,7 @@ def train(cfg: RetrieverTrainConfig, on_step: Callable[[int, float], None] | Non
     scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
     step = 0
     if resume is not None:
-        state = torch.load(resume / "trainer_state.pt", map_location="cpu", weights_only=False)
-        try:
-            optimizer.load_state_dict(state["optimizer"])
-        except (ValueError, KeyError) as exc:
-            raise OdqaError(f"{resume}: optimizer state does not fit this model ({exc}); use another --output") from exc
-        scheduler.load_state_dict(state["scheduler"])
-        step = int(state["step"])
-        torch.set_rng_state(state["torch_rng"])
-        if on_gpu and state.get("cuda_rng") is not None:
-            torch.cuda.set_rng_state(state["cuda_rng"])
-        if scaler is not None and state.get("scaler"):
-            scaler.load_state_dict(state["scaler"])
+        step = restore_trainer_state(resume, optimizer, scheduler, scaler, on_gpu)
         log.info("resumed from %s at step %d/%d", resume, step, total)
     (out / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
     history = out / "val_history.jsonl"
@@ -524,21 +514,12 @@ def save_checkpoint(out: Path, step: int, model: DualEncoder, optimizer, schedul
     path = out / f"checkpoint-{step}"
     with atomic_folder(path) as tmp:
         model.save(tmp)
-        torch.save({
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "scaler": scaler.state_dict() if scaler is not None else None,
-            "step": step,
-            "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_available() else None,
-        }, tmp / "trainer_state.pt")
+        save_trainer_state(tmp, step, optimizer, scheduler, scaler)
         (tmp / "meta.json").write_text(json.dumps({
             "shared": model.shared, "init": cfg.init, "arch": _arch(model.question.model.config), "step": step,
         }))
     log.info("checkpoint %s", path)
-    cks = sorted(out.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
-    for old in cks[: max(0, len(cks) - cfg.keep_checkpoints)]:
-        shutil.rmtree(old, ignore_errors=True)
+    prune_checkpoints(out, cfg.keep_checkpoints)
     return path
 
 
