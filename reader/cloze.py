@@ -83,7 +83,7 @@ def paragraph_questions(doc, rng: random.Random, limit: int, first_id: int) -> l
 
 def build_cloze_data(corpus: str | Path, output: str | Path, questions: int = 24000, every: int = 3,
                      per_paragraph: int = 2, exclude: Sequence[str | Path] = (), seed: int = 13,
-                     nlp=None, progress: bool = True) -> dict:
+                     nlp=None, progress: bool = True, per_article: int = 2) -> dict:
     """Write `questions` cloze questions over the corpus's paragraphs as SQuAD JSON; returns counts."""
     from tqdm import tqdm
 
@@ -91,13 +91,16 @@ def build_cloze_data(corpus: str | Path, output: str | Path, questions: int = 24
 
     if questions <= 0:
         raise OdqaError(f"--questions must be positive, got {questions}")
+    if per_article <= 0 or per_paragraph <= 0 or every <= 0:
+        raise OdqaError(f"--per-article ({per_article}), --per-paragraph ({per_paragraph}) and --every ({every}) "
+                        "must be positive")
     if nlp is None:
         from linker.baseline import load_spacy
 
         nlp = load_spacy()
     t0 = time.time()
     excluded = excluded_titles(exclude)
-    paragraphs = cloze_paragraphs(corpus, excluded, every, 2, seed)
+    paragraphs = cloze_paragraphs(corpus, excluded, every, per_article, seed)
     rng = random.Random(seed)
     articles: dict[str, list[dict]] = {}
     n = 0

@@ -15,6 +15,9 @@
   computed over the whole batch (so every in-batch negative counts), then each chunk is re-encoded with a
   graph and back-propagated with its cached vector gradients. Dropout masks are replayed by restoring the
   RNG state of each chunk, so the result equals one full-batch step.
+* Forgetting: `distill_weight` > 0 adds `retriever.distill_loss.score_distillation_loss`, a KL term that keeps
+  the in-batch score distribution close to a frozen teacher's (`distill_from`, default the `init` encoder),
+  so training on a few thousand distant-supervision questions does not erase what the starting model knew.
 * Validation: held-out questions (`val_files`, or `holdout` questions split off the training files and written
   to OUTPUT/heldout.jsonl), at step 0, every `eval_every` steps and at the end (OUTPUT/val_history.jsonl).
   Two views: each validation batch of `eval_batch_size` questions ranks every question's positive among the
@@ -51,6 +54,7 @@ from odqa.models import resolve_model
 from odqa.precision import autocast_for
 from odqa.training import (latest_checkpoint, prune_checkpoints, restore_trainer_state, save_trainer_state,
                            set_seed, training_device)
+from retriever.distill_loss import score_distillation_loss
 from retriever.encoder import TextEncoder, passage_text
 from retriever.losses import dpr_nll_loss, positive_ranks
 from retriever.train_data import DPRExample, ReadStats, read_dpr_file, write_dpr_jsonl
@@ -80,6 +84,8 @@ class RetrieverTrainConfig:
     max_steps: int = 0  # > 0 overrides epochs
     scale: float = 20.0  # similarity scale before the softmax (cosine similarities)
     mask_answer_negatives: bool = True
+    distill_weight: float = 0.0  # > 0: add this times retriever.distill_loss against a frozen teacher
+    distill_from: str = ""  # the teacher encoder (default: init, the model training starts from)
     pool_validation: bool = True  # also rank every held-out context for every held-out question
     seed: int = 42
     save_every: int = 200
@@ -265,18 +271,39 @@ def _sub(inputs: dict[str, torch.Tensor], s: slice) -> dict[str, torch.Tensor]:
     return {k: v[s] for k, v in inputs.items()}
 
 
+def _teacher_vectors(teacher: DualEncoder, q_in, p_in, chunk: int, autocast) -> tuple[torch.Tensor, torch.Tensor]:
+    out = []
+    with torch.no_grad(), autocast():
+        for enc, inputs in ((teacher.question, q_in), (teacher.passage, p_in)):
+            n = len(inputs["input_ids"])
+            out.append(torch.cat([enc(_sub(inputs, s)).float() for s in _slices(n, chunk)]))
+    return out[0], out[1]
+
+
 def train_step(model: DualEncoder, batch: Batch, cfg: RetrieverTrainConfig, device: torch.device,
-               autocast, scaler=None) -> float:
-    """Forward + backward of one batch (gradients accumulate into .grad); returns the loss."""
+               autocast, scaler=None, teacher: DualEncoder | None = None) -> float:
+    """Forward + backward of one batch (gradients accumulate into .grad); returns the loss.
+    With a `teacher` (and `cfg.distill_weight`), the loss adds the score distillation term."""
     q_in = _tokenize(model.question, batch.questions, cfg.q_max_length, device)
     p_in = _tokenize(model.passage, batch.passages, cfg.p_max_length, device)
     mask = batch.mask.to(device)
     n_q, n_p = len(batch.questions), len(batch.passages)
+    distill = teacher is not None and cfg.distill_weight > 0
+    if distill:
+        # the teacher shares the student's tokenizer (it is the model training started from), so the inputs are reused
+        t_q, t_p = _teacher_vectors(teacher, q_in, p_in, cfg.chunk_size, autocast)
+
+    def batch_loss(q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+        loss = dpr_nll_loss(q, p, scale=cfg.scale, mask=mask)
+        if distill:
+            loss = loss + cfg.distill_weight * score_distillation_loss(q, p, t_q, t_p, scale=cfg.scale, mask=mask)
+        return loss
+
     if cfg.chunk_size <= 0 or (cfg.chunk_size >= n_q and cfg.chunk_size >= n_p):
         with autocast():
             q = model.question(q_in)
             p = model.passage(p_in)
-        loss = dpr_nll_loss(q, p, scale=cfg.scale, mask=mask)
+        loss = batch_loss(q, p)
         (scaler.scale(loss) if scaler is not None else loss).backward()
         return float(loss.detach())
     # gradient caching: 1) vectors without a graph, remembering each chunk's RNG state
@@ -290,7 +317,7 @@ def train_step(model: DualEncoder, batch: Batch, cfg: RetrieverTrainConfig, devi
         parts.append((enc, inputs, n, states, torch.cat(reps).requires_grad_()))
     q, p = parts[0][4], parts[1][4]
     # 2) the loss over the whole batch and its gradient w.r.t. the vectors
-    loss = dpr_nll_loss(q, p, scale=cfg.scale, mask=mask)
+    loss = batch_loss(q, p)
     (scaler.scale(loss) if scaler is not None else loss).backward()
     # 3) each chunk again, with a graph, back-propagating its cached gradient
     for enc, inputs, n, states, reps in parts:
@@ -424,6 +451,15 @@ def train(cfg: RetrieverTrainConfig, on_step: Callable[[int, float], None] | Non
     model = load_dual_encoder(cfg.init, cfg.shared, resume)
     model.to(device)
     model.train()
+    teacher = None
+    if cfg.distill_weight > 0:
+        teacher_name = cfg.distill_from or cfg.init
+        teacher = load_dual_encoder(teacher_name, cfg.shared)
+        if teacher.question.tokenizer.get_vocab() != model.question.tokenizer.get_vocab():
+            raise OdqaError(f"--distill-from {teacher_name} has another tokenizer than the model being trained; "
+                            "distil from an encoder with the same vocabulary (e.g. the --init model)")
+        teacher.to(device).eval().requires_grad_(False)
+        log.info("distilling from %s (weight %g)", teacher_name, cfg.distill_weight)
 
     per_epoch = len(train_examples) // batch_size
     total = cfg.max_steps if cfg.max_steps > 0 else max(1, math.ceil(cfg.epochs * per_epoch))
@@ -468,7 +504,7 @@ def train(cfg: RetrieverTrainConfig, on_step: Callable[[int, float], None] | Non
         rng = random.Random((cfg.seed * 1000003 + epoch) * 1000003 + pos)
         batch = make_batch([train_examples[i] for i in idx], cfg.hard_negatives, rng, cfg.mask_answer_negatives)
         optimizer.zero_grad(set_to_none=True)
-        loss = train_step(model, batch, cfg, device, autocast, scaler)
+        loss = train_step(model, batch, cfg, device, autocast, scaler, teacher)
         if scaler is not None:
             scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(params, 1.0)

@@ -97,6 +97,21 @@ def test_exactly_the_requested_number_when_paragraphs_give_several(nlp, corpus, 
     assert sum(len(p["qas"]) for a in data["data"] for p in a["paragraphs"]) == 3
 
 
+def test_per_article_caps_the_paragraphs_taken_from_each_article(nlp, tmp_path):
+    path = tmp_path / "wiki.jsonl"
+    # one article of two long paragraphs: with one paragraph per article only one of them is asked about
+    path.write_text(json.dumps({"id": "1", "title": "Two", "text": "Two.\n" + LINCOLN + "\n" + PARIS}) + "\n")
+    counts = {}
+    for per_article in (1, 2):
+        out = tmp_path / f"cloze{per_article}.json"
+        build_cloze_data(path, out, questions=10, every=1, per_paragraph=1, per_article=per_article, nlp=nlp,
+                         progress=False)
+        counts[per_article] = sum(len(a["paragraphs"]) for a in json.loads(out.read_text())["data"])
+    assert counts == {1: 1, 2: 2}
+    with pytest.raises(OdqaError, match="--per-article"):
+        build_cloze_data(path, tmp_path / "o.json", questions=2, per_article=0, nlp=nlp)
+
+
 def test_bad_requests_say_what_to_change(nlp, tmp_path):
     with pytest.raises(OdqaError, match="--questions must be positive"):
         build_cloze_data(tmp_path / "x.jsonl", tmp_path / "o.json", questions=0, nlp=nlp)

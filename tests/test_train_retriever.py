@@ -112,6 +112,31 @@ def test_dpr_loss_matches_a_hand_computation():
 # ---------------------------------------------------------------------------------------------------- data
 
 
+def test_distillation_loss_matches_a_hand_computation():
+    from retriever.distill_loss import score_distillation_loss
+
+    # one question, two candidates; vectors are 1-d, so the scores are the products themselves
+    sq, sp = torch.tensor([[1.0]]), torch.tensor([[1.0], [0.0]])  # student scores (1, 0)
+    tq, tp = torch.tensor([[1.0]]), torch.tensor([[0.0], [0.0]])  # teacher scores (0, 0): uniform
+    # KL(t || s) = sum t * (log t - log s) with t = (1/2, 1/2), s = softmax(1, 0)
+    s1, s2 = math.exp(1) / (math.exp(1) + 1), 1 / (math.exp(1) + 1)
+    expected = 0.5 * (math.log(0.5) - math.log(s1)) + 0.5 * (math.log(0.5) - math.log(s2))
+    assert float(score_distillation_loss(sq, sp, tq, tp)) == pytest.approx(expected, abs=1e-6)
+    assert float(score_distillation_loss(sq, sp, sq, sp, scale=20.0)) == pytest.approx(0.0, abs=1e-6)
+    # a masked candidate leaves both distributions: one candidate left, both put all mass on it -> 0
+    mask = torch.tensor([[False, True]])
+    assert float(score_distillation_loss(sq, sp, tq, tp, mask=mask)) == pytest.approx(0.0, abs=1e-6)
+    # ... but the question's own positive is never masked out
+    assert float(score_distillation_loss(sq, sp, tq, tp, mask=torch.tensor([[True, False]]))) == pytest.approx(expected, abs=1e-6)
+    # gradients reach the student only
+    sq.requires_grad_()
+    tq.requires_grad_()
+    score_distillation_loss(sq, sp, tq, tp).backward()
+    assert sq.grad is not None and float(sq.grad.abs().sum()) > 0 and tq.grad is not None
+    with pytest.raises(ValueError, match="same dimension"):
+        score_distillation_loss(sq, sp, torch.ones(1, 2), torch.ones(2, 2))
+
+
 def test_builder_positives_hard_negatives_drops_and_resume(tiny_index, qa_tsv, tmp_path):
     out = tmp_path / "dpr.jsonl"
     stats = build_dpr_data([qa_tsv], tiny_index, out, k=4, batch_size=2, progress=False)
@@ -297,6 +322,25 @@ def test_a_few_steps_lower_the_training_loss(tmp_path, train_file):
     assert 4 <= history[0]["pool_passages"] <= sum(len(e.positives) + len(e.hard_negatives) for e in held)
     assert all(0 <= h["pool_recall@1"] <= h["pool_recall@5"] <= h["pool_recall@20"] <= 100 for h in history)
     assert (tmp_path / "run" / "heldout.jsonl").exists()
+
+
+def test_distillation_pulls_the_model_towards_its_teacher(tmp_path, train_file):
+    from retriever.encoder import TextEncoder
+    from retriever.train import train
+
+    init = _tiny_encoder(tmp_path / "enc", dropout=0.0)
+    probe = ["tell me about the volcano", "which river crosses the city"]
+
+    def drift(final):
+        start = TextEncoder.from_pretrained(str(init), device="cpu").encode(probe)
+        end = TextEncoder.from_pretrained(str(final), device="cpu").encode(probe)
+        return float(((start @ start.T) - (end @ end.T)).__abs__().sum())
+
+    plain = train(_cfg(train_file, tmp_path / "plain", init, max_steps=12))
+    held = train(_cfg(train_file, tmp_path / "held", init, max_steps=12, distill_weight=20.0))
+    assert json.loads((held / "retriever_info.json").read_text())["config"]["distill_weight"] == 20.0
+    # a strong pull towards the frozen starting encoder keeps its similarities closer to where they began
+    assert drift(held) < drift(plain)
 
 
 def test_checkpoint_resume_gives_the_same_model(tmp_path, train_file):

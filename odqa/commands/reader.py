@@ -67,6 +67,7 @@ def register(subparsers) -> None:
     p.add_argument("--questions", type=int, default=24000)
     p.add_argument("--every", type=int, default=3, help="use every N-th article (spreads the sample over the corpus)")
     p.add_argument("--per-paragraph", type=int, default=2, help="questions per paragraph at most")
+    p.add_argument("--per-article", type=int, default=2, help="paragraphs of 60-180 words per article at most")
     p.add_argument("--exclude", nargs="*", default=[], metavar="SQUAD_FILE",
                    help="skip articles whose title is in these SQuAD files (evaluation sets)")
     p.add_argument("--seed", type=int, default=13)
@@ -134,7 +135,8 @@ def _build_cloze(args) -> int:
 
     _setup_logging()
     stats = build_cloze_data(args.corpus, args.output, questions=args.questions, every=args.every,
-                             per_paragraph=args.per_paragraph, exclude=args.exclude, seed=args.seed)
+                             per_paragraph=args.per_paragraph, per_article=args.per_article, exclude=args.exclude,
+                             seed=args.seed)
     print_json_last(stats)
     return 0
 

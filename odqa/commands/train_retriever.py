@@ -64,6 +64,11 @@ def register(subparsers) -> None:
     p.add_argument("--scale", type=float, default=20.0, help="cosine similarity scale before the softmax")
     p.add_argument("--no-answer-mask", action="store_true",
                    help="keep in-batch candidates that hold a question's answer as its negatives (DPR does)")
+    p.add_argument("--distill-weight", type=float, default=0.0,
+                   help="add this times a KL term that keeps the in-batch score distribution close to a frozen "
+                        "teacher's (learning without forgetting; 0: off)")
+    p.add_argument("--distill-from", default="",
+                   help="teacher encoder for --distill-weight (default: --init, the model training starts from)")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--save-every", type=int, default=200)
     p.add_argument("--eval-every", type=int, default=100)
@@ -161,8 +166,10 @@ def _train(args) -> int:
         p_max_length=args.p_max_length, batch_size=args.batch_size, gpu_batch_size=args.gpu_batch_size,
         hard_negatives=args.hard_negatives, chunk_size=args.chunk_size, lr=args.lr, warmup=args.warmup,
         weight_decay=args.weight_decay, epochs=args.epochs, max_steps=args.max_steps, scale=args.scale,
-        mask_answer_negatives=not args.no_answer_mask, seed=args.seed, save_every=args.save_every,
-        eval_every=args.eval_every, pool_validation=not args.no_pool_validation, eval_batch_size=args.eval_batch_size, log_every=args.log_every, threads=args.threads,
+        mask_answer_negatives=not args.no_answer_mask, distill_weight=args.distill_weight,
+        distill_from=args.distill_from, seed=args.seed, save_every=args.save_every, eval_every=args.eval_every,
+        pool_validation=not args.no_pool_validation, eval_batch_size=args.eval_batch_size, log_every=args.log_every,
+        threads=args.threads,
         precision=args.precision, device=args.device, progress=not args.no_progress,
     )
     final = train(cfg)
