@@ -18,6 +18,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from retriever.losses import mask_out
+
 
 def score_distillation_loss(
     student_q: torch.Tensor,
@@ -34,15 +36,8 @@ def score_distillation_loss(
             f"student and teacher vectors differ in shape: {tuple(student_q.shape)}/{tuple(student_p.shape)} vs "
             f"{tuple(teacher_q.shape)}/{tuple(teacher_p.shape)}; distil from an encoder of the same dimension"
         )
-    student = scale * (student_q.float() @ student_p.float().T)
-    teacher = scale * (teacher_q.float() @ teacher_p.float().T)
-    if mask is not None:
-        if targets is None:
-            targets = torch.arange(student.shape[0], device=student.device)
-        ignore = mask.clone()
-        ignore[torch.arange(len(targets)), targets] = False
-        student = student.masked_fill(ignore, float("-inf"))
-        teacher = teacher.masked_fill(ignore, float("-inf"))
+    student = mask_out(scale * (student_q.float() @ student_p.float().T), mask, targets)
+    teacher = mask_out(scale * (teacher_q.float() @ teacher_p.float().T), mask, targets)
     log_s = F.log_softmax(student, dim=1)
     log_t = F.log_softmax(teacher, dim=1)
     p_t = log_t.exp()

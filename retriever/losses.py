@@ -21,6 +21,18 @@ import torch
 import torch.nn.functional as F
 
 
+def mask_out(scores: torch.Tensor, mask: torch.Tensor | None, targets: torch.Tensor | None = None) -> torch.Tensor:
+    """`scores` (B x C) with the masked candidates at -inf, except each question's own positive
+    (`targets[i]`, default column i), which is never masked."""
+    if mask is None:
+        return scores
+    if targets is None:
+        targets = torch.arange(scores.shape[0], device=scores.device)
+    keep_target = torch.zeros_like(mask)
+    keep_target[torch.arange(len(targets)), targets] = True
+    return scores.masked_fill(mask & ~keep_target, float("-inf"))
+
+
 def dpr_nll_loss(
     q_vectors: torch.Tensor,
     p_vectors: torch.Tensor,
@@ -33,11 +45,7 @@ def dpr_nll_loss(
         raise ValueError(f"expected (B, d) and (C, d) vectors, got {tuple(q_vectors.shape)} and {tuple(p_vectors.shape)}")
     if targets is None:
         targets = torch.arange(q_vectors.shape[0], device=q_vectors.device)
-    scores = scale * (q_vectors.float() @ p_vectors.float().T)
-    if mask is not None:
-        keep_target = torch.zeros_like(mask)
-        keep_target[torch.arange(len(targets)), targets] = True
-        scores = scores.masked_fill(mask & ~keep_target, float("-inf"))
+    scores = mask_out(scale * (q_vectors.float() @ p_vectors.float().T), mask, targets)
     return F.cross_entropy(scores, targets)
 
 
@@ -46,10 +54,6 @@ def positive_ranks(q_vectors: torch.Tensor, p_vectors: torch.Tensor, targets: to
     """1-based rank of each question's positive among the candidates (ties count against it)."""
     if targets is None:
         targets = torch.arange(q_vectors.shape[0], device=q_vectors.device)
-    scores = q_vectors.float() @ p_vectors.float().T
-    if mask is not None:
-        keep_target = torch.zeros_like(mask)
-        keep_target[torch.arange(len(targets)), targets] = True
-        scores = scores.masked_fill(mask & ~keep_target, float("-inf"))
+    scores = mask_out(q_vectors.float() @ p_vectors.float().T, mask, targets)
     target_scores = scores.gather(1, targets.view(-1, 1))
     return (scores > target_scores).sum(1) + (scores == target_scores).sum(1)
