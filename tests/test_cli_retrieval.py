@@ -53,6 +53,32 @@ def test_eval_retrieval_json_contract(small_index, retriever):
     assert len(rows) == 3 and rows[0]["first_hit_rank"] in (1, 2)
 
 
+def test_runs_of_two_corpus_halves_merge_into_the_full_corpus_ranking(small_index, tmp_path):
+    halves = []
+    for name, articles in (("a", ARTICLES[:2]), ("b", ARTICLES[2:])):
+        corpus = tmp_path / f"{name}.jsonl"
+        corpus.write_text("".join(json.dumps(a) + "\n" for a in articles))
+        run("index", "--corpus", corpus, "--out", tmp_path / name, "--backends", "dense")
+        run("eval-retrieval", "--index", tmp_path / name, "--questions", small_index / "q.qa.tsv", "--retriever",
+            "dense", "--k", "1", "2", "--run-out", tmp_path / f"{name}.run.jsonl")
+        halves.append(tmp_path / f"{name}.run.jsonl")
+    full = json.loads(run("eval-retrieval", "--index", small_index / "idx", "--questions", small_index / "q.qa.tsv",
+                          "--retriever", "dense", "--k", "1", "2", "--json", "--run-out", tmp_path / "full.run.jsonl"
+                          ).stdout.strip().splitlines()[-1])
+    merged = json.loads(run("merge-runs", *halves, "--k", "1", "2", "--json").stdout.strip().splitlines()[-1])
+    assert {k: merged[k] for k in ("recall@1", "recall@2", "mrr", "questions")} == \
+           {k: full[k] for k in ("recall@1", "recall@2", "mrr", "questions")}
+    # each half ranks only its own passages; the merge orders them by score as the full index does
+    from odqa.eval.runs import merge_runs, read_run
+
+    expected = [[h[0] for h in row["hits"]] for row in read_run(tmp_path / "full.run.jsonl")]
+    assert [[h[0] for h in row["hits"]] for row in merge_runs(halves, 2)] == expected
+    # runs of other questions do not merge
+    (tmp_path / "other.jsonl").write_text(json.dumps({"id": "x", "question": "q", "hits": []}) + "\n")
+    proc = run("merge-runs", halves[0], tmp_path / "other.jsonl", check_ok=False)
+    assert proc.returncode == 2 and "different questions" in proc.stderr
+
+
 def test_rebuild_replaces_the_index_and_a_failed_build_keeps_it(small_index, tmp_path):
     idx = small_index / "idx"
     before = (idx / "manifest.json").read_text()

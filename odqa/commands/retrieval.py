@@ -50,9 +50,19 @@ def register(subparsers) -> None:
     p.add_argument("--k", type=int, nargs="+", default=[1, 5, 10, 20, 50, 100])
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--per-question", help="write per-question hits (JSONL) here for error analysis")
+    p.add_argument("--run-out", help="write every question's top max(--k) passages, scores and answer matches "
+                                     "(JSONL) here, for merge-runs")
     p.add_argument("--json", action="store_true", help="print one JSON object of metrics as the last line")
     _retrieval_flags(p)
     add_config_flag(p)
+
+    p = add_command(subparsers, "merge-runs", "Merge the rankings of corpus shards (eval-retrieval --run-out) "
+                    "into one, and score it: full-corpus recall from shards searched apart.",
+                    "python run_qa.py merge-runs runs/nq-test.AB.jsonl runs/nq-test.CD.jsonl --k 1 5 20 100 --json",
+                    run_merge)
+    p.add_argument("runs", nargs="+", help="run files of the same questions over different shards (dense scores)")
+    p.add_argument("--k", type=int, nargs="+", default=[1, 5, 10, 20, 50, 100])
+    p.add_argument("--json", action="store_true", help="print one JSON object of metrics as the last line")
 
 
 def _retrieval_flags(p: argparse.ArgumentParser) -> None:
@@ -134,10 +144,28 @@ def run_eval(args) -> int:
     bundle, retriever = open_retriever(config)
     if ks[-1] > len(bundle.store):
         raise OdqaError(f"--k {ks[-1]} is larger than the corpus ({len(bundle.store)} passages); use smaller k values")
-    metrics = evaluate_retrieval(retriever, items, ks, batch_size=args.batch_size, per_question=args.per_question)
+    metrics = evaluate_retrieval(retriever, items, ks, batch_size=args.batch_size, per_question=args.per_question,
+                                 run_out=args.run_out)
     metrics["retriever"] = config.retrieval.retriever
     print(format_table(metrics, ks))
     print(f"{metrics['questions']} questions in {metrics['seconds']} s ({metrics['questions_per_second']} q/s)")
+    if args.json:
+        print_json_last(metrics)
+    return 0
+
+
+def run_merge(args) -> int:
+    from odqa.errors import OdqaError
+    from odqa.eval.retrieval import format_table
+    from odqa.eval.runs import merge_runs, summarize_run
+
+    ks = sorted(set(args.k))
+    if ks[0] <= 0:
+        raise OdqaError("--k values must be positive")
+    rows = merge_runs(args.runs, ks[-1])
+    metrics = summarize_run(rows, ks)
+    metrics["runs"] = len(args.runs)
+    print(format_table(metrics, ks))
     if args.json:
         print_json_last(metrics)
     return 0

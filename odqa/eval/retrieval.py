@@ -68,7 +68,9 @@ def summarize(results: Sequence[QuestionResult], ks: Sequence[int]) -> dict:
 
 
 def evaluate_retrieval(retriever, items: Sequence[QAItem], ks: Sequence[int] = DEFAULT_KS, batch_size: int = 32,
-                       per_question: str | Path | None = None, progress: bool = True) -> dict:
+                       per_question: str | Path | None = None, progress: bool = True,
+                       run_out: str | Path | None = None) -> dict:
+    """`run_out`: also save every question's ranking, judged (`odqa.eval.runs`), to merge with other shards'."""
     depth = max(ks)
     results: list[QuestionResult] = []
     start = time.perf_counter()
@@ -89,6 +91,10 @@ def evaluate_retrieval(retriever, items: Sequence[QAItem], ks: Sequence[int] = D
         with path.open("w", encoding="utf-8") as f:
             for r in results:
                 f.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
+    if run_out:
+        from odqa.eval.runs import write_run
+
+        write_run(results, run_out)
     return metrics
 
 

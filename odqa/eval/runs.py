@@ -1,0 +1,90 @@
+"""Rankings saved per question ("runs"), so that searches over parts of a corpus merge into one ranking.
+
+A corpus too big to encode in one go (or on one machine) is indexed in shards; each shard's search writes a
+run: for every question its top passages with their scores and whether each holds an answer (judged where
+the passage text is, so merging needs no corpus). Merging keeps the best-scoring passages across the runs,
+which equals searching the whole corpus when the scores are comparable across shards: exact dense inner
+products are (the same encoder scores a passage the same wherever it is indexed); BM25 scores of separately
+built indexes are not (each shard has its own document frequencies).
+
+One JSON object a line: {"id", "question", "hits": [[passage_id, score, holds_answer, in_gold_paragraph], ...]}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Sequence
+
+from odqa.errors import OdqaError
+from odqa.eval.answers import has_answer
+from odqa.eval.questions import QAItem
+from odqa.eval.retrieval import QuestionResult, summarize
+
+
+def write_run(results: Sequence[QuestionResult], path: str | Path) -> None:
+    """Every hit of every question, judged; written to a temporary file first, then renamed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for r in results:
+            hits = []
+            for hit in r.hits:
+                text = hit.passage.text if hit.passage else ""
+                answer = has_answer(text, r.item.answers, regex_answers=r.item.regex)
+                gold = bool(r.item.context and text and text in r.item.context)
+                hits.append([hit.passage_id, round(float(hit.score), 6), answer, gold])
+            f.write(json.dumps({"id": r.item.id, "question": r.item.question, "gold": bool(r.item.context),
+                                "hits": hits}, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+
+
+def read_run(path: str | Path) -> list[dict]:
+    path = Path(path)
+    if not path.is_file():
+        raise OdqaError(f"run file {path} not found; write one with eval-retrieval --run-out")
+    rows = []
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            try:
+                row = json.loads(line)
+                row["hits"] = [(str(h[0]), float(h[1]), bool(h[2]), bool(h[3])) for h in row["hits"]]
+                rows.append(row)
+            except (ValueError, KeyError, IndexError, TypeError) as e:
+                raise OdqaError(f"{path} line {n} is not a run row ({e}); write runs with eval-retrieval --run-out") from None
+    return rows
+
+
+def merge_runs(paths: Sequence[str | Path], depth: int) -> list[dict]:
+    """The `depth` best-scoring hits per question over all runs (a passage found in several runs counts once).
+    The runs must hold the same questions in the same order."""
+    runs = [read_run(p) for p in paths]
+    first = runs[0]
+    for path, run in zip(paths[1:], runs[1:]):
+        if [r["id"] for r in run] != [r["id"] for r in first]:
+            raise OdqaError(f"{path} and {paths[0]} rank different questions; merge runs of one question file "
+                            "(same --questions and --limit)")
+    merged = []
+    for rows in zip(*runs):
+        best: dict[str, tuple] = {}
+        for row in rows:
+            for hit in row["hits"]:
+                if hit[0] not in best or hit[1] > best[hit[0]][1]:
+                    best[hit[0]] = hit
+        hits = sorted(best.values(), key=lambda h: -h[1])[:depth]
+        merged.append({**rows[0], "hits": hits})
+    return merged
+
+
+def summarize_run(rows: Sequence[dict], ks: Sequence[int]) -> dict:
+    """The metrics of `odqa.eval.retrieval.summarize` from a (merged) run."""
+    results = []
+    for row in rows:
+        first_hit = next((rank for rank, h in enumerate(row["hits"], 1) if h[2]), None)
+        first_gold = next((rank for rank, h in enumerate(row["hits"], 1) if h[3]), None)
+        # a non-empty context stands for "this question names a gold paragraph" in summarize
+        item = QAItem(id=row["id"], question=row["question"], answers=[], context=" " if row.get("gold") else "")
+        results.append(QuestionResult(item, [], first_hit, first_gold))
+    return summarize(results, ks)
