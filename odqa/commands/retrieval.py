@@ -131,14 +131,21 @@ def run_search(args) -> int:
     return 0
 
 
+def _ks(values) -> list[int]:
+    from odqa.errors import OdqaError
+
+    ks = sorted(set(values))
+    if ks[0] <= 0:
+        raise OdqaError("--k values must be positive")
+    return ks
+
+
 def run_eval(args) -> int:
     from odqa.errors import OdqaError
     from odqa.eval.questions import load_questions
     from odqa.eval.retrieval import evaluate_retrieval, format_table
 
-    ks = sorted(set(args.k))
-    if ks[0] <= 0:
-        raise OdqaError("--k values must be positive")
+    ks = _ks(args.k)
     config = _config(args)
     items = load_questions(args.questions, limit=args.limit)
     bundle, retriever = open_retriever(config)
@@ -155,13 +162,10 @@ def run_eval(args) -> int:
 
 
 def run_merge(args) -> int:
-    from odqa.errors import OdqaError
     from odqa.eval.retrieval import format_table
     from odqa.eval.runs import merge_runs, summarize_run
 
-    ks = sorted(set(args.k))
-    if ks[0] <= 0:
-        raise OdqaError("--k values must be positive")
+    ks = _ks(args.k)
     rows = merge_runs(args.runs, ks[-1])
     metrics = summarize_run(rows, ks)
     metrics["runs"] = len(args.runs)

@@ -38,13 +38,21 @@ class QuestionResult:
         }
 
 
+def holds_answer(item: QAItem, text: str) -> bool:
+    return has_answer(text, item.answers, regex_answers=item.regex)
+
+
+def in_gold_paragraph(item: QAItem, text: str) -> bool:
+    return bool(item.context and text and text in item.context)
+
+
 def judge(item: QAItem, hits: Sequence[SearchHit]) -> QuestionResult:
     first_hit = first_gold = None
     for rank, hit in enumerate(hits, 1):
         text = hit.passage.text if hit.passage else ""
-        if first_hit is None and has_answer(text, item.answers, regex_answers=item.regex):
+        if first_hit is None and holds_answer(item, text):
             first_hit = rank
-        if first_gold is None and item.context and text and text in item.context:
+        if first_gold is None and in_gold_paragraph(item, text):
             first_gold = rank
         if first_hit is not None and (first_gold is not None or not item.context):
             break

@@ -13,32 +13,26 @@ One JSON object a line: {"id", "question", "hits": [[passage_id, score, holds_an
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Sequence
 
+from indexes.manifest import atomic_file
 from odqa.errors import OdqaError
-from odqa.eval.answers import has_answer
 from odqa.eval.questions import QAItem
-from odqa.eval.retrieval import QuestionResult, summarize
+from odqa.eval.retrieval import QuestionResult, holds_answer, in_gold_paragraph, summarize
 
 
 def write_run(results: Sequence[QuestionResult], path: str | Path) -> None:
-    """Every hit of every question, judged; written to a temporary file first, then renamed."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
+    """Every hit of every question, judged; an interrupted write leaves no truncated run."""
+    with atomic_file(path) as tmp, tmp.open("w", encoding="utf-8") as f:
         for r in results:
             hits = []
             for hit in r.hits:
                 text = hit.passage.text if hit.passage else ""
-                answer = has_answer(text, r.item.answers, regex_answers=r.item.regex)
-                gold = bool(r.item.context and text and text in r.item.context)
-                hits.append([hit.passage_id, round(float(hit.score), 6), answer, gold])
+                hits.append([hit.passage_id, round(float(hit.score), 6), holds_answer(r.item, text),
+                             in_gold_paragraph(r.item, text)])
             f.write(json.dumps({"id": r.item.id, "question": r.item.question, "gold": bool(r.item.context),
                                 "hits": hits}, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
 
 
 def read_run(path: str | Path) -> list[dict]:
