@@ -494,3 +494,57 @@ def test_pool_recall_counts_the_first_answer_bearing_passage():
                 DPRExample(question="capital of germany", answers=["Berlin"], positives=[], hard_negatives=[])]
     m = pool_recall(q, p, texts, examples, (1, 2, 3))
     assert m == {"recall@1": 0.0, "recall@2": 50.0, "recall@3": 100.0, "mrr@3": round((1 / 2 + 1 / 3) / 2, 4)}
+
+
+# ---------------------------------------------------------------------------------------------------- mined negatives
+
+
+def test_pick_negatives_refuses_answers_positives_and_known_negatives():
+    from retriever.mine_negatives import MineStats, pick_negatives
+    from retriever.train_data import DPRExample
+
+    gold = "K2 is the second highest mountain on Earth, in the Karakoram range, first climbed in 1954."
+    ex = DPRExample("which mountain is second highest", ["K2"], [{"title": "K2", "text": gold, "passage_id": "g"}],
+                    [{"title": "Alps", "text": "Mont Blanc is the highest mountain of the Alps.", "passage_id": "n"}])
+    ranked = [
+        ("K2", "in the Karakoram range, first climbed in 1954."),  # a piece of the gold paragraph
+        ("Karakoram", "The Karakoram holds K2 and other peaks."),  # holds the answer
+        ("Alps", "Mont Blanc is the highest  mountain of the Alps."),  # already a negative (spacing differs)
+        ("Everest", "Mount Everest is the highest mountain on Earth."),
+        ("Lhotse", "Lhotse is the fourth highest mountain."),
+        ("Makalu", "Makalu is the fifth highest mountain."),
+    ]
+    stats = MineStats()
+    mined = pick_negatives(ex, ranked, per_question=2, skip_top=0, stats=stats)
+    assert [m["title"] for m in mined] == ["Everest", "Lhotse"]
+    assert (stats.refused_positive, stats.refused_answer) == (1, 1)
+    assert [m["title"] for m in pick_negatives(ex, ranked, per_question=2, skip_top=1)] == ["Lhotse", "Makalu"]
+
+
+def test_mine_negatives_appends_after_bm25_negatives_and_leaves_out_excluded(tmp_path):
+    from retriever.mine_negatives import mine_dense_negatives
+
+    rows = [{"id": str(i), "question": q, "answers": a,
+             "positive_ctxs": [{"title": d["title"], "text": d["text"], "passage_id": d["id"]}],
+             "hard_negative_ctxs": [{"title": n["title"], "text": n["text"], "passage_id": n["id"]}]}
+            for i, (q, a, d, n) in enumerate([
+                (QUESTIONS[0][0], QUESTIONS[0][1], DOCS[0], DOCS[1]),
+                (QUESTIONS[1][0], QUESTIONS[1][1], DOCS[4], DOCS[3]),
+                (QUESTIONS[2][0], QUESTIONS[2][1], DOCS[5], DOCS[2]),
+            ])]
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    held = tmp_path / "held.jsonl"
+    held.write_text(json.dumps(rows[2]) + "\n")
+    out = tmp_path / "mined.jsonl"
+    stats = mine_dense_negatives(train, out, encoder="minilm", per_question=1, depth=4, exclude=held, progress=False)
+    mined = read_dpr_file(out)
+    assert [e.id for e in mined] == ["0", "1"] and stats.pool == 4  # question 2 and its two passages left out
+    for ex, row in zip(mined, rows):
+        assert ex.hard_negatives[0]["text"] == row["hard_negative_ctxs"][0]["text"]  # BM25 negative stays first
+        assert len(ex.hard_negatives) == 2
+        new = ex.hard_negatives[1]["text"]
+        assert new != row["positive_ctxs"][0]["text"] and new != row["hard_negative_ctxs"][0]["text"]
+        assert not any(a.lower() in new.lower() for a in ex.answers)
+    with pytest.raises(OdqaError, match="per_question"):
+        mine_dense_negatives(train, tmp_path / "x.jsonl", encoder="minilm", per_question=0)

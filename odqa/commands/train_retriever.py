@@ -1,4 +1,4 @@
-"""Dense retriever training commands: build-dpr-data, train-retriever, eval-dpr, tune-hybrid."""
+"""Dense retriever training commands: build-dpr-data, mine-negatives, train-retriever, eval-dpr, tune-hybrid."""
 
 from __future__ import annotations
 
@@ -34,6 +34,28 @@ def register(subparsers) -> None:
     p.add_argument("--dev-dir", help="folder for the dev split, one SOURCE.dev.jsonl per source file")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--json", action="store_true", help="print the counts as JSON on the last line")
+
+    p = add_command(
+        subparsers, "mine-negatives",
+        "Append dense hard negatives to DPR data: each question's top-ranked contexts of the file's own pool "
+        "that hold no answer (ANCE/RocketQA style).",
+        "python run_qa.py mine-negatives --train runs/dpr/train.jsonl --encoder retriever --output runs/dpr/mined.jsonl",
+        _mine,
+    )
+    p.add_argument("--train", required=True, help="DPR-format JSONL or JSON")
+    p.add_argument("--output", required=True, help="JSON Lines to write (written whole, then renamed into place)")
+    p.add_argument("--encoder", default="retriever", help="encoder that ranks the pool (name, shipped model or path)")
+    p.add_argument("--per-question", type=int, default=3, help="dense negatives appended per question")
+    p.add_argument("--depth", type=int, default=50, help="ranked contexts looked at per question")
+    p.add_argument("--skip-top", type=int, default=0,
+                   help="acceptable candidates skipped at the top of each ranking (likely false negatives)")
+    p.add_argument("--exclude", help="DPR file whose questions are left out (e.g. train-retriever's heldout.jsonl)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--precision", default=None, choices=("auto", "fp32", "fp16", "bf16"),
+                   help="autocast while encoding (default: the encoder's)")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--json", action="store_true")
 
     p = add_command(
         subparsers, "train-retriever",
@@ -151,6 +173,25 @@ def _build(args) -> int:
           + (f", {stats.dev} set aside for dev in {args.dev_dir}" if stats.dev else ""))
     for name, c in stats.per_source.items():
         print(f"  {name}: {c['written']} written, {c['dropped']} dropped, {c['dev']} dev of {c['questions']}")
+    if args.json:
+        print_json_last(stats.to_dict())
+    return 0
+
+
+def _mine(args) -> int:
+    import torch
+
+    from retriever.mine_negatives import mine_dense_negatives
+
+    _setup_logging()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    stats = mine_dense_negatives(args.train, args.output, encoder=args.encoder, per_question=args.per_question,
+                                 depth=args.depth, skip_top=args.skip_top, exclude=args.exclude,
+                                 batch_size=args.batch_size, precision=args.precision, progress=not args.no_progress)
+    print(f"{args.output}: {stats.mined} dense negatives for {stats.questions} questions over {stats.pool} contexts "
+          f"({stats.without_new} questions got none; refused {stats.refused_answer} answer-bearing and "
+          f"{stats.refused_positive} positive candidates)")
     if args.json:
         print_json_last(stats.to_dict())
     return 0
