@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
-
 from odqa.errors import OdqaError
 from odqa.eval.answers import has_answer
 from retriever.train_data import DPRExample, ReadStats, read_dpr_file, write_dpr_jsonl

@@ -114,8 +114,6 @@ def run_index(args) -> int:
 
 
 def run_search(args) -> int:
-    import json
-
     config = _config(args)
     bundle, retriever = open_retriever(config)
     question = " ".join(args.question)
