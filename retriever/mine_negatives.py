@@ -43,17 +43,19 @@ def _key(text: str) -> str:
     return " ".join(text.split())
 
 
-def accept_negative(example: DPRExample, text: str, seen: set[str], stats: MineStats | None = None) -> bool:
-    """Whether a ranked candidate may be one of `example`'s negatives (see the module docstring)."""
+def accept_negative(example: DPRExample, text: str, seen: set[str], positive_keys: Sequence[str],
+                    stats: MineStats | None = None) -> bool:
+    """Whether a ranked candidate may be one of `example`'s negatives (see the module docstring).
+    `seen`: whitespace-normalised texts already among its negatives; `positive_keys`: its positives', likewise."""
     key = _key(text)
     if key in seen:
         return False
-    if any(key in _key(p["text"]) or _key(p["text"]) in key for p in example.positives):
-        if stats:
+    if any(key in pos or pos in key for pos in positive_keys):
+        if stats is not None:
             stats.refused_positive += 1
         return False
     if has_answer(text, example.answers, regex_answers=example.regex):
-        if stats:
+        if stats is not None:
             stats.refused_answer += 1
         return False
     return True
@@ -63,10 +65,11 @@ def pick_negatives(example: DPRExample, ranked: Sequence[tuple[str, str]], per_q
                    stats: MineStats | None = None) -> list[dict]:
     """The first `per_question` acceptable (title, text) candidates of `ranked` after skipping `skip_top`."""
     seen = {_key(c["text"]) for c in example.hard_negatives + example.negatives}
+    positive_keys = [_key(c["text"]) for c in example.positives]
     out: list[dict] = []
     skipped = 0
     for title, text in ranked:
-        if not accept_negative(example, text, seen, stats):
+        if not accept_negative(example, text, seen, positive_keys, stats):
             continue
         seen.add(_key(text))
         if skipped < skip_top:
