@@ -15,7 +15,8 @@ import torch
 
 from odqa.errors import OdqaError
 from odqa.models import resolve_model
-from odqa.precision import autocast_for, resolve_precision
+from odqa.precision import autocast_for
+from odqa.runtime import InferencePlan, announce, pad_batch, plan_inference
 from odqa.types import Answer, Passage
 from reader.decode import PassageSpan, aggregate, decode_passage
 from reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS, DEFAULT_STRIDE, tokenize_windows
@@ -35,8 +36,10 @@ class ReaderSettings:
     temperature: float = 1.0
     batch_size: int = 16  # windows per forward pass
     spans_per_window: int = 20
-    # auto: bf16 on CPUs with native bf16 (AMX: 2x faster, AVX512-BF16: 1.7x; same F1), fp16 on CUDA, else fp32
-    precision: str = "auto"
+    # auto: bf16 on CPUs with native bf16 (AMX: 2x faster, AVX512-BF16: 1.7x; same F1), fp16 on CUDA, else
+    # onnx int8 (odqa.runtime; its F1 against torch fp32 is in bench/speed.py's table)
+    precision: str = "auto"  # auto | fp32 | bf16 | fp16 | int8
+    runtime: str = "auto"  # auto | torch | onnx (odqa.runtime.plan_inference)
 
 
 def _sigmoid(x: float) -> float:
@@ -64,6 +67,7 @@ class Reader:
         self.name = name
         self._quantized = False
         self._bf16_copy: tuple[object, torch.nn.Module] | None = None  # (the model it copies, the copy)
+        self._onnx: tuple[object, bool, object] | None = None  # (the model it was exported from, int8, OnnxModel)
 
     # ---------------------------------------------------------------- loading / saving
     @classmethod
@@ -144,7 +148,23 @@ class Reader:
             return torch.device("cpu")
 
     # ---------------------------------------------------------------- inference
-    def _forward_model(self):
+    @property
+    def plan(self) -> InferencePlan:
+        """The runtime and precision reads use now (from `settings`, the device and the CPU)."""
+        if self._quantized:
+            return InferencePlan("torch", "int8", "quantize_int8()")
+        return plan_inference(self.device.type, self.settings.precision, self.settings.runtime)
+
+    def _onnx_model(self, int8: bool):
+        """The ONNX Runtime session of the current weights (built and cached on first use)."""
+        if self._onnx is None or self._onnx[0] is not self.model or self._onnx[1] != int8:
+            from odqa.runtime import OnnxModel
+
+            session = OnnxModel.for_module(self.model, "reader", ("start_logits", "end_logits"), int8)
+            self._onnx = (self.model, int8, session)
+        return self._onnx[2]
+
+    def _forward_model(self, precision: str):
         """The module for a forward pass and its autocast context.
 
         bf16 on a CPU runs a bf16-weight copy of the model with eager attention instead of autocasting the fp32
@@ -154,7 +174,6 @@ class Reader:
         copy is made at the first bf16 read of each model object; weights changed in place after it are not seen
         (training works on the Hugging Face model, never through a Reader)."""
         device = self.device
-        precision = resolve_precision(device, self.settings.precision)
         if device.type != "cpu" or precision != "bf16" or self._quantized:
             return self.model, autocast_for(device, precision)
         if self._bf16_copy is None or self._bf16_copy[0] is not self.model:
@@ -175,25 +194,26 @@ class Reader:
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # less padding per batch
         pad = self.tokenizer.pad_token_id or 0
         dev = self.device
-        model, context = self._forward_model()
+        plan = self.plan
+        announce("reader", plan)
+        if plan.runtime == "onnx":
+            session = self._onnx_model(plan.precision == "int8")
+        else:
+            if plan.precision == "int8" and not self._quantized:
+                self.quantize_int8()
+            model, context = self._forward_model("fp32" if plan.precision == "int8" else plan.precision)
         for lo in range(0, len(order), max(1, s.batch_size)):
             idx = order[lo : lo + s.batch_size]
-            n = max(len(ids[i]) for i in idx)
-            input_ids = torch.full((len(idx), n), pad, dtype=torch.long)
-            mask = torch.zeros((len(idx), n), dtype=torch.long)
-            tt = torch.zeros((len(idx), n), dtype=torch.long)
-            for r, i in enumerate(idx):
-                input_ids[r, : len(ids[i])] = torch.tensor(ids[i])
-                mask[r, : len(ids[i])] = 1
-                if tts is not None:
-                    tt[r, : len(ids[i])] = torch.tensor(tts[i])
-            batch = {"input_ids": input_ids.to(dev), "attention_mask": mask.to(dev)}
-            if tts is not None:
-                batch["token_type_ids"] = tt.to(dev)
-            with context:
-                out = model(**batch)
-            sl = out.start_logits.float().cpu().numpy()
-            el = out.end_logits.float().cpu().numpy()
+            feeds = pad_batch([ids[i] for i in idx], pad, [tts[i] for i in idx] if tts is not None else None)
+            if plan.runtime == "onnx":
+                sl, el = session.run(feeds)
+            else:
+                batch = {k: torch.from_numpy(v).to(dev) for k, v in feeds.items()
+                         if k != "token_type_ids" or tts is not None}
+                with context:
+                    out = model(**batch)
+                sl = out.start_logits.float().cpu().numpy()
+                el = out.end_logits.float().cpu().numpy()
             for r, i in enumerate(idx):
                 # padding positions are beyond context_end, so decoding never looks at them
                 starts[i], ends[i] = sl[r, : len(ids[i])], el[r, : len(ids[i])]

@@ -1,0 +1,245 @@
+"""Which runtime and precision run a model's inference, and the ONNX Runtime path for CPUs without native bf16.
+
+`precision` (auto | fp32 | bf16 | fp16 | int8) and `runtime` (auto | torch | onnx) are resolved once per model
+into an `InferencePlan`. `auto` on a CPU: torch bf16 where the CPU has native bf16 (AMX, AVX512-BF16), else
+ONNX Runtime int8 (dynamic, one weight scale per output channel; the F1 it costs the reader is in
+bench/speed.py's table), else torch fp32 when onnxruntime is missing. CUDA keeps torch (fp16 under `auto`).
+Training never goes through here.
+
+ONNX graphs are exported from the live torch module, optimised (fused attention, layer norms, GELU) and, for
+int8, quantised; they are cached under `$ODQA_HOME/onnx/` keyed by a digest of the module's weights, so a
+retrained model under the same name gets a fresh graph. Each cache entry is written to a temporary folder and
+renamed into place, so a crashed or concurrent build never leaves a half-written graph.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from odqa.errors import OdqaError
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
+RUNTIMES = ("auto", "torch", "onnx")
+# part of every cache key: bump when the export, optimisation or quantisation recipe changes
+GRAPH_RECIPE = "1"
+TOKEN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+@dataclass(frozen=True)
+class InferencePlan:
+    runtime: str  # torch | onnx
+    precision: str  # fp32 | bf16 | fp16 | int8
+    reason: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.runtime} {self.precision}"
+
+    def to_dict(self) -> dict:
+        return {"runtime": self.runtime, "precision": self.precision, "reason": self.reason}
+
+
+def onnx_runtime_available() -> bool:
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def plan_inference(device_type: str, precision: str = "auto", runtime: str = "auto") -> InferencePlan:
+    """`precision` and `runtime` made concrete for a device type ("cpu", "cuda")."""
+    from odqa.precision import cpu_has_fast_bf16
+
+    if precision not in PRECISIONS:
+        raise OdqaError(f"unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}")
+    if runtime not in RUNTIMES:
+        raise OdqaError(f"unknown runtime {runtime!r}; use one of {', '.join(RUNTIMES)}")
+    if device_type != "cpu":
+        if runtime == "onnx" or precision == "int8":
+            raise OdqaError("the onnx runtime and int8 run on CPU only; use --precision auto|fp16|bf16|fp32 on a GPU")
+        return InferencePlan("torch", "fp16" if precision == "auto" else precision, "GPU")
+    if precision == "fp16":
+        raise OdqaError("fp16 needs a GPU; on CPU use auto, fp32, int8, or bf16 where the CPU has AMX/AVX512-BF16")
+    if runtime == "onnx" and not onnx_runtime_available():
+        raise OdqaError("runtime onnx needs onnxruntime: pip install onnxruntime onnx")
+    if runtime == "onnx" and precision == "bf16":
+        raise OdqaError("runtime onnx runs fp32 or int8; use --runtime torch for bf16")
+    if precision == "auto":
+        if cpu_has_fast_bf16() and runtime != "onnx":
+            return InferencePlan("torch", "bf16", "auto: CPU with native bf16")
+        if runtime == "torch":
+            return InferencePlan("torch", "fp32", "auto: torch runtime asked for, CPU without native bf16")
+        if onnx_runtime_available():
+            return InferencePlan("onnx", "int8", "auto: CPU without native bf16")
+        return InferencePlan("torch", "fp32", "auto: CPU without native bf16, onnxruntime not installed")
+    if runtime == "auto":
+        runtime = "onnx" if precision == "int8" and onnx_runtime_available() else "torch"
+    return InferencePlan(runtime, precision, "asked for")
+
+
+_announced: set[tuple[str, str]] = set()
+
+
+def announce(component: str, plan: InferencePlan) -> None:
+    """Print the plan of a component once per process (stderr keeps stdout's answers and JSON clean)."""
+    if (component, plan.label) in _announced:
+        return
+    _announced.add((component, plan.label))
+    print(f"odqa: {component} runs {plan.label} ({plan.reason})", file=sys.stderr, flush=True)
+
+
+def weights_fingerprint(module) -> str:
+    """Digest of a torch module's parameters and buffers (names, shapes, dtypes, values)."""
+    import torch
+
+    digest = hashlib.sha1(GRAPH_RECIPE.encode())
+    for name, tensor in module.state_dict().items():
+        t = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode())
+        digest.update(t.view(-1).view(dtype=torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def onnx_cache_root() -> Path:
+    from odqa.demo_corpus import odqa_home
+
+    return odqa_home() / "onnx"
+
+
+class OnnxModel:
+    """One ONNX Runtime session: feeds named numpy arrays, returns the graph's outputs in order."""
+
+    def __init__(self, path: str | Path, threads: int | None = None):
+        import onnxruntime as ort
+        import torch
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or torch.get_num_threads()
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.path = Path(path)
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.input_names = [i.name for i in self.session.get_inputs()]
+
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return self.session.run(None, {k: np.asarray(feeds[k], dtype=np.int64) for k in self.input_names})
+
+    @classmethod
+    def for_module(cls, module, kind: str, outputs: Sequence[str], int8: bool,
+                   forward: Callable | None = None, transformer=None, inputs: Sequence[str] = TOKEN_INPUTS,
+                   quiet: bool = False) -> "OnnxModel":
+        """The cached graph of `module` (exported on first use). `forward(module, input_ids, attention_mask,
+        token_type_ids)` returns the outputs named `outputs` (default: the module called with those inputs);
+        `transformer`: the Hugging Face model inside `module` (its config sizes the fused attention)."""
+        transformer = module if transformer is None else transformer
+        key = f"{kind}-{weights_fingerprint(module)[:20]}"
+        folder = onnx_cache_root() / key
+        target = folder / ("model.int8.onnx" if int8 else "model.onnx")
+        if not target.is_file():
+            if not quiet:
+                print(f"odqa: building the {'int8 ' if int8 else ''}ONNX graph of the {kind} in {folder} "
+                      "(once per model)...", file=sys.stderr, flush=True)
+            _build(module, transformer, folder, outputs, inputs, forward)
+        return cls(target)
+
+
+def _exportable(module, forward, inputs):
+    """`module` with positional token inputs and only the wanted outputs, as the exporter wants it."""
+    import torch
+
+    class Exportable(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = module
+
+        def forward(self, *args):
+            named = dict(zip(inputs, args))
+            if forward is not None:
+                return forward(self.inner, **named)
+            return tuple(self.inner(**named).values())
+
+    return Exportable()
+
+
+def _build(module, transformer, folder: Path, outputs: Sequence[str], inputs: Sequence[str], forward) -> None:
+    """Export, optimise and quantise into a temporary folder beside `folder`, then rename it into place."""
+    import warnings
+
+    import torch
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+    try:
+        clone = copy.deepcopy(module).float().eval()
+        clone_transformer = _find_same(clone, module, transformer)
+        if hasattr(clone_transformer, "set_attn_implementation"):
+            clone_transformer.set_attn_implementation("eager")  # the form ORT's optimiser fuses into Attention
+        example = torch.ones((2, 16), dtype=torch.long)
+        args = tuple(example if name != "token_type_ids" else torch.zeros_like(example) for name in inputs)
+        axes = {name: {0: "batch", 1: "tokens"} for name in inputs}
+        with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(_exportable(clone, forward, inputs), args, str(tmp / "export.onnx"),
+                              input_names=list(inputs), output_names=list(outputs), dynamic_axes=axes,
+                              opset_version=17, dynamo=False)
+        _optimise(tmp / "export.onnx", tmp / "model.onnx", clone_transformer.config)
+        _quantise(tmp / "model.onnx", tmp / "model.int8.onnx")
+        (tmp / "export.onnx").unlink()
+        if not (folder / "model.int8.onnx").is_file():  # else another process built it meanwhile
+            shutil.rmtree(folder, ignore_errors=True)  # a leftover of an older, interrupted layout
+            os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _find_same(clone, original, wanted):
+    """The submodule of `clone` at the place `wanted` has in `original`."""
+    if wanted is original:
+        return clone
+    for name, sub in original.named_modules():
+        if sub is wanted:
+            return clone.get_submodule(name)
+    raise OdqaError("internal: the transformer is not a submodule of the exported module")
+
+
+def _optimise(source: Path, target: Path, config) -> None:
+    from onnxruntime.transformers.optimizer import MODEL_TYPES, optimize_model
+
+    model_type = config.model_type if config.model_type in MODEL_TYPES else "bert"
+    optimised = optimize_model(str(source), model_type=model_type, num_heads=int(config.num_attention_heads),
+                               hidden_size=int(config.hidden_size), opt_level=1)
+    optimised.save_model_to_file(str(target))
+
+
+def _quantise(source: Path, target: Path) -> None:
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    # fused nodes (Attention, SkipLayerNormalization) have no shape-inferred types; their outputs are float
+    quantize_dynamic(str(source), str(target), per_channel=True, weight_type=QuantType.QInt8,
+                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+
+
+def pad_batch(rows: Sequence[Sequence[int]], pad_id: int, type_rows: Sequence[Sequence[int]] | None = None):
+    """Right-padded input_ids, attention_mask and token_type_ids (numpy int64) for token-id rows of any length."""
+    n = max(len(r) for r in rows)
+    ids = np.full((len(rows), n), pad_id, dtype=np.int64)
+    mask = np.zeros((len(rows), n), dtype=np.int64)
+    types = np.zeros((len(rows), n), dtype=np.int64)
+    for r, row in enumerate(rows):
+        ids[r, : len(row)] = row
+        mask[r, : len(row)] = 1
+        if type_rows is not None:
+            types[r, : len(row)] = type_rows[r]
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
