@@ -16,6 +16,8 @@ from linker.kb import KnowledgeBase
 from linker.model import ELQConfig, ELQModel, enumerate_spans, word_masks
 from odqa.errors import OdqaError
 from odqa.models import resolve_model
+from odqa.precision import autocast_for
+from odqa.runtime import announce, plan_inference, weights_version
 from odqa.types import Mention
 
 log = logging.getLogger(__name__)
@@ -34,7 +36,12 @@ class Linker:
         entity_threshold: float | None = None,
         device: str | None = None,
         max_spans: int = 24,
+        precision: str = "auto",
+        runtime: str = "auto",
     ):
+        self.precision, self.runtime = precision, runtime  # of inference (odqa.runtime.plan_inference)
+        self._onnx: tuple[tuple, bool, object] | None = None  # (weights_version, int8, OnnxModel)
+        self._int8_copy: tuple[tuple, ELQModel] | None = None  # (weights_version, quantised copy)
         self.model = model
         self.tokenizer = tokenizer
         self.config = model.config
@@ -153,7 +160,7 @@ class Linker:
                     f"question truncated to {self.config.max_length} tokens for linking: {q[:60]!r}...", stacklevel=3
                 )
         inputs = {k: v.to(self.device) for k, v in batch.items() if k != "offset_mapping"}
-        hidden, scores = self.model.encode(**inputs)
+        hidden, scores = self._encode(inputs)
         spans = self.span_candidates(questions, batch)
         results: list[list[Mention]] = [[] for _ in questions]
         if len(spans) == 0:
@@ -185,6 +192,41 @@ class Linker:
                 Mention(start, end, questions[row][start:end], entity, float(p_mention[n]), p_entity, joint)
             )
         return [resolve_overlaps(m) for m in results] if resolve else results
+
+    @property
+    def plan(self):
+        return plan_inference(self.device.type, self.precision, self.runtime)
+
+    def _encode(self, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token vectors and mention scores of a batch, on the planned runtime and precision."""
+        plan = self.plan
+        announce("linker", plan)
+        version = weights_version(self.model)
+        if plan.runtime == "onnx":
+            int8 = plan.precision == "int8"
+            if self._onnx is None or self._onnx[:2] != (version, int8):
+                from odqa.runtime import OnnxModel
+
+                def encode(module, **named):
+                    return module.encode(**named)
+
+                session = OnnxModel.for_module(self.model, "linker", ("hidden", "scores"), int8, forward=encode,
+                                               transformer=self.model.encoder)
+                self._onnx = (version, int8, session)
+            hidden, scores = self._onnx[2].run({k: v.cpu().numpy() for k, v in inputs.items()})
+            return torch.from_numpy(hidden), torch.from_numpy(scores)
+        if plan.precision == "int8":
+            if self._int8_copy is None or self._int8_copy[0] != version:
+                import copy
+
+                from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+                copied = quantize_dynamic(copy.deepcopy(self.model).cpu(), {torch.nn.Linear: per_channel_dynamic_qconfig})
+                self._int8_copy = (version, copied)
+            return self._int8_copy[1].encode(**inputs)
+        with autocast_for(self.device, plan.precision):
+            hidden, scores = self.model.encode(**inputs)
+        return hidden.float(), scores.float()
 
     def candidates(self, span_vecs: np.ndarray, texts: Sequence[str]) -> np.ndarray:
         """Dense top-K entities of each span plus the entities whose alias is the span's text; -1 pads."""

@@ -100,8 +100,16 @@ class OdqaConfig:
     reader: ReaderConfig = field(default_factory=ReaderConfig)
     linker: LinkerConfig = field(default_factory=LinkerConfig)
     elastic: ElasticConfig = field(default_factory=ElasticConfig)
+    # inference of the reader, the encoders and the linker (odqa.runtime.plan_inference): auto = bf16 on CPUs
+    # with native bf16, else onnx int8 (bench/speed.py measures its F1 against torch fp32), fp16 on CUDA
+    precision: str = "auto"  # auto | fp32 | bf16 | fp16 | int8
+    runtime: str = "auto"  # auto | torch | onnx
 
     def validate(self) -> "OdqaConfig":
+        from odqa.runtime import PRECISIONS, RUNTIMES
+
+        _choice("precision", self.precision, PRECISIONS)
+        _choice("runtime", self.runtime, RUNTIMES)
         self.retrieval.validate()
         self.reader.validate()
         self.linker.validate()

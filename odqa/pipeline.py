@@ -100,7 +100,9 @@ class Pipeline:
         kind = kind or r.retriever
         if kind not in self._retrievers:
             self._retrievers[kind] = self.bundle.retriever(kind, encoder=r.encoder or None, fusion=r.fusion,
-                                                           alpha=r.alpha, candidates=r.candidates, rrf_k=r.rrf_k)
+                                                           alpha=r.alpha, candidates=r.candidates, rrf_k=r.rrf_k,
+                                                           precision=self.config.precision,
+                                                           runtime=self.config.runtime)
         return self._retrievers[kind]
 
     @property
@@ -111,7 +113,8 @@ class Pipeline:
             c = self.config.reader
             self._reader = Reader.from_pretrained(c.model, max_answer_tokens=c.max_answer_tokens,
                                                   no_answer_threshold=c.no_answer_threshold,
-                                                  retrieval_weight=c.retrieval_weight)
+                                                  retrieval_weight=c.retrieval_weight,
+                                                  precision=self.config.precision, runtime=self.config.runtime)
         return self._reader
 
     @property
@@ -127,7 +130,8 @@ class Pipeline:
                 kb = KnowledgeBase.load(self._kb_path())
                 c = self.config.linker
                 self._linker = Linker.from_pretrained(c.model, kb=kb, mention_threshold=c.mention_threshold,
-                                                      entity_threshold=c.entity_threshold)
+                                                      entity_threshold=c.entity_threshold,
+                                                      precision=self.config.precision, runtime=self.config.runtime)
             except OdqaError as exc:
                 self._linker_failed = str(exc)
                 print(f"odqa: entity linking is off: {exc}", file=sys.stderr)
@@ -142,6 +146,19 @@ class Pipeline:
         from odqa.demo_corpus import demo_kb_path
 
         return demo_kb_path()
+
+    def inference_plans(self) -> dict[str, dict]:
+        """The runtime and precision of each model loaded so far (for --json output)."""
+        plans = {}
+        if self._reader is not None:
+            plans["reader"] = self._reader.plan.to_dict()
+        if self._linker is not None:
+            plans["linker"] = self._linker.plan.to_dict()
+        for retriever in self._retrievers.values():
+            encoder = getattr(getattr(retriever, "dense", retriever), "encoder", None)
+            if encoder is not None:
+                plans["encoder"] = encoder.plan().to_dict()
+        return plans
 
     # ---- answering --------------------------------------------------------------------------------------
     def link(self, questions: list[str]) -> list[list[Mention]]:

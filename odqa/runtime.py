@@ -111,6 +111,12 @@ def weights_fingerprint(module) -> str:
     return digest.hexdigest()
 
 
+def weights_version(module) -> tuple:
+    """Changes whenever a parameter of `module` is replaced or updated in place (an optimiser step), cheaply:
+    a session exported from older weights is then rebuilt instead of answering with them."""
+    return tuple((id(p), p._version) for p in module.parameters())
+
+
 def onnx_cache_root() -> Path:
     from odqa.demo_corpus import odqa_home
 

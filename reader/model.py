@@ -16,7 +16,7 @@ import torch
 from odqa.errors import OdqaError
 from odqa.models import resolve_model
 from odqa.precision import autocast_for
-from odqa.runtime import InferencePlan, announce, pad_batch, plan_inference
+from odqa.runtime import InferencePlan, announce, pad_batch, plan_inference, weights_version
 from odqa.types import Answer, Passage
 from reader.decode import PassageSpan, aggregate, decode_passage
 from reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS, DEFAULT_STRIDE, tokenize_windows
@@ -67,7 +67,7 @@ class Reader:
         self.name = name
         self._quantized = False
         self._bf16_copy: tuple[object, torch.nn.Module] | None = None  # (the model it copies, the copy)
-        self._onnx: tuple[object, bool, object] | None = None  # (the model it was exported from, int8, OnnxModel)
+        self._onnx: tuple[tuple, bool, object] | None = None  # (weights_version, int8, OnnxModel)
 
     # ---------------------------------------------------------------- loading / saving
     @classmethod
@@ -157,11 +157,12 @@ class Reader:
 
     def _onnx_model(self, int8: bool):
         """The ONNX Runtime session of the current weights (built and cached on first use)."""
-        if self._onnx is None or self._onnx[0] is not self.model or self._onnx[1] != int8:
+        version = weights_version(self.model)
+        if self._onnx is None or self._onnx[:2] != (version, int8):
             from odqa.runtime import OnnxModel
 
             session = OnnxModel.for_module(self.model, "reader", ("start_logits", "end_logits"), int8)
-            self._onnx = (self.model, int8, session)
+            self._onnx = (version, int8, session)
         return self._onnx[2]
 
     def _forward_model(self, precision: str):

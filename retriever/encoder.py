@@ -12,6 +12,7 @@ from transformers import AutoModel, AutoTokenizer
 from odqa.errors import OdqaError
 from odqa.models import resolve_model
 from odqa.precision import autocast_for, cpu_has_fast_bf16  # noqa: F401 (re-exported)
+from odqa.runtime import announce, plan_inference, weights_version
 
 
 def pick_device(device: str | None = None) -> torch.device:
@@ -29,9 +30,12 @@ class TextEncoder(torch.nn.Module):
     """Encodes texts into L2-normalised vectors (inner product = cosine)."""
 
     def __init__(self, model, tokenizer, name: str, max_length: int = 256, normalize: bool = True,
-                 precision: str = "auto"):
+                 precision: str = "auto", runtime: str = "auto"):
         super().__init__()
         self.precision = precision  # of encode() only: training sets its own autocast
+        self.runtime = runtime  # of encode() only (odqa.runtime.plan_inference)
+        self._onnx: tuple[tuple, bool, object] | None = None  # (weights_version, int8, OnnxModel)
+        self._int8_copy: tuple[tuple, torch.nn.Module] | None = None  # (weights_version, quantised copy)
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
@@ -40,7 +44,7 @@ class TextEncoder(torch.nn.Module):
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, max_length: int = 256, device: str | None = None,
-                        precision: str = "auto") -> "TextEncoder":
+                        precision: str = "auto", runtime: str = "auto") -> "TextEncoder":
         path = resolve_model(name_or_path)
         try:
             tokenizer = AutoTokenizer.from_pretrained(path)
@@ -50,7 +54,8 @@ class TextEncoder(torch.nn.Module):
                 f"cannot load encoder {name_or_path!r}: {exc.__class__.__name__}. "
                 "Pass a local model folder, a model shipped under models/, or 'minilm'."
             ) from exc
-        encoder = cls(model, tokenizer, name=name_or_path, max_length=max_length, precision=precision)
+        encoder = cls(model, tokenizer, name=name_or_path, max_length=max_length, precision=precision,
+                      runtime=runtime)
         encoder.to(pick_device(device))
         encoder.eval()
         return encoder
@@ -88,6 +93,8 @@ class TextEncoder(torch.nn.Module):
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        plan = self.plan(precision)
+        announce(f"encoder {self.name}", plan)
         order = np.argsort([-len(t) for t in texts]) if sort_by_length else np.arange(len(texts))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         starts = range(0, len(texts), batch_size)
@@ -97,11 +104,50 @@ class TextEncoder(torch.nn.Module):
             starts = tqdm(starts, desc=progress, unit="batch")
         for i in starts:
             idx = order[i : i + batch_size]
-            with autocast_for(self.device, precision or self.precision):
-                vectors = self.forward(self.tokenize([texts[j] for j in idx], max_length))
+            batch = self.tokenize([texts[j] for j in idx], max_length)
+            if plan.runtime == "onnx":
+                vectors = torch.from_numpy(self._onnx_model(plan.precision == "int8").run(
+                    {k: v.numpy() for k, v in batch.items()})[0])
+            elif plan.precision == "int8":
+                vectors = self._torch_int8()(batch)
+            else:
+                with autocast_for(self.device, plan.precision):
+                    vectors = self.forward(batch)
             out[idx] = torch.nn.functional.normalize(vectors.float(), dim=-1).cpu().numpy() if self.normalize \
                 else vectors.float().cpu().numpy()
         return out
+
+
+    def plan(self, precision: str | None = None):
+        """The runtime and precision encode() uses (`precision`: this call's, default the encoder's)."""
+        return plan_inference(self.device.type, precision or self.precision, self.runtime)
+
+    def _onnx_model(self, int8: bool):
+        """ONNX Runtime session of the encoder with its pooling and normalisation (cached per weights)."""
+        version = weights_version(self)
+        if self._onnx is None or self._onnx[:2] != (version, int8):
+            from odqa.runtime import OnnxModel
+
+            def vectors(module, **inputs):
+                return module(inputs)
+
+            session = OnnxModel.for_module(self, "encoder", ("vectors",), int8, forward=vectors,
+                                           transformer=self.model)
+            self._onnx = (version, int8, session)
+        return self._onnx[2]
+
+    def _torch_int8(self) -> "TextEncoder":
+        """A dynamic int8 copy (one weight scale per output channel) for `--runtime torch --precision int8`."""
+        version = weights_version(self)
+        if self._int8_copy is None or self._int8_copy[0] != version:
+            import copy
+
+            from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+            plain = TextEncoder(copy.deepcopy(self.model).cpu(), self.tokenizer, self.name, self.max_length,
+                                self.normalize)
+            self._int8_copy = (version, quantize_dynamic(plain, {torch.nn.Linear: per_channel_dynamic_qconfig}))
+        return self._int8_copy[1]
 
 
 def passage_text(title: str, text: str) -> str:

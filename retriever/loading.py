@@ -55,7 +55,8 @@ class IndexBundle:
             self._cache["bm25"] = BM25Retriever(load_text_index(self._require("bm25")), self.store)
         return self._cache["bm25"]
 
-    def dense(self, encoder: str | None = None, device: str | None = None):
+    def dense(self, encoder: str | None = None, device: str | None = None, precision: str = "auto",
+              runtime: str = "auto"):
         from retriever.dense import DenseRetriever
         from retriever.encoder import TextEncoder
 
@@ -65,23 +66,25 @@ class IndexBundle:
             index = VectorIndex.load(folder, use_gpu=None)
             name = encoder or index.manifest.encoder
             max_length = int(index.manifest.params.get("max_length", 256))
-            self._cache[key] = DenseRetriever(TextEncoder.from_pretrained(name, max_length=max_length, device=device), index, self.store)
+            encoder_model = TextEncoder.from_pretrained(name, max_length=max_length, device=device, precision=precision,
+                                                        runtime=runtime)
+            self._cache[key] = DenseRetriever(encoder_model, index, self.store)
         return self._cache[key]
 
     def retriever(self, kind: str, encoder: str | None = None, fusion: str = "rrf", alpha: float = 0.5,
-                  candidates: int = 100, rrf_k: int = 60):
+                  candidates: int = 100, rrf_k: int = 60, precision: str = "auto", runtime: str = "auto"):
         from retriever.hybrid import HybridRetriever
 
         if kind == "bm25":
             return self.bm25()
         if kind == "dense":
-            return self.dense(encoder)
+            return self.dense(encoder, precision=precision, runtime=runtime)
         if kind == "hybrid" and "dense" not in self.backends and "bm25" in self.backends:
             # hybrid is the default; an index built with --backends bm25 should still answer
             print(f"odqa: {self.path} has no dense index, so hybrid retrieval falls back to bm25", file=sys.stderr)
             return self.bm25()
         if kind == "hybrid":
-            return HybridRetriever(self.dense(encoder), self.bm25(), method=fusion, alpha=alpha,
+            return HybridRetriever(self.dense(encoder, precision=precision, runtime=runtime), self.bm25(), method=fusion, alpha=alpha,
                                    candidates=candidates, rrf_k=rrf_k)
         raise OdqaError(f"unknown retriever {kind!r}; choose one of {', '.join(KINDS)}")
 

@@ -39,6 +39,9 @@ def _pipeline_flags(p) -> None:
     p.add_argument("--reader", help="reader checkpoint: 'reader' (shipped) or any extractive-QA name/path")
     p.add_argument("--no-linker", action="store_true", help="skip entity linking")
     p.add_argument("--entity-bonus", type=float, help="fusion weight of linked entities' passages (0: off)")
+    p.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16", "int8"),
+                   help="inference precision of all models (auto: bf16 on CPUs with native bf16, else onnx int8)")
+    p.add_argument("--runtime", choices=("auto", "torch", "onnx"), help="inference runtime (auto: see --precision)")
     add_config_flag(p)
 
 
@@ -53,6 +56,8 @@ def make_pipeline(args):
         "retrieval.entity_bonus": args.entity_bonus,
         "reader.model": args.reader,
         "linker.enabled": False if args.no_linker else None,
+        "precision": args.precision,
+        "runtime": args.runtime,
     })
     return Pipeline(config)
 
@@ -63,7 +68,7 @@ def run_ask(args) -> int:
     pipeline = make_pipeline(args)
     result = pipeline.ask(" ".join(args.question))
     if args.json:
-        print_json_last(result.to_dict())
+        print_json_last({**result.to_dict(), "inference": pipeline.inference_plans()})
     else:
         Shell(pipeline).show(result)
     return 0
@@ -97,6 +102,7 @@ def _eval(pipeline, path, limit, ks, per_question, as_json) -> dict:
     print(f"EM {metrics['em']:.2f}  F1 {metrics['f1']:.2f}  " +
           "  ".join(f"R@{k} {metrics[f'recall@{k}']:.2f}" for k in ks) +
           f"  ({metrics['questions']} questions, {metrics['questions_per_second']} q/s)")
+    metrics["inference"] = pipeline.inference_plans()
     if as_json:
         print_json_last(metrics)
     return metrics
