@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Speed and quality of every inference path on the CPU at hand, side by side (one run, same machine).
+
+Variants: torch fp32 (the reference), torch bf16 (only where the CPU has native bf16), ONNX Runtime fp32 and
+ONNX Runtime int8 (dynamic, per channel). Each variant runs in its own process (a clean peak RSS) and reports:
+* reader ms per question reading 10 passages of ~100 words (median, p95; bench/reader.py's shape);
+* reader EM/F1 on the first `--reader-questions` SQuAD v1.1 dev questions (gold paragraph). The shipped reader
+  trained on 35 of dev's articles, so use these for the loss against torch fp32, not as a held-out score;
+* encoder passages/s (128-token passages, batch 32) and linker ms per question at batch 1;
+* end-to-end questions/s of `eval-qa` (BM25, top 10 read, linker on) with its EM/F1;
+* dense recall@20 of the encoder over SQuAD v1.1 dev's 2,067 paragraphs (not with --quick).
+
+    python bench/speed.py --quick --json          # demo corpus end to end, ~5 min on 2 cores
+    python bench/speed.py --index PATH --e2e-questions FILE   # e.g. squad-open, 200 questions
+
+The last line with --json is one JSON object: cpu_model, cpu_flags, per-variant reader_ms_median, reader_f1,
+e2e_qps (and the rest), default_variant (what `auto` picks here), speedup_vs_torch_fp32 (end to end, default
+variant) and f1_loss_vs_torch_fp32 (reader F1, default variant).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SQUAD_V11_DEV = ROOT.parent / "shared" / "data" / "squad" / "dev-v1.1.json"
+VARIANTS = {  # name -> (runtime, precision)
+    "torch-fp32": ("torch", "fp32"),
+    "torch-bf16": ("torch", "bf16"),
+    "onnx-fp32": ("onnx", "fp32"),
+    "onnx-int8": ("onnx", "int8"),
+}
+SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16",
+              "amx_bf16", "amx_int8")
+
+
+def cpu_info() -> tuple[str, list[str]]:
+    """The CPU's model name and its SIMD/matrix flags that matter for these kernels."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown", []
+    model, flags = "unknown", set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name":
+            model = value.strip()
+        elif key.strip() == "flags":
+            flags.update(value.split())
+    return model, [f for f in SIMD_FLAGS if f in flags]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def measure_reader(runtime: str, precision: str, args) -> dict:
+    from bench.reader import accuracy, speed
+    from odqa.eval.questions import load_questions
+    from odqa.types import Passage
+    from reader.model import Reader
+
+    reader = Reader.from_pretrained("reader", device="cpu", precision=precision, runtime=runtime)
+    reader.read("warm-up?", [Passage("w", "", "A warm-up passage builds or loads the runtime's graph.")])
+    items = load_questions(args.squad)
+    row = {}
+    times = []
+
+    class Timed:  # speed() times reader.read; keep every sample for the p95 too
+        def read(self, question, passages):
+            t0 = time.perf_counter()
+            out = reader.read(question, passages)
+            times.append(time.perf_counter() - t0)
+            return out
+
+    speed(Timed(), items, args.speed_questions)
+    samples = times[1:]  # speed() reads its first question once untimed (warm-up)
+    row["reader_ms_median"] = round(1000 * statistics.median(samples), 1)
+    row["reader_ms_p95"] = round(1000 * percentile(samples, 0.95), 1)
+    acc = accuracy(reader, items[: args.reader_questions], [])
+    row.update(reader_em=acc["em"], reader_f1=acc["f1"], reader_questions=acc["questions"])
+    return row
+
+
+def measure_encoder(runtime: str, precision: str, args) -> dict:
+    from odqa.eval.questions import load_questions
+    from odqa.models import DEFAULT_ENCODER
+    from retriever.encoder import TextEncoder
+
+    items = load_questions(args.squad)
+    contexts = sorted({q.context for q in items})
+    encoder = TextEncoder.from_pretrained(DEFAULT_ENCODER, max_length=128, device="cpu", precision=precision,
+                                          runtime=runtime)
+    long_enough = [c for c in contexts if len(c.split()) >= 120][: args.encoder_passages]
+    encoder.encode(long_enough[:8], batch_size=32)
+    t0 = time.perf_counter()
+    encoder.encode(long_enough, batch_size=32)
+    row = {"encoder_passages_per_s": round(len(long_enough) / (time.perf_counter() - t0), 1)}
+    if not args.quick:
+        import numpy as np
+
+        asked = items[: args.reader_questions]
+        p = encoder.encode(contexts, batch_size=32, max_length=256)
+        q = encoder.encode([x.question for x in asked], batch_size=64)
+        top = np.argsort(-(q @ p.T), axis=1)[:, :20]
+        gold = {c: i for i, c in enumerate(contexts)}
+        row["dense_recall@20_squad_dev_paragraphs"] = round(
+            100 * float(np.mean([gold[x.context] in top[n] for n, x in enumerate(asked)])), 2)
+    return row
+
+
+def measure_pipeline(runtime: str, precision: str, args) -> dict:
+    from odqa.config import OdqaConfig
+    from odqa.eval.qa import evaluate_qa
+    from odqa.eval.questions import load_questions
+    from odqa.pipeline import Pipeline
+
+    overrides = {"index": args.index or None, "retrieval.retriever": "bm25", "retrieval.k": 10,
+                 "linker.enabled": True, "precision": precision, "runtime": runtime}
+    pipeline = Pipeline(OdqaConfig.load(None, overrides))
+    if args.e2e_questions:
+        items = load_questions(args.e2e_questions)
+    else:
+        from odqa.demo_corpus import DEMO_QUESTIONS
+
+        items = load_questions(DEMO_QUESTIONS)
+    items = items[: args.e2e_limit]
+    pipeline.ask(items[0].question)  # load every component (and build graphs) before the clock starts
+    linker = pipeline.linker
+    row = {}
+    if linker is not None:
+        times = []
+        for item in items[:50]:
+            t0 = time.perf_counter()
+            linker.link([item.question])
+            times.append(time.perf_counter() - t0)
+        row["linker_ms_median"] = round(1000 * statistics.median(times), 1)
+    m = evaluate_qa(pipeline, items, ks=[10], progress=False)
+    row.update(e2e_qps=m["questions_per_second"], e2e_em=m["em"], e2e_f1=m["f1"], e2e_questions=m["questions"],
+               linker_on=linker is not None)
+    return row
+
+
+def run_variant(name: str, args) -> dict:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    runtime, precision = VARIANTS[name]
+    row = {"variant": name}
+    row.update(measure_reader(runtime, precision, args))
+    row.update(measure_encoder(runtime, precision, args))
+    row.update(measure_pipeline(runtime, precision, args))
+    row["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer timing samples, no dense recall")
+    ap.add_argument("--json", action="store_true", help="one JSON object as the last line")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of " + ", ".join(VARIANTS))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--squad", default=str(SQUAD_V11_DEV))
+    ap.add_argument("--reader-questions", type=int, default=1000)
+    ap.add_argument("--speed-questions", type=int)
+    ap.add_argument("--encoder-passages", type=int)
+    ap.add_argument("--index", default="", help="index for the end-to-end run (default: the demo corpus)")
+    ap.add_argument("--e2e-questions", default="", help="question file (default: the 100 demo questions)")
+    ap.add_argument("--e2e-limit", type=int, default=200)
+    ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one variant in this process
+    ap.add_argument("--out", default="", help="also write the Markdown table here")
+    args = ap.parse_args(argv)
+    args.speed_questions = args.speed_questions or (50 if args.quick else 100)
+    args.encoder_passages = args.encoder_passages or (128 if args.quick else 512)
+    if args.one:
+        print(json.dumps(run_variant(args.one, args)), flush=True)
+        return 0
+
+    from odqa.precision import cpu_has_fast_bf16
+    from odqa.runtime import plan_inference
+
+    model, flags = cpu_info()
+    print(f"CPU: {model}; flags: {' '.join(flags)}; {args.threads} threads", flush=True)
+    names = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in names if v not in VARIANTS]
+    if unknown:
+        print(f"speed.py: error: unknown variant {unknown[0]!r}; choose from {', '.join(VARIANTS)}", file=sys.stderr)
+        return 2
+    if "torch-bf16" in names and not cpu_has_fast_bf16():
+        names.remove("torch-bf16")  # emulated bf16 is slower than fp32: nothing to compare
+    plan = plan_inference("cpu")
+    default = f"{plan.runtime}-{plan.precision}"
+    rows = []
+    passthrough = [a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--json",)]
+    for name in names:
+        out = subprocess.run([sys.executable, __file__, *passthrough, "--one", name], capture_output=True, text=True)
+        if out.returncode != 0:
+            print(f"{name}: failed\n{out.stderr[-2000:]}", file=sys.stderr)
+            continue
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(json.dumps(rows[-1]), flush=True)
+    by = {r["variant"]: r for r in rows}
+    columns = ["variant", "reader_ms_median", "reader_ms_p95", "reader_f1", "encoder_passages_per_s",
+               "linker_ms_median", "e2e_qps", "e2e_f1", "dense_recall@20_squad_dev_paragraphs", "peak_rss_mb"]
+    table = "\n".join(["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] +
+                      ["| " + " | ".join(str(r.get(c, "-")) for c in columns) + " |" for r in rows])
+    print(f"\nCPU {model} ({' '.join(flags)}), {args.threads} threads; default (auto) = {default}\n\n{table}\n")
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(f"`python bench/speed.py {' '.join(passthrough)}` on {model} "
+                                  f"({' '.join(flags)}), {args.threads} threads\n\n{table}\n")
+    ref, chosen = by.get("torch-fp32"), by.get(default)
+    summary = {
+        "cpu_model": model, "cpu_flags": flags, "threads": args.threads, "default_variant": default,
+        **{key: {r["variant"]: r.get(key) for r in rows} for key in columns[1:]},
+        "speedup_vs_torch_fp32": round(chosen["e2e_qps"] / ref["e2e_qps"], 2) if ref and chosen else None,
+        "f1_loss_vs_torch_fp32": round(ref["reader_f1"] - chosen["reader_f1"], 2) if ref and chosen else None,
+    }
+    if args.json:
+        print(json.dumps(summary), flush=True)
+    return 0 if len(rows) == len(names) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

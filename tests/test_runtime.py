@@ -1,0 +1,111 @@
+"""The inference plan (`precision` x `runtime`) and the cached ONNX Runtime graphs, on tiny random models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from odqa.errors import OdqaError
+from odqa.runtime import plan_inference
+from odqa.types import Passage
+
+pytest.importorskip("onnxruntime")
+
+PASSAGES = [Passage("a", "", "The Eiffel Tower was built in 1889 by Gustave Eiffel in Paris."),
+            Passage("b", "", "Rome is the capital of Italy and lies on the Tiber.")]
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("ODQA_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    from tests.reader_fixtures import save_tiny_qa
+
+    return save_tiny_qa(tmp_path_factory.mktemp("tiny-reader"))
+
+
+def test_auto_picks_bf16_with_native_bf16_else_onnx_int8(monkeypatch):
+    import odqa.precision
+
+    monkeypatch.setattr(odqa.precision, "cpu_has_fast_bf16", lambda: True)
+    assert plan_inference("cpu").label == "torch bf16"
+    assert plan_inference("cpu", runtime="onnx").label == "onnx int8"
+    monkeypatch.setattr(odqa.precision, "cpu_has_fast_bf16", lambda: False)
+    assert plan_inference("cpu").label == "onnx int8"
+    assert plan_inference("cpu", runtime="torch").label == "torch fp32"
+    assert plan_inference("cpu", "int8").label == "onnx int8"
+    assert plan_inference("cpu", "int8", "torch").label == "torch int8"
+    assert plan_inference("cpu", "fp32").label == "torch fp32"
+    assert plan_inference("cuda").label == "torch fp16"
+
+
+@pytest.mark.parametrize("device,precision,runtime", [
+    ("cpu", "fp8", "auto"), ("cpu", "auto", "tensorrt"), ("cpu", "fp16", "auto"), ("cpu", "bf16", "onnx"),
+    ("cuda", "int8", "auto"), ("cuda", "auto", "onnx"),
+])
+def test_impossible_plans_are_refused_with_a_clear_error(device, precision, runtime):
+    with pytest.raises(OdqaError):
+        plan_inference(device, precision, runtime)
+
+
+def test_config_refuses_an_unknown_precision():
+    from odqa.config import OdqaConfig
+
+    assert OdqaConfig.load(None, {"precision": "int8", "runtime": "onnx"}).precision == "int8"
+    with pytest.raises(OdqaError, match="precision"):
+        OdqaConfig.load(None, {"precision": "int4"})
+
+
+def _logits(reader, precision, runtime):
+    reader.settings.precision, reader.settings.runtime = precision, runtime
+    w, starts, ends = reader.logits(["Who built the Eiffel Tower?"] * 2, [p.text for p in PASSAGES])
+    return np.concatenate(starts), np.concatenate(ends)
+
+
+def test_onnx_reader_matches_torch_and_its_graph_is_cached_by_weights(tiny_dir, home, capsys):
+    from reader.model import Reader
+
+    reader = Reader.from_pretrained(str(tiny_dir), device="cpu")
+    ref_start, ref_end = _logits(reader, "fp32", "torch")
+    start, end = _logits(reader, "fp32", "onnx")
+    np.testing.assert_allclose(start, ref_start, atol=1e-4)
+    np.testing.assert_allclose(end, ref_end, atol=1e-4)
+    q_start, _ = _logits(reader, "int8", "onnx")
+    assert np.corrcoef(q_start, ref_start)[0, 1] > 0.9  # quantised, yet the same function
+    assert reader.read("Who built the Eiffel Tower?", PASSAGES, no_answer_threshold=None)
+    graphs = sorted(home.glob("onnx/reader-*"))
+    assert len(graphs) == 1 and (graphs[0] / "model.onnx").is_file() and (graphs[0] / "model.int8.onnx").is_file()
+    assert "building" in capsys.readouterr().err
+
+    again = Reader.from_pretrained(str(tiny_dir), device="cpu", precision="int8", runtime="onnx")
+    again.read("Who built the Eiffel Tower?", PASSAGES)
+    assert "building" not in capsys.readouterr().err  # same weights: the cached graph
+    assert sorted(home.glob("onnx/reader-*")) == graphs
+
+    with torch.no_grad():  # weights changed in place (as an optimiser step does): a new graph, new logits
+        again.model.qa_outputs.bias.add_(1.0)
+    new_start, _ = _logits(again, "fp32", "onnx")
+    assert len(sorted(home.glob("onnx/reader-*"))) == 2
+    np.testing.assert_allclose(new_start, ref_start + 1.0, atol=1e-4)
+    assert not list(home.glob("onnx/*.*"))  # no temporary build folder left behind
+
+
+def test_onnx_encoder_vectors_match_torch(tmp_path, home):
+    from retriever.encoder import TextEncoder
+    from tests.reader_fixtures import save_tiny_qa
+
+    path = save_tiny_qa(tmp_path / "tiny-encoder", qa=False)
+    encoder = TextEncoder.from_pretrained(str(path), device="cpu", precision="fp32", runtime="torch")
+    texts = [p.text for p in PASSAGES] + ["a short one"]
+    ref = encoder.encode(texts)
+    encoder.runtime = "onnx"
+    np.testing.assert_allclose(encoder.encode(texts), ref, atol=1e-4)
+    assert encoder.plan().label == "onnx fp32"
+    quantised = encoder.encode(texts, precision="int8")
+    np.testing.assert_allclose(np.linalg.norm(quantised, axis=1), 1.0, atol=1e-4)
+    assert (np.sum(quantised * ref, axis=1) > 0.9).all()
