@@ -159,7 +159,8 @@ def run_variant(name: str, args) -> dict:
     row = {"variant": name}
     row.update(measure_reader(runtime, precision, args))
     row.update(measure_encoder(runtime, precision, args))
-    row.update(measure_pipeline(runtime, precision, args))
+    if not args.no_e2e:
+        row.update(measure_pipeline(runtime, precision, args))
     row["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     return row
 
@@ -177,6 +178,7 @@ def main(argv=None) -> int:
     ap.add_argument("--index", default="", help="index for the end-to-end run (default: the demo corpus)")
     ap.add_argument("--e2e-questions", default="", help="question file (default: the 100 demo questions)")
     ap.add_argument("--e2e-limit", type=int, default=200)
+    ap.add_argument("--no-e2e", action="store_true", help="reader and encoder only (no index needed)")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one variant in this process
     ap.add_argument("--out", default="", help="also write the Markdown table here")
     args = ap.parse_args(argv)
@@ -223,7 +225,10 @@ def main(argv=None) -> int:
     summary = {
         "cpu_model": model, "cpu_flags": flags, "threads": args.threads, "default_variant": default,
         **{key: {r["variant"]: r.get(key) for r in rows} for key in columns[1:]},
-        "speedup_vs_torch_fp32": round(chosen["e2e_qps"] / ref["e2e_qps"], 2) if ref and chosen else None,
+        "speedup_vs_torch_fp32": round(chosen["e2e_qps"] / ref["e2e_qps"], 2)
+        if ref and chosen and "e2e_qps" in ref else None,
+        "reader_speedup_vs_torch_fp32": round(ref["reader_ms_median"] / chosen["reader_ms_median"], 2)
+        if ref and chosen else None,
         "f1_loss_vs_torch_fp32": round(ref["reader_f1"] - chosen["reader_f1"], 2) if ref and chosen else None,
     }
     if args.json:
