@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from odqa.errors import OdqaError
+from odqa.core.errors import OdqaError
 
 log = logging.getLogger("odqa.reader.cloze")
 
@@ -31,7 +31,7 @@ WH_WORD = {
 
 def excluded_titles(paths: Sequence[str | Path]) -> set[str]:
     """Article titles of SQuAD-format files as the corpus writes them (lower case, underscores as spaces)."""
-    from odqa.eval.questions import squad_titles
+    from odqa.corpus.questions import squad_titles
 
     return {title.replace("_", " ").lower() for path in paths for title in squad_titles(path)}
 
@@ -95,7 +95,7 @@ def build_cloze_data(corpus: str | Path, output: str | Path, questions: int = 24
         raise OdqaError(f"--per-article ({per_article}), --per-paragraph ({per_paragraph}) and --every ({every}) "
                         "must be positive")
     if nlp is None:
-        from linker.baseline import load_spacy
+        from odqa.core.nlp import load_spacy
 
         nlp = load_spacy()
     t0 = time.time()

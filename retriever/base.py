@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence
 
+from odqa.core.errors import OdqaError
+from odqa.core.types import SearchHit
 from odqa.corpus.store import PassageStore
-from odqa.errors import OdqaError
-from odqa.types import SearchHit
 
 
 class Retriever(Protocol):

@@ -10,8 +10,8 @@ from pathlib import Path
 from indexes.bm25 import load_text_index
 from indexes.manifest import Manifest
 from indexes.vector import VectorIndex
+from odqa.core.errors import OdqaError
 from odqa.corpus.store import PassageStore
-from odqa.errors import OdqaError
 
 KINDS = ("bm25", "dense", "hybrid")
 
@@ -56,8 +56,8 @@ class IndexBundle:
         return self._cache["bm25"]
 
     def dense(self, encoder: str | None = None, device: str | None = None):
+        from odqa.core.encoder import TextEncoder
         from retriever.dense import DenseRetriever
-        from retriever.encoder import TextEncoder
 
         key = ("dense", encoder or "")
         if key not in self._cache:

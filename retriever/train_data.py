@@ -37,10 +37,10 @@ from typing import Iterator, Sequence
 
 from tqdm.auto import tqdm
 
-from indexes.manifest import atomic_file
-from odqa.errors import DataFormatError, OdqaError
-from odqa.eval.answers import has_answer
-from odqa.eval.questions import QAItem, load_questions
+from odqa.core.answers import has_answer
+from odqa.core.atomic import atomic_file
+from odqa.core.errors import DataFormatError, OdqaError
+from odqa.corpus.questions import QAItem, load_questions
 
 log = logging.getLogger("odqa.retriever.train_data")
 

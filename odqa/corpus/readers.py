@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 from typing import IO, Iterator
 
-from odqa.errors import DataFormatError
-from odqa.types import Document, Passage
+from odqa.core.errors import DataFormatError
+from odqa.core.types import Document, Passage
 
 _COMPRESSED = {".gz": gzip.open, ".xz": lzma.open, ".bz2": bz2.open}
 _DOC_OPEN = re.compile(r'<doc\s+([^>]*)>')
