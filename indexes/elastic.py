@@ -39,6 +39,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
+from indexes.manifest import Manifest
 from odqa.core.errors import IndexMismatchError, OdqaError
 
 log = logging.getLogger(__name__)
@@ -638,8 +639,7 @@ def _interrupted(index: ElasticIndex, report: BulkReport, exc: BaseException, op
 
 def passage_docs(bundle_path: str | Path, limit: int | None = None, with_vectors: bool = True):
     """(total, docs(start), meta, dim) for an odqa index folder: passages plus dense/embeddings.npy if present."""
-    from indexes.manifest import Manifest
-    from odqa.corpus.store import PassageStore
+    from odqa.corpus.store import PassageStore  # datasets/pyarrow: only when loading passages
 
     bundle_path = Path(bundle_path)
     manifest = Manifest.load(bundle_path, kind="bundle")

@@ -18,7 +18,7 @@ from odqa.core.errors import OdqaError
 from odqa.core.models import resolve_model
 from odqa.core.types import Answer, Passage
 from reader.decode import PassageSpan, aggregate, decode_passage
-from reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS, DEFAULT_STRIDE, tokenize_windows
+from reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS, DEFAULT_STRIDE, require_fast, tokenize_windows
 
 DEFAULT_READER = "reader"  # resolves to models/reader
 SETTINGS_FILE = "reader_config.json"
@@ -55,8 +55,6 @@ class Reader:
     """Reads passages and returns answer spans with character offsets into each passage's text."""
 
     def __init__(self, model, tokenizer, settings: ReaderSettings | None = None, name: str = ""):
-        from reader.features import require_fast
-
         require_fast(tokenizer)
         self.model = model.eval()
         self.tokenizer = tokenizer
