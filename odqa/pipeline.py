@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from odqa.config import OdqaConfig
 from odqa.core.errors import OdqaError
+from odqa.core.protocols import Linker, Reader, Retriever
 from odqa.core.types import Answer, Mention, SearchHit
 
 MAX_QUESTION_CHARS = 500
@@ -78,9 +79,9 @@ class Pipeline:
         self._default_index = default_index
         self._default_kb = default_kb
         self._bundle = None
-        self._retrievers: dict[str, Any] = {}
-        self._reader = None
-        self._linker = None
+        self._retrievers: dict[str, Retriever] = {}
+        self._reader: Reader | None = None
+        self._linker: Linker | None = None
         self._linker_failed: str | None = None
         self._entity_passages = None
 
@@ -101,7 +102,7 @@ class Pipeline:
             self._bundle = IndexBundle.open(self.index_path)
         return self._bundle
 
-    def retriever(self, kind: str | None = None):
+    def retriever(self, kind: str | None = None) -> Retriever:
         r = self.config.retrieval
         kind = kind or r.retriever
         if kind not in self._retrievers:
@@ -110,7 +111,7 @@ class Pipeline:
         return self._retrievers[kind]
 
     @property
-    def reader(self):
+    def reader(self) -> Reader:
         if self._reader is None:
             from reader.model import Reader
 
@@ -121,7 +122,7 @@ class Pipeline:
         return self._reader
 
     @property
-    def linker(self):
+    def linker(self) -> Linker | None:
         """The entity linker, or None when disabled or unavailable (the pipeline then runs without it)."""
         if not self.config.linker.enabled or self._linker_failed:
             return None
