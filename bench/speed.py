@@ -14,8 +14,9 @@ ONNX Runtime int8 (dynamic, per channel). Each variant runs in its own process (
     python bench/speed.py --index PATH --e2e-questions FILE   # e.g. squad-open, 200 questions
 
 The last line with --json is one JSON object: cpu_model, cpu_flags, per-variant reader_ms_median, reader_f1,
-e2e_qps (and the rest), default_variant (what `auto` picks here), speedup_vs_torch_fp32 (end to end, default
-variant) and f1_loss_vs_torch_fp32 (reader F1, default variant).
+e2e_qps (and the rest), default_variant (what `auto` picks here for the reader; the encoders and the linker stay
+on torch fp32 under `auto` on CPUs without native bf16), speedup_vs_torch_fp32 (end to end, default variant: every
+model on that variant, not exactly `auto`) and f1_loss_vs_torch_fp32 (reader F1, default variant).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def percentile(values: list[float], q: float) -> float:
 def measure_reader(runtime: str, precision: str, args) -> dict:
     from bench.reader import accuracy, speed
     from odqa.eval.questions import load_questions
-    from odqa.types import Passage
+    from odqa.core.types import Passage
     from reader.model import Reader
 
     reader = Reader.from_pretrained("reader", device="cpu", precision=precision, runtime=runtime)
@@ -94,8 +95,8 @@ def measure_reader(runtime: str, precision: str, args) -> dict:
 
 def measure_encoder(runtime: str, precision: str, args) -> dict:
     from odqa.eval.questions import load_questions
-    from odqa.models import DEFAULT_ENCODER
-    from retriever.encoder import TextEncoder
+    from odqa.core.models import DEFAULT_ENCODER
+    from odqa.core.encoder import TextEncoder
 
     items = load_questions(args.squad)
     contexts = sorted({q.context for q in items})
@@ -188,8 +189,8 @@ def main(argv=None) -> int:
         print(json.dumps(run_variant(args.one, args)), flush=True)
         return 0
 
-    from odqa.precision import cpu_has_fast_bf16
-    from odqa.runtime import plan_inference
+    from odqa.core.device import cpu_has_fast_bf16
+    from odqa.core.runtime import plan_inference
 
     model, flags = cpu_info()
     print(f"CPU: {model}; flags: {' '.join(flags)}; {args.threads} threads", flush=True)
@@ -200,7 +201,7 @@ def main(argv=None) -> int:
         return 2
     if "torch-bf16" in names and not cpu_has_fast_bf16():
         names.remove("torch-bf16")  # emulated bf16 is slower than fp32: nothing to compare
-    plan = plan_inference("cpu")
+    plan = plan_inference("cpu", auto_int8=True)  # the reader's default
     default = f"{plan.runtime}-{plan.precision}"
     rows = []
     passthrough = [a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--json",)]

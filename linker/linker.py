@@ -14,11 +14,11 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from linker.kb import KnowledgeBase
 from linker.model import ELQConfig, ELQModel, enumerate_spans, word_masks
-from odqa.errors import OdqaError
-from odqa.models import resolve_model
-from odqa.precision import autocast_for
-from odqa.runtime import announce, plan_inference, weights_version
-from odqa.types import Mention
+from odqa.core.device import autocast_for
+from odqa.core.errors import OdqaError
+from odqa.core.models import resolve_model
+from odqa.core.runtime import announce, plan_inference, weights_version
+from odqa.core.types import Mention
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class Linker:
         precision: str = "auto",
         runtime: str = "auto",
     ):
-        self.precision, self.runtime = precision, runtime  # of inference (odqa.runtime.plan_inference)
+        self.precision, self.runtime = precision, runtime  # of inference (odqa.core.runtime.plan_inference)
         self._onnx: tuple[tuple, bool, object] | None = None  # (weights_version, int8, OnnxModel)
         self._int8_copy: tuple[tuple, ELQModel] | None = None  # (weights_version, quantised copy)
         self.model = model
@@ -205,7 +205,7 @@ class Linker:
         if plan.runtime == "onnx":
             int8 = plan.precision == "int8"
             if self._onnx is None or self._onnx[:2] != (version, int8):
-                from odqa.runtime import OnnxModel
+                from odqa.core.runtime import OnnxModel
 
                 def encode(module, **named):
                     return module.encode(**named)

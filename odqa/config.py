@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from odqa.errors import OdqaError
+from odqa.core.errors import OdqaError
 
 
 @dataclass
@@ -100,13 +100,14 @@ class OdqaConfig:
     reader: ReaderConfig = field(default_factory=ReaderConfig)
     linker: LinkerConfig = field(default_factory=LinkerConfig)
     elastic: ElasticConfig = field(default_factory=ElasticConfig)
-    # inference of the reader, the encoders and the linker (odqa.runtime.plan_inference): auto = bf16 on CPUs
-    # with native bf16, else onnx int8 (bench/speed.py measures its F1 against torch fp32), fp16 on CUDA
+    # inference of the reader, the encoders and the linker (odqa.core.runtime.plan_inference): auto = bf16 on CPUs
+    # with native bf16, fp16 on CUDA, else onnx int8 for the reader (bench/speed.py measures its F1 against torch
+    # fp32) and torch fp32 for the encoders and the linker (their int8 quality is unmeasured)
     precision: str = "auto"  # auto | fp32 | bf16 | fp16 | int8
     runtime: str = "auto"  # auto | torch | onnx
 
     def validate(self) -> "OdqaConfig":
-        from odqa.runtime import PRECISIONS, RUNTIMES
+        from odqa.core.runtime import PRECISIONS, RUNTIMES
 
         _choice("precision", self.precision, PRECISIONS)
         _choice("runtime", self.runtime, RUNTIMES)

@@ -8,21 +8,17 @@ encoder or a retrained one under the same name gets fresh ones.
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 from pathlib import Path
 from typing import Callable
 
-from odqa.errors import OdqaError
-from odqa.models import DEFAULT_ENCODER, model_fingerprint
+from odqa.core.errors import OdqaError
+from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
+from odqa.core.paths import odqa_home  # noqa: F401 (re-exported: odqa.commands.qa and tests use it here)
 
 DEMO_DIR = Path(__file__).resolve().parent / "demo"
 DEMO_ARTICLES = DEMO_DIR / "articles.jsonl"
 DEMO_QUESTIONS = DEMO_DIR / "questions.jsonl"
-
-
-def odqa_home() -> Path:
-    return Path(os.environ.get("ODQA_HOME", Path.home() / ".cache" / "odqa"))
 
 
 def _cached_build(kind: str, encoder: str, quiet: bool, build: Callable[[Path], object]) -> Path:

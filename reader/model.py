@@ -13,13 +13,13 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from odqa.errors import OdqaError
-from odqa.models import resolve_model
-from odqa.precision import autocast_for
-from odqa.runtime import InferencePlan, announce, pad_batch, plan_inference, weights_version
-from odqa.types import Answer, Passage
+from odqa.core.device import autocast_for, pick_device
+from odqa.core.errors import OdqaError
+from odqa.core.models import resolve_model
+from odqa.core.runtime import InferencePlan, announce, pad_batch, plan_inference, weights_version
+from odqa.core.types import Answer, Passage
 from reader.decode import PassageSpan, aggregate, decode_passage
-from reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS, DEFAULT_STRIDE, tokenize_windows
+from reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS, DEFAULT_STRIDE, require_fast, tokenize_windows
 
 DEFAULT_READER = "reader"  # resolves to models/reader
 SETTINGS_FILE = "reader_config.json"
@@ -37,9 +37,9 @@ class ReaderSettings:
     batch_size: int = 16  # windows per forward pass
     spans_per_window: int = 20
     # auto: bf16 on CPUs with native bf16 (AMX: 2x faster, AVX512-BF16: 1.7x; same F1), fp16 on CUDA, else
-    # onnx int8 (odqa.runtime; its F1 against torch fp32 is in bench/speed.py's table)
+    # onnx int8 (odqa.core.runtime; its F1 against torch fp32 is in bench/speed.py's table)
     precision: str = "auto"  # auto | fp32 | bf16 | fp16 | int8
-    runtime: str = "auto"  # auto | torch | onnx (odqa.runtime.plan_inference)
+    runtime: str = "auto"  # auto | torch | onnx (odqa.core.runtime.plan_inference)
 
 
 def _sigmoid(x: float) -> float:
@@ -58,8 +58,6 @@ class Reader:
     """Reads passages and returns answer spans with character offsets into each passage's text."""
 
     def __init__(self, model, tokenizer, settings: ReaderSettings | None = None, name: str = ""):
-        from reader.features import require_fast
-
         require_fast(tokenizer)
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -94,7 +92,7 @@ class Reader:
                 f"{name_or_path!r} is not an extractive question-answering checkpoint (architectures: {archs}); "
                 "train one with `run_qa.py train-reader` or pass a *ForQuestionAnswering model"
             )
-        dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        dev = pick_device(device)
         try:
             tokenizer = AutoTokenizer.from_pretrained(path)
             # shipped weights are fp16; compute in fp32 on CPU (fp16 matmuls there are slow and lossy)
@@ -153,13 +151,14 @@ class Reader:
         """The runtime and precision reads use now (from `settings`, the device and the CPU)."""
         if self._quantized:
             return InferencePlan("torch", "int8", "quantize_int8()")
-        return plan_inference(self.device.type, self.settings.precision, self.settings.runtime)
+        # auto may pick onnx int8 for the reader: its F1 cost was measured (bench/speed.py, 0.27 F1)
+        return plan_inference(self.device.type, self.settings.precision, self.settings.runtime, auto_int8=True)
 
     def _onnx_model(self, int8: bool):
         """The ONNX Runtime session of the current weights (built and cached on first use)."""
         version = weights_version(self.model)
         if self._onnx is None or self._onnx[:2] != (version, int8):
-            from odqa.runtime import OnnxModel
+            from odqa.core.runtime import OnnxModel
 
             session = OnnxModel.for_module(self.model, "reader", ("start_logits", "end_logits"), int8)
             self._onnx = (version, int8, session)

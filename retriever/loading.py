@@ -10,8 +10,10 @@ from pathlib import Path
 from indexes.bm25 import load_text_index
 from indexes.manifest import Manifest
 from indexes.vector import VectorIndex
+from odqa.core.errors import OdqaError
 from odqa.corpus.store import PassageStore
-from odqa.errors import OdqaError
+from retriever.bm25 import BM25Retriever
+from retriever.hybrid import HybridRetriever
 
 KINDS = ("bm25", "dense", "hybrid")
 
@@ -49,16 +51,14 @@ class IndexBundle:
         return folder
 
     def bm25(self):
-        from retriever.bm25 import BM25Retriever
-
         if "bm25" not in self._cache:
             self._cache["bm25"] = BM25Retriever(load_text_index(self._require("bm25")), self.store)
         return self._cache["bm25"]
 
     def dense(self, encoder: str | None = None, device: str | None = None, precision: str = "auto",
               runtime: str = "auto"):
+        from odqa.core.encoder import TextEncoder
         from retriever.dense import DenseRetriever
-        from retriever.encoder import TextEncoder
 
         key = ("dense", encoder or "")
         if key not in self._cache:
@@ -73,8 +73,6 @@ class IndexBundle:
 
     def retriever(self, kind: str, encoder: str | None = None, fusion: str = "rrf", alpha: float = 0.5,
                   candidates: int = 100, rrf_k: int = 60, precision: str = "auto", runtime: str = "auto"):
-        from retriever.hybrid import HybridRetriever
-
         if kind == "bm25":
             return self.bm25()
         if kind == "dense":
@@ -84,8 +82,8 @@ class IndexBundle:
             print(f"odqa: {self.path} has no dense index, so hybrid retrieval falls back to bm25", file=sys.stderr)
             return self.bm25()
         if kind == "hybrid":
-            return HybridRetriever(self.dense(encoder, precision=precision, runtime=runtime), self.bm25(), method=fusion, alpha=alpha,
-                                   candidates=candidates, rrf_k=rrf_k)
+            return HybridRetriever(self.dense(encoder, precision=precision, runtime=runtime), self.bm25(), method=fusion,
+                                   alpha=alpha, candidates=candidates, rrf_k=rrf_k)
         raise OdqaError(f"unknown retriever {kind!r}; choose one of {', '.join(KINDS)}")
 
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from odqa.errors import OdqaError
-from odqa.runtime import plan_inference
-from odqa.types import Passage
+from odqa.core.errors import OdqaError
+from odqa.core.runtime import plan_inference
+from odqa.core.types import Passage
 
 pytest.importorskip("onnxruntime")
 
@@ -30,18 +30,57 @@ def tiny_dir(tmp_path_factory):
 
 
 def test_auto_picks_bf16_with_native_bf16_else_onnx_int8(monkeypatch):
-    import odqa.precision
+    import odqa.core.device
 
-    monkeypatch.setattr(odqa.precision, "cpu_has_fast_bf16", lambda: True)
-    assert plan_inference("cpu").label == "torch bf16"
-    assert plan_inference("cpu", runtime="onnx").label == "onnx int8"
-    monkeypatch.setattr(odqa.precision, "cpu_has_fast_bf16", lambda: False)
-    assert plan_inference("cpu").label == "onnx int8"
-    assert plan_inference("cpu", runtime="torch").label == "torch fp32"
+    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: True)
+    assert plan_inference("cpu", auto_int8=True).label == "torch bf16"
+    assert plan_inference("cpu", runtime="onnx", auto_int8=True).label == "onnx int8"
+    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: False)
+    assert plan_inference("cpu", auto_int8=True).label == "onnx int8"
+    assert plan_inference("cpu", runtime="torch", auto_int8=True).label == "torch fp32"
     assert plan_inference("cpu", "int8").label == "onnx int8"
     assert plan_inference("cpu", "int8", "torch").label == "torch int8"
     assert plan_inference("cpu", "fp32").label == "torch fp32"
     assert plan_inference("cuda").label == "torch fp16"
+
+
+def test_auto_never_picks_int8_for_models_whose_int8_quality_is_unmeasured(monkeypatch):
+    """Only the reader's int8 F1 loss was measured: under `auto` on a CPU without native bf16 the encoders and the
+    linker stay on fp32 (torch, or onnx when asked for); int8 asked for explicitly still runs."""
+    import odqa.core.device
+
+    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: False)
+    assert plan_inference("cpu").label == "torch fp32"
+    assert plan_inference("cpu", runtime="onnx").label == "onnx fp32"
+    assert plan_inference("cpu", "int8").label == "onnx int8"
+    assert plan_inference("cpu", "int8", "torch").label == "torch int8"
+    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: True)
+    assert plan_inference("cpu").label == "torch bf16"
+
+
+def test_components_apply_the_auto_rule(monkeypatch, tiny_dir, tmp_path):
+    """On a CPU without native bf16, `auto`: reader onnx int8; text encoder and linker torch fp32 (int8 asked for
+    explicitly still runs)."""
+    import torch
+
+    import odqa.core.device
+    import odqa.core.runtime
+    from linker.linker import Linker
+    from odqa.core.encoder import TextEncoder
+    from reader.model import Reader
+    from tests.reader_fixtures import save_tiny_qa
+
+    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: False)
+    monkeypatch.setattr(odqa.core.runtime, "onnx_runtime_available", lambda: True)
+    assert Reader.from_pretrained(str(tiny_dir), device="cpu").plan.label == "onnx int8"
+    encoder = TextEncoder.from_pretrained(str(save_tiny_qa(tmp_path / "enc", qa=False)), device="cpu")
+    assert encoder.plan().label == "torch fp32"
+    assert encoder.plan("int8").label == "onnx int8"
+    linker = Linker.__new__(Linker)  # plan reads only the device, precision and runtime
+    linker.device, linker.precision, linker.runtime = torch.device("cpu"), "auto", "auto"
+    assert linker.plan.label == "torch fp32"
+    linker.precision = "int8"
+    assert linker.plan.label == "onnx int8"
 
 
 @pytest.mark.parametrize("device,precision,runtime", [
@@ -96,7 +135,7 @@ def test_onnx_reader_matches_torch_and_its_graph_is_cached_by_weights(tiny_dir, 
 
 
 def test_onnx_encoder_vectors_match_torch(tmp_path, home):
-    from retriever.encoder import TextEncoder
+    from odqa.core.encoder import TextEncoder
     from tests.reader_fixtures import save_tiny_qa
 
     path = save_tiny_qa(tmp_path / "tiny-encoder", qa=False)

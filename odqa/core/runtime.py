@@ -1,9 +1,11 @@
 """Which runtime and precision run a model's inference, and the ONNX Runtime path for CPUs without native bf16.
 
 `precision` (auto | fp32 | bf16 | fp16 | int8) and `runtime` (auto | torch | onnx) are resolved once per model
-into an `InferencePlan`. `auto` on a CPU: torch bf16 where the CPU has native bf16 (AMX, AVX512-BF16), else
-ONNX Runtime int8 (dynamic, one weight scale per output channel; the F1 it costs the reader is in
-bench/speed.py's table), else torch fp32 when onnxruntime is missing. CUDA keeps torch (fp16 under `auto`).
+into an `InferencePlan`. `auto` on a CPU: torch bf16 where the CPU has native bf16 (AMX, AVX512-BF16), else,
+for the reader only (`auto_int8=True`), ONNX Runtime int8 (dynamic, one weight scale per output channel; the F1 it
+costs the reader, 0.27, is in bench/speed.py's table), else torch fp32. The text encoders and the linker stay on
+torch fp32 under `auto` (their int8 quality was never measured); `int8` or `onnx` asked for explicitly still
+runs them so. CUDA keeps torch (fp16 under `auto`).
 Training never goes through here.
 
 ONNX graphs are exported from the live torch module, optimised (fused attention, layer norms, GELU) and, for
@@ -26,7 +28,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from odqa.errors import OdqaError
+from odqa.core.errors import OdqaError
+from odqa.core.paths import odqa_home
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
 RUNTIMES = ("auto", "torch", "onnx")
@@ -57,9 +60,13 @@ def onnx_runtime_available() -> bool:
     return True
 
 
-def plan_inference(device_type: str, precision: str = "auto", runtime: str = "auto") -> InferencePlan:
-    """`precision` and `runtime` made concrete for a device type ("cpu", "cuda")."""
-    from odqa.precision import cpu_has_fast_bf16
+def plan_inference(device_type: str, precision: str = "auto", runtime: str = "auto", *,
+                   auto_int8: bool = False) -> InferencePlan:
+    """`precision` and `runtime` made concrete for a device type ("cpu", "cuda").
+
+    `auto_int8`: whether `auto` may pick int8 on a CPU without native bf16 — only for a model whose int8 quality
+    was measured (the reader); the others get fp32 there (onnx fp32 when the onnx runtime is asked for)."""
+    from odqa.core.device import cpu_has_fast_bf16
 
     if precision not in PRECISIONS:
         raise OdqaError(f"unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}")
@@ -80,6 +87,10 @@ def plan_inference(device_type: str, precision: str = "auto", runtime: str = "au
             return InferencePlan("torch", "bf16", "auto: CPU with native bf16")
         if runtime == "torch":
             return InferencePlan("torch", "fp32", "auto: torch runtime asked for, CPU without native bf16")
+        if not auto_int8:
+            # int8 quality unmeasured for this model: fp32, on the runtime asked for
+            return InferencePlan("onnx" if runtime == "onnx" else "torch", "fp32",
+                                 "auto: CPU without native bf16, int8 not measured for this model")
         if onnx_runtime_available():
             return InferencePlan("onnx", "int8", "auto: CPU without native bf16")
         return InferencePlan("torch", "fp32", "auto: CPU without native bf16, onnxruntime not installed")
@@ -118,8 +129,6 @@ def weights_version(module) -> tuple:
 
 
 def onnx_cache_root() -> Path:
-    from odqa.demo_corpus import odqa_home
-
     return odqa_home() / "onnx"
 
 

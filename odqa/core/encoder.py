@@ -9,16 +9,10 @@ import numpy as np
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from odqa.errors import OdqaError
-from odqa.models import resolve_model
-from odqa.precision import autocast_for, cpu_has_fast_bf16  # noqa: F401 (re-exported)
-from odqa.runtime import announce, plan_inference, weights_version
-
-
-def pick_device(device: str | None = None) -> torch.device:
-    if device:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+from odqa.core.device import autocast_for, pick_device
+from odqa.core.errors import OdqaError
+from odqa.core.models import resolve_model
+from odqa.core.runtime import announce, plan_inference, weights_version
 
 
 def mean_pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -33,7 +27,7 @@ class TextEncoder(torch.nn.Module):
                  precision: str = "auto", runtime: str = "auto"):
         super().__init__()
         self.precision = precision  # of encode() only: training sets its own autocast
-        self.runtime = runtime  # of encode() only (odqa.runtime.plan_inference)
+        self.runtime = runtime  # of encode() only (odqa.core.runtime.plan_inference)
         self._onnx: tuple[tuple, bool, object] | None = None  # (weights_version, int8, OnnxModel)
         self._int8_copy: tuple[tuple, torch.nn.Module] | None = None  # (weights_version, quantised copy)
         self.model = model
@@ -126,7 +120,7 @@ class TextEncoder(torch.nn.Module):
         """ONNX Runtime session of the encoder with its pooling and normalisation (cached per weights)."""
         version = weights_version(self)
         if self._onnx is None or self._onnx[:2] != (version, int8):
-            from odqa.runtime import OnnxModel
+            from odqa.core.runtime import OnnxModel
 
             def vectors(module, **inputs):
                 return module(inputs)
