@@ -39,8 +39,9 @@ def test_read_returns_answers_with_exact_offsets(reader):
         assert a.passage_id in ("p1", "p2") and a.title == by_id[a.passage_id].title
         assert a.context == by_id[a.passage_id].text
         assert a.context[a.start : a.end] == a.text and a.text
-        assert 0.0 <= a.probability <= 1.0
-    assert [a.probability for a in answers] == sorted((a.probability for a in answers), reverse=True)
+        assert 0.0 <= a.probability <= 1.0 and 0.0 <= a.share <= 1.0
+        assert a.evidence and a.evidence[0]["passage_id"] == a.passage_id and a.evidence[0]["text"] == a.text
+    assert [a.share for a in answers] == sorted((a.share for a in answers), reverse=True)
 
 
 def test_retrieval_scores_must_match_passages(reader):
