@@ -110,6 +110,15 @@ def article_split(items: Sequence[QAItem], part: str) -> list[QAItem]:
     return [item for item in items if order[item.title] % 2 == want]
 
 
+def sample_questions(items: Sequence[QAItem], limit: int | None, seed: int = 0) -> list[QAItem]:
+    """A seeded random sample of `limit` questions in their original order (all when limit is 0 or None), so a
+    small dev sample spreads over every article instead of the first few."""
+    if not limit or limit >= len(items):
+        return list(items)
+    keep = sorted(random.Random(seed).sample(range(len(items)), limit))
+    return [items[i] for i in keep]
+
+
 def passages_with_distractors(items: Sequence[QAItem], distractors: int, seed: int = 0) -> list[list[Passage]]:
     """Per question: its gold paragraph, then up to `distractors` other paragraphs of the same article, in a
     seeded random order. Topical distractors are what an open-domain reader meets among its top passages."""
@@ -146,4 +155,23 @@ def judge_reader(reader, items: Sequence[QAItem], distractors: int = 0, seed: in
         top = answers[0]
         em, f1 = judge(item, top.text)
         judged.append(JudgedAnswer(item.id, top.text, top.margin, top.share, top.probability, em, f1))
+    return judged
+
+
+def judge_pipeline(pipeline, items: Sequence[QAItem], batch_size: int = 8, progress: bool = False) -> list[JudgedAnswer]:
+    """Each open-domain question's top answer from the pipeline (its retriever, k and reader), judged by the
+    end-to-end metric (SQuAD normalisation; regex for CuratedTREC)."""
+    from tqdm.auto import tqdm
+
+    from odqa.eval.qa import score_answer
+
+    judged = []
+    for lo in tqdm(range(0, len(items), batch_size), desc="judge", unit=" batch", disable=not progress, mininterval=5):
+        batch = items[lo : lo + batch_size]
+        for item, result in zip(batch, pipeline.ask_batch([q.question for q in batch])):
+            if not result.answers:
+                continue
+            top = result.answers[0]
+            em, f1 = score_answer(top.text, item)
+            judged.append(JudgedAnswer(item.id, top.text, top.margin, top.share, top.probability, em, f1))
     return judged
