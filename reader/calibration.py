@@ -115,7 +115,7 @@ def choose_threshold(probabilities: Sequence[float], correct: Sequence[float]) -
     p = np.asarray(probabilities, dtype=np.float64)
     y = np.asarray(correct, dtype=bool)
     best_t, best_acc = 0.5, -1.0
-    for t in np.unique(np.concatenate([p, [0.5]])):
+    for t in np.unique(np.concatenate([p, [0.5, 1.0]])):
         acc = float(np.mean(np.where(p >= t, y, ~y)))
         if acc > best_acc + 1e-12:
             best_t, best_acc = float(t), acc
