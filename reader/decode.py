@@ -73,16 +73,20 @@ def _joins_words(ch: str) -> bool:
     return ch.isalnum() and ord(ch) < 0x0E00
 
 
+_NO_START = ",.;:!?)]}-\u2013\u2014"  # punctuation that closes or joins: never the first character of an answer
+_NO_END = ",;:([{-\u2013\u2014"  # ...that opens or joins: never the last (a final "." may end "U.S.")
+
+
 def snap_span(text: str, start: int, end: int) -> tuple[int, int] | None:
-    """The character span [start, end) cleaned for display: leading/trailing whitespace dropped, cut at the
-    first line break (kept: the line the answer starts on), then widened to whole words. None when nothing
-    but whitespace or punctuation is left."""
-    while start < end and text[start].isspace():
+    """The character span [start, end) cleaned for display: leading/trailing whitespace and dangling
+    punctuation dropped, cut at the first line break (kept: the line the answer starts on), then widened to
+    whole words. None when nothing but whitespace or punctuation is left."""
+    while start < end and (text[start].isspace() or text[start] in _NO_START):
         start += 1
     newline = text.find("\n", start, end)
     if newline != -1:
         end = newline
-    while end > start and text[end - 1].isspace():
+    while end > start and (text[end - 1].isspace() or text[end - 1] in _NO_END):
         end -= 1
     if end <= start:
         return None

@@ -176,6 +176,7 @@ def test_nested_spans_of_different_passages_stay_apart():
     ("Heading.\nThe answer is here", 0, 18, "Heading."),  # cut at the line break
     ("Heading.\nThe answer is here", 8, 18, "The answer"),  # starts on the break: the next line
     ("a.\n\nb", 1, 4, None),  # nothing but punctuation and breaks
+    ("the second-largest city, Lyon", 10, 24, "largest city"),  # dangling hyphen and comma dropped
     ("首都是北京市", 3, 5, "北京"),  # no spaces between words: never widened
 ])
 def test_spans_snap_to_words_and_never_cross_a_line_break(text, start, end, expected):
