@@ -210,12 +210,16 @@ def _eval(args) -> int:
         reader, args.data, limit=args.limit or None, allow_null=args.allow_null,
         predictions_path=args.predictions, progress=not args.json, exclude_articles_of=args.exclude_articles_of,
     )
-    if args.json:
+    _print_metrics(metrics, args.json)
+    return 0
+
+
+def _print_metrics(metrics: dict, as_json: bool) -> None:
+    if as_json:
         print_json_last(metrics)
     else:
         for key, value in metrics.items():
             print(f"{key}: {value}")
-    return 0
 
 
 def _fit_calibration(args) -> int:
@@ -260,10 +264,6 @@ def _fit_calibration(args) -> int:
     cal.save(args.output)
     summary = {"output": args.output, "weights": cal.weights, "bias": cal.bias, "threshold": cal.threshold,
                **cal.source["dev"]}
-    if args.json:
-        print_json_last(summary)
-    else:
-        for key, value in summary.items():
-            print(f"{key}: {value}")
+    _print_metrics(summary, args.json)
     return 0
 
