@@ -75,9 +75,9 @@ def main(argv=None) -> int:
 
     from odqa.config import OdqaConfig
     from odqa.eval.confidence import article_split, judge_pipeline, judge_reader, sample_questions
-    from odqa.eval.questions import load_questions
+    from odqa.corpus.questions import load_questions
     from odqa.pipeline import Pipeline
-    from odqa.precision import cpu_description
+    from odqa.core.device import cpu_description
     from reader.calibration import Calibration
 
     torch.set_num_threads(args.threads)

@@ -31,7 +31,7 @@ SQUAD_V20_DEV = SQUAD / "dev-v2.0.json"
 
 
 def speed(reader, items, n_questions: int, n_passages: int = 10, words: int = 100, seed: int = 0) -> dict:
-    from odqa.types import Passage
+    from odqa.core.types import Passage
 
     rng = random.Random(seed)
     contexts = sorted({q.context for q in items})
@@ -87,8 +87,8 @@ def main(argv=None) -> int:
 
     import torch
 
-    from odqa.eval.questions import drop_articles, load_questions
-    from odqa.precision import cpu_description
+    from odqa.core.device import cpu_description
+    from odqa.corpus.questions import drop_articles, load_questions
     from reader.model import Reader
 
     torch.set_num_threads(args.threads)

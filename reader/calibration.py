@@ -23,8 +23,8 @@ from typing import Sequence
 
 import numpy as np
 
-from indexes.manifest import atomic_file
-from odqa.errors import DataFormatError, OdqaError
+from odqa.core.atomic import atomic_file
+from odqa.core.errors import DataFormatError, OdqaError
 
 CALIBRATION_FILE = "calibration.json"
 FEATURES = ("margin", "log_share")

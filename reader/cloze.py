@@ -17,8 +17,11 @@ import time
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from odqa.errors import OdqaError
-from odqa.eval.questions import article_key, squad_article_keys
+from odqa.core.errors import OdqaError
+from odqa.core.nlp import load_spacy
+from odqa.corpus.questions import article_key, squad_article_keys
+from odqa.corpus.readers import iter_documents
+from reader.distant import write_squad_json
 
 log = logging.getLogger("odqa.reader.cloze")
 
@@ -33,8 +36,6 @@ WH_WORD = {
 def cloze_paragraphs(corpus: str | Path, exclude_titles: set[str], every: int, per_article: int,
                      seed: int) -> Iterator[tuple[str, str]]:
     """(title, paragraph) of every `every`-th article: up to `per_article` of its 60-180-word paragraphs."""
-    from odqa.corpus.readers import iter_documents
-
     rng = random.Random(seed)
     for i, doc in enumerate(iter_documents(corpus)):
         if i % every or article_key(doc.title) in exclude_titles:
@@ -81,16 +82,12 @@ def build_cloze_data(corpus: str | Path, output: str | Path, questions: int = 24
     """Write `questions` cloze questions over the corpus's paragraphs as SQuAD JSON; returns counts."""
     from tqdm import tqdm
 
-    from reader.distant import write_squad_json
-
     if questions <= 0:
         raise OdqaError(f"--questions must be positive, got {questions}")
     if per_article <= 0 or per_paragraph <= 0 or every <= 0:
         raise OdqaError(f"--per-article ({per_article}), --per-paragraph ({per_paragraph}) and --every ({every}) "
                         "must be positive")
     if nlp is None:
-        from linker.baseline import load_spacy
-
         nlp = load_spacy()
     t0 = time.time()
     excluded = squad_article_keys(exclude)

@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from odqa.errors import OdqaError
+from odqa.core.errors import OdqaError
 from odqa.eval.confidence import (
     article_split, auroc, em_at_coverage, expected_calibration_error, judge, passages_with_distractors,
 )
-from odqa.eval.questions import QAItem
+from odqa.corpus.questions import QAItem
 from reader.calibration import Calibration, choose_threshold, confidence_features, fit_calibration, fit_platt
 
 

@@ -164,10 +164,11 @@ def _train(args) -> int:
 
 def _build_data(args) -> int:
     from reader.distant import build_distant_data
+    from retriever import load_retriever
 
     _setup_logging()
     stats = build_distant_data(
-        args.questions, args.index, args.output, k=args.k, limit=args.limit, retriever=args.retriever,
+        args.questions, args.output, load_retriever(args.index, args.retriever).search, k=args.k, limit=args.limit,
         positives=args.positives, negatives=args.negatives, seed=args.seed,
         exclude_articles_of=args.exclude_articles_of,
     )
@@ -226,9 +227,9 @@ def _fit_calibration(args) -> int:
     import torch
 
     from odqa.config import OdqaConfig
-    from odqa.errors import OdqaError
+    from odqa.core.errors import OdqaError
     from odqa.eval.confidence import article_split, confidence_metrics, judge_pipeline, judge_reader, sample_questions
-    from odqa.eval.questions import load_questions
+    from odqa.corpus.questions import load_questions
     from odqa.pipeline import Pipeline
     from reader.calibration import Calibration, fit_calibration
 

@@ -10,9 +10,9 @@ from typing import Sequence
 
 import numpy as np
 
-from odqa.eval.answers import exact_match, f1_score
-from odqa.eval.questions import QAItem
-from odqa.types import Passage
+from odqa.core.answers import exact_match, f1_score
+from odqa.corpus.questions import QAItem
+from odqa.core.types import Passage
 
 
 @dataclass
