@@ -30,19 +30,6 @@ SQUAD_V11_DEV = SQUAD / "dev-v1.1.json"
 SQUAD_V20_DEV = SQUAD / "dev-v2.0.json"
 
 
-def cpu_description() -> str:
-    """The CPU model and whether it has native bf16 (the timings depend on both)."""
-    from odqa.core.device import native_bf16_flags
-
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "CPU model unknown"
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
-    native = native_bf16_flags(info)
-    return f"CPU {model} ({'native bf16: ' + ', '.join(native) if native else 'no native bf16'})"
-
-
 def speed(reader, items, n_questions: int, n_passages: int = 10, words: int = 100, seed: int = 0) -> dict:
     from odqa.core.types import Passage
 
@@ -100,6 +87,7 @@ def main(argv=None) -> int:
 
     import torch
 
+    from odqa.core.device import cpu_description
     from odqa.corpus.questions import drop_articles, load_questions
     from reader.model import Reader
 

@@ -46,6 +46,8 @@ class ReaderConfig:
     # 20 (nearly retrieval order); 10 reads the demo corpus's hybrid rankings better (EM 80 vs 75)
     retrieval_weight: float = 10.0
     batch_size: int = 16
+    # calibration.json (run_qa.py fit-calibration); empty: the model folder's own, if it has one
+    calibration: str = ""
 
     def validate(self) -> None:
         _positive("reader.top_n", self.top_n)

@@ -32,9 +32,15 @@ class Result:
     def answered(self) -> bool:
         return bool(self.answers)
 
+    @property
+    def confident(self) -> bool:
+        """The top answer's calibrated probability reaches the reader's threshold (else: a best guess)."""
+        return bool(self.answers) and self.answers[0].confident
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "question": self.question,
+            "confident": self.confident,
             "answers": [a.to_dict() for a in self.answers],
             "passages": [
                 {"rank": i, "score": h.score, "source": h.source, **(h.passage.to_dict() if h.passage else {})}
@@ -118,7 +124,8 @@ class Pipeline:
             from reader.model import Reader
 
             c = self.config.reader
-            self._reader = Reader.from_pretrained(c.model, max_answer_tokens=c.max_answer_tokens,
+            self._reader = Reader.from_pretrained(c.model, calibration=c.calibration or None,
+                                                  max_answer_tokens=c.max_answer_tokens,
                                                   no_answer_threshold=c.no_answer_threshold,
                                                   retrieval_weight=c.retrieval_weight,
                                                   precision=self.config.precision, runtime=self.config.runtime)
@@ -208,6 +215,10 @@ class Pipeline:
             result.timings["total"] = sum(result.timings.values())
             if not result.answers:
                 result.notices.append("no answer found in the retrieved passages")
+            elif not result.confident:
+                result.notices.append(
+                    f"no confident answer: the best guess has p={result.answers[0].probability:.2f}, below the "
+                    f"threshold {self.reader.calibration.threshold:.2f} chosen on dev")
         return results
 
     def _add_entity_passages(self, texts, mentions, hits, bonus: float, k: int):

@@ -98,10 +98,14 @@ class Shell:
     def show(self, result: Result) -> None:
         for notice in result.notices:
             self.say(f"  ({notice})")
+        if result.answers and not result.confident:
+            self.say("  no confident answer; best guess:")
         for i, a in enumerate(result.answers, 1):
             self.say(f"  {i}. {self._mark(a.text) if i == 1 else a.text}   p={a.probability:.2f}  score={a.score:.2f}  — {a.title}")
             if i == 1:
                 self.say(f"     {self.snippet(a.context, a.start, a.end)}")
+                if len({e["passage_id"] for e in a.evidence}) > 1:
+                    self.say("     also in: " + ", ".join(sorted({e["title"] for e in a.evidence[1:]})))
         if not result.answers and result.passages:
             best = result.passages[0].passage
             self.say(f"  best passage: {best.title}: {textwrap.shorten(best.text, SNIPPET_CHARS)}")

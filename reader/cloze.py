@@ -19,7 +19,7 @@ from typing import Iterator, Sequence
 
 from odqa.core.errors import OdqaError
 from odqa.core.nlp import load_spacy
-from odqa.corpus.questions import squad_titles
+from odqa.corpus.questions import article_key, squad_article_keys
 from odqa.corpus.readers import iter_documents
 from reader.distant import write_squad_json
 
@@ -33,17 +33,12 @@ WH_WORD = {
 }
 
 
-def excluded_titles(paths: Sequence[str | Path]) -> set[str]:
-    """Article titles of SQuAD-format files as the corpus writes them (lower case, underscores as spaces)."""
-    return {title.replace("_", " ").lower() for path in paths for title in squad_titles(path)}
-
-
 def cloze_paragraphs(corpus: str | Path, exclude_titles: set[str], every: int, per_article: int,
                      seed: int) -> Iterator[tuple[str, str]]:
     """(title, paragraph) of every `every`-th article: up to `per_article` of its 60-180-word paragraphs."""
     rng = random.Random(seed)
     for i, doc in enumerate(iter_documents(corpus)):
-        if i % every or doc.title.lower() in exclude_titles:
+        if i % every or article_key(doc.title) in exclude_titles:
             continue
         lines = [line for line in doc.text.split("\n") if 60 <= len(line.split()) <= 180]
         rng.shuffle(lines)
@@ -95,7 +90,7 @@ def build_cloze_data(corpus: str | Path, output: str | Path, questions: int = 24
     if nlp is None:
         nlp = load_spacy()
     t0 = time.time()
-    excluded = excluded_titles(exclude)
+    excluded = squad_article_keys(exclude)
     paragraphs = cloze_paragraphs(corpus, excluded, every, per_article, seed)
     rng = random.Random(seed)
     articles: dict[str, list[dict]] = {}

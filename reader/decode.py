@@ -3,6 +3,10 @@
 Scores are sums of a start and an end logit. The null score of a window is the score of its [CLS]
 span (start = end = 0); the null score of a passage is the lowest null score of its windows (the window
 that best sees an answer decides, as in the SQuAD v2 reference post-processing).
+
+Spans come out clean: snapped outwards to whole words (a sub-word token never yields "toy" out of "Tolstoy"),
+cut at the first line break (an answer never runs across a paragraph or heading), and one answer per
+distinct answer (equal normalised text, or one span inside another in the same passage), its evidence listed.
 """
 
 from __future__ import annotations
@@ -63,6 +67,38 @@ def null_score(start_logits: Sequence[float] | np.ndarray, end_logits: Sequence[
     return float(start_logits[0]) + float(end_logits[0])
 
 
+def _joins_words(ch: str) -> bool:
+    """A character that continues a word. Scripts written without spaces between words (Thai and later
+    blocks: CJK, kana, Hangul with its attached particles) have no word boundary to snap to, so never."""
+    return ch.isalnum() and ord(ch) < 0x0E00
+
+
+_NO_START = ",.;:!?)]}-\u2013\u2014"  # punctuation that closes or joins: never the first character of an answer
+_NO_END = ",;:([{-\u2013\u2014"  # ...that opens or joins: never the last (a final "." may end "U.S.")
+
+
+def snap_span(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """The character span [start, end) cleaned for display: leading/trailing whitespace and dangling
+    punctuation dropped, cut at the first line break (kept: the line the answer starts on), then widened to
+    whole words. None when nothing but whitespace or punctuation is left."""
+    while start < end and (text[start].isspace() or text[start] in _NO_START):
+        start += 1
+    newline = text.find("\n", start, end)
+    if newline != -1:
+        end = newline
+    while end > start and (text[end - 1].isspace() or text[end - 1] in _NO_END):
+        end -= 1
+    if end <= start:
+        return None
+    while start > 0 and _joins_words(text[start - 1]) and _joins_words(text[start]):
+        start -= 1
+    while end < len(text) and _joins_words(text[end]) and _joins_words(text[end - 1]):
+        end += 1
+    if not any(ch.isalnum() for ch in text[start:end]):
+        return None
+    return start, end
+
+
 @dataclass
 class PassageSpan:
     """A decoded span of one passage, in characters of the passage text."""
@@ -94,10 +130,9 @@ def decode_passage(
     for start_logits, end_logits, cs, ce, offsets in windows:
         nulls.append(null_score(start_logits, end_logits))
         for c in best_spans(start_logits, end_logits, cs, ce, max_answer_tokens, top_k):
-            a, b = offsets[c.start_token][0], offsets[c.end_token][1]
-            if b <= a:
+            key = snap_span(text, offsets[c.start_token][0], offsets[c.end_token][1])
+            if key is None:
                 continue
-            key = (a, b)
             if c.score > best.get(key, -math.inf):
                 best[key] = c.score
     passage_null = min(nulls) if nulls else math.inf
@@ -110,8 +145,23 @@ def decode_passage(
 class AggregatedAnswer:
     text: str
     score: float  # max over merged spans of span score + retrieval_weight * retrieval score
-    probability: float  # summed over merged spans
+    probability: float  # share: summed over merged spans of the softmax over candidates and no-answer
     best: PassageSpan = field(repr=False, default=None)  # the highest-scoring span carrying this answer
+    spans: list[PassageSpan] = field(repr=False, default_factory=list)  # every merged span, best first
+
+    @property
+    def margin(self) -> float:
+        """The best span's score over its own passage's null score: how much the reader prefers this answer
+        to "no answer here", on one scale for every question (the input of calibration)."""
+        return self.best.score - self.best.null_score
+
+
+def _nested(a: PassageSpan, b: PassageSpan) -> bool:
+    """One span inside the other, in the same passage."""
+    if a.passage_index != b.passage_index:
+        return False
+    return (a.start_char <= b.start_char and b.end_char <= a.end_char) or (
+        b.start_char <= a.start_char and a.end_char <= b.end_char)
 
 
 def aggregate(
@@ -128,17 +178,19 @@ def aggregate(
     * Combined score of a span: span score + retrieval_weight * retrieval score of its passage.
     * No-answer: with a threshold, a span counts only if its span score beats its passage's null score by
       more than the threshold; when no span does, the result is empty (no answer rather than a guess).
-      `no_answer_threshold=None` disables the null option (always answer, as SQuAD v1.1 expects).
-    * Probability: a softmax (temperature `temperature`) over the combined scores of all candidate spans
-      plus one no-answer option, whose logit is the lowest passage null score (shifted by the same
-      retrieval term); so the probabilities of all answers and "no answer" sum to 1.
-    * Merging: spans whose normalised text (SQuAD normalisation) is equal are one answer. Their
-      probabilities are **summed**, because they are disjoint events (different spans) that all yield
-      the same answer string, so the answer's probability is the marginal over its spans; this is what
-      lets an answer repeated across several retrieved passages outrank a single slightly higher span
-      (evidence aggregation). Their scores are merged by **max**: scores are unnormalised logits, and a sum
-      would grow with the number of copies on a scale that has no meaning. Answers are ranked by
-      probability, then score. The surface text, offsets and passage are those of the best-scoring span.
+      `no_answer_threshold=None` keeps every span (always answer, as SQuAD v1.1 expects).
+    * Share (`probability`): a softmax (temperature `temperature`) over the combined scores of all candidate
+      spans plus one no-answer option, whose logit is the lowest passage null score (shifted by the same
+      retrieval term); so the shares of all answers and "no answer" sum to 1. It is relative to one
+      question's candidates; the calibrated probability (reader.calibration) is what compares across questions.
+    * Merging: spans whose normalised text (SQuAD normalisation) is equal, or one inside the other in the same
+      passage ("Tolstoy" in "Leo Tolstoy"), are one answer. Their shares are **summed**, because they are
+      disjoint events (different spans) that all yield the same answer, so the answer's share is the marginal
+      over its spans; this is what lets an answer repeated across several retrieved passages outrank a single
+      slightly higher span (evidence aggregation). Their scores are merged by **max**: scores are
+      unnormalised logits, and a sum would grow with the number of copies on a scale that has no meaning.
+      Answers are ranked by share, then score. The surface text, offsets and passage are those of the
+      best-scoring span; `spans` lists them all (the evidence).
     """
     n = len(passage_nulls)
     if retrieval_scores is None:
@@ -151,22 +203,24 @@ def aggregate(
         kept.append((sp.score + bonus[sp.passage_index], sp))
     if not kept:
         return []
+    kept.sort(key=lambda c: (-c[0], c[1].passage_index, c[1].start_char, c[1].end_char))
     logits = [c for c, _ in kept]
-    if no_answer_threshold is not None and n:
+    if n:
         logits.append(min(passage_nulls[i] + bonus[i] for i in range(n)))
     t = max(temperature, 1e-6)
     m = max(logits)
     z = sum(math.exp((x - m) / t) for x in logits)
-    merged: dict[str, AggregatedAnswer] = {}
-    for combined, sp in kept:
+    answers: list[AggregatedAnswer] = []
+    by_text: dict[str, AggregatedAnswer] = {}
+    for combined, sp in kept:  # best first, so the first span of an answer is its best
         p = math.exp((combined - m) / t) / z
         key = normalize_answer(sp.text) or sp.text.strip()
-        cur = merged.get(key)
-        if cur is None:
-            merged[key] = AggregatedAnswer(sp.text, combined, p, sp)
-        else:
-            cur.probability += p
-            if combined > cur.score:
-                cur.score, cur.text, cur.best = combined, sp.text, sp
-    ranked = sorted(merged.values(), key=lambda a: (-a.probability, -a.score))
+        answer = by_text.get(key) or next((a for a in answers if any(_nested(o, sp) for o in a.spans)), None)
+        if answer is None:
+            answer = AggregatedAnswer(sp.text, combined, 0.0, sp)
+            answers.append(answer)
+        answer.probability += p
+        answer.spans.append(sp)
+        by_text.setdefault(key, answer)
+    ranked = sorted(answers, key=lambda a: (-a.probability, -a.score))
     return ranked[:top_n]

@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 from odqa.core.answers import has_answer, normalize_answer
 from odqa.core.atomic import atomic_file
 from odqa.core.types import SearchHit
-from odqa.corpus.questions import QAItem, load_questions
+from odqa.corpus.questions import QAItem, article_key, load_questions, squad_article_keys
 
 log = logging.getLogger("odqa.reader.distant")
 
@@ -57,10 +57,13 @@ def distant_examples(
     batch_size: int = 128,
     stats: dict | None = None,
     prefix: str = "",
+    excluded_articles: set[str] = frozenset(),
 ) -> list[dict]:
-    """SQuAD paragraphs ({title, context, qas}) built from the retrieved passages of `items`."""
+    """SQuAD paragraphs ({title, context, qas}) built from the retrieved passages of `items`. Passages of
+    the articles in `excluded_articles` (`article_key`s: test sets' articles) are skipped, neither
+    positives nor negatives."""
     stats = stats if stats is not None else {}
-    for key in ("questions", "with_positive", "positives", "negatives", "unlocated"):
+    for key in ("questions", "with_positive", "positives", "negatives", "unlocated", "excluded_passages"):
         stats.setdefault(key, 0)
     out: list[dict] = []
     for lo in range(0, len(items), batch_size):
@@ -80,6 +83,9 @@ def distant_examples(
             pos = neg = 0
             for rank, hit in enumerate(hits):
                 if hit.passage is None or not hit.passage.text.strip():
+                    continue
+                if excluded_articles and article_key(hit.passage.title) in excluded_articles:
+                    stats["excluded_passages"] += 1
                     continue
                 text = hit.passage.text
                 qid = f"{prefix}{q.id}-{hit.passage.id}"
@@ -131,21 +137,25 @@ def build_distant_data(
     positives: int = 2,
     negatives: int = 1,
     seed: int = 42,
+    exclude_articles_of: Sequence[str] = (),
 ) -> dict:
     """Retrieve with `search` (a retriever's batch search) for every question file and write one SQuAD-format
-    JSON; returns counts per file and in all."""
+    JSON; returns counts per file and in all. `exclude_articles_of`: SQuAD files whose articles' passages never
+    enter the data (the test sets')."""
+    excluded = squad_article_keys(exclude_articles_of)
     t0 = time.time()
     paragraphs: list[dict] = []
     per_file: dict[str, dict] = {}
     for i, f in enumerate(question_files):
         items = load_questions(f, limit=limit or None)
         stats: dict = {}
-        paragraphs += distant_examples(items, search, k, positives, negatives, stats=stats, prefix=f"d{i}-")
+        paragraphs += distant_examples(items, search, k, positives, negatives, stats=stats, prefix=f"d{i}-",
+                                       excluded_articles=excluded)
         per_file[Path(f).name] = stats
         log.info("%s: %s", f, stats)
     write_squad(paragraphs, output, seed)
     keys = sorted({key for s in per_file.values() for key in s})
     total = {key: sum(s.get(key, 0) for s in per_file.values()) for key in keys}
     total.update({"output": str(output), "paragraphs": len(paragraphs), "seconds": round(time.time() - t0, 1),
-                  "per_file": per_file})
+                  "excluded_articles": len(excluded), "per_file": per_file})
     return total

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
@@ -18,7 +17,8 @@ from odqa.core.errors import OdqaError
 from odqa.core.models import resolve_model
 from odqa.core.runtime import InferencePlan, announce, pad_batch, plan_inference, weights_version
 from odqa.core.types import Answer, Passage
-from reader.decode import PassageSpan, aggregate, decode_passage
+from reader.calibration import CALIBRATION_FILE, Calibration
+from reader.decode import AggregatedAnswer, PassageSpan, aggregate, decode_passage
 from reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS, DEFAULT_STRIDE, require_fast, tokenize_windows
 
 DEFAULT_READER = "reader"  # resolves to models/reader
@@ -42,13 +42,6 @@ class ReaderSettings:
     runtime: str = "auto"  # auto | torch | onnx (odqa.core.runtime.plan_inference)
 
 
-def _sigmoid(x: float) -> float:
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    z = math.exp(x)
-    return z / (1.0 + z)
-
-
 def _is_qa_config(config) -> bool:
     archs = getattr(config, "architectures", None) or []
     return any(a.endswith("ForQuestionAnswering") for a in archs)
@@ -57,21 +50,25 @@ def _is_qa_config(config) -> bool:
 class Reader:
     """Reads passages and returns answer spans with character offsets into each passage's text."""
 
-    def __init__(self, model, tokenizer, settings: ReaderSettings | None = None, name: str = ""):
+    def __init__(self, model, tokenizer, settings: ReaderSettings | None = None, name: str = "",
+                 calibration: Calibration | None = None):
         require_fast(tokenizer)
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.settings = settings or ReaderSettings()
         self.name = name
+        self.calibration = calibration or Calibration()
         self._quantized = False
         self._bf16_copy: tuple[object, torch.nn.Module] | None = None  # (the model it copies, the copy)
         self._onnx: tuple[tuple, bool, object] | None = None  # (weights_version, int8, OnnxModel)
 
     # ---------------------------------------------------------------- loading / saving
     @classmethod
-    def from_pretrained(cls, name_or_path: str = DEFAULT_READER, device: str | None = None, **overrides) -> "Reader":
+    def from_pretrained(cls, name_or_path: str = DEFAULT_READER, device: str | None = None,
+                        calibration: str | Path | None = None, **overrides) -> "Reader":
         """Load an extractive-QA checkpoint: a name (`reader` = the shipped models/reader), a folder, or a hub
-        name. Settings saved with the model (reader_config.json) apply unless overridden by keyword."""
+        name. Settings saved with the model (reader_config.json) apply unless overridden by keyword; so does
+        its calibration.json unless `calibration` names another file."""
         from transformers import AutoConfig, AutoModelForQuestionAnswering, AutoTokenizer
 
         if not name_or_path or not str(name_or_path).strip():
@@ -113,7 +110,8 @@ class Reader:
                 raise OdqaError(f"unknown reader setting {key!r}")
             setattr(settings, key, value)
         model.to(dev)
-        return cls(model, tokenizer, settings, name=str(name_or_path))
+        cal = Calibration.load(calibration) if calibration else Calibration.for_model(path)
+        return cls(model, tokenizer, settings, name=str(name_or_path), calibration=cal)
 
     def save_pretrained(self, path: str | Path, fp16: bool = False) -> None:
         path = Path(path)
@@ -126,6 +124,8 @@ class Reader:
         model.save_pretrained(str(path), safe_serialization=True)
         self.tokenizer.save_pretrained(str(path))
         (path / SETTINGS_FILE).write_text(json.dumps(asdict(self.settings), indent=2) + "\n")
+        if self.calibration.fitted:
+            self.calibration.save(path / CALIBRATION_FILE)
 
     def quantize_int8(self) -> "Reader":
         """Dynamic int8 quantisation of the linear layers (CPU inference), one weight scale per output channel:
@@ -240,8 +240,10 @@ class Reader:
         top_n: int = 5,
         no_answer_threshold: float | None | str = "default",
     ) -> list[Answer]:
-        """Answers to `question` from `passages`, best first (at most `top_n`; empty when no span beats the
-        no-answer score). `retrieval_scores` (one per passage) enter the score with the configured weight."""
+        """Answers to `question` from `passages`, best first (at most `top_n`). `retrieval_scores` (one per
+        passage) enter the score with the configured weight. When no span beats its passage's no-answer score
+        by the threshold, the best guesses are still returned, each with its (low) calibrated probability and
+        `confident` False; empty only when the passages hold no span at all."""
         if not isinstance(question, str) or not question.strip():
             raise OdqaError("the question is empty")
         if not passages:
@@ -258,17 +260,25 @@ class Reader:
         w, starts, ends = self.logits([question] * len(keep), [texts[i] for i in keep])
         spans, nulls = self.decode([texts[i] for i in keep], w, starts, ends)
         scores = [float(retrieval_scores[i]) for i in keep] if retrieval_scores is not None else None
-        ranked = aggregate(
-            spans, nulls, scores, self.settings.retrieval_weight, threshold, top_n, self.settings.temperature
+        s = self.settings
+        ranked = aggregate(spans, nulls, scores, s.retrieval_weight, threshold, top_n, s.temperature)
+        guessing = not ranked
+        if guessing:
+            ranked = aggregate(spans, nulls, scores, s.retrieval_weight, None, top_n, s.temperature)
+        return [self._answer(a, [passages[i] for i in keep], guessing) for a in ranked]
+
+    def _answer(self, a: AggregatedAnswer, passages: list[Passage], guessing: bool) -> Answer:
+        p = passages[a.best.passage_index]
+        probability = self.calibration.probability(a.margin, a.probability)
+        evidence = [{"passage_id": passages[sp.passage_index].id, "title": passages[sp.passage_index].title,
+                     "start": sp.start_char, "end": sp.end_char, "text": sp.text, "score": round(sp.score, 4)}
+                    for sp in a.spans]
+        return Answer(
+            text=a.best.text, score=float(a.score), probability=probability, passage_id=p.id, title=p.title,
+            start=a.best.start_char, end=a.best.end_char, context=p.text, margin=float(a.margin),
+            share=float(min(1.0, a.probability)), confident=not guessing and self.calibration.confident(probability),
+            evidence=evidence,
         )
-        answers = []
-        for a in ranked:
-            p = passages[keep[a.best.passage_index]]
-            answers.append(Answer(
-                text=a.best.text, score=float(a.score), probability=float(min(1.0, a.probability)),
-                passage_id=p.id, title=p.title, start=a.best.start_char, end=a.best.end_char, context=p.text,
-            ))
-        return answers
 
     def read_batch(
         self, questions: Sequence[str], contexts: Sequence[str], no_answer_threshold: float | None = None
@@ -280,13 +290,12 @@ class Reader:
         for i, p in enumerate(w.sample):
             per_pair[p].append((starts[i], ends[i], w.context_start[i], w.context_end[i], w.offsets[i]))
         out: list[Answer | None] = []
+        s = self.settings
         for p, text in enumerate(contexts):
-            spans, null = decode_passage(0, text, per_pair[p], self.settings.max_answer_tokens, 1)
-            if not spans or (no_answer_threshold is not None and not spans[0].score - null > no_answer_threshold):
+            spans, null = decode_passage(0, text, per_pair[p], s.max_answer_tokens, s.spans_per_window)
+            ranked = aggregate(spans, [null], None, 0.0, None, 1, s.temperature)
+            if not ranked or (no_answer_threshold is not None and not ranked[0].margin > no_answer_threshold):
                 out.append(None)
                 continue
-            sp = spans[0]
-            prob = _sigmoid(sp.score - null)
-            out.append(Answer(text=sp.text, score=sp.score, probability=prob, start=sp.start_char,
-                              end=sp.end_char, context=text))
+            out.append(self._answer(ranked[0], [Passage(id="", title="", text=text)], guessing=False))
         return out

@@ -37,15 +37,18 @@ class FixedAnswers:
         out = []
         for q in questions:
             text, passage = self.predictions[q]
-            answers = [Answer(text=text, score=1.0)] if text else []
+            answers = [Answer(text=text, score=1.0, probability=0.75, confident=True)] if text else []
             out.append(Result(q, answers, [SearchHit(0, 1.0, Passage("p", "t", passage))]))
         return out
 
 
-def test_evaluate_qa_by_hand():
+def test_evaluate_qa_by_hand(tmp_path):
     items = [QAItem("1", "a?", ["Paris"]), QAItem("2", "b?", ["Mount Everest"]), QAItem("3", "c?", ["1889"])]
     pipeline = FixedAnswers({"a?": ("Paris", "Paris is big"), "b?": ("Everest", "Mount Everest"), "c?": ("", "nothing")})
-    m = evaluate_qa(pipeline, items, ks=[1], progress=False)
+    m = evaluate_qa(pipeline, items, ks=[1], progress=False, per_question=tmp_path / "rows.jsonl")
+    rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert [(r["prediction"], r["probability"], r["confident"]) for r in rows] == [
+        ("Paris", 0.75, True), ("Everest", 0.75, True), ("", 0.0, False)]
     # EM: 1, 0, 0 -> 33.33; F1: 1, 2*(1*0.5)/(1.5)=0.667, 0 -> 55.56; recall@1: 2 of 3
     assert m["em"] == pytest.approx(33.33) and m["f1"] == pytest.approx(55.56) and m["recall@1"] == pytest.approx(66.67)
     # reading apart from retrieval: 2 questions had the answer in a passage read, 1 of them answered exactly
@@ -97,6 +100,9 @@ def test_question_about_nothing_in_the_corpus_gives_best_passages(pipeline):
     result = pipeline.ask("xqzv wptl bnrk?")
     assert result.passages  # the best passages are still shown
     assert all(0.0 <= a.probability <= 1.0 for a in result.answers)
+    if result.answers and not result.confident:  # a best guess is shown, and said to be one
+        assert any("no confident answer" in n for n in result.notices)
+        assert result.to_dict()["confident"] is False
 
 
 def run(*args, stdin=None):

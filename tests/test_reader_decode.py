@@ -111,11 +111,12 @@ def test_aggregation_merges_equal_normalised_answers_by_summing_probability():
     ]
     ranked = aggregate(spans, [0.0] * 4, no_answer_threshold=None, top_n=5)
     assert [normalize(a.text) for a in ranked] == ["paris", "lyon"]
-    z = sum(math.exp(s.score) for s in spans)
+    z = sum(math.exp(s.score) for s in spans) + math.exp(0.0)  # the no-answer option (null 0) takes its share
     assert ranked[0].probability == pytest.approx((math.exp(5.0) + math.exp(4.9) + math.exp(4.8)) / z)
     assert ranked[1].probability == pytest.approx(math.exp(5.5) / z)
     assert ranked[0].score == 5.0  # max, not sum
     assert ranked[0].text == "Paris" and ranked[0].best.passage_index == 0
+    assert [sp.passage_index for sp in ranked[0].spans] == [0, 2, 3]  # the evidence, best first
 
 
 def normalize(t):
@@ -146,3 +147,50 @@ def test_no_answer_when_no_span_beats_its_passage_null_score():
 def test_top_n_limits_answers():
     spans = [_span(i, f"a{i}", float(i)) for i in range(6)]
     assert len(aggregate(spans, [0.0] * 6, no_answer_threshold=None, top_n=2)) == 2
+
+
+def test_a_span_inside_another_of_the_same_passage_is_one_answer():
+    text = "The novel was written by Leo Tolstoy in Yasnaya Polyana."
+    leo = _span(0, "Leo Tolstoy", 6.0, start=text.index("Leo"))
+    tolstoy = _span(0, "Tolstoy", 5.0, start=text.index("Tolstoy"))
+    elsewhere = _span(1, "Tolstoy", 4.0, start=3)  # same text in another passage: merged by text
+    other = _span(0, "Yasnaya Polyana", 5.5, start=text.index("Yasnaya"))
+    ranked = aggregate([leo, tolstoy, elsewhere, other], [0.0, 0.0], no_answer_threshold=None)
+    assert [a.text for a in ranked] == ["Leo Tolstoy", "Yasnaya Polyana"]
+    assert ranked[0].spans == [leo, tolstoy, elsewhere]
+    z = math.exp(6.0) + math.exp(5.0) + math.exp(4.0) + math.exp(5.5) + 1.0
+    assert ranked[0].probability == pytest.approx((math.exp(6.0) + math.exp(5.0) + math.exp(4.0)) / z)
+    assert ranked[0].score == 6.0 and ranked[0].margin == 6.0
+
+
+def test_nested_spans_of_different_passages_stay_apart():
+    a = _span(0, "Leo Tolstoy", 6.0, start=0)
+    b = _span(1, "Tolstoy", 5.0, start=4)  # offsets inside a's, but another passage and another text
+    assert [x.text for x in aggregate([a, b], [0.0, 0.0], no_answer_threshold=None)] == ["Leo Tolstoy", "Tolstoy"]
+
+
+@pytest.mark.parametrize("text, start, end, expected", [
+    ("War and Peace by Tolstoy.", 20, 23, "Tolstoy"),  # "sto" -> the whole word
+    ("War and Peace by Tolstoy.", 19, 25, "Tolstoy."),  # a span ending on punctuation keeps it
+    ("Born in 1828 in Tula", 9, 11, "1828"),
+    ("Heading.\nThe answer is here", 0, 18, "Heading."),  # cut at the line break
+    ("Heading.\nThe answer is here", 8, 18, "The answer"),  # starts on the break: the next line
+    ("a.\n\nb", 1, 4, None),  # nothing but punctuation and breaks
+    ("the second-largest city, Lyon", 10, 24, "largest city"),  # dangling hyphen and comma dropped
+    ("首都是北京市", 3, 5, "北京"),  # no spaces between words: never widened
+])
+def test_spans_snap_to_words_and_never_cross_a_line_break(text, start, end, expected):
+    from reader.decode import snap_span
+
+    got = snap_span(text, start, end)
+    assert (text[got[0]:got[1]] if got else None) == expected
+
+
+def test_decoding_snaps_a_subword_span_to_its_word():
+    text = "written by Tolstoy"
+    # sub-word tokens: "written", "by", "Tol", "stoy"; the model peaks on the last piece only
+    toks = [(0, 7), (8, 10), (11, 14), (14, 18)]
+    spans, _ = decode_passage(0, text, [_window(toks, (0, 4), (3, 3))], top_k=3)
+    assert spans[0].text == "Tolstoy" and (spans[0].start_char, spans[0].end_char) == (11, 18)
+    # "Tol" and "stoy" and "Tolstoy" are one character span, listed once
+    assert [s.text for s in spans].count("Tolstoy") == 1

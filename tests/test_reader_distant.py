@@ -53,3 +53,30 @@ def test_answers_already_in_the_question_are_not_used(tmp_path):
     qs.write_text(json.dumps({"question": "where is the moon in december 1972", "answer": ["December 1972"]}) + "\n")
     stats = build_distant_data([str(qs)], str(tmp_path / "o.json"), fake_search, k=3)
     assert stats["positives"] == 0 and stats["questions_without_usable_answer"] == 1
+
+
+def test_passages_of_excluded_articles_never_enter_the_data(tmp_path):
+    qs = tmp_path / "q.jsonl"
+    qs.write_text(json.dumps({"question": "when did apollo 17 leave the moon", "answer": ["December 1972"]}) + "\n")
+    test_set = tmp_path / "dev.json"  # a SQuAD test set holding the article "Moon" (as SQuAD writes titles)
+    test_set.write_text(json.dumps({"data": [{"title": "moon", "paragraphs": []}]}))
+    out = tmp_path / "distant.json"
+    stats = build_distant_data([str(qs)], str(out), fake_search, k=3, exclude_articles_of=[str(test_set)])
+    titles = {art["title"] for art in json.loads(out.read_text())["data"]}
+    assert titles == {"Apollo"}  # both Moon passages dropped, the answerless Apollo one kept as the negative
+    assert stats["excluded_passages"] == 2 and stats["positives"] == 0 and stats["negatives"] == 1
+    assert stats["excluded_articles"] == 1
+
+
+def test_article_keys_match_squad_and_wikipedia_titles():
+    from odqa.corpus.questions import article_key
+
+    assert article_key("Jacksonville,_Florida") == article_key("Jacksonville, Florida") == "jacksonville, florida"
+    assert article_key("Sky_(United_Kingdom)") == "sky (united kingdom)"
+
+
+def test_efficientqa_dev_loads_as_questions_with_answers(shared_data):
+    from odqa.corpus.questions import load_questions
+
+    items = load_questions(shared_data / "nq-open" / "NQ-open.efficientqa.dev.1.1.jsonl")
+    assert len(items) == 1800 and all(q.question and q.answers and not q.regex for q in items)

@@ -39,8 +39,9 @@ def test_read_returns_answers_with_exact_offsets(reader):
         assert a.passage_id in ("p1", "p2") and a.title == by_id[a.passage_id].title
         assert a.context == by_id[a.passage_id].text
         assert a.context[a.start : a.end] == a.text and a.text
-        assert 0.0 <= a.probability <= 1.0
-    assert [a.probability for a in answers] == sorted((a.probability for a in answers), reverse=True)
+        assert 0.0 <= a.probability <= 1.0 and 0.0 <= a.share <= 1.0
+        assert a.evidence and a.evidence[0]["passage_id"] == a.passage_id and a.evidence[0]["text"] == a.text
+    assert [a.share for a in answers] == sorted((a.share for a in answers), reverse=True)
 
 
 def test_retrieval_scores_must_match_passages(reader):
@@ -55,9 +56,12 @@ def test_empty_question_and_empty_passage_list_are_errors(reader):
         reader.read("What?", [])
 
 
-def test_no_answer_when_null_wins(reader):
-    # a huge threshold: no span beats its passage's null score by that much
-    assert reader.read("What is the capital of France?", PASSAGES, no_answer_threshold=1e6) == []
+def test_best_guess_when_null_wins(reader):
+    # a huge threshold: no span beats its passage's null score by that much, so the answers are best guesses
+    guesses = reader.read("What is the capital of France?", PASSAGES, no_answer_threshold=1e6)
+    sure = reader.read("What is the capital of France?", PASSAGES, no_answer_threshold=None)
+    assert guesses and not any(a.confident for a in guesses)
+    assert [(a.text, a.probability) for a in guesses] == [(a.text, a.probability) for a in sure]
 
 
 def test_non_qa_checkpoint_is_rejected(tmp_path):

@@ -26,3 +26,24 @@ def test_negative_never_holds_an_answer_and_stays_in_its_article():
 def test_ratio_zero_gives_nothing_and_seed_is_deterministic():
     assert topical_negatives(_squad(), ratio=0.0)["data"] == []
     assert topical_negatives(_squad(), 0.5, seed=3) == topical_negatives(_squad(), 0.5, seed=3)
+
+
+def test_build_topical_negatives_command(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    src, out = tmp_path / "train.json", tmp_path / "neg.json"
+    src.write_text(json.dumps(_squad()))
+    run = [sys.executable, "run_qa.py", "build-topical-negatives", "--squad", str(src), "--output", str(out)]
+    proc = subprocess.run(run + ["--ratio", "1.0", "--seed", "0"], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    stats = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert stats["negatives"] == 2 and json.loads(out.read_text()) == topical_negatives(_squad(), 1.0, seed=0)
+    proc = subprocess.run(run + ["--ratio", "2"], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and "ratio" in proc.stderr and "Traceback" not in proc.stderr
+    missing = [*run[:4], str(tmp_path / "none.json"), *run[5:]]
+    proc = subprocess.run(missing, cwd=REPO_ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and "none.json" in proc.stderr and "Traceback" not in proc.stderr

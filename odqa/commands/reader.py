@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from odqa.commands.common import add_command, print_json_last
+from odqa.commands.common import add_command, add_config_flag, print_json_last
 
 
 def register(subparsers) -> None:
@@ -52,7 +52,23 @@ def register(subparsers) -> None:
     p.add_argument("--negatives", type=int, default=1, help="no-answer examples kept per question")
     p.add_argument("--positives", type=int, default=2, help="answer-bearing passages kept per question")
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--exclude-articles-of", nargs="+", default=[], metavar="SQUAD_FILE",
+                   help="never use passages of the articles of these SQuAD files (test sets, e.g. SQuAD v1.1 dev: "
+                        "24 of its 48 articles are in the Wikipedia subset); titles match with underscores as spaces")
     p.add_argument("--output", required=True, help="SQuAD-format JSON to write")
+
+    p = add_command(
+        subparsers, "build-topical-negatives",
+        "Topical no-answer examples: a share of a SQuAD file's questions, each paired with another paragraph of "
+        "its own article that holds none of its answers (SQuAD v2.0-format JSON for train-reader).",
+        "python run_qa.py build-topical-negatives --squad ../shared/data/squad/train-v1.1.json --ratio 0.12 "
+        "--output runs/squad-train-topical-neg.json",
+        _build_topical,
+    )
+    p.add_argument("--squad", required=True, metavar="SQUAD_FILE", help="SQuAD-format JSON with answers")
+    p.add_argument("--ratio", type=float, default=0.12, help="share of the questions given a negative (0-1)")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--output", required=True, help="SQuAD v2.0-format JSON to write")
 
     p = add_command(
         subparsers, "build-cloze-data",
@@ -97,6 +113,34 @@ def register(subparsers) -> None:
     p.add_argument("--predictions", help="write {question id: answer} JSON here")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON on the last line")
 
+    p = add_command(
+        subparsers, "fit-calibration",
+        "Fit the reader's calibrated probability (Platt: margin over the null score and share -> P(correct)) and "
+        "the 'no confident answer' threshold on dev questions; writes calibration.json (put it in the model folder).",
+        "python run_qa.py fit-calibration --model runs/reader-v2/final --data ../shared/data/squad/dev-v2.0.json "
+        "--limit 2000 --output runs/reader-v2/final/calibration.json\n"
+        "  python run_qa.py fit-calibration --model M --data dev-v2.0.json --questions NQ-open.efficientqa.dev.1.1.jsonl "
+        "--index work_indexes/wiki --limit 500 --output M/calibration.json",
+        _fit_calibration,
+    )
+    p.add_argument("--model", default="reader", help="reader name or path")
+    p.add_argument("--data", metavar="SQUAD_FILE",
+                   help="SQuAD v2.0-format dev JSON: each question read from its gold paragraph plus --distractors "
+                        "other paragraphs of its article (unanswerable questions: any answer is wrong)")
+    p.add_argument("--part", choices=("fit", "check", "all"), default="fit",
+                   help="articles of --data used: fit (even positions; bench/calibration.py measures on check)")
+    p.add_argument("--distractors", type=int, default=3, help="other paragraphs of the same article read per question")
+    p.add_argument("--questions", metavar="FILE", help="open-domain dev questions (with answers) read over --index")
+    p.add_argument("--index", help="index folder for --questions")
+    p.add_argument("--retriever", choices=("bm25", "dense", "hybrid"), default="bm25")
+    p.add_argument("--k", type=int, default=10, help="passages read per open-domain question")
+    p.add_argument("--limit", type=int, default=0, help="questions sampled (seeded) from each source (0: all)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    p.add_argument("--output", required=True, help="calibration JSON to write")
+    p.add_argument("--json", action="store_true", help="print the fit's summary as JSON on the last line")
+    add_config_flag(p)
+
 
 def _setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -126,8 +170,16 @@ def _build_data(args) -> int:
     stats = build_distant_data(
         args.questions, args.output, load_retriever(args.index, args.retriever).search, k=args.k, limit=args.limit,
         positives=args.positives, negatives=args.negatives, seed=args.seed,
+        exclude_articles_of=args.exclude_articles_of,
     )
     print_json_last(stats)
+    return 0
+
+
+def _build_topical(args) -> int:
+    from reader.topical import write_topical_negatives
+
+    print_json_last(write_topical_negatives(args.squad, args.output, args.ratio, args.seed))
     return 0
 
 
@@ -159,9 +211,60 @@ def _eval(args) -> int:
         reader, args.data, limit=args.limit or None, allow_null=args.allow_null,
         predictions_path=args.predictions, progress=not args.json, exclude_articles_of=args.exclude_articles_of,
     )
-    if args.json:
+    _print_metrics(metrics, args.json)
+    return 0
+
+
+def _print_metrics(metrics: dict, as_json: bool) -> None:
+    if as_json:
         print_json_last(metrics)
     else:
         for key, value in metrics.items():
             print(f"{key}: {value}")
+
+
+def _fit_calibration(args) -> int:
+    import torch
+
+    from odqa.config import OdqaConfig
+    from odqa.core.errors import OdqaError
+    from odqa.eval.confidence import article_split, confidence_metrics, judge_pipeline, judge_reader, sample_questions
+    from odqa.corpus.questions import load_questions
+    from odqa.pipeline import Pipeline
+    from reader.calibration import Calibration, fit_calibration
+
+    if not args.data and not args.questions:
+        raise OdqaError("give dev data: --data SQUAD_FILE and/or --questions FILE --index DIR")
+    if args.questions and not args.index:
+        raise OdqaError("--questions needs --index (the index the questions are answered over)")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    pipeline = Pipeline(OdqaConfig.load(args.config, {
+        "index": args.index, "reader.model": args.model, "retrieval.retriever": args.retriever,
+        "retrieval.k": args.k, "linker.enabled": False}))
+    reader = pipeline.reader  # the pipeline's reader settings (no-answer threshold, retrieval weight)
+    reader.calibration = Calibration()  # judge with raw scores; the fit replaces it
+    judged, sources = [], []
+    if args.data:
+        items = sample_questions(article_split(load_questions(args.data, include_impossible=True), args.part),
+                                 args.limit, args.seed)
+        judged += judge_reader(reader, items, distractors=args.distractors, seed=args.seed, progress=not args.json)
+        sources.append({"data": args.data, "part": args.part, "distractors": args.distractors,
+                        "questions": len(judged)})
+    if args.questions:
+        items = sample_questions(load_questions(args.questions), args.limit, args.seed)
+        before = len(judged)
+        judged += judge_pipeline(pipeline, items, progress=not args.json)
+        sources.append({"questions_file": args.questions, "index": args.index, "retriever": args.retriever,
+                        "k": args.k, "questions": len(judged) - before})
+    cal = fit_calibration([j.margin for j in judged], [j.share for j in judged], [j.em for j in judged],
+                          source={"model": args.model, "sources": sources})
+    for j in judged:
+        j.probability = cal.probability(j.margin, j.share)
+    cal.source["dev"] = confidence_metrics(judged, cal.threshold)
+    cal.save(args.output)
+    summary = {"output": args.output, "weights": cal.weights, "bias": cal.bias, "threshold": cal.threshold,
+               **cal.source["dev"]}
+    _print_metrics(summary, args.json)
     return 0
+

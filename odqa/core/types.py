@@ -72,7 +72,11 @@ class Mention:
 
 @dataclass
 class Answer:
-    """An extracted answer span; `start`/`end` are character offsets into the passage text."""
+    """An extracted answer span; `start`/`end` are character offsets into the passage text.
+
+    `probability` is calibrated (P(correct), comparable across questions); `margin` (span score over its
+    passage's no-answer score) and `share` (softmax over the question's own candidates) are what it is
+    computed from. `evidence` lists every span merged into this answer: passage id, title, offsets, text."""
 
     text: str
     score: float
@@ -82,6 +86,10 @@ class Answer:
     start: int = 0
     end: int = 0
     context: str = ""  # the passage text the offsets refer to
+    margin: float = 0.0
+    share: float = 0.0
+    confident: bool = True  # probability at or above the reader's threshold for "no confident answer"
+    evidence: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

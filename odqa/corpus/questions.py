@@ -124,6 +124,17 @@ def squad_titles(path: str | Path) -> set[str]:
     return {article.get("title", "") for article in data["data"]}
 
 
+def article_key(title: str) -> str:
+    """An article title as the corpus readers write it, for matching across sources: SQuAD's
+    "Jacksonville,_Florida" and the Wikipedia subset's "Jacksonville, Florida" give one key."""
+    return " ".join(title.replace("_", " ").split()).lower()
+
+
+def squad_article_keys(paths) -> set[str]:
+    """`article_key` of every article title of the SQuAD-format files `paths`."""
+    return {article_key(title) for path in paths for title in squad_titles(path)}
+
+
 def drop_articles(items: list[QAItem], seen: str | Path | None) -> list[QAItem]:
     """The items whose article is not in the SQuAD file `seen` (None: all items).
 

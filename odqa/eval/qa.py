@@ -34,7 +34,8 @@ def evaluate_qa(pipeline, items: Sequence[QAItem], ks: Sequence[int] = (1, 5, 10
     for i in tqdm(range(0, len(items), batch_size), desc="eval-qa", unit=" batch", disable=not progress, mininterval=2):
         batch = items[i : i + batch_size]
         for item, result in zip(batch, pipeline.ask_batch([q.question for q in batch], k=depth)):
-            prediction = result.answers[0].text if result.answers else ""
+            top = result.answers[0] if result.answers else None
+            prediction = top.text if top else ""
             em, f1 = score_answer(prediction, item)
             em_sum, f1_sum = em_sum + em, f1_sum + f1
             judged.append(judge(item, result.passages))
@@ -43,7 +44,10 @@ def evaluate_qa(pipeline, items: Sequence[QAItem], ks: Sequence[int] = (1, 5, 10
                 em_given_read += em
             rows.append({"id": item.id, "question": item.question, "answers": item.answers, "prediction": prediction,
                          "em": em, "f1": round(f1, 4), "first_hit_rank": judged[-1].first_hit_rank,
-                         "title": result.answers[0].title if result.answers else ""})
+                         "title": top.title if top else "",
+                         "probability": round(top.probability, 4) if top else 0.0,
+                         "confident": result.confident, "margin": round(top.margin, 4) if top else None,
+                         "share": round(top.share, 4) if top else None})
     seconds = time.perf_counter() - start
     n = len(items)
     metrics = {"em": round(100 * em_sum / n, 2), "f1": round(100 * f1_sum / n, 2)}

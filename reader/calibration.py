@@ -1,0 +1,133 @@
+"""Calibrated answer probabilities: P(the answer is correct), comparable across questions.
+
+The reader's share (a softmax over one question's own candidate spans) says how an answer compares with its
+rivals, not whether any of them is right: a question about something absent from the corpus still gets a
+confident-looking winner. Calibration maps two scores of an answer to a probability with a logistic (Platt)
+fit on a dev split whose answers were judged right or wrong:
+
+* margin: the best span's score minus its passage's no-answer (null) score, on the same logit scale for
+  every question;
+* log share: the answer's share among the question's candidates and no-answer (evidence aggregation).
+
+The parameters live in `calibration.json` beside the model (`run_qa.py fit-calibration` writes it), with the
+probability threshold below which the application says "no confident answer".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from odqa.core.atomic import atomic_file
+from odqa.core.errors import DataFormatError, OdqaError
+
+CALIBRATION_FILE = "calibration.json"
+FEATURES = ("margin", "log_share")
+_MIN_SHARE = 1e-6
+
+
+def confidence_features(margin: float, share: float) -> list[float]:
+    return [float(margin), math.log(min(1.0, max(float(share), _MIN_SHARE)))]
+
+
+@dataclass
+class Calibration:
+    """p = sigmoid(weights . [margin, log share] + bias). The default (not fitted) is sigmoid(margin): a
+    span that beats its passage's null score gets p > 0.5."""
+
+    weights: list[float] = field(default_factory=lambda: [1.0, 0.0])
+    bias: float = 0.0
+    threshold: float = 0.5  # below it: "no confident answer"
+    fitted: bool = False
+    features: list[str] = field(default_factory=lambda: list(FEATURES))
+    source: dict = field(default_factory=dict)  # what it was fitted on, with its dev metrics
+
+    def probability(self, margin: float, share: float) -> float:
+        x = float(np.dot(self.weights, confidence_features(margin, share)) + self.bias)
+        return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+    def confident(self, probability: float) -> bool:
+        return probability >= self.threshold
+
+    def save(self, path: str | Path) -> None:
+        with atomic_file(Path(path)) as tmp:
+            tmp.write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Calibration":
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise OdqaError(f"calibration file not found: {path} (write one with `run_qa.py fit-calibration`)") from exc
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise DataFormatError(f"{path}: cannot read calibration JSON: {exc}") from exc
+        if not isinstance(data, dict) or data.get("features", list(FEATURES)) != list(FEATURES) \
+                or len(data.get("weights", [])) != len(FEATURES):
+            raise DataFormatError(f"{path}: not an odqa calibration file (expected weights over {list(FEATURES)}); "
+                                  "refit it with `run_qa.py fit-calibration`")
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+    @classmethod
+    def for_model(cls, model_dir: str | Path) -> "Calibration":
+        """The model folder's calibration.json, or the unfitted default."""
+        path = Path(model_dir) / CALIBRATION_FILE
+        return cls.load(path) if path.is_file() else cls()
+
+
+def fit_platt(x: np.ndarray, correct: np.ndarray, l2: float = 1e-3) -> tuple[list[float], float]:
+    """Logistic regression of `correct` (0/1) on the feature rows `x`, by L-BFGS on the mean log loss with
+    a small L2 penalty on the weights (keeps the fit finite when the dev answers are separable)."""
+    import torch
+
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(correct, dtype=np.float64)
+    if x.ndim != 2 or len(x) != len(y) or len(y) == 0:
+        raise OdqaError("calibration needs one feature row per judged answer")
+    if y.min() == y.max():
+        raise OdqaError(f"calibration needs right and wrong answers on dev; all {len(y)} were "
+                        f"{'right' if y[0] else 'wrong'} (use more questions)")
+    xt, yt = torch.tensor(x), torch.tensor(y)
+    w = torch.zeros(x.shape[1], dtype=torch.float64, requires_grad=True)
+    b = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([w, b], max_iter=200, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(xt @ w + b, yt) + l2 * (w @ w)
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    return [float(v) for v in w.detach()], float(b.detach())
+
+
+def choose_threshold(probabilities: Sequence[float], correct: Sequence[float]) -> float:
+    """The probability threshold that best separates right from wrong answers on dev (most answers right
+    above it plus wrong below it); the lowest such threshold on ties, so as few answers as possible are
+    withheld."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    y = np.asarray(correct, dtype=bool)
+    best_t, best_acc = 0.5, -1.0
+    for t in np.unique(np.concatenate([p, [0.5, 1.0]])):
+        acc = float(np.mean(np.where(p >= t, y, ~y)))
+        if acc > best_acc + 1e-12:
+            best_t, best_acc = float(t), acc
+    return best_t
+
+
+def fit_calibration(margins: Sequence[float], shares: Sequence[float], correct: Sequence[float],
+                    source: dict | None = None) -> Calibration:
+    """Fit weights and threshold on judged dev answers (one top answer per question)."""
+    x = np.array([confidence_features(m, s) for m, s in zip(margins, shares)])
+    weights, bias = fit_platt(x, np.asarray(correct))
+    cal = Calibration(weights=weights, bias=bias, fitted=True, source=dict(source or {}))
+    probabilities = [cal.probability(m, s) for m, s in zip(margins, shares)]
+    cal.threshold = round(choose_threshold(probabilities, correct), 4)
+    return cal
