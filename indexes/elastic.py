@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,21 +76,37 @@ def describe_hosts(hosts: str | Sequence[str]) -> str:
 
 
 def _secrets(config) -> list[str]:
-    out = [config.api_key, config.password, os.environ.get("ODQA_ES_API_KEY", ""), os.environ.get("ODQA_ES_PASSWORD", "")]
+    """Every form a credential can take on the wire: as given, URL-quoted, and base64 as in the
+    Authorization header (`Basic b64(user:password)`, `ApiKey b64(id:key)`), which a server or proxy may echo."""
+    import base64
+    from urllib.parse import quote, unquote
+
+    passwords = [config.password, os.environ.get("ODQA_ES_PASSWORD", "")]
+    users = {config.username or "", "elastic"}
+    keys = [config.api_key, os.environ.get("ODQA_ES_API_KEY", "")]
     for host in parse_hosts(config.hosts):
         try:
-            if urlsplit(host).password:
-                out.append(urlsplit(host).password)
+            parts = urlsplit(host)
         except ValueError:
-            pass
-    return [s for s in out if s]
+            continue
+        if parts.password:
+            passwords += [parts.password, unquote(parts.password)]
+            users |= {parts.username or "", unquote(parts.username or "")}
+    out = [*passwords, *keys]
+    out += [quote(p, safe="") for p in passwords if p]
+    out += [base64.b64encode(f"{u}:{p}".encode()).decode() for u in users for p in passwords if p]
+    out += [base64.b64encode(k.encode()).decode() for k in keys if k and ":" in k]
+    return sorted({s for s in out if s}, key=len, reverse=True)
+
+
+_AUTH_VALUE = re.compile(r"(?i)\b(Basic|ApiKey|Bearer)(\s+)[A-Za-z0-9+/=_.~-]{8,}")
 
 
 def scrub(text: str, secrets: Sequence[str]) -> str:
     for secret in secrets:
         if secret:
             text = text.replace(secret, "***")
-    return text
+    return _AUTH_VALUE.sub(r"\1\2***", text)
 
 
 def connect(config, *, request_timeout: float = 30.0, check: bool = True):

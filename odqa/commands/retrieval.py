@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 
-from odqa.commands.common import add_command, add_config_flag, print_json_last
+from odqa.commands.common import add_command, add_config_flag, check_output, print_json_last
 from odqa.models import DEFAULT_ENCODER
 
 
@@ -133,7 +133,9 @@ def run_verify(args) -> int:
 def run_search(args) -> int:
     config = _config(args)
     bundle, retriever = open_retriever(config, args.accept_encoder_change)
-    question = " ".join(args.question)
+    from odqa.pipeline import clean_question
+
+    question, _ = clean_question(" ".join(args.question))
     k = args.k if args.k is not None else min(5, len(bundle.store))
     hits = retriever.search([question], k)[0]
     if args.json:
@@ -157,12 +159,14 @@ def _ks(values) -> list[int]:
 
 def run_eval(args) -> int:
     from odqa.errors import OdqaError
-    from odqa.eval.questions import load_questions
+    from odqa.eval.questions import load_questions, with_answers
     from odqa.eval.retrieval import evaluate_retrieval, format_table
 
     ks = _ks(args.k)
+    check_output(args.per_question, "--per-question")
+    check_output(args.run_out, "--run-out")
     config = _config(args)
-    items = load_questions(args.questions, limit=args.limit)
+    items = with_answers(load_questions(args.questions, limit=args.limit), args.questions)
     bundle, retriever = open_retriever(config, args.accept_encoder_change)
     if ks[-1] > len(bundle.store):
         raise OdqaError(f"--k {ks[-1]} is larger than the corpus ({len(bundle.store)} passages); use smaller k values")

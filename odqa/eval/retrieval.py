@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from typing import Sequence
 
 from tqdm.auto import tqdm
 
+from indexes.manifest import atomic_file
 from odqa.eval.answers import has_answer
 from odqa.eval.questions import QAItem
 from odqa.types import SearchHit
@@ -79,30 +81,31 @@ def evaluate_retrieval(retriever, items: Sequence[QAItem], ks: Sequence[int] = D
                        per_question: str | Path | None = None, progress: bool = True,
                        run_out: str | Path | None = None) -> dict:
     """`run_out`: also save every question's ranking, judged (`odqa.eval.runs`), to merge with other shards'."""
+    from odqa.eval.runs import run_row
+
     depth = max(ks)
-    results: list[QuestionResult] = []
+    results: list[QuestionResult] = []  # judged, without their hits: memory stays flat in the question count
     start = time.perf_counter()
     bar = tqdm(total=len(items), desc=f"eval {getattr(retriever, 'name', '')}", unit=" q", disable=not progress, mininterval=2)
-    for i in range(0, len(items), batch_size):
-        batch = items[i : i + batch_size]
-        for item, hits in zip(batch, retriever.search([q.question for q in batch], depth)):
-            results.append(judge(item, hits))
-        bar.update(len(batch))
-    bar.close()
+    with contextlib.ExitStack() as files:
+        writers = []  # (file, row function): each question's line is written as soon as it is judged
+        for target, row in ((per_question, QuestionResult.to_dict), (run_out, run_row)):
+            if target:
+                tmp = files.enter_context(atomic_file(target))
+                writers.append((files.enter_context(tmp.open("w", encoding="utf-8")), row))
+        for i in range(0, len(items), batch_size):
+            batch = items[i : i + batch_size]
+            for item, hits in zip(batch, retriever.search([q.question for q in batch], depth)):
+                result = judge(item, hits)
+                for f, row in writers:
+                    f.write(json.dumps(row(result), ensure_ascii=False) + "\n")
+                results.append(QuestionResult(item, [], result.first_hit_rank, result.first_gold_rank))
+            bar.update(len(batch))
+        bar.close()
     seconds = time.perf_counter() - start
     metrics = summarize(results, ks)
     metrics["seconds"] = round(seconds, 2)
     metrics["questions_per_second"] = round(len(items) / seconds, 2) if seconds > 0 else 0.0
-    if per_question:
-        path = Path(per_question)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", encoding="utf-8") as f:
-            for r in results:
-                f.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
-    if run_out:
-        from odqa.eval.runs import write_run
-
-        write_run(results, run_out)
     return metrics
 
 

@@ -26,13 +26,17 @@ def write_run(results: Sequence[QuestionResult], path: str | Path) -> None:
     """Every hit of every question, judged; an interrupted write leaves no truncated run."""
     with atomic_file(path) as tmp, tmp.open("w", encoding="utf-8") as f:
         for r in results:
-            hits = []
-            for hit in r.hits:
-                text = hit.passage.text if hit.passage else ""
-                hits.append([hit.passage_id, round(float(hit.score), 6), holds_answer(r.item, text),
-                             in_gold_paragraph(r.item, text)])
-            f.write(json.dumps({"id": r.item.id, "question": r.item.question, "gold": bool(r.item.context),
-                                "hits": hits}, ensure_ascii=False) + "\n")
+            f.write(json.dumps(run_row(r), ensure_ascii=False) + "\n")
+
+
+def run_row(r: QuestionResult) -> dict:
+    """One question's line of a run file."""
+    hits = []
+    for hit in r.hits:
+        text = hit.passage.text if hit.passage else ""
+        hits.append([hit.passage_id, round(float(hit.score), 6), holds_answer(r.item, text),
+                     in_gold_paragraph(r.item, text)])
+    return {"id": r.item.id, "question": r.item.question, "gold": bool(r.item.context), "hits": hits}
 
 
 def read_run(path: str | Path) -> list[dict]:
@@ -40,7 +44,7 @@ def read_run(path: str | Path) -> list[dict]:
     if not path.is_file():
         raise OdqaError(f"run file {path} not found; write one with eval-retrieval --run-out")
     rows = []
-    with path.open(encoding="utf-8") as f:
+    with path.open(encoding="utf-8", errors="replace") as f:
         for n, line in enumerate(f, 1):
             try:
                 row = json.loads(line)
