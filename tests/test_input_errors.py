@@ -40,7 +40,7 @@ def test_the_shell_survives_a_non_utf8_line():
 def test_a_question_file_with_bad_bytes_names_where(tmp_path):
     path = tmp_path / "q.jsonl"
     path.write_bytes(b'{"question": "a?", "answer": ["x"]}\n{"question": "caf\xe9?", "answer": ["y"]}\n')
-    with pytest.raises(DataFormatError, match="not UTF-8 text after question 1"):
+    with pytest.raises(DataFormatError, match=r"q.jsonl:2: not UTF-8 text"):
         load_questions(path)
 
 

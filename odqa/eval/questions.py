@@ -39,7 +39,7 @@ def load_questions(path: str | Path, limit: int | None = None, include_impossibl
             if limit is not None and len(items) >= limit:
                 break
     except UnicodeDecodeError as exc:
-        raise DataFormatError(f"{path}: not UTF-8 text after question {len(items)} ({exc.reason}); "
+        raise DataFormatError(f"{path}: not UTF-8 text in the block after question {len(items)} ({exc.reason}); "
                               "re-encode the file as UTF-8") from exc
     except (KeyError, TypeError, AttributeError) as exc:
         raise DataFormatError(f"{path}: question {len(items) + 1} lacks a field its format needs "
@@ -64,8 +64,13 @@ def _read(path: Path, include_impossible: bool) -> Iterator[QAItem]:
 
 
 def _jsonl(path: Path) -> Iterator[QAItem]:
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataFormatError(f"{path}:{lineno}: not UTF-8 text ({exc.reason}); re-encode the file "
+                                      "as UTF-8") from exc
             if not line.strip():
                 continue
             try:
