@@ -25,7 +25,7 @@ import shutil
 from pathlib import Path
 from typing import Iterator
 
-from odqa.errors import IndexMismatchError, OdqaError
+from odqa.core.errors import IndexMismatchError, OdqaError
 
 SAMPLE_BYTES = 1 << 20
 MANIFEST = "manifest.json"

@@ -10,10 +10,12 @@ need a shared `OUT.work/`, or copy their chunk files into one before the final r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -25,10 +27,10 @@ from indexes.bm25 import build_text_index
 from indexes.integrity import build_lock, describe_part, publish_folder, recover_swap
 from indexes.manifest import Manifest
 from indexes.vector import VectorIndex, VectorIndexParams
+from odqa.core.errors import OdqaError
+from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
 from odqa.corpus.readers import corpus_files, iter_passages
 from odqa.corpus.store import PassageStore
-from odqa.errors import OdqaError
-from odqa.models import DEFAULT_ENCODER, model_fingerprint
 
 BACKENDS = ("bm25", "dense")
 
@@ -54,6 +56,7 @@ class BuildReport:
     finished: bool
     passages: int
     message: str
+    seconds: dict[str, float] = field(default_factory=dict)  # per stage: passages_s, bm25_s, encode_s, dense_index_s
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -101,18 +104,24 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
             print(f"odqa: resuming the interrupted build kept in {work}", file=sys.stderr)
         work.mkdir(parents=True, exist_ok=True)
 
-        store, fingerprint = _passages(spec, work)
+        seconds: dict[str, float] = {}
+        with _timed(seconds, "passages_s"):
+            store, fingerprint = _passages(spec, work)
         _maybe_crash(crash_after, "passages")
         if "bm25" in backends:
-            _bm25(spec, work, store, fingerprint)
+            with _timed(seconds, "bm25_s"):
+                _bm25(spec, work, store, fingerprint)
             _maybe_crash(crash_after, "bm25")
         if "dense" in backends:
-            done, total = _encode_chunks(spec, work, store)
+            with _timed(seconds, "encode_s"):
+                done, total = _encode_chunks(spec, work, store)
             _maybe_crash(crash_after, "encode")
             if done < total:
                 return BuildReport(False, len(store), f"shard {spec.shard[0]}/{spec.shard[1]} finished: {done} of {total} "
-                                   f"chunks encoded in {work}; run the other shards, then rerun without --shard to finish")
-            _dense(spec, work, store, fingerprint, total)
+                                   f"chunks encoded in {work}; run the other shards, then rerun without --shard to finish",
+                                   seconds)
+            with _timed(seconds, "dense_index_s"):
+                _dense(spec, work, store, fingerprint, total)
             _maybe_crash(crash_after, "dense")
 
         tmp = out.with_name(f".{out.name}.building-{os.getpid()}")
@@ -137,7 +146,17 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
             raise
         shutil.rmtree(work, ignore_errors=True)
     note = " (resumed from the work folder of an interrupted build)" if resumed else ""
-    return BuildReport(True, len(store), f"index ready in {out}: {len(store)} passages, backends {', '.join(backends)}{note}")
+    return BuildReport(True, len(store), f"index ready in {out}: {len(store)} passages, backends {', '.join(backends)}{note}",
+                       seconds)
+
+
+@contextlib.contextmanager
+def _timed(seconds: dict[str, float], key: str):
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds[key] = round(time.perf_counter() - start, 2)
 
 
 def _maybe_crash(crash_after: str | None, stage: str) -> None:
@@ -180,7 +199,8 @@ def _passages(spec: IndexSpec, work: Path) -> tuple[PassageStore, str]:
     return store, fingerprint
 
 
-def _texts(store: PassageStore, desc: str):
+def passage_texts(store: PassageStore, desc: str):
+    """Every passage as BM25 indexes it (title, a space, text), with a progress bar named `desc`."""
     with tqdm(total=len(store), desc=desc, unit=" psg", mininterval=2) as bar:
         for batch in store.iter_batches(5000):
             for title, text in zip(batch["title"], batch["text"]):
@@ -192,11 +212,11 @@ def _bm25(spec: IndexSpec, work: Path, store: PassageStore, fingerprint: str) ->
     if (work / "bm25" / "manifest.json").exists():
         return
     manifest = Manifest(kind="bm25", corpus_fingerprint=fingerprint)
-    build_text_index(_texts(store, "bm25"), work / "bm25", manifest, engine=spec.bm25_engine)
+    build_text_index(passage_texts(store, "bm25"), work / "bm25", manifest, engine=spec.bm25_engine)
 
 
 def _encode_chunks(spec: IndexSpec, work: Path, store: PassageStore) -> tuple[int, int]:
-    from retriever.encoder import TextEncoder, passage_text
+    from odqa.core.encoder import TextEncoder, passage_text
 
     chunks = work / "dense-chunks"
     chunks.mkdir(exist_ok=True)

@@ -11,8 +11,10 @@ from indexes.bm25 import load_text_index
 from indexes.integrity import check_part, recover_swap
 from indexes.manifest import Manifest
 from indexes.vector import VectorIndex
+from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.corpus.store import PassageStore
-from odqa.errors import IndexMismatchError, OdqaError
+from retriever.bm25 import BM25Retriever
+from retriever.hybrid import HybridRetriever
 
 KINDS = ("bm25", "dense", "hybrid")
 
@@ -73,8 +75,6 @@ class IndexBundle:
         return folder
 
     def bm25(self):
-        from retriever.bm25 import BM25Retriever
-
         if "bm25" not in self._cache:
             index = load_text_index(self._require("bm25"))
             self._check_rows("bm25", index.num_docs())
@@ -82,8 +82,8 @@ class IndexBundle:
         return self._cache["bm25"]
 
     def dense(self, encoder: str | None = None, device: str | None = None, accept_encoder_change: bool = False):
+        from odqa.core.encoder import TextEncoder
         from retriever.dense import DenseRetriever
-        from retriever.encoder import TextEncoder
 
         key = ("dense", encoder or "")
         if key not in self._cache:
@@ -98,8 +98,6 @@ class IndexBundle:
 
     def retriever(self, kind: str, encoder: str | None = None, fusion: str = "rrf", alpha: float = 0.5,
                   candidates: int = 100, rrf_k: int = 60, accept_encoder_change: bool = False):
-        from retriever.hybrid import HybridRetriever
-
         if kind == "bm25":
             return self.bm25()
         if kind == "dense":
@@ -118,7 +116,7 @@ class IndexBundle:
         """The full check behind `run_qa.py verify-index`: every part's files against their recorded digests,
         row counts, and the passage store's fingerprint recomputed from its rows. Raises on the first problem."""
         from odqa.corpus.store import Fingerprint
-        from odqa.types import Passage
+        from odqa.core.types import Passage
 
         lines = []
         if not self.parts:
@@ -150,7 +148,7 @@ def _check_encoder_weights(manifest: Manifest, name: str, folder: Path, accept: 
     would silently pair them with other question vectors."""
     import os
 
-    from odqa.models import model_fingerprint
+    from odqa.core.models import model_fingerprint
 
     recorded = manifest.params.get("encoder_weights")
     if not recorded or name.rstrip("/").lower() != manifest.encoder.rstrip("/").lower():

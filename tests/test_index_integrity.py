@@ -12,7 +12,7 @@ import pytest
 
 from indexes.integrity import build_lock, recover_swap
 from odqa.corpus import iter_passages
-from odqa.errors import DataFormatError, IndexMismatchError, OdqaError
+from odqa.core.errors import DataFormatError, IndexMismatchError, OdqaError
 from odqa.indexing import IndexSpec, build_index
 from retriever.loading import IndexBundle
 
@@ -131,7 +131,7 @@ def test_a_second_writer_is_refused(corpus, tmp_path):
 def test_an_encoder_retrained_in_place_is_refused_unless_accepted(corpus, tmp_path):
     from safetensors.numpy import load_file, save_file
 
-    from odqa.models import resolve_model
+    from odqa.core.models import resolve_model
 
     encoder = tmp_path / "enc"
     shutil.copytree(resolve_model("minilm"), encoder)

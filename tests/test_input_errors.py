@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from odqa.cli import main
-from odqa.errors import DataFormatError, OdqaError
-from odqa.eval.questions import load_questions, with_answers
+from odqa.core.errors import DataFormatError, OdqaError
+from odqa.corpus.questions import load_questions, with_answers
 from odqa.pipeline import clean_question
 
 REPO = Path(__file__).resolve().parent.parent

@@ -7,7 +7,9 @@ import json
 import sys
 from typing import Any
 
-from odqa.cli import HelpFormatter
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    pass
 
 
 def add_command(subparsers, name: str, help: str, example: str, func) -> argparse.ArgumentParser:
@@ -27,7 +29,7 @@ def check_output(path, flag: str) -> None:
     import os
     from pathlib import Path
 
-    from odqa.errors import OdqaError
+    from odqa.core.errors import OdqaError
 
     if not path:
         return

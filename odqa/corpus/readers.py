@@ -23,8 +23,9 @@ import zlib
 from pathlib import Path
 from typing import IO, Iterator
 
-from odqa.errors import DataFormatError
-from odqa.types import Document, Passage
+from odqa.core.errors import DataFormatError
+from odqa.core.types import Document, Passage
+from odqa.corpus.chunking import chunk_document
 
 _COMPRESSED = {".gz": gzip.open, ".xz": lzma.open, ".bz2": bz2.open}
 _DOC_OPEN = re.compile(r'<doc\s+([^>]*)>')
@@ -88,8 +89,6 @@ def iter_documents(path: str | Path) -> Iterator[Document]:
 
 def iter_passages(path: str | Path, words: int = 100) -> Iterator[Passage]:
     """Passages of a corpus: DPR TSV rows as they are, other documents chunked to about `words` words."""
-    from odqa.corpus.chunking import chunk_document
-
     seen: dict[str, tuple[int, int]] = {}  # document id -> (file number, line) where it first appeared
     files = corpus_files(path)
     for number, file in enumerate(files):
