@@ -47,7 +47,25 @@ def build_text_index(texts: Iterable[str], out: str | Path, manifest: Manifest, 
 def load_text_index(path: str | Path):
     manifest = Manifest.load(path, kind="bm25")
     cls = _engine(manifest.params.get("engine", "tantivy"))
-    return cls.load(Path(path), manifest)
+    try:
+        return cls.load(Path(path), manifest)
+    except (OSError, ValueError, EOFError, KeyError, pickle.UnpicklingError) as exc:
+        raise OdqaError(f"the BM25 index in {path} cannot be read ({exc.__class__.__name__}: "
+                        f"{str(exc).splitlines()[0] if str(exc) else ''}); rebuild it with `run_qa.py index`") from exc
+
+
+def rank_with_ties(fetch, k: int) -> Hits:
+    """Top `k` of `fetch(n) -> hits sorted by score`, equal scores ordered by row (the passage order of the
+    store), so two builds of one corpus rank alike whatever their segment layout. A tie at the cut is
+    fetched whole before cutting."""
+    n = k
+    while True:
+        hits = fetch(n)
+        if len(hits) < n or not hits or hits[-1][1] != hits[k - 1][1]:
+            break
+        n *= 2
+    hits.sort(key=lambda h: (-h[1], h[0]))
+    return hits[:k]
 
 
 def _engine(name: str):
@@ -112,9 +130,17 @@ class TantivyIndex:
     def load(cls, path: Path, manifest: Manifest) -> "TantivyIndex":
         import tantivy
 
-        index = tantivy.Index.open(str(path))
+        try:
+            index = tantivy.Index.open(str(path))
+        except ValueError as exc:
+            if "Lockfile" not in str(exc):
+                raise
+            index = tantivy.Index.open(str(_writable_view(path)))  # a read-only folder
         index.register_tokenizer(cls.ANALYZER, cls._analyzer())
         return cls(index, manifest)
+
+    def num_docs(self) -> int:
+        return int(self.searcher.num_docs)
 
     def search(self, queries: Sequence[str], k: int) -> list[Hits]:
         out = []
@@ -125,8 +151,12 @@ class TantivyIndex:
                 out.append([])
                 continue
             parsed, _errors = self.index.parse_query_lenient(text, ["text"])
-            result = self.searcher.search(parsed, k)
-            out.append([(int(self.searcher.doc(addr)["row"][0]), float(score)) for score, addr in result.hits])
+
+            def fetch(n: int, parsed=parsed) -> Hits:
+                result = self.searcher.search(parsed, n)
+                return [(int(self.searcher.doc(addr)["row"][0]), float(score)) for score, addr in result.hits]
+
+            out.append(rank_with_ties(fetch, k))
         return out
 
 
@@ -168,6 +198,9 @@ class Bm25sIndex:
         tokenizer.load_stopwords(str(path))
         return cls(retriever, tokenizer, manifest)
 
+    def num_docs(self) -> int:
+        return int(self.retriever.scores["num_docs"])
+
     def search(self, queries: Sequence[str], k: int) -> list[Hits]:
         out = []
         for query in queries:
@@ -175,8 +208,12 @@ class Bm25sIndex:
             if not ids or not ids[0]:
                 out.append([])
                 continue
-            rows, scores = self.retriever.retrieve(ids, k=k, show_progress=False, n_threads=1)
-            out.append([(int(r), float(s)) for r, s in zip(rows[0], scores[0]) if s > 0])
+            def fetch(n: int, ids=ids) -> Hits:
+                n = min(n, self.num_docs())
+                rows, scores = self.retriever.retrieve(ids, k=n, show_progress=False, n_threads=1)
+                return [(int(r), float(s)) for r, s in zip(rows[0], scores[0]) if s > 0]
+
+            out.append(rank_with_ties(fetch, min(k, self.num_docs())))
         return out
 
 
@@ -208,6 +245,9 @@ class RankBm25Index:
         with (path / cls.FILE).open("rb") as f:
             return cls(pickle.load(f), manifest)
 
+    def num_docs(self) -> int:
+        return int(self.model.corpus_size)
+
     def search(self, queries: Sequence[str], k: int) -> list[Hits]:
         out = []
         for query in queries:
@@ -221,6 +261,20 @@ class RankBm25Index:
             top = top[np.argsort(-scores[top], kind="stable")]
             out.append([(int(r), float(scores[r])) for r in top if scores[r] > 0])
         return out
+
+
+def _writable_view(path: Path) -> Path:
+    """A temporary folder of links to a read-only Tantivy index, where Tantivy can put its lock files."""
+    import atexit
+    import shutil
+    import tempfile
+
+    view = Path(tempfile.mkdtemp(prefix="odqa-bm25-"))
+    atexit.register(shutil.rmtree, view, ignore_errors=True)
+    for file in path.iterdir():
+        if file.is_file() and not file.name.startswith(".tantivy-"):
+            (view / file.name).symlink_to(file.resolve())
+    return view
 
 
 def english_analyzer():

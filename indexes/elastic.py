@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,21 +77,37 @@ def describe_hosts(hosts: str | Sequence[str]) -> str:
 
 
 def _secrets(config) -> list[str]:
-    out = [config.api_key, config.password, os.environ.get("ODQA_ES_API_KEY", ""), os.environ.get("ODQA_ES_PASSWORD", "")]
+    """Every form a credential can take on the wire: as given, URL-quoted, and base64 as in the
+    Authorization header (`Basic b64(user:password)`, `ApiKey b64(id:key)`), which a server or proxy may echo."""
+    import base64
+    from urllib.parse import quote, unquote
+
+    passwords = [config.password, os.environ.get("ODQA_ES_PASSWORD", "")]
+    users = {config.username or "", "elastic"}
+    keys = [config.api_key, os.environ.get("ODQA_ES_API_KEY", "")]
     for host in parse_hosts(config.hosts):
         try:
-            if urlsplit(host).password:
-                out.append(urlsplit(host).password)
+            parts = urlsplit(host)
         except ValueError:
-            pass
-    return [s for s in out if s]
+            continue
+        if parts.password:
+            passwords += [parts.password, unquote(parts.password)]
+            users |= {parts.username or "", unquote(parts.username or "")}
+    out = [*passwords, *keys]
+    out += [quote(p, safe="") for p in passwords if p]
+    out += [base64.b64encode(f"{u}:{p}".encode()).decode() for u in users for p in passwords if p]
+    out += [base64.b64encode(k.encode()).decode() for k in keys if k and ":" in k]
+    return sorted({s for s in out if s}, key=len, reverse=True)
+
+
+_AUTH_VALUE = re.compile(r"(?i)\b(Basic|ApiKey|Bearer)(\s+)[A-Za-z0-9+/=_.~-]{8,}")
 
 
 def scrub(text: str, secrets: Sequence[str]) -> str:
     for secret in secrets:
         if secret:
             text = text.replace(secret, "***")
-    return text
+    return _AUTH_VALUE.sub(r"\1\2***", text)
 
 
 def connect(config, *, request_timeout: float = 30.0, check: bool = True):
@@ -250,6 +267,7 @@ class BulkReport:
     last_id: str = ""
     seconds: float = 0.0
     count: int = 0  # documents in the index at the end
+    resent: int = 0  # missing from the index after the load (acknowledged, then lost) and sent again
 
     @property
     def per_second(self) -> float:
@@ -258,7 +276,7 @@ class BulkReport:
     def summary(self) -> str:
         text = (f"{self.count} documents in the index: {self.created} created, {self.skipped} skipped (already "
                 f"committed), {self.already_present} already present; {self.rejected} rejections and {self.retries} "
-                f"retries; {self.failed} failed; {self.per_second:.0f} docs/s")
+                f"retries; {self.failed} failed; {self.resent} re-sent as missing; {self.per_second:.0f} docs/s")
         if self.errors:
             text += "\nfirst failures:\n  " + "\n  ".join(self.errors)
         return text
@@ -560,7 +578,60 @@ def bulk_load(index: ElasticIndex, docs: Callable[[int], Iterator[Doc]], total: 
         except OdqaError:
             pass  # the server is gone; the error being raised says so
     report.count = index.count(refresh=True)
+    if report.count < total:
+        _resend_missing(index, docs, total, report, options)
     return report
+
+
+def _count_rows(index: ElasticIndex, lo: int, hi: int) -> int:
+    query = {"range": {"row": {"gte": lo, "lt": hi}}}
+    return int(index._call(lambda: index.client.count(index=index.name, query=query), f"counting {index.name!r}")["count"])
+
+
+def missing_rows(index: ElasticIndex, lo: int, hi: int, leaf: int = 1000) -> list[int]:
+    """Rows in [lo, hi) absent from the index: ranges whose count falls short are halved down to `leaf` rows,
+    whose present rows are then listed."""
+    if hi <= lo or _count_rows(index, lo, hi) == hi - lo:
+        return []
+    if hi - lo > leaf:
+        mid = (lo + hi) // 2
+        return missing_rows(index, lo, mid, leaf) + missing_rows(index, mid, hi, leaf)
+    result = index._call(lambda: index.client.search(index=index.name, size=hi - lo, source=["row"],
+                                                     query={"range": {"row": {"gte": lo, "lt": hi}}}),
+                         f"listing rows of {index.name!r}")
+    present = {int(h["_source"]["row"]) for h in result["hits"]["hits"]}
+    return [row for row in range(lo, hi) if row not in present]
+
+
+def _resend_missing(index: ElasticIndex, docs: Callable[[int], Iterator[Doc]], total: int, report: BulkReport,
+                    options: BulkOptions) -> None:
+    """The final count fell short (a server that restarted inside a retry wait loses what it had acknowledged
+    but not saved): send the missing rows again, then refuse to report success if any are still absent."""
+    index.refresh()
+    missing = missing_rows(index, 0, total)
+    if missing:
+        log.warning("%d of %d documents are missing from %s after the load; sending them again", len(missing),
+                    total, index.name)
+        wanted = set(missing)
+        chunk: list[Doc] = []
+        for doc in docs(missing[0]):
+            if doc[0] in wanted:
+                chunk.append(doc)
+            if len(chunk) >= options.chunk_size or (chunk and doc[0] >= missing[-1]):
+                _send_chunk(index, index.client.options(max_retries=0, request_timeout=options.request_timeout),
+                            chunk, report, options)
+                chunk = []
+            if doc[0] >= missing[-1]:
+                break
+        report.resent = len(missing)
+    report.count = index.count(refresh=True)
+    if report.count < total:
+        raise OdqaError(
+            f"Elasticsearch index {index.name!r} holds {report.count} of {total} documents after the load "
+            f"({report.resent} missing ones sent again, {report.failed} refused"
+            + (f"; first refusal: {report.errors[0]}" if report.errors else "")
+            + "); rerun the same command to send what is missing, and check the cluster's health and logs"
+        )
 
 
 def _backoff(attempt: int, options: BulkOptions) -> float:

@@ -45,7 +45,7 @@ class Manifest:
         try:
             data = json.loads(path.read_text())
             manifest = cls(**data)
-        except (json.JSONDecodeError, TypeError) as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as exc:
             raise OdqaError(f"{path} is damaged ({exc}); rebuild the index") from exc
         if kind is not None and manifest.kind != kind:
             raise IndexMismatchError(f"{folder} holds a {manifest.kind!r} index, not a {kind!r} index")

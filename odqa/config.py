@@ -28,6 +28,8 @@ class RetrievalConfig:
         _choice("retrieval.fusion", self.fusion, ("rrf", "minmax"))
         _positive("retrieval.k", self.k)
         _positive("retrieval.candidates", self.candidates)
+        if self.rrf_k < 0:
+            raise OdqaError(f"config: retrieval.rrf_k must be 0 or more, got {self.rrf_k}")
         if not 0.0 <= self.alpha <= 1.0:
             raise OdqaError(f"config: retrieval.alpha must lie in [0, 1], got {self.alpha}")
 
@@ -138,7 +140,10 @@ class OdqaConfig:
 def _read_file(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise OdqaError(f"config file not found: {path} (check the path passed to --config)")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise OdqaError(f"config file {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from exc
     try:
         if path.suffix in (".yaml", ".yml"):
             import yaml

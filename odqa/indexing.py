@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,11 +24,11 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from indexes.bm25 import build_text_index
+from indexes.integrity import build_lock, describe_part, publish_folder, recover_swap
 from indexes.manifest import Manifest
 from indexes.vector import VectorIndex, VectorIndexParams
-from odqa.core.atomic import atomic_folder
 from odqa.core.errors import OdqaError
-from odqa.core.models import DEFAULT_ENCODER
+from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
 from odqa.corpus.readers import corpus_files, iter_passages
 from odqa.corpus.store import PassageStore
 
@@ -69,44 +71,82 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     return i, n
 
 
-def build_index(spec: IndexSpec) -> BuildReport:
+def validate_spec(spec: IndexSpec) -> list[str]:
+    """Check every argument before any work starts; returns the backends in order."""
     backends = list(dict.fromkeys(spec.backends))
     unknown = set(backends) - set(BACKENDS)
     if unknown or not backends:
         raise OdqaError(f"unknown backend(s) {', '.join(sorted(unknown)) or '(none)'}; choose from {', '.join(BACKENDS)}")
+    for flag, value in (("--words", spec.words), ("--chunk-size", spec.chunk_size),
+                        ("--batch-size", spec.batch_size), ("--max-length", spec.max_length)):
+        if value <= 0:
+            raise OdqaError(f"{flag} must be a positive number, got {value}")
     out = Path(spec.out)
-    if out.exists() and not (out / "manifest.json").exists() and any(out.iterdir()):
-        raise OdqaError(f"{out} exists and is not an odqa index; choose another --out or remove it")
-    work = out.with_name(out.name + ".work")
-    work.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise OdqaError(f"--out {out} is a file; name a folder for the index")
+    return backends
 
-    seconds: dict[str, float] = {}
-    with _timed(seconds, "passages_s"):
-        store, fingerprint = _passages(spec, work)
-    if "bm25" in backends:
-        with _timed(seconds, "bm25_s"):
-            _bm25(spec, work, store, fingerprint)
-    if "dense" in backends:
-        with _timed(seconds, "encode_s"):
-            done, total = _encode_chunks(spec, work, store)
-        if done < total:
-            return BuildReport(False, len(store), f"shard {spec.shard[0]}/{spec.shard[1]} finished: {done} of {total} "
-                               f"chunks encoded in {work}; run the other shards, then rerun without --shard to finish",
-                               seconds)
-        with _timed(seconds, "dense_index_s"):
-            _dense(spec, work, store, fingerprint, total)
 
-    with atomic_folder(out) as tmp:
-        for part in ["passages", *backends]:
-            shutil.move(str(work / part), str(tmp / part))
-        Manifest(
-            kind="bundle", corpus_fingerprint=fingerprint, count=len(store),
-            encoder=spec.encoder if "dense" in backends else "",
-            dim=_dim(tmp) if "dense" in backends else 0,
-            params={"backends": backends, "words": spec.words, "corpus": str(spec.corpus)},
-        ).save(tmp)
-    shutil.rmtree(work, ignore_errors=True)
-    return BuildReport(True, len(store), f"index ready in {out}: {len(store)} passages, backends {', '.join(backends)}",
+def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
+    """`crash_after`: fault injection for tests only (a stage name: passages, bm25, encode, dense, fsync,
+    rename-away); the process exits there as if killed."""
+    backends = validate_spec(spec)
+    out = Path(spec.out)
+    if out.is_symlink():
+        out = out.resolve()  # replace what the link points to, and keep the link
+    with build_lock(out):
+        recover_swap(out)
+        if out.exists() and not (out / "manifest.json").exists() and any(out.iterdir()):
+            raise OdqaError(f"{out} exists and is not an odqa index; choose another --out or remove it")
+        work = out.with_name(out.name + ".work")
+        resumed = work.is_dir() and any(work.iterdir())
+        if resumed:
+            print(f"odqa: resuming the interrupted build kept in {work}", file=sys.stderr)
+        work.mkdir(parents=True, exist_ok=True)
+
+        seconds: dict[str, float] = {}
+        with _timed(seconds, "passages_s"):
+            store, fingerprint = _passages(spec, work)
+        _maybe_crash(crash_after, "passages")
+        if "bm25" in backends:
+            with _timed(seconds, "bm25_s"):
+                _bm25(spec, work, store, fingerprint)
+            _maybe_crash(crash_after, "bm25")
+        if "dense" in backends:
+            with _timed(seconds, "encode_s"):
+                done, total = _encode_chunks(spec, work, store)
+            _maybe_crash(crash_after, "encode")
+            if done < total:
+                return BuildReport(False, len(store), f"shard {spec.shard[0]}/{spec.shard[1]} finished: {done} of {total} "
+                                   f"chunks encoded in {work}; run the other shards, then rerun without --shard to finish",
+                                   seconds)
+            with _timed(seconds, "dense_index_s"):
+                _dense(spec, work, store, fingerprint, total)
+            _maybe_crash(crash_after, "dense")
+
+        tmp = out.with_name(f".{out.name}.building-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        try:
+            parts = {}
+            for part in ["passages", *backends]:
+                # hard links: the work folder stays whole until the new index is in place, so a crash
+                # anywhere before the swap resumes from it
+                shutil.copytree(work / part, tmp / part, copy_function=_link_or_copy)
+                parts[part] = describe_part(tmp / part, Manifest.load(tmp / part).count)
+            Manifest(
+                kind="bundle", corpus_fingerprint=fingerprint, count=len(store),
+                encoder=spec.encoder if "dense" in backends else "",
+                dim=_dim(tmp) if "dense" in backends else 0,
+                params={"backends": backends, "words": spec.words, "corpus": str(spec.corpus), "parts": parts},
+            ).save(tmp)
+            publish_folder(tmp, out, crash_after=crash_after)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        shutil.rmtree(work, ignore_errors=True)
+    note = " (resumed from the work folder of an interrupted build)" if resumed else ""
+    return BuildReport(True, len(store), f"index ready in {out}: {len(store)} passages, backends {', '.join(backends)}{note}",
                        seconds)
 
 
@@ -117,6 +157,18 @@ def _timed(seconds: dict[str, float], key: str):
         yield
     finally:
         seconds[key] = round(time.perf_counter() - start, 2)
+
+
+def _maybe_crash(crash_after: str | None, stage: str) -> None:
+    if crash_after == stage:
+        os._exit(137)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def _dim(folder: Path) -> int:
@@ -169,7 +221,8 @@ def _encode_chunks(spec: IndexSpec, work: Path, store: PassageStore) -> tuple[in
     chunks = work / "dense-chunks"
     chunks.mkdir(exist_ok=True)
     meta = chunks / "encoder.json"
-    expected = {"encoder": spec.encoder, "chunk_size": spec.chunk_size, "max_length": spec.max_length}
+    expected = {"encoder": spec.encoder, "chunk_size": spec.chunk_size, "max_length": spec.max_length,
+                "weights": model_fingerprint(spec.encoder)}
     if meta.exists() and json.loads(meta.read_text()) != expected:
         raise OdqaError(
             f"{chunks} holds chunks from another encoder or chunk size ({meta.read_text()}); "
@@ -208,6 +261,6 @@ def _dense(spec: IndexSpec, work: Path, store: PassageStore, fingerprint: str, t
     merged.flush()
     del merged
     manifest = Manifest(kind="faiss", corpus_fingerprint=fingerprint, encoder=spec.encoder,
-                        params={"max_length": spec.max_length})
+                        params={"max_length": spec.max_length, "encoder_weights": model_fingerprint(spec.encoder)})
     VectorIndex.build(merged_path, work / "dense", manifest, spec.vector)
     shutil.rmtree(chunks, ignore_errors=True)

@@ -55,6 +55,10 @@ class Result:
 def clean_question(question: str) -> tuple[str, list[str]]:
     """Validate and trim a question; returns it with any notices. Raises OdqaError when nothing is asked."""
     notices = []
+    if question and not question.isascii():
+        # undecodable bytes of a command line arrive as lone surrogates, which tokenizers cannot encode
+        question = question.encode("utf-8", "surrogateescape").decode("utf-8", "replace") \
+            if _encodes_with_escapes(question) else question.encode("utf-8", "replace").decode("utf-8")
     text = " ".join((question or "").split())
     if not text or not _HAS_WORD.search(text):
         raise OdqaError("the question is empty (or only punctuation); type a question such as 'Who wrote Hamlet?'")
@@ -63,6 +67,14 @@ def clean_question(question: str) -> tuple[str, list[str]]:
         notices.append(f"question truncated to its first {len(cut)} of {len(text)} characters")
         text = cut
     return text, notices
+
+
+def _encodes_with_escapes(text: str) -> bool:
+    try:
+        text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def relative_scores(scores: list[float]) -> list[float]:

@@ -8,9 +8,10 @@ from functools import cached_property
 from pathlib import Path
 
 from indexes.bm25 import load_text_index
+from indexes.integrity import check_part, recover_swap
 from indexes.manifest import Manifest
 from indexes.vector import VectorIndex
-from odqa.core.errors import OdqaError
+from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.corpus.store import PassageStore
 from retriever.bm25 import BM25Retriever
 from retriever.hybrid import HybridRetriever
@@ -27,6 +28,10 @@ class IndexBundle:
     @classmethod
     def open(cls, path: str | Path) -> "IndexBundle":
         path = Path(path)
+        try:
+            recover_swap(path)
+        except OSError:
+            pass  # a read-only parent folder: nothing a reader may repair
         if not path.exists():
             raise OdqaError(f"index folder not found: {path}; build it with `run_qa.py index --corpus PATH --out {path}`")
         return cls(path, Manifest.load(path, kind="bundle"))
@@ -35,9 +40,25 @@ class IndexBundle:
     def backends(self) -> list[str]:
         return list(self.manifest.params.get("backends", []))
 
+    @property
+    def parts(self) -> dict:
+        return self.manifest.params.get("parts", {})
+
+    def _check_rows(self, part: str, rows: int) -> None:
+        if rows != self.manifest.count:
+            raise IndexMismatchError(
+                f"index part {self.path.name}/{part} holds {rows} rows but the index has {self.manifest.count} "
+                f"passages; it was replaced or damaged: rebuild it with `run_qa.py index --corpus "
+                f"{self.manifest.params.get('corpus', 'CORPUS')} --out {self.path}`")
+
     @cached_property
     def store(self) -> PassageStore:
-        store = PassageStore.open(self.path / "passages")
+        folder = self.path / "passages"
+        check_part(folder, self.parts.get("passages"), rows=None)
+        store = PassageStore.open(folder)
+        self._check_rows("passages", len(store))
+        if (folder / "manifest.json").exists():
+            Manifest.load(folder).check_corpus(self.manifest.corpus_fingerprint, where=str(folder))
         return store
 
     def _require(self, backend: str) -> Path:
@@ -47,16 +68,21 @@ class IndexBundle:
                 f"`run_qa.py index --corpus {self.manifest.params.get('corpus', 'PATH')} --out {self.path} --backends bm25,dense`"
             )
         folder = self.path / backend
-        Manifest.load(folder).check_corpus(self.manifest.corpus_fingerprint, where=str(folder))
+        manifest = Manifest.load(folder)
+        manifest.check_corpus(self.manifest.corpus_fingerprint, where=str(folder))
+        self._check_rows(backend, manifest.count)
+        check_part(folder, self.parts.get(backend), rows=None)
         return folder
 
     def bm25(self):
         if "bm25" not in self._cache:
-            self._cache["bm25"] = BM25Retriever(load_text_index(self._require("bm25")), self.store)
+            index = load_text_index(self._require("bm25"))
+            self._check_rows("bm25", index.num_docs())
+            self._cache["bm25"] = BM25Retriever(index, self.store)
         return self._cache["bm25"]
 
     def dense(self, encoder: str | None = None, device: str | None = None, precision: str = "auto",
-              runtime: str = "auto"):
+              runtime: str = "auto", accept_encoder_change: bool = False):
         from odqa.core.encoder import TextEncoder
         from retriever.dense import DenseRetriever
 
@@ -64,7 +90,9 @@ class IndexBundle:
         if key not in self._cache:
             folder = self._require("dense")
             index = VectorIndex.load(folder, use_gpu=None)
+            self._check_rows("dense", len(index))
             name = encoder or index.manifest.encoder
+            _check_encoder_weights(index.manifest, name, folder, accept_encoder_change)
             max_length = int(index.manifest.params.get("max_length", 256))
             encoder_model = TextEncoder.from_pretrained(name, max_length=max_length, device=device, precision=precision,
                                                         runtime=runtime)
@@ -72,19 +100,73 @@ class IndexBundle:
         return self._cache[key]
 
     def retriever(self, kind: str, encoder: str | None = None, fusion: str = "rrf", alpha: float = 0.5,
-                  candidates: int = 100, rrf_k: int = 60, precision: str = "auto", runtime: str = "auto"):
+                  candidates: int = 100, rrf_k: int = 60, precision: str = "auto", runtime: str = "auto",
+                  accept_encoder_change: bool = False):
         if kind == "bm25":
             return self.bm25()
         if kind == "dense":
-            return self.dense(encoder, precision=precision, runtime=runtime)
+            return self.dense(encoder, precision=precision, runtime=runtime, accept_encoder_change=accept_encoder_change)
         if kind == "hybrid" and "dense" not in self.backends and "bm25" in self.backends:
             # hybrid is the default; an index built with --backends bm25 should still answer
             print(f"odqa: {self.path} has no dense index, so hybrid retrieval falls back to bm25", file=sys.stderr)
             return self.bm25()
         if kind == "hybrid":
-            return HybridRetriever(self.dense(encoder, precision=precision, runtime=runtime), self.bm25(), method=fusion,
-                                   alpha=alpha, candidates=candidates, rrf_k=rrf_k)
+            return HybridRetriever(self.dense(encoder, precision=precision, runtime=runtime,
+                                              accept_encoder_change=accept_encoder_change),
+                                   self.bm25(), method=fusion, alpha=alpha, candidates=candidates, rrf_k=rrf_k)
         raise OdqaError(f"unknown retriever {kind!r}; choose one of {', '.join(KINDS)}")
+
+
+    def verify(self) -> list[str]:
+        """The full check behind `run_qa.py verify-index`: every part's files against their recorded digests,
+        row counts, and the passage store's fingerprint recomputed from its rows. Raises on the first problem."""
+        from odqa.corpus.store import Fingerprint
+        from odqa.core.types import Passage
+
+        lines = []
+        if not self.parts:
+            lines.append("note: this index was built before parts were recorded; only row counts and the "
+                         "passage fingerprint are checked (rebuild it to record file digests)")
+        for part in ["passages", *self.backends]:
+            check_part(self.path / part, self.parts.get(part), rows=None, full=True)
+        fingerprint = Fingerprint()
+        for batch in self.store.iter_batches(10000, columns=("id", "text")):
+            for pid, text in zip(batch["id"], batch["text"]):
+                fingerprint.update(Passage(id=pid, title="", text=text))
+        if fingerprint.hexdigest() != self.manifest.corpus_fingerprint:
+            raise IndexMismatchError(
+                f"index part {self.path.name}/passages holds other passages (fingerprint {fingerprint.hexdigest()}, "
+                f"index {self.manifest.corpus_fingerprint}): rebuild it with `run_qa.py index`")
+        lines.append(f"passages: {len(self.store)} rows, fingerprint {fingerprint.hexdigest()} ok")
+        if "bm25" in self.backends:
+            self.bm25()
+            lines.append(f"bm25: {self.manifest.count} documents ok")
+        if "dense" in self.backends:
+            index = VectorIndex.load(self._require("dense"), use_gpu=False)
+            self._check_rows("dense", len(index))
+            lines.append(f"dense: {len(index)} x {index.dim} vectors ok")
+        return lines
+
+
+def _check_encoder_weights(manifest: Manifest, name: str, folder: Path, accept: bool) -> None:
+    """The index's vectors come from one set of weights: a model retrained in place under the same name
+    would silently pair them with other question vectors."""
+    import os
+
+    from odqa.core.models import model_fingerprint
+
+    recorded = manifest.params.get("encoder_weights")
+    if not recorded or name.rstrip("/").lower() != manifest.encoder.rstrip("/").lower():
+        return
+    if model_fingerprint(name) == recorded:
+        return
+    message = (f"{folder} was encoded with other weights of {name!r} than the ones installed now (the model was "
+               f"retrained or replaced); rebuild the index with `run_qa.py index --encoder {name}`, or pass "
+               "--accept-encoder-change (ODQA_ACCEPT_ENCODER_CHANGE=1) to search it anyway")
+    if accept or os.environ.get("ODQA_ACCEPT_ENCODER_CHANGE") == "1":
+        print(f"odqa: warning: {message}", file=sys.stderr)
+        return
+    raise IndexMismatchError(message)
 
 
 def load_retriever(index_dir: str | Path, kind: str = "bm25", **options):

@@ -278,6 +278,47 @@ def test_bulk_rejections_are_retried_counted_and_reported(es_server, demo_bundle
     assert "7 rejections" in report.summary()
 
 
+class _ForgetfulClient:
+    """Wraps a client: acknowledges the documents of the rows in `state["drop"]` as created without storing
+    them, as a server that restarts inside a retry wait loses what it had acknowledged but not saved.
+    `state["times"]` bulk requests drop them; later ones store everything."""
+
+    def __init__(self, client, state):
+        self._client, self._state = client, state
+
+    def options(self, **kw):
+        return _ForgetfulClient(self._client.options(**kw), self._state)
+
+    def bulk(self, operations):
+        pairs = [operations[i : i + 2] for i in range(0, len(operations), 2)]
+        dropping = self._state["times"] > 0
+        if dropping:
+            self._state["times"] -= 1
+        lost = [pair for pair in pairs if dropping and pair[1]["row"] in self._state["drop"]]
+        kept = [pair for pair in pairs if pair not in lost]
+        items = self._client.bulk(operations=[x for pair in kept for x in pair])["items"] if kept else []
+        return {"errors": False, "items": items + [{"create": {"_id": p[0]["create"]["_id"], "status": 201}} for p in lost]}
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+def test_documents_lost_after_acknowledgement_are_sent_again(es_server, demo_bundle):
+    index = ElasticIndex.open(_config(es_server.url, "odqa-test-lost"))
+    index.client = _ForgetfulClient(index.client, {"drop": set(range(120, 180)) | {307}, "times": 4})
+    report = load_passages(index, demo_bundle, recreate=True, replicas=0, with_vectors=False,
+                           options=BulkOptions(chunk_size=100, progress=False))
+    assert report.resent == 61 and report.count == report.total == 308
+
+
+def test_documents_still_missing_fail_the_load_with_the_numbers(es_server, demo_bundle):
+    index = ElasticIndex.open(_config(es_server.url, "odqa-test-lost2"))
+    index.client = _ForgetfulClient(index.client, {"drop": set(range(10, 18)), "times": 10**6})
+    with pytest.raises(OdqaError, match=r"holds 300 of 308 documents after the load \(8 missing ones sent again"):
+        load_passages(index, demo_bundle, recreate=True, replicas=0, with_vectors=False,
+                      options=BulkOptions(chunk_size=100, progress=False))
+
+
 class _Unauthorized(http.server.BaseHTTPRequestHandler):
     seen: list = []
 

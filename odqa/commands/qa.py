@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from odqa.commands.common import add_command, add_config_flag, print_json_last
+from odqa.commands.common import add_command, add_config_flag, check_output, print_json_last
 
 
 def register(subparsers) -> None:
@@ -81,6 +81,8 @@ def run_shell(args) -> int:
 
     shell = Shell(make_pipeline(args))
     if not sys.stdin.isatty():
+        # a person typed these lines: an undecodable byte becomes U+FFFD instead of ending the shell
+        sys.stdin.reconfigure(errors="replace")
         return shell.run_lines(sys.stdin)
     seconds = shell.warm_up()
     shell.say(f"ready in {seconds:.1f} s ({len(shell.pipeline.bundle.store)} passages)")
@@ -90,15 +92,16 @@ def run_shell(args) -> int:
 
 def _eval(pipeline, path, limit, ks, per_question, as_json) -> dict:
     from odqa.core.errors import OdqaError
-    from odqa.corpus.questions import load_questions
+    from odqa.corpus.questions import load_questions, with_answers
     from odqa.eval.qa import evaluate_qa
 
+    check_output(per_question, "--per-question")
     ks = sorted(set(ks))
     if ks[0] <= 0:
         raise OdqaError("--recall-k values must be positive")
     if ks[-1] > len(pipeline.bundle.store):
         raise OdqaError(f"--recall-k {ks[-1]} is larger than the corpus ({len(pipeline.bundle.store)} passages)")
-    items = load_questions(path, limit=limit)
+    items = with_answers(load_questions(path, limit=limit), path)
     metrics = evaluate_qa(pipeline, items, ks, per_question=per_question)
     print(f"EM {metrics['em']:.2f}  F1 {metrics['f1']:.2f}  " +
           "  ".join(f"R@{k} {metrics[f'recall@{k}']:.2f}" for k in ks) +

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 
-from odqa.commands.common import add_command, add_config_flag, print_json_last
+from odqa.commands.common import add_command, add_config_flag, check_output, print_json_last
 from odqa.core.models import DEFAULT_ENCODER
 
 
@@ -29,6 +29,11 @@ def register(subparsers) -> None:
     p.add_argument("--chunk-size", type=int, default=20000, help="passages per resumable encoding chunk")
     p.add_argument("--shard", help="i/n: encode only this shard of the chunks (merge by rerunning without it)")
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+
+    p = add_command(subparsers, "verify-index", "Check an index folder whole: every part's files against the digests "
+                    "recorded at build time, row counts, and the passage fingerprint recomputed.",
+                    "python run_qa.py verify-index indexes/wiki", run_verify)
+    p.add_argument("index", help="index folder built by `run_qa.py index`")
 
     p = add_command(subparsers, "search", "Show the top passages for a question.",
                     'python run_qa.py search --index indexes/wiki-aa "who founded the Visigoth kingdom"', run_search)
@@ -70,6 +75,8 @@ def _retrieval_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fusion", choices=["rrf", "minmax"], help="hybrid fusion method")
     p.add_argument("--alpha", type=float, help="minmax fusion: weight of the dense score")
     p.add_argument("--candidates", type=int, help="hybrid: passages asked of each retriever before fusion")
+    p.add_argument("--accept-encoder-change", action="store_true",
+                   help="search a dense index although its encoder's weights changed since it was built")
 
 
 def _config(args):
@@ -85,14 +92,15 @@ def _config(args):
     })
 
 
-def open_retriever(config):
+def open_retriever(config, accept_encoder_change: bool = False):
     from odqa.demo_corpus import demo_index_path
     from retriever.loading import IndexBundle
 
     bundle = IndexBundle.open(config.index or demo_index_path())
     r = config.retrieval
     retriever = bundle.retriever(r.retriever, encoder=r.encoder or None, fusion=r.fusion, alpha=r.alpha,
-                                 candidates=r.candidates, rrf_k=r.rrf_k)
+                                 candidates=r.candidates, rrf_k=r.rrf_k,
+                                 accept_encoder_change=accept_encoder_change)
     return bundle, retriever
 
 
@@ -113,10 +121,21 @@ def run_index(args) -> int:
     return 0
 
 
+def run_verify(args) -> int:
+    from retriever.loading import IndexBundle
+
+    for line in IndexBundle.open(args.index).verify():
+        print(line)
+    print(f"{args.index}: ok")
+    return 0
+
+
 def run_search(args) -> int:
     config = _config(args)
-    bundle, retriever = open_retriever(config)
-    question = " ".join(args.question)
+    bundle, retriever = open_retriever(config, args.accept_encoder_change)
+    from odqa.pipeline import clean_question
+
+    question, _ = clean_question(" ".join(args.question))
     k = args.k if args.k is not None else min(5, len(bundle.store))
     hits = retriever.search([question], k)[0]
     if args.json:
@@ -140,13 +159,15 @@ def _ks(values) -> list[int]:
 
 def run_eval(args) -> int:
     from odqa.core.errors import OdqaError
-    from odqa.corpus.questions import load_questions
+    from odqa.corpus.questions import load_questions, with_answers
     from odqa.eval.retrieval import evaluate_retrieval, format_table
 
     ks = _ks(args.k)
+    check_output(args.per_question, "--per-question")
+    check_output(args.run_out, "--run-out")
     config = _config(args)
-    items = load_questions(args.questions, limit=args.limit)
-    bundle, retriever = open_retriever(config)
+    items = with_answers(load_questions(args.questions, limit=args.limit), args.questions)
+    bundle, retriever = open_retriever(config, args.accept_encoder_change)
     if ks[-1] > len(bundle.store):
         raise OdqaError(f"--k {ks[-1]} is larger than the corpus ({len(bundle.store)} passages); use smaller k values")
     metrics = evaluate_retrieval(retriever, items, ks, batch_size=args.batch_size, per_question=args.per_question,

@@ -30,10 +30,20 @@ def load_questions(path: str | Path, limit: int | None = None, include_impossibl
     if not path.is_file():
         raise DataFormatError(f"question file not found: {path} (check the path)")
     items: list[QAItem] = []
-    for item in _read(path, include_impossible):
-        items.append(item)
-        if limit is not None and len(items) >= limit:
-            break
+    try:
+        for item in _read(path, include_impossible):
+            if not isinstance(item.question, str) or not item.question.strip():
+                raise DataFormatError(f"{path}: question {item.id!r} is empty or not a string ({item.question!r:.40}); "
+                                      "fix or remove it")
+            items.append(item)
+            if limit is not None and len(items) >= limit:
+                break
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(f"{path}: not UTF-8 text in the block after question {len(items)} ({exc.reason}); "
+                              "re-encode the file as UTF-8") from exc
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise DataFormatError(f"{path}: question {len(items) + 1} lacks a field its format needs "
+                              f"({exc.__class__.__name__}: {exc}); fix or remove it") from exc
     if not items:
         raise DataFormatError(f"{path}: no questions found; is it a question file in a supported format?")
     return items
@@ -54,8 +64,13 @@ def _read(path: Path, include_impossible: bool) -> Iterator[QAItem]:
 
 
 def _jsonl(path: Path) -> Iterator[QAItem]:
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataFormatError(f"{path}:{lineno}: not UTF-8 text ({exc.reason}); re-encode the file "
+                                      "as UTF-8") from exc
             if not line.strip():
                 continue
             try:
@@ -98,7 +113,7 @@ def _json(path: Path, include_impossible: bool) -> Iterator[QAItem]:
     except json.JSONDecodeError as exc:
         raise DataFormatError(f"{path}: not valid JSON ({exc})") from exc
     if isinstance(data, dict) and "data" in data:
-        yield from _squad(data["data"], include_impossible)
+        yield from _squad(data["data"], include_impossible, path)
         return
     if isinstance(data, list) and data and isinstance(data[0], dict):
         first = data[0]
@@ -111,6 +126,20 @@ def _json(path: Path, include_impossible: bool) -> Iterator[QAItem]:
                 yield QAItem(str(row.get("id", i)), row["question"], _answer_list(row["answers"], path, i))
             return
     raise DataFormatError(f"{path}: JSON is neither SQuAD ('data'), WebQuestions ('qText') nor DPR ('question','answers')")
+
+
+def with_answers(items: list[QAItem], path: str | Path) -> list[QAItem]:
+    """The items that have a reference answer; the others could only ever count as misses, so they are left
+    out with a notice (and an error when none is left)."""
+    kept = [item for item in items if any(a.strip() for a in item.answers)]
+    if len(kept) < len(items):
+        import sys
+
+        print(f"odqa: skipped {len(items) - len(kept)} of {len(items)} questions of {path} that have no reference "
+              "answer", file=sys.stderr)
+    if not kept:
+        raise DataFormatError(f"{path}: no question has a reference answer, so none can be scored")
+    return kept
 
 
 def squad_titles(path: str | Path) -> set[str]:
@@ -147,7 +176,15 @@ def drop_articles(items: list[QAItem], seen: str | Path | None) -> list[QAItem]:
     return [item for item in items if item.title not in titles]
 
 
-def _squad(articles: list, include_impossible: bool) -> Iterator[QAItem]:
+def _squad(articles: list, include_impossible: bool, path: Path | str = "SQuAD file") -> Iterator[QAItem]:
+    try:
+        yield from _squad_items(articles, include_impossible)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise DataFormatError(f"{path}: not SQuAD JSON: articles need 'paragraphs' with 'context' and 'qas' of 'question' "
+                              f"and 'answers' ({exc.__class__.__name__}: {exc})") from exc
+
+
+def _squad_items(articles: list, include_impossible: bool) -> Iterator[QAItem]:
     for article in articles:
         title = article.get("title", "")
         for paragraph in article.get("paragraphs", []):

@@ -19,6 +19,7 @@ import json
 import lzma
 import re
 import sys
+import zlib
 from pathlib import Path
 from typing import IO, Iterator
 
@@ -82,21 +83,48 @@ def iter_documents(path: str | Path) -> Iterator[Document]:
     """Every document of a corpus file or folder (DPR TSV rows count as documents too)."""
     for file in corpus_files(path):
         fmt = detect_format(file)
-        yield from _READERS[fmt](file)
+        located = _LOCATED[fmt](file)
+        yield from (doc for _, doc in _readable(located, file))
 
 
 def iter_passages(path: str | Path, words: int = 100) -> Iterator[Passage]:
     """Passages of a corpus: DPR TSV rows as they are, other documents chunked to about `words` words."""
-    for file in corpus_files(path):
+    seen: dict[str, tuple[int, int]] = {}  # document id -> (file number, line) where it first appeared
+    files = corpus_files(path)
+    for number, file in enumerate(files):
         fmt = detect_format(file)
-        if fmt == "dpr-tsv":
-            yield from _dpr_passages(file)
-        else:
-            for doc in _READERS[fmt](file):
+        located = _LOCATED[fmt](file)
+        for line, doc in _readable(located, file):
+            where = f"{file}:{line}" if line else f"{file} ({doc.title or 'document'})"
+            if not doc.id.strip():
+                raise DataFormatError(f"{where}: the document has an empty id; give every document a unique id")
+            if doc.id in seen:
+                first_file, first_line = seen[doc.id]
+                first = f"{files[first_file]}:{first_line}" if first_line else str(files[first_file])
+                raise DataFormatError(f"{where}: document id {doc.id!r} was already used at {first}; "
+                                      "give every document a unique id")
+            seen[doc.id] = (number, line)
+            if fmt == "dpr-tsv":
+                yield Passage(id=doc.id, title=doc.title, text=doc.text, doc_id=doc.id, start=0, end=len(doc.text))
+            else:
                 yield from chunk_document(doc, words=words)
 
 
-def _jsonl(path: Path) -> Iterator[Document]:
+def _readable(located: Iterator[tuple[int, Document]], file: Path) -> Iterator[tuple[int, Document]]:
+    """Undecodable bytes or a cut-short compressed file met mid-way become one error naming where."""
+    line = 0
+    try:
+        for line, doc in located:
+            yield line, doc
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(f"{file}: not UTF-8 text after line {line} ({exc.reason} at byte {exc.start} of a "
+                              "block); re-encode the file as UTF-8") from exc
+    except (EOFError, lzma.LZMAError, zlib.error, OSError) as exc:
+        raise DataFormatError(f"{file}: cannot be read to its end after line {line} ({exc.__class__.__name__}: "
+                              f"{exc}); the file is damaged or cut short, download or compress it again") from exc
+
+
+def _jsonl_located(path: Path) -> Iterator[tuple[int, Document]]:
     with open_text(path) as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
@@ -112,18 +140,23 @@ def _jsonl(path: Path) -> Iterator[Document]:
                     f"{path}:{lineno}: expected a JSON object with 'id', 'title' and 'text' (or 'contents'); "
                     f"fix or remove this line ({exc.__class__.__name__})"
                 ) from exc
-            yield Document(doc_id, str(row.get("title", "")), text)
+            if not isinstance(text, str):
+                raise DataFormatError(f"{path}:{lineno}: 'text' must be a string, got {type(text).__name__}; "
+                                      "fix or remove this line")
+            yield lineno, Document(doc_id, str(row.get("title", "")), text)
 
 
-def _wikiextractor(path: Path) -> Iterator[Document]:
+def _wikiextractor_located(path: Path) -> Iterator[tuple[int, Document]]:
     with open_text(path) as f:
         attrs: dict[str, str] | None = None
         lines: list[str] = []
-        for line in f:
+        start = 0
+        for lineno, line in enumerate(f, 1):
             if attrs is None:
                 match = _DOC_OPEN.match(line.strip())
                 if match:
                     attrs = dict(_ATTR.findall(match.group(1)))
+                    start = lineno
                     lines = []
                 continue
             if line.strip() == "</doc>":
@@ -132,7 +165,7 @@ def _wikiextractor(path: Path) -> Iterator[Document]:
                 if lines and lines[0].strip() == title:
                     lines = lines[1:]
                 text = "\n".join(l.strip() for l in lines if l.strip())
-                yield Document(attrs.get("id", ""), title, html.unescape(text))
+                yield start, Document(attrs.get("id", ""), title, html.unescape(text))
                 attrs = None
             else:
                 lines.append(line.rstrip("\n"))
@@ -151,26 +184,28 @@ def _dpr_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
             yield lineno, row
 
 
-def _dpr_documents(path: Path) -> Iterator[Document]:
-    for _, row in _dpr_rows(path):
-        yield Document(row[0], row[2], row[1])
+def _dpr_located(path: Path) -> Iterator[tuple[int, Document]]:
+    for lineno, row in _dpr_rows(path):
+        yield lineno, Document(row[0], row[2], row[1])
 
 
-def _dpr_passages(path: Path) -> Iterator[Passage]:
-    for _, row in _dpr_rows(path):
-        yield Passage(id=row[0], title=row[2], text=row[1], doc_id=row[0], start=0, end=len(row[1]))
-
-
-def _squad(path: Path) -> Iterator[Document]:
+def _squad_located(path: Path) -> Iterator[tuple[int, Document]]:
     try:
         with open_text(path) as f:
             data = json.load(f)["data"]
     except (json.JSONDecodeError, KeyError) as exc:
         raise DataFormatError(f"{path}: not a SQuAD JSON file with a 'data' list ({exc})") from exc
-    for article in data:
-        title = article.get("title", "").replace("_", " ")
-        for i, paragraph in enumerate(article.get("paragraphs", [])):
-            yield Document(f"{article.get('title', '')}#{i}", title, paragraph["context"])
+    try:
+        for article in data:
+            title = article.get("title", "").replace("_", " ")
+            for i, paragraph in enumerate(article.get("paragraphs", [])):
+                if not isinstance(paragraph["context"], str):
+                    raise TypeError("'context' is not a string")
+                yield 0, Document(f"{article.get('title', '')}#{i}", title, paragraph["context"])
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise DataFormatError(f"{path}: not SQuAD JSON (articles with 'title' and 'paragraphs' of 'context' "
+                              f"strings): {exc.__class__.__name__} {exc}") from exc
 
 
-_READERS = {"jsonl": _jsonl, "wikiextractor": _wikiextractor, "dpr-tsv": _dpr_documents, "squad": _squad}
+_LOCATED = {"jsonl": _jsonl_located, "wikiextractor": _wikiextractor_located, "dpr-tsv": _dpr_located,
+            "squad": _squad_located}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass
@@ -81,27 +82,28 @@ def evaluate_retrieval(retriever, items: Sequence[QAItem], ks: Sequence[int] = D
                        run_out: str | Path | None = None) -> dict:
     """`run_out`: also save every question's ranking, judged (`write_run`), to merge with other shards'."""
     depth = max(ks)
-    results: list[QuestionResult] = []
+    results: list[QuestionResult] = []  # judged, without their hits: memory stays flat in the question count
     start = time.perf_counter()
     bar = tqdm(total=len(items), desc=f"eval {getattr(retriever, 'name', '')}", unit=" q", disable=not progress, mininterval=2)
-    for i in range(0, len(items), batch_size):
-        batch = items[i : i + batch_size]
-        for item, hits in zip(batch, retriever.search([q.question for q in batch], depth)):
-            results.append(judge(item, hits))
-        bar.update(len(batch))
-    bar.close()
+    with contextlib.ExitStack() as files:
+        writers = []  # (file, row function): each question's line is written as soon as it is judged
+        for target, row in ((per_question, QuestionResult.to_dict), (run_out, run_row)):
+            if target:
+                tmp = files.enter_context(atomic_file(target))
+                writers.append((files.enter_context(tmp.open("w", encoding="utf-8")), row))
+        for i in range(0, len(items), batch_size):
+            batch = items[i : i + batch_size]
+            for item, hits in zip(batch, retriever.search([q.question for q in batch], depth)):
+                result = judge(item, hits)
+                for f, row in writers:
+                    f.write(json.dumps(row(result), ensure_ascii=False) + "\n")
+                results.append(QuestionResult(item, [], result.first_hit_rank, result.first_gold_rank))
+            bar.update(len(batch))
+        bar.close()
     seconds = time.perf_counter() - start
     metrics = summarize(results, ks)
     metrics["seconds"] = round(seconds, 2)
     metrics["questions_per_second"] = round(len(items) / seconds, 2) if seconds > 0 else 0.0
-    if per_question:
-        path = Path(per_question)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", encoding="utf-8") as f:
-            for r in results:
-                f.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
-    if run_out:
-        write_run(results, run_out)
     return metrics
 
 
@@ -109,13 +111,17 @@ def write_run(results: Sequence[QuestionResult], path: str | Path) -> None:
     """Every hit of every question, judged; an interrupted write leaves no truncated run."""
     with atomic_file(path) as tmp, tmp.open("w", encoding="utf-8") as f:
         for r in results:
-            hits = []
-            for hit in r.hits:
-                text = hit.passage.text if hit.passage else ""
-                hits.append([hit.passage_id, round(float(hit.score), 6), holds_answer(r.item, text),
-                             in_gold_paragraph(r.item, text)])
-            f.write(json.dumps({"id": r.item.id, "question": r.item.question, "gold": bool(r.item.context),
-                                "hits": hits}, ensure_ascii=False) + "\n")
+            f.write(json.dumps(run_row(r), ensure_ascii=False) + "\n")
+
+
+def run_row(r: QuestionResult) -> dict:
+    """One question's line of a run file (`odqa.eval.runs` reads them back)."""
+    hits = []
+    for hit in r.hits:
+        text = hit.passage.text if hit.passage else ""
+        hits.append([hit.passage_id, round(float(hit.score), 6), holds_answer(r.item, text),
+                     in_gold_paragraph(r.item, text)])
+    return {"id": r.item.id, "question": r.item.question, "gold": bool(r.item.context), "hits": hits}
 
 
 def format_table(metrics: dict, ks: Sequence[int]) -> str:

@@ -27,7 +27,7 @@ def read_run(path: str | Path) -> list[dict]:
     if not path.is_file():
         raise OdqaError(f"run file {path} not found; write one with eval-retrieval --run-out")
     rows = []
-    with path.open(encoding="utf-8") as f:
+    with path.open(encoding="utf-8", errors="replace") as f:
         for n, line in enumerate(f, 1):
             try:
                 row = json.loads(line)
