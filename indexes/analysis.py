@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from functools import lru_cache
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 from odqa.errors import OdqaError
 
@@ -44,11 +44,6 @@ def get_analyzer(name: str) -> Callable[[str], list[str]]:
     if name not in makers:
         raise OdqaError(f"unknown analyzer {name!r}; choose one of {', '.join(ANALYZERS)}")
     return makers[name]()
-
-
-def analyze_batch(name: str, texts: Iterable[str]) -> Iterable[list[str]]:
-    analyze = get_analyzer(name)
-    return (analyze(t) for t in texts)
 
 
 def detect_language(texts: Sequence[str]) -> str:
@@ -86,13 +81,23 @@ def _whitespace():
     return analyze
 
 
+def _require(module: str, purpose: str):
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise OdqaError(f"{purpose} needs {module}: pip install -e '.[cjk]'") from exc
+
+
 @lru_cache(maxsize=1)
 def _kiwi():
-    try:
-        from kiwipiepy import Kiwi
-    except ImportError as exc:
-        raise OdqaError("Korean analysis needs kiwipiepy: pip install -e '.[cjk]'") from exc
-    return Kiwi(num_workers=0)  # 0: one thread, no pool (since kiwipiepy 0.21)
+    import warnings
+
+    kiwipiepy = _require("kiwipiepy", "Korean analysis")
+    with warnings.catch_warnings():  # it warns that 0 meant "all cores" before 0.21; one thread is what we ask
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return kiwipiepy.Kiwi(num_workers=0)
 
 
 def _korean_morphemes():
@@ -107,18 +112,11 @@ def _korean_morphemes():
 
 @lru_cache(maxsize=1)
 def _to_simplified():
-    try:
-        import opencc
-    except ImportError as exc:
-        raise OdqaError("Chinese analysis needs opencc: pip install -e '.[cjk]'") from exc
-    return opencc.OpenCC("t2s").convert
+    return _require("opencc", "Chinese analysis").OpenCC("t2s").convert
 
 
 def _chinese_words():
-    try:
-        import jieba
-    except ImportError as exc:
-        raise OdqaError("Chinese word segmentation needs jieba: pip install -e '.[cjk]'") from exc
+    jieba = _require("jieba", "Chinese word segmentation")
     import logging
 
     jieba.setLogLevel(logging.WARNING)

@@ -22,7 +22,6 @@ import lzma
 import struct
 import sys
 import unicodedata
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
