@@ -9,8 +9,9 @@ into a transformers `BertModel` (multilingual-e5-small is a BERT encoder over th
 pieces become a `tokenizers` Unigram model with XLM-R's pre- and post-processing.
 
 The 250k-piece embedding matrix is four fifths of the model. `--trim-corpus` keeps only the pieces the given
-corpora use (plus every single-character piece of the scripts kept, so unseen words still split into
-characters instead of `<unk>`); pieces removed fall back to shorter ones or `<unk>`. On text whose pieces are
+corpora use, plus every Hangul, Han and kana piece and every single Latin/punctuation character (so unseen
+words still split into pieces of their script instead of `<unk>`); pieces removed fall back to shorter ones
+or `<unk>`. On text whose pieces are
 all kept, Viterbi segmentation is unchanged, so its vectors are too.
 """
 
@@ -196,13 +197,15 @@ def _add_counts(tokenizer, texts: list[str], counts: np.ndarray) -> None:
         np.add.at(counts, np.asarray(encoding.ids, dtype=np.int64), 1)
 
 
-def single_character_pieces(pieces: list[str], scripts: tuple[str, ...]) -> list[int]:
-    """Ids of pieces that are one character (optionally after the word marker) of the given Unicode scripts,
-    so a word of unseen pieces still splits into its characters."""
+def fallback_pieces(pieces: list[str], scripts: tuple[str, ...]) -> list[int]:
+    """Ids of the pieces kept whatever the corpora use: every piece written wholly in one of `scripts` (Hangul,
+    Han and kana pieces are a few percent of the vocabulary), and every single-character Latin or punctuation
+    piece, so an unseen word still splits into pieces of its own script rather than `<unk>`."""
     out = []
     for i, piece in enumerate(pieces):
-        char = piece[1:] if piece.startswith("\u2581") else piece
-        if len(char) == 1 and _script(char) in scripts:
+        chars = piece[1:] if piece.startswith("\u2581") else piece
+        kinds = {_script(c) for c in chars}
+        if chars and (kinds <= set(scripts) or (len(chars) == 1 and kinds == {"common"})):
             out.append(i)
     return out
 
@@ -259,7 +262,7 @@ def default_trim_corpora() -> list[str]:
 
 
 def convert(output: str | Path, model_file: str | Path | None = None, trim_corpora: list[str] | None = None,
-            wiki_articles: int | None = 3000, scripts: tuple[str, ...] = ("common", "hangul", "han", "kana")) -> dict:
+            wiki_articles: int | None = 3000, scripts: tuple[str, ...] = ("hangul", "han", "kana")) -> dict:
     import torch
     from safetensors.torch import save_file
     from transformers import BertConfig, PreTrainedTokenizerFast
@@ -276,9 +279,9 @@ def convert(output: str | Path, model_file: str | Path | None = None, trim_corpo
             counts += count_pieces(full, corpus_texts(path, limit), len(e5.pieces))
         specials = [i for i, p in enumerate(e5.pieces) if p.startswith("<") and p.endswith(">") and e5.scores[i] == 0]
         used = np.flatnonzero(counts)
-        keep = np.unique(np.concatenate([specials, used, single_character_pieces(e5.pieces, scripts)])).astype(np.int64)
+        keep = np.unique(np.concatenate([specials, used, fallback_pieces(e5.pieces, scripts)])).astype(np.int64)
         report.update(trim_corpora=[Path(p).name for p in trim_corpora], wiki_articles=wiki_articles,
-                      pieces_used=int(len(used)), pieces_kept=int(len(keep)), scripts_single_chars=list(scripts),
+                      pieces_used=int(len(used)), pieces_kept=int(len(keep)), scripts_kept_whole=list(scripts),
                       corpus_tokens=int(counts.sum()))
     else:
         keep = np.arange(len(e5.pieces))
