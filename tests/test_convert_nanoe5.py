@@ -90,5 +90,5 @@ def test_trimmed_conversion_keeps_the_corpus_pieces_and_falls_back_for_the_rest(
     assert len(tokenizer) == report["pieces_kept"]
     tokens = tokenizer.convert_ids_to_tokens(tokenizer("长城有多长？")["input_ids"])
     assert tokens[0] == "<s>" and tokens[-1] == "</s>" and "<unk>" not in tokens
-    # Hangul was neither in the corpus nor among the single characters kept
+    # Hangul was neither in the corpus nor among the scripts kept whole
     assert "<unk>" in tokenizer.convert_ids_to_tokens(tokenizer("한글")["input_ids"])
