@@ -44,7 +44,7 @@ def cpu_model() -> str:
 
 
 def cpu_flags() -> list[str]:
-    from odqa.precision import native_bf16_flags
+    from odqa.core.device import native_bf16_flags
 
     text = Path("/proc/cpuinfo").read_text()
     flags = {f for line in text.splitlines() if line.startswith("flags") for f in line.split(":", 1)[1].split()}
@@ -67,7 +67,7 @@ class PrefixedDense:
     def search(self, questions, k):
         import numpy as np
 
-        from odqa.types import SearchHit
+        from odqa.core.types import SearchHit
         from retriever.base import attach_passages
 
         queries = self.encoder.encode([self.query_prefix + q for q in questions], batch_size=64)
@@ -80,7 +80,7 @@ class PrefixedDense:
 def passage_vectors(encoder, store, path: Path, prefix: str, batch_size: int):
     import numpy as np
 
-    from retriever.encoder import passage_text
+    from odqa.core.encoder import passage_text
 
     if path.exists():
         return np.load(path)
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", help="write the Markdown table here")
     args = parser.parse_args(argv)
 
-    from odqa.eval.questions import load_questions
+    from odqa.corpus.questions import load_questions
     from odqa.eval.retrieval import evaluate_retrieval
     from odqa.indexing import IndexSpec, build_index
     from retriever.hybrid import HybridRetriever
@@ -138,7 +138,7 @@ def main(argv=None) -> int:
 
     encoder = None
     if not args.no_dense:
-        from retriever.encoder import TextEncoder
+        from odqa.core.encoder import TextEncoder
 
         encoder = TextEncoder.from_pretrained(args.encoder, max_length=args.max_length, device="cpu")
     results: dict[str, dict] = {}

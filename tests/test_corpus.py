@@ -5,9 +5,9 @@ import lzma
 
 import pytest
 
+from odqa.core.errors import DataFormatError, OdqaError
+from odqa.core.types import Document
 from odqa.corpus import PassageStore, chunk_document, iter_documents, iter_passages
-from odqa.errors import DataFormatError, OdqaError
-from odqa.types import Document
 
 ARTICLES = [
     {"id": "10", "title": "Alpha", "text": "Alpha is a town. It lies on a river.\nHistory.\nAlpha was founded in 1850 by Jean Martin."},

@@ -8,12 +8,12 @@ import sys
 import pytest
 
 from odqa.config import OdqaConfig
-from odqa.demo_corpus import DEMO_QUESTIONS
-from odqa.errors import OdqaError
+from odqa.core.errors import OdqaError
+from odqa.core.types import Answer, Passage, SearchHit
+from odqa.corpus.questions import QAItem, load_questions
+from odqa.demo_corpus import DEMO_QUESTIONS, demo_index_path, demo_kb_path
 from odqa.eval.qa import evaluate_qa, score_answer
-from odqa.eval.questions import QAItem, load_questions
 from odqa.pipeline import Pipeline, Result, clean_question
-from odqa.types import Answer, Passage, SearchHit
 from tests.conftest import REPO_ROOT
 
 
@@ -66,7 +66,7 @@ def test_long_questions_are_truncated_with_a_notice():
 @pytest.fixture(scope="module")
 def pipeline():
     """The default pipeline on the demo corpus: shipped linker, retriever fusion and reader."""
-    return Pipeline(OdqaConfig.load(None, {}))
+    return Pipeline(OdqaConfig.load(None, {}), default_index=demo_index_path, default_kb=demo_kb_path)
 
 
 def test_demo_questions_end_to_end(pipeline):

@@ -1,6 +1,6 @@
 """Reader evaluation: official EM and F1 (0-100) given each question's gold paragraph.
 
-The metrics are those of the official SQuAD v1.1 script (odqa.eval.answers), or for Korean and Chinese data
+The metrics are those of the official SQuAD v1.1 script (odqa.core.answers), or for Korean and Chinese data
 KorQuAD 1.0's and CMRC 2018's (odqa.eval.cjk_metrics), picked from the data's language: per question the
 maximum over the gold answers, then the mean. With `allow_null` (SQuAD v2.0) unanswerable questions are included;
 their gold answer is the empty string, as in the v2.0 script, and an empty prediction scores 1.
@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from odqa.errors import OdqaError
+from odqa.core.answers import exact_match, f1_score, normalize_answer
+from odqa.core.errors import OdqaError
+from odqa.corpus.questions import QAItem, drop_articles, load_questions
 from odqa.eval import cjk_metrics
-from odqa.eval.answers import exact_match, f1_score, normalize_answer
-from odqa.eval.questions import QAItem, drop_articles, load_questions
 
 # metric name: (exact match, F1) of one prediction against one gold answer
 METRICS = {

@@ -9,15 +9,9 @@ import numpy as np
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from odqa.errors import OdqaError
-from odqa.models import resolve_model
-from odqa.precision import autocast_for, cpu_has_fast_bf16  # noqa: F401 (re-exported)
-
-
-def pick_device(device: str | None = None) -> torch.device:
-    if device:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+from odqa.core.device import autocast_for, pick_device
+from odqa.core.errors import OdqaError
+from odqa.core.models import resolve_model
 
 
 def mean_pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
