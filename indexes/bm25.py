@@ -5,7 +5,8 @@ Engines (same interface: `build(texts, out, manifest)`, `load(path)`, `search(qu
   indexing (RAM bounded by the writer heap), memory-maps them to search, and answers a query in about a
   millisecond or two. Analyser: lowercase, English stop words, English (Snowball) stemmer, as Lucene's
   EnglishAnalyzer used by Pyserini; BM25 with Lucene's k1=0.9/b=0.4 is not settable in tantivy-py, so it
-  scores with Tantivy's k1=1.2, b=0.75.
+  scores with Tantivy's k1=1.2, b=0.75. Korean and Chinese (`analyzer=` one of indexes/analysis.py's) are
+  analysed in Python into terms that Tantivy indexes as whitespace tokens; queries are analysed the same way.
 * `bm25s`: sparse-matrix BM25 (bm25s + PyStemmer), k1/b configurable; needs the token ids in memory while
   indexing.
 * `rank-bm25`: the reference Python implementation, for comparisons only (slow, in memory).
@@ -20,6 +21,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from indexes.analysis import get_analyzer
 from indexes.manifest import Manifest
 
 from odqa.core.atomic import atomic_folder
@@ -32,7 +34,7 @@ Hits = list[tuple[int, float]]
 
 def build_text_index(texts: Iterable[str], out: str | Path, manifest: Manifest, engine: str = "tantivy", **params):
     """Index `texts` (row i = i-th text) into folder `out`, atomically."""
-    cls = _engine(engine)
+    cls = _engine(engine, params.get("analyzer", "en"))
     with atomic_folder(out) as tmp:
         count = cls.build_into(texts, tmp, **params)
         if count == 0:
@@ -68,7 +70,9 @@ def rank_with_ties(fetch, k: int) -> Hits:
     return hits[:k]
 
 
-def _engine(name: str):
+def _engine(name: str, analyzer: str = "en"):
+    if analyzer != "en" and name != "tantivy":
+        raise OdqaError(f"the {analyzer} analyzer needs the tantivy engine (--bm25-engine tantivy)")
     try:
         return {"tantivy": TantivyIndex, "bm25s": Bm25sIndex, "rank-bm25": RankBm25Index}[name]
     except KeyError:
@@ -82,21 +86,30 @@ def clean_query(query: str) -> str:
 
 class TantivyIndex:
     ANALYZER = "en_odqa"
+    TERMS = "odqa_terms"  # text analysed in Python (indexes/analysis.py): whitespace-separated terms
 
     def __init__(self, index, manifest: Manifest):
         self.index = index
         self.manifest = manifest
         self.searcher = index.searcher()
         self.analyzer = self._analyzer()
+        name = manifest.params.get("analyzer", "en")
+        self.analyze = None if name == "en" else get_analyzer(name)
 
     @staticmethod
-    def _schema():
+    def _schema(tokenizer_name: str = ANALYZER):
         import tantivy
 
         builder = tantivy.SchemaBuilder()
         builder.add_integer_field("row", stored=True, fast=True, indexed=False)
-        builder.add_text_field("text", stored=False, tokenizer_name=TantivyIndex.ANALYZER)
+        builder.add_text_field("text", stored=False, tokenizer_name=tokenizer_name)
         return builder.build()
+
+    @staticmethod
+    def _terms_analyzer():
+        import tantivy
+
+        return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build()
 
     @staticmethod
     def _analyzer():
@@ -112,14 +125,18 @@ class TantivyIndex:
         )
 
     @classmethod
-    def build_into(cls, texts: Iterable[str], folder: Path, heap_mb: int = 512, threads: int = 2) -> int:
+    def build_into(cls, texts: Iterable[str], folder: Path, heap_mb: int = 512, threads: int = 2,
+                   analyzer: str = "en", language: str = "en") -> int:
         import tantivy
 
-        index = tantivy.Index(cls._schema(), path=str(folder))
-        index.register_tokenizer(cls.ANALYZER, cls._analyzer())
+        python_analyzer = None if analyzer == "en" else get_analyzer(analyzer)
+        index = tantivy.Index(cls._schema(cls.ANALYZER if python_analyzer is None else cls.TERMS), path=str(folder))
+        cls._register(index)
         writer = index.writer(heap_size=heap_mb * 1_000_000, num_threads=threads)
         count = 0
         for row, text in enumerate(texts):
+            if python_analyzer is not None:
+                text = " ".join(python_analyzer(text))
             writer.add_document(tantivy.Document(row=row, text=text))
             count += 1
         writer.commit()
@@ -136,13 +153,20 @@ class TantivyIndex:
             if "Lockfile" not in str(exc):
                 raise
             index = tantivy.Index.open(str(_writable_view(path)))  # a read-only folder
-        index.register_tokenizer(cls.ANALYZER, cls._analyzer())
+        cls._register(index)
         return cls(index, manifest)
+
+    @classmethod
+    def _register(cls, index) -> None:
+        index.register_tokenizer(cls.ANALYZER, cls._analyzer())
+        index.register_tokenizer(cls.TERMS, cls._terms_analyzer())
 
     def num_docs(self) -> int:
         return int(self.searcher.num_docs)
 
     def search(self, queries: Sequence[str], k: int) -> list[Hits]:
+        if self.analyze is not None:
+            return [self._search_terms(self.analyze(query), k) for query in queries]
         out = []
         for query in queries:
             text = clean_query(query)
@@ -153,11 +177,24 @@ class TantivyIndex:
             parsed, _errors = self.index.parse_query_lenient(text, ["text"])
 
             def fetch(n: int, parsed=parsed) -> Hits:
-                result = self.searcher.search(parsed, n)
-                return [(int(self.searcher.doc(addr)["row"][0]), float(score)) for score, addr in result.hits]
+                return self._rows(self.searcher.search(parsed, n))
 
             out.append(rank_with_ties(fetch, k))
         return out
+
+    def _search_terms(self, terms: list[str], k: int) -> Hits:
+        """OR of the query's terms (each occurrence a clause, as the query parser does with repeated words)."""
+        import tantivy
+
+        if not terms:
+            return []
+        schema = self.index.schema
+        query = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "text", term)) for term in terms])
+        return rank_with_ties(lambda n: self._rows(self.searcher.search(query, n)), k)
+
+    def _rows(self, result) -> Hits:
+        return [(int(self.searcher.doc(addr)["row"][0]), float(score)) for score, addr in result.hits]
 
 
 class Bm25sIndex:

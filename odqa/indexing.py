@@ -23,6 +23,7 @@ from typing import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
+from indexes.analysis import analyzer_for, detect_language
 from indexes.bm25 import build_text_index
 from indexes.integrity import build_lock, describe_part, publish_folder, recover_swap
 from indexes.manifest import Manifest
@@ -43,6 +44,8 @@ class IndexSpec:
     encoder: str = DEFAULT_ENCODER
     words: int = 100
     bm25_engine: str = "tantivy"
+    language: str = "auto"  # en | ko | zh | auto (detected from the passages)
+    analyzer: str | None = None  # BM25 analyser (default: the language's, indexes/analysis.py)
     vector: VectorIndexParams = field(default_factory=VectorIndexParams)
     batch_size: int = 64
     max_length: int = 256
@@ -108,9 +111,11 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
         with _timed(seconds, "passages_s"):
             store, fingerprint = _passages(spec, work)
         _maybe_crash(crash_after, "passages")
+        language = corpus_language(store) if spec.language == "auto" else spec.language
+        analyzer = analyzer_for(language, spec.analyzer)
         if "bm25" in backends:
             with _timed(seconds, "bm25_s"):
-                _bm25(spec, work, store, fingerprint)
+                _bm25(spec, work, store, fingerprint, language, analyzer)
             _maybe_crash(crash_after, "bm25")
         if "dense" in backends:
             with _timed(seconds, "encode_s"):
@@ -138,7 +143,8 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
                 kind="bundle", corpus_fingerprint=fingerprint, count=len(store),
                 encoder=spec.encoder if "dense" in backends else "",
                 dim=_dim(tmp) if "dense" in backends else 0,
-                params={"backends": backends, "words": spec.words, "corpus": str(spec.corpus), "parts": parts},
+                params={"backends": backends, "words": spec.words, "corpus": str(spec.corpus), "parts": parts,
+                        "language": language, **({"analyzer": analyzer} if "bm25" in backends else {})},
             ).save(tmp)
             publish_folder(tmp, out, crash_after=crash_after)
         except BaseException:
@@ -208,11 +214,20 @@ def passage_texts(store: PassageStore, desc: str):
             bar.update(len(batch["text"]))
 
 
-def _bm25(spec: IndexSpec, work: Path, store: PassageStore, fingerprint: str) -> None:
+def corpus_language(store: PassageStore, sample: int = 500) -> str:
+    """en, ko or zh from the scripts of the first `sample` passages."""
+    rows = store.dataset[:sample]
+    return detect_language([f"{t} {x}" for t, x in zip(rows["title"], rows["text"])])
+
+
+def _bm25(spec: IndexSpec, work: Path, store: PassageStore, fingerprint: str, language: str, analyzer: str) -> None:
     if (work / "bm25" / "manifest.json").exists():
-        return
+        if Manifest.load(work / "bm25").params.get("analyzer", "en") == analyzer:
+            return
+        shutil.rmtree(work / "bm25")  # built with another analyser by an earlier run
     manifest = Manifest(kind="bm25", corpus_fingerprint=fingerprint)
-    build_text_index(passage_texts(store, "bm25"), work / "bm25", manifest, engine=spec.bm25_engine)
+    params = {} if analyzer == "en" else {"analyzer": analyzer, "language": language}
+    build_text_index(passage_texts(store, "bm25"), work / "bm25", manifest, engine=spec.bm25_engine, **params)
 
 
 def _encode_chunks(spec: IndexSpec, work: Path, store: PassageStore) -> tuple[int, int]:

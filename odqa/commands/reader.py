@@ -90,7 +90,7 @@ def register(subparsers) -> None:
 
     p = add_command(
         subparsers, "eval-reader",
-        "Official SQuAD EM/F1 (0-100) of a reader given each question's gold paragraph.",
+        "Official EM/F1 (0-100; SQuAD's, or KorQuAD's / CMRC 2018's for Korean / Chinese data) of a reader given each question's gold paragraph.",
         "python run_qa.py eval-reader --data /work/shared/data/squad/dev-v1.1.json --limit 1000 --json\n"
         "  python run_qa.py eval-reader --data dev-v2.0.json --model runs/reader/final --allow-null --json",
         _eval,
@@ -111,6 +111,8 @@ def register(subparsers) -> None:
                    help="skip questions of articles in this SQuAD file (the reader's training data), e.g. "
                         "SQuAD v2.0 dev, which shares 35 articles and their questions with v1.1 dev")
     p.add_argument("--predictions", help="write {question id: answer} JSON here")
+    p.add_argument("--metric", default="auto", choices=("auto", "squad", "korquad", "cmrc2018"),
+                   help="EM/F1 definition (auto: KorQuAD's for Korean data, CMRC 2018's for Chinese, else SQuAD's)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON on the last line")
 
     p = add_command(
@@ -210,6 +212,7 @@ def _eval(args) -> int:
     metrics = evaluate_reader(
         reader, args.data, limit=args.limit or None, allow_null=args.allow_null,
         predictions_path=args.predictions, progress=not args.json, exclude_articles_of=args.exclude_articles_of,
+        metric=args.metric,
     )
     _print_metrics(metrics, args.json)
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 
+from indexes.analysis import ANALYZERS, LANGUAGES
 from odqa.commands.common import add_command, add_config_flag, check_output, print_json_last
 from odqa.core.models import DEFAULT_ENCODER
 
@@ -19,6 +20,10 @@ def register(subparsers) -> None:
                    help=f"passage encoder (default {DEFAULT_ENCODER}: the shipped fine-tuned one): 'minilm' (off the shelf), a shipped model name, a path or a hub name")
     p.add_argument("--words", type=int, default=100, help="target passage length in words")
     p.add_argument("--bm25-engine", default="tantivy", choices=["tantivy", "bm25s", "rank-bm25"])
+    p.add_argument("--language", default="auto", choices=["auto", *LANGUAGES],
+                   help="corpus language: picks the BM25 analyser (auto: detected from the passages' scripts); "
+                        "stored in the manifest, queries are analysed the same way")
+    p.add_argument("--analyzer", choices=ANALYZERS, help="BM25 analyser other than the language's default")
     p.add_argument("--vector-index", default="flat", choices=["flat", "hnsw", "ivf"])
     p.add_argument("--hnsw-m", type=int, default=32)
     p.add_argument("--ef-search", type=int, default=128)
@@ -110,7 +115,8 @@ def run_index(args) -> int:
 
     spec = IndexSpec(
         corpus=args.corpus, out=args.out, backends=[b.strip() for b in args.backends.split(",") if b.strip()],
-        encoder=args.encoder, words=args.words, bm25_engine=args.bm25_engine,
+        encoder=args.encoder, words=args.words, bm25_engine=args.bm25_engine, language=args.language,
+        analyzer=args.analyzer,
         vector=VectorIndexParams(kind=args.vector_index, hnsw_m=args.hnsw_m, ef_search=args.ef_search,
                                  nlist=args.nlist, nprobe=args.nprobe),
         batch_size=args.batch_size, max_length=args.max_length, chunk_size=args.chunk_size,

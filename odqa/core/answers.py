@@ -2,6 +2,9 @@
 
 * `has_answer`: DPR's retrieval check: the answer's tokens occur as a contiguous run of the passage's
   tokens (NFD-normalised, uncased, DPR's SimpleTokenizer); for regex answers (CuratedTREC) a regex search.
+  An answer with Chinese, Japanese or Korean characters is matched as a substring instead (NFKC, uncased,
+  whitespace removed): DPR's tokens are runs of letters, so "欧洲" would never match "在欧洲" and "임종석"
+  never "임종석이".
 * `normalize_answer`, `exact_match`, `f1_score`: the official SQuAD v1.1 evaluation script.
 """
 
@@ -49,17 +52,35 @@ def has_answer(text: str, answers: Sequence[str], regex_answers: bool = False) -
     return bool(answered_questions([text], [answers]))
 
 
+_CJK = regex.compile(r"[\p{Han}\p{Hangul}\p{Hiragana}\p{Katakana}]")
+_SPACE = regex.compile(r"\s+")
+
+
+def cjk_substring_form(text: str) -> str:
+    return _SPACE.sub("", unicodedata.normalize("NFKC", text).lower())
+
+
 def answered_questions(texts: Iterable[str], answer_lists: Sequence[Sequence[str]]) -> set[int]:
     """Indices of the answer lists (token answers, as `has_answer` matches them) that some text holds: one pass
     over the texts with the answers indexed by first token, so a whole corpus costs one tokenisation."""
     by_first: dict[str, list[tuple[tuple[str, ...], int]]] = collections.defaultdict(list)
+    substrings: list[tuple[str, int]] = []
     for index, answers in enumerate(answer_lists):
         for answer in answers:
+            if _CJK.search(answer):
+                if cjk_substring_form(answer):
+                    substrings.append((cjk_substring_form(answer), index))
+                continue
             target = _answer_tokens(answer)
             if target:
                 by_first[target[0]].append((target, index))
     found: set[int] = set()
     for text in texts:
+        if substrings:
+            flat = cjk_substring_form(text)
+            found.update(index for answer, index in substrings if index not in found and answer in flat)
+            if len(found) == len(answer_lists):
+                return found
         tokens = dpr_tokens(text)
         for i, token in enumerate(tokens):
             for target, index in by_first.get(token, ()):

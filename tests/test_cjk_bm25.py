@@ -1,0 +1,90 @@
+"""Korean and Chinese BM25: analysers, language detection, and an index that stores and reuses them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from indexes.analysis import detect_language, get_analyzer
+
+
+def test_detect_language_by_script():
+    assert detect_language(["임진왜란은 1592년(선조 25년)에 일어났다."]) == "ko"
+    assert detect_language(["長城是中國古代的軍事防禦工程", "长城有多长？"]) == "zh"
+    assert detect_language(["The Great Wall of China (長城)"]) == "en"
+    assert detect_language([""]) == "en"
+
+
+def test_bigrams_fold_traditional_to_simplified_and_keep_latin_words():
+    pytest.importorskip("opencc", reason="pip install -e '.[cjk]'")
+    analyze = get_analyzer("zh-bigram")
+    assert analyze("長城有多長？ABC-12") == ["长城", "城有", "有多", "多长", "abc", "12"]
+    assert analyze("雲") == ["云"]
+
+
+def test_korean_morphemes_drop_particles_and_endings():
+    pytest.importorskip("kiwipiepy", reason="pip install -e '.[cjk]'")
+    terms = get_analyzer("ko-kiwi")("임진왜란은 1592년에 일어났다.")
+    assert "임진왜란" in terms and "일어나" in terms
+    assert not {"은", "에", "다", "."} & set(terms)
+
+
+def _write_corpus(path, rows):
+    with path.open("w", encoding="utf-8") as f:
+        for i, (title, text) in enumerate(rows):
+            f.write(json.dumps({"id": str(i), "title": title, "text": text}, ensure_ascii=False) + "\n")
+    return path
+
+
+def test_korean_index_detects_its_language_and_matches_across_particles(tmp_path):
+    pytest.importorskip("kiwipiepy", reason="pip install -e '.[cjk]'")
+    from indexes.analysis import DEFAULT_ANALYZER
+    from indexes.manifest import Manifest
+    from odqa.indexing import IndexSpec, build_index
+    from retriever.loading import IndexBundle
+
+    corpus = _write_corpus(tmp_path / "ko.jsonl", [
+        ("임진왜란", "임진왜란은 1592년에 일본이 조선을 침략하여 일어난 전쟁이다."),
+        ("한글", "한글은 세종대왕이 1443년에 창제한 문자이다."),
+        ("서울", "서울은 대한민국의 수도이며 한강이 흐른다."),
+    ])
+    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "auto"), backends=["bm25"]))
+    detected = IndexBundle.open(tmp_path / "auto").manifest.params
+    assert detected["language"] == "ko" and detected["analyzer"] == DEFAULT_ANALYZER["ko"]
+    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "idx"), backends=["bm25"], analyzer="ko-kiwi"))
+    bundle = IndexBundle.open(tmp_path / "idx")
+    assert Manifest.load(tmp_path / "idx" / "bm25").params["analyzer"] == "ko-kiwi"
+    # "세종대왕이" / "창제했나" in the question, "세종대왕이" / "창제한" in the passage: morphemes meet
+    hits = bundle.bm25().search(["한글을 창제한 사람은 누구인가?"], 3)[0]
+    assert hits[0].passage.title == "한글"
+
+    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "ws"), backends=["bm25"], analyzer="whitespace"))
+    # whitespace tokens: "한글을" is not "한글은", "임진왜란이" not "임진왜란은"
+    assert IndexBundle.open(tmp_path / "ws").bm25().search(["임진왜란이 일어난 해"], 3)[0][0].passage.title == "임진왜란"
+    assert IndexBundle.open(tmp_path / "ws").bm25().search(["임진왜란이"], 3)[0] == []
+    assert bundle.bm25().search(["임진왜란이"], 3)[0][0].passage.title == "임진왜란"
+
+
+def test_chinese_index_answers_a_traditional_question_over_simplified_text(tmp_path):
+    pytest.importorskip("opencc", reason="pip install -e '.[cjk]'")
+    from odqa.indexing import IndexSpec, build_index
+    from retriever.loading import IndexBundle
+
+    corpus = _write_corpus(tmp_path / "zh.jsonl", [
+        ("长城", "长城是中国古代的军事防御工程，总长度超过两万公里。"),
+        ("黄河", "黄河是中国第二长河，发源于青海。"),
+    ])
+    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "idx"), backends=["bm25"], language="auto"))
+    bundle = IndexBundle.open(tmp_path / "idx")
+    assert bundle.manifest.params["language"] == "zh"
+    assert bundle.bm25().search(["長城有多長？"], 2)[0][0].passage.title == "长城"
+
+
+def test_a_python_analyser_needs_the_tantivy_engine(tmp_path):
+    from odqa.core.errors import OdqaError
+    from odqa.indexing import IndexSpec, build_index
+
+    corpus = _write_corpus(tmp_path / "zh.jsonl", [("长城", "长城是中国古代的军事防御工程。")])
+    with pytest.raises(OdqaError, match="needs the tantivy engine"):
+        build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "idx"), backends=["bm25"], bm25_engine="bm25s"))
