@@ -1,4 +1,4 @@
-"""Open an index folder (built by `run_qa.py index`) and make retrievers over it."""
+"""Open an index folder (built by `odqa index`) and make retrievers over it."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class IndexBundle:
     def open(cls, path: str | Path) -> "IndexBundle":
         path = Path(path)
         if not path.exists():
-            raise OdqaError(f"index folder not found: {path}; build it with `run_qa.py index --corpus PATH --out {path}`")
+            raise OdqaError(f"index folder not found: {path}; build it with `odqa index --corpus PATH --out {path}`")
         return cls(path, Manifest.load(path, kind="bundle"))
 
     @property
@@ -42,7 +42,7 @@ class IndexBundle:
         if backend not in self.backends:
             raise OdqaError(
                 f"{self.path} has no {backend} index (it has: {', '.join(self.backends)}); rebuild with "
-                f"`run_qa.py index --corpus {self.manifest.params.get('corpus', 'PATH')} --out {self.path} --backends bm25,dense`"
+                f"`odqa index --corpus {self.manifest.params.get('corpus', 'PATH')} --out {self.path} --backends bm25,dense`"
             )
         folder = self.path / backend
         Manifest.load(folder).check_corpus(self.manifest.corpus_fingerprint, where=str(folder))

@@ -107,7 +107,7 @@ def test_describe_and_disambiguation():
 
 
 def test_kb_encoder_mismatch_is_a_clear_error(tiny_kb, tiny_linker):
-    with pytest.raises(OdqaError, match="rebuild it with `run_qa.py build-kb"):
+    with pytest.raises(OdqaError, match="rebuild it with `odqa build-kb"):
         tiny_kb.check_encoder("some-other-encoder", 384)
     with pytest.raises(OdqaError, match="768-d"):
         tiny_kb.check_encoder("minilm", 768)

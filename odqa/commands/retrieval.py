@@ -11,7 +11,7 @@ from odqa.models import DEFAULT_ENCODER
 
 def register(subparsers) -> None:
     p = add_command(subparsers, "index", "Build BM25 and dense indexes for a corpus file or folder.",
-                    "python run_qa.py index --corpus ../shared/data/wiki/enwiki-AA.jsonl.xz --out indexes/wiki-aa", run_index)
+                    "odqa index --corpus ../shared/data/wiki/enwiki-AA.jsonl.xz --out indexes/wiki-aa", run_index)
     p.add_argument("--corpus", required=True, help="JSONL(.gz/.xz), WikiExtractor folder, DPR passage TSV or SQuAD JSON")
     p.add_argument("--out", required=True, help="index folder to create (replaced atomically when the build succeeds)")
     p.add_argument("--backends", default="bm25,dense", help="comma-separated: bm25, dense")
@@ -31,7 +31,7 @@ def register(subparsers) -> None:
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
 
     p = add_command(subparsers, "search", "Show the top passages for a question.",
-                    'python run_qa.py search --index indexes/wiki-aa "who founded the Visigoth kingdom"', run_search)
+                    'odqa search --index indexes/wiki-aa "who founded the Visigoth kingdom"', run_search)
     p.add_argument("question", nargs="+")
     p.add_argument("--index", help="index folder (default: the config's index, else the built-in demo corpus)")
     p.add_argument("--retriever", choices=["bm25", "dense", "hybrid"])
@@ -41,7 +41,7 @@ def register(subparsers) -> None:
     add_config_flag(p)
 
     p = add_command(subparsers, "eval-retrieval", "Top-k retrieval accuracy (DPR-style answer match), MRR, gold-passage recall.",
-                    "python run_qa.py eval-retrieval --index indexes/wiki --questions ../shared/data/dpr-qas/nq-test.qa.tsv "
+                    "odqa eval-retrieval --index indexes/wiki --questions ../shared/data/dpr-qas/nq-test.qa.tsv "
                     "--retriever bm25 --limit 500 --k 1 5 20 100 --json", run_eval)
     p.add_argument("--index", help="index folder (default: the config's index, else the built-in demo corpus)")
     p.add_argument("--questions", required=True, help="DPR qas TSV, NQ-open JSONL, SQuAD JSON, WebQuestions JSON, CuratedTREC TSV")
@@ -58,7 +58,7 @@ def register(subparsers) -> None:
 
     p = add_command(subparsers, "merge-runs", "Merge the rankings of corpus shards (eval-retrieval --run-out) "
                     "into one, and score it: full-corpus recall from shards searched apart.",
-                    "python run_qa.py merge-runs runs/nq-test.AB.jsonl runs/nq-test.CD.jsonl --k 1 5 20 100 --json",
+                    "odqa merge-runs runs/nq-test.AB.jsonl runs/nq-test.CD.jsonl --k 1 5 20 100 --json",
                     run_merge)
     p.add_argument("runs", nargs="+", help="run files of the same questions over different shards (dense scores)")
     p.add_argument("--k", type=int, nargs="+", default=[1, 5, 10, 20, 50, 100])
