@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-import tomllib
+import sys
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from odqa.errors import OdqaError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI
+    import tomli as tomllib
 
 
 @dataclass
