@@ -100,7 +100,8 @@ class Pipeline:
         kind = kind or r.retriever
         if kind not in self._retrievers:
             self._retrievers[kind] = self.bundle.retriever(kind, encoder=r.encoder or None, fusion=r.fusion,
-                                                           alpha=r.alpha, candidates=r.candidates, rrf_k=r.rrf_k)
+                                                           alpha=r.alpha, candidates=r.candidates, rrf_k=r.rrf_k,
+                                                           **r.query_settings())
         return self._retrievers[kind]
 
     @property

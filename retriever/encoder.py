@@ -156,7 +156,8 @@ class TextEncoder(torch.nn.Module):
     @property
     def dim(self) -> int:
         if self.modules_ is not None:
-            return int(self.modules_.get_sentence_embedding_dimension())
+            st = self.modules_  # sentence-transformers renamed the method in v5
+            return int((getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension)())
         return int(self.model.config.hidden_size)
 
     @property

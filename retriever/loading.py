@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -55,33 +56,45 @@ class IndexBundle:
             self._cache["bm25"] = BM25Retriever(load_text_index(self._require("bm25")), self.store)
         return self._cache["bm25"]
 
-    def dense(self, encoder: str | None = None, device: str | None = None):
+    def dense(self, encoder: str | None = None, device: str | None = None, query_encoder: str | None = None,
+              settings: dict | None = None):
+        """`encoder`: must be the index's (checked); `query_encoder`: any question encoder of the index's
+        dimension (DPR's pair). Unset: the question encoder the manifest records. `settings` (pooling,
+        similarity, query_prefix): override the manifest's."""
         from retriever.dense import DenseRetriever
         from retriever.encoder import TextEncoder
 
-        key = ("dense", encoder or "")
+        key = ("dense", encoder or "", query_encoder or "", json.dumps(settings or {}, sort_keys=True))
         if key not in self._cache:
             folder = self._require("dense")
             index = VectorIndex.load(folder, use_gpu=None)
-            name = encoder or index.manifest.encoder
-            max_length = int(index.manifest.params.get("max_length", 256))
-            self._cache[key] = DenseRetriever(TextEncoder.from_pretrained(name, max_length=max_length, device=device), index, self.store)
+            params = index.manifest.params
+            name = query_encoder or encoder or params.get("query_encoder") or index.manifest.encoder
+            recorded = params.get("encoder_settings", {})
+            chosen = {k: recorded.get(k) for k in ("pooling", "similarity", "query_prefix")}
+            chosen.update({k: v for k, v in (settings or {}).items() if v not in (None, "")})
+            if name != (params.get("query_encoder") or index.manifest.encoder) and not (settings or {}).get("pooling"):
+                chosen["pooling"] = None  # another model: its own pooling
+            text_encoder = TextEncoder.from_pretrained(name, max_length=int(params.get("max_length", 256)),
+                                                       device=device, **chosen)
+            self._cache[key] = DenseRetriever(text_encoder, index, self.store, check_name=bool(encoder) and not query_encoder)
         return self._cache[key]
 
     def retriever(self, kind: str, encoder: str | None = None, fusion: str = "rrf", alpha: float = 0.5,
-                  candidates: int = 100, rrf_k: int = 60):
+                  candidates: int = 100, rrf_k: int = 60, query_encoder: str | None = None,
+                  settings: dict | None = None):
         from retriever.hybrid import HybridRetriever
 
         if kind == "bm25":
             return self.bm25()
         if kind == "dense":
-            return self.dense(encoder)
+            return self.dense(encoder, query_encoder=query_encoder, settings=settings)
         if kind == "hybrid" and "dense" not in self.backends and "bm25" in self.backends:
             # hybrid is the default; an index built with --backends bm25 should still answer
             print(f"odqa: {self.path} has no dense index, so hybrid retrieval falls back to bm25", file=sys.stderr)
             return self.bm25()
         if kind == "hybrid":
-            return HybridRetriever(self.dense(encoder), self.bm25(), method=fusion, alpha=alpha,
+            return HybridRetriever(self.dense(encoder, query_encoder=query_encoder, settings=settings), self.bm25(), method=fusion, alpha=alpha,
                                    candidates=candidates, rrf_k=rrf_k)
         raise OdqaError(f"unknown retriever {kind!r}; choose one of {', '.join(KINDS)}")
 

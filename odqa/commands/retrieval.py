@@ -15,8 +15,12 @@ def register(subparsers) -> None:
     p.add_argument("--corpus", required=True, help="JSONL(.gz/.xz), WikiExtractor folder, DPR passage TSV or SQuAD JSON")
     p.add_argument("--out", required=True, help="index folder to create (replaced atomically when the build succeeds)")
     p.add_argument("--backends", default="bm25,dense", help="comma-separated: bm25, dense")
-    p.add_argument("--encoder", default=DEFAULT_ENCODER,
-                   help=f"passage encoder (default {DEFAULT_ENCODER}: the shipped fine-tuned one): 'minilm' (off the shelf), a shipped model name, a path or a hub name")
+    p.add_argument("--encoder", "--passage-encoder", dest="encoder",
+                   help=f"passage encoder (default: config retrieval.passage_encoder / encoder, else {DEFAULT_ENCODER}, the shipped fine-tuned one): 'minilm' (off the shelf), a shipped model name, a folder (sentence-transformers, DPR or any transformers model) or a hub name")
+    p.add_argument("--query-encoder", help="question encoder recorded in the index for search (default: the passage "
+                   "encoder); for DPR: a DPRQuestionEncoder folder")
+    _encoder_setting_flags(p)
+    add_config_flag(p)
     p.add_argument("--words", type=int, default=100, help="target passage length in words")
     p.add_argument("--bm25-engine", default="tantivy", choices=["tantivy", "bm25s", "rank-bm25"])
     p.add_argument("--vector-index", default="flat", choices=["flat", "hnsw", "ivf"])
@@ -66,10 +70,22 @@ def register(subparsers) -> None:
 
 
 def _retrieval_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--encoder", help="question encoder (default: the one the index was built with)")
+    p.add_argument("--encoder", help="the index's encoder (checked; default: the one the index was built with)")
+    p.add_argument("--query-encoder", help="a question encoder apart from the passage encoder, e.g. a DPR "
+                   "question encoder (default: the one the index records)")
+    _encoder_setting_flags(p)
     p.add_argument("--fusion", choices=["rrf", "minmax"], help="hybrid fusion method")
     p.add_argument("--alpha", type=float, help="minmax fusion: weight of the dense score")
     p.add_argument("--candidates", type=int, help="hybrid: passages asked of each retriever before fusion")
+
+
+def _encoder_setting_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pooling", choices=["mean", "cls"], help="plain transformers model: token pooling "
+                   "(default: the model's own, else mean)")
+    p.add_argument("--similarity", choices=["cosine", "dot"], help="cosine: L2-normalised vectors; dot: raw "
+                   "(DPR); default: the model's own, else cosine")
+    p.add_argument("--query-prefix", help="text put before each question (default: the model's prompt, e5: 'query: ')")
+    p.add_argument("--passage-prefix", help="text put before each passage (default: the model's prompt, e5: 'passage: ')")
 
 
 def _config(args):
@@ -79,6 +95,11 @@ def _config(args):
         "index": getattr(args, "index", None),
         "retrieval.retriever": getattr(args, "retriever", None),
         "retrieval.encoder": getattr(args, "encoder", None),
+        "retrieval.query_encoder": getattr(args, "query_encoder", None),
+        "retrieval.pooling": getattr(args, "pooling", None),
+        "retrieval.similarity": getattr(args, "similarity", None),
+        "retrieval.query_prefix": getattr(args, "query_prefix", None),
+        "retrieval.passage_prefix": getattr(args, "passage_prefix", None),
         "retrieval.fusion": getattr(args, "fusion", None),
         "retrieval.alpha": getattr(args, "alpha", None),
         "retrieval.candidates": getattr(args, "candidates", None),
@@ -92,7 +113,7 @@ def open_retriever(config):
     bundle = IndexBundle.open(config.index or demo_index_path())
     r = config.retrieval
     retriever = bundle.retriever(r.retriever, encoder=r.encoder or None, fusion=r.fusion, alpha=r.alpha,
-                                 candidates=r.candidates, rrf_k=r.rrf_k)
+                                 candidates=r.candidates, rrf_k=r.rrf_k, **r.query_settings())
     return bundle, retriever
 
 
@@ -100,9 +121,11 @@ def run_index(args) -> int:
     from indexes.vector import VectorIndexParams
     from odqa.indexing import IndexSpec, build_index, parse_shard
 
+    r = _config(args).retrieval
     spec = IndexSpec(
         corpus=args.corpus, out=args.out, backends=[b.strip() for b in args.backends.split(",") if b.strip()],
-        encoder=args.encoder, words=args.words, bm25_engine=args.bm25_engine,
+        encoder=args.encoder or r.passage_encoder or r.encoder or DEFAULT_ENCODER, query_encoder=r.query_encoder,
+        pooling=r.pooling, similarity=r.similarity, query_prefix=r.query_prefix, passage_prefix=r.passage_prefix, words=args.words, bm25_engine=args.bm25_engine,
         vector=VectorIndexParams(kind=args.vector_index, hnsw_m=args.hnsw_m, ef_search=args.ef_search,
                                  nlist=args.nlist, nprobe=args.nprobe),
         batch_size=args.batch_size, max_length=args.max_length, chunk_size=args.chunk_size,
