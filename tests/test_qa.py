@@ -193,3 +193,23 @@ def test_link_uses_the_knowledge_base_ask_uses(tmp_path):
                            "Who discovered penicillin?"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "Penicillin" in {m["title"] for m in json.loads(proc.stdout.strip().splitlines()[-1])["mentions"]}
+
+
+def test_eval_qa_reads_k_passages(tmp_path):
+    from odqa.config import OdqaConfig
+    from odqa.demo_corpus import DEMO_QUESTIONS
+    from odqa.eval.qa import evaluate_qa
+    from odqa.eval.questions import load_questions
+    from odqa.pipeline import Pipeline
+
+    class CountingPipeline(Pipeline):  # the real pipeline, noting how many passages each question got
+        read = []
+
+        def ask_batch(self, questions, k=None, retriever=None):
+            results = super().ask_batch(questions, k=k, retriever=retriever)
+            self.read += [len(r.passages) for r in results]
+            return results
+
+    pipeline = CountingPipeline(OdqaConfig.load(overrides={"retrieval.retriever": "bm25", "linker.enabled": False}))
+    metrics = evaluate_qa(pipeline, load_questions(DEMO_QUESTIONS, limit=2), [1, 3], k=3, progress=False)
+    assert pipeline.read == [3, 3] and "recall@3" in metrics

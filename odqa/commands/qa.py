@@ -22,7 +22,8 @@ def register(subparsers) -> None:
                     "odqa eval-qa --questions odqa/demo/questions.jsonl --json", run_eval_qa)
     p.add_argument("--questions", required=True, help="any question file eval-retrieval reads")
     p.add_argument("--limit", type=int)
-    p.add_argument("--recall-k", type=int, nargs="+", default=[1, 5, 10], help="recall@k cut-offs (max = passages read)")
+    p.add_argument("--recall-k", type=int, nargs="+", default=[1, 5, 10],
+                   help="recall@k cut-offs; those above --k (passages read) are dropped")
     p.add_argument("--per-question", help="write per-question predictions (JSONL)")
     p.add_argument("--json", action="store_true")
     _pipeline_flags(p)
@@ -102,8 +103,13 @@ def _eval(pipeline, path, limit, ks, per_question, as_json) -> dict:
         raise OdqaError("--recall-k values must be positive")
     if ks[-1] > len(pipeline.bundle.store):
         raise OdqaError(f"--recall-k {ks[-1]} is larger than the corpus ({len(pipeline.bundle.store)} passages)")
+    depth = pipeline.config.retrieval.k
+    if [k for k in ks if k > depth]:
+        print(f"odqa: recall@{', '.join(str(k) for k in ks if k > depth)} dropped: the reader reads {depth} passages "
+              "(--k)", file=sys.stderr)
+        ks = [k for k in ks if k <= depth] or [depth]
     items = load_questions(path, limit=limit)
-    metrics = evaluate_qa(pipeline, items, ks, per_question=per_question)
+    metrics = evaluate_qa(pipeline, items, ks, per_question=per_question, k=depth)
     print(f"EM {metrics['em']:.2f}  F1 {metrics['f1']:.2f}  " +
           "  ".join(f"R@{k} {metrics[f'recall@{k}']:.2f}" for k in ks) +
           f"  ({metrics['questions']} questions, {metrics['questions_per_second']} q/s)")
