@@ -24,7 +24,7 @@ SEED = 13
 
 
 def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str], n: int | None, k: int,
-              linker: bool, exclude_articles_of: Path | None = None) -> list[list]:
+              linker: bool, exclude_articles_of: Path | None = None, readers: tuple[str, ...] = ("reader",)) -> list[list]:
     import torch
 
     from odqa.config import OdqaConfig
@@ -38,15 +38,18 @@ def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str]
         items = random.Random(SEED).sample(items, n)
     rows = []
     for kind in retrievers:
-        pipeline = Pipeline(OdqaConfig.load(None, {"index": index, "retrieval.retriever": kind,
-                                                   "retrieval.k": k, "linker.enabled": linker}))
-        pipeline.retriever(kind), pipeline.reader  # load before the clock starts
-        started = time.perf_counter()
-        m = evaluate_qa(pipeline, items, ks=[1, 5, k])
-        seconds = time.perf_counter() - started
-        rows.append([name, kind, k, len(items), f"{m['em']:.2f}", f"{m['f1']:.2f}", f"{m['recall@1']:.2f}",
-                     f"{m[f'recall@{k}']:.2f}", f"{len(items) / seconds:.2f}"])
-        print(" | ".join(map(str, rows[-1])), flush=True)
+        for reader in readers:
+            pipeline = Pipeline(OdqaConfig.load(None, {"index": index, "retrieval.retriever": kind,
+                                                       "retrieval.k": k, "linker.enabled": linker,
+                                                       "reader.model": reader}))
+            pipeline.retriever(kind), pipeline.reader  # load before the clock starts
+            started = time.perf_counter()
+            m = evaluate_qa(pipeline, items, ks=[1, 5, k])
+            seconds = time.perf_counter() - started
+            rows.append([name, kind, reader, k, len(items), f"{m['em']:.2f}", f"{m['f1']:.2f}",
+                         f"{m['em_given_answer_read']:.2f}", f"{m['recall@1']:.2f}", f"{m[f'recall@{k}']:.2f}",
+                         f"{len(items) / seconds:.2f}"])
+            print(" | ".join(map(str, rows[-1])), flush=True)
     return rows
 
 
@@ -60,42 +63,57 @@ def main(argv=None) -> int:
     parser.add_argument("--wiki-index", default=str(ROOT / "work_indexes" / "wiki"))
     parser.add_argument("--linker", action="store_true", help="link entities too (off by default: measures retrieval+reading)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "qa.md"))
+    parser.add_argument("--readers", nargs="+", default=["reader"],
+                        help="reader models compared side by side in one run (names or paths)")
+    parser.add_argument("--retrievers", nargs="+", choices=["bm25", "dense", "hybrid"],
+                        help="retrievers of the demo and squad-open suites (default: bm25 hybrid)")
+    parser.add_argument("--bm25-only", action="store_true",
+                        help="squad-open: the BM25-only index (no passage encoding; for CPU-only machines)")
+    parser.add_argument("--all-articles", action="store_true",
+                        help="squad-open: every SQuAD v1.1 dev article (default: the 13 not in SQuAD v2.0 dev, "
+                             "the only ones the reader trained on v2.0 dev has not seen)")
     args = parser.parse_args(argv)
     data = Path(args.data)
     n = args.questions or None
     suites = ["demo", "squad-open", "nq"] if args.suite == "all" else [args.suite]
     rows = []
+    readers = tuple(args.readers)
+    retrievers = args.retrievers or (["bm25"] if args.bm25_only else ["bm25", "hybrid"])
     for suite in suites:
         if suite == "demo":
             from odqa.demo_corpus import DEMO_QUESTIONS
 
-            rows += run_suite("demo", "", DEMO_QUESTIONS, ["bm25", "hybrid"], None, args.k, args.linker)
+            rows += run_suite("demo", "", DEMO_QUESTIONS, retrievers, None, args.k, args.linker, readers=readers)
         elif suite == "squad-open":
             from bench.retrieval import squad_open_index_dir
             from odqa.models import DEFAULT_ENCODER
 
-            index = squad_open_index_dir(args.cache, DEFAULT_ENCODER)
+            index = squad_open_index_dir(args.cache, None if args.bm25_only else DEFAULT_ENCODER)
             if not (index / "manifest.json").exists():
                 from bench.retrieval import main as retrieval_bench
 
                 # builds the index; its table goes beside the index, not over bench/results
+                encoders = ["--bm25-only"] if args.bm25_only else ["--encoders", DEFAULT_ENCODER]
                 retrieval_bench(["--suite", "squad-open", "--data", args.data, "--cache", args.cache,
-                                 "--encoders", DEFAULT_ENCODER, "--out", str(index.parent / "retrieval-for-qa.md")])
+                                 "--wiki-index", args.wiki_index, *encoders,
+                                 "--out", str(index.parent / "retrieval-for-qa.md")])
             # only the 13 articles SQuAD v2.0 dev (the models' training data) does not share with v1.1 dev
-            rows += run_suite("squad-open", str(index), data / "squad" / "dev-v1.1.json", ["bm25", "hybrid"], n, args.k,
-                              args.linker, exclude_articles_of=data / "squad" / "dev-v2.0.json")
+            held_out = None if args.all_articles else data / "squad" / "dev-v2.0.json"
+            rows += run_suite("squad-open", str(index), data / "squad" / "dev-v1.1.json", retrievers, n, args.k,
+                              args.linker, exclude_articles_of=held_out, readers=readers)
         else:
             index = Path(args.wiki_index)
             if not (index / "manifest.json").exists():
                 print(f"error: no Wikipedia index at {index}; build it with `python run_qa.py index --corpus "
                       f"{data / 'wiki'} --out {index} --backends bm25`", file=sys.stderr)
                 return 2
-            rows += run_suite("nq-test", str(index), data / "dpr-qas" / "nq-test.qa.tsv", ["bm25"], n, args.k, args.linker)
-    header = ["suite", "retriever", "k read", "questions", "EM", "F1", "R@1", "R@k", "q/s"]
+            rows += run_suite("nq-test", str(index), data / "dpr-qas" / "nq-test.qa.tsv", ["bm25"], n, args.k, args.linker,
+                              readers=readers)
+    header = ["suite", "retriever", "reader", "k read", "questions", "EM", "F1", "EM | answer read", "R@1", "R@k", "q/s"]
     table = "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] +
                       ["| " + " | ".join(map(str, r)) + " |" for r in rows])
     text = (f"# End-to-end QA\n\nWritten by `python bench/qa.py {' '.join(argv or sys.argv[1:])}` "
-            f"(shipped reader, 2 CPU cores, {time.strftime('%Y-%m-%d')}).\n\n{table}\n")
+            f"(2 CPU cores, {time.strftime('%Y-%m-%d')}).\n\n{table}\n")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     print(text)

@@ -48,6 +48,8 @@ def test_evaluate_qa_by_hand():
     m = evaluate_qa(pipeline, items, ks=[1], progress=False)
     # EM: 1, 0, 0 -> 33.33; F1: 1, 2*(1*0.5)/(1.5)=0.667, 0 -> 55.56; recall@1: 2 of 3
     assert m["em"] == pytest.approx(33.33) and m["f1"] == pytest.approx(55.56) and m["recall@1"] == pytest.approx(66.67)
+    # reading apart from retrieval: 2 questions had the answer in a passage read, 1 of them answered exactly
+    assert m["answer_in_read"] == pytest.approx(66.67) and m["em_given_answer_read"] == pytest.approx(50.0)
 
 
 @pytest.mark.parametrize("question", ["", "   ", "?!...", "¿?"])

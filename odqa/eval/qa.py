@@ -29,6 +29,8 @@ def evaluate_qa(pipeline, items: Sequence[QAItem], ks: Sequence[int] = (1, 5, 10
     depth = k or max(ks)
     rows, judged = [], []
     em_sum = f1_sum = 0.0
+    # reading accuracy apart from retrieval: EM over the questions whose answer was in a passage read
+    read_hits = em_given_read = 0.0
     start = time.perf_counter()
     for i in tqdm(range(0, len(items), batch_size), desc="eval-qa", unit=" batch", disable=not progress, mininterval=2):
         batch = items[i : i + batch_size]
@@ -37,12 +39,17 @@ def evaluate_qa(pipeline, items: Sequence[QAItem], ks: Sequence[int] = (1, 5, 10
             em, f1 = score_answer(prediction, item)
             em_sum, f1_sum = em_sum + em, f1_sum + f1
             judged.append(judge(item, result.passages))
+            if judged[-1].first_hit_rank is not None:
+                read_hits += 1
+                em_given_read += em
             rows.append({"id": item.id, "question": item.question, "answers": item.answers, "prediction": prediction,
                          "em": em, "f1": round(f1, 4), "first_hit_rank": judged[-1].first_hit_rank,
                          "title": result.answers[0].title if result.answers else ""})
     seconds = time.perf_counter() - start
     n = len(items)
     metrics = {"em": round(100 * em_sum / n, 2), "f1": round(100 * f1_sum / n, 2)}
+    metrics["answer_in_read"] = round(100 * read_hits / n, 2) if n else 0.0
+    metrics["em_given_answer_read"] = round(100 * em_given_read / read_hits, 2) if read_hits else 0.0
     retrieval = summarize(judged, ks)
     metrics.update({key: value for key, value in retrieval.items() if key.startswith("recall@")})
     metrics.update(questions=n, seconds=round(seconds, 2), questions_per_second=round(n / seconds, 2) if seconds else 0.0)
