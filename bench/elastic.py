@@ -91,8 +91,8 @@ def tantivy_build(store, limit: int, folder: Path) -> tuple[object, float]:
 
 def demo_suite(config, args, workdir: Path) -> dict:
     from indexes.elastic import ElasticIndex
+    from odqa.corpus.questions import load_questions
     from odqa.demo_corpus import DEMO_QUESTIONS, demo_index_path
-    from odqa.eval.questions import load_questions
     from retriever.elastic import ElasticBM25Retriever, ElasticDenseRetriever, ElasticHybridRetriever
     from retriever.hybrid import HybridRetriever
     from retriever.loading import IndexBundle
@@ -118,7 +118,7 @@ def demo_suite(config, args, workdir: Path) -> dict:
         store = bundle.store
 
         def search(self, qs, n):
-            from odqa.types import SearchHit
+            from odqa.core.types import SearchHit
             from retriever.base import attach_passages
 
             scores, rows = dense.index.search(vectors[qs[0]], n)
@@ -146,7 +146,7 @@ def demo_suite(config, args, workdir: Path) -> dict:
 
 def wiki_suite(config, args, workdir: Path) -> dict | None:
     from indexes.elastic import ElasticIndex
-    from odqa.eval.questions import load_questions
+    from odqa.corpus.questions import load_questions
     from retriever.bm25 import BM25Retriever
     from retriever.elastic import ElasticBM25Retriever
     from retriever.loading import IndexBundle

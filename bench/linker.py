@@ -27,7 +27,7 @@ def linking_table(elq, baseline, kb, threads: int) -> dict:
     import torch
 
     from linker.metrics import evaluate
-    from odqa.commands.linker import load_eval_examples, measure_speed
+    from odqa.eval.linking import load_eval_examples, measure_speed
 
     sets = {
         "QALD 1-4 (test)": ([DATA / "el" / "qald" / f"qald-{i}.mentions.json" for i in range(1, 5)], "all"),
@@ -59,8 +59,8 @@ def guided_retrieval(elq, kb, index: Path, bonuses=(0.25, 0.5, 1.0, 2.0), per_en
     import torch
 
     from linker.guided import EntityPassages, entity_hits, fuse_entity_hits
-    from odqa.eval.answers import has_answer
-    from odqa.eval.questions import load_questions
+    from odqa.core.answers import has_answer
+    from odqa.corpus.questions import load_questions
     from retriever.loading import IndexBundle
 
     bundle = IndexBundle.open(index)

@@ -28,8 +28,9 @@ def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str]
     import torch
 
     from odqa.config import OdqaConfig
+    from odqa.corpus.questions import drop_articles, load_questions
+    from odqa.demo_corpus import demo_index_path, demo_kb_path
     from odqa.eval.qa import evaluate_qa
-    from odqa.eval.questions import drop_articles, load_questions
     from odqa.pipeline import Pipeline
 
     torch.set_num_threads(2)
@@ -41,7 +42,8 @@ def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str]
         for reader in readers:
             pipeline = Pipeline(OdqaConfig.load(None, {"index": index, "retrieval.retriever": kind,
                                                        "retrieval.k": k, "linker.enabled": linker,
-                                                       "reader.model": reader}))
+                                                       "reader.model": reader}),
+                                default_index=demo_index_path, default_kb=demo_kb_path)
             pipeline.retriever(kind), pipeline.reader  # load before the clock starts
             started = time.perf_counter()
             m = evaluate_qa(pipeline, items, ks=[1, 5, k])
@@ -86,7 +88,7 @@ def main(argv=None) -> int:
             rows += run_suite("demo", "", DEMO_QUESTIONS, retrievers, None, args.k, args.linker, readers=readers)
         elif suite == "squad-open":
             from bench.retrieval import squad_open_index_dir
-            from odqa.models import DEFAULT_ENCODER
+            from odqa.core.models import DEFAULT_ENCODER
 
             index = squad_open_index_dir(args.cache, None if args.bm25_only else DEFAULT_ENCODER)
             if not (index / "manifest.json").exists():

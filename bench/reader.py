@@ -32,7 +32,7 @@ SQUAD_V20_DEV = SQUAD / "dev-v2.0.json"
 
 def cpu_description() -> str:
     """The CPU model and whether it has native bf16 (the timings depend on both)."""
-    from odqa.precision import native_bf16_flags
+    from odqa.core.device import native_bf16_flags
 
     try:
         info = Path("/proc/cpuinfo").read_text()
@@ -44,7 +44,7 @@ def cpu_description() -> str:
 
 
 def speed(reader, items, n_questions: int, n_passages: int = 10, words: int = 100, seed: int = 0) -> dict:
-    from odqa.types import Passage
+    from odqa.core.types import Passage
 
     rng = random.Random(seed)
     contexts = sorted({q.context for q in items})
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from odqa.eval.questions import drop_articles, load_questions
+    from odqa.corpus.questions import drop_articles, load_questions
     from reader.model import Reader
 
     torch.set_num_threads(args.threads)

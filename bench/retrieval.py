@@ -23,7 +23,6 @@ a rerun only evaluates. Remove the cache folder to time the builds again.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import json
 import os
@@ -102,7 +101,7 @@ def load_json(path: Path) -> dict:
 
 
 def save_json(path: Path, data: dict) -> None:
-    from indexes.manifest import atomic_file
+    from odqa.core.atomic import atomic_file
 
     with atomic_file(path) as tmp:
         tmp.write_text(json.dumps(data, indent=1))
@@ -110,40 +109,13 @@ def save_json(path: Path, data: dict) -> None:
 
 def write_corpus_tsv(path: Path, rows) -> None:
     """A DPR-format passage TSV (`id`, `text`, `title`) from (id, title, text) rows, written atomically."""
-    from indexes.manifest import atomic_file
+    from odqa.core.atomic import atomic_file
 
     with atomic_file(path) as tmp, tmp.open("w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f, delimiter="\t", lineterminator="\n")
         writer.writerow(["id", "text", "title"])
         for pid, title, text in rows:
             writer.writerow([pid, text, title])
-
-
-@contextlib.contextmanager
-def stage_timer(timings: dict):
-    """Time the stages of odqa.indexing.build_index (passages, bm25, encode, dense) by wrapping them."""
-    import odqa.indexing as ix
-
-    saved = {}
-    for name, key in (("_passages", "passages_s"), ("_bm25", "bm25_s"), ("_encode_chunks", "encode_s"), ("_dense", "dense_index_s")):
-        fn = getattr(ix, name, None)
-        if fn is None:
-            continue
-        saved[name] = fn
-
-        def wrapped(*a, _fn=fn, _key=key, **kw):
-            start = time.perf_counter()
-            try:
-                return _fn(*a, **kw)
-            finally:
-                timings[_key] = round(timings.get(_key, 0.0) + time.perf_counter() - start, 2)
-
-        setattr(ix, name, wrapped)
-    try:
-        yield timings
-    finally:
-        for name, fn in saved.items():
-            setattr(ix, name, fn)
 
 
 def build_with_timings(spec, timings_path: Path) -> dict:
@@ -162,8 +134,8 @@ def build_with_timings(spec, timings_path: Path) -> dict:
         log(f"{out} was built from another version of {spec.corpus}: rebuilding it")
     timings: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "cached": False, "corpus_id": corpus_id}
     start = time.perf_counter()
-    with stage_timer(timings):
-        report = build_index(spec)
+    report = build_index(spec)
+    timings.update(report.seconds)
     timings["total_s"] = round(time.perf_counter() - start, 2)
     timings["passages"] = report.passages
     if not report.finished:
@@ -254,8 +226,8 @@ def _wiki_passage_source(args):
 
 def squad_open_corpus(args) -> tuple[Path, dict]:
     """Write (once) the squad-open corpus as DPR passage TSV (rows kept as they are by the reader)."""
+    from odqa.core.types import Document
     from odqa.corpus.chunking import chunk_document
-    from odqa.types import Document
 
     cache = Path(args.cache)
     path = cache / "squad-open" / "corpus.tsv"
@@ -322,7 +294,7 @@ def run_squad_open(args) -> str:
     import torch
 
     from indexes.vector import VectorIndexParams
-    from odqa.eval.questions import drop_articles, load_questions
+    from odqa.corpus.questions import drop_articles, load_questions
     from odqa.eval.retrieval import evaluate_retrieval
     from odqa.indexing import IndexSpec
     from retriever.loading import IndexBundle
@@ -470,10 +442,10 @@ def _build_rank_bm25(store):
     from rank_bm25 import BM25Okapi
     from tqdm.auto import tqdm
 
-    from indexes.bm25 import RankBm25Index, _english_analyzer
+    from indexes.bm25 import RankBm25Index, english_analyzer
     from indexes.manifest import Manifest
 
-    analyze = _english_analyzer()
+    analyze = english_analyzer()
     intern = sys.intern
     docs = []
     with tqdm(total=len(store), desc="rank-bm25 tokenize", unit=" psg", mininterval=5) as bar:
@@ -501,8 +473,8 @@ def run_probe(engine: str, index: Path, queries: Path, out: Path, k: int, reuse:
 
 
 def judge_rows(store, items, rows_per_query, ks) -> dict:
+    from odqa.core.types import SearchHit
     from odqa.eval.retrieval import judge, summarize
-    from odqa.types import SearchHit
 
     results = []
     for item, rows in zip(items, rows_per_query):
@@ -545,20 +517,20 @@ def time_tantivy_rebuild(store, cache: Path) -> float:
     """Build time of the tantivy BM25 index from the passage store (the index itself already exists)."""
     from indexes.bm25 import build_text_index
     from indexes.manifest import Manifest
-    from odqa.indexing import _texts
+    from odqa.indexing import passage_texts
 
     folder = cache / "_tantivy-build-timing"
     shutil.rmtree(folder, ignore_errors=True)
     start = time.perf_counter()
-    build_text_index(_texts(store, "tantivy rebuild"), folder, Manifest(kind="bm25"), engine="tantivy")
+    build_text_index(passage_texts(store, "tantivy rebuild"), folder, Manifest(kind="bm25"), engine="tantivy")
     seconds = time.perf_counter() - start
     shutil.rmtree(folder, ignore_errors=True)
     return seconds
 
 
 def run_nq_bm25(args) -> str:
+    from odqa.corpus.questions import load_questions
     from odqa.corpus.store import PassageStore
-    from odqa.eval.questions import load_questions
     from odqa.indexing import IndexSpec
 
     cache = Path(args.cache) / "nq-bm25"
@@ -798,8 +770,8 @@ def nq_pool_corpus(args, test_items, dev_items) -> tuple[Path, dict]:
 def pool_ceiling(corpus: Path, info: dict, test_items) -> int:
     """How many test questions have an answer anywhere in the pool (computed once, kept in the corpus's
     corpus.json): no retriever's recall over the pool can pass it."""
+    from odqa.core.answers import answered_questions
     from odqa.corpus.readers import iter_passages
-    from odqa.eval.answers import answered_questions
 
     if "answerable_test_questions" not in info:
         texts = (p.text for p in iter_passages(corpus))
@@ -830,7 +802,7 @@ def run_nq_pool(args) -> str:
     import torch
 
     from indexes.vector import VectorIndexParams
-    from odqa.eval.questions import load_questions
+    from odqa.corpus.questions import load_questions
     from odqa.eval.retrieval import evaluate_retrieval
     from odqa.indexing import IndexSpec
     from retriever.loading import IndexBundle
@@ -930,7 +902,7 @@ def main(argv=None) -> int:
         return probe_main(args)
     if not args.suite:
         parser.error("--suite is required")
-    from odqa.errors import OdqaError
+    from odqa.core.errors import OdqaError
 
     suites = ["squad-open", "nq-bm25"] if args.suite == "all" else [args.suite]
     out = Path(args.out or ROOT / "bench" / "results" / ("retrieval.md" if args.suite == "all" else f"retrieval-{args.suite}.md"))

@@ -20,8 +20,10 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from indexes.manifest import Manifest, atomic_folder
-from odqa.errors import OdqaError
+from indexes.manifest import Manifest
+
+from odqa.core.atomic import atomic_folder
+from odqa.core.errors import OdqaError
 
 ENGINES = ("tantivy", "bm25s", "rank-bm25")
 _QUERY_JUNK = re.compile(r"[^\w\s]+", flags=re.UNICODE)
@@ -187,13 +189,13 @@ class RankBm25Index:
     def __init__(self, model, manifest: Manifest):
         self.model = model
         self.manifest = manifest
-        self.analyze = _english_analyzer()
+        self.analyze = english_analyzer()
 
     @classmethod
     def build_into(cls, texts: Iterable[str], folder: Path, k1: float = 0.9, b: float = 0.4) -> int:
         from rank_bm25 import BM25Okapi
 
-        analyze = _english_analyzer()
+        analyze = english_analyzer()
         docs = [analyze(text) for text in texts]
         if not docs:
             return 0
@@ -221,7 +223,7 @@ class RankBm25Index:
         return out
 
 
-def _english_analyzer():
+def english_analyzer():
     import Stemmer
     from bm25s.stopwords import STOPWORDS_EN
 

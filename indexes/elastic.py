@@ -39,7 +39,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from odqa.errors import IndexMismatchError, OdqaError
+from indexes.manifest import Manifest
+from odqa.core.errors import IndexMismatchError, OdqaError
 
 log = logging.getLogger(__name__)
 
@@ -633,13 +634,12 @@ def _interrupted(index: ElasticIndex, report: BulkReport, exc: BaseException, op
     )
 
 
-# ---------------------------------------------------------------- sources: an index folder, a knowledge base
+# ---------------------------------------------------------------- source: an index folder (a KB: linker/elastic.py)
 
 
 def passage_docs(bundle_path: str | Path, limit: int | None = None, with_vectors: bool = True):
     """(total, docs(start), meta, dim) for an odqa index folder: passages plus dense/embeddings.npy if present."""
-    from indexes.manifest import Manifest
-    from odqa.corpus.store import PassageStore
+    from odqa.corpus.store import PassageStore  # datasets/pyarrow: only when loading passages
 
     bundle_path = Path(bundle_path)
     manifest = Manifest.load(bundle_path, kind="bundle")
@@ -689,32 +689,3 @@ def load_passages(index: ElasticIndex, bundle_path: str | Path, *, recreate: boo
         index.create(meta, dim, analyzer=analyzer, similarity=similarity, shards=shards, replicas=replicas,
                      hnsw_m=hnsw_m, ef_construction=ef_construction)
     return bulk_load(index, docs, total, options)
-
-
-def load_entities(index: ElasticIndex, kb_path: str | Path, *, recreate: bool = False, similarity: str = "dot_product",
-                  options: BulkOptions | None = None) -> BulkReport:
-    """A linker knowledge base (linker/kb.py) as an entity index: `title` holds the title and its aliases
-    (joined with " | "), `text` the description, `vector` the entity vector; `row` = the entity's KB row."""
-    from linker.kb import KnowledgeBase
-
-    kb = KnowledgeBase.load(kb_path)
-    vectors = kb.index.embeddings if kb.index is not None else None
-    dim = int(vectors.shape[1]) if vectors is not None else 0
-    meta = {"corpus_fingerprint": kb.manifest.corpus_fingerprint, "encoder": kb.encoder, "count": len(kb), "kind": "kb"}
-    if recreate:
-        index.delete()
-    if index.exists():
-        index.check(fingerprint=meta["corpus_fingerprint"], dim=dim)
-    else:
-        index.create(meta, dim, similarity=similarity)
-
-    def docs(start: int) -> Iterator[Doc]:
-        for row in range(start, len(kb)):
-            entry = kb.entries[row]
-            source = {"row": row, "title": " | ".join([entry.title, *entry.aliases]), "text": entry.description,
-                      "doc_id": entry.doc_id, "start": 0, "end": 0}
-            if vectors is not None:
-                source["vector"] = unit_rows(np.asarray(vectors[row : row + 1], dtype=np.float32))[0].tolist()
-            yield row, entry.id, source
-
-    return bulk_load(index, docs, len(kb), options)

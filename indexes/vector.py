@@ -13,8 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from indexes.manifest import Manifest, atomic_folder
-from odqa.errors import OdqaError
+from indexes.manifest import Manifest
+
+from odqa.core.atomic import atomic_folder
+from odqa.core.errors import OdqaError
 
 try:
     import faiss

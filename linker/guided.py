@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from odqa.types import Mention, SearchHit
+from odqa.core.types import Mention, SearchHit
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOP = frozenset(

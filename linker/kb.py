@@ -20,11 +20,14 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from indexes.manifest import Manifest, atomic_folder
+from indexes.manifest import Manifest
+
 from indexes.vector import VectorIndex
 from linker.aliases import AliasMatcher, alias_key, make_aliases
-from odqa.errors import IndexMismatchError, OdqaError
-from odqa.types import Document, Entity
+from linker.encoder import entity_text
+from odqa.core.atomic import atomic_folder
+from odqa.core.errors import IndexMismatchError, OdqaError
+from odqa.core.types import Document, Entity
 
 log = logging.getLogger(__name__)
 
@@ -227,8 +230,7 @@ class KnowledgeBase:
         progress: bool = True,
         device: str | None = None,
     ) -> "KnowledgeBase":
-        from linker.encoder import entity_text
-        from retriever.encoder import TextEncoder
+        from odqa.core.encoder import TextEncoder  # torch + transformers: only when building
 
         entries = [entry_from_document(d) for d in documents if not is_disambiguation(d) and d.title]
         if not entries:

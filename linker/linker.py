@@ -14,9 +14,9 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from linker.kb import KnowledgeBase
 from linker.model import ELQConfig, ELQModel, enumerate_spans, word_masks
-from odqa.errors import OdqaError
-from odqa.models import resolve_model
-from odqa.types import Mention
+from odqa.core.errors import OdqaError
+from odqa.core.models import resolve_model
+from odqa.core.types import Mention
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from linker.data import ELExample
-from odqa.types import Mention
+from odqa.core.types import Mention
 
 
 def prf(tp: int, n_pred: int, n_gold: int) -> tuple[float, float, float]:

@@ -16,6 +16,7 @@ import torch
 
 from linker.data import (
     ELExample,
+    id_number,
     load_lcquad,
     load_mentions_file,
     load_qald_questions,
@@ -26,9 +27,9 @@ from linker.data import (
 from linker.kb import KnowledgeBase
 from linker.linker import Linker, resolve_overlaps
 from linker.metrics import evaluate
-from odqa.precision import autocast_for
-from odqa.training import training_device
-from odqa.types import Mention
+from odqa.core.device import autocast_for
+from odqa.core.training import training_device
+from odqa.core.types import Mention
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +61,8 @@ def build_datasets(kb: KnowledgeBase, data_dir: str | Path, weak: int = 6000, de
     data_dir = Path(data_dir)
     el = data_dir / "el"
     lcquad = load_lcquad(el / "lcquad1-train.json", kb)
-    dev = [ex for ex in lcquad if _id_int(ex.id) % dev_every == 0]
-    train = [ex for ex in lcquad if _id_int(ex.id) % dev_every != 0]
+    dev = [ex for ex in lcquad if id_number(ex.id) % dev_every == 0]
+    train = [ex for ex in lcquad if id_number(ex.id) % dev_every != 0]
     complex_el = load_mentions_file(el / "complex-el4qa.json", kb, source="complex-el4qa")
     train += complex_el
     wq = data_dir / "webquestions"
@@ -86,13 +87,6 @@ def build_datasets(kb: KnowledgeBase, data_dir: str | Path, weak: int = 6000, de
         "gold_mentions_train_in_kb": sum(m.in_kb for ex in train for m in ex.mentions),
     }
     return train, dev, report
-
-
-def _id_int(qid: str) -> int:
-    try:
-        return int(qid)
-    except ValueError:
-        return sum(map(ord, qid))
 
 
 def token_span(offsets: np.ndarray, start: int, end: int) -> tuple[int, int] | None:

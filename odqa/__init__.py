@@ -6,7 +6,21 @@
 
 __version__ = "0.1.0"
 
-from odqa.config import OdqaConfig  # noqa: E402  (after __version__, which the build reads)
-from odqa.pipeline import Pipeline, Result  # noqa: E402
-
 __all__ = ["OdqaConfig", "Pipeline", "Result", "__version__"]
+
+# Loaded on first use: importing a base module (odqa.core.*) must not pull in the application layer.
+_LAZY = {"OdqaConfig": "odqa.config", "Pipeline": "odqa.pipeline", "Result": "odqa.pipeline"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'odqa' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + [n for n in _LAZY if n not in globals()])

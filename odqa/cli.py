@@ -7,7 +7,8 @@ import importlib
 import os
 import sys
 
-from odqa.errors import OdqaError
+from odqa.commands.common import HelpFormatter
+from odqa.core.errors import OdqaError
 
 # Each module defines register(subparsers); order is the order of `--help`.
 COMMAND_MODULES = (
@@ -18,10 +19,6 @@ COMMAND_MODULES = (
     "odqa.commands.train_retriever",  # build-dpr-data, train-retriever
     "odqa.commands.elastic",  # es-index
 )
-
-
-class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    pass
 
 
 def build_parser() -> argparse.ArgumentParser:

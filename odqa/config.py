@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from odqa.errors import OdqaError
+from odqa.core.errors import OdqaError
 
 if sys.version_info >= (3, 11):
     import tomllib

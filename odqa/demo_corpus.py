@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from odqa.errors import OdqaError
-from odqa.models import DEFAULT_ENCODER, model_fingerprint
+from odqa.core.errors import OdqaError
+from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
 
 DEMO_DIR = Path(__file__).resolve().parent / "demo"
 DEMO_ARTICLES = DEMO_DIR / "articles.jsonl"

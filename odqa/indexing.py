@@ -10,8 +10,10 @@ need a shared `OUT.work/`, or copy their chunk files into one before the final r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -20,12 +22,13 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from indexes.bm25 import build_text_index
-from indexes.manifest import Manifest, atomic_folder
+from indexes.manifest import Manifest
 from indexes.vector import VectorIndex, VectorIndexParams
+from odqa.core.atomic import atomic_folder
+from odqa.core.errors import OdqaError
+from odqa.core.models import DEFAULT_ENCODER
 from odqa.corpus.readers import corpus_files, iter_passages
 from odqa.corpus.store import PassageStore
-from odqa.errors import OdqaError
-from odqa.models import DEFAULT_ENCODER
 
 BACKENDS = ("bm25", "dense")
 
@@ -56,6 +59,7 @@ class BuildReport:
     finished: bool
     passages: int
     message: str
+    seconds: dict[str, float] = field(default_factory=dict)  # per stage: passages_s, bm25_s, encode_s, dense_index_s
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -81,15 +85,21 @@ def build_index(spec: IndexSpec) -> BuildReport:
     work = out.with_name(out.name + ".work")
     work.mkdir(parents=True, exist_ok=True)
 
-    store, fingerprint = _passages(spec, work)
+    seconds: dict[str, float] = {}
+    with _timed(seconds, "passages_s"):
+        store, fingerprint = _passages(spec, work)
     if "bm25" in backends:
-        _bm25(spec, work, store, fingerprint)
+        with _timed(seconds, "bm25_s"):
+            _bm25(spec, work, store, fingerprint)
     if "dense" in backends:
-        done, total = _encode_chunks(spec, work, store)
+        with _timed(seconds, "encode_s"):
+            done, total = _encode_chunks(spec, work, store)
         if done < total:
             return BuildReport(False, len(store), f"shard {spec.shard[0]}/{spec.shard[1]} finished: {done} of {total} "
-                               f"chunks encoded in {work}; run the other shards, then rerun without --shard to finish")
-        _dense(spec, work, store, fingerprint, total)
+                               f"chunks encoded in {work}; run the other shards, then rerun without --shard to finish",
+                               seconds)
+        with _timed(seconds, "dense_index_s"):
+            _dense(spec, work, store, fingerprint, total)
 
     with atomic_folder(out) as tmp:
         for part in ["passages", *backends]:
@@ -102,7 +112,17 @@ def build_index(spec: IndexSpec) -> BuildReport:
                     **({"query_encoder": spec.query_encoder or spec.encoder} if "dense" in backends else {})},
         ).save(tmp)
     shutil.rmtree(work, ignore_errors=True)
-    return BuildReport(True, len(store), f"index ready in {out}: {len(store)} passages, backends {', '.join(backends)}")
+    return BuildReport(True, len(store), f"index ready in {out}: {len(store)} passages, backends {', '.join(backends)}",
+                       seconds)
+
+
+@contextlib.contextmanager
+def _timed(seconds: dict[str, float], key: str):
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds[key] = round(time.perf_counter() - start, 2)
 
 
 def _dim(folder: Path) -> int:
@@ -133,7 +153,8 @@ def _passages(spec: IndexSpec, work: Path) -> tuple[PassageStore, str]:
     return store, fingerprint
 
 
-def _texts(store: PassageStore, desc: str):
+def passage_texts(store: PassageStore, desc: str):
+    """Every passage as BM25 indexes it (title, a space, text), with a progress bar named `desc`."""
     with tqdm(total=len(store), desc=desc, unit=" psg", mininterval=2) as bar:
         for batch in store.iter_batches(5000):
             for title, text in zip(batch["title"], batch["text"]):
@@ -145,11 +166,10 @@ def _bm25(spec: IndexSpec, work: Path, store: PassageStore, fingerprint: str) ->
     if (work / "bm25" / "manifest.json").exists():
         return
     manifest = Manifest(kind="bm25", corpus_fingerprint=fingerprint)
-    build_text_index(_texts(store, "bm25"), work / "bm25", manifest, engine=spec.bm25_engine)
+    build_text_index(passage_texts(store, "bm25"), work / "bm25", manifest, engine=spec.bm25_engine)
 
 
 def _encode_chunks(spec: IndexSpec, work: Path, store: PassageStore) -> tuple[int, int]:
-
     chunks = work / "dense-chunks"
     chunks.mkdir(exist_ok=True)
     meta = chunks / "encoder.json"
@@ -187,7 +207,7 @@ def _encoder_options(spec: IndexSpec) -> dict:
 def _passage_encoder(spec: IndexSpec, load: bool = True):
     """The passage encoder (load False: only its resolved settings, for the manifest, read from the model
     files on the CPU)."""
-    from retriever.encoder import TextEncoder
+    from odqa.core.encoder import TextEncoder
 
     encoder = TextEncoder.from_pretrained(spec.encoder, max_length=spec.max_length,
                                           device=spec.device if load else "cpu", **_encoder_options(spec))

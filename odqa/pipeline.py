@@ -8,11 +8,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from odqa.config import OdqaConfig
-from odqa.errors import OdqaError
-from odqa.types import Answer, Mention, SearchHit
+from odqa.core.errors import OdqaError
+from odqa.core.protocols import Linker, Reader, Retriever
+from odqa.core.types import Answer, Mention, SearchHit
 
 MAX_QUESTION_CHARS = 500
 _HAS_WORD = re.compile(r"\w", re.UNICODE)
@@ -69,12 +70,18 @@ def relative_scores(scores: list[float]) -> list[float]:
 
 
 class Pipeline:
-    def __init__(self, config: OdqaConfig | None = None):
+    def __init__(self, config: OdqaConfig | None = None, default_index: Callable[[], Path] | None = None,
+                 default_kb: Callable[[], Path] | None = None):
+        """`default_index`, `default_kb`: where the index and the knowledge base are when the config names none,
+        asked on first use (the CLI passes the demo corpus's, which builds them on first use: building stays
+        out of the query-time pipeline)."""
         self.config = (config or OdqaConfig()).validate()
+        self._default_index = default_index
+        self._default_kb = default_kb
         self._bundle = None
-        self._retrievers: dict[str, Any] = {}
-        self._reader = None
-        self._linker = None
+        self._retrievers: dict[str, Retriever] = {}
+        self._reader: Reader | None = None
+        self._linker: Linker | None = None
         self._linker_failed: str | None = None
         self._entity_passages = None
 
@@ -83,9 +90,9 @@ class Pipeline:
     def index_path(self) -> Path:
         if self.config.index:
             return Path(self.config.index)
-        from odqa.demo_corpus import demo_index_path
-
-        return demo_index_path()
+        if self._default_index is None:
+            raise OdqaError("no index to search: set `index` in the config (or pass --index)")
+        return self._default_index()
 
     @property
     def bundle(self):
@@ -95,7 +102,7 @@ class Pipeline:
             self._bundle = IndexBundle.open(self.index_path)
         return self._bundle
 
-    def retriever(self, kind: str | None = None):
+    def retriever(self, kind: str | None = None) -> Retriever:
         r = self.config.retrieval
         kind = kind or r.retriever
         if kind not in self._retrievers:
@@ -105,7 +112,7 @@ class Pipeline:
         return self._retrievers[kind]
 
     @property
-    def reader(self):
+    def reader(self) -> Reader:
         if self._reader is None:
             from reader.model import Reader
 
@@ -116,7 +123,7 @@ class Pipeline:
         return self._reader
 
     @property
-    def linker(self):
+    def linker(self) -> Linker | None:
         """The entity linker, or None when disabled or unavailable (the pipeline then runs without it)."""
         if not self.config.linker.enabled or self._linker_failed:
             return None
@@ -142,9 +149,9 @@ class Pipeline:
             return Path(self.config.linker.kb)
         if self.config.index:
             return Path(self.config.index).with_name(Path(self.config.index).name + "-kb")
-        from odqa.demo_corpus import demo_kb_path
-
-        return demo_kb_path()
+        if self._default_kb is None:
+            raise OdqaError("no knowledge base: set `linker.kb` in the config")
+        return self._default_kb()
 
     # ---- answering --------------------------------------------------------------------------------------
     def link(self, questions: list[str]) -> list[list[Mention]]:

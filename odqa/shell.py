@@ -8,7 +8,7 @@ import textwrap
 import time
 from typing import IO, Iterable
 
-from odqa.errors import OdqaError
+from odqa.core.errors import OdqaError
 from odqa.pipeline import Pipeline, Result
 
 LEAVE_WORDS = ("exit", "quit")

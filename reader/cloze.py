@@ -17,7 +17,11 @@ import time
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from odqa.errors import OdqaError
+from odqa.core.errors import OdqaError
+from odqa.core.nlp import load_spacy
+from odqa.corpus.questions import squad_titles
+from odqa.corpus.readers import iter_documents
+from reader.distant import write_squad_json
 
 log = logging.getLogger("odqa.reader.cloze")
 
@@ -31,16 +35,12 @@ WH_WORD = {
 
 def excluded_titles(paths: Sequence[str | Path]) -> set[str]:
     """Article titles of SQuAD-format files as the corpus writes them (lower case, underscores as spaces)."""
-    from odqa.eval.questions import squad_titles
-
     return {title.replace("_", " ").lower() for path in paths for title in squad_titles(path)}
 
 
 def cloze_paragraphs(corpus: str | Path, exclude_titles: set[str], every: int, per_article: int,
                      seed: int) -> Iterator[tuple[str, str]]:
     """(title, paragraph) of every `every`-th article: up to `per_article` of its 60-180-word paragraphs."""
-    from odqa.corpus.readers import iter_documents
-
     rng = random.Random(seed)
     for i, doc in enumerate(iter_documents(corpus)):
         if i % every or doc.title.lower() in exclude_titles:
@@ -87,16 +87,12 @@ def build_cloze_data(corpus: str | Path, output: str | Path, questions: int = 24
     """Write `questions` cloze questions over the corpus's paragraphs as SQuAD JSON; returns counts."""
     from tqdm import tqdm
 
-    from reader.distant import write_squad_json
-
     if questions <= 0:
         raise OdqaError(f"--questions must be positive, got {questions}")
     if per_article <= 0 or per_paragraph <= 0 or every <= 0:
         raise OdqaError(f"--per-article ({per_article}), --per-paragraph ({per_paragraph}) and --every ({every}) "
                         "must be positive")
     if nlp is None:
-        from linker.baseline import load_spacy
-
         nlp = load_spacy()
     t0 = time.time()
     excluded = excluded_titles(exclude)

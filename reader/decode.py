@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from odqa.eval.answers import normalize_answer
+from odqa.core.answers import normalize_answer
 
 
 @dataclass

@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from indexes.manifest import atomic_file
-from odqa.eval.answers import has_answer, normalize_answer
-from odqa.eval.questions import QAItem, load_questions
-from odqa.types import SearchHit
+from odqa.core.answers import has_answer, normalize_answer
+from odqa.core.atomic import atomic_file
+from odqa.core.types import SearchHit
+from odqa.corpus.questions import QAItem, load_questions
 
 log = logging.getLogger("odqa.reader.distant")
 
@@ -124,21 +124,16 @@ def write_squad_json(articles: list[dict], path: str | Path, version: str, sourc
 
 def build_distant_data(
     question_files: Sequence[str],
-    index_dir: str,
     output: str,
+    search: SearchFn,
     k: int = 10,
     limit: int = 0,
-    retriever: str = "bm25",
     positives: int = 2,
     negatives: int = 1,
     seed: int = 42,
-    search: SearchFn | None = None,
 ) -> dict:
-    """Retrieve for every question file and write one SQuAD-format JSON; returns counts per file and in all."""
-    if search is None:
-        from retriever import load_retriever
-
-        search = load_retriever(index_dir, retriever).search
+    """Retrieve with `search` (a retriever's batch search) for every question file and write one SQuAD-format
+    JSON; returns counts per file and in all."""
     t0 = time.time()
     paragraphs: list[dict] = []
     per_file: dict[str, dict] = {}

@@ -10,7 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from indexes.manifest import atomic_folder
+from odqa.core.atomic import atomic_folder
 
 
 def export(src: str, dst: str, max_length: int = 256, stride: int = 96) -> Path:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from odqa.errors import OdqaError
+from odqa.core.errors import OdqaError
 
 DEFAULT_MAX_LENGTH = 256
 DEFAULT_STRIDE = 96  # tokens shared by two consecutive windows of one passage

@@ -13,12 +13,12 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from odqa.errors import OdqaError
-from odqa.models import resolve_model
-from odqa.precision import autocast_for, resolve_precision
-from odqa.types import Answer, Passage
+from odqa.core.device import autocast_for, pick_device, resolve_precision
+from odqa.core.errors import OdqaError
+from odqa.core.models import resolve_model
+from odqa.core.types import Answer, Passage
 from reader.decode import PassageSpan, aggregate, decode_passage
-from reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS, DEFAULT_STRIDE, tokenize_windows
+from reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS, DEFAULT_STRIDE, require_fast, tokenize_windows
 
 DEFAULT_READER = "reader"  # resolves to models/reader
 SETTINGS_FILE = "reader_config.json"
@@ -55,8 +55,6 @@ class Reader:
     """Reads passages and returns answer spans with character offsets into each passage's text."""
 
     def __init__(self, model, tokenizer, settings: ReaderSettings | None = None, name: str = ""):
-        from reader.features import require_fast
-
         require_fast(tokenizer)
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -90,7 +88,7 @@ class Reader:
                 f"{name_or_path!r} is not an extractive question-answering checkpoint (architectures: {archs}); "
                 "train one with `odqa train-reader` or pass a *ForQuestionAnswering model"
             )
-        dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        dev = pick_device(device)
         try:
             tokenizer = AutoTokenizer.from_pretrained(path)
             # shipped weights are fp16; compute in fp32 on CPU (fp16 matmuls there are slow and lossy)

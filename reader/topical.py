@@ -12,8 +12,8 @@ import json
 import random
 from pathlib import Path
 
-from indexes.manifest import atomic_file
-from odqa.errors import DataFormatError
+from odqa.core.atomic import atomic_file
+from odqa.core.errors import DataFormatError
 
 
 def topical_negatives(squad: dict, ratio: float, seed: int = 42) -> dict:

@@ -31,12 +31,12 @@ from typing import Any, Callable
 
 import torch
 
-from indexes.manifest import atomic_folder
-from odqa.errors import DataFormatError, OdqaError
-from odqa.models import resolve_model
-from odqa.precision import autocast_for
-from odqa.training import (latest_checkpoint, prune_checkpoints, restore_trainer_state, save_trainer_state,
-                           set_seed, training_device)
+from odqa.core.atomic import atomic_folder
+from odqa.core.device import autocast_for
+from odqa.core.errors import DataFormatError, OdqaError
+from odqa.core.models import resolve_model
+from odqa.core.training import (latest_checkpoint, prune_checkpoints, restore_trainer_state, save_trainer_state,
+                                set_seed, training_device)
 from reader.features import (
     DEFAULT_MAX_LENGTH,
     DEFAULT_MAX_QUERY_TOKENS,

@@ -1,20 +1,10 @@
-"""The retriever interface every backend shares."""
+"""What every retriever backend shares (the interface itself: `odqa.core.protocols.Retriever`)."""
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
-
+from odqa.core.errors import OdqaError
+from odqa.core.types import SearchHit
 from odqa.corpus.store import PassageStore
-from odqa.errors import OdqaError
-from odqa.types import SearchHit
-
-
-class Retriever(Protocol):
-    name: str
-
-    def search(self, questions: Sequence[str], k: int) -> list[list[SearchHit]]:
-        """Top-k passages for each question, best first, with `passage` filled in."""
-        ...
 
 
 def check_k(k: int, corpus_size: int) -> None:

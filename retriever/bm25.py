@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from odqa.core.types import SearchHit
 from odqa.corpus.store import PassageStore
-from odqa.types import SearchHit
 from retriever.base import attach_passages, check_k
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from indexes.vector import VectorIndex
+from odqa.core.encoder import TextEncoder
+from odqa.core.types import SearchHit
 from odqa.corpus.store import PassageStore
-from odqa.types import SearchHit
 from retriever.base import attach_passages, check_k
-from retriever.encoder import TextEncoder
 
 
 class DenseRetriever:

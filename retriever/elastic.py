@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from indexes.elastic import DEFAULT_TITLE_BOOST, ElasticIndex
-from odqa.errors import OdqaError
-from odqa.types import Passage, SearchHit
+from odqa.core.errors import OdqaError
+from odqa.core.types import Passage, SearchHit
 from retriever.base import check_k
 from retriever.hybrid import minmax_fuse, rrf_fuse
 
@@ -126,7 +126,7 @@ def open_elastic_retriever(config, kind: str = "bm25", fusion: str | None = None
     index = index or ElasticIndex.open(config.elastic)
     if kind == "bm25":
         return ElasticBM25Retriever(index.require())
-    from retriever.encoder import TextEncoder
+    from odqa.core.encoder import TextEncoder
 
     index.require()
     name = encoder or config.retrieval.encoder or index.meta.get("encoder") or "minilm"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from odqa.errors import OdqaError
-from odqa.types import SearchHit
+from odqa.core.errors import OdqaError
+from odqa.core.types import SearchHit
 from retriever.base import check_k
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import torch
 
-from indexes.manifest import atomic_folder
-from odqa.errors import OdqaError
-from odqa.models import resolve_model
+from odqa.core.atomic import atomic_folder
+from odqa.core.errors import OdqaError
+from odqa.core.models import resolve_model
 
 
 def _load(name_or_path: str):

@@ -11,8 +11,10 @@ from pathlib import Path
 from indexes.bm25 import load_text_index
 from indexes.manifest import Manifest
 from indexes.vector import VectorIndex
+from odqa.core.errors import OdqaError
 from odqa.corpus.store import PassageStore
-from odqa.errors import OdqaError
+from retriever.bm25 import BM25Retriever
+from retriever.hybrid import HybridRetriever
 
 KINDS = ("bm25", "dense", "hybrid")
 
@@ -50,8 +52,6 @@ class IndexBundle:
         return folder
 
     def bm25(self):
-        from retriever.bm25 import BM25Retriever
-
         if "bm25" not in self._cache:
             self._cache["bm25"] = BM25Retriever(load_text_index(self._require("bm25")), self.store)
         return self._cache["bm25"]
@@ -61,8 +61,8 @@ class IndexBundle:
         """`encoder`: must be the index's (checked); `query_encoder`: any question encoder of the index's
         dimension (DPR's pair). Unset: the question encoder the manifest records. `settings` (pooling,
         similarity, query_prefix): override the manifest's."""
+        from odqa.core.encoder import TextEncoder
         from retriever.dense import DenseRetriever
-        from retriever.encoder import TextEncoder
 
         key = ("dense", encoder or "", query_encoder or "", json.dumps(settings or {}, sort_keys=True))
         if key not in self._cache:
@@ -83,8 +83,6 @@ class IndexBundle:
     def retriever(self, kind: str, encoder: str | None = None, fusion: str = "rrf", alpha: float = 0.5,
                   candidates: int = 100, rrf_k: int = 60, query_encoder: str | None = None,
                   settings: dict | None = None):
-        from retriever.hybrid import HybridRetriever
-
         if kind == "bm25":
             return self.bm25()
         if kind == "dense":

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from odqa.errors import OdqaError
-from odqa.eval.answers import has_answer
+from odqa.core.answers import has_answer
+from odqa.core.errors import OdqaError
 from retriever.train_data import DPRExample, ReadStats, read_dpr_file, write_dpr_jsonl
 
 log = logging.getLogger("odqa.retriever.mine_negatives")
@@ -88,7 +88,7 @@ def mine_dense_negatives(train_file: str | Path, output: str | Path, encoder: st
     """Write `output`: `train_file`'s examples with dense negatives appended (module docstring).
     `exclude`: a DPR file whose questions (by id or text) are left out, e.g. a validation split, so its
     contexts do not enter the pool either."""
-    from retriever.encoder import TextEncoder, passage_text
+    from odqa.core.encoder import TextEncoder, passage_text
     from retriever.train import context_pool
 
     if per_question < 1 or depth < per_question + skip_top:

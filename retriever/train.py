@@ -47,15 +47,15 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from indexes.manifest import atomic_folder
-from odqa.errors import OdqaError
-from odqa.eval.answers import has_answer
-from odqa.models import resolve_model
-from odqa.precision import autocast_for
-from odqa.training import (latest_checkpoint, prune_checkpoints, restore_trainer_state, save_trainer_state,
-                           set_seed, training_device)
+from odqa.core.answers import has_answer
+from odqa.core.atomic import atomic_folder
+from odqa.core.device import autocast_for
+from odqa.core.encoder import TextEncoder, passage_text
+from odqa.core.errors import OdqaError
+from odqa.core.models import resolve_model
+from odqa.core.training import (latest_checkpoint, prune_checkpoints, restore_trainer_state, save_trainer_state,
+                                set_seed, training_device)
 from retriever.distill_loss import score_distillation_loss
-from retriever.encoder import TextEncoder, passage_text
 from retriever.losses import dpr_nll_loss, positive_ranks
 from retriever.train_data import DPRExample, ReadStats, read_dpr_file, write_dpr_jsonl
 

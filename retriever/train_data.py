@@ -37,10 +37,11 @@ from typing import Iterator, Sequence
 
 from tqdm.auto import tqdm
 
-from indexes.manifest import atomic_file
-from odqa.errors import DataFormatError, OdqaError
-from odqa.eval.answers import has_answer
-from odqa.eval.questions import QAItem, load_questions
+from odqa.core.answers import has_answer
+from odqa.core.atomic import atomic_file
+from odqa.core.errors import DataFormatError, OdqaError
+from odqa.corpus.questions import QAItem, load_questions
+from retriever.loading import load_retriever
 
 log = logging.getLogger("odqa.retriever.train_data")
 
@@ -179,8 +180,6 @@ def build_dpr_data(
     dev_dir: str | Path | None = None,
 ) -> BuildStats:
     """Write (append) DPR-format JSONL for the questions of `sources`; see the module docstring."""
-    from retriever.loading import load_retriever
-
     for src in sources:
         check_not_test_set(src)
     if not 0.0 <= dev_fraction < 1.0:

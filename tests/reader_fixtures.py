@@ -10,7 +10,7 @@ import torch
 def minilm_tokenizer():
     from transformers import AutoTokenizer
 
-    from odqa.models import resolve_model
+    from odqa.core.models import resolve_model
 
     return AutoTokenizer.from_pretrained(resolve_model("minilm"))
 

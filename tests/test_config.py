@@ -1,7 +1,7 @@
 import pytest
 
 from odqa.config import OdqaConfig
-from odqa.errors import OdqaError
+from odqa.core.errors import OdqaError
 
 
 def test_defaults_validate():

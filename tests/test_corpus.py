@@ -5,9 +5,9 @@ import lzma
 
 import pytest
 
+from odqa.core.errors import DataFormatError, OdqaError
+from odqa.core.types import Document
 from odqa.corpus import PassageStore, chunk_document, iter_documents, iter_passages
-from odqa.errors import DataFormatError, OdqaError
-from odqa.types import Document
 
 ARTICLES = [
     {"id": "10", "title": "Alpha", "text": "Alpha is a town. It lies on a river.\nHistory.\nAlpha was founded in 1850 by Jean Martin."},
@@ -137,7 +137,7 @@ def test_passage_store_roundtrip_and_fingerprint(tmp_path):
 
 def test_closing_quotes_and_brackets_stay_with_their_sentence():
     from odqa.corpus.chunking import chunk_document
-    from odqa.types import Document
+    from odqa.core.types import Document
 
     text = 'He said "It is done." Then he left (for good.) ' * 30 + "The end."
     passages = chunk_document(Document(id="d", title="T", text=text), words=20)

@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexes.elastic import BulkOptions, ElasticIndex, load_entities, load_passages
+from indexes.elastic import BulkOptions, ElasticIndex, load_passages
+from linker.elastic import load_entities
 from odqa.config import ElasticConfig
-from odqa.errors import IndexMismatchError, OdqaError
-from odqa.models import DEFAULT_ENCODER
+from odqa.core.errors import IndexMismatchError, OdqaError
+from odqa.core.models import DEFAULT_ENCODER
 
 pytestmark = pytest.mark.elastic
 
@@ -143,8 +144,8 @@ def bundle(demo_bundle):
 
 @pytest.fixture(scope="session")
 def demo_items():
+    from odqa.corpus.questions import load_questions
     from odqa.demo_corpus import DEMO_QUESTIONS
-    from odqa.eval.questions import load_questions
 
     return load_questions(str(DEMO_QUESTIONS))
 

@@ -2,8 +2,9 @@ import numpy as np
 import pytest
 import torch
 
-from odqa.errors import OdqaError
-from retriever.encoder import TextEncoder, autocast_for
+from odqa.core.device import autocast_for
+from odqa.core.encoder import TextEncoder
+from odqa.core.errors import OdqaError
 
 TEXTS = ["Ada Lovelace | She wrote the first published algorithm for Babbage's Analytical Engine.",
          "Mount Fuji | The highest mountain in Japan is an active stratovolcano.",
@@ -36,7 +37,7 @@ def test_bf16_vectors_keep_the_fp32_ranking(encoder):
 
 
 def test_auto_precision_recognises_native_bf16_cpus_from_their_flags():
-    from odqa.precision import flags_have_fast_bf16
+    from odqa.core.device import flags_have_fast_bf16
 
     def cpuinfo(flags):
         return f"processor\t: 0\nmodel name\t: some cpu\nflags\t\t: fpu sse2 {flags}\n\nprocessor\t: 1\n"
@@ -65,7 +66,7 @@ def test_the_shipped_fine_tuned_retriever_ranks_the_answer_passage_first():
 
 
 def test_model_fingerprint_follows_the_weights_not_only_the_name(tmp_path):
-    from odqa.models import model_fingerprint
+    from odqa.core.models import model_fingerprint
 
     model = tmp_path / "enc"
     model.mkdir()

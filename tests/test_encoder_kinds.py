@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from odqa.errors import IndexMismatchError, OdqaError
-from odqa.models import resolve_model
-from retriever.encoder import TextEncoder
+from odqa.core.errors import IndexMismatchError, OdqaError
+from odqa.core.models import resolve_model
+from odqa.core.encoder import TextEncoder
 
 QUESTIONS = ["who discovered penicillin", "where is mount fuji"]
 PASSAGES = [("Penicillin", "Alexander Fleming discovered penicillin in 1928."),

@@ -1,6 +1,6 @@
 import pytest
 
-from odqa.types import Passage, SearchHit
+from odqa.core.types import Passage, SearchHit
 from retriever.hybrid import minmax_fuse, rrf_fuse
 
 

@@ -2,9 +2,10 @@ import numpy as np
 import pytest
 
 from indexes.bm25 import build_text_index, load_text_index
-from indexes.manifest import Manifest, atomic_file, atomic_folder
+from indexes.manifest import Manifest
 from indexes.vector import VectorIndex, VectorIndexParams
-from odqa.errors import IndexMismatchError, OdqaError
+from odqa.core.atomic import atomic_file, atomic_folder
+from odqa.core.errors import IndexMismatchError, OdqaError
 
 TEXTS = [
     "The Eiffel Tower is a wrought-iron lattice tower in Paris, France.",

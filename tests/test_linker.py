@@ -17,8 +17,8 @@ from linker.kb import KnowledgeBase, describe, is_disambiguation
 from linker.linker import Linker, resolve_overlaps
 from linker.metrics import evaluate
 from linker.model import ELQConfig, ELQModel, enumerate_spans, word_masks
-from odqa.errors import OdqaError
-from odqa.types import Document, Entity, Mention, Passage, SearchHit
+from odqa.core.errors import OdqaError
+from odqa.core.types import Document, Entity, Mention, Passage, SearchHit
 
 DOCS = [
     Document("1", "Tom Cruise", "Tom Cruise (born July 3, 1962) is an American actor and producer. He starred in Top Gun."),

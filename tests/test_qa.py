@@ -8,12 +8,12 @@ import sys
 import pytest
 
 from odqa.config import OdqaConfig
-from odqa.demo_corpus import DEMO_QUESTIONS
-from odqa.errors import OdqaError
+from odqa.core.errors import OdqaError
+from odqa.core.types import Answer, Passage, SearchHit
+from odqa.corpus.questions import QAItem, load_questions
+from odqa.demo_corpus import DEMO_QUESTIONS, demo_index_path, demo_kb_path
 from odqa.eval.qa import evaluate_qa, score_answer
-from odqa.eval.questions import QAItem, load_questions
 from odqa.pipeline import Pipeline, Result, clean_question
-from odqa.types import Answer, Passage, SearchHit
 from tests.conftest import REPO_ROOT
 
 
@@ -66,7 +66,7 @@ def test_long_questions_are_truncated_with_a_notice():
 @pytest.fixture(scope="module")
 def pipeline():
     """The default pipeline on the demo corpus: shipped linker, retriever fusion and reader."""
-    return Pipeline(OdqaConfig.load(None, {}))
+    return Pipeline(OdqaConfig.load(None, {}), default_index=demo_index_path, default_kb=demo_kb_path)
 
 
 def test_demo_questions_end_to_end(pipeline):
@@ -201,7 +201,7 @@ def test_eval_qa_reads_k_passages(tmp_path):
     from odqa.config import OdqaConfig
     from odqa.demo_corpus import DEMO_QUESTIONS
     from odqa.eval.qa import evaluate_qa
-    from odqa.eval.questions import load_questions
+    from odqa.corpus.questions import load_questions
     from odqa.pipeline import Pipeline
 
     class CountingPipeline(Pipeline):  # the real pipeline, noting how many passages each question got
@@ -212,6 +212,7 @@ def test_eval_qa_reads_k_passages(tmp_path):
             self.read += [len(r.passages) for r in results]
             return results
 
-    pipeline = CountingPipeline(OdqaConfig.load(overrides={"retrieval.retriever": "bm25", "linker.enabled": False}))
+    pipeline = CountingPipeline(OdqaConfig.load(overrides={"retrieval.retriever": "bm25", "linker.enabled": False}),
+                                default_index=demo_index_path)
     metrics = evaluate_qa(pipeline, load_questions(DEMO_QUESTIONS, limit=2), [1, 3], k=3, progress=False)
     assert pipeline.read == [3, 3] and "recall@3" in metrics

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from odqa.errors import OdqaError
+from odqa.core.errors import OdqaError
 from reader.cloze import WH_WORD, build_cloze_data, cloze_question
 from reader.train import LoadStats, load_squad_examples
 
@@ -29,7 +29,7 @@ PARIS = (
 
 @pytest.fixture(scope="module")
 def nlp():
-    from linker.baseline import load_spacy
+    from odqa.core.nlp import load_spacy
 
     try:
         return load_spacy()

@@ -119,7 +119,7 @@ def test_aggregation_merges_equal_normalised_answers_by_summing_probability():
 
 
 def normalize(t):
-    from odqa.eval.answers import normalize_answer
+    from odqa.core.answers import normalize_answer
 
     return normalize_answer(t)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from odqa.eval.questions import QAItem
-from odqa.types import Passage, SearchHit
+from odqa.core.types import Passage, SearchHit
+from odqa.corpus.questions import QAItem
 from reader.distant import build_distant_data, locate_answer
 from reader.train import LoadStats, load_squad_examples
 
@@ -33,7 +33,7 @@ def test_build_writes_squad_that_the_trainer_reads(tmp_path):
     qs = tmp_path / "q.jsonl"
     qs.write_text(json.dumps({"question": "when did apollo 17 leave the moon", "answer": ["December 1972"]}) + "\n")
     out = tmp_path / "distant.json"
-    stats = build_distant_data([str(qs)], "unused", str(out), k=3, positives=2, negatives=1, search=fake_search)
+    stats = build_distant_data([str(qs)], str(out), fake_search, k=3, positives=2, negatives=1)
     assert stats["questions"] == 1 and stats["positives"] == 2 and stats["negatives"] == 1
     data = json.loads(out.read_text())
     qas = [qa for art in data["data"] for p in art["paragraphs"] for qa in p["qas"]]
@@ -51,5 +51,5 @@ def test_build_writes_squad_that_the_trainer_reads(tmp_path):
 def test_answers_already_in_the_question_are_not_used(tmp_path):
     qs = tmp_path / "q.jsonl"
     qs.write_text(json.dumps({"question": "where is the moon in december 1972", "answer": ["December 1972"]}) + "\n")
-    stats = build_distant_data([str(qs)], "unused", str(tmp_path / "o.json"), k=3, search=fake_search)
+    stats = build_distant_data([str(qs)], str(tmp_path / "o.json"), fake_search, k=3)
     assert stats["positives"] == 0 and stats["questions_without_usable_answer"] == 1

@@ -88,7 +88,7 @@ def test_eval_reader_with_a_non_qa_model_exits_2(tmp_path, capsys):
 
 def test_articles_of_the_training_file_are_left_out(tmp_path, capsys):
     from odqa.cli import main
-    from odqa.eval.questions import drop_articles, load_questions
+    from odqa.corpus.questions import drop_articles, load_questions
     from tests.reader_fixtures import save_tiny_qa
 
     data = _tiny_squad(tmp_path / "tiny.json")

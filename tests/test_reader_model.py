@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-from odqa.errors import OdqaError
-from odqa.types import Answer, Passage
+from odqa.core.errors import OdqaError
+from odqa.core.types import Answer, Passage
 from reader.model import Reader
 from tests.reader_fixtures import save_tiny_qa
 

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from odqa.errors import OdqaError
+from odqa.core.errors import OdqaError
 from reader.train import LoadStats, TrainConfig, build_features, load_squad_examples, train
 from tests.reader_fixtures import minilm_tokenizer, save_tiny_qa
 

@@ -1,10 +1,10 @@
 import pytest
 
-from odqa.eval.answers import answered_questions, exact_match, f1_score, has_answer, normalize_answer, regex_match
-from odqa.eval.questions import QAItem, load_questions
+from odqa.core.answers import answered_questions, exact_match, f1_score, has_answer, normalize_answer, regex_match
+from odqa.core.errors import DataFormatError
+from odqa.core.types import Passage, SearchHit
+from odqa.corpus.questions import QAItem, load_questions
 from odqa.eval.retrieval import judge, summarize
-from odqa.errors import DataFormatError
-from odqa.types import Passage, SearchHit
 
 
 def test_has_answer_token_match_and_near_misses():

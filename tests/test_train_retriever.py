@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from odqa.errors import OdqaError
+from odqa.core.errors import OdqaError
 from odqa.indexing import IndexSpec, build_index
 from retriever.losses import dpr_nll_loss, positive_ranks
 from retriever.train_data import ReadStats, build_dpr_data, read_dpr_file
@@ -185,7 +185,7 @@ def test_builder_regex_answers_and_squad_gold_paragraph(tiny_index, tmp_path):
 
 
 def test_builder_dev_split_is_set_aside_before_the_positive_filter(tiny_index, tmp_path):
-    from odqa.eval.questions import load_questions
+    from odqa.corpus.questions import load_questions
     from retriever.train_data import in_dev_split
 
     qa = tmp_path / "nq-dev.qa.tsv"
@@ -277,8 +277,8 @@ def _cfg(train_file, out, init, **kw):
 
 
 def test_gradient_cache_equals_full_batch(tmp_path, train_file):
+    from odqa.core.encoder import TextEncoder
     from retriever.train import DualEncoder, make_batch, train_step
-    from retriever.encoder import TextEncoder
     from contextlib import nullcontext
 
     init = _tiny_encoder(tmp_path / "enc", dropout=0.0)
@@ -304,7 +304,7 @@ def test_a_few_steps_lower_the_training_loss(tmp_path, train_file):
     assert len(losses) == 30
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5
     # the saved model is a TextEncoder folder, loadable as any encoder
-    from retriever.encoder import TextEncoder
+    from odqa.core.encoder import TextEncoder
 
     enc = TextEncoder.from_pretrained(str(final), device="cpu")
     assert enc.encode(["tell me about the volcano"]).shape == (1, 32)
@@ -325,7 +325,7 @@ def test_a_few_steps_lower_the_training_loss(tmp_path, train_file):
 
 
 def test_distillation_pulls_the_model_towards_its_teacher(tmp_path, train_file):
-    from retriever.encoder import TextEncoder
+    from odqa.core.encoder import TextEncoder
     from retriever.train import train
 
     init = _tiny_encoder(tmp_path / "enc", dropout=0.0)
@@ -409,7 +409,7 @@ def test_training_survives_bad_rows(tmp_path, train_file):
 
 def test_tune_hybrid_records_a_choice(tmp_path):
     from odqa.commands.train_retriever import tune_hybrid
-    from odqa.eval.questions import QAItem
+    from odqa.corpus.questions import QAItem
     from retriever.loading import IndexBundle
 
     enc = _tiny_encoder(tmp_path / "enc")

@@ -41,7 +41,7 @@ def installed(tmp_path_factory):
 
 def test_wheel_runs_outside_the_source_tree(installed, tmp_path):
     python, env, root = installed
-    where = _run([str(python), "-c", "import odqa, odqa_models, odqa.models as m; "
+    where = _run([str(python), "-c", "import odqa, odqa_models, odqa.core.models as m; "
                   "print(odqa.__file__); print(m.SHIPPED_MODELS)"], cwd=tmp_path, env=env).stdout.split()
     assert all(str(root / "venv") in line for line in where), where  # not the source tree
     assert _run(["odqa", "--version"], cwd=tmp_path, env=env).stdout.strip().startswith("odqa ")
@@ -58,7 +58,9 @@ def test_python_api_from_the_wheel(installed, tmp_path):
     python, env, _ = installed
     script = (
         "from odqa import OdqaConfig, Pipeline\n"
+        "from odqa.demo_corpus import demo_index_path\n"
         "config = OdqaConfig.load(overrides={'retrieval.retriever': 'bm25', 'linker.enabled': False})\n"
-        "print(Pipeline(config).ask('Who discovered penicillin?').answers[0].text)\n"
+        "pipeline = Pipeline(config, default_index=demo_index_path)\n"
+        "print(pipeline.ask('Who discovered penicillin?').answers[0].text)\n"
     )
     assert "Fleming" in _run([str(python), "-c", script], cwd=tmp_path, env=env).stdout

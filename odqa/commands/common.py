@@ -7,7 +7,9 @@ import json
 import sys
 from typing import Any
 
-from odqa.cli import HelpFormatter
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    pass
 
 
 def add_command(subparsers, name: str, help: str, example: str, func) -> argparse.ArgumentParser:

@@ -74,8 +74,9 @@ def _config(args):
 
 
 def run_es_index(args) -> int:
-    from indexes.elastic import BulkOptions, ElasticIndex, describe_hosts, load_entities, load_passages
-    from odqa.errors import OdqaError
+    from indexes.elastic import BulkOptions, ElasticIndex, describe_hosts, load_passages
+    from linker.elastic import load_entities
+    from odqa.core.errors import OdqaError
 
     if args.chunk_size <= 0 or args.max_retries < 0:
         raise OdqaError("--chunk-size must be positive and --max-retries not negative")

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from odqa.commands.common import add_command, add_config_flag, print_json_last
-from odqa.errors import OdqaError
+from odqa.core.errors import OdqaError
 
 
 def register(subparsers) -> None:
@@ -83,7 +83,7 @@ def _config(args):
 
 
 def default_kb_path(config) -> Path:
-    from odqa.models import REPO_ROOT
+    from odqa.core.models import REPO_ROOT
 
     if config.linker.kb:
         return Path(config.linker.kb)
@@ -135,9 +135,10 @@ def _open(args, kb_as_ask: bool = False):
     if getattr(args, "config", None) and not thresholds:
         thresholds = {"mention_threshold": config.linker.mention_threshold, "entity_threshold": config.linker.entity_threshold}
     if kb_as_ask:
+        from odqa.demo_corpus import demo_index_path, demo_kb_path
         from odqa.pipeline import Pipeline
 
-        kb_path = Pipeline(config).kb_path
+        kb_path = Pipeline(config, default_index=demo_index_path, default_kb=demo_kb_path).kb_path
     else:
         kb_path = default_kb_path(config)
     kb = KnowledgeBase.load(kb_path)
@@ -208,47 +209,11 @@ def run_train(args) -> int:
     return 0
 
 
-def load_eval_examples(paths, kb, split: str = "all", limit: int | None = None):
-    from linker.data import load_el_file
-
-    examples = []
-    for path in paths:
-        items = load_el_file(path, kb)
-        if split == "dev":
-            from linker.train import _id_int
-
-            items = [ex for ex in items if ex.source == "lcquad" and _id_int(ex.id) % 10 == 0]
-        examples += items
-    if limit:
-        examples = examples[:limit]
-    if not examples:
-        raise OdqaError("no questions to evaluate in " + ", ".join(map(str, paths)))
-    return examples
-
-
-def measure_speed(linker, questions, n_single: int = 100, n_batch: int = 256) -> dict:
-    import statistics
-
-    questions = [q for q in questions if q.strip()] or ["Who wrote Hamlet?"]
-    linker.link(questions[:2])  # warm up
-    single = []
-    for q in (questions * (n_single // len(questions) + 1))[:n_single]:
-        t = time.perf_counter()
-        linker.link([q])
-        single.append((time.perf_counter() - t) * 1000)
-    batch_qs = (questions * (n_batch // len(questions) + 1))[:n_batch]
-    t = time.perf_counter()
-    linker.link(batch_qs, batch_size=64)
-    elapsed = time.perf_counter() - t
-    return {"ms_per_question_batch1": round(statistics.mean(single), 2),
-            "ms_per_question_batch1_median": round(statistics.median(single), 2),
-            "questions_per_second_batch64": round(len(batch_qs) / elapsed, 1)}
-
-
 def run_eval(args) -> int:
     import torch
 
     from linker.metrics import evaluate
+    from odqa.eval.linking import load_eval_examples, measure_speed
 
     _threads(args)
     if args.baseline == "spacy":

@@ -45,6 +45,7 @@ def _pipeline_flags(p) -> None:
 
 def make_pipeline(args):
     from odqa.config import OdqaConfig
+    from odqa.demo_corpus import demo_index_path, demo_kb_path
     from odqa.pipeline import Pipeline
 
     config = OdqaConfig.load(args.config, {
@@ -55,7 +56,7 @@ def make_pipeline(args):
         "reader.model": args.reader,
         "linker.enabled": False if args.no_linker else None,
     })
-    return Pipeline(config)
+    return Pipeline(config, default_index=demo_index_path, default_kb=demo_kb_path)
 
 
 def run_ask(args) -> int:
@@ -94,9 +95,9 @@ def run_shell(args) -> int:
 
 
 def _eval(pipeline, path, limit, ks, per_question, as_json) -> dict:
-    from odqa.errors import OdqaError
+    from odqa.core.errors import OdqaError
+    from odqa.corpus.questions import load_questions
     from odqa.eval.qa import evaluate_qa
-    from odqa.eval.questions import load_questions
 
     ks = sorted(set(ks))
     if ks[0] <= 0:

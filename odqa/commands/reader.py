@@ -120,10 +120,11 @@ def _train(args) -> int:
 
 def _build_data(args) -> int:
     from reader.distant import build_distant_data
+    from retriever import load_retriever
 
     _setup_logging()
     stats = build_distant_data(
-        args.questions, args.index, args.output, k=args.k, limit=args.limit, retriever=args.retriever,
+        args.questions, args.output, load_retriever(args.index, args.retriever).search, k=args.k, limit=args.limit,
         positives=args.positives, negatives=args.negatives, seed=args.seed,
     )
     print_json_last(stats)

@@ -6,7 +6,7 @@ import argparse
 import textwrap
 
 from odqa.commands.common import add_command, add_config_flag, print_json_last
-from odqa.models import DEFAULT_ENCODER
+from odqa.core.models import DEFAULT_ENCODER
 
 
 def register(subparsers) -> None:
@@ -153,7 +153,7 @@ def run_search(args) -> int:
 
 
 def _ks(values) -> list[int]:
-    from odqa.errors import OdqaError
+    from odqa.core.errors import OdqaError
 
     ks = sorted(set(values))
     if ks[0] <= 0:
@@ -162,8 +162,8 @@ def _ks(values) -> list[int]:
 
 
 def run_eval(args) -> int:
-    from odqa.errors import OdqaError
-    from odqa.eval.questions import load_questions
+    from odqa.core.errors import OdqaError
+    from odqa.corpus.questions import load_questions
     from odqa.eval.retrieval import evaluate_retrieval, format_table
 
     ks = _ks(args.k)

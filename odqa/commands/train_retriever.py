@@ -247,7 +247,7 @@ def tune_hybrid(dense, sparse, items, alphas: Sequence[float] = (0.3, 0.5, 0.7),
                 batch_size: int = 32) -> dict:
     """Metrics of dense, sparse and every fusion setting on `items` (retrieving once), and the best setting
     by `select` (ties: MRR, then the simpler setting listed first)."""
-    from odqa.errors import OdqaError
+    from odqa.core.errors import OdqaError
     from odqa.eval.retrieval import judge, summarize
     from retriever.hybrid import HybridRetriever
 
@@ -278,7 +278,7 @@ def tune_hybrid(dense, sparse, items, alphas: Sequence[float] = (0.3, 0.5, 0.7),
 
 
 def _tune(args) -> int:
-    from odqa.eval.questions import load_questions
+    from odqa.corpus.questions import load_questions
     from retriever.loading import IndexBundle
     from retriever.train_data import check_not_test_set
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from odqa.types import Document, Passage
+from odqa.core.types import Document, Passage
 
 # A sentence ends at . ! ? (optionally followed by closing quotes/brackets) before whitespace and a capital,
 # digit or opening quote. Good enough for encyclopedic prose; abbreviations cost a slightly early cut only.

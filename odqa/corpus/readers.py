@@ -22,8 +22,9 @@ import sys
 from pathlib import Path
 from typing import IO, Iterator
 
-from odqa.errors import DataFormatError
-from odqa.types import Document, Passage
+from odqa.core.errors import DataFormatError
+from odqa.core.types import Document, Passage
+from odqa.corpus.chunking import chunk_document
 
 _COMPRESSED = {".gz": gzip.open, ".xz": lzma.open, ".bz2": bz2.open}
 _DOC_OPEN = re.compile(r'<doc\s+([^>]*)>')
@@ -86,8 +87,6 @@ def iter_documents(path: str | Path) -> Iterator[Document]:
 
 def iter_passages(path: str | Path, words: int = 100) -> Iterator[Passage]:
     """Passages of a corpus: DPR TSV rows as they are, other documents chunked to about `words` words."""
-    from odqa.corpus.chunking import chunk_document
-
     for file in corpus_files(path):
         fmt = detect_format(file)
         if fmt == "dpr-tsv":

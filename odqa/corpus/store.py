@@ -12,9 +12,9 @@ from typing import Iterable, Iterator, Sequence
 import datasets
 import pyarrow as pa
 
-from indexes.manifest import atomic_folder
-from odqa.errors import OdqaError
-from odqa.types import Passage
+from odqa.core.atomic import atomic_folder
+from odqa.core.errors import OdqaError
+from odqa.core.types import Passage
 
 DATA_FILE = "passages.arrow"
 COLUMNS = ("id", "title", "text", "doc_id", "start", "end")

@@ -10,8 +10,8 @@ from typing import Sequence
 
 from tqdm.auto import tqdm
 
-from odqa.eval.answers import best_over_truths, exact_match, f1_score, regex_match
-from odqa.eval.questions import QAItem
+from odqa.core.answers import best_over_truths, exact_match, f1_score, regex_match
+from odqa.corpus.questions import QAItem
 from odqa.eval.retrieval import judge, summarize
 
 

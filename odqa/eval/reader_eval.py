@@ -1,6 +1,6 @@
 """Reader evaluation: official SQuAD EM and F1 (0-100) given each question's gold paragraph.
 
-The metrics are those of the official SQuAD v1.1 script (odqa.eval.answers): per question the maximum
+The metrics are those of the official SQuAD v1.1 script (odqa.core.answers): per question the maximum
 over the gold answers, then the mean. With `allow_null` (SQuAD v2.0) unanswerable questions are included;
 their gold answer is the empty string, as in the v2.0 script, and an empty prediction scores 1.
 """
@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from odqa.eval.answers import exact_match, f1_score, normalize_answer
-from odqa.eval.questions import drop_articles, load_questions
+from odqa.core.answers import exact_match, f1_score, normalize_answer
+from odqa.corpus.questions import drop_articles, load_questions
 
 
 def score_prediction(prediction: str, truths: Sequence[str]) -> tuple[float, float]:

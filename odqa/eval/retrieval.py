@@ -10,9 +10,10 @@ from typing import Sequence
 
 from tqdm.auto import tqdm
 
-from odqa.eval.answers import has_answer
-from odqa.eval.questions import QAItem
-from odqa.types import SearchHit
+from odqa.core.answers import has_answer
+from odqa.core.atomic import atomic_file
+from odqa.core.types import SearchHit
+from odqa.corpus.questions import QAItem
 
 DEFAULT_KS = (1, 5, 10, 20, 50, 100)
 
@@ -78,7 +79,7 @@ def summarize(results: Sequence[QuestionResult], ks: Sequence[int]) -> dict:
 def evaluate_retrieval(retriever, items: Sequence[QAItem], ks: Sequence[int] = DEFAULT_KS, batch_size: int = 32,
                        per_question: str | Path | None = None, progress: bool = True,
                        run_out: str | Path | None = None) -> dict:
-    """`run_out`: also save every question's ranking, judged (`odqa.eval.runs`), to merge with other shards'."""
+    """`run_out`: also save every question's ranking, judged (`write_run`), to merge with other shards'."""
     depth = max(ks)
     results: list[QuestionResult] = []
     start = time.perf_counter()
@@ -100,10 +101,21 @@ def evaluate_retrieval(retriever, items: Sequence[QAItem], ks: Sequence[int] = D
             for r in results:
                 f.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
     if run_out:
-        from odqa.eval.runs import write_run
-
         write_run(results, run_out)
     return metrics
+
+
+def write_run(results: Sequence[QuestionResult], path: str | Path) -> None:
+    """Every hit of every question, judged; an interrupted write leaves no truncated run."""
+    with atomic_file(path) as tmp, tmp.open("w", encoding="utf-8") as f:
+        for r in results:
+            hits = []
+            for hit in r.hits:
+                text = hit.passage.text if hit.passage else ""
+                hits.append([hit.passage_id, round(float(hit.score), 6), holds_answer(r.item, text),
+                             in_gold_paragraph(r.item, text)])
+            f.write(json.dumps({"id": r.item.id, "question": r.item.question, "gold": bool(r.item.context),
+                                "hits": hits}, ensure_ascii=False) + "\n")
 
 
 def format_table(metrics: dict, ks: Sequence[int]) -> str:

@@ -7,7 +7,8 @@ which equals searching the whole corpus when the scores are comparable across sh
 products are (the same encoder scores a passage the same wherever it is indexed); BM25 scores of separately
 built indexes are not (each shard has its own document frequencies).
 
-One JSON object a line: {"id", "question", "hits": [[passage_id, score, holds_answer, in_gold_paragraph], ...]}.
+One JSON object a line: {"id", "question", "hits": [[passage_id, score, holds_answer, in_gold_paragraph], ...]},
+written by `odqa.eval.retrieval.write_run` (eval-retrieval --run-out).
 """
 
 from __future__ import annotations
@@ -16,23 +17,9 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from indexes.manifest import atomic_file
-from odqa.errors import OdqaError
-from odqa.eval.questions import QAItem
-from odqa.eval.retrieval import QuestionResult, holds_answer, in_gold_paragraph, summarize
-
-
-def write_run(results: Sequence[QuestionResult], path: str | Path) -> None:
-    """Every hit of every question, judged; an interrupted write leaves no truncated run."""
-    with atomic_file(path) as tmp, tmp.open("w", encoding="utf-8") as f:
-        for r in results:
-            hits = []
-            for hit in r.hits:
-                text = hit.passage.text if hit.passage else ""
-                hits.append([hit.passage_id, round(float(hit.score), 6), holds_answer(r.item, text),
-                             in_gold_paragraph(r.item, text)])
-            f.write(json.dumps({"id": r.item.id, "question": r.item.question, "gold": bool(r.item.context),
-                                "hits": hits}, ensure_ascii=False) + "\n")
+from odqa.core.errors import OdqaError
+from odqa.corpus.questions import QAItem
+from odqa.eval.retrieval import QuestionResult, summarize
 
 
 def read_run(path: str | Path) -> list[dict]:

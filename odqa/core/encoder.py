@@ -19,21 +19,15 @@ import numpy as np
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from odqa.errors import OdqaError
-from odqa.models import resolve_model
-from odqa.precision import autocast_for, cpu_has_fast_bf16  # noqa: F401 (re-exported)
+from odqa.core.device import autocast_for, pick_device
+from odqa.core.errors import OdqaError
+from odqa.core.models import resolve_model
 
 POOLINGS = ("mean", "cls")
 SIMILARITIES = ("cosine", "dot")
 DEFAULT_MAX_LENGTH = 256
 # a passage given as (title, text): DPR encodes the pair, the others "title | text"
 PassageInput = Union[str, tuple[str, str]]
-
-
-def pick_device(device: str | None = None) -> torch.device:
-    if device:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def mean_pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""The inference precision of every model (encoders, reader, linker): one rule for `auto`."""
+"""The device and the inference precision of every model (encoders, reader, linker): one rule for each."""
 
 from __future__ import annotations
 
@@ -8,7 +8,14 @@ from pathlib import Path
 
 import torch
 
-from odqa.errors import OdqaError
+from odqa.core.errors import OdqaError
+
+
+def pick_device(device: str | None = None) -> torch.device:
+    """The named device, else CUDA when visible, else the CPU."""
+    if device:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 # CPU flags of native bf16 matrix arithmetic: AMX tiles (Intel Sapphire Rapids on) and AVX512-BF16 dot

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from odqa.errors import DataFormatError
+from odqa.core.errors import DataFormatError
 
 
 @dataclass

