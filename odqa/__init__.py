@@ -1,7 +1,9 @@
 """odqa: open-domain question answering (entity linking, BM25 + dense retrieval, extractive reading).
 
     from odqa import OdqaConfig, Pipeline
-    answer = Pipeline(OdqaConfig()).ask("Who discovered penicillin?").answers[0]
+    answer = Pipeline(OdqaConfig.load(overrides={"index": "my-index"})).ask("Who discovered penicillin?").answers[0]
+
+(odqa.demo_corpus's demo_index_path / demo_kb_path, passed as default_index / default_kb, give the demo corpus.)
 """
 
 __version__ = "0.1.0"
