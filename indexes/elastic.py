@@ -317,7 +317,7 @@ class ElasticIndex:
         if not self.exists():
             raise OdqaError(
                 f"Elasticsearch at {describe_hosts(self.hosts)} has no index {self.name!r}; load one with "
-                f"`run_qa.py es-index --index INDEX_FOLDER --index-name {self.name}`"
+                f"`odqa es-index --index INDEX_FOLDER --index-name {self.name}`"
             )
         return self
 

@@ -40,7 +40,7 @@ class Manifest:
         path = folder / MANIFEST
         if not path.is_file():
             raise OdqaError(
-                f"{folder} is not an odqa index (no {MANIFEST}); build it with `run_qa.py index --corpus PATH --out {folder}`"
+                f"{folder} is not an odqa index (no {MANIFEST}); build it with `odqa index --corpus PATH --out {folder}`"
             )
         try:
             data = json.loads(path.read_text())
@@ -55,7 +55,7 @@ class Manifest:
         if fingerprint and self.corpus_fingerprint and fingerprint != self.corpus_fingerprint:
             raise IndexMismatchError(
                 f"{where} was built from another corpus (fingerprint {self.corpus_fingerprint}, this corpus "
-                f"{fingerprint}); rebuild it with `run_qa.py index` for this corpus"
+                f"{fingerprint}); rebuild it with `odqa index` for this corpus"
             )
 
     def check_encoder(self, encoder: str, dim: int, where: str) -> None:

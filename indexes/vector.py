@@ -11,13 +11,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import faiss
 import numpy as np
 
 from indexes.manifest import Manifest
 
 from odqa.core.atomic import atomic_folder
 from odqa.core.errors import OdqaError
+
+try:
+    import faiss
+except ImportError as exc:  # the extras odqa[cpu] / odqa[gpu] each bring one FAISS build
+    raise OdqaError("FAISS is not installed: pip install 'odqa[cpu]' (or 'odqa[gpu]' on a CUDA machine)") from exc
 
 EMBEDDINGS = "embeddings.npy"
 FAISS_FILE = "index.faiss"
@@ -93,7 +97,7 @@ class VectorIndex:
         """Move the FAISS index to a GPU where faiss-gpu and a device are present."""
         if not hasattr(faiss, "StandardGpuResources") or faiss.get_num_gpus() == 0:
             if required:
-                raise OdqaError("no GPU FAISS available: install faiss-gpu (pip install .[gpu]) on a machine with a GPU")
+                raise OdqaError("no GPU FAISS available: install faiss-gpu (pip install 'odqa[gpu]') on a machine with a GPU")
             return False
         if self.faiss_index is None:
             self.faiss_index = faiss.IndexFlatIP(self.dim)

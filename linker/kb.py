@@ -168,14 +168,14 @@ class KnowledgeBase:
     def vectors(self) -> np.ndarray:
         """All entity vectors in memory (float32), for training and brute-force scoring."""
         if self.index is None:
-            raise OdqaError("this knowledge base has no entity vectors; build it with `run_qa.py build-kb`")
+            raise OdqaError("this knowledge base has no entity vectors; build it with `odqa build-kb`")
         if self._vectors is None:
             self._vectors = np.array(self.index.embeddings, dtype=np.float32)
         return self._vectors
 
     def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         if self.index is None:
-            raise OdqaError("this knowledge base has no entity vectors; build it with `run_qa.py build-kb`")
+            raise OdqaError("this knowledge base has no entity vectors; build it with `odqa build-kb`")
         if self.index.faiss_index is not None:  # hnsw / ivf built by the vector index
             return self.index.search(np.asarray(vectors, dtype=np.float32), k)
         if self._flat is None:  # exact search over the vectors held in memory (30 k x 384 floats: 47 MB)
@@ -192,12 +192,12 @@ class KnowledgeBase:
         if dim and self.dim and dim != self.dim:
             raise IndexMismatchError(
                 f"{where} holds {self.dim}-d entity vectors, the linker expects {dim}-d vectors from {encoder!r}; "
-                f"rebuild it with `run_qa.py build-kb --encoder {encoder}`"
+                f"rebuild it with `odqa build-kb --encoder {encoder}`"
             )
         if encoder and self.encoder and _norm(encoder) != _norm(self.encoder):
             raise IndexMismatchError(
                 f"{where} was encoded with {self.encoder!r}, but the linker's entity encoder is {encoder!r}; "
-                f"rebuild it with `run_qa.py build-kb --encoder {encoder}`"
+                f"rebuild it with `odqa build-kb --encoder {encoder}`"
             )
 
     # ---- persistence -------------------------------------------------------------------------------------
@@ -206,7 +206,7 @@ class KnowledgeBase:
     def load(cls, path: str | Path) -> "KnowledgeBase":
         path = Path(path)
         if not (path / ENTITIES).is_file():
-            raise OdqaError(f"{path} is not a knowledge base (no {ENTITIES}); build one with `run_qa.py build-kb --corpus PATH --out {path}`")
+            raise OdqaError(f"{path} is not a knowledge base (no {ENTITIES}); build one with `odqa build-kb --corpus PATH --out {path}`")
         manifest = Manifest.load(path, kind="kb")
         entries = []
         with (path / ENTITIES).open(encoding="utf-8") as f:

@@ -75,7 +75,7 @@ class Linker:
         path = Path(resolve_model(str(name_or_path)))
         if not (path / LINKER_CONFIG).is_file():
             raise OdqaError(
-                f"{name_or_path}: not a trained linker (no {LINKER_CONFIG}); train one with `run_qa.py train-linker` "
+                f"{name_or_path}: not a trained linker (no {LINKER_CONFIG}); train one with `odqa train-linker` "
                 "or use the shipped model 'linker'"
             )
         config = ELQConfig.from_dict(json.loads((path / LINKER_CONFIG).read_text()))
@@ -140,7 +140,7 @@ class Linker:
     @torch.inference_mode()
     def link(self, questions: Sequence[str], batch_size: int = 32) -> list[list[Mention]]:
         if self.kb is None:
-            raise OdqaError("the linker has no knowledge base: pass kb=... (build one with `run_qa.py build-kb`)")
+            raise OdqaError("the linker has no knowledge base: pass kb=... (build one with `odqa build-kb`)")
         questions = ["" if q is None else str(q) for q in questions]
         out: list[list[Mention]] = [[] for _ in questions]
         todo = [i for i, q in enumerate(questions) if q.strip()]

@@ -2,8 +2,10 @@
 
 * strong: a prediction counts when its span is exactly a gold span and its entity is that span's entity.
 * weak: the spans overlap and the entities are the same.
-* in-KB: gold mentions whose entity is outside the knowledge base are left out, and so are predictions
-  overlapping such a mention (the linker cannot be right there, and is not charged for trying).
+* in-KB (ELQ's and GERBIL's definition, the headline): gold mentions whose entity is outside the knowledge
+  base are left out; every prediction still counts, so one on an out-of-KB mention is a false positive.
+* in-KB lenient (`*_in_kb_lenient`, ours): predictions overlapping an out-of-KB gold mention are left out too
+  (the linker cannot be right there, and is not charged for trying).
 * Gold entities without a span (implicit in the question, or not found in it) count only for the
   bag-of-entities scores; a prediction of such an entity is not charged as a false positive.
 * bag of entities (`entity_*`): per question, the set of predicted entities against the set of gold ones.
@@ -46,7 +48,8 @@ def _match(preds: list[Mention], golds: list, strong: bool) -> int:
 def evaluate(examples: Sequence[ELExample], predictions: Sequence[Sequence[Mention]]) -> dict[str, float]:
     if len(examples) != len(predictions):
         raise ValueError(f"{len(examples)} examples but {len(predictions)} predictions")
-    counts = {key: [0, 0, 0] for key in ("strong", "weak", "strong_in_kb", "weak_in_kb", "entity", "entity_in_kb")}
+    counts = {key: [0, 0, 0] for key in ("strong", "weak", "strong_in_kb", "weak_in_kb", "strong_in_kb_lenient",
+                                         "weak_in_kb_lenient", "entity", "entity_in_kb", "entity_in_kb_lenient")}
     n_gold = n_gold_in_kb = n_implicit = 0
     for ex, preds in zip(examples, predictions):
         labelled = [g for g in ex.mentions if g.title is not None]
@@ -60,7 +63,9 @@ def evaluate(examples: Sequence[ELExample], predictions: Sequence[Sequence[Menti
         n_gold += len(golds)
         n_gold_in_kb += len(golds_in)
         n_implicit += len(implicit)
-        for key, ps, gs in (("strong", preds, golds), ("weak", preds, golds), ("strong_in_kb", preds_in, golds_in), ("weak_in_kb", preds_in, golds_in)):
+        for key, ps, gs in (("strong", preds, golds), ("weak", preds, golds), ("strong_in_kb", preds, golds_in),
+                            ("weak_in_kb", preds, golds_in), ("strong_in_kb_lenient", preds_in, golds_in),
+                            ("weak_in_kb_lenient", preds_in, golds_in)):
             c = counts[key]
             c[0] += _match(ps, gs, strong=key.startswith("strong"))
             c[1] += len(ps)
@@ -69,7 +74,8 @@ def evaluate(examples: Sequence[ELExample], predictions: Sequence[Sequence[Menti
         bag_in = {p.entity.title for p in raw if not any(_overlap(p.start, p.end, s, e) for s, e in out_spans)}
         gold_set = {g.title for g in labelled}
         gold_set_in = {g.title for g in labelled if g.in_kb}
-        for key, ps, gs in (("entity", bag, gold_set), ("entity_in_kb", bag_in, gold_set_in)):
+        for key, ps, gs in (("entity", bag, gold_set), ("entity_in_kb", bag, gold_set_in),
+                            ("entity_in_kb_lenient", bag_in, gold_set_in)):
             c = counts[key]
             c[0] += len(ps & gs)
             c[1] += len(ps)

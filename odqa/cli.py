@@ -1,4 +1,4 @@
-"""Command line: `run_qa.py COMMAND ...` (also installed as `odqa`). Each command lives in odqa/commands/."""
+"""Command line: `odqa COMMAND ...` (in a source checkout also `python run_qa.py`). Each command lives in odqa/commands/."""
 
 from __future__ import annotations
 
@@ -23,11 +23,14 @@ COMMAND_MODULES = (
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="run_qa.py",
+        prog="odqa",
         description="odqa: open-domain question answering over your own corpus.",
         formatter_class=HelpFormatter,
-        epilog="Example:\n  python run_qa.py ask \"Who wrote Hamlet?\"",
+        epilog="Example:\n  odqa ask \"Who wrote Hamlet?\"",
     )
+    from odqa import __version__
+
+    parser.add_argument("--version", action="version", version=f"odqa {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:

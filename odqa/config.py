@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-import tomllib
+import sys
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from odqa.core.errors import OdqaError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI
+    import tomli as tomllib
 
 
 @dataclass
@@ -21,10 +26,26 @@ class RetrievalConfig:
     alpha: float = 0.5  # minmax: weight of the dense score
     rrf_k: int = 60
     encoder: str = ""  # empty: the encoder recorded in the index manifest
+    # a question encoder apart from the passage encoder (DPR's pair); empty: the one the index records
+    query_encoder: str = ""
+    passage_encoder: str = ""  # `index`: the passage encoder (else `encoder`)
+    pooling: str = ""  # mean | cls for a plain transformers model; empty: the model's own (else mean)
+    similarity: str = ""  # cosine | dot; empty: the model's own (else cosine)
+    query_prefix: str | None = None  # None: the model's prompt (e5: "query: "), else none
+    passage_prefix: str | None = None
     entity_bonus: float = 0.0  # fusion weight of the linked entities' passages; 0 disables
+
+    def query_settings(self) -> dict[str, Any]:
+        """Retriever options for encoding questions (unset ones: what the index records)."""
+        return {"query_encoder": self.query_encoder or None,
+                "settings": {"pooling": self.pooling, "similarity": self.similarity, "query_prefix": self.query_prefix}}
 
     def validate(self) -> None:
         _choice("retrieval.retriever", self.retriever, ("bm25", "dense", "hybrid"))
+        if self.pooling:
+            _choice("retrieval.pooling", self.pooling, ("mean", "cls"))
+        if self.similarity:
+            _choice("retrieval.similarity", self.similarity, ("cosine", "dot"))
         _choice("retrieval.fusion", self.fusion, ("rrf", "minmax"))
         _positive("retrieval.k", self.k)
         _positive("retrieval.candidates", self.candidates)

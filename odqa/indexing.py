@@ -41,7 +41,12 @@ class IndexSpec:
     corpus: str
     out: str
     backends: Sequence[str] = BACKENDS
-    encoder: str = DEFAULT_ENCODER
+    encoder: str = DEFAULT_ENCODER  # passage encoder
+    query_encoder: str = ""  # recorded for search; empty: the passage encoder
+    pooling: str = ""  # empty: the model's own (TextEncoder.from_pretrained)
+    similarity: str = ""
+    query_prefix: str | None = None
+    passage_prefix: str | None = None
     words: int = 100
     bm25_engine: str = "tantivy"
     language: str = "auto"  # en | ko | zh | auto (detected from the passages)
@@ -144,7 +149,8 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
                 encoder=spec.encoder if "dense" in backends else "",
                 dim=_dim(tmp) if "dense" in backends else 0,
                 params={"backends": backends, "words": spec.words, "corpus": str(spec.corpus), "parts": parts,
-                        "language": language, **({"analyzer": analyzer} if "bm25" in backends else {})},
+                        "language": language, **({"analyzer": analyzer} if "bm25" in backends else {}),
+                        **({"query_encoder": spec.query_encoder or spec.encoder} if "dense" in backends else {})},
             ).save(tmp)
             publish_folder(tmp, out, crash_after=crash_after)
         except BaseException:
@@ -231,13 +237,11 @@ def _bm25(spec: IndexSpec, work: Path, store: PassageStore, fingerprint: str, la
 
 
 def _encode_chunks(spec: IndexSpec, work: Path, store: PassageStore) -> tuple[int, int]:
-    from odqa.core.encoder import TextEncoder, passage_text
-
     chunks = work / "dense-chunks"
     chunks.mkdir(exist_ok=True)
     meta = chunks / "encoder.json"
     expected = {"encoder": spec.encoder, "chunk_size": spec.chunk_size, "max_length": spec.max_length,
-                "weights": model_fingerprint(spec.encoder)}
+                "weights": model_fingerprint(spec.encoder), **_encoder_options(spec)}
     if meta.exists() and json.loads(meta.read_text()) != expected:
         raise OdqaError(
             f"{chunks} holds chunks from another encoder or chunk size ({meta.read_text()}); "
@@ -248,19 +252,33 @@ def _encode_chunks(spec: IndexSpec, work: Path, store: PassageStore) -> tuple[in
     mine = [c for c in range(total) if spec.shard is None or c % spec.shard[1] == spec.shard[0]]
     todo = [c for c in mine if not (chunks / f"chunk-{c:05d}.npy").exists()]
     if todo:
-        encoder = TextEncoder.from_pretrained(spec.encoder, max_length=spec.max_length, device=spec.device)
+        encoder = _passage_encoder(spec)
         with tqdm(total=sum(min(spec.chunk_size, len(store) - c * spec.chunk_size) for c in todo),
                   desc="encode", unit=" psg", mininterval=2) as bar:
             for c in todo:
                 rows = store.dataset[c * spec.chunk_size : (c + 1) * spec.chunk_size]
-                texts = [passage_text(t, x) for t, x in zip(rows["title"], rows["text"])]
-                vectors = encoder.encode(texts, batch_size=spec.batch_size)
+                texts = list(zip(rows["title"], rows["text"]))
+                vectors = encoder.encode_passages(texts, batch_size=spec.batch_size, on_batch=bar.update)
                 tmp = chunks / f".chunk-{c:05d}.tmp.npy"
                 np.save(tmp, vectors.astype(np.float16))  # fp16 halves disk; search upcasts
                 tmp.replace(chunks / f"chunk-{c:05d}.npy")
-                bar.update(len(texts))
     done = sum((chunks / f"chunk-{c:05d}.npy").exists() for c in range(total))
     return done, total
+
+
+def _encoder_options(spec: IndexSpec) -> dict:
+    return {"pooling": spec.pooling or None, "similarity": spec.similarity or None,
+            "query_prefix": spec.query_prefix, "passage_prefix": spec.passage_prefix}
+
+
+def _passage_encoder(spec: IndexSpec, load: bool = True):
+    """The passage encoder (load False: only its resolved settings, for the manifest, read from the model
+    files on the CPU)."""
+    from odqa.core.encoder import TextEncoder
+
+    encoder = TextEncoder.from_pretrained(spec.encoder, max_length=spec.max_length,
+                                          device=spec.device if load else "cpu", **_encoder_options(spec))
+    return encoder if load else encoder.settings()
 
 
 def _dense(spec: IndexSpec, work: Path, store: PassageStore, fingerprint: str, total: int) -> None:
@@ -276,6 +294,8 @@ def _dense(spec: IndexSpec, work: Path, store: PassageStore, fingerprint: str, t
     merged.flush()
     del merged
     manifest = Manifest(kind="faiss", corpus_fingerprint=fingerprint, encoder=spec.encoder,
-                        params={"max_length": spec.max_length, "encoder_weights": model_fingerprint(spec.encoder)})
+                        params={"max_length": spec.max_length, "encoder_weights": model_fingerprint(spec.encoder),
+                                "query_encoder": spec.query_encoder or spec.encoder,
+                                "encoder_settings": _passage_encoder(spec, load=False)})
     VectorIndex.build(merged_path, work / "dense", manifest, spec.vector)
     shutil.rmtree(chunks, ignore_errors=True)

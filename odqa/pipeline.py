@@ -127,7 +127,8 @@ class Pipeline:
             self._retrievers[kind] = self.bundle.retriever(kind, encoder=r.encoder or None, fusion=r.fusion,
                                                            alpha=r.alpha, candidates=r.candidates, rrf_k=r.rrf_k,
                                                            precision=self.config.precision,
-                                                           runtime=self.config.runtime)
+                                                           runtime=self.config.runtime,
+                                                           **r.query_settings())
         return self._retrievers[kind]
 
     @property
@@ -153,7 +154,7 @@ class Pipeline:
                 from linker.kb import KnowledgeBase
                 from linker.linker import Linker
 
-                kb = KnowledgeBase.load(self._kb_path())
+                kb = KnowledgeBase.load(self.kb_path)
                 c = self.config.linker
                 self._linker = Linker.from_pretrained(c.model, kb=kb, mention_threshold=c.mention_threshold,
                                                       entity_threshold=c.entity_threshold,
@@ -164,7 +165,9 @@ class Pipeline:
                 return None
         return self._linker
 
-    def _kb_path(self) -> Path:
+    @property
+    def kb_path(self) -> Path:
+        """linker.kb, else the KB beside the index (INDEX-kb), else the demo corpus's KB."""
         if self.config.linker.kb:
             return Path(self.config.linker.kb)
         if self.config.index:

@@ -11,6 +11,7 @@ from typing import IO, Iterable
 from odqa.core.errors import OdqaError
 from odqa.pipeline import Pipeline, Result
 
+LEAVE_WORDS = ("exit", "quit")
 HELP = """Type a question and press Enter. Commands:
   :k N                      pass N passages to the reader (now {k})
   :retriever bm25|dense|hybrid   choose the retriever (now {retriever})
@@ -18,9 +19,21 @@ HELP = """Type a question and press Enter. Commands:
   :entities                 show the entities linked in the last question
   :explain                  how the last answer was found: stages, scores, sources
   :help                     this text
-  :quit                     leave (Ctrl-D works too)"""
+  :quit                     leave (so do `exit`, `quit` and Ctrl-D)"""
 
 SNIPPET_CHARS = 110
+
+
+def question_history(path: str):
+    """prompt_toolkit's file history, minus blank lines (not worth recalling with the up arrow)."""
+    from prompt_toolkit.history import FileHistory
+
+    class QuestionHistory(FileHistory):
+        def append_string(self, string: str) -> None:
+            if string.strip():
+                super().append_string(string)
+
+    return QuestionHistory(path)
 
 
 class Shell:
@@ -56,6 +69,8 @@ class Shell:
         line = line.strip()
         if not line:
             return True
+        if line.lower() in LEAVE_WORDS:  # a bare word, as in Python's REPL; "exit" is no question
+            return False
         if line.startswith(":"):
             return self.command(line)
         try:
@@ -69,7 +84,7 @@ class Shell:
     def command(self, line: str) -> bool:
         name, _, arg = line[1:].partition(" ")
         name, arg = name.lower(), arg.strip()
-        if name in ("q", "quit", "exit"):
+        if name in ("q", *LEAVE_WORDS):
             return False
         if name in ("h", "help", "?"):
             self.say(HELP.format(k=self.k, retriever=self.retriever))
@@ -159,9 +174,9 @@ class Shell:
 
     def run_interactive(self, history_file: str | None = None) -> int:
         from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import FileHistory, InMemoryHistory
+        from prompt_toolkit.history import InMemoryHistory
 
-        session = PromptSession(history=FileHistory(history_file) if history_file else InMemoryHistory())
+        session = PromptSession(history=question_history(history_file) if history_file else InMemoryHistory())
         self.say("odqa shell — ask a question, :help for commands, Ctrl-D to leave.")
         while True:
             try:

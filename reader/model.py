@@ -75,7 +75,7 @@ class Reader:
             raise OdqaError("reader model name is empty; pass 'reader' or a checkpoint path")
         path = resolve_model(str(name_or_path))
         if str(name_or_path).strip() == DEFAULT_READER and not (Path(path) / "config.json").exists():
-            raise OdqaError("the shipped reader (models/reader) is missing; train one with `run_qa.py train-reader` "
+            raise OdqaError("the shipped reader (models/reader) is missing; train one with `odqa train-reader` "
                             "or pass --model PATH_OR_NAME")
         try:
             config = AutoConfig.from_pretrained(path)
@@ -87,7 +87,7 @@ class Reader:
             archs = ", ".join(getattr(config, "architectures", None) or ["none recorded"])
             raise OdqaError(
                 f"{name_or_path!r} is not an extractive question-answering checkpoint (architectures: {archs}); "
-                "train one with `run_qa.py train-reader` or pass a *ForQuestionAnswering model"
+                "train one with `odqa train-reader` or pass a *ForQuestionAnswering model"
             )
         dev = pick_device(device)
         try:

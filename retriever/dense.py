@@ -14,8 +14,12 @@ from retriever.base import attach_passages, check_k
 class DenseRetriever:
     name = "dense"
 
-    def __init__(self, encoder: TextEncoder, index: VectorIndex, store: PassageStore, batch_size: int = 64):
-        index.manifest.check_encoder(encoder.name, encoder.dim, where=str(index.path or "vector index"))
+    def __init__(self, encoder: TextEncoder, index: VectorIndex, store: PassageStore, batch_size: int = 64,
+                 check_name: bool = True):
+        """check_name False: a question encoder other than the index's (a DPR pair) is taken when its
+        dimension fits."""
+        index.manifest.check_encoder(encoder.name if check_name else "", encoder.dim,
+                                     where=str(index.path or "vector index"))
         self.encoder = encoder
         self.index = index
         self.store = store
@@ -23,7 +27,7 @@ class DenseRetriever:
 
     def search(self, questions: Sequence[str], k: int) -> list[list[SearchHit]]:
         check_k(k, len(self.store))
-        vectors = self.encoder.encode(list(questions), batch_size=self.batch_size)
+        vectors = self.encoder.encode_queries(list(questions), batch_size=self.batch_size)
         scores, rows = self.index.search(vectors, k)
         results = [
             [SearchHit(row=int(r), score=float(s), source=self.name) for s, r in zip(qs, qr) if r >= 0]

@@ -77,7 +77,7 @@ class ElasticDenseRetriever(_ElasticBase):
         self.batch_size = batch_size
 
     def encode(self, questions: Sequence[str]):
-        return self.encoder.encode(list(questions), batch_size=self.batch_size)
+        return self.encoder.encode_queries(list(questions), batch_size=self.batch_size)
 
     def search(self, questions: Sequence[str], k: int, vectors=None) -> list[list[SearchHit]]:
         check_k(k, self.corpus_size)

@@ -1,7 +1,8 @@
-"""Open an index folder (built by `run_qa.py index`) and make retrievers over it."""
+"""Open an index folder (built by `odqa index`) and make retrievers over it."""
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -33,7 +34,7 @@ class IndexBundle:
         except OSError:
             pass  # a read-only parent folder: nothing a reader may repair
         if not path.exists():
-            raise OdqaError(f"index folder not found: {path}; build it with `run_qa.py index --corpus PATH --out {path}`")
+            raise OdqaError(f"index folder not found: {path}; build it with `odqa index --corpus PATH --out {path}`")
         return cls(path, Manifest.load(path, kind="bundle"))
 
     @property
@@ -65,7 +66,7 @@ class IndexBundle:
         if backend not in self.backends:
             raise OdqaError(
                 f"{self.path} has no {backend} index (it has: {', '.join(self.backends)}); rebuild with "
-                f"`run_qa.py index --corpus {self.manifest.params.get('corpus', 'PATH')} --out {self.path} --backends bm25,dense`"
+                f"`odqa index --corpus {self.manifest.params.get('corpus', 'PATH')} --out {self.path} --backends bm25,dense`"
             )
         folder = self.path / backend
         manifest = Manifest.load(folder)
@@ -82,38 +83,49 @@ class IndexBundle:
         return self._cache["bm25"]
 
     def dense(self, encoder: str | None = None, device: str | None = None, precision: str = "auto",
-              runtime: str = "auto", accept_encoder_change: bool = False):
+              runtime: str = "auto", accept_encoder_change: bool = False, query_encoder: str | None = None,
+              settings: dict | None = None):
+        """`encoder`: must be the index's (checked); `query_encoder`: any question encoder of the index's
+        dimension (DPR's pair). Unset: the question encoder the manifest records. `settings` (pooling,
+        similarity, query_prefix): override the manifest's."""
         from odqa.core.encoder import TextEncoder
         from retriever.dense import DenseRetriever
 
-        key = ("dense", encoder or "")
+        key = ("dense", encoder or "", query_encoder or "", json.dumps(settings or {}, sort_keys=True))
         if key not in self._cache:
             folder = self._require("dense")
             index = VectorIndex.load(folder, use_gpu=None)
             self._check_rows("dense", len(index))
-            name = encoder or index.manifest.encoder
-            _check_encoder_weights(index.manifest, name, folder, accept_encoder_change)
-            max_length = int(index.manifest.params.get("max_length", 256))
-            encoder_model = TextEncoder.from_pretrained(name, max_length=max_length, device=device, precision=precision,
-                                                        runtime=runtime)
-            self._cache[key] = DenseRetriever(encoder_model, index, self.store)
+            params = index.manifest.params
+            name = query_encoder or encoder or params.get("query_encoder") or index.manifest.encoder
+            _check_encoder_weights(index.manifest, encoder or index.manifest.encoder, folder, accept_encoder_change)
+            recorded = params.get("encoder_settings", {})
+            chosen = {k: recorded.get(k) for k in ("pooling", "similarity", "query_prefix")}
+            chosen.update({k: v for k, v in (settings or {}).items() if v not in (None, "")})
+            if name != (params.get("query_encoder") or index.manifest.encoder) and not (settings or {}).get("pooling"):
+                chosen["pooling"] = None  # another model: its own pooling
+            text_encoder = TextEncoder.from_pretrained(name, max_length=int(params.get("max_length", 256)),
+                                                       device=device, precision=precision, runtime=runtime, **chosen)
+            self._cache[key] = DenseRetriever(text_encoder, index, self.store, check_name=bool(encoder) and not query_encoder)
         return self._cache[key]
 
     def retriever(self, kind: str, encoder: str | None = None, fusion: str = "rrf", alpha: float = 0.5,
                   candidates: int = 100, rrf_k: int = 60, precision: str = "auto", runtime: str = "auto",
-                  accept_encoder_change: bool = False):
+                  accept_encoder_change: bool = False, query_encoder: str | None = None,
+                  settings: dict | None = None):
+        options = dict(precision=precision, runtime=runtime, accept_encoder_change=accept_encoder_change,
+                       query_encoder=query_encoder, settings=settings)
         if kind == "bm25":
             return self.bm25()
         if kind == "dense":
-            return self.dense(encoder, precision=precision, runtime=runtime, accept_encoder_change=accept_encoder_change)
+            return self.dense(encoder, **options)
         if kind == "hybrid" and "dense" not in self.backends and "bm25" in self.backends:
             # hybrid is the default; an index built with --backends bm25 should still answer
             print(f"odqa: {self.path} has no dense index, so hybrid retrieval falls back to bm25", file=sys.stderr)
             return self.bm25()
         if kind == "hybrid":
-            return HybridRetriever(self.dense(encoder, precision=precision, runtime=runtime,
-                                              accept_encoder_change=accept_encoder_change),
-                                   self.bm25(), method=fusion, alpha=alpha, candidates=candidates, rrf_k=rrf_k)
+            return HybridRetriever(self.dense(encoder, **options), self.bm25(), method=fusion, alpha=alpha,
+                                   candidates=candidates, rrf_k=rrf_k)
         raise OdqaError(f"unknown retriever {kind!r}; choose one of {', '.join(KINDS)}")
 
 

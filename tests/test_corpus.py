@@ -133,3 +133,16 @@ def test_passage_store_roundtrip_and_fingerprint(tmp_path):
         PassageStore.write(iter([]), tmp_path / "passages")
     assert len(PassageStore.open(tmp_path / "passages")) == len(store)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["passages", "passages2", "w.jsonl"]
+
+
+def test_closing_quotes_and_brackets_stay_with_their_sentence():
+    from odqa.corpus.chunking import chunk_document
+    from odqa.core.types import Document
+
+    text = 'He said "It is done." Then he left (for good.) ' * 30 + "The end."
+    passages = chunk_document(Document(id="d", title="T", text=text), words=20)
+    assert len(passages) > 1
+    for before, after in zip(passages, passages[1:]):
+        gap = text[before.end : after.start]
+        assert gap.strip() == "", f"characters lost between passages: {gap!r}"
+        assert before.text.endswith(('"', ")")), before.text[-10:]

@@ -122,7 +122,7 @@ def test_ask_bad_input_and_missing_index(tmp_path):
     proc = run("ask", "--no-linker", "  ?? ")
     assert proc.returncode == 2 and "empty" in proc.stderr and "Traceback" not in proc.stderr
     proc = run("ask", "--index", str(tmp_path / "none"), "who?")
-    assert proc.returncode == 2 and "run_qa.py index" in proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2 and "odqa index" in proc.stderr.strip().splitlines()[-1]
     bad = tmp_path / "bad.toml"
     bad.write_text("[retrieval]\nk = -3\n")
     proc = run("ask", "--config", str(bad), "who?")
@@ -165,3 +165,60 @@ def test_shell_in_a_terminal():
     child.close()
     assert child.exitstatus == 0
     assert history.read_text().count("penicillin") == before + 1  # history kept across sessions
+
+
+def test_ask_json_answers_each_quoted_question_apart():
+    proc = run("ask", "--no-linker", "--json", "Who discovered penicillin?", "Who painted the Mona Lisa?")
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.strip().splitlines() if line.startswith("{")]
+    assert [d["question"] for d in lines] == ["Who discovered penicillin?", "Who painted the Mona Lisa?"]
+    assert all(d["answers"] for d in lines)
+
+
+def test_unquoted_words_stay_one_question():
+    from odqa.commands.qa import split_questions
+
+    assert split_questions(["Who", "wrote", "Hamlet?"]) == ["Who wrote Hamlet?"]
+    assert split_questions(["Who wrote Hamlet?", "Who painted it?"]) == ["Who wrote Hamlet?", "Who painted it?"]
+
+
+def test_bare_exit_leaves_the_shell_and_blank_lines_stay_out_of_history(tmp_path):
+    from odqa.config import OdqaConfig
+    from odqa.pipeline import Pipeline
+    from odqa.shell import Shell, question_history
+
+    shell = Shell(Pipeline(OdqaConfig()))  # components load on first question; leaving asks none
+    assert shell.handle("exit") is False and shell.handle("  QUIT ") is False
+    history = question_history(str(tmp_path / "history"))
+    for line in ["Who wrote Hamlet?", "", "   "]:
+        history.append_string(line)
+    assert list(question_history(str(tmp_path / "history")).load_history_strings()) == ["Who wrote Hamlet?"]
+
+
+def test_link_uses_the_knowledge_base_ask_uses(tmp_path):
+    # from another folder, as its help example runs: no work_indexes/kb there, so the demo KB, as `ask`
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "run_qa.py"), "link", "--json",
+                           "Who discovered penicillin?"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "Penicillin" in {m["title"] for m in json.loads(proc.stdout.strip().splitlines()[-1])["mentions"]}
+
+
+def test_eval_qa_reads_k_passages(tmp_path):
+    from odqa.config import OdqaConfig
+    from odqa.demo_corpus import DEMO_QUESTIONS
+    from odqa.eval.qa import evaluate_qa
+    from odqa.corpus.questions import load_questions
+    from odqa.pipeline import Pipeline
+
+    class CountingPipeline(Pipeline):  # the real pipeline, noting how many passages each question got
+        read = []
+
+        def ask_batch(self, questions, k=None, retriever=None):
+            results = super().ask_batch(questions, k=k, retriever=retriever)
+            self.read += [len(r.passages) for r in results]
+            return results
+
+    pipeline = CountingPipeline(OdqaConfig.load(overrides={"retrieval.retriever": "bm25", "linker.enabled": False}),
+                                default_index=demo_index_path)
+    metrics = evaluate_qa(pipeline, load_questions(DEMO_QUESTIONS, limit=2), [1, 3], k=3, progress=False)
+    assert pipeline.read == [3, 3] and "recall@3" in metrics

@@ -97,3 +97,9 @@ def test_real_question_sets_load(shared_data):
     assert len(load_questions(shared_data / "curatedtrec" / "curated-train.tsv")) == 430
     assert len(load_questions(shared_data / "webquestions" / "devtest.json")) == 189
     assert len(load_questions(shared_data / "dpr-qas" / "trivia-dev.qa.tsv")) == 8837
+
+
+def test_trec_regex_em_matches_at_the_start_as_drqa_does():
+    # DrQA/ORQA: re.match(pattern, prediction) — a prefix match, not the whole prediction
+    assert regex_match("September 1987", ["Sept?(ember)?"]) == 1.0
+    assert regex_match("in September", ["Sept?(ember)?"]) == 0.0

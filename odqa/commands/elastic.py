@@ -15,10 +15,10 @@ from odqa.commands.common import add_command, add_config_flag, print_json_last
 def register(subparsers) -> None:
     p = add_command(subparsers, "es-index",
                     "Bulk-load an index folder (passages + dense vectors) or a linker KB into Elasticsearch; resumable.",
-                    "ODQA_ES_PASSWORD=... python run_qa.py es-index --index indexes/wiki-aa --hosts https://es:9200 "
+                    "ODQA_ES_PASSWORD=... odqa es-index --index indexes/wiki-aa --hosts https://es:9200 "
                     "--username elastic --index-name wiki-aa", run_es_index)
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--index", help="odqa index folder built by `run_qa.py index`")
+    source.add_argument("--index", help="odqa index folder built by `odqa index`")
     source.add_argument("--kb", help="linker knowledge-base folder (entities + entity vectors) instead of passages")
     _connection_flags(p)
     p.add_argument("--recreate", action="store_true", help="delete the Elasticsearch index first (else resume into it)")
@@ -38,7 +38,7 @@ def register(subparsers) -> None:
     add_config_flag(p)
 
     p = add_command(subparsers, "es-search", "Show the top passages for a question from an Elasticsearch index.",
-                    'python run_qa.py es-search --hosts http://127.0.0.1:9200 --index-name wiki-aa "who founded the Visigoth kingdom"',
+                    'odqa es-search --hosts http://127.0.0.1:9200 --index-name wiki-aa "who founded the Visigoth kingdom"',
                     run_es_search)
     p.add_argument("question", nargs="+")
     _connection_flags(p)

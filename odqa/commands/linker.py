@@ -13,7 +13,7 @@ from odqa.core.errors import OdqaError
 
 def register(subparsers) -> None:
     p = add_command(subparsers, "build-kb", "Build the entity knowledge base (entities + entity vectors) from a Wikipedia-style corpus.",
-                    "python run_qa.py build-kb --corpus ../shared/data/wiki --out work_indexes/kb", run_build_kb)
+                    "odqa build-kb --corpus ../shared/data/wiki --out work_indexes/kb", run_build_kb)
     p.add_argument("--corpus", required=True, help="corpus file or folder (JSONL(.xz) with id/title/text, WikiExtractor output, ...)")
     p.add_argument("--out", required=True, help="knowledge-base folder to create (replaced atomically)")
     p.add_argument("--encoder", default="minilm", help="entity encoder; must be the linker's entity encoder")
@@ -23,14 +23,14 @@ def register(subparsers) -> None:
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
 
     p = add_command(subparsers, "link", "Link the entities of a question to the knowledge base.",
-                    'python run_qa.py link "Who directed Apollo 13 with Tom Hanks?"', run_link)
+                    'odqa link "Who directed Apollo 13 with Tom Hanks?"', run_link)
     p.add_argument("question", nargs="+")
     _model_flags(p)
     p.add_argument("--json", action="store_true", help="print the mentions as one JSON object")
     add_config_flag(p)
 
     p = add_command(subparsers, "train-linker", "Train the ELQ linker on LC-QuAD, Complex-EL4QA, WebQuestions entities and Wikipedia sentences.",
-                    "python run_qa.py train-linker --kb work_indexes/kb --data-dir ../shared/data --output models/linker", run_train)
+                    "odqa train-linker --kb work_indexes/kb --data-dir ../shared/data --output models/linker", run_train)
     p.add_argument("--kb", default="work_indexes/kb")
     p.add_argument("--data-dir", default=str(Path(__file__).resolve().parents[2].parent / "shared" / "data"))
     p.add_argument("--output", default="models/linker")
@@ -50,7 +50,7 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true")
 
     p = add_command(subparsers, "eval-linker", "Entity-linking P/R/F1 (strong/weak, in-KB/overall) and speed.",
-                    "python run_qa.py eval-linker --data ../shared/data/el/qald/qald-{1,2,3,4}.mentions.json --json", run_eval)
+                    "odqa eval-linker --data ../shared/data/el/qald/qald-{1,2,3,4}.mentions.json --json", run_eval)
     p.add_argument("--data", nargs="+", required=True, help="QALD mentions JSON, Complex-EL4QA JSON or LC-QuAD JSON (one or more)")
     p.add_argument("--split", choices=["all", "dev"], default="all", help="dev: only the held-out LC-QuAD questions (every 10th id)")
     p.add_argument("--baseline", choices=["elq", "spacy"], default="elq", help="spacy: the spaCy NER + alias-table baseline")
@@ -64,7 +64,8 @@ def register(subparsers) -> None:
 
 def _model_flags(p) -> None:
     p.add_argument("--model", help="linker model: 'linker' (shipped), or a folder (default: config linker.model)")
-    p.add_argument("--kb", help="knowledge-base folder (default: config linker.kb, else work_indexes/kb)")
+    p.add_argument("--kb", help="knowledge-base folder (default: config linker.kb; `link`: the KB `ask` uses, "
+                   "eval-linker: work_indexes/kb)")
     p.add_argument("--mention-threshold", type=float)
     p.add_argument("--entity-threshold", type=float, help="threshold on the joint (mention x entity) score")
     p.add_argument("--threads", type=int, help="torch CPU threads")
@@ -93,7 +94,7 @@ def default_kb_path(config) -> Path:
     for path in candidates:
         if (path / "entities.jsonl").is_file():
             return path
-    raise OdqaError("no knowledge base found: pass --kb DIR (build one with `run_qa.py build-kb --corpus ../shared/data/wiki --out work_indexes/kb`)")
+    raise OdqaError("no knowledge base found: pass --kb DIR (build one with `odqa build-kb --corpus ../shared/data/wiki --out work_indexes/kb`)")
 
 
 def open_linker(config, thresholds_from_config: bool = False):
@@ -123,8 +124,9 @@ def _explicit_thresholds(args) -> dict:
     return out
 
 
-def _open(args):
-    """The linker; thresholds: flags, else a config file's, else the model's tuned ones."""
+def _open(args, kb_as_ask: bool = False):
+    """The linker; thresholds: flags, else a config file's, else the model's tuned ones. With kb_as_ask the
+    knowledge base is the one `ask` links against (the demo KB unless an index or KB is configured)."""
     from linker.kb import KnowledgeBase
     from linker.linker import Linker
 
@@ -132,7 +134,14 @@ def _open(args):
     thresholds = _explicit_thresholds(args)
     if getattr(args, "config", None) and not thresholds:
         thresholds = {"mention_threshold": config.linker.mention_threshold, "entity_threshold": config.linker.entity_threshold}
-    kb = KnowledgeBase.load(default_kb_path(config))
+    if kb_as_ask:
+        from odqa.demo_corpus import demo_index_path, demo_kb_path
+        from odqa.pipeline import Pipeline
+
+        kb_path = Pipeline(config, default_index=demo_index_path, default_kb=demo_kb_path).kb_path
+    else:
+        kb_path = default_kb_path(config)
+    kb = KnowledgeBase.load(kb_path)
     return Linker.from_pretrained(config.linker.model, kb=kb, **thresholds), kb
 
 
@@ -154,7 +163,7 @@ def run_build_kb(args) -> int:
 
 def run_link(args) -> int:
     _threads(args)
-    linker, _ = _open(args)
+    linker, _ = _open(args, kb_as_ask=True)
     question = " ".join(args.question)
     start = time.perf_counter()
     mentions = linker.link([question])[0]

@@ -9,26 +9,27 @@ from odqa.commands.common import add_command, add_config_flag, check_output, pri
 
 def register(subparsers) -> None:
     p = add_command(subparsers, "ask", "Answer one question (built-in demo corpus unless --index/--config).",
-                    'python run_qa.py ask "Who discovered penicillin?" --json', run_ask)
-    p.add_argument("question", nargs="+")
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object (last line)")
+                    'odqa ask "Who discovered penicillin?" --json', run_ask)
+    p.add_argument("question", nargs="+", help="one or more quoted questions; unquoted words make one question")
+    p.add_argument("--json", action="store_true", help="print each result as one JSON object on its own line (the last line: the last question)")
     _pipeline_flags(p)
 
     p = add_command(subparsers, "shell", "Interactive QA shell (reads one line at a time when stdin is not a terminal).",
-                    "python run_qa.py shell --index indexes/wiki --retriever hybrid", run_shell)
+                    "odqa shell --index indexes/wiki --retriever hybrid", run_shell)
     _pipeline_flags(p)
 
     p = add_command(subparsers, "eval-qa", "End-to-end EM/F1 of the top answer, with retrieval recall@k of the same run.",
-                    "python run_qa.py eval-qa --questions odqa/demo/questions.jsonl --json", run_eval_qa)
+                    "odqa eval-qa --questions odqa/demo/questions.jsonl --json", run_eval_qa)
     p.add_argument("--questions", required=True, help="any question file eval-retrieval reads")
     p.add_argument("--limit", type=int)
-    p.add_argument("--recall-k", type=int, nargs="+", default=[1, 5, 10], help="recall@k cut-offs (max = passages read)")
+    p.add_argument("--recall-k", type=int, nargs="+", default=[1, 5, 10],
+                   help="recall@k cut-offs; those above --k (passages read) are dropped")
     p.add_argument("--per-question", help="write per-question predictions (JSONL)")
     p.add_argument("--json", action="store_true")
     _pipeline_flags(p)
 
     p = add_command(subparsers, "demo", "The quickstart: the demo corpus in the shell, or (no terminal) its 100 questions scored.",
-                    "python run_qa.py demo", run_demo)
+                    "odqa demo", run_demo)
     _pipeline_flags(p)
 
 
@@ -67,12 +68,22 @@ def run_ask(args) -> int:
     from odqa.shell import Shell
 
     pipeline = make_pipeline(args)
-    result = pipeline.ask(" ".join(args.question))
-    if args.json:
-        print_json_last({**result.to_dict(), "inference": pipeline.inference_plans()})
-    else:
-        Shell(pipeline).show(result)
+    questions = split_questions(args.question)
+    for result in pipeline.ask_batch(questions):
+        if args.json:
+            print_json_last({**result.to_dict(), "inference": pipeline.inference_plans()})
+        else:
+            if len(questions) > 1:
+                print(result.question)
+            Shell(pipeline).show(result)
     return 0
+
+
+def split_questions(arguments: list[str]) -> list[str]:
+    """`ask "Q1" "Q2"` asks two questions; `ask Who wrote Hamlet?` (no argument holds a space) asks one."""
+    if len(arguments) > 1 and not any(" " in a.strip() for a in arguments):
+        return [" ".join(arguments)]
+    return arguments
 
 
 def run_shell(args) -> int:
@@ -101,8 +112,13 @@ def _eval(pipeline, path, limit, ks, per_question, as_json) -> dict:
         raise OdqaError("--recall-k values must be positive")
     if ks[-1] > len(pipeline.bundle.store):
         raise OdqaError(f"--recall-k {ks[-1]} is larger than the corpus ({len(pipeline.bundle.store)} passages)")
+    depth = pipeline.config.retrieval.k
+    if [k for k in ks if k > depth]:
+        print(f"odqa: recall@{', '.join(str(k) for k in ks if k > depth)} dropped: the reader reads {depth} passages "
+              "(--k)", file=sys.stderr)
+        ks = [k for k in ks if k <= depth] or [depth]
     items = with_answers(load_questions(path, limit=limit), path)
-    metrics = evaluate_qa(pipeline, items, ks, per_question=per_question)
+    metrics = evaluate_qa(pipeline, items, ks, per_question=per_question, k=depth)
     print(f"EM {metrics['em']:.2f}  F1 {metrics['f1']:.2f}  " +
           "  ".join(f"R@{k} {metrics[f'recall@{k}']:.2f}" for k in ks) +
           f"  ({metrics['questions']} questions, {metrics['questions_per_second']} q/s)")

@@ -11,9 +11,9 @@ def register(subparsers) -> None:
     p = add_command(
         subparsers, "train-reader",
         "Train an extractive reader on SQuAD-format JSON (v1 or v2); resumes from the newest checkpoint in --output.",
-        "python run_qa.py train-reader --train /work/shared/data/squad/dev-v2.0.json --output runs/reader "
+        "odqa train-reader --train /work/shared/data/squad/dev-v2.0.json --output runs/reader "
         "--epochs 2 --threads 2\n"
-        "  python run_qa.py train-reader --train runs/distant.json --init runs/reader/final --output runs/reader2",
+        "  odqa train-reader --train runs/distant.json --init runs/reader/final --output runs/reader2",
         _train,
     )
     p.add_argument("--train", nargs="+", required=True, metavar="FILE", help="SQuAD-format JSON training file(s)")
@@ -40,7 +40,7 @@ def register(subparsers) -> None:
     p = add_command(
         subparsers, "build-reader-data",
         "Distant supervision: retrieve passages for questions with answers and write SQuAD-format training JSON.",
-        "python run_qa.py build-reader-data --questions /work/shared/data/nq-open/NQ-open.dev.jsonl "
+        "odqa build-reader-data --questions /work/shared/data/nq-open/NQ-open.dev.jsonl "
         "--index work_indexes/wiki --k 10 --limit 2000 --output runs/distant-nq.json",
         _build_data,
     )
@@ -74,7 +74,7 @@ def register(subparsers) -> None:
         subparsers, "build-cloze-data",
         "Cloze questions (a named entity of a paragraph is the answer) as SQuAD-format JSON, to pretrain a reader "
         "before train-reader on real questions. Needs spaCy: pip install -e '.[linker-baseline]'.",
-        "python run_qa.py build-cloze-data --corpus /work/shared/data/wiki --questions 24000 "
+        "odqa build-cloze-data --corpus /work/shared/data/wiki --questions 24000 "
         "--exclude /work/shared/data/squad/dev-v1.1.json /work/shared/data/squad/dev-v2.0.json --output runs/cloze.json",
         _build_cloze,
     )
@@ -91,8 +91,8 @@ def register(subparsers) -> None:
     p = add_command(
         subparsers, "eval-reader",
         "Official EM/F1 (0-100; SQuAD's, or KorQuAD's / CMRC 2018's for Korean / Chinese data) of a reader given each question's gold paragraph.",
-        "python run_qa.py eval-reader --data /work/shared/data/squad/dev-v1.1.json --limit 1000 --json\n"
-        "  python run_qa.py eval-reader --data dev-v2.0.json --model runs/reader/final --allow-null --json",
+        "odqa eval-reader --data /work/shared/data/squad/dev-v1.1.json --limit 1000 --json\n"
+        "  odqa eval-reader --data dev-v2.0.json --model runs/reader/final --allow-null --json",
         _eval,
     )
     p.add_argument("--data", required=True, help="SQuAD-format JSON (v1.1 or v2.0)")

@@ -12,12 +12,16 @@ from odqa.core.models import DEFAULT_ENCODER
 
 def register(subparsers) -> None:
     p = add_command(subparsers, "index", "Build BM25 and dense indexes for a corpus file or folder.",
-                    "python run_qa.py index --corpus ../shared/data/wiki/enwiki-AA.jsonl.xz --out indexes/wiki-aa", run_index)
+                    "odqa index --corpus ../shared/data/wiki/enwiki-AA.jsonl.xz --out indexes/wiki-aa", run_index)
     p.add_argument("--corpus", required=True, help="JSONL(.gz/.xz), WikiExtractor folder, DPR passage TSV or SQuAD JSON")
     p.add_argument("--out", required=True, help="index folder to create (replaced atomically when the build succeeds)")
     p.add_argument("--backends", default="bm25,dense", help="comma-separated: bm25, dense")
-    p.add_argument("--encoder", default=DEFAULT_ENCODER,
-                   help=f"passage encoder (default {DEFAULT_ENCODER}: the shipped fine-tuned one): 'minilm' (off the shelf), a shipped model name, a path or a hub name")
+    p.add_argument("--encoder", "--passage-encoder", dest="encoder",
+                   help=f"passage encoder (default: config retrieval.passage_encoder / encoder, else {DEFAULT_ENCODER}, the shipped fine-tuned one): 'minilm' (off the shelf), a shipped model name, a folder (sentence-transformers, DPR or any transformers model) or a hub name")
+    p.add_argument("--query-encoder", help="question encoder recorded in the index for search (default: the passage "
+                   "encoder); for DPR: a DPRQuestionEncoder folder")
+    _encoder_setting_flags(p)
+    add_config_flag(p)
     p.add_argument("--words", type=int, default=100, help="target passage length in words")
     p.add_argument("--bm25-engine", default="tantivy", choices=["tantivy", "bm25s", "rank-bm25"])
     p.add_argument("--language", default="auto", choices=["auto", *LANGUAGES],
@@ -41,7 +45,7 @@ def register(subparsers) -> None:
     p.add_argument("index", help="index folder built by `run_qa.py index`")
 
     p = add_command(subparsers, "search", "Show the top passages for a question.",
-                    'python run_qa.py search --index indexes/wiki-aa "who founded the Visigoth kingdom"', run_search)
+                    'odqa search --index indexes/wiki-aa "who founded the Visigoth kingdom"', run_search)
     p.add_argument("question", nargs="+")
     p.add_argument("--index", help="index folder (default: the config's index, else the built-in demo corpus)")
     p.add_argument("--retriever", choices=["bm25", "dense", "hybrid"])
@@ -51,7 +55,7 @@ def register(subparsers) -> None:
     add_config_flag(p)
 
     p = add_command(subparsers, "eval-retrieval", "Top-k retrieval accuracy (DPR-style answer match), MRR, gold-passage recall.",
-                    "python run_qa.py eval-retrieval --index indexes/wiki --questions ../shared/data/dpr-qas/nq-test.qa.tsv "
+                    "odqa eval-retrieval --index indexes/wiki --questions ../shared/data/dpr-qas/nq-test.qa.tsv "
                     "--retriever bm25 --limit 500 --k 1 5 20 100 --json", run_eval)
     p.add_argument("--index", help="index folder (default: the config's index, else the built-in demo corpus)")
     p.add_argument("--questions", required=True, help="DPR qas TSV, NQ-open JSONL, SQuAD JSON, WebQuestions JSON, CuratedTREC TSV")
@@ -68,7 +72,7 @@ def register(subparsers) -> None:
 
     p = add_command(subparsers, "merge-runs", "Merge the rankings of corpus shards (eval-retrieval --run-out) "
                     "into one, and score it: full-corpus recall from shards searched apart.",
-                    "python run_qa.py merge-runs runs/nq-test.AB.jsonl runs/nq-test.CD.jsonl --k 1 5 20 100 --json",
+                    "odqa merge-runs runs/nq-test.AB.jsonl runs/nq-test.CD.jsonl --k 1 5 20 100 --json",
                     run_merge)
     p.add_argument("runs", nargs="+", help="run files of the same questions over different shards (dense scores)")
     p.add_argument("--k", type=int, nargs="+", default=[1, 5, 10, 20, 50, 100])
@@ -76,12 +80,24 @@ def register(subparsers) -> None:
 
 
 def _retrieval_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--encoder", help="question encoder (default: the one the index was built with)")
+    p.add_argument("--encoder", help="the index's encoder (checked; default: the one the index was built with)")
+    p.add_argument("--query-encoder", help="a question encoder apart from the passage encoder, e.g. a DPR "
+                   "question encoder (default: the one the index records)")
+    _encoder_setting_flags(p)
     p.add_argument("--fusion", choices=["rrf", "minmax"], help="hybrid fusion method")
     p.add_argument("--alpha", type=float, help="minmax fusion: weight of the dense score")
     p.add_argument("--candidates", type=int, help="hybrid: passages asked of each retriever before fusion")
     p.add_argument("--accept-encoder-change", action="store_true",
                    help="search a dense index although its encoder's weights changed since it was built")
+
+
+def _encoder_setting_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pooling", choices=["mean", "cls"], help="plain transformers model: token pooling "
+                   "(default: the model's own, else mean)")
+    p.add_argument("--similarity", choices=["cosine", "dot"], help="cosine: L2-normalised vectors; dot: raw "
+                   "(DPR); default: the model's own, else cosine")
+    p.add_argument("--query-prefix", help="text put before each question (default: the model's prompt, e5: 'query: ')")
+    p.add_argument("--passage-prefix", help="text put before each passage (default: the model's prompt, e5: 'passage: ')")
 
 
 def _config(args):
@@ -91,6 +107,11 @@ def _config(args):
         "index": getattr(args, "index", None),
         "retrieval.retriever": getattr(args, "retriever", None),
         "retrieval.encoder": getattr(args, "encoder", None),
+        "retrieval.query_encoder": getattr(args, "query_encoder", None),
+        "retrieval.pooling": getattr(args, "pooling", None),
+        "retrieval.similarity": getattr(args, "similarity", None),
+        "retrieval.query_prefix": getattr(args, "query_prefix", None),
+        "retrieval.passage_prefix": getattr(args, "passage_prefix", None),
         "retrieval.fusion": getattr(args, "fusion", None),
         "retrieval.alpha": getattr(args, "alpha", None),
         "retrieval.candidates": getattr(args, "candidates", None),
@@ -105,7 +126,7 @@ def open_retriever(config, accept_encoder_change: bool = False):
     r = config.retrieval
     retriever = bundle.retriever(r.retriever, encoder=r.encoder or None, fusion=r.fusion, alpha=r.alpha,
                                  candidates=r.candidates, rrf_k=r.rrf_k,
-                                 accept_encoder_change=accept_encoder_change)
+                                 accept_encoder_change=accept_encoder_change, **r.query_settings())
     return bundle, retriever
 
 
@@ -113,10 +134,12 @@ def run_index(args) -> int:
     from indexes.vector import VectorIndexParams
     from odqa.indexing import IndexSpec, build_index, parse_shard
 
+    r = _config(args).retrieval
     spec = IndexSpec(
         corpus=args.corpus, out=args.out, backends=[b.strip() for b in args.backends.split(",") if b.strip()],
-        encoder=args.encoder, words=args.words, bm25_engine=args.bm25_engine, language=args.language,
-        analyzer=args.analyzer,
+        encoder=args.encoder or r.passage_encoder or r.encoder or DEFAULT_ENCODER, query_encoder=r.query_encoder,
+        pooling=r.pooling, similarity=r.similarity, query_prefix=r.query_prefix, passage_prefix=r.passage_prefix,
+        words=args.words, bm25_engine=args.bm25_engine, language=args.language, analyzer=args.analyzer,
         vector=VectorIndexParams(kind=args.vector_index, hnsw_m=args.hnsw_m, ef_search=args.ef_search,
                                  nlist=args.nlist, nprobe=args.nprobe),
         batch_size=args.batch_size, max_length=args.max_length, chunk_size=args.chunk_size,

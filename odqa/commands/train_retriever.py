@@ -14,7 +14,7 @@ def register(subparsers) -> None:
     p = add_command(
         subparsers, "build-dpr-data",
         "DPR training data: BM25 top-k per question; answer-bearing passages are positives, the rest hard negatives.",
-        "python run_qa.py build-dpr-data --questions /work/shared/data/dpr-qas/nq-dev.qa.tsv "
+        "odqa build-dpr-data --questions /work/shared/data/dpr-qas/nq-dev.qa.tsv "
         "/work/shared/data/dpr-qas/trivia-dev.qa.tsv --index work_indexes/wiki --k 20 --output runs/dpr/train.jsonl",
         _build,
     )
@@ -39,7 +39,7 @@ def register(subparsers) -> None:
         subparsers, "mine-negatives",
         "Append dense hard negatives to DPR data: each question's top-ranked contexts of the file's own pool "
         "that hold no answer (ANCE/RocketQA style).",
-        "python run_qa.py mine-negatives --train runs/dpr/train.jsonl --encoder retriever --output runs/dpr/mined.jsonl",
+        "odqa mine-negatives --train runs/dpr/train.jsonl --encoder retriever --output runs/dpr/mined.jsonl",
         _mine,
     )
     p.add_argument("--train", required=True, help="DPR-format JSONL or JSON")
@@ -60,7 +60,7 @@ def register(subparsers) -> None:
     p = add_command(
         subparsers, "train-retriever",
         "Train a dense retriever (DPR loss: in-batch + hard negatives); resumes from the newest checkpoint in --output.",
-        "python run_qa.py train-retriever --train runs/dpr/train.jsonl --holdout 500 --output runs/dpr/minilm "
+        "odqa train-retriever --train runs/dpr/train.jsonl --holdout 500 --output runs/dpr/minilm "
         "--max-steps 300 --batch-size 16 --hard-negatives 1 --threads 1",
         _train,
     )
@@ -107,7 +107,7 @@ def register(subparsers) -> None:
     p = add_command(
         subparsers, "eval-dpr",
         "Compare encoders on held-out DPR data: dense recall@k over a small corpus of all its contexts.",
-        "python run_qa.py eval-dpr --data runs/dpr/minilm/heldout.jsonl --encoder minilm runs/dpr/minilm/final --json",
+        "odqa eval-dpr --data runs/dpr/minilm/heldout.jsonl --encoder minilm runs/dpr/minilm/final --json",
         _eval,
     )
     p.add_argument("--data", required=True, help="DPR-format JSONL/JSON (e.g. OUTPUT/heldout.jsonl of train-retriever)")
@@ -124,7 +124,7 @@ def register(subparsers) -> None:
     p = add_command(
         subparsers, "tune-hybrid",
         "Choose the hybrid fusion method and alpha on a dev split (never a test set) and record the choice.",
-        "python run_qa.py tune-hybrid --index indexes/squad-v2 --questions /work/shared/data/squad/dev-v2.0.json "
+        "odqa tune-hybrid --index indexes/squad-v2 --questions /work/shared/data/squad/dev-v2.0.json "
         "--limit 500 --output runs/hybrid-tuning.json",
         _tune,
     )
@@ -145,7 +145,7 @@ def register(subparsers) -> None:
     p = add_command(
         subparsers, "interpolate-encoders",
         "Average a fine-tuned encoder with the model it started from (WiSE-FT): keeps most of the gain, less of the loss.",
-        "python run_qa.py interpolate-encoders --base minilm --tuned runs/dpr/minilm/final --weight 0.5 "
+        "odqa interpolate-encoders --base minilm --tuned runs/dpr/minilm/final --weight 0.5 "
         "--output runs/dpr/minilm-wise",
         _interpolate,
     )

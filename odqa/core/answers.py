@@ -123,9 +123,10 @@ def best_over_truths(metric, prediction: str, truths: Iterable[str]) -> float:
 
 
 def regex_match(prediction: str, patterns: Iterable[str]) -> float:
-    """EM for regex answers (CuratedTREC): the whole prediction matches one pattern."""
+    """EM for regex answers (CuratedTREC), DrQA's and ORQA's official rule: a pattern matches at the start of
+    the prediction (`re.match`, so "Sept 1987" counts for "Sept?(ember)?")."""
     for pattern in patterns:
         compiled = _compile_regex(pattern)
-        if compiled is not None and compiled.fullmatch(prediction.strip()):
+        if compiled is not None and compiled.match(prediction):
             return 1.0
     return 0.0

@@ -1,9 +1,19 @@
-"""Text encoder: a transformer with mean pooling, as the all-MiniLM-L6-v2 model card prescribes."""
+"""Text encoders of three kinds, each used as its authors use it:
+
+- a sentence-transformers folder (modules.json): its own modules (Transformer, Pooling, Dense, Normalize) and
+  its query/passage prompts, run by sentence-transformers;
+- a DPR encoder (DPRQuestionEncoder / DPRContextEncoder): its pooler output, passages as (title, text) pairs,
+  dot-product similarity;
+- any other transformers model: `pooling` mean (default) or cls, `similarity` cosine (default) or dot.
+
+Query and passage prefixes (e5's "query: " / "passage: ") come from the folder's prompts or from settings.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence, Union
 
 import numpy as np
 import torch
@@ -14,83 +24,197 @@ from odqa.core.errors import OdqaError
 from odqa.core.models import resolve_model
 from odqa.core.runtime import announce, plan_inference, weights_version
 
+POOLINGS = ("mean", "cls")
+SIMILARITIES = ("cosine", "dot")
+DEFAULT_MAX_LENGTH = 256
+# a passage given as (title, text): DPR encodes the pair, the others "title | text"
+PassageInput = Union[str, tuple[str, str]]
+
 
 def mean_pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     mask = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)
     return (token_embeddings * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
 
 
-class TextEncoder(torch.nn.Module):
-    """Encodes texts into L2-normalised vectors (inner product = cosine)."""
+def encoder_kind(path: str) -> str:
+    """sentence-transformers | dpr | transformers, from the files of a local folder (hub names: transformers)."""
+    folder = Path(path)
+    if (folder / "modules.json").is_file():
+        return "sentence-transformers"
+    config = folder / "config.json"
+    if config.is_file() and json.loads(config.read_text()).get("model_type") == "dpr":
+        return "dpr"
+    return "transformers"
 
-    def __init__(self, model, tokenizer, name: str, max_length: int = 256, normalize: bool = True,
-                 precision: str = "auto", runtime: str = "auto"):
+
+def _dpr_class(path: str):
+    from transformers import DPRContextEncoder, DPRQuestionEncoder
+
+    architectures = json.loads((Path(path) / "config.json").read_text()).get("architectures") or []
+    return DPRContextEncoder if "DPRContextEncoder" in architectures else DPRQuestionEncoder
+
+
+class TextEncoder(torch.nn.Module):
+    """Encodes texts into vectors whose inner product is the model's similarity (cosine: L2-normalised)."""
+
+    def __init__(self, model, tokenizer, name: str, max_length: int = DEFAULT_MAX_LENGTH, pooling: str = "mean",
+                 similarity: str = "cosine", query_prefix: str = "", passage_prefix: str = "",
+                 precision: str = "auto", kind: str = "transformers", modules: torch.nn.Module | None = None,
+                 runtime: str = "auto"):
         super().__init__()
+        _check_choice("pooling", pooling, POOLINGS)
+        _check_choice("similarity", similarity, SIMILARITIES)
         self.precision = precision  # of encode() only: training sets its own autocast
         self.runtime = runtime  # of encode() only (odqa.core.runtime.plan_inference)
         self._onnx: tuple[tuple, bool, object] | None = None  # (weights_version, int8, OnnxModel)
         self._int8_copy: tuple[tuple, torch.nn.Module] | None = None  # (weights_version, quantised copy)
-        self.model = model
+        self.model = model  # the transformer (inside `modules` for a sentence-transformers model)
+        self.modules_ = modules  # the whole SentenceTransformer, when the folder is one
         self.tokenizer = tokenizer
         self.name = name
         self.max_length = max_length
-        self.normalize = normalize
+        self.pooling = pooling
+        self.similarity = similarity
+        self.query_prefix = query_prefix
+        self.passage_prefix = passage_prefix
+        self.kind = kind
+
+    @property
+    def normalize(self) -> bool:
+        return self.similarity == "cosine"
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str, max_length: int = 256, device: str | None = None,
-                        precision: str = "auto", runtime: str = "auto") -> "TextEncoder":
+    def from_pretrained(cls, name_or_path: str, max_length: int | None = None, device: str | None = None,
+                        precision: str = "auto", pooling: str | None = None, similarity: str | None = None,
+                        query_prefix: str | None = None, passage_prefix: str | None = None,
+                        runtime: str = "auto") -> "TextEncoder":
+        """Unset settings come from the model (a sentence-transformers folder's modules and prompts; DPR:
+        cls and dot), else mean pooling, cosine similarity, no prefixes."""
         path = resolve_model(name_or_path)
+        kind = encoder_kind(path)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(path)
-            model = AutoModel.from_pretrained(path)
+            if kind == "sentence-transformers":
+                encoder = cls._from_sentence_transformers(path, name_or_path, pooling, similarity)
+            else:
+                tokenizer = AutoTokenizer.from_pretrained(path)
+                if kind == "dpr":
+                    model = _dpr_class(path).from_pretrained(path)
+                    defaults = {"pooling": "cls", "similarity": "dot"}
+                else:
+                    model = AutoModel.from_pretrained(path)
+                    defaults = {"pooling": "mean", "similarity": "cosine"}
+                encoder = cls(model, tokenizer, name=name_or_path, kind=kind,
+                              pooling=pooling or defaults["pooling"], similarity=similarity or defaults["similarity"])
         except (OSError, ValueError) as exc:
             raise OdqaError(
                 f"cannot load encoder {name_or_path!r}: {exc.__class__.__name__}. "
                 "Pass a local model folder, a model shipped under models/, or 'minilm'."
             ) from exc
-        encoder = cls(model, tokenizer, name=name_or_path, max_length=max_length, precision=precision,
-                      runtime=runtime)
+        encoder.precision = precision
+        encoder.runtime = runtime
+        if max_length is not None:
+            encoder.max_length = max_length
+        if query_prefix is not None:
+            encoder.query_prefix = query_prefix
+        if passage_prefix is not None:
+            encoder.passage_prefix = passage_prefix
         encoder.to(pick_device(device))
         encoder.eval()
         return encoder
 
+    @classmethod
+    def _from_sentence_transformers(cls, path: str, name: str, pooling: str | None, similarity: str | None):
+        from sentence_transformers import SentenceTransformer
+        from sentence_transformers.models import Normalize, Pooling
+
+        st = SentenceTransformer(path, device="cpu", local_files_only=True)
+        modules = list(st)
+        pooled = [m for m in modules if isinstance(m, Pooling)]
+        own_pooling = "cls" if pooled and pooled[0].pooling_mode == "cls" else "mean"
+        if pooling and pooled and pooling != own_pooling:
+            raise OdqaError(f"{name} pools with {pooled[0].pooling_mode!r} (its modules.json); "
+                            "a sentence-transformers folder keeps its own pooling")
+        own_similarity = "cosine" if any(isinstance(m, Normalize) for m in modules) else (
+            "dot" if st.similarity_fn_name == "dot" else "cosine")
+        prompts = st.prompts or {}
+        return cls(modules[0].auto_model, st.tokenizer, name=name, kind="sentence-transformers",
+                   max_length=st.max_seq_length or DEFAULT_MAX_LENGTH, pooling=own_pooling,
+                   similarity=similarity or own_similarity, query_prefix=prompts.get("query", ""),
+                   passage_prefix=prompts.get("passage", prompts.get("document", "")), modules=st)
+
+    def settings(self) -> dict:
+        """What an index manifest records so that search encodes queries the same way."""
+        return {"kind": self.kind, "pooling": self.pooling, "similarity": self.similarity,
+                "query_prefix": self.query_prefix, "passage_prefix": self.passage_prefix}
+
     def save_pretrained(self, path: str | Path) -> None:
+        if self.modules_ is not None:
+            self.modules_.save(str(path))
+            return
         self.model.save_pretrained(str(path))
         self.tokenizer.save_pretrained(str(path))
 
     @property
     def dim(self) -> int:
+        if self.modules_ is not None:
+            st = self.modules_  # sentence-transformers renamed the method in v5
+            return int((getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension)())
         return int(self.model.config.hidden_size)
 
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def tokenize(self, texts: Sequence[str], max_length: int | None = None) -> dict[str, torch.Tensor]:
+    def tokenize(self, texts: Sequence[PassageInput], max_length: int | None = None) -> dict[str, torch.Tensor]:
+        texts = list(texts)
+        pairs = texts and isinstance(texts[0], tuple)
+        if pairs and self.kind != "dpr":
+            texts, pairs = [passage_text(*t) for t in texts], False
+        args = ([t for t, _ in texts], [x for _, x in texts]) if pairs else (texts,)
         batch = self.tokenizer(
-            list(texts), padding=True, truncation=True, max_length=max_length or self.max_length, return_tensors="pt"
+            *args, padding=True, truncation="only_second" if pairs else True,
+            max_length=max_length or self.max_length, return_tensors="pt"
         )
         return {k: v.to(self.device) for k, v in batch.items()}
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        out = self.model(**batch)
-        vectors = mean_pool(out.last_hidden_state, batch["attention_mask"])
+        if self.modules_ is not None:
+            vectors = self.modules_(dict(batch))["sentence_embedding"]
+        elif self.kind == "dpr":
+            vectors = self.model(**batch).pooler_output
+        else:
+            hidden = self.model(**batch).last_hidden_state
+            vectors = hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, batch["attention_mask"])
         if self.normalize:
             vectors = torch.nn.functional.normalize(vectors, dim=-1)
         return vectors
 
+    def encode_queries(self, texts: Sequence[str], **options) -> np.ndarray:
+        """Questions, with the query prefix (e5: "query: ")."""
+        return self.encode([self.query_prefix + t for t in texts], **options)
+
+    def encode_passages(self, passages: Sequence[PassageInput], **options) -> np.ndarray:
+        """Passages as texts or (title, text) pairs, with the passage prefix (e5: "passage: ")."""
+        if self.passage_prefix:
+            passages = [(self.passage_prefix + p[0], p[1]) if isinstance(p, tuple) else self.passage_prefix + p
+                        for p in passages]
+        return self.encode(passages, **options)
+
     @torch.inference_mode()
-    def encode(self, texts: Sequence[str], batch_size: int = 64, sort_by_length: bool = True,
-               progress: str = "", max_length: int | None = None, precision: str | None = None) -> np.ndarray:
-        """Encode in batches; sorting by length first keeps padding (and time) low. `progress`: a bar label;
+    def encode(self, texts: Sequence[PassageInput], batch_size: int = 64, sort_by_length: bool = True,
+               progress: str = "", max_length: int | None = None, precision: str | None = None,
+               on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+        """Encode in batches, as given (no prefix); sorting by length first keeps padding (and time) low.
+        `progress`: a bar label; `on_batch(n)`: called after each batch of n texts (an outer progress bar);
         `max_length`, `precision`: truncation and autocast for this call (default: the encoder's)."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        lengths = [len(t) if isinstance(t, str) else len(t[0]) + len(t[1]) for t in texts]
+        order = np.argsort([-n for n in lengths]) if sort_by_length else np.arange(len(texts))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
         plan = self.plan(precision)
         announce(f"encoder {self.name}", plan)
-        order = np.argsort([-len(t) for t in texts]) if sort_by_length else np.arange(len(texts))
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
         starts = range(0, len(texts), batch_size)
         if progress:
             from tqdm import tqdm
@@ -107,10 +231,13 @@ class TextEncoder(torch.nn.Module):
             else:
                 with autocast_for(self.device, plan.precision):
                     vectors = self.forward(batch)
-            out[idx] = torch.nn.functional.normalize(vectors.float(), dim=-1).cpu().numpy() if self.normalize \
-                else vectors.float().cpu().numpy()
+            vectors = vectors.float()
+            if self.normalize:  # again in fp32: autocast may have normalised in bf16
+                vectors = torch.nn.functional.normalize(vectors, dim=-1)
+            out[idx] = vectors.cpu().numpy()
+            if on_batch is not None:
+                on_batch(len(idx))
         return out
-
 
     def plan(self, precision: str | None = None):
         """The runtime and precision encode() uses (`precision`: this call's, default the encoder's)."""
@@ -138,10 +265,18 @@ class TextEncoder(torch.nn.Module):
 
             from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
-            plain = TextEncoder(copy.deepcopy(self.model).cpu(), self.tokenizer, self.name, self.max_length,
-                                self.normalize)
+            session, self._onnx = self._onnx, None  # an ONNX Runtime session does not copy
+            try:
+                plain = copy.deepcopy(self).cpu()
+            finally:
+                self._onnx = session
             self._int8_copy = (version, quantize_dynamic(plain, {torch.nn.Linear: per_channel_dynamic_qconfig}))
         return self._int8_copy[1]
+
+
+def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise OdqaError(f"encoder {name} must be one of {', '.join(allowed)}; got {value!r}")
 
 
 def passage_text(title: str, text: str) -> str:

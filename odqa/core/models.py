@@ -8,7 +8,22 @@ from pathlib import Path
 from odqa.core.errors import OdqaError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SHIPPED_MODELS = REPO_ROOT / "models"
+
+
+def _shipped_models_dir() -> Path:
+    """models/ of a source checkout (so a retrained model there is used at once), else the installed copy
+    (the wheel carries models/ as the package `odqa_models`)."""
+    source_tree = REPO_ROOT / "models"
+    if (REPO_ROOT / "pyproject.toml").is_file() and (source_tree / "__init__.py").is_file():
+        return source_tree
+    try:
+        import odqa_models
+    except ImportError:
+        return source_tree
+    return Path(odqa_models.__file__).resolve().parent
+
+
+SHIPPED_MODELS = _shipped_models_dir()
 
 # The fine-tuned DPR encoder shipped in models/retriever: it beats the off-the-shelf MiniLM on both retrieval
 # suites (see its model card). The entity linker keeps "minilm": its entity vectors were trained against it.

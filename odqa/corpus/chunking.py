@@ -1,7 +1,8 @@
 """Split a document into passages of about N words along sentence boundaries.
 
 DPR cuts every 100 words regardless of sentences; we pack whole sentences instead (a sentence longer than
-the budget is cut by words), never cross a paragraph mid-sentence, and keep exact character offsets so
+the budget is cut by words), never cross a paragraph mid-sentence (short paragraphs share a passage, joined
+by their newline), and keep exact character offsets so
 `doc.text[p.start:p.end] == p.text`.
 """
 
@@ -13,7 +14,7 @@ from odqa.core.types import Document, Passage
 
 # A sentence ends at . ! ? (optionally followed by closing quotes/brackets) before whitespace and a capital,
 # digit or opening quote. Good enough for encyclopedic prose; abbreviations cost a slightly early cut only.
-_SENTENCE_END = re.compile(r"""(?<=[.!?])["'”’)\]]*\s+(?=["'“‘(\[]?[A-Z0-9])""")
+_SENTENCE_END = re.compile(r"""(?<=[.!?])(["'”’)\]]*)\s+(?=["'“‘(\[]?[A-Z0-9])""")
 _WORD = re.compile(r"\S+")
 
 
@@ -28,7 +29,7 @@ def _sentences(text: str) -> list[tuple[int, int, int]]:
             continue
         cut = p_start
         for match in _SENTENCE_END.finditer(paragraph):
-            spans.append((cut, p_start + match.start()))
+            spans.append((cut, p_start + match.end(1)))  # closing quotes and brackets stay with their sentence
             cut = p_start + match.end()
         spans.append((cut, p_start + len(paragraph.rstrip())))
     out = []

@@ -57,7 +57,7 @@ class PassageStore:
     def open(cls, path: str | Path) -> "PassageStore":
         path = Path(path)
         if not (path / DATA_FILE).exists():
-            raise OdqaError(f"{path} holds no passage store; build one with `run_qa.py index --corpus ... --out ...`")
+            raise OdqaError(f"{path} holds no passage store; build one with `odqa index --corpus ... --out ...`")
         datasets.disable_progress_bars()
         return cls(datasets.Dataset.from_file(str(path / DATA_FILE), in_memory=False), path)
 

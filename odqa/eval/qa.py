@@ -24,8 +24,9 @@ def score_answer(prediction: str, item: QAItem) -> tuple[float, float]:
 
 
 def evaluate_qa(pipeline, items: Sequence[QAItem], ks: Sequence[int] = (1, 5, 10, 20), batch_size: int = 8,
-                per_question: str | Path | None = None, progress: bool = True) -> dict:
-    depth = max(ks)
+                per_question: str | Path | None = None, progress: bool = True, k: int | None = None) -> dict:
+    """`k`: passages retrieved and read per question (default: the largest recall cut-off)."""
+    depth = k or max(ks)
     rows, judged = [], []
     em_sum = f1_sum = 0.0
     # reading accuracy apart from retrieval: EM over the questions whose answer was in a passage read

@@ -1,0 +1,66 @@
+"""The built wheel, installed into a fresh virtual environment, works from another folder: the shipped
+models travel inside it (package `odqa_models`) and nothing is fetched from a hub."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.slow
+
+
+def _run(cmd, **kwargs):
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kwargs)
+    assert proc.returncode == 0, f"{cmd}: {proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(venv python, env): odqa from the wheel; its dependencies (torch, ...) from this interpreter's
+    site-packages, so nothing is downloaded."""
+    root = tmp_path_factory.mktemp("wheel")
+    _run([sys.executable, "-m", "pip", "wheel", str(REPO_ROOT), "--no-deps", "--no-build-isolation", "-q",
+          "-w", str(root / "dist")])
+    wheel, = (root / "dist").glob("odqa-*.whl")
+    _run([sys.executable, "-m", "venv", "--system-site-packages", str(root / "venv")])
+    python = root / "venv" / "bin" / "python"
+    # --ignore-installed: this interpreter may hold an editable odqa; the venv gets its own from the wheel
+    _run([str(python), "-m", "pip", "install", "--no-deps", "--ignore-installed", "-q", str(wheel)])
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PATH=f"{python.parent}:{env['PATH']}")
+    return python, env, root
+
+
+def test_wheel_runs_outside_the_source_tree(installed, tmp_path):
+    python, env, root = installed
+    where = _run([str(python), "-c", "import odqa, odqa_models, odqa.core.models as m; "
+                  "print(odqa.__file__); print(m.SHIPPED_MODELS)"], cwd=tmp_path, env=env).stdout.split()
+    assert all(str(root / "venv") in line for line in where), where  # not the source tree
+    assert _run(["odqa", "--version"], cwd=tmp_path, env=env).stdout.strip().startswith("odqa ")
+    proc = _run(["odqa", "ask", "--json", "Who discovered penicillin?"], cwd=tmp_path, env=env)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["answers"] and "Fleming" in result["answers"][0]["text"]
+    assert "Penicillin" in {(m["entity"] or {}).get("title") for m in result["mentions"]}  # shipped linker, demo KB
+    proc = _run(["odqa", "ask", "--json", "--retriever", "bm25", "--no-linker", "Who painted the Mona Lisa?"],
+                cwd=tmp_path, env=env)
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["answers"]
+
+
+def test_python_api_from_the_wheel(installed, tmp_path):
+    python, env, _ = installed
+    script = (
+        "from odqa import OdqaConfig, Pipeline\n"
+        "from odqa.demo_corpus import demo_index_path\n"
+        "config = OdqaConfig.load(overrides={'retrieval.retriever': 'bm25', 'linker.enabled': False})\n"
+        "pipeline = Pipeline(config, default_index=demo_index_path)\n"
+        "print(pipeline.ask('Who discovered penicillin?').answers[0].text)\n"
+    )
+    assert "Fleming" in _run([str(python), "-c", script], cwd=tmp_path, env=env).stdout
