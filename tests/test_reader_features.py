@@ -75,8 +75,10 @@ def test_span_crossing_a_window_boundary_is_decoded_from_the_overlap(tok):
             s, e = _logits_for(w, i, *span)
         windows.append((s, e, w.context_start[i], w.context_end[i], w.offsets[i]))
     spans, _ = decode_passage(0, PASSAGE, windows, top_k=3)
-    assert spans[0].text == answer
-    assert (spans[0].start_char, spans[0].end_char) == (a, b)
+    # decoded spans drop dangling punctuation at their edges (reader.decode.snap_span): "computer," -> "computer"
+    clean = answer.rstrip(",.;:")
+    assert spans[0].text == clean
+    assert (spans[0].start_char, spans[0].end_char) == (a, a + len(clean))
 
 
 def test_answer_at_the_very_end_of_the_passage(tok):
