@@ -111,7 +111,7 @@ def main(argv=None) -> int:
                 return 2
             rows += run_suite("nq-test", str(index), data / "dpr-qas" / "nq-test.qa.tsv", ["bm25"], n, args.k, args.linker,
                               readers=readers)
-    header = ["suite", "retriever", "reader", "k read", "questions", "EM", "F1", "EM | answer read", "R@1", "R@k", "q/s"]
+    header = ["suite", "retriever", "reader", "k read", "questions", "EM", "F1", "EM given answer read", "R@1", "R@k", "q/s"]
     table = "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] +
                       ["| " + " | ".join(map(str, r)) + " |" for r in rows])
     text = (f"# End-to-end QA\n\nWritten by `python bench/qa.py {' '.join(argv or sys.argv[1:])}` "
