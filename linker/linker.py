@@ -17,7 +17,7 @@ from linker.model import ELQConfig, ELQModel, enumerate_spans, word_masks
 from odqa.core.device import autocast_for
 from odqa.core.errors import OdqaError
 from odqa.core.models import resolve_model
-from odqa.core.runtime import announce, plan_inference, weights_version
+from odqa.core.runtime import PerWeights, announce, int8_dynamic, plan_inference
 from odqa.core.types import Mention
 
 log = logging.getLogger(__name__)
@@ -40,8 +40,8 @@ class Linker:
         runtime: str = "auto",
     ):
         self.precision, self.runtime = precision, runtime  # of inference (odqa.core.runtime.plan_inference)
-        self._onnx: tuple[tuple, bool, object] | None = None  # (weights_version, int8, OnnxModel)
-        self._int8_copy: tuple[tuple, ELQModel] | None = None  # (weights_version, quantised copy)
+        self._onnx = PerWeights()  # the ONNX Runtime session of the current weights
+        self._int8_copy = PerWeights()  # a quantised copy of the current weights
         self.model = model
         self.tokenizer = tokenizer
         self.config = model.config
@@ -201,29 +201,22 @@ class Linker:
         """Token vectors and mention scores of a batch, on the planned runtime and precision."""
         plan = self.plan
         announce("linker", plan)
-        version = weights_version(self.model)
         if plan.runtime == "onnx":
+            from odqa.core.runtime import OnnxModel
+
+            def encode(module, **named):
+                return module.encode(**named)
+
             int8 = plan.precision == "int8"
-            if self._onnx is None or self._onnx[:2] != (version, int8):
-                from odqa.core.runtime import OnnxModel
-
-                def encode(module, **named):
-                    return module.encode(**named)
-
-                session = OnnxModel.for_module(self.model, "linker", ("hidden", "scores"), int8, forward=encode,
-                                               transformer=self.model.encoder)
-                self._onnx = (version, int8, session)
-            hidden, scores = self._onnx[2].run({k: v.cpu().numpy() for k, v in inputs.items()})
+            session = self._onnx.get(self.model, int8, lambda: OnnxModel.for_module(
+                self.model, "linker", ("hidden", "scores"), int8, forward=encode, transformer=self.model.encoder))
+            hidden, scores = session.run({k: v.cpu().numpy() for k, v in inputs.items()})
             return torch.from_numpy(hidden), torch.from_numpy(scores)
         if plan.precision == "int8":
-            if self._int8_copy is None or self._int8_copy[0] != version:
-                import copy
+            import copy
 
-                from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
-                copied = quantize_dynamic(copy.deepcopy(self.model).cpu(), {torch.nn.Linear: per_channel_dynamic_qconfig})
-                self._int8_copy = (version, copied)
-            return self._int8_copy[1].encode(**inputs)
+            copied = self._int8_copy.get(self.model, "int8", lambda: int8_dynamic(copy.deepcopy(self.model)))
+            return copied.encode(**inputs)
         with autocast_for(self.device, plan.precision):
             hidden, scores = self.model.encode(**inputs)
         return hidden.float(), scores.float()

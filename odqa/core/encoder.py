@@ -22,7 +22,7 @@ from transformers import AutoModel, AutoTokenizer
 from odqa.core.device import autocast_for, pick_device
 from odqa.core.errors import OdqaError
 from odqa.core.models import resolve_model
-from odqa.core.runtime import announce, plan_inference, weights_version
+from odqa.core.runtime import PerWeights, announce, int8_dynamic, plan_inference
 
 POOLINGS = ("mean", "cls")
 SIMILARITIES = ("cosine", "dot")
@@ -66,8 +66,8 @@ class TextEncoder(torch.nn.Module):
         _check_choice("similarity", similarity, SIMILARITIES)
         self.precision = precision  # of encode() only: training sets its own autocast
         self.runtime = runtime  # of encode() only (odqa.core.runtime.plan_inference)
-        self._onnx: tuple[tuple, bool, object] | None = None  # (weights_version, int8, OnnxModel)
-        self._int8_copy: tuple[tuple, torch.nn.Module] | None = None  # (weights_version, quantised copy)
+        self._onnx = PerWeights()  # the ONNX Runtime session of the current weights
+        self._int8_copy = PerWeights()  # a quantised copy of the current weights
         self.model = model  # the transformer (inside `modules` for a sentence-transformers model)
         self.modules_ = modules  # the whole SentenceTransformer, when the folder is one
         self.tokenizer = tokenizer
@@ -245,33 +245,28 @@ class TextEncoder(torch.nn.Module):
 
     def _onnx_model(self, int8: bool):
         """ONNX Runtime session of the encoder with its pooling and normalisation (cached per weights)."""
-        version = weights_version(self)
-        if self._onnx is None or self._onnx[:2] != (version, int8):
-            from odqa.core.runtime import OnnxModel
+        from odqa.core.runtime import OnnxModel
 
-            def vectors(module, **inputs):
-                return module(inputs)
+        def vectors(module, **inputs):
+            return module(inputs)
 
-            session = OnnxModel.for_module(self, "encoder", ("vectors",), int8, forward=vectors,
-                                           transformer=self.model)
-            self._onnx = (version, int8, session)
-        return self._onnx[2]
+        return self._onnx.get(self, int8, lambda: OnnxModel.for_module(
+            self, "encoder", ("vectors",), int8, forward=vectors, transformer=self.model))
 
     def _torch_int8(self) -> "TextEncoder":
         """A dynamic int8 copy (one weight scale per output channel) for `--runtime torch --precision int8`."""
-        version = weights_version(self)
-        if self._int8_copy is None or self._int8_copy[0] != version:
-            import copy
+        return self._int8_copy.get(self, "int8", lambda: int8_dynamic(self._plain_copy()))
 
-            from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+    def _plain_copy(self) -> "TextEncoder":
+        """A deep copy without the derived sessions and copies (an ONNX Runtime session does not copy)."""
+        import copy
 
-            session, self._onnx = self._onnx, None  # an ONNX Runtime session does not copy
-            try:
-                plain = copy.deepcopy(self).cpu()
-            finally:
-                self._onnx = session
-            self._int8_copy = (version, quantize_dynamic(plain, {torch.nn.Linear: per_channel_dynamic_qconfig}))
-        return self._int8_copy[1]
+        caches = self._onnx, self._int8_copy
+        self._onnx, self._int8_copy = PerWeights(), PerWeights()
+        try:
+            return copy.deepcopy(self)
+        finally:
+            self._onnx, self._int8_copy = caches
 
 
 def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:

@@ -128,6 +128,30 @@ def weights_version(module) -> tuple:
     return tuple((id(p), p._version) for p in module.parameters())
 
 
+def int8_dynamic(module):
+    """Dynamic int8 quantisation of `module`'s linear layers, one weight scale per output channel (torch's CPU
+    int8 path); in place, so pass a copy to keep the original."""
+    import torch
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    return quantize_dynamic(module.cpu(), {torch.nn.Linear: per_channel_dynamic_qconfig})
+
+
+class PerWeights:
+    """One object derived from a module's weights (an ONNX session, an int8 copy) for one variant, kept while
+    the weights stay the same and rebuilt once they change in place."""
+
+    def __init__(self) -> None:
+        self._key: tuple | None = None
+        self._value = None
+
+    def get(self, module, variant, build: Callable[[], object]):
+        key = (weights_version(module), variant)
+        if key != self._key:
+            self._value, self._key = build(), key
+        return self._value
+
+
 def onnx_cache_root() -> Path:
     return odqa_home() / "onnx"
 
