@@ -10,9 +10,9 @@ from typing import Sequence
 
 import numpy as np
 
-from odqa.core.answers import exact_match, f1_score
 from odqa.corpus.questions import QAItem
 from odqa.core.types import Passage
+from odqa.eval.qa import score_answer
 
 
 @dataclass
@@ -91,8 +91,7 @@ def judge(item: QAItem, prediction: str) -> tuple[float, float]:
     """(EM, F1) in [0, 1]; an unanswerable question has no right answer, so any answer to it is wrong."""
     if item.impossible or not item.answers:
         return 0.0, 0.0
-    return (max(exact_match(prediction, a) for a in item.answers),
-            max(f1_score(prediction, a) for a in item.answers))
+    return score_answer(prediction, item)
 
 
 def article_split(items: Sequence[QAItem], part: str) -> list[QAItem]:
