@@ -5,8 +5,9 @@
   a part checks sizes and samples (a few reads, whatever the index size); `run_qa.py verify-index DIR` checks
   full digests and row counts. A part copied from another index, truncated or replaced is refused with one
   line naming the part and the fix.
-* `publish_folder` swaps a finished build in place of `--out`: fsync of every file and folder first, then
-  rename the old folder away, rename the new one in, fsync the parent. A crash between the two renames leaves
+* `odqa.core.atomic.publish_folder` (also behind every `atomic_folder`) swaps a finished build in place:
+  fsync of every file and folder first, then rename the old folder away, rename the new one in, fsync the
+  parent. A crash between the two renames leaves
   `.NAME.old-PID` / `.NAME.building-PID`; `recover_swap` (run before every open and build) puts back the
   finished build (it holds its `manifest.json`, written last) or else the old index, and removes leftovers
   of dead processes.
@@ -25,6 +26,7 @@ import shutil
 from pathlib import Path
 from typing import Iterator
 
+from odqa.core.atomic import fsync_dir
 from odqa.core.errors import IndexMismatchError, OdqaError
 
 SAMPLE_BYTES = 1 << 20
@@ -92,26 +94,6 @@ def check_part(folder: str | Path, recorded: dict | None, rows: int | None, full
 
 
 # ---- crash-safe swap ----------------------------------------------------------------------------------
-def fsync_tree(folder: Path) -> None:
-    """Flush every file and folder under `folder` to disk, so a rename that publishes it survives a crash."""
-    for root, dirs, files in os.walk(folder):
-        for name in files:
-            fd = os.open(os.path.join(root, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fsync_dir(Path(root))
-
-
-def fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _pid_alive(pid: int) -> bool:
     if pid == os.getpid():
         return True
@@ -156,24 +138,6 @@ def recover_swap(target: str | Path) -> str | None:
     for leftover in building + old:
         shutil.rmtree(leftover, ignore_errors=True)
     return note
-
-
-def publish_folder(tmp: Path, target: Path, crash_after: str | None = None) -> None:
-    """Put the finished folder `tmp` in place of `target` (see the module notes).
-
-    `crash_after` is for the fault-injection tests only: "fsync" or "rename-away" exits the process there."""
-    fsync_tree(tmp)
-    if crash_after == "fsync":
-        os._exit(137)
-    old = target.with_name(f".{target.name}.old-{os.getpid()}")
-    if target.exists():
-        target.rename(old)
-        fsync_dir(target.parent)
-    if crash_after == "rename-away":
-        os._exit(137)
-    tmp.rename(target)
-    fsync_dir(target.parent)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 # ---- one writer ---------------------------------------------------------------------------------------

@@ -25,9 +25,10 @@ from tqdm.auto import tqdm
 
 from indexes.analysis import analyzer_for, detect_language
 from indexes.bm25 import build_text_index
-from indexes.integrity import build_lock, describe_part, publish_folder, recover_swap
+from indexes.integrity import build_lock, describe_part, recover_swap
 from indexes.manifest import Manifest
 from indexes.vector import VectorIndex, VectorIndexParams
+from odqa.core.atomic import publish_folder
 from odqa.core.errors import OdqaError
 from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
 from odqa.corpus.readers import corpus_files, iter_passages

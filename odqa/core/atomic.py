@@ -47,8 +47,44 @@ def atomic_folder(target: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    publish_folder(tmp, target)
+
+
+def publish_folder(tmp: Path, target: Path, crash_after: str | None = None) -> None:
+    """Put the finished folder `tmp` in place of `target`, flushed to disk first: a crash at any point leaves
+    the old or the new folder in place, or both beside it as `.NAME.old-PID` / `.NAME.building-PID`, which
+    `indexes.integrity.recover_swap` settles on the next open.
+
+    `crash_after` is for the fault-injection tests only: "fsync" or "rename-away" exits the process there."""
+    fsync_tree(tmp)
+    if crash_after == "fsync":
+        os._exit(137)
     old = target.with_name(f".{target.name}.old-{os.getpid()}")
     if target.exists():
         target.rename(old)
+        fsync_dir(target.parent)
+    if crash_after == "rename-away":
+        os._exit(137)
     tmp.rename(target)
+    fsync_dir(target.parent)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def fsync_tree(folder: Path) -> None:
+    """Flush every file and folder under `folder` to disk, so a rename that publishes it survives a crash."""
+    for root, dirs, files in os.walk(folder):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(Path(root))
+
+
+def fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
