@@ -7,7 +7,7 @@ import importlib
 import os
 import sys
 
-from odqa.commands.common import HelpFormatter
+from odqa.commands.common import HelpFormatter, check_outputs
 from odqa.core.errors import OdqaError
 
 # Each module defines register(subparsers); order is the order of `--help`.
@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        check_outputs(args)  # every output path, before any work
         return int(args.func(args) or 0)
     except OdqaError as exc:
         print(f"odqa: error: {exc}", file=sys.stderr)

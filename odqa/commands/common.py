@@ -24,8 +24,27 @@ def add_config_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="TOML/YAML config file; flags given here override it")
 
 
-def check_output(path, flag: str) -> None:
-    """Refuse an output path that cannot be written before any work starts, so no result is lost at the end."""
+OUTPUTS = "outputs_to_check"  # parser default: (dest, flag, is_folder) of every output argument
+
+
+def add_output(parser: argparse.ArgumentParser, *flags: str, folder: bool = False, **kwargs) -> argparse.Action:
+    """An argument naming a file (`folder=True`: a folder) the command writes. The CLI checks every declared
+    output with `check_output` before the command starts, so a bad path costs no work and loses no result."""
+    action = parser.add_argument(*flags, **kwargs)
+    declared = parser.get_default(OUTPUTS) or ()
+    parser.set_defaults(**{OUTPUTS: (*declared, (action.dest, action.option_strings[0], folder))})
+    return action
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    for dest, flag, folder in getattr(args, OUTPUTS, None) or ():
+        check_output(getattr(args, dest, None), flag, folder=folder)
+
+
+def check_output(path, flag: str, folder: bool = False) -> None:
+    """Refuse an output path that cannot be written, before any work starts and without creating anything:
+    a folder where a file is expected (or a file where a folder is), a file on the way to it, a place that
+    is read-only. Missing folders on the way are fine: the writers create them."""
     import os
     from pathlib import Path
 
@@ -34,15 +53,19 @@ def check_output(path, flag: str) -> None:
     if not path:
         return
     path = Path(path)
-    if path.is_dir():
+    if folder and path.exists() and not path.is_dir():
+        raise OdqaError(f"{flag} {path} is a file; name a folder to write into")
+    if not folder and path.is_dir():
         raise OdqaError(f"{flag} {path} is a folder; name a file to write")
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        raise OdqaError(f"{flag} {path}: {folder} is a file, not a folder; choose another path")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise OdqaError(f"{flag} {path}: cannot write into {folder}; choose a writable place")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OdqaError(f"{flag} {path}: {parent} is a file, not a folder; choose another path")
+    for place in (parent, path) if path.exists() else (parent,):
+        if not os.access(place, os.W_OK | (os.X_OK if place.is_dir() else 0)):
+            raise OdqaError(f"{flag} {path}: cannot write {'into ' if place.is_dir() else ''}{place} "
+                            "(read-only or not yours); choose a writable place")
 
 
 def print_json_last(metrics: dict[str, Any]) -> None:

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from odqa.commands.common import add_command, add_config_flag, print_json_last
+from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 from odqa.core.errors import OdqaError
 
 
@@ -15,7 +15,7 @@ def register(subparsers) -> None:
     p = add_command(subparsers, "build-kb", "Build the entity knowledge base (entities + entity vectors) from a Wikipedia-style corpus.",
                     "odqa build-kb --corpus ../shared/data/wiki --out work_indexes/kb", run_build_kb)
     p.add_argument("--corpus", required=True, help="corpus file or folder (JSONL(.xz) with id/title/text, WikiExtractor output, ...)")
-    p.add_argument("--out", required=True, help="knowledge-base folder to create (replaced atomically)")
+    add_output(p, "--out", folder=True, required=True, help="knowledge-base folder to create (replaced atomically)")
     p.add_argument("--encoder", default="minilm", help="entity encoder; must be the linker's entity encoder")
     p.add_argument("--max-length", type=int, default=64, help="tokens of 'title [SEP] description' encoded")
     p.add_argument("--batch-size", type=int, default=64)
@@ -33,7 +33,7 @@ def register(subparsers) -> None:
                     "odqa train-linker --kb work_indexes/kb --data-dir ../shared/data --output models/linker", run_train)
     p.add_argument("--kb", default="work_indexes/kb")
     p.add_argument("--data-dir", default=str(Path(__file__).resolve().parents[2].parent / "shared" / "data"))
-    p.add_argument("--output", default="models/linker")
+    add_output(p, "--output", folder=True, default="models/linker", help="folder for the trained linker")
     p.add_argument("--encoder", default="minilm", help="question encoder to start from")
     p.add_argument("--init", default="", help="continue training this trained linker (folder) instead")
     p.add_argument("--steps", type=int, default=2500)
@@ -56,7 +56,7 @@ def register(subparsers) -> None:
     p.add_argument("--baseline", choices=["elq", "spacy"], default="elq", help="spacy: the spaCy NER + alias-table baseline")
     p.add_argument("--limit", type=int)
     p.add_argument("--no-speed", action="store_true", help="skip the timing runs")
-    p.add_argument("--per-question", help="write per-question predictions (JSONL) here")
+    add_output(p, "--per-question", help="write per-question predictions (JSONL) here")
     _model_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON object of metrics as the last line")
     add_config_flag(p)
@@ -235,7 +235,9 @@ def run_eval(args) -> int:
         metrics.update(measure_speed(linker, questions))
     metrics.update(linker=name, threads=torch.get_num_threads())
     if args.per_question:
-        with open(args.per_question, "w", encoding="utf-8") as f:
+        from odqa.core.atomic import atomic_file
+
+        with atomic_file(args.per_question) as tmp, tmp.open("w", encoding="utf-8") as f:
             for ex, preds in zip(examples, predictions):
                 gold = [{"start": g.start, "end": g.end, "title": g.title, "in_kb": g.in_kb} for g in ex.mentions]
                 f.write(json.dumps({"question": ex.question, "gold": gold, "pred": [_mention_json(m) for m in preds]}, ensure_ascii=False) + "\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from odqa.commands.common import add_command, add_config_flag, check_output, print_json_last
+from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 
 
 def register(subparsers) -> None:
@@ -24,7 +24,7 @@ def register(subparsers) -> None:
     p.add_argument("--limit", type=int)
     p.add_argument("--recall-k", type=int, nargs="+", default=[1, 5, 10],
                    help="recall@k cut-offs; those above --k (passages read) are dropped")
-    p.add_argument("--per-question", help="write per-question predictions (JSONL)")
+    add_output(p, "--per-question", help="write per-question predictions (JSONL)")
     p.add_argument("--json", action="store_true")
     _pipeline_flags(p)
 
@@ -106,7 +106,6 @@ def _eval(pipeline, path, limit, ks, per_question, as_json) -> dict:
     from odqa.corpus.questions import load_questions, with_answers
     from odqa.eval.qa import evaluate_qa
 
-    check_output(per_question, "--per-question")
     ks = sorted(set(ks))
     if ks[0] <= 0:
         raise OdqaError("--recall-k values must be positive")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from odqa.commands.common import add_command, add_config_flag, print_json_last
+from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 
 
 def register(subparsers) -> None:
@@ -17,7 +17,7 @@ def register(subparsers) -> None:
         _train,
     )
     p.add_argument("--train", nargs="+", required=True, metavar="FILE", help="SQuAD-format JSON training file(s)")
-    p.add_argument("--output", required=True, help="folder for checkpoints and the final model (output/final)")
+    add_output(p, "--output", folder=True, required=True, help="folder for checkpoints and the final model (output/final)")
     p.add_argument("--init", default="minilm", help="model to start from: an encoder or a QA checkpoint")
     p.add_argument("--epochs", type=float, default=2.0)
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (overrides --epochs)")
@@ -55,7 +55,7 @@ def register(subparsers) -> None:
     p.add_argument("--exclude-articles-of", nargs="+", default=[], metavar="SQUAD_FILE",
                    help="never use passages of the articles of these SQuAD files (test sets, e.g. SQuAD v1.1 dev: "
                         "24 of its 48 articles are in the Wikipedia subset); titles match with underscores as spaces")
-    p.add_argument("--output", required=True, help="SQuAD-format JSON to write")
+    add_output(p, "--output", required=True, help="SQuAD-format JSON to write")
 
     p = add_command(
         subparsers, "build-topical-negatives",
@@ -68,7 +68,7 @@ def register(subparsers) -> None:
     p.add_argument("--squad", required=True, metavar="SQUAD_FILE", help="SQuAD-format JSON with answers")
     p.add_argument("--ratio", type=float, default=0.12, help="share of the questions given a negative (0-1)")
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--output", required=True, help="SQuAD v2.0-format JSON to write")
+    add_output(p, "--output", required=True, help="SQuAD v2.0-format JSON to write")
 
     p = add_command(
         subparsers, "build-cloze-data",
@@ -79,7 +79,7 @@ def register(subparsers) -> None:
         _build_cloze,
     )
     p.add_argument("--corpus", required=True, help="corpus file or folder (any format `index --corpus` reads)")
-    p.add_argument("--output", required=True, help="SQuAD-format JSON to write")
+    add_output(p, "--output", required=True, help="SQuAD-format JSON to write")
     p.add_argument("--questions", type=int, default=24000)
     p.add_argument("--every", type=int, default=3, help="use every N-th article (spreads the sample over the corpus)")
     p.add_argument("--per-paragraph", type=int, default=2, help="questions per paragraph at most")
@@ -110,7 +110,7 @@ def register(subparsers) -> None:
     p.add_argument("--exclude-articles-of", metavar="SQUAD_FILE",
                    help="skip questions of articles in this SQuAD file (the reader's training data), e.g. "
                         "SQuAD v2.0 dev, which shares 35 articles and their questions with v1.1 dev")
-    p.add_argument("--predictions", help="write {question id: answer} JSON here")
+    add_output(p, "--predictions", help="write {question id: answer} JSON here")
     p.add_argument("--metric", default="auto", choices=("auto", "squad", "korquad", "cmrc2018"),
                    help="EM/F1 definition (auto: KorQuAD's for Korean data, CMRC 2018's for Chinese, else SQuAD's)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON on the last line")
@@ -139,7 +139,7 @@ def register(subparsers) -> None:
     p.add_argument("--limit", type=int, default=0, help="questions sampled (seeded) from each source (0: all)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    p.add_argument("--output", required=True, help="calibration JSON to write")
+    add_output(p, "--output", required=True, help="calibration JSON to write")
     p.add_argument("--json", action="store_true", help="print the fit's summary as JSON on the last line")
     add_config_flag(p)
 

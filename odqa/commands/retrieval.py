@@ -6,7 +6,7 @@ import argparse
 import textwrap
 
 from indexes.analysis import ANALYZERS, LANGUAGES
-from odqa.commands.common import add_command, add_config_flag, check_output, print_json_last
+from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 from odqa.core.models import DEFAULT_ENCODER
 
 
@@ -14,7 +14,7 @@ def register(subparsers) -> None:
     p = add_command(subparsers, "index", "Build BM25 and dense indexes for a corpus file or folder.",
                     "odqa index --corpus ../shared/data/wiki/enwiki-AA.jsonl.xz --out indexes/wiki-aa", run_index)
     p.add_argument("--corpus", required=True, help="JSONL(.gz/.xz), WikiExtractor folder, DPR passage TSV or SQuAD JSON")
-    p.add_argument("--out", required=True, help="index folder to create (replaced atomically when the build succeeds)")
+    add_output(p, "--out", folder=True, required=True, help="index folder to create (replaced atomically when the build succeeds)")
     p.add_argument("--backends", default="bm25,dense", help="comma-separated: bm25, dense")
     p.add_argument("--encoder", "--passage-encoder", dest="encoder",
                    help=f"passage encoder (default: config retrieval.passage_encoder / encoder, else {DEFAULT_ENCODER}, the shipped fine-tuned one): 'minilm' (off the shelf), a shipped model name, a folder (sentence-transformers, DPR or any transformers model) or a hub name")
@@ -63,8 +63,8 @@ def register(subparsers) -> None:
     p.add_argument("--limit", type=int, help="first N questions only")
     p.add_argument("--k", type=int, nargs="+", default=[1, 5, 10, 20, 50, 100])
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--per-question", help="write per-question hits (JSONL) here for error analysis")
-    p.add_argument("--run-out", help="write every question's top max(--k) passages, scores and answer matches "
+    add_output(p, "--per-question", help="write per-question hits (JSONL) here for error analysis")
+    add_output(p, "--run-out", help="write every question's top max(--k) passages, scores and answer matches "
                                      "(JSONL) here, for merge-runs")
     p.add_argument("--json", action="store_true", help="print one JSON object of metrics as the last line")
     _retrieval_flags(p)
@@ -192,8 +192,6 @@ def run_eval(args) -> int:
     from odqa.eval.retrieval import evaluate_retrieval, format_table
 
     ks = _ks(args.k)
-    check_output(args.per_question, "--per-question")
-    check_output(args.run_out, "--run-out")
     config = _config(args)
     items = with_answers(load_questions(args.questions, limit=args.limit), args.questions)
     bundle, retriever = open_retriever(config, args.accept_encoder_change)

@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Sequence
 
-from odqa.commands.common import add_command, print_json_last
+from odqa.commands.common import add_command, add_output, print_json_last
 
 
 def register(subparsers) -> None:
@@ -22,7 +22,7 @@ def register(subparsers) -> None:
                    help="question files with answers (DPR qas TSV, WebQuestions JSON, CuratedTREC TSV, SQuAD v2 JSON); "
                         "test sets are refused")
     p.add_argument("--index", required=True, help="index folder with a BM25 index")
-    p.add_argument("--output", required=True, help="JSON Lines to write; a rerun appends and skips finished questions")
+    add_output(p, "--output", required=True, help="JSON Lines to write; a rerun appends and skips finished questions")
     p.add_argument("--k", type=int, default=20, help="passages retrieved per question")
     p.add_argument("--limit", type=int, default=0, help="first N questions of each file (0: all)")
     p.add_argument("--max-positives", type=int, default=0, help="positives kept per question (0: all in the top k)")
@@ -31,7 +31,7 @@ def register(subparsers) -> None:
     p.add_argument("--dev-fraction", type=float, default=0.0,
                    help="share of each source set aside before the positive filter as an unbiased dev split "
                         "(for choosing hybrid fusion); never trained on")
-    p.add_argument("--dev-dir", help="folder for the dev split, one SOURCE.dev.jsonl per source file")
+    add_output(p, "--dev-dir", folder=True, help="folder for the dev split, one SOURCE.dev.jsonl per source file")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--json", action="store_true", help="print the counts as JSON on the last line")
 
@@ -43,7 +43,7 @@ def register(subparsers) -> None:
         _mine,
     )
     p.add_argument("--train", required=True, help="DPR-format JSONL or JSON")
-    p.add_argument("--output", required=True, help="JSON Lines to write (written whole, then renamed into place)")
+    add_output(p, "--output", required=True, help="JSON Lines to write (written whole, then renamed into place)")
     p.add_argument("--encoder", default="retriever", help="encoder that ranks the pool (name, shipped model or path)")
     p.add_argument("--per-question", type=int, default=3, help="dense negatives appended per question")
     p.add_argument("--depth", type=int, default=50, help="ranked contexts looked at per question")
@@ -65,7 +65,7 @@ def register(subparsers) -> None:
         _train,
     )
     p.add_argument("--train", nargs="+", required=True, metavar="FILE", help="DPR-format JSONL or JSON (DPR's own files too)")
-    p.add_argument("--output", required=True, help="folder for checkpoints and the final model (OUTPUT/final)")
+    add_output(p, "--output", folder=True, required=True, help="folder for checkpoints and the final model (OUTPUT/final)")
     p.add_argument("--init", default="minilm", help="encoder to start from (name, shipped model or path)")
     p.add_argument("--separate-encoders", action="store_true", help="separate question and passage encoders (default: shared)")
     p.add_argument("--val", nargs="*", default=[], metavar="FILE", help="held-out DPR-format file(s) for validation")
@@ -138,7 +138,7 @@ def register(subparsers) -> None:
     p.add_argument("--k", type=int, nargs="+", default=[1, 5, 20])
     p.add_argument("--select", default="recall@20", help="metric to maximise (ties: mrr)")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--output", help="JSON file recording every setting's metrics and the choice")
+    add_output(p, "--output", help="JSON file recording every setting's metrics and the choice")
     p.add_argument("--json", action="store_true")
 
 
@@ -152,7 +152,7 @@ def register(subparsers) -> None:
     p.add_argument("--base", default="minilm", help="the model fine-tuning started from")
     p.add_argument("--tuned", required=True, help="the fine-tuned encoder")
     p.add_argument("--weight", type=float, default=0.5, help="share of the tuned model (0: base, 1: tuned)")
-    p.add_argument("--output", required=True, help="folder for the interpolated encoder")
+    add_output(p, "--output", folder=True, required=True, help="folder for the interpolated encoder")
 
 
 def _setup_logging() -> None:
@@ -297,8 +297,9 @@ def _tune(args) -> int:
     flags = f"--fusion {best['method']}" + (f" --alpha {best['alpha']}" if best["method"] == "minmax" else "")
     print(f"best by {args.select}: {flags}")
     if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(json.dumps(result, indent=2))
+        from odqa.core.atomic import write_json_atomic
+
+        write_json_atomic(Path(args.output), result)
         print(f"recorded in {args.output}")
     if args.json:
         print_json_last(result)

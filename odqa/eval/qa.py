@@ -11,6 +11,7 @@ from typing import Sequence
 from tqdm.auto import tqdm
 
 from odqa.core.answers import best_over_truths, exact_match, f1_score, regex_match
+from odqa.core.atomic import atomic_file
 from odqa.corpus.questions import QAItem
 from odqa.eval.retrieval import judge, summarize
 
@@ -58,7 +59,6 @@ def evaluate_qa(pipeline, items: Sequence[QAItem], ks: Sequence[int] = (1, 5, 10
     metrics.update({key: value for key, value in retrieval.items() if key.startswith("recall@")})
     metrics.update(questions=n, seconds=round(seconds, 2), questions_per_second=round(n / seconds, 2) if seconds else 0.0)
     if per_question:
-        path = Path(per_question)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+        with atomic_file(per_question) as tmp:
+            tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     return metrics

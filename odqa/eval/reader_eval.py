@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from odqa.core.answers import exact_match, f1_score, normalize_answer
+from odqa.core.atomic import atomic_file
 from odqa.core.errors import OdqaError
 from odqa.corpus.questions import QAItem, drop_articles, load_questions
 from odqa.eval import cjk_metrics
@@ -119,5 +120,6 @@ def evaluate_reader(
     preds, gold = predict_answers(reader, items, threshold, chunk, progress)
     metrics = {**rounded(squad_metrics(preds, gold, metric), time.time() - t0), "metric": metric}
     if predictions_path:
-        Path(predictions_path).write_text(json.dumps(preds, ensure_ascii=False, indent=1))
+        with atomic_file(predictions_path) as tmp:
+            tmp.write_text(json.dumps(preds, ensure_ascii=False, indent=1), encoding="utf-8")
     return metrics
