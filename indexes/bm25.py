@@ -134,13 +134,19 @@ class TantivyIndex:
         cls._register(index)
         writer = index.writer(heap_size=heap_mb * 1_000_000, num_threads=threads)
         count = 0
-        for row, text in enumerate(texts):
-            if python_analyzer is not None:
-                text = " ".join(python_analyzer(text))
-            writer.add_document(tantivy.Document(row=row, text=text))
-            count += 1
-        writer.commit()
-        writer.wait_merging_threads()
+        try:
+            for row, text in enumerate(texts):
+                if python_analyzer is not None:
+                    text = " ".join(python_analyzer(text))
+                writer.add_document(tantivy.Document(row=row, text=text))
+                count += 1
+            writer.commit()
+            writer.wait_merging_threads()
+        except BaseException:
+            # dropping the writer ends its worker threads, which otherwise keep writing segment files into
+            # the folder the caller is about to remove (a full disk fails the commit with them still running)
+            del writer, index
+            raise
         return count
 
     @classmethod

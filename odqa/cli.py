@@ -8,7 +8,7 @@ import os
 import sys
 
 from odqa.commands.common import HelpFormatter, check_outputs
-from odqa.core.errors import OdqaError
+from odqa.core.errors import OdqaError, is_disk_full, no_room_reason
 
 # Each module defines register(subparsers); order is the order of `--help`.
 COMMAND_MODULES = (
@@ -65,6 +65,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except (OSError, ValueError, RuntimeError) as exc:
+        if not is_disk_full(exc):
+            raise
+        where = f" to write {exc.filename}" if getattr(exc, "filename", None) else ""
+        print(f"odqa: error: no room left on the device{where} ({no_room_reason(exc)}): free some space or write "
+              "elsewhere, then rerun", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

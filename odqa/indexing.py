@@ -29,7 +29,7 @@ from indexes.integrity import build_lock, describe_part, recover_swap
 from indexes.manifest import Manifest
 from indexes.vector import VectorIndex, VectorIndexParams
 from odqa.core.atomic import publish_folder
-from odqa.core.errors import OdqaError
+from odqa.core.errors import DiskFullError, OdqaError, is_disk_full, no_room_reason
 from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
 from odqa.corpus.readers import corpus_files, iter_passages
 from odqa.corpus.store import PassageStore
@@ -113,50 +113,61 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
             print(f"odqa: resuming the interrupted build kept in {work}", file=sys.stderr)
         work.mkdir(parents=True, exist_ok=True)
 
-        seconds: dict[str, float] = {}
-        with _timed(seconds, "passages_s"):
-            store, fingerprint = _passages(spec, work)
-        _maybe_crash(crash_after, "passages")
-        language = corpus_language(store) if spec.language == "auto" else spec.language
-        analyzer = analyzer_for(language, spec.analyzer)
-        if "bm25" in backends:
-            with _timed(seconds, "bm25_s"):
-                _bm25(spec, work, store, fingerprint, language, analyzer)
-            _maybe_crash(crash_after, "bm25")
-        if "dense" in backends:
-            with _timed(seconds, "encode_s"):
-                done, total = _encode_chunks(spec, work, store)
-            _maybe_crash(crash_after, "encode")
-            if done < total:
-                return BuildReport(False, len(store), f"shard {spec.shard[0]}/{spec.shard[1]} finished: {done} of {total} "
-                                   f"chunks encoded in {work}; run the other shards, then rerun without --shard to finish",
-                                   seconds)
-            with _timed(seconds, "dense_index_s"):
-                _dense(spec, work, store, fingerprint, total)
-            _maybe_crash(crash_after, "dense")
-
-        tmp = out.with_name(f".{out.name}.building-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
         try:
-            parts = {}
-            for part in ["passages", *backends]:
-                # hard links: the work folder stays whole until the new index is in place, so a crash
-                # anywhere before the swap resumes from it
-                shutil.copytree(work / part, tmp / part, copy_function=_link_or_copy)
-                parts[part] = describe_part(tmp / part, Manifest.load(tmp / part).count)
-            Manifest(
-                kind="bundle", corpus_fingerprint=fingerprint, count=len(store),
-                encoder=spec.encoder if "dense" in backends else "",
-                dim=_dim(tmp) if "dense" in backends else 0,
-                params={"backends": backends, "words": spec.words, "corpus": str(spec.corpus), "parts": parts,
-                        "language": language, **({"analyzer": analyzer} if "bm25" in backends else {}),
-                        **({"query_encoder": spec.query_encoder or spec.encoder} if "dense" in backends else {})},
-            ).save(tmp)
-            publish_folder(tmp, out, crash_after=crash_after)
-        except BaseException:
+            seconds: dict[str, float] = {}
+            with _timed(seconds, "passages_s"):
+                store, fingerprint = _passages(spec, work)
+            _maybe_crash(crash_after, "passages")
+            language = corpus_language(store) if spec.language == "auto" else spec.language
+            analyzer = analyzer_for(language, spec.analyzer)
+            if "bm25" in backends:
+                with _timed(seconds, "bm25_s"):
+                    _bm25(spec, work, store, fingerprint, language, analyzer)
+                _maybe_crash(crash_after, "bm25")
+            if "dense" in backends:
+                with _timed(seconds, "encode_s"):
+                    done, total = _encode_chunks(spec, work, store)
+                _maybe_crash(crash_after, "encode")
+                if done < total:
+                    return BuildReport(False, len(store), f"shard {spec.shard[0]}/{spec.shard[1]} finished: {done} of {total} "
+                                       f"chunks encoded in {work}; run the other shards, then rerun without --shard to finish",
+                                       seconds)
+                with _timed(seconds, "dense_index_s"):
+                    _dense(spec, work, store, fingerprint, total)
+                _maybe_crash(crash_after, "dense")
+
+            tmp = out.with_name(f".{out.name}.building-{os.getpid()}")
             shutil.rmtree(tmp, ignore_errors=True)
-            raise
+            tmp.mkdir()
+            try:
+                parts = {}
+                for part in ["passages", *backends]:
+                    # hard links: the work folder stays whole until the new index is in place, so a crash
+                    # anywhere before the swap resumes from it
+                    shutil.copytree(work / part, tmp / part, copy_function=_link_or_copy)
+                    parts[part] = describe_part(tmp / part, Manifest.load(tmp / part).count)
+                Manifest(
+                    kind="bundle", corpus_fingerprint=fingerprint, count=len(store),
+                    encoder=spec.encoder if "dense" in backends else "",
+                    dim=_dim(tmp) if "dense" in backends else 0,
+                    params={"backends": backends, "words": spec.words, "corpus": str(spec.corpus), "parts": parts,
+                            "language": language, **({"analyzer": analyzer} if "bm25" in backends else {}),
+                            **({"query_encoder": spec.query_encoder or spec.encoder} if "dense" in backends else {})},
+                ).save(tmp)
+                publish_folder(tmp, out, crash_after=crash_after)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+        except Exception as exc:
+            if not is_disk_full(exc):
+                raise
+            kept = _drop_unfinished(work)
+            raise DiskFullError(
+                f"no room left on the device while building {out} ({no_room_reason(exc)})"
+                + ("; the old index there is unchanged" if (out / "manifest.json").exists() else "")
+                + "; free some space and rerun"
+                + (f" (the finished stages kept in {work}, {kept / 1e6:.1f} MB, resume the build)" if kept else "")
+            ) from exc
         shutil.rmtree(work, ignore_errors=True)
     note = " (resumed from the work folder of an interrupted build)" if resumed else ""
     return BuildReport(True, len(store), f"index ready in {out}: {len(store)} passages, backends {', '.join(backends)}{note}",
@@ -175,6 +186,31 @@ def _timed(seconds: dict[str, float], key: str):
 def _maybe_crash(crash_after: str | None, stage: str) -> None:
     if crash_after == stage:
         os._exit(137)
+
+
+def _drop_unfinished(work: Path) -> int:
+    """After a failed write, keep only the finished stages of `work` (passages with their source marker, a
+    BM25 or dense part with its manifest, encoded chunks): the partial files of the stage that failed go, so
+    they give their space back and a rerun redoes that stage. Returns the bytes kept (0: nothing, and `work`
+    is gone)."""
+    if not (work / "passages.source.json").exists():
+        shutil.rmtree(work / "passages", ignore_errors=True)
+    for part in ("bm25", "dense"):
+        if not (work / part / "manifest.json").exists():
+            shutil.rmtree(work / part, ignore_errors=True)
+    if not (work / "dense" / "manifest.json").exists():
+        (work / "embeddings.npy").unlink(missing_ok=True)  # the merge of the chunks, half written
+    for folder in (work, work / "dense-chunks"):
+        for leftover in folder.glob(".*") if folder.is_dir() else ():
+            shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()  # temporary files and folders
+    chunks = work / "dense-chunks"
+    if chunks.is_dir() and not any(chunks.glob("chunk-*.npy")):
+        shutil.rmtree(chunks)
+    kept = sum(f.stat().st_size for f in work.rglob("*") if f.is_file()) if work.is_dir() else 0
+    if work.is_dir() and not (work / "passages.source.json").exists():
+        shutil.rmtree(work)  # without finished passages nothing else can be reused
+        kept = 0
+    return kept
 
 
 def _link_or_copy(src: str, dst: str) -> None:

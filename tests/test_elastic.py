@@ -9,16 +9,9 @@ from __future__ import annotations
 
 import base64
 import http.server
-import importlib.util
 import json
 import logging
-import shutil
-import signal
-import socket
-import subprocess
 import threading
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -29,89 +22,14 @@ from linker.elastic import load_entities
 from odqa.config import ElasticConfig
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.models import DEFAULT_ENCODER
+from tests.es_server import NoidaServer, free_port, start_or_skip
 
 pytestmark = pytest.mark.elastic
-
-START_TIMEOUT = 20.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _noida_command() -> tuple[list[str], bool] | None:
-    """The noida-db binary itself (so stopping it stops the server), else its console script."""
-    spec = importlib.util.find_spec("noida_db")
-    if spec is not None and spec.submodule_search_locations:
-        binary = Path(list(spec.submodule_search_locations)[0]) / "noida-db"
-        if binary.is_file():
-            binary.chmod(0o755)
-            return [str(binary)], False
-    script = shutil.which("noida-db")
-    return ([script], True) if script else None
-
-
-class NoidaServer:
-    """One noida-db process serving only the Elasticsearch API; data persists in `data_dir` across restarts."""
-
-    def __init__(self, data_dir: Path, port: int | None = None):
-        self.data_dir = data_dir
-        self.port = port or _free_port()
-        self.proc: subprocess.Popen | None = None
-        self.log = data_dir.parent / f"noida-{self.port}.log"
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        found = _noida_command()
-        if found is None:
-            raise RuntimeError("noida-db is not installed (pip install -e '.[elastic-test]')")
-        command, via_script = found
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        args = command + ["start", "--only", "elasticsearch", "--host", "127.0.0.1",
-                          "--elasticsearch-port", str(self.port), "--data-dir", str(self.data_dir)]
-        self.proc = subprocess.Popen(args, stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=via_script)
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"noida-db exited with status {self.proc.returncode}: {self.log.read_text()[-500:]}")
-            try:
-                with urllib.request.urlopen(self.url + "/", timeout=1) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"noida-db did not answer on {self.url} within {START_TIMEOUT:.0f} s")
-
-    def stop(self) -> None:
-        """Graceful stop (SIGTERM: noida-db saves its data), then wait; SIGKILL if it hangs."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
-
-
-def _start_or_skip(server: NoidaServer) -> NoidaServer:
-    try:
-        server.start()
-    except (RuntimeError, OSError) as exc:
-        pytest.skip(f"no Elasticsearch-API test server: {exc}")
-    return server
 
 
 @pytest.fixture(scope="session")
 def es_server(tmp_path_factory):
-    server = _start_or_skip(NoidaServer(tmp_path_factory.mktemp("noida") / "data"))
+    server = start_or_skip(NoidaServer(tmp_path_factory.mktemp("noida") / "data"))
     yield server
     server.stop()
 
@@ -214,13 +132,13 @@ def test_hybrid_modes_and_rrf_fallback(demo_es, bundle, demo_items, monkeypatch,
 
 
 def test_server_down_names_the_hosts():
-    port = _free_port()
+    port = free_port()
     with pytest.raises(OdqaError, match=rf"cannot reach Elasticsearch at http://127\.0\.0\.1:{port}"):
         ElasticIndex.open(_config(f"http://127.0.0.1:{port}"))
 
 
 def test_lost_mid_build_stops_with_last_committed_id_then_resumes(tmp_path, demo_bundle):
-    server = _start_or_skip(NoidaServer(tmp_path / "data"))
+    server = start_or_skip(NoidaServer(tmp_path / "data"))
     try:
         index = ElasticIndex.open(_config(server.url, "odqa-test-resume"))
         committed = []

@@ -10,6 +10,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
+from odqa.core.errors import DiskFullError, is_disk_full, no_room_reason
+
 
 @contextlib.contextmanager
 def atomic_file(target: str | Path) -> Iterator[Path]:
@@ -20,8 +22,9 @@ def atomic_file(target: str | Path) -> Iterator[Path]:
     tmp = target.with_name(f".{target.name}.tmp")
     try:
         yield tmp
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        _name_the_full_disk(exc, target)
         raise
     os.replace(tmp, target)
 
@@ -44,10 +47,17 @@ def atomic_folder(target: str | Path) -> Iterator[Path]:
     tmp.mkdir()
     try:
         yield tmp
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        _name_the_full_disk(exc, target)
         raise
     publish_folder(tmp, target)
+
+
+def _name_the_full_disk(exc: BaseException, target: Path) -> None:
+    if is_disk_full(exc) and not isinstance(exc, DiskFullError):
+        raise DiskFullError(f"no room left on the device to write {target} ({no_room_reason(exc)}); nothing was "
+                            "replaced: free some space or write elsewhere, then rerun") from exc
 
 
 def publish_folder(tmp: Path, target: Path, crash_after: str | None = None) -> None:
