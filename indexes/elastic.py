@@ -144,12 +144,30 @@ def connect(config, *, request_timeout: float = 30.0, check: bool = True):
 def call(fn: Callable[[], Any], hosts, what: str, secrets: Sequence[str] = ()):
     """Run one client call; turn the client's exceptions into one-line OdqaErrors without credentials."""
     try:
-        return fn()
+        result = fn()
     except Exception as exc:
         error = translate_error(exc, hosts, what, secrets)
         if error is None:
             raise
         raise error from None
+    return require_json(result, hosts, what, secrets)
+
+
+def require_json(result, hosts, what: str, secrets: Sequence[str] = ()):
+    """`result` unless it is a text answer where Elasticsearch answers JSON (an HTML page from a proxy or
+    another service at that address): the client hands those over as text, which fails later as a traceback."""
+    import elastic_transport
+
+    if isinstance(result, elastic_transport.TextApiResponse):
+        raise not_json_error(hosts, what, str(result.body), secrets)
+    return result
+
+
+def not_json_error(hosts, what: str, text: str, secrets: Sequence[str] = ()) -> OdqaError:
+    snippet = " ".join(text.split())[:80]
+    return OdqaError(scrub(f"the server at {describe_hosts(hosts)} answered {what} with something that is not "
+                           f"Elasticsearch JSON ({snippet!r}); is a proxy or another service at that address? "
+                           "check elastic.hosts / --hosts", secrets))
 
 
 def translate_error(exc: BaseException, hosts, what: str, secrets: Sequence[str] = ()) -> OdqaError | None:
@@ -181,6 +199,8 @@ def translate_error(exc: BaseException, hosts, what: str, secrets: Sequence[str]
         )
     if isinstance(exc, ApiError):
         return OdqaError(scrub(f"Elasticsearch at {where} answered HTTP {exc.status_code} while {what}: {_reason(exc)}", secrets))
+    if isinstance(exc, elastic_transport.SerializationError):  # labelled JSON, but is not
+        return not_json_error(hosts, what, str(exc).removeprefix("Unable to deserialize as JSON: "), secrets)
     return None
 
 
@@ -405,7 +425,7 @@ class ElasticIndex:
             if translate:
                 result = self._call(lambda: self.client.msearch(searches=searches), what)
             else:
-                result = self.client.msearch(searches=searches)
+                result = require_json(self.client.msearch(searches=searches), self.hosts, what, self.secrets)
             for response in result["responses"]:
                 if "error" in response:
                     error = response["error"] if isinstance(response["error"], dict) else {"reason": str(response["error"])}
@@ -646,7 +666,9 @@ def _send_chunk(index: ElasticIndex, client, chunk: list[Doc], report: BulkRepor
         for _, doc_id, source in pending:
             operations.extend([{"create": {"_index": index.name, "_id": doc_id}}, source])
         try:
-            result = client.bulk(operations=operations)
+            result = require_json(client.bulk(operations=operations), index.hosts, "a bulk request", index.secrets)
+        except OdqaError:
+            raise
         except Exception as exc:
             if not _retryable(exc):
                 error = translate_error(exc, index.hosts, "bulk indexing", index.secrets)
@@ -700,7 +722,8 @@ def _interrupted(index: ElasticIndex, report: BulkReport, exc: BaseException, op
     last = (f"the last committed passage is {report.last_id!r} (row {report.last_row})" if report.last_row >= 0
             else "no passage was committed")
     return OdqaError(
-        f"lost Elasticsearch at {describe_hosts(index.hosts)} during bulk indexing ({exc.__class__.__name__}; gave up "
+        f"lost Elasticsearch at {describe_hosts(index.hosts)} during bulk indexing ({exc.__class__.__name__}"
+        f"{f' HTTP {exc.status_code}' if getattr(exc, 'status_code', None) else ''}; gave up "
         f"after {options.max_retries} retries); {last}; rerun the same command to resume from there"
     )
 
