@@ -85,7 +85,8 @@ def evaluate_retrieval(retriever, items: Sequence[QAItem], ks: Sequence[int] = D
     results: list[QuestionResult] = []  # judged, without their hits: memory stays flat in the question count
     start = time.perf_counter()
     bar = tqdm(total=len(items), desc=f"eval {getattr(retriever, 'name', '')}", unit=" q", disable=not progress, mininterval=2)
-    with contextlib.ExitStack() as files:
+    # the bar is closed on the way out, an error too, so the error is the last line printed
+    with bar, contextlib.ExitStack() as files:
         writers = []  # (file, row function): each question's line is written as soon as it is judged
         for target, row in ((per_question, QuestionResult.to_dict), (run_out, run_row)):
             if target:
@@ -99,7 +100,6 @@ def evaluate_retrieval(retriever, items: Sequence[QAItem], ks: Sequence[int] = D
                     f.write(json.dumps(row(result), ensure_ascii=False) + "\n")
                 results.append(QuestionResult(item, [], result.first_hit_rank, result.first_gold_rank))
             bar.update(len(batch))
-        bar.close()
     seconds = time.perf_counter() - start
     metrics = summarize(results, ks)
     metrics["seconds"] = round(seconds, 2)

@@ -249,3 +249,75 @@ def test_bad_files_and_arguments_end_in_one_line(built, index, tmp_path, capsys,
     assert_clean(code, text)
     assert code == 2, text
     assert not (tmp_path / "new").exists()
+
+
+# ---- a full disk -----------------------------------------------------------------------------------------
+# A file-size limit (RLIMIT_FSIZE, with SIGXFSZ ignored) makes every write past it fail with EFBIG, as a full
+# disk fails with ENOSPC, in a child process and without privileges; every writer (Python, Arrow, tantivy)
+# meets it.
+LIMITED = """import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
+from odqa.cli import main
+sys.exit(main({argv!r}))
+"""
+BIG_DOCS = [{"id": f"b{i}", "title": f"Big {i}",
+             "text": " ".join(f"Sentence {j} of big document {i} is about subject{i}." for j in range(60))}
+            for i in range(40)]
+
+
+def run_with_file_limit(argv, limit: int) -> subprocess.CompletedProcess:
+    code = LIMITED.format(limit=limit, argv=[str(a) for a in argv])
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def assert_one_line_no_room(run: subprocess.CompletedProcess) -> None:
+    text = run.stdout + run.stderr
+    assert run.returncode == 2 and "Traceback" not in text, text[-1500:]
+    assert text.count("odqa: error:") == 1 and run.stderr.strip().splitlines()[-1].startswith("odqa: error: no room"), text[-800:]
+
+
+def leftovers(folder: Path) -> list[str]:
+    return [p.name for p in folder.iterdir() if ".building-" in p.name or ".old-" in p.name or ".tmp" in p.name]
+
+
+@pytest.mark.slow
+def test_full_disk_while_writing_passages_keeps_the_old_index_and_leaves_nothing(index, tmp_path):
+    before = answer(index)
+    corpus = jsonl(tmp_path / "big.jsonl", BIG_DOCS)
+    run = run_with_file_limit(["index", "--corpus", corpus, "--out", index, "--backends", "bm25"], 20_000)
+    assert_one_line_no_room(run)
+    assert "the old index there is unchanged" in run.stderr
+    assert answer(index) == before
+    assert not leftovers(tmp_path) and not (tmp_path / "idx.work").exists()
+
+
+@pytest.mark.slow
+def test_full_disk_while_writing_bm25_keeps_the_finished_passages_to_resume(index, tmp_path, capsys):
+    before = answer(index)
+    corpus = jsonl(tmp_path / "big.jsonl", BIG_DOCS)
+    code = ("from odqa.indexing import IndexSpec, build_index; "
+            f"build_index(IndexSpec(corpus={str(corpus)!r}, out={str(index)!r}, backends=['bm25']), crash_after='passages')")
+    assert subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True).returncode == 137
+    run = run_with_file_limit(["index", "--corpus", corpus, "--out", index, "--backends", "bm25"], 4_000)
+    assert_one_line_no_room(run)
+    assert answer(index) == before
+    work = tmp_path / "idx.work"
+    assert not leftovers(tmp_path) and sorted(p.name for p in work.iterdir()) == ["passages", "passages.source.json"]
+    code, text = run_cli(["index", "--corpus", corpus, "--out", index, "--backends", "bm25"], capsys)
+    assert code == 0 and "resum" in text, text[-800:]
+    assert answer(index)[0] == "b3_0" and not work.exists()
+
+
+@pytest.mark.slow
+def test_full_disk_while_writing_eval_outputs_ends_in_one_line(index, tmp_path):
+    questions = jsonl(tmp_path / "q.jsonl", [{"question": f"what is subject{i % 12}?", "answer": [f"Passage {i % 12}"]}
+                                             for i in range(60)])
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    run = run_with_file_limit(["eval-retrieval", "--index", index, "--questions", questions, "--retriever", "bm25",
+                               "--k", "1", "3", "--per-question", runs / "pq.jsonl", "--run-out", runs / "run.jsonl"],
+                              2_000)
+    assert_one_line_no_room(run)
+    assert "pq.jsonl" in run.stderr or "run.jsonl" in run.stderr
+    assert list(runs.iterdir()) == []  # neither a partial output nor its temporary file
