@@ -146,3 +146,36 @@ def test_closing_quotes_and_brackets_stay_with_their_sentence():
         gap = text[before.end : after.start]
         assert gap.strip() == "", f"characters lost between passages: {gap!r}"
         assert before.text.endswith(('"', ")")), before.text[-10:]
+
+
+def test_chinese_is_measured_in_characters_and_cut_at_its_sentence_ends():
+    from odqa.corpus.chunking import CJK_CHARS_PER_WORD
+
+    sentences = [f"长城是中国古代的军事防御工程第{i}段。" for i in range(30)]  # 19 characters, no spaces
+    sentences[7] = sentences[7].replace("。", "！")
+    sentences[12] = sentences[12].replace("。", "？”")  # a closing quote stays with its sentence
+    doc = Document("d", "长城", "".join(sentences))
+    passages = chunk_document(doc, words=50)
+    budget = 50 * CJK_CHARS_PER_WORD  # 80 characters
+    assert len(passages) >= 6  # counted as whitespace words the paragraph was one passage
+    for p in passages:
+        assert doc.text[p.start : p.end] == p.text
+        assert len(p.text) <= budget
+        assert p.text.endswith(("。", "！", "？”")) and p.text.startswith("长城")  # whole sentences only
+    assert "".join(p.text for p in passages) == doc.text
+
+
+def test_a_chinese_sentence_longer_than_the_budget_is_cut_between_characters():
+    doc = Document("d", "T", "万里长城" * 100 + "。")  # 401 characters, one sentence
+    passages = chunk_document(doc, words=100)
+    assert [len(p.text) for p in passages] == [160, 160, 81]
+    assert "".join(p.text for p in passages) == doc.text
+
+
+def test_korean_is_cut_at_its_sentence_ends_and_english_with_a_chinese_name_is_unchanged():
+    korean = " ".join(f"임진왜란은 {1592 + i}년에 일어난 전쟁이다." for i in range(20))  # 4 words a sentence
+    passages = chunk_document(Document("k", "임진왜란", korean), words=10)
+    assert len(passages) == 10 and all(p.text.endswith("전쟁이다.") for p in passages)
+    english = " ".join(f"Chiew Lee Yih (趙裡昱) wrote post {i} in a newsgroup." for i in range(30))  # 10 words
+    passages = chunk_document(Document("e", "T", english), words=30)
+    assert [len(p.text.split()) for p in passages] == [30] * 10

@@ -4,6 +4,10 @@ DPR cuts every 100 words regardless of sentences; we pack whole sentences instea
 the budget is cut by words), never cross a paragraph mid-sentence (short paragraphs share a passage, joined
 by their newline), and keep exact character offsets so
 `doc.text[p.start:p.end] == p.text`.
+
+Chinese and Japanese write no spaces between words, so their characters are counted instead: one word per
+CJK_CHARS_PER_WORD characters (a 100-word passage holds about 160 Chinese characters), and sentences also
+end at 。！？. Korean separates its words by spaces and is counted as English is.
 """
 
 from __future__ import annotations
@@ -13,12 +17,47 @@ import re
 from odqa.core.types import Document, Passage
 
 # A sentence ends at . ! ? (optionally followed by closing quotes/brackets) before whitespace and a capital,
-# digit or opening quote. Good enough for encyclopedic prose; abbreviations cost a slightly early cut only.
-_SENTENCE_END = re.compile(r"""(?<=[.!?])(["'”’)\]]*)\s+(?=["'“‘(\[]?[A-Z0-9])""")
+# digit, Hangul or opening quote; or at 。！？ (Chinese, Japanese) with or without a space after. Good enough
+# for encyclopedic prose; abbreviations cost a slightly early cut only.
+_SENTENCE_END = re.compile(
+    r"""(?<=[.!?])(["'”’)\]]*)\s+(?=["'“‘(\[]?[A-Z0-9\uac00-\ud7a3\u3131-\u318e])"""
+    r"""|(?<=[。！？])([”’」』）)】]*)\s*"""
+)
+# Characters of scripts written without spaces between words: CJK punctuation, kana, Han, full-width forms
+_CJK = "\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
+# A token: one such character, or a run of other non-space characters (a word)
+_TOKEN = re.compile(rf"[{_CJK}]|[^\s{_CJK}]+")
+_CJK_CHAR = re.compile(rf"[{_CJK}]")
 _WORD = re.compile(r"\S+")
+# Characters of Chinese text per English word (translators' rule of thumb: 1,000 English words come to
+# about 1,500-1,800 Chinese characters)
+CJK_CHARS_PER_WORD = 1.6
 
 
-def _sentences(text: str) -> list[tuple[int, int, int]]:
+def _mostly_cjk(text: str) -> bool:
+    """Whether most of `text`'s characters are CJK: such text is measured in characters (English with a name
+    in Chinese characters stays measured in words, so its passages do not move)."""
+    cjk = len(_CJK_CHAR.findall(text))
+    return cjk > 0 and 2 * cjk > len(text) - sum(c.isspace() for c in text)
+
+
+def _tokens(text: str, start: int, end: int) -> list[tuple[int, int, float]]:
+    """(start, end, words) of each token of text[start:end]. Mostly CJK text: a CJK character counts
+    1/CJK_CHARS_PER_WORD of a word, any other run of non-space characters one word; else whitespace words."""
+    if not _mostly_cjk(text[start:end]):
+        return [(m.start(), m.end(), 1.0) for m in _WORD.finditer(text, start, end)]
+    return [(m.start(), m.end(), 1 / CJK_CHARS_PER_WORD if _CJK_CHAR.fullmatch(m.group()) else 1.0)
+            for m in _TOKEN.finditer(text, start, end)]
+
+
+def count_words(text: str) -> float:
+    """Length in words: whitespace words, or for mostly CJK text CJK characters at CJK_CHARS_PER_WORD a word."""
+    if not _mostly_cjk(text):
+        return float(len(text.split()))
+    return sum(w for _, _, w in _tokens(text, 0, len(text)))
+
+
+def _sentences(text: str) -> list[tuple[int, int, float]]:
     """(start, end, words) of each sentence; paragraphs (lines) never share a sentence."""
     spans = []
     offset = 0
@@ -29,7 +68,8 @@ def _sentences(text: str) -> list[tuple[int, int, int]]:
             continue
         cut = p_start
         for match in _SENTENCE_END.finditer(paragraph):
-            spans.append((cut, p_start + match.end(1)))  # closing quotes and brackets stay with their sentence
+            closing = 1 if match.group(1) is not None else 2
+            spans.append((cut, p_start + match.end(closing)))  # closing quotes and brackets stay with their sentence
             cut = p_start + match.end()
         spans.append((cut, p_start + len(paragraph.rstrip())))
     out = []
@@ -37,16 +77,20 @@ def _sentences(text: str) -> list[tuple[int, int, int]]:
         segment = text[start:end]
         lead = len(segment) - len(segment.lstrip())
         if segment.strip():
-            out.append((start + lead, end, len(segment.split())))
+            out.append((start + lead, end, count_words(segment)))
     return out
 
 
-def _split_long(text: str, start: int, end: int, words: int) -> list[tuple[int, int, int]]:
-    spans = [m.span() for m in _WORD.finditer(text, start, end)]
-    return [
-        (spans[i][0], spans[min(i + words, len(spans)) - 1][1], min(words, len(spans) - i))
-        for i in range(0, len(spans), words)
-    ]
+def _split_long(text: str, start: int, end: int, words: int) -> list[tuple[int, int, float]]:
+    """A sentence longer than `words`, cut into pieces of at most `words` words (CJK: between characters)."""
+    pieces: list[list] = []  # [start, end, words]
+    for s, e, w in _tokens(text, start, end):
+        if pieces and pieces[-1][2] + w <= words + 1e-9:
+            pieces[-1][1] = e
+            pieces[-1][2] += w
+        else:
+            pieces.append([s, e, w])
+    return [(s, e, w) for s, e, w in pieces]
 
 
 def chunk_document(doc: Document, words: int = 100, min_words: int | None = None) -> list[Passage]:
@@ -55,12 +99,12 @@ def chunk_document(doc: Document, words: int = 100, min_words: int | None = None
     if words <= 0:
         raise ValueError("words must be positive")
     min_words = words // 4 if min_words is None else min_words
-    units: list[tuple[int, int, int]] = []
+    units: list[tuple[int, int, float]] = []
     for start, end, n in _sentences(doc.text):
         units.extend(_split_long(doc.text, start, end, words) if n > words else [(start, end, n)])
-    groups: list[list[int]] = []  # [start, end, words]
+    groups: list[list] = []  # [start, end, words]
     for start, end, n in units:
-        if groups and groups[-1][2] + n <= words:
+        if groups and groups[-1][2] + n <= words + 1e-9:
             groups[-1][1] = end
             groups[-1][2] += n
         else:
