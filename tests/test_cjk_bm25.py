@@ -88,3 +88,44 @@ def test_a_python_analyser_needs_the_tantivy_engine(tmp_path):
     corpus = _write_corpus(tmp_path / "zh.jsonl", [("长城", "长城是中国古代的军事防御工程。")])
     with pytest.raises(OdqaError, match="needs the tantivy engine"):
         build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "idx"), backends=["bm25"], bm25_engine="bm25s"))
+
+
+@pytest.mark.slow
+def test_korean_questions_through_the_pipeline_and_the_shell(shared_data, tmp_path):
+    """KorQuAD's first 4 articles (2 paragraphs each) indexed with --language ko: the questions ask and the
+    shell pass on are analysed with the index's stored analyser and find their article; the shell answers
+    Korean lines (and a line of broken UTF-8) without a traceback. The English reader's answers are poor."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from odqa.cli import main
+    from odqa.config import OdqaConfig
+    from odqa.pipeline import Pipeline
+
+    korquad = json.loads((shared_data / "multilingual" / "korquad-v1.0-dev.json").read_text(encoding="utf-8"))
+    small = {"data": [{"title": a["title"], "paragraphs": a["paragraphs"][:2]} for a in korquad["data"][:4]]}
+    corpus = tmp_path / "korquad-small.json"
+    corpus.write_text(json.dumps(small, ensure_ascii=False), encoding="utf-8")
+    index = tmp_path / "ko"
+    assert main(["index", "--corpus", str(corpus), "--out", str(index), "--language", "ko", "--backends", "bm25"]) == 0
+
+    pipeline = Pipeline(OdqaConfig.load(None, {"index": str(index), "retrieval.retriever": "bm25",
+                                               "linker.enabled": False}))
+    bm25 = pipeline.retriever()
+    stored = pipeline.bundle.manifest.params["analyzer"]
+    assert stored == "ko-bigram" and bm25.index.analyze("임진왜란은") == get_analyzer(stored)("임진왜란은")
+    asked = [(qa["question"], a["title"].replace("_", " ")) for a in small["data"] for p in a["paragraphs"]
+             for qa in p["qas"]]
+    hits = bm25.search([q for q, _ in asked], 1)
+    assert [h[0].passage.title for h in hits] == [title for _, title in asked]  # 59 of 59
+
+    lines = f"{asked[0][0]}\n{asked[-1][0]}\n".encode() + b"\xff\xfe \xea\xb9\n"
+    run = subprocess.run([sys.executable, "run_qa.py", "shell", "--index", str(index), "--retriever", "bm25",
+                          "--no-linker", "--precision", "fp32", "--runtime", "torch"],
+                         cwd=Path(__file__).resolve().parents[1], input=lines, capture_output=True, timeout=600)
+    out = run.stdout.decode() + run.stderr.decode()
+    assert run.returncode == 0 and "Traceback" not in out, out[-1500:]
+    # a best guess for each Korean question (the reader may take it from another retrieved article), and
+    # the broken line read as text with replacement characters
+    assert run.stdout.decode().count("  1. ") == 2, out[-1500:]
