@@ -133,7 +133,9 @@ def test_hybrid_modes_and_rrf_fallback(demo_es, bundle, demo_items, monkeypatch,
 
 
 def test_a_server_that_cannot_start_fails_in_ci_and_skips_elsewhere(tmp_path, monkeypatch):
-    monkeypatch.setitem(globals(), "_noida_command", lambda: None)  # as where noida-db is not installed
+    import tests.es_server
+
+    monkeypatch.setattr(tests.es_server, "_noida_command", lambda: None)  # as where noida-db is not installed
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="noida-db is not installed.*CI is set"):
         start_or_skip(NoidaServer(tmp_path / "data"))
