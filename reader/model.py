@@ -14,7 +14,7 @@ import torch
 
 from odqa.core.device import autocast_for, pick_device
 from odqa.core.errors import OdqaError
-from odqa.core.models import resolve_model
+from odqa.core.models import hub_options, resolve_model
 from odqa.core.runtime import InferencePlan, PerWeights, announce, int8_dynamic, pad_batch, plan_inference
 from odqa.core.types import Answer, Passage
 from reader.calibration import CALIBRATION_FILE, Calibration
@@ -112,7 +112,7 @@ class Reader:
             raise OdqaError("the shipped reader (models/reader) is missing; train one with `odqa train-reader` "
                             "or pass --model PATH_OR_NAME")
         try:
-            config = AutoConfig.from_pretrained(path)
+            config = AutoConfig.from_pretrained(path, **hub_options(path))
         except (OSError, ValueError) as exc:
             raise OdqaError(
                 f"cannot load reader {name_or_path!r}: not a model folder or a known model name ({exc.__class__.__name__})"
@@ -125,10 +125,10 @@ class Reader:
             )
         dev = pick_device(device)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(path)
+            tokenizer = AutoTokenizer.from_pretrained(path, **hub_options(path))
             # shipped weights are fp16; compute in fp32 on CPU (fp16 matmuls there are slow and lossy)
             model = AutoModelForQuestionAnswering.from_pretrained(
-                path, dtype=torch.float32 if dev.type == "cpu" else torch.float16
+                path, dtype=torch.float32 if dev.type == "cpu" else torch.float16, **hub_options(path)
             )
         except (OSError, ValueError) as exc:
             raise OdqaError(f"cannot load reader {name_or_path!r}: {exc}") from exc

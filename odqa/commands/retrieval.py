@@ -38,6 +38,9 @@ def register(subparsers) -> None:
     p.add_argument("--chunk-size", type=int, default=20000, help="passages per resumable encoding chunk")
     p.add_argument("--shard", help="i/n: encode only this shard of the chunks (merge by rerunning without it)")
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16", "fp16", "int8"),
+                   help="passage encoding precision (auto: bf16 on CPUs with native bf16, fp16 on a GPU, else fp32; "
+                        "int8: ONNX Runtime dynamic int8, bench/encoder_int8.py measures its speed and recall)")
 
     p = add_command(subparsers, "verify-index", "Check an index folder whole: every part's files against the digests "
                     "recorded at build time, row counts, and the passage fingerprint recomputed.",
@@ -143,7 +146,7 @@ def run_index(args) -> int:
         vector=VectorIndexParams(kind=args.vector_index, hnsw_m=args.hnsw_m, ef_search=args.ef_search,
                                  nlist=args.nlist, nprobe=args.nprobe),
         batch_size=args.batch_size, max_length=args.max_length, chunk_size=args.chunk_size,
-        shard=parse_shard(args.shard), device=args.device,
+        shard=parse_shard(args.shard), device=args.device, precision=args.precision,
     )
     report = build_index(spec)
     print(report.message)
