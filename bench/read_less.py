@@ -63,6 +63,9 @@ def main(argv=None) -> int:
     ap.add_argument("--early-grid", nargs="*", default=["2-0.5", "3-0.4", "3-0.5", "3-0.7", "5-0.5"],
                     help="M-P pairs replayed on decoded passages (untimed)")
     ap.add_argument("--grid-questions", type=int, default=0, help="questions per file for the grid (0: --questions)")
+    ap.add_argument("--count-only", action="store_true",
+                    help="no reading: the tokens each batching variant computes per question (padding included), "
+                         "from the windows alone; deterministic, so it holds on a loaded machine too")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--precision", default="auto")
     ap.add_argument("--out", default="")
@@ -86,6 +89,8 @@ def main(argv=None) -> int:
     hits = pipeline.retriever("bm25").search([q.question for q in items], args.k)
     passages = [[h.passage for h in hs] for hs in hits]
     scores = [relative_scores([h.score for h in hs]) for hs in hits]
+    if args.count_only:
+        return count_tokens(pipeline.config.reader.model, items, passages, args)
     reader = pipeline.reader
     base = dict(vars(reader.settings))
     reader.read(items[0].question, passages[0], scores[0])  # warm-up: builds or loads the runtime's graph
@@ -146,6 +151,42 @@ def main(argv=None) -> int:
         Path(args.out).write_text(text)
     return 0
 
+
+
+def count_tokens(model: str, items, passages, args) -> int:
+    """Tokens per question each variant's forward batches hold (windows sorted by length, longest first, then cut
+    into batches of B, as Reader.logits does), and the attention term (batch x longest^2) relative to the first."""
+    from transformers import AutoTokenizer
+
+    from odqa.core.models import hub_options, resolve_model
+    from reader.features import tokenize_windows
+
+    path = resolve_model(model)
+    tokenizer = AutoTokenizer.from_pretrained(path, **hub_options(path))
+    lengths = [[len(ids) for ids in tokenize_windows(tokenizer, [q.question] * len(ps), [p.text for p in ps])
+                .encoding["input_ids"]] for q, ps in zip(items, passages)]
+    real = sum(map(sum, lengths))
+    rows = []
+    for name in args.variants:
+        v = parse_variant(name)
+        groups = ([sum(lengths[i : i + args.group], []) for i in range(0, len(lengths), args.group)]
+                  if v["batched"] else lengths)
+        padded = attention = 0
+        for group in groups:
+            ordered = sorted(group, reverse=True)
+            for lo in range(0, len(ordered), v["batch_size"]):
+                batch = ordered[lo : lo + v["batch_size"]]
+                padded += len(batch) * batch[0]
+                attention += len(batch) * batch[0] ** 2
+        rows.append({"variant": name, "tokens_per_question": round(padded / len(items)),
+                     "padding_share": round(100 * (1 - real / padded), 1), "attention": attention})
+    first = rows[0]["attention"]
+    for row in rows:
+        row["attention_vs_first"] = round(row.pop("attention") / first, 3)
+    print(json.dumps({"questions": len(items), "real_tokens_per_question": round(real / len(items))}))
+    for row in rows:
+        print(json.dumps(row), flush=True)
+    return 0
 
 
 def early_grid(reader, items, passages, scores, args) -> list[dict]:
