@@ -94,6 +94,9 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--save-every", type=int, default=200)
     p.add_argument("--eval-every", type=int, default=100)
+    p.add_argument("--early-stop", type=int, default=0, metavar="N",
+                   help="stop after N validations in a row without a better pool recall@5 (in-batch recall@5 "
+                        "with --no-pool-validation); 0: never")
     p.add_argument("--no-pool-validation", action="store_true",
                    help="validate by in-batch rank only, not also by retrieval over every held-out context")
     p.add_argument("--eval-batch-size", type=int, default=64)
@@ -209,6 +212,7 @@ def _train(args) -> int:
         weight_decay=args.weight_decay, epochs=args.epochs, max_steps=args.max_steps, scale=args.scale,
         mask_answer_negatives=not args.no_answer_mask, distill_weight=args.distill_weight,
         distill_from=args.distill_from, seed=args.seed, save_every=args.save_every, eval_every=args.eval_every,
+        early_stop=args.early_stop,
         pool_validation=not args.no_pool_validation, eval_batch_size=args.eval_batch_size, log_every=args.log_every,
         threads=args.threads,
         precision=args.precision, device=args.device, progress=not args.no_progress,
