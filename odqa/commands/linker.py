@@ -216,8 +216,8 @@ def run_train(args) -> int:
 def run_eval(args) -> int:
     import torch
 
-    from linker.metrics import evaluate
-    from odqa.eval.linking import load_eval_examples, measure_speed
+    from odqa.eval.evaluators import LinkingEvaluator
+    from odqa.eval.linking import load_eval_examples
 
     _threads(args)
     if args.baseline == "spacy":
@@ -231,12 +231,9 @@ def run_eval(args) -> int:
         linker, kb = _open(args)
         name = "elq"
     examples = load_eval_examples(args.data, kb, args.split, args.limit)
-    questions = [ex.question for ex in examples]
-    with torch.inference_mode():
-        predictions = linker.link(questions)
-    metrics = evaluate(examples, predictions)
-    if not args.no_speed:
-        metrics.update(measure_speed(linker, questions))
+    evaluator = LinkingEvaluator(examples, speed=not args.no_speed)
+    metrics = evaluator(linker)
+    predictions = evaluator.predictions
     metrics.update(linker=name, threads=torch.get_num_threads())
     if args.per_question:
         with open(args.per_question, "w", encoding="utf-8") as f:
