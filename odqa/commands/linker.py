@@ -7,8 +7,10 @@ import sys
 import time
 from pathlib import Path
 
+from indexes.layout import IndexLayout
 from odqa.commands.common import add_command, add_config_flag, print_json_last
 from odqa.core.errors import OdqaError
+from retriever.registry import backend_of
 
 
 def register(subparsers) -> None:
@@ -92,8 +94,8 @@ def default_kb_path(config) -> Path:
     if config.linker.kb:
         return Path(config.linker.kb)
     candidates = []
-    if config.index:
-        candidates += [Path(config.index) / "kb", Path(config.index).parent / "kb"]
+    if config.index and backend_of(config.index) == "folder":
+        candidates.append(IndexLayout(config.index).kb)  # the one place: beside the index, as `ask` looks
     candidates += [Path("work_indexes/kb"), REPO_ROOT / "work_indexes" / "kb"]
     for path in candidates:
         if (path / "entities.jsonl").is_file():

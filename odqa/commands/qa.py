@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from odqa.commands.common import add_command, add_config_flag, check_output, print_json_last
+from retriever.kinds import RETRIEVERS
 
 
 def register(subparsers) -> None:
@@ -34,8 +35,9 @@ def register(subparsers) -> None:
 
 
 def _pipeline_flags(p) -> None:
-    p.add_argument("--index", help="index folder (default: the built-in demo corpus)")
-    p.add_argument("--retriever", choices=["bm25", "dense", "hybrid"])
+    p.add_argument("--index", help="index folder, or an Elasticsearch index es://HOST:9200/NAME (es://: the "
+                   "config's [elastic]); default: the built-in demo corpus")
+    p.add_argument("--retriever", choices=RETRIEVERS.names)
     p.add_argument("--k", type=int, help="passages passed to the reader")
     p.add_argument("--reader", help="reader checkpoint: 'reader' (shipped) or any extractive-QA name/path")
     p.add_argument("--no-linker", action="store_true", help="skip entity linking")
@@ -96,7 +98,7 @@ def run_shell(args) -> int:
         sys.stdin.reconfigure(errors="replace")
         return shell.run_lines(sys.stdin)
     seconds = shell.warm_up()
-    shell.say(f"ready in {seconds:.1f} s ({len(shell.pipeline.bundle.store)} passages)")
+    shell.say(f"ready in {seconds:.1f} s ({shell.pipeline.corpus_size} passages)")
     odqa_home().mkdir(parents=True, exist_ok=True)
     return shell.run_interactive(str(odqa_home() / "shell_history"))
 
@@ -110,8 +112,8 @@ def _eval(pipeline, path, limit, ks, per_question, as_json) -> dict:
     ks = sorted(set(ks))
     if ks[0] <= 0:
         raise OdqaError("--recall-k values must be positive")
-    if ks[-1] > len(pipeline.bundle.store):
-        raise OdqaError(f"--recall-k {ks[-1]} is larger than the corpus ({len(pipeline.bundle.store)} passages)")
+    if ks[-1] > pipeline.corpus_size:
+        raise OdqaError(f"--recall-k {ks[-1]} is larger than the corpus ({pipeline.corpus_size} passages)")
     depth = pipeline.config.retrieval.k
     if [k for k in ks if k > depth]:
         print(f"odqa: recall@{', '.join(str(k) for k in ks if k > depth)} dropped: the reader reads {depth} passages "
