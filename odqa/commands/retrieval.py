@@ -199,7 +199,8 @@ def _ks(values) -> list[int]:
 def run_eval(args) -> int:
     from odqa.core.errors import OdqaError
     from odqa.corpus.questions import load_questions, with_answers
-    from odqa.eval.retrieval import evaluate_retrieval, format_table
+    from odqa.eval.evaluators import RetrievalEvaluator
+    from odqa.eval.retrieval import format_table
 
     ks = _ks(args.k)
     check_output(args.per_question, "--per-question")
@@ -209,8 +210,9 @@ def run_eval(args) -> int:
     bundle, retriever = open_retriever(config, args.accept_encoder_change)
     if ks[-1] > len(bundle):
         raise OdqaError(f"--k {ks[-1]} is larger than the corpus ({len(bundle)} passages); use smaller k values")
-    metrics = evaluate_retrieval(retriever, items, ks, batch_size=args.batch_size, per_question=args.per_question,
-                                 run_out=args.run_out)
+    evaluator = RetrievalEvaluator(items, ks, batch_size=args.batch_size, per_question=args.per_question,
+                                   run_out=args.run_out)
+    metrics = evaluator(retriever)
     metrics["retriever"] = config.retrieval.retriever
     print(format_table(metrics, ks))
     print(f"{metrics['questions']} questions in {metrics['seconds']} s ({metrics['questions_per_second']} q/s)")
