@@ -16,7 +16,7 @@ from linker.kb import KnowledgeBase
 from linker.model import ELQConfig, ELQModel, enumerate_spans, word_masks
 from odqa.core.device import autocast_for
 from odqa.core.errors import OdqaError
-from odqa.core.models import resolve_model
+from odqa.core.models import hub_options, resolve_model
 from odqa.core.runtime import PerWeights, announce, int8_dynamic, plan_inference
 from odqa.core.types import Mention
 
@@ -62,8 +62,8 @@ class Linker:
         """A fresh (untrained heads) linker on top of a pretrained encoder."""
         path = resolve_model(name)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(path)
-            encoder = AutoModel.from_pretrained(path)
+            tokenizer = AutoTokenizer.from_pretrained(path, **hub_options(path))
+            encoder = AutoModel.from_pretrained(path, **hub_options(path))
         except (OSError, ValueError) as exc:
             raise OdqaError(f"cannot load encoder {name!r}: {exc.__class__.__name__}") from exc
         config = config or ELQConfig(encoder=name)
@@ -79,8 +79,8 @@ class Linker:
                 "or use the shipped model 'linker'"
             )
         config = ELQConfig.from_dict(json.loads((path / LINKER_CONFIG).read_text()))
-        tokenizer = AutoTokenizer.from_pretrained(str(path))
-        encoder = AutoModel.from_config(AutoConfig.from_pretrained(str(path)))
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        encoder = AutoModel.from_config(AutoConfig.from_pretrained(str(path), local_files_only=True))
         model = ELQModel(encoder, config)
         from safetensors.torch import load_file
 

@@ -69,12 +69,12 @@ class ReaderConfig:
     top_n: int = 5
     max_answer_tokens: int = 30
     # "no answer" when no span beats its passage's null score minus 2. Chosen on dev with the weight below
-    # (models/reader/README.md): it abstains on 12 % of EfficientQA dev questions, nearly all of them not
-    # answered by their passages, and on 1 of 344 SQuAD dev-split questions (0 abstained on 5)
+    # (figures in models/reader/README.md): it abstains mostly on questions their passages do not answer
+    # and almost never on questions they do
     no_answer_threshold: float = -2.0
     # span-logit bonus of a question's best-retrieved passage over its worst (scores min-max scaled per
-    # question). On dev 5 and 10 tie (table in models/reader/README.md) and beat 0 (retrieval ignored) and
-    # 20 (nearly retrieval order); 10 reads the demo corpus's hybrid rankings better (EM 80 vs 75)
+    # question). On dev 5 and 10 tie and beat 0 (retrieval ignored) and 20 (nearly retrieval order); 10
+    # reads the demo corpus's hybrid rankings better (both in models/reader/README.md)
     retrieval_weight: float = 10.0
     batch_size: int = 16
     # calibration.json (run_qa.py fit-calibration); empty: the model folder's own, if it has one

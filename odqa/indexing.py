@@ -59,6 +59,7 @@ class IndexSpec:
     chunk_size: int = 20000
     shard: tuple[int, int] | None = None  # (i, n): encode only chunks i, i+n, ...
     device: str | None = None
+    precision: str = "auto"  # of passage encoding (odqa.core.runtime.plan_inference)
 
 
 @dataclass
@@ -277,7 +278,9 @@ def _encode_chunks(spec: IndexSpec, work: IndexLayout, store: PassageStore) -> t
     chunks.mkdir(exist_ok=True)
     meta = chunks / "encoder.json"
     expected = {"encoder": spec.encoder, "chunk_size": spec.chunk_size, "max_length": spec.max_length,
-                "weights": model_fingerprint(spec.encoder), **_encoder_options(spec)}
+                "weights": model_fingerprint(spec.encoder), **_encoder_options(spec),
+                # chunks of one build share a precision (int8 vectors differ slightly from fp32 ones)
+                **({"precision": spec.precision} if spec.precision != "auto" else {})}
     if meta.exists() and json.loads(meta.read_text()) != expected:
         raise OdqaError(
             f"{chunks} holds chunks from another encoder or chunk size ({meta.read_text()}); "
@@ -313,7 +316,8 @@ def _passage_encoder(spec: IndexSpec, load: bool = True):
     from odqa.core.encoder import TextEncoder
 
     encoder = TextEncoder.from_pretrained(spec.encoder, max_length=spec.max_length,
-                                          device=spec.device if load else "cpu", **_encoder_options(spec))
+                                          device=spec.device if load else "cpu",
+                                          precision=spec.precision if load else "auto", **_encoder_options(spec))
     return encoder if load else encoder.settings()
 
 

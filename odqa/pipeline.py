@@ -206,7 +206,7 @@ class Pipeline:
         return self.ask_batch([question], k=k, retriever=retriever)[0]
 
     def ask_batch(self, questions: list[str], k: int | None = None, retriever: str | None = None) -> list[Result]:
-        """Answer several questions; linking and retrieval run batched, reading per question."""
+        """Answer several questions; linking, retrieval and reading each run batched across them."""
         k = k or self.config.retrieval.k
         cleaned = [clean_question(q) for q in questions]
         texts = [c[0] for c in cleaned]
@@ -228,17 +228,22 @@ class Pipeline:
             hits = self._add_entity_passages(texts, mentions, hits, bonus, min(k, store_size))
         retrieve_time = (time.perf_counter() - start) / len(texts)
 
+        # one reader call for all the questions that have passages: their windows share the forward batches
+        start = time.perf_counter()
+        asked = [i for i, h in enumerate(hits) if h]
+        if asked:
+            answers = self.reader.read_many(
+                [texts[i] for i in asked], [[x.passage for x in hits[i]] for i in asked],
+                [relative_scores([x.score for x in hits[i]]) for i in asked], top_n=self.config.reader.top_n)
+            for i, a in zip(asked, answers):
+                results[i].answers = a
+        read_time = (time.perf_counter() - start) / len(texts)
+
         for result, m, h in zip(results, mentions, hits):
             result.mentions, result.passages = m, h
             result.timings["link"] = link_time
             result.timings["retrieve"] = retrieve_time
-            start = time.perf_counter()
-            if h:
-                result.answers = self.reader.read(
-                    result.question, [x.passage for x in h], relative_scores([x.score for x in h]),
-                    top_n=self.config.reader.top_n,
-                )
-            result.timings["read"] = time.perf_counter() - start
+            result.timings["read"] = read_time
             result.timings["total"] = sum(result.timings.values())
             if not result.answers:
                 result.notices.append("no answer found in the retrieved passages")

@@ -14,7 +14,7 @@ import torch
 
 from odqa.core.device import autocast_for, pick_device
 from odqa.core.errors import OdqaError
-from odqa.core.models import resolve_model
+from odqa.core.models import hub_options, resolve_model
 from odqa.core.runtime import InferencePlan, PerWeights, announce, int8_dynamic, pad_batch, plan_inference
 from odqa.core.types import Answer, Passage
 from reader.calibration import CALIBRATION_FILE, Calibration
@@ -40,11 +40,44 @@ class ReaderSettings:
     # onnx int8 (odqa.core.runtime; its F1 against torch fp32 is in bench/speed.py's table)
     precision: str = "auto"  # auto | fp32 | bf16 | fp16 | int8
     runtime: str = "auto"  # auto | torch | onnx (odqa.core.runtime.plan_inference)
+    # read the first N passages of each question, the rest only when the best answer's calibrated probability
+    # is below early_stop_probability (0: read everything at once)
+    early_stop_passages: int = 0
+    early_stop_probability: float = 1.0
 
 
 def _is_qa_config(config) -> bool:
     archs = getattr(config, "architectures", None) or []
     return any(a.endswith("ForQuestionAnswering") for a in archs)
+
+
+@dataclass
+class ReadState:
+    """One question's reading: its non-empty passages (`keep`, in the order given) and the decoded ones so far
+    (`Reader.read_many` fills it; `Reader.rank` and `Reader.decided` judge it)."""
+
+    question: str
+    passages: list[Passage]
+    keep: list[int]  # indexes of the passages with text
+    texts: list[str]  # their texts
+    scores: list[float] | None  # their retrieval scores
+    top_n: int
+    read: list[tuple[list[PassageSpan], float]]  # (spans, null score) of keep[0], keep[1], ...
+
+    @classmethod
+    def make(cls, question: str, passages: list[Passage], retrieval_scores: list[float] | None,
+             top_n: int) -> "ReadState":
+        if not isinstance(question, str) or not question.strip():
+            raise OdqaError("the question is empty")
+        if not passages:
+            raise OdqaError("no passages to read (the passage list is empty)")
+        if retrieval_scores is not None and len(retrieval_scores) != len(passages):
+            raise OdqaError(f"{len(retrieval_scores)} retrieval scores for {len(passages)} passages")
+        if top_n <= 0:
+            raise OdqaError(f"top_n must be positive, got {top_n}")
+        keep = [i for i, p in enumerate(passages) if (p.text or "").strip()]
+        scores = [float(retrieval_scores[i]) for i in keep] if retrieval_scores is not None else None
+        return cls(question, passages, keep, [passages[i].text for i in keep], scores, top_n, [])
 
 
 class Reader:
@@ -61,6 +94,7 @@ class Reader:
         self._quantized = False
         self._bf16_copy: tuple[object, torch.nn.Module] | None = None  # (the model it copies, the copy)
         self._onnx = PerWeights()  # the ONNX Runtime session of the current weights
+        self.passages_read = 0  # passages decoded so far (early stopping skips some)
 
     # ---------------------------------------------------------------- loading / saving
     @classmethod
@@ -78,7 +112,7 @@ class Reader:
             raise OdqaError("the shipped reader (models/reader) is missing; train one with `odqa train-reader` "
                             "or pass --model PATH_OR_NAME")
         try:
-            config = AutoConfig.from_pretrained(path)
+            config = AutoConfig.from_pretrained(path, **hub_options(path))
         except (OSError, ValueError) as exc:
             raise OdqaError(
                 f"cannot load reader {name_or_path!r}: not a model folder or a known model name ({exc.__class__.__name__})"
@@ -91,10 +125,10 @@ class Reader:
             )
         dev = pick_device(device)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(path)
+            tokenizer = AutoTokenizer.from_pretrained(path, **hub_options(path))
             # shipped weights are fp16; compute in fp32 on CPU (fp16 matmuls there are slow and lossy)
             model = AutoModelForQuestionAnswering.from_pretrained(
-                path, dtype=torch.float32 if dev.type == "cpu" else torch.float16
+                path, dtype=torch.float32 if dev.type == "cpu" else torch.float16, **hub_options(path)
             )
         except (OSError, ValueError) as exc:
             raise OdqaError(f"cannot load reader {name_or_path!r}: {exc}") from exc
@@ -149,7 +183,7 @@ class Reader:
         """The runtime and precision reads use now (from `settings`, the device and the CPU)."""
         if self._quantized:
             return InferencePlan("torch", "int8", "quantize_int8()")
-        # auto may pick onnx int8 for the reader: its F1 cost was measured (bench/speed.py, 0.27 F1)
+        # auto may pick onnx int8 for the reader: its F1 cost was measured (bench/speed.py)
         return plan_inference(self.device.type, self.settings.precision, self.settings.runtime, auto_int8=True)
 
     def _onnx_model(self, int8: bool):
@@ -164,7 +198,7 @@ class Reader:
 
         bf16 on a CPU runs a bf16-weight copy of the model with eager attention instead of autocasting the fp32
         weights on every call: reading the top 10 passages takes 145 ms instead of 166 ms on 2 AVX512-BF16
-        cores, with equal F1 (held-out SQuAD v1.1 dev 67.84 vs 67.78); PyTorch's fused attention is the slower
+        cores, with equal F1 (models/reader/README.md, Speed); PyTorch's fused attention is the slower
         one for bf16 on CPU. The fp32 weights are kept, so switching `settings.precision` back stays exact. The
         copy is made at the first bf16 read of each model object; weights changed in place after it are not seen
         (training works on the Hugging Face model, never through a Reader)."""
@@ -214,19 +248,6 @@ class Reader:
                 starts[i], ends[i] = sl[r, : len(ids[i])], el[r, : len(ids[i])]
         return w, starts, ends
 
-    def decode(self, texts: Sequence[str], w, starts, ends) -> tuple[list[PassageSpan], list[float]]:
-        s = self.settings
-        per_passage: list[list] = [[] for _ in texts]
-        for i, p in enumerate(w.sample):
-            per_passage[p].append((starts[i], ends[i], w.context_start[i], w.context_end[i], w.offsets[i]))
-        spans: list[PassageSpan] = []
-        nulls: list[float] = []
-        for p, text in enumerate(texts):
-            sp, null = decode_passage(p, text, per_passage[p], s.max_answer_tokens, s.spans_per_window)
-            spans.extend(sp)
-            nulls.append(null)
-        return spans, nulls
-
     def read(
         self,
         question: str,
@@ -239,28 +260,82 @@ class Reader:
         passage) enter the score with the configured weight. When no span beats its passage's no-answer score
         by the threshold, the best guesses are still returned, each with its (low) calibrated probability and
         `confident` False; empty only when the passages hold no span at all."""
-        if not isinstance(question, str) or not question.strip():
-            raise OdqaError("the question is empty")
-        if not passages:
-            raise OdqaError("no passages to read (the passage list is empty)")
-        if retrieval_scores is not None and len(retrieval_scores) != len(passages):
-            raise OdqaError(f"{len(retrieval_scores)} retrieval scores for {len(passages)} passages")
-        if top_n <= 0:
-            raise OdqaError(f"top_n must be positive, got {top_n}")
+        scores = [retrieval_scores] if retrieval_scores is not None else None
+        return self.read_many([question], [passages], scores, top_n, no_answer_threshold)[0]
+
+    def read_many(
+        self,
+        questions: Sequence[str],
+        passages: Sequence[list[Passage]],
+        retrieval_scores: Sequence[list[float]] | None = None,
+        top_n: int = 5,
+        no_answer_threshold: float | None | str = "default",
+    ) -> list[list[Answer]]:
+        """`read` for several questions at once, each with its own passages: the windows of all questions share
+        the forward batches (sorted by length, so a batch holds windows of similar length: less padding).
+
+        With `settings.early_stop_passages` = m > 0, passages are read in the order given (retrieval order) in
+        two stages: the first m of every question, then the rest only for the questions whose best answer so
+        far has a calibrated probability below `settings.early_stop_probability`."""
+        if len(questions) != len(passages) or (retrieval_scores is not None and len(retrieval_scores) != len(questions)):
+            raise OdqaError(f"{len(questions)} questions, {len(passages)} passage lists"
+                            + (f" and {len(retrieval_scores)} score lists" if retrieval_scores is not None else ""))
+        jobs = [ReadState.make(q, ps, retrieval_scores[i] if retrieval_scores is not None else None, top_n)
+                for i, (q, ps) in enumerate(zip(questions, passages))]
         threshold = self.settings.no_answer_threshold if no_answer_threshold == "default" else no_answer_threshold
-        texts = [p.text or "" for p in passages]
-        keep = [i for i, t in enumerate(texts) if t.strip()]
-        if not keep:
+        first = self.settings.early_stop_passages
+        stages = [first, None] if first and first > 0 else [None]
+        pending = [j for j in jobs if j.keep]
+        for until in stages:
+            pairs = [(j, n) for j in pending for n in range(len(j.read), len(j.keep) if until is None
+                                                             else min(until, len(j.keep)))]
+            self.passages_read += len(pairs)
+            for (job, n), (spans, null) in zip(pairs, self.decode_passages(
+                    [job.question for job, _ in pairs], [job.texts[n] for job, n in pairs], [n for _, n in pairs])):
+                job.read.append((spans, null))
+            pending = [j for j in pending if len(j.read) < len(j.keep)
+                       and not self.decided(j, threshold)]
+        return [self._answers(j, threshold) for j in jobs]
+
+    def decode_passages(self, questions: Sequence[str], texts: Sequence[str], indexes: Sequence[int]):
+        """The spans and null score of each (question, passage text) pair; `indexes` number the passages within
+        their question (PassageSpan.passage_index)."""
+        if not questions:
             return []
-        w, starts, ends = self.logits([question] * len(keep), [texts[i] for i in keep])
-        spans, nulls = self.decode([texts[i] for i in keep], w, starts, ends)
-        scores = [float(retrieval_scores[i]) for i in keep] if retrieval_scores is not None else None
         s = self.settings
-        ranked = aggregate(spans, nulls, scores, s.retrieval_weight, threshold, top_n, s.temperature)
-        guessing = not ranked
-        if guessing:
-            ranked = aggregate(spans, nulls, scores, s.retrieval_weight, None, top_n, s.temperature)
-        return [self._answer(a, [passages[i] for i in keep], guessing) for a in ranked]
+        w, starts, ends = self.logits(questions, texts)
+        per_pair: list[list] = [[] for _ in texts]
+        for i, p in enumerate(w.sample):
+            per_pair[p].append((starts[i], ends[i], w.context_start[i], w.context_end[i], w.offsets[i]))
+        return [decode_passage(n, text, per_pair[p], s.max_answer_tokens, s.spans_per_window)
+                for p, (n, text) in enumerate(zip(indexes, texts))]
+
+    def rank(self, job: "ReadState", threshold):
+        """The job's answers over the passages read so far, and whether they are best guesses (none passed
+        the threshold)."""
+        s = self.settings
+        spans = [sp for passage_spans, _ in job.read for sp in passage_spans]
+        nulls = [null for _, null in job.read]
+        scores = job.scores[: len(job.read)] if job.scores is not None else None
+        ranked = aggregate(spans, nulls, scores, s.retrieval_weight, threshold, job.top_n, s.temperature)
+        if ranked:
+            return ranked, False
+        return aggregate(spans, nulls, scores, s.retrieval_weight, None, job.top_n, s.temperature), True
+
+    def decided(self, job: "ReadState", threshold) -> bool:
+        """Whether the best answer over the passages read so far is sure enough to stop reading."""
+        ranked, guessing = self.rank(job, threshold)
+        if guessing or not ranked:
+            return False
+        best = ranked[0]
+        return self.calibration.probability(best.margin, best.probability) >= self.settings.early_stop_probability
+
+    def _answers(self, job: "ReadState", threshold) -> list[Answer]:
+        if not job.read:
+            return []
+        ranked, guessing = self.rank(job, threshold)
+        read = [job.passages[i] for i in job.keep[: len(job.read)]]
+        return [self._answer(a, read, guessing) for a in ranked]
 
     def _answer(self, a: AggregatedAnswer, passages: list[Passage], guessing: bool) -> Answer:
         p = passages[a.best.passage_index]

@@ -117,3 +117,43 @@ def test_bf16_on_cpu_reads_valid_spans_and_switching_back_to_fp32_is_exact(tiny_
     r.settings.precision = "fp32"
     _, again, _ = r.logits(["Where?"] * 2, texts)
     assert all((a == b).all() for a, b in zip(again, exact_starts))
+
+
+QUESTIONS = ["What is the capital of France?", "Where do the Rhône and the Saône meet?"]
+
+
+@pytest.fixture(scope="module")
+def fp32_reader(tiny_dir):
+    return Reader.from_pretrained(str(tiny_dir), device="cpu", precision="fp32", runtime="torch")
+
+
+def _key(answers):
+    return [(a.passage_id, a.start, a.end, a.text, round(a.probability, 4)) for a in answers]
+
+
+def test_read_many_answers_each_question_as_read_does(fp32_reader):
+    lists = [PASSAGES, list(reversed(PASSAGES[:2]))]
+    scores = [[1.0, 0.5, 0.0], [1.0, 0.0]]
+    together = fp32_reader.read_many(QUESTIONS, lists, scores, top_n=3, no_answer_threshold=None)
+    alone = [fp32_reader.read(q, ps, s, top_n=3, no_answer_threshold=None) for q, ps, s in zip(QUESTIONS, lists, scores)]
+    assert [_key(a) for a in together] == [_key(a) for a in alone]
+    with pytest.raises(OdqaError, match="2 questions, 1 passage lists"):
+        fp32_reader.read_many(QUESTIONS, [PASSAGES])
+
+
+def test_early_stop_reads_the_rest_only_when_the_first_passages_are_not_decisive(fp32_reader):
+    settings = fp32_reader.settings
+    full = fp32_reader.read(QUESTIONS[0], PASSAGES[:2], no_answer_threshold=None)
+    try:
+        settings.early_stop_passages = 1
+        settings.early_stop_probability = 0.0  # any answer decides: the second passage is never read
+        before = fp32_reader.passages_read
+        stopped = fp32_reader.read(QUESTIONS[0], PASSAGES[:2], no_answer_threshold=None)
+        assert fp32_reader.passages_read - before == 1
+        assert stopped and {a.passage_id for a in stopped} == {"p1"}
+        settings.early_stop_probability = 1.1  # nothing decides: both passages are read, as without stopping
+        before = fp32_reader.passages_read
+        assert _key(fp32_reader.read(QUESTIONS[0], PASSAGES[:2], no_answer_threshold=None)) == _key(full)
+        assert fp32_reader.passages_read - before == 2
+    finally:
+        settings.early_stop_passages, settings.early_stop_probability = 0, 1.0

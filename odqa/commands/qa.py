@@ -106,7 +106,7 @@ def run_shell(args) -> int:
 def _eval(pipeline, path, limit, ks, per_question, as_json) -> dict:
     from odqa.core.errors import OdqaError
     from odqa.corpus.questions import load_questions, with_answers
-    from odqa.eval.qa import evaluate_qa
+    from odqa.eval.evaluators import QAEvaluator
 
     ks = sorted(set(ks))
     if ks[0] <= 0:
@@ -119,7 +119,7 @@ def _eval(pipeline, path, limit, ks, per_question, as_json) -> dict:
               "(--k)", file=sys.stderr)
         ks = [k for k in ks if k <= depth] or [depth]
     items = with_answers(load_questions(path, limit=limit), path)
-    metrics = evaluate_qa(pipeline, items, ks, per_question=per_question, k=depth)
+    metrics = QAEvaluator(items, ks, k=depth, per_question=per_question)(pipeline)
     print(f"EM {metrics['em']:.2f}  F1 {metrics['f1']:.2f}  " +
           "  ".join(f"R@{k} {metrics[f'recall@{k}']:.2f}" for k in ks) +
           f"  ({metrics['questions']} questions, {metrics['questions_per_second']} q/s)")

@@ -200,7 +200,7 @@ def _build_cloze(args) -> int:
 def _eval(args) -> int:
     import torch
 
-    from odqa.eval.reader_eval import evaluate_reader
+    from odqa.eval.evaluators import ReaderEvaluator
     from reader.model import Reader
 
     if args.threads:
@@ -210,11 +210,11 @@ def _eval(args) -> int:
         reader.quantize_int8()
     if args.precision or args.bf16:
         reader.settings.precision = args.precision or "bf16"
-    metrics = evaluate_reader(
-        reader, args.data, limit=args.limit or None, allow_null=args.allow_null,
-        predictions_path=args.predictions, progress=not args.json, exclude_articles_of=args.exclude_articles_of,
-        metric=args.metric,
+    evaluator = ReaderEvaluator(
+        args.data, limit=args.limit or None, allow_null=args.allow_null, predictions_path=args.predictions,
+        progress=not args.json, exclude_articles_of=args.exclude_articles_of, metric=args.metric,
     )
+    metrics = evaluator(reader)
     _print_metrics(metrics, args.json)
     return 0
 

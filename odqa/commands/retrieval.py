@@ -41,6 +41,9 @@ def register(subparsers) -> None:
     p.add_argument("--chunk-size", type=int, default=20000, help="passages per resumable encoding chunk")
     p.add_argument("--shard", help="i/n: encode only this shard of the chunks (merge by rerunning without it)")
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16", "fp16", "int8"),
+                   help="passage encoding precision (auto: bf16 on CPUs with native bf16, fp16 on a GPU, else fp32; "
+                        "int8: ONNX Runtime dynamic int8, bench/encoder_int8.py measures its speed and recall)")
 
     p = add_command(subparsers, "verify-index", "Check an index folder whole: every part's files against the digests "
                     "recorded at build time, row counts, and the passage fingerprint recomputed.",
@@ -150,7 +153,7 @@ def run_index(args) -> int:
         vector=VectorIndexParams(kind=args.vector_index, hnsw_m=args.hnsw_m, ef_search=args.ef_search,
                                  nlist=args.nlist, nprobe=args.nprobe),
         batch_size=args.batch_size, max_length=args.max_length, chunk_size=args.chunk_size,
-        shard=parse_shard(args.shard), device=args.device,
+        shard=parse_shard(args.shard), device=args.device, precision=args.precision,
     )
     report = build_index(spec)
     print(report.message)
@@ -196,7 +199,8 @@ def _ks(values) -> list[int]:
 def run_eval(args) -> int:
     from odqa.core.errors import OdqaError
     from odqa.corpus.questions import load_questions, with_answers
-    from odqa.eval.retrieval import evaluate_retrieval, format_table
+    from odqa.eval.evaluators import RetrievalEvaluator
+    from odqa.eval.retrieval import format_table
 
     ks = _ks(args.k)
     config = _config(args)
@@ -204,8 +208,9 @@ def run_eval(args) -> int:
     bundle, retriever = open_retriever(config, args.accept_encoder_change)
     if ks[-1] > len(bundle):
         raise OdqaError(f"--k {ks[-1]} is larger than the corpus ({len(bundle)} passages); use smaller k values")
-    metrics = evaluate_retrieval(retriever, items, ks, batch_size=args.batch_size, per_question=args.per_question,
-                                 run_out=args.run_out)
+    evaluator = RetrievalEvaluator(items, ks, batch_size=args.batch_size, per_question=args.per_question,
+                                   run_out=args.run_out)
+    metrics = evaluator(retriever)
     metrics["retriever"] = config.retrieval.retriever
     print(format_table(metrics, ks))
     print(f"{metrics['questions']} questions in {metrics['seconds']} s ({metrics['questions_per_second']} q/s)")

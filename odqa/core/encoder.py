@@ -21,7 +21,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from odqa.core.device import autocast_for, pick_device
 from odqa.core.errors import OdqaError
-from odqa.core.models import resolve_model
+from odqa.core.models import hub_options, resolve_model
 from odqa.core.runtime import PerWeights, announce, int8_dynamic, plan_inference
 
 POOLINGS = ("mean", "cls")
@@ -96,12 +96,12 @@ class TextEncoder(torch.nn.Module):
             if kind == "sentence-transformers":
                 encoder = cls._from_sentence_transformers(path, name_or_path, pooling, similarity)
             else:
-                tokenizer = AutoTokenizer.from_pretrained(path)
+                tokenizer = AutoTokenizer.from_pretrained(path, **hub_options(path))
                 if kind == "dpr":
-                    model = _dpr_class(path).from_pretrained(path)
+                    model = _dpr_class(path).from_pretrained(path, **hub_options(path))
                     defaults = {"pooling": "cls", "similarity": "dot"}
                 else:
-                    model = AutoModel.from_pretrained(path)
+                    model = AutoModel.from_pretrained(path, **hub_options(path))
                     defaults = {"pooling": "mean", "similarity": "cosine"}
                 encoder = cls(model, tokenizer, name=name_or_path, kind=kind,
                               pooling=pooling or defaults["pooling"], similarity=similarity or defaults["similarity"])

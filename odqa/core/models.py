@@ -48,17 +48,40 @@ ALIASES = {
 }
 
 
+_fingerprints: dict[tuple, str] = {}
+
+
 def model_fingerprint(name_or_path: str) -> str:
     """Name plus a digest of a local model's weights, so caches keyed by it notice a retrained model that
-    kept its name (e.g. a new models/retriever)."""
+    kept its name (e.g. a new models/retriever). Kept per process while the weight files keep their size and
+    modification time and their first and last 64 KiB (file times are coarser than a rewrite): opening the demo
+    corpus asks for the same model's digest several times."""
     folder = Path(resolve_model(name_or_path))
-    digest = hashlib.sha1(name_or_path.encode())
-    if folder.is_dir():
-        for weights in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")):
-            with weights.open("rb") as f:
+    weights = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")) if folder.is_dir() else []
+    key = (name_or_path, tuple((str(w), w.stat().st_size, w.stat().st_mtime_ns, _ends(w)) for w in weights))
+    if key not in _fingerprints:
+        digest = hashlib.sha1(name_or_path.encode())
+        for path in weights:
+            with path.open("rb") as f:
                 for block in iter(lambda: f.read(1 << 22), b""):
                     digest.update(block)
-    return digest.hexdigest()
+        _fingerprints[key] = digest.hexdigest()
+    return _fingerprints[key]
+
+
+def _ends(path: Path, size: int = 1 << 16) -> bytes:
+    with path.open("rb") as f:
+        head = f.read(size)
+        f.seek(max(0, path.stat().st_size - size))
+        return hashlib.sha1(head + f.read(size)).digest()
+
+
+def hub_options(path: str) -> dict:
+    """Keyword arguments for `from_pretrained(path)`: a local folder loads with `local_files_only`, so loading
+    it never asks the hub anything (transformers otherwise lists a hub repository of that name, e.g. looking for
+    a sentencepiece file, which costs a network timeout offline). Per model rather than HF_HUB_OFFLINE: the hub
+    library reads that variable once, at import, and a hub-named model in the same process still needs the hub."""
+    return {"local_files_only": True} if Path(path).is_dir() else {}
 
 
 def resolve_model(name_or_path: str) -> str:

@@ -60,3 +60,8 @@ class Reader(Protocol):
              top_n: int = 5) -> list[Answer]:
         """Answers to `question` from `passages`, best first; `retrieval_scores` one per passage."""
         ...
+
+    def read_many(self, questions: Sequence[str], passages: Sequence[list[Passage]],
+                  retrieval_scores: Sequence[list[float]] | None = None, top_n: int = 5) -> list[list[Answer]]:
+        """`read` for several questions at once (one answer list per question, in order)."""
+        ...

@@ -7,8 +7,10 @@ which equals searching the whole corpus when the scores are comparable across sh
 products are (the same encoder scores a passage the same wherever it is indexed); BM25 scores of separately
 built indexes are not (each shard has its own document frequencies).
 
-One JSON object a line: {"id", "question", "hits": [[passage_id, score, holds_answer, in_gold_paragraph], ...]},
-written by `odqa.eval.retrieval.write_run` (eval-retrieval --run-out).
+One JSON object a line: {"id", "question", "gold", "hits": [{"passage_id", "score", "holds_answer",
+"in_gold_paragraph"}, ...]}, written by `odqa.eval.retrieval.write_run` (eval-retrieval --run-out). Runs
+written before the fields were named (each hit a list in that order) read the same. `read_run` gives each
+hit as an `odqa.eval.retrieval.RunHit` (a named tuple: `hit.score` or `hit[1]`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,13 @@ from typing import Sequence
 
 from odqa.core.errors import OdqaError
 from odqa.corpus.questions import QAItem
-from odqa.eval.retrieval import QuestionResult, summarize
+from odqa.eval.retrieval import QuestionResult, RunHit, summarize
+
+
+def _hit(h) -> RunHit:
+    if isinstance(h, dict):
+        return RunHit(str(h["passage_id"]), float(h["score"]), bool(h["holds_answer"]), bool(h["in_gold_paragraph"]))
+    return RunHit(str(h[0]), float(h[1]), bool(h[2]), bool(h[3]))  # a run written before the fields were named
 
 
 def read_run(path: str | Path) -> list[dict]:
@@ -31,7 +39,7 @@ def read_run(path: str | Path) -> list[dict]:
         for n, line in enumerate(f, 1):
             try:
                 row = json.loads(line)
-                row["hits"] = [(str(h[0]), float(h[1]), bool(h[2]), bool(h[3])) for h in row["hits"]]
+                row["hits"] = [_hit(h) for h in row["hits"]]
                 rows.append(row)
             except (ValueError, KeyError, IndexError, TypeError) as e:
                 raise OdqaError(f"{path} line {n} is not a run row ({e}); write runs with eval-retrieval --run-out") from None
@@ -49,12 +57,12 @@ def merge_runs(paths: Sequence[str | Path], depth: int) -> list[dict]:
                             "(same --questions and --limit)")
     merged = []
     for rows in zip(*runs):
-        best: dict[str, tuple] = {}
+        best: dict[str, RunHit] = {}
         for row in rows:
             for hit in row["hits"]:
-                if hit[0] not in best or hit[1] > best[hit[0]][1]:
-                    best[hit[0]] = hit
-        hits = sorted(best.values(), key=lambda h: -h[1])[:depth]
+                if hit.passage_id not in best or hit.score > best[hit.passage_id].score:
+                    best[hit.passage_id] = hit
+        hits = sorted(best.values(), key=lambda h: -h.score)[:depth]
         merged.append({**rows[0], "hits": hits})
     return merged
 
@@ -63,8 +71,8 @@ def summarize_run(rows: Sequence[dict], ks: Sequence[int]) -> dict:
     """The metrics of `odqa.eval.retrieval.summarize` from a (merged) run."""
     results = []
     for row in rows:
-        first_hit = next((rank for rank, h in enumerate(row["hits"], 1) if h[2]), None)
-        first_gold = next((rank for rank, h in enumerate(row["hits"], 1) if h[3]), None)
+        first_hit = next((rank for rank, h in enumerate(row["hits"], 1) if h.holds_answer), None)
+        first_gold = next((rank for rank, h in enumerate(row["hits"], 1) if h.in_gold_paragraph), None)
         # a non-empty context stands for "this question names a gold paragraph" in summarize
         item = QAItem(id=row["id"], question=row["question"], answers=[], context=" " if row.get("gold") else "")
         results.append(QuestionResult(item, [], first_hit, first_gold))

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Passage encoding for index builds: torch fp32 against ONNX Runtime int8, speed and recall, in one process.
+
+* Speed: passages/s at `--max-length` tokens (128 by default, the issue's yardstick) on SQuAD v1.1 dev
+  paragraphs long enough to fill them; the two variants encode alternate chunks of `--chunk` passages, so a load
+  that changes during the run (another job on the machine) weighs on both alike: compare the ratio.
+* Recall: every SQuAD v1.1 dev paragraph (2,067) encoded at the index builds' 256 tokens by each variant; the
+  first `--questions` questions encoded once by torch fp32 (queries stay on torch fp32 at search time); recall@20
+  of the gold paragraph with each variant's passage vectors.
+
+    python bench/encoder_int8.py --out bench/results/encoder-int8.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+SQUAD_V11_DEV = ROOT.parent / "shared" / "data" / "squad" / "dev-v1.1.json"
+VARIANTS = {"torch-fp32": ("torch", "fp32"), "onnx-int8": ("onnx", "int8"), "onnx-fp32": ("onnx", "fp32")}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--encoder", default="retriever")
+    ap.add_argument("--squad", default=str(SQUAD_V11_DEV))
+    ap.add_argument("--variants", nargs="+", default=["torch-fp32", "onnx-int8"], choices=list(VARIANTS))
+    ap.add_argument("--max-length", type=int, default=128)
+    ap.add_argument("--passages", type=int, default=512, help="passages timed per variant")
+    ap.add_argument("--chunk", type=int, default=64)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--questions", type=int, default=1000, help="for recall@20 (0: skip recall)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default="")
+    args = ap.parse_args(argv)
+
+    import numpy as np
+    import torch
+
+    from odqa.core.device import cpu_description
+    from odqa.core.encoder import TextEncoder
+    from odqa.corpus.questions import load_questions
+
+    torch.set_num_threads(args.threads)
+    items = load_questions(args.squad)
+    contexts = sorted({q.context for q in items})
+    encoders = {}
+    for name in args.variants:
+        runtime, precision = VARIANTS[name]
+        encoders[name] = TextEncoder.from_pretrained(args.encoder, device="cpu", precision=precision, runtime=runtime)
+        encoders[name].encode_passages(contexts[:4], batch_size=4)  # builds or loads the graph before timing
+    long_enough = [c for c in contexts if len(c.split()) >= 120][: args.passages]
+    seconds = {name: 0.0 for name in encoders}
+    for lo in range(0, len(long_enough), args.chunk):
+        part = long_enough[lo : lo + args.chunk]
+        for name, encoder in encoders.items():
+            t0 = time.perf_counter()
+            encoder.encode_passages(part, batch_size=args.batch_size, max_length=args.max_length)
+            seconds[name] += time.perf_counter() - t0
+    rows = [{"variant": name, f"passages_per_s_at_{args.max_length}": round(len(long_enough) / seconds[name], 1)}
+            for name in encoders]
+    reference = args.variants[0]
+    for row in rows:
+        row["speedup"] = round(seconds[reference] / seconds[row["variant"]], 2)
+    if args.questions:
+        asked = items[: args.questions]
+        queries = encoders[reference].encode_queries([q.question for q in asked], batch_size=64)
+        gold = np.array([contexts.index(q.context) for q in asked])
+        for row in rows:
+            vectors = encoders[row["variant"]].encode_passages(contexts, batch_size=args.batch_size, max_length=256)
+            top = np.argsort(-(queries @ vectors.T), axis=1)[:, :20]
+            row["recall@20"] = round(100 * float(np.mean([g in t for g, t in zip(gold, top)])), 2)
+            row["recall@1"] = round(100 * float(np.mean(top[:, 0] == gold)), 2)
+    for row in rows:
+        print(json.dumps(row), flush=True)
+    columns = list(rows[0])
+    table = "\n".join(["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+                      + ["| " + " | ".join(str(r.get(c, "-")) for c in columns) + " |" for r in rows])
+    text = (f"`python bench/encoder_int8.py {' '.join(argv if argv is not None else sys.argv[1:])}`: encoder "
+            f"`{args.encoder}`, {len(long_enough)} SQuAD v1.1 dev paragraphs timed at {args.max_length} tokens "
+            f"(batch {args.batch_size}, length-sorted), recall over all {len(contexts)} paragraphs at 256 tokens "
+            f"with {args.questions} questions encoded by {reference}; {args.threads} threads of a "
+            f"{cpu_description()}.\n\n{table}\n")
+    print("\n" + text)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
