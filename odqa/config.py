@@ -119,8 +119,19 @@ class ElasticConfig:
 
 
 @dataclass
+class CorpusConfig:
+    """[corpus]: which column (or JSON key) of a corpus holds each field; empty: the usual names (id or _id,
+    title, text or contents; odqa.corpus.readers)."""
+
+    id_field: str = ""
+    title_field: str = ""
+    text_field: str = ""
+
+
+@dataclass
 class OdqaConfig:
     index: str = ""  # index folder built by `run_qa.py index`; empty: the built-in demo corpus
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     reader: ReaderConfig = field(default_factory=ReaderConfig)
     linker: LinkerConfig = field(default_factory=LinkerConfig)

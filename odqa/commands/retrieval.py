@@ -13,7 +13,13 @@ from odqa.core.models import DEFAULT_ENCODER
 def register(subparsers) -> None:
     p = add_command(subparsers, "index", "Build BM25 and dense indexes for a corpus file or folder.",
                     "odqa index --corpus ../shared/data/wiki/enwiki-AA.jsonl.xz --out indexes/wiki-aa", run_index)
-    p.add_argument("--corpus", required=True, help="JSONL(.gz/.xz), WikiExtractor folder, DPR passage TSV or SQuAD JSON")
+    p.add_argument("--corpus", required=True, help="JSONL (.gz/.xz/.bz2; BEIR corpus.jsonl, Pyserini contents), "
+                   "WikiExtractor folder, DPR passage TSV, SQuAD JSON, CSV/TSV with a header, Parquet, Arrow, or a "
+                   "datasets save_to_disk folder")
+    p.add_argument("--id-field", help="column/key of the document id (default: config [corpus] id_field, else "
+                   "the first of id, _id, docid, doc_id)")
+    p.add_argument("--title-field", help="column/key of the title (default: title, if present)")
+    p.add_argument("--text-field", help="column/key of the text (default: text, contents, content or body)")
     p.add_argument("--out", required=True, help="index folder to create (replaced atomically when the build succeeds)")
     p.add_argument("--backends", default="bm25,dense", help="comma-separated: bm25, dense")
     p.add_argument("--encoder", "--passage-encoder", dest="encoder",
@@ -105,6 +111,9 @@ def _config(args):
 
     return OdqaConfig.load(getattr(args, "config", None), {
         "index": getattr(args, "index", None),
+        "corpus.id_field": getattr(args, "id_field", None),
+        "corpus.title_field": getattr(args, "title_field", None),
+        "corpus.text_field": getattr(args, "text_field", None),
         "retrieval.retriever": getattr(args, "retriever", None),
         "retrieval.encoder": getattr(args, "encoder", None),
         "retrieval.query_encoder": getattr(args, "query_encoder", None),
@@ -134,12 +143,15 @@ def run_index(args) -> int:
     from indexes.vector import VectorIndexParams
     from odqa.indexing import IndexSpec, build_index, parse_shard
 
-    r = _config(args).retrieval
+    from odqa.corpus.readers import CorpusFields
+
+    config = _config(args)
+    r, c = config.retrieval, config.corpus
     spec = IndexSpec(
         corpus=args.corpus, out=args.out, backends=[b.strip() for b in args.backends.split(",") if b.strip()],
         encoder=args.encoder or r.passage_encoder or r.encoder or DEFAULT_ENCODER, query_encoder=r.query_encoder,
         pooling=r.pooling, similarity=r.similarity, query_prefix=r.query_prefix, passage_prefix=r.passage_prefix,
-        words=args.words, bm25_engine=args.bm25_engine, language=args.language, analyzer=args.analyzer,
+        words=args.words, fields=CorpusFields(c.id_field, c.title_field, c.text_field), bm25_engine=args.bm25_engine, language=args.language, analyzer=args.analyzer,
         vector=VectorIndexParams(kind=args.vector_index, hnsw_m=args.hnsw_m, ef_search=args.ef_search,
                                  nlist=args.nlist, nprobe=args.nprobe),
         batch_size=args.batch_size, max_length=args.max_length, chunk_size=args.chunk_size,
