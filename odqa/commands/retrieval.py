@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
 
 from indexes.analysis import ANALYZERS, LANGUAGES
@@ -57,6 +58,7 @@ def register(subparsers) -> None:
     p.add_argument("--retriever", choices=["bm25", "dense", "hybrid"])
     p.add_argument("--k", type=int, help="passages to show (default 5, or the corpus size if smaller)")
     p.add_argument("--json", action="store_true", help="print hits as one JSON object")
+    _run_file_flags(p)
     _retrieval_flags(p)
     add_config_flag(p)
 
@@ -64,7 +66,11 @@ def register(subparsers) -> None:
                     "odqa eval-retrieval --index indexes/wiki --questions ../shared/data/dpr-qas/nq-test.qa.tsv "
                     "--retriever bm25 --limit 500 --k 1 5 20 100 --json", run_eval)
     p.add_argument("--index", help="index folder (default: the config's index, else the built-in demo corpus)")
-    p.add_argument("--questions", required=True, help="DPR qas TSV, NQ-open JSONL, SQuAD JSON, WebQuestions JSON, CuratedTREC TSV")
+    p.add_argument("--questions", "--queries", dest="questions", required=True,
+                   help="DPR qas TSV, NQ-open JSONL, SQuAD JSON, WebQuestions JSON, CuratedTREC TSV, TriviaQA JSON, "
+                        "or (with --qrels) BEIR queries.jsonl")
+    p.add_argument("--qrels", help="relevance judgments (BEIR qrels TSV or TREC qrels): report nDCG@10, MRR@10 and "
+                   "R@k by ir-measures over documents instead of answer-match accuracy")
     p.add_argument("--retriever", choices=["bm25", "dense", "hybrid"])
     p.add_argument("--limit", type=int, help="first N questions only")
     p.add_argument("--k", type=int, nargs="+", default=[1, 5, 10, 20, 50, 100])
@@ -73,16 +79,33 @@ def register(subparsers) -> None:
     p.add_argument("--run-out", help="write every question's top max(--k) passages, scores and answer matches "
                                      "(JSONL) here, for merge-runs")
     p.add_argument("--json", action="store_true", help="print one JSON object of metrics as the last line")
+    _run_file_flags(p)
     _retrieval_flags(p)
     add_config_flag(p)
 
     p = add_command(subparsers, "merge-runs", "Merge the rankings of corpus shards (eval-retrieval --run-out) "
-                    "into one, and score it: full-corpus recall from shards searched apart.",
+                    "into one, or fuse runs of different retrievers (--fusion rrf), and score it: full-corpus recall "
+                    "from shards searched apart. Reads odqa's JSONL runs, TREC runs and DPR retrieval JSON.",
                     "odqa merge-runs runs/nq-test.AB.jsonl runs/nq-test.CD.jsonl --k 1 5 20 100 --json",
                     run_merge)
-    p.add_argument("runs", nargs="+", help="run files of the same questions over different shards (dense scores)")
+    p.add_argument("runs", nargs="+", help="run files of the same questions (format detected per file)")
     p.add_argument("--k", type=int, nargs="+", default=[1, 5, 10, 20, 50, 100])
+    p.add_argument("--fusion", choices=["score", "rrf"], default="score",
+                   help="score: best score wins (shards of one corpus and model); rrf: reciprocal rank fusion "
+                        "(runs of different retrievers, scores not comparable)")
+    p.add_argument("--qrels", help="score the merged run against these relevance judgments (needed for TREC "
+                   "runs, which do not say which passages hold an answer)")
+    p.add_argument("--trec-run", help="write the merged run as a TREC run file")
+    p.add_argument("--run-out", help="write the merged run in odqa's JSONL run format")
     p.add_argument("--json", action="store_true", help="print one JSON object of metrics as the last line")
+
+
+def _run_file_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trec-run", help="write the rankings as a TREC run file (qid Q0 docid rank score tag), for "
+                   "trec_eval, ir-measures, Pyserini and merge-runs")
+    p.add_argument("--dpr-json", help="write the rankings as DPR retrieval JSON (question, answers, ctxs with "
+                   "id, title, text, score, has_answer), for DPR's and Pyserini's evaluation and merge-runs")
+    p.add_argument("--run-tag", help="the TREC run's tag column (default: odqa-RETRIEVER)")
 
 
 def _retrieval_flags(p: argparse.ArgumentParser) -> None:
@@ -178,7 +201,10 @@ def run_search(args) -> int:
 
     question, _ = clean_question(" ".join(args.question))
     k = args.k if args.k is not None else min(5, len(bundle.store))
+    check_output(args.trec_run, "--trec-run")
+    check_output(args.dpr_json, "--dpr-json")
     hits = retriever.search([question], k)[0]
+    _write_search_run(args, config, question, hits)
     if args.json:
         print_json_last({"question": question, "hits": [
             {"rank": i, "score": h.score, **h.passage.to_dict()} for i, h in enumerate(hits, 1)]})
@@ -187,6 +213,23 @@ def run_search(args) -> int:
         print(f"{i:>3}. [{hit.score:.3f}] {hit.passage.title}  ({hit.passage.id})")
         print(textwrap.indent(textwrap.fill(hit.passage.text, 100), "     "))
     return 0
+
+
+def _write_search_run(args, config, question: str, hits) -> None:
+    """search --trec-run / --dpr-json: the one question's ranking (query id "1"; no answers to match)."""
+    from odqa.core.atomic import atomic_file
+    from odqa.eval.run_formats import DprJsonWriter, TrecRunWriter, dpr_ctx
+
+    if args.trec_run:
+        with atomic_file(args.trec_run) as tmp, tmp.open("w", encoding="utf-8") as f:
+            TrecRunWriter(f, args.run_tag or f"odqa-{config.retrieval.retriever}").write(
+                "1", [(h.passage_id, h.score) for h in hits])
+    if args.dpr_json:
+        with atomic_file(args.dpr_json) as tmp, tmp.open("w", encoding="utf-8") as f:
+            writer = DprJsonWriter(f)
+            writer.write("1", question, [], [dpr_ctx(h.passage_id, h.passage.title, h.passage.text, h.score, False)
+                                             for h in hits])
+            writer.close()
 
 
 def _ks(values) -> list[int]:
@@ -204,15 +247,41 @@ def run_eval(args) -> int:
     from odqa.eval.retrieval import evaluate_retrieval, format_table
 
     ks = _ks(args.k)
-    check_output(args.per_question, "--per-question")
-    check_output(args.run_out, "--run-out")
+    for path, flag in ((args.per_question, "--per-question"), (args.run_out, "--run-out"),
+                       (args.trec_run, "--trec-run"), (args.dpr_json, "--dpr-json")):
+        check_output(path, flag)
     config = _config(args)
+    tag = args.run_tag or f"odqa-{config.retrieval.retriever}"
+    if args.qrels:
+        return _eval_qrels(args, config, ks, tag)
     items = with_answers(load_questions(args.questions, limit=args.limit), args.questions)
     bundle, retriever = open_retriever(config, args.accept_encoder_change)
     if ks[-1] > len(bundle.store):
         raise OdqaError(f"--k {ks[-1]} is larger than the corpus ({len(bundle.store)} passages); use smaller k values")
     metrics = evaluate_retrieval(retriever, items, ks, batch_size=args.batch_size, per_question=args.per_question,
-                                 run_out=args.run_out)
+                                 run_out=args.run_out, trec_run=args.trec_run, dpr_json=args.dpr_json, run_tag=tag)
+    metrics["retriever"] = config.retrieval.retriever
+    print(format_table(metrics, ks))
+    print(f"{metrics['questions']} questions in {metrics['seconds']} s ({metrics['questions_per_second']} q/s)")
+    if args.json:
+        print_json_last(metrics)
+    return 0
+
+
+def _eval_qrels(args, config, ks, tag) -> int:
+    from odqa.core.errors import OdqaError
+    from odqa.corpus.questions import load_qrels, load_questions
+    from odqa.eval.qrels import evaluate_qrels, format_table
+
+    for flag in ("per_question", "run_out", "dpr_json"):
+        if getattr(args, flag):
+            raise OdqaError(f"--{flag.replace('_', '-')} records answer matches, which qrels do not give; with "
+                            "--qrels write the ranking with --trec-run")
+    qrels = load_qrels(args.qrels)
+    items = load_questions(args.questions, limit=args.limit)
+    bundle, retriever = open_retriever(config, args.accept_encoder_change)
+    metrics = evaluate_qrels(retriever, items, qrels, ks, len(bundle.store), batch_size=args.batch_size,
+                             trec_run=args.trec_run, run_tag=tag)
     metrics["retriever"] = config.retrieval.retriever
     print(format_table(metrics, ks))
     print(f"{metrics['questions']} questions in {metrics['seconds']} s ({metrics['questions_per_second']} q/s)")
@@ -222,14 +291,47 @@ def run_eval(args) -> int:
 
 
 def run_merge(args) -> int:
+    from odqa.core.atomic import atomic_file
+    from odqa.core.errors import OdqaError
     from odqa.eval.retrieval import format_table
-    from odqa.eval.runs import merge_runs, summarize_run
+    from odqa.eval.run_formats import TrecRunWriter
+    from odqa.eval.runs import judged, merge_runs, summarize_run
 
     ks = _ks(args.k)
-    rows = merge_runs(args.runs, ks[-1])
-    metrics = summarize_run(rows, ks)
+    check_output(args.trec_run, "--trec-run")
+    check_output(args.run_out, "--run-out")
+    rows = merge_runs(args.runs, ks[-1], fusion=args.fusion)
+    if args.trec_run:
+        with atomic_file(args.trec_run) as tmp, tmp.open("w", encoding="utf-8") as f:
+            writer = TrecRunWriter(f, f"odqa-merged-{args.fusion}")
+            for row in rows:
+                writer.write(row["id"], [(h[0], h[1]) for h in row["hits"]])
+    if args.run_out:
+        import json
+
+        with atomic_file(args.run_out) as tmp, tmp.open("w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps({k: row[k] for k in ("id", "question", "gold", "hits")}, ensure_ascii=False) + "\n")
+    if args.qrels:
+        from odqa.corpus.questions import load_qrels
+        from odqa.eval.qrels import format_table as qrels_table
+        from odqa.eval.qrels import score_run
+
+        metrics = score_run({row["id"]: [(h[0], h[1]) for h in row["hits"]] for row in rows}, load_qrels(args.qrels), ks)
+        table = qrels_table(metrics, ks)
+    elif judged(rows, ks[-1]):
+        metrics = summarize_run(rows, ks)
+        table = format_table(metrics, ks)
+    elif args.trec_run or args.run_out:
+        print("odqa: merged run written; not scored: TREC runs do not say which passages hold an answer "
+              "(pass --qrels to score against relevance judgments)", file=sys.stderr)
+        return 0
+    else:
+        raise OdqaError("cannot score these runs: TREC runs do not say which passages hold an answer; pass --qrels "
+                        "FILE, or merge eval-retrieval --run-out / --dpr-json runs")
     metrics["runs"] = len(args.runs)
-    print(format_table(metrics, ks))
+    metrics["fusion"] = args.fusion
+    print(table)
     if args.json:
         print_json_last(metrics)
     return 0

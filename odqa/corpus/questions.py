@@ -202,7 +202,8 @@ def with_answers(items: list[QAItem], path: str | Path) -> list[QAItem]:
         print(f"odqa: skipped {len(items) - len(kept)} of {len(items)} questions of {path} that have no reference "
               "answer", file=sys.stderr)
     if not kept:
-        raise DataFormatError(f"{path}: no question has a reference answer, so none can be scored")
+        raise DataFormatError(f"{path}: no question has a reference answer, so none can be scored by answers "
+                              "(for a set judged by qrels, such as BEIR's, pass --qrels)")
     return kept
 
 
