@@ -29,6 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from retriever.kinds import RETRIEVERS  # noqa: E402 (after the path line)
+
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
 
@@ -64,7 +66,7 @@ def main(argv=None) -> int:
     ap.add_argument("--index", help="index folder for the open suite")
     ap.add_argument("--questions", help="open-domain questions with answers (e.g. NQ dev) for the open suite")
     ap.add_argument("--open-limit", type=int, default=300, help="open-domain questions sampled (0: all)")
-    ap.add_argument("--retriever", choices=("bm25", "dense", "hybrid"), default="bm25")
+    ap.add_argument("--retriever", choices=RETRIEVERS.names, default="bm25")
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)

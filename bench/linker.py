@@ -24,10 +24,8 @@ KEYS = ("strong_f1", "weak_f1", "strong_f1_in_kb", "weak_f1_in_kb", "weak_precis
 
 
 def linking_table(elq, baseline, kb, threads: int) -> dict:
-    import torch
-
-    from linker.metrics import evaluate
-    from odqa.eval.linking import load_eval_examples, measure_speed
+    from odqa.eval.evaluators import LinkingEvaluator
+    from odqa.eval.linking import load_eval_examples
 
     sets = {
         "QALD 1-4 (test)": ([DATA / "el" / "qald" / f"qald-{i}.mentions.json" for i in range(1, 5)], "all"),
@@ -35,13 +33,9 @@ def linking_table(elq, baseline, kb, threads: int) -> dict:
     }
     results = {}
     for set_name, (paths, split) in sets.items():
-        examples = load_eval_examples(paths, kb, split)
-        questions = [ex.question for ex in examples]
+        evaluator = LinkingEvaluator(load_eval_examples(paths, kb, split), speed=True, n_single=100, n_batch=256)
         for name, linker in (("ELQ", elq), ("spaCy + alias", baseline)):
-            with torch.inference_mode():
-                metrics = evaluate(examples, linker.link(questions))
-            metrics.update(measure_speed(linker, questions, n_single=100, n_batch=256))
-            results[f"{set_name} | {name}"] = metrics
+            results[f"{set_name} | {name}"] = evaluator(linker)
     return results
 
 

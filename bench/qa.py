@@ -20,6 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from retriever.kinds import RETRIEVERS  # noqa: E402 (after the path line)
 SEED = 13
 
 
@@ -67,7 +69,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "qa.md"))
     parser.add_argument("--readers", nargs="+", default=["reader"],
                         help="reader models compared side by side in one run (names or paths)")
-    parser.add_argument("--retrievers", nargs="+", choices=["bm25", "dense", "hybrid"],
+    parser.add_argument("--retrievers", nargs="+", choices=RETRIEVERS.names,
                         help="retrievers of the demo and squad-open suites (default: bm25 hybrid)")
     parser.add_argument("--bm25-only", action="store_true",
                         help="squad-open: the BM25-only index (no passage encoding; for CPU-only machines)")

@@ -67,7 +67,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def measure_reader(runtime: str, precision: str, args) -> dict:
     from bench.reader import accuracy, speed
-    from odqa.eval.questions import load_questions
+    from odqa.corpus.questions import load_questions
     from odqa.core.types import Passage
     from reader.model import Reader
 
@@ -94,7 +94,7 @@ def measure_reader(runtime: str, precision: str, args) -> dict:
 
 
 def measure_encoder(runtime: str, precision: str, args) -> dict:
-    from odqa.eval.questions import load_questions
+    from odqa.corpus.questions import load_questions
     from odqa.core.models import DEFAULT_ENCODER
     from odqa.core.encoder import TextEncoder
 
@@ -123,7 +123,7 @@ def measure_encoder(runtime: str, precision: str, args) -> dict:
 def measure_pipeline(runtime: str, precision: str, args) -> dict:
     from odqa.config import OdqaConfig
     from odqa.eval.qa import evaluate_qa
-    from odqa.eval.questions import load_questions
+    from odqa.corpus.questions import load_questions
     from odqa.pipeline import Pipeline
 
     overrides = {"index": args.index or None, "retrieval.retriever": "bm25", "retrieval.k": 10,

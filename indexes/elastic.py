@@ -40,6 +40,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
+from indexes.layout import IndexLayout
 from indexes.manifest import Manifest
 from odqa.core.errors import IndexMismatchError, OdqaError
 
@@ -74,6 +75,33 @@ def redact_url(url: str) -> str:
 
 def describe_hosts(hosts: str | Sequence[str]) -> str:
     return ", ".join(redact_url(h) for h in parse_hosts(hosts)) or "(no hosts)"
+
+
+LOCATION_SCHEMES = {"es": "http", "es+http": "http", "es+https": "https"}
+
+
+def parse_location(location: str) -> tuple[str, str]:
+    """(hosts, index name) of an index location `es://host:9200/name` (`es+https://` for TLS; several hosts:
+    `es://h1:9200,h2:9200/name`; credentials as in any URL, `es://user:password@host`). An empty part means
+    "the [elastic] section's": `es://` alone names its hosts and index name."""
+    scheme, sep, rest = str(location).partition("://")
+    if not sep or scheme.lower() not in LOCATION_SCHEMES:
+        raise OdqaError("an Elasticsearch index location looks like es://HOST:9200/INDEX_NAME (es+https:// for TLS)")
+    netloc, _, path = rest.partition("/")
+    name = path.strip("/")
+    hosts = ",".join(f"{LOCATION_SCHEMES[scheme.lower()]}://{h.strip()}" for h in netloc.split(",") if h.strip())
+    if "/" in name or "?" in name or "#" in name:
+        raise OdqaError(f"Elasticsearch index name {name!r} (of an es:// index location) holds '/', '?' or '#'; "
+                        "write es://HOST:9200/INDEX_NAME")
+    return hosts, name
+
+
+def settings_for(location: str, elastic):
+    """[elastic] settings (an ElasticConfig) with the hosts and index name that an es:// location names."""
+    import dataclasses
+
+    hosts, name = parse_location(location)
+    return dataclasses.replace(elastic, hosts=hosts or elastic.hosts, index_name=name or elastic.index_name)
 
 
 def _secrets(config) -> list[str]:
@@ -713,21 +741,26 @@ def passage_docs(bundle_path: str | Path, limit: int | None = None, with_vectors
     from odqa.corpus.store import PassageStore  # datasets/pyarrow: only when loading passages
 
     bundle_path = Path(bundle_path)
+    layout = IndexLayout(bundle_path)
     manifest = Manifest.load(bundle_path, kind="bundle")
-    store = PassageStore.open(bundle_path / "passages")
+    store = PassageStore.open(layout.passages)
     embeddings = None
     encoder = ""
-    if with_vectors and (bundle_path / "dense" / "embeddings.npy").exists():
-        dense = Manifest.load(bundle_path / "dense", kind="faiss")
-        dense.check_corpus(manifest.corpus_fingerprint, where=str(bundle_path / "dense"))
-        embeddings = np.load(bundle_path / "dense" / "embeddings.npy", mmap_mode="r")
+    if with_vectors and layout.embeddings.exists():
+        dense = Manifest.load(layout.dense, kind="faiss")
+        dense.check_corpus(manifest.corpus_fingerprint, where=str(layout.dense))
+        embeddings = np.load(layout.embeddings, mmap_mode="r")
         if embeddings.shape[0] != len(store):
             raise IndexMismatchError(f"{bundle_path}: {len(store)} passages but {embeddings.shape[0]} vectors; rebuild the index")
         encoder = dense.encoder
+        encoding = {"query_encoder": dense.params.get("query_encoder", encoder),
+                    "encoder_settings": dense.params.get("encoder_settings", {}),
+                    "max_length": dense.params.get("max_length", 0)}
     total = len(store) if limit is None else min(limit, len(store))
     dim = int(embeddings.shape[1]) if embeddings is not None else 0
     fingerprint = manifest.corpus_fingerprint + (f"/first{total}" if total < len(store) else "")
-    meta = {"corpus_fingerprint": fingerprint, "encoder": encoder, "count": total, "source": str(bundle_path)}
+    meta = {"corpus_fingerprint": fingerprint, "encoder": encoder, "count": total, "source": str(bundle_path),
+            **(encoding if embeddings is not None else {})}
 
     def docs(start: int, batch: int = 2000) -> Iterator[Doc]:
         for lo in range(start, total, batch):

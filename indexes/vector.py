@@ -13,17 +13,18 @@ from typing import Any
 
 import numpy as np
 
+from indexes.layout import EMBEDDINGS
 from indexes.manifest import Manifest
 
 from odqa.core.atomic import atomic_folder
 from odqa.core.errors import OdqaError
+from odqa.core.registry import Registry
 
 try:
     import faiss
 except ImportError as exc:  # the extras odqa[cpu] / odqa[gpu] each bring one FAISS build
     raise OdqaError("FAISS is not installed: pip install 'odqa[cpu]' (or 'odqa[gpu]' on a CUDA machine)") from exc
 
-EMBEDDINGS = "embeddings.npy"
 FAISS_FILE = "index.faiss"
 
 
@@ -129,23 +130,38 @@ def _blocked_flat_search(embeddings: np.ndarray, queries: np.ndarray, k: int, bl
     return result.D, result.I.astype(np.int64)
 
 
-def _train_and_fill(embeddings: np.ndarray, params: VectorIndexParams):
+def _flat(embeddings: np.ndarray, params: VectorIndexParams):
+    return None  # searched straight from the memmap
+
+
+def _hnsw(embeddings: np.ndarray, params: VectorIndexParams):
+    index = faiss.IndexHNSWFlat(embeddings.shape[1], params.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = params.ef_construction
+    return index
+
+
+def _ivf(embeddings: np.ndarray, params: VectorIndexParams):
     n, dim = embeddings.shape
-    if params.kind == "flat":
-        return None  # searched straight from the memmap
-    if params.kind == "hnsw":
-        index = faiss.IndexHNSWFlat(dim, params.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = params.ef_construction
-    elif params.kind == "ivf":
-        nlist = params.nlist or max(1, int(4 * np.sqrt(n)))
-        quantizer = faiss.IndexFlatIP(dim)
-        index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
-        rng = np.random.default_rng(0)
-        sample = np.sort(rng.choice(n, size=min(n, max(nlist * 40, 10000)), replace=False))
-        index.train(np.ascontiguousarray(embeddings[sample], dtype=np.float32))
-        params.nlist = nlist
-    else:
-        raise OdqaError(f"unknown vector index kind {params.kind!r}; use flat, hnsw or ivf")
+    nlist = params.nlist or max(1, int(4 * np.sqrt(n)))
+    quantizer = faiss.IndexFlatIP(dim)
+    index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+    rng = np.random.default_rng(0)
+    sample = np.sort(rng.choice(n, size=min(n, max(nlist * 40, 10000)), replace=False))
+    index.train(np.ascontiguousarray(embeddings[sample], dtype=np.float32))
+    params.nlist = nlist
+    return index
+
+
+# The vector index kinds by name (`--vector-index`, VectorIndexParams.kind): a function of (embeddings, params)
+# giving an empty trained FAISS index, or None to search the memmap itself. A new kind: one function, one line.
+VECTOR_INDEXES: Registry = Registry("vector index kind", {"flat": _flat, "hnsw": _hnsw, "ivf": _ivf})
+
+
+def _train_and_fill(embeddings: np.ndarray, params: VectorIndexParams):
+    index = VECTOR_INDEXES.get(params.kind)(embeddings, params)
+    if index is None:
+        return None
+    n = embeddings.shape[0]
     for start in range(0, n, 65536):
         index.add(np.ascontiguousarray(embeddings[start : start + 65536], dtype=np.float32))
     return index

@@ -3,8 +3,8 @@
 `EntityPassages(store)` maps an article id (a passage's `doc_id`, which is the entity's `doc_id` in the KB)
 to its passage rows. `entity_hits` ranks each linked entity's passages by how many of the question's
 other content words they contain (the lead passage wins ties) and keeps a few. `fuse_entity_hits` adds
-`bonus * mention score * passage weight` to the min-max normalised retriever scores, so a passage of a
-linked entity rises, and one the retriever missed can enter the list.
+`bonus * mention score * passage weight` to the min-max normalised retriever scores (odqa.core.fusion's
+entity bonus), so a passage of a linked entity rises, and one the retriever missed can enter the list.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from odqa.core.fusion import entity_bonus_fuse
 from odqa.core.types import Mention, SearchHit
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -80,21 +81,4 @@ def _doc_id(mention: Mention, kb) -> str:
 
 def fuse_entity_hits(hits: Sequence[SearchHit], extra: Sequence[SearchHit], bonus: float, k: int) -> list[SearchHit]:
     """Retriever hits (scores min-max normalised) plus `bonus` x entity-passage score; top k."""
-    if bonus <= 0 or not extra:
-        return list(hits)[:k]
-    scores = [h.score for h in hits]
-    low, high = (min(scores), max(scores)) if scores else (0.0, 0.0)
-    span = high - low
-    fused: dict[int, float] = {}
-    by_row: dict[int, SearchHit] = {}
-    for h in hits:
-        fused[h.row] = (h.score - low) / span if span > 0 else 1.0
-        by_row[h.row] = h
-    for h in extra:
-        fused[h.row] = fused.get(h.row, 0.0) + bonus * h.score
-        by_row.setdefault(h.row, h)
-    best = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:k]
-    return [
-        SearchHit(row=row, score=score, passage=by_row[row].passage, source=by_row[row].source or "entity")
-        for row, score in best
-    ]
+    return entity_bonus_fuse(hits, extra, bonus, k)

@@ -9,7 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from indexes.elastic import settings_for
 from odqa.core.errors import OdqaError
+from odqa.core.fusion import FUSIONS
+from retriever.kinds import ELASTIC_FUSIONS, RETRIEVERS
+from retriever.registry import backend_of
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -22,7 +26,7 @@ class RetrievalConfig:
     retriever: str = "hybrid"  # bm25 | dense | hybrid
     k: int = 10  # passages handed to the reader
     candidates: int = 100  # per retriever, before fusion
-    fusion: str = "rrf"  # rrf | minmax
+    fusion: str = "rrf"  # rrf | minmax (odqa.core.fusion); an Elasticsearch index also: es-rrf (the server's)
     alpha: float = 0.5  # minmax: weight of the dense score
     rrf_k: int = 60
     encoder: str = ""  # empty: the encoder recorded in the index manifest
@@ -40,13 +44,17 @@ class RetrievalConfig:
         return {"query_encoder": self.query_encoder or None,
                 "settings": {"pooling": self.pooling, "similarity": self.similarity, "query_prefix": self.query_prefix}}
 
-    def validate(self) -> None:
-        _choice("retrieval.retriever", self.retriever, ("bm25", "dense", "hybrid"))
+    def validate(self, index: str = "") -> None:
+        """`index`: the config's index location (an Elasticsearch index allows more fusion methods)."""
+        _choice("retrieval.retriever", self.retriever, RETRIEVERS.names)
         if self.pooling:
             _choice("retrieval.pooling", self.pooling, ("mean", "cls"))
         if self.similarity:
             _choice("retrieval.similarity", self.similarity, ("cosine", "dot"))
-        _choice("retrieval.fusion", self.fusion, ("rrf", "minmax"))
+        if self.fusion in ELASTIC_FUSIONS and self.fusion not in FUSIONS and backend_of(index) != "es":
+            raise OdqaError(f"config: retrieval.fusion {self.fusion!r} needs an Elasticsearch index (index = "
+                            f"\"es://HOST:9200/NAME\"); use one of {', '.join(FUSIONS.names)}")
+        _choice("retrieval.fusion", self.fusion, ELASTIC_FUSIONS if backend_of(index) == "es" else FUSIONS.names)
         _positive("retrieval.k", self.k)
         _positive("retrieval.candidates", self.candidates)
         if self.rrf_k < 0:
@@ -61,12 +69,12 @@ class ReaderConfig:
     top_n: int = 5
     max_answer_tokens: int = 30
     # "no answer" when no span beats its passage's null score minus 2. Chosen on dev with the weight below
-    # (models/reader/README.md): it abstains on 12 % of EfficientQA dev questions, nearly all of them not
-    # answered by their passages, and on 1 of 344 SQuAD dev-split questions (0 abstained on 5)
+    # (figures in models/reader/README.md): it abstains mostly on questions their passages do not answer
+    # and almost never on questions they do
     no_answer_threshold: float = -2.0
     # span-logit bonus of a question's best-retrieved passage over its worst (scores min-max scaled per
-    # question). On dev 5 and 10 tie (table in models/reader/README.md) and beat 0 (retrieval ignored) and
-    # 20 (nearly retrieval order); 10 reads the demo corpus's hybrid rankings better (EM 80 vs 75)
+    # question). On dev 5 and 10 tie and beat 0 (retrieval ignored) and 20 (nearly retrieval order); 10
+    # reads the demo corpus's hybrid rankings better (both in models/reader/README.md)
     retrieval_weight: float = 10.0
     batch_size: int = 16
     # calibration.json (run_qa.py fit-calibration); empty: the model folder's own, if it has one
@@ -130,7 +138,9 @@ class CorpusConfig:
 
 @dataclass
 class OdqaConfig:
-    index: str = ""  # index folder built by `run_qa.py index`; empty: the built-in demo corpus
+    # index folder built by `run_qa.py index`, or an Elasticsearch index loaded by `es-index`:
+    # "es://host:9200/name" ("es://": [elastic]'s hosts and index_name); empty: the built-in demo corpus
+    index: str = ""
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     reader: ReaderConfig = field(default_factory=ReaderConfig)
@@ -147,10 +157,12 @@ class OdqaConfig:
 
         _choice("precision", self.precision, PRECISIONS)
         _choice("runtime", self.runtime, RUNTIMES)
-        self.retrieval.validate()
+        self.retrieval.validate(self.index)
         self.reader.validate()
         self.linker.validate()
         self.elastic.validate()
+        if backend_of(self.index) == "es":
+            settings_for(self.index, self.elastic).validate()
         return self
 
     def to_dict(self) -> dict[str, Any]:

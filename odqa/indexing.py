@@ -1,7 +1,7 @@
 """Build an index folder from a corpus: passages (Arrow), BM25 and dense vectors, with one manifest.
 
-Layout of `OUT/`: `manifest.json`, `passages/`, `bm25/`, `dense/` (each with its own manifest). Work in
-progress lives in `OUT.work/` and survives a crash: rerunning the same command reuses the finished
+Layout of `OUT/`: `manifest.json`, `passages/`, `bm25/`, `dense/` (each with its own manifest; the
+folder names are `indexes.layout.IndexLayout`'s, which the readers use too). Work in progress lives in `OUT.work/` and survives a crash: rerunning the same command reuses the finished
 passages, BM25 index and encoded chunks. Dense encoding is split into chunks of `chunk_size` passages;
 `--shard i/n` encodes only chunks i, i+n, ... so several processes or machines can share the work (they
 need a shared `OUT.work/`, or copy their chunk files into one before the final run). Nothing replaces
@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from indexes.analysis import analyzer_for, detect_language
 from indexes.bm25 import build_text_index
 from indexes.integrity import build_lock, describe_part, recover_swap
+from indexes.layout import BM25, DENSE, PASSAGES, SEARCH_PARTS, IndexLayout
 from indexes.manifest import Manifest
 from indexes.vector import VectorIndex, VectorIndexParams
 from odqa.core.atomic import publish_folder
@@ -34,7 +35,7 @@ from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
 from odqa.corpus.readers import CorpusFields, corpus_files, iter_passages
 from odqa.corpus.store import PassageStore
 
-BACKENDS = ("bm25", "dense")
+BACKENDS = SEARCH_PARTS
 
 
 @dataclass
@@ -106,13 +107,14 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
         out = out.resolve()  # replace what the link points to, and keep the link
     with build_lock(out):
         recover_swap(out)
-        if out.exists() and not (out / "manifest.json").exists() and any(out.iterdir()):
+        layout = IndexLayout(out)
+        if out.exists() and not layout.manifest.exists() and any(out.iterdir()):
             raise OdqaError(f"{out} exists and is not an odqa index; choose another --out or remove it")
-        work = out.with_name(out.name + ".work")
-        resumed = work.is_dir() and any(work.iterdir())
+        work = layout.work
+        resumed = work.root.is_dir() and any(work.root.iterdir())
         if resumed:
-            print(f"odqa: resuming the interrupted build kept in {work}", file=sys.stderr)
-        work.mkdir(parents=True, exist_ok=True)
+            print(f"odqa: resuming the interrupted build kept in {work.root}", file=sys.stderr)
+        work.root.mkdir(parents=True, exist_ok=True)
 
         seconds: dict[str, float] = {}
         with _timed(seconds, "passages_s"):
@@ -120,45 +122,46 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
         _maybe_crash(crash_after, "passages")
         language = corpus_language(store) if spec.language == "auto" else spec.language
         analyzer = analyzer_for(language, spec.analyzer)
-        if "bm25" in backends:
+        if BM25 in backends:
             with _timed(seconds, "bm25_s"):
                 _bm25(spec, work, store, fingerprint, language, analyzer)
             _maybe_crash(crash_after, "bm25")
-        if "dense" in backends:
+        if DENSE in backends:
             with _timed(seconds, "encode_s"):
                 done, total = _encode_chunks(spec, work, store)
             _maybe_crash(crash_after, "encode")
             if done < total:
                 return BuildReport(False, len(store), f"shard {spec.shard[0]}/{spec.shard[1]} finished: {done} of {total} "
-                                   f"chunks encoded in {work}; run the other shards, then rerun without --shard to finish",
+                                   f"chunks encoded in {work.root}; run the other shards, then rerun without --shard to finish",
                                    seconds)
             with _timed(seconds, "dense_index_s"):
                 _dense(spec, work, store, fingerprint, total)
             _maybe_crash(crash_after, "dense")
 
-        tmp = out.with_name(f".{out.name}.building-{os.getpid()}")
+        tmp = layout.staging(os.getpid())
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         try:
             parts = {}
-            for part in ["passages", *backends]:
+            staged = IndexLayout(tmp)
+            for part in [PASSAGES, *backends]:
                 # hard links: the work folder stays whole until the new index is in place, so a crash
                 # anywhere before the swap resumes from it
-                shutil.copytree(work / part, tmp / part, copy_function=_link_or_copy)
-                parts[part] = describe_part(tmp / part, Manifest.load(tmp / part).count)
+                shutil.copytree(work.part(part), staged.part(part), copy_function=_link_or_copy)
+                parts[part] = describe_part(staged.part(part), Manifest.load(staged.part(part)).count)
             Manifest(
                 kind="bundle", corpus_fingerprint=fingerprint, count=len(store),
-                encoder=spec.encoder if "dense" in backends else "",
-                dim=_dim(tmp) if "dense" in backends else 0,
+                encoder=spec.encoder if DENSE in backends else "",
+                dim=Manifest.load(staged.dense, kind="faiss").dim if DENSE in backends else 0,
                 params={"backends": backends, "words": spec.words, "corpus": str(spec.corpus), "parts": parts,
-                        "language": language, **({"analyzer": analyzer} if "bm25" in backends else {}),
-                        **({"query_encoder": spec.query_encoder or spec.encoder} if "dense" in backends else {})},
+                        "language": language, **({"analyzer": analyzer} if BM25 in backends else {}),
+                        **({"query_encoder": spec.query_encoder or spec.encoder} if DENSE in backends else {})},
             ).save(tmp)
             publish_folder(tmp, out, crash_after=crash_after)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work.root, ignore_errors=True)
     note = " (resumed from the work folder of an interrupted build)" if resumed else ""
     return BuildReport(True, len(store), f"index ready in {out}: {len(store)} passages, backends {', '.join(backends)}{note}",
                        seconds)
@@ -185,10 +188,6 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
-def _dim(folder: Path) -> int:
-    return Manifest.load(folder / "dense", kind="faiss").dim
-
-
 def _source_key(spec: IndexSpec) -> dict:
     files = corpus_files(spec.corpus)
     return {
@@ -198,18 +197,18 @@ def _source_key(spec: IndexSpec) -> dict:
     }
 
 
-def _passages(spec: IndexSpec, work: Path) -> tuple[PassageStore, str]:
+def _passages(spec: IndexSpec, work: IndexLayout) -> tuple[PassageStore, str]:
     key = _source_key(spec)
-    marker = work / "passages.source.json"
-    if (work / "passages" / "passages.arrow").exists() and marker.exists():
+    marker = work.source_key
+    if (work.passages / "passages.arrow").exists() and marker.exists():
         saved = json.loads(marker.read_text())
         if saved.get("source") == key:
-            return PassageStore.open(work / "passages"), saved["fingerprint"]
-    shutil.rmtree(work, ignore_errors=True)  # another corpus: nothing in the work folder is valid
-    work.mkdir(parents=True)
+            return PassageStore.open(work.passages), saved["fingerprint"]
+    shutil.rmtree(work.root, ignore_errors=True)  # another corpus: nothing in the work folder is valid
+    work.root.mkdir(parents=True)
     passages = tqdm(iter_passages(spec.corpus, words=spec.words, fields=spec.fields), desc="passages", unit=" psg", mininterval=2)
-    store, fingerprint = PassageStore.write(passages, work / "passages")
-    Manifest(kind="passages", corpus_fingerprint=fingerprint, count=len(store), params={"words": spec.words}).save(work / "passages")
+    store, fingerprint = PassageStore.write(passages, work.passages)
+    Manifest(kind="passages", corpus_fingerprint=fingerprint, count=len(store), params={"words": spec.words}).save(work.passages)
     marker.write_text(json.dumps({"source": key, "fingerprint": fingerprint}))
     return store, fingerprint
 
@@ -229,18 +228,18 @@ def corpus_language(store: PassageStore, sample: int = 500) -> str:
     return detect_language([f"{t} {x}" for t, x in zip(rows["title"], rows["text"])])
 
 
-def _bm25(spec: IndexSpec, work: Path, store: PassageStore, fingerprint: str, language: str, analyzer: str) -> None:
-    if (work / "bm25" / "manifest.json").exists():
-        if Manifest.load(work / "bm25").params.get("analyzer", "en") == analyzer:
+def _bm25(spec: IndexSpec, work: IndexLayout, store: PassageStore, fingerprint: str, language: str, analyzer: str) -> None:
+    if IndexLayout(work.bm25).manifest.exists():
+        if Manifest.load(work.bm25).params.get("analyzer", "en") == analyzer:
             return
-        shutil.rmtree(work / "bm25")  # built with another analyser by an earlier run
+        shutil.rmtree(work.bm25)  # built with another analyser by an earlier run
     manifest = Manifest(kind="bm25", corpus_fingerprint=fingerprint)
     params = {} if analyzer == "en" else {"analyzer": analyzer, "language": language}
-    build_text_index(passage_texts(store, "bm25"), work / "bm25", manifest, engine=spec.bm25_engine, **params)
+    build_text_index(passage_texts(store, "bm25"), work.bm25, manifest, engine=spec.bm25_engine, **params)
 
 
-def _encode_chunks(spec: IndexSpec, work: Path, store: PassageStore) -> tuple[int, int]:
-    chunks = work / "dense-chunks"
+def _encode_chunks(spec: IndexSpec, work: IndexLayout, store: PassageStore) -> tuple[int, int]:
+    chunks = work.dense_chunks
     chunks.mkdir(exist_ok=True)
     meta = chunks / "encoder.json"
     expected = {"encoder": spec.encoder, "chunk_size": spec.chunk_size, "max_length": spec.max_length,
@@ -284,12 +283,12 @@ def _passage_encoder(spec: IndexSpec, load: bool = True):
     return encoder if load else encoder.settings()
 
 
-def _dense(spec: IndexSpec, work: Path, store: PassageStore, fingerprint: str, total: int) -> None:
-    if (work / "dense" / "manifest.json").exists():
+def _dense(spec: IndexSpec, work: IndexLayout, store: PassageStore, fingerprint: str, total: int) -> None:
+    if IndexLayout(work.dense).manifest.exists():
         return
-    chunks = work / "dense-chunks"
+    chunks = work.dense_chunks
     first = np.load(chunks / "chunk-00000.npy", mmap_mode="r")
-    merged_path = work / "embeddings.npy"
+    merged_path = work.merged_embeddings
     merged = np.lib.format.open_memmap(merged_path, mode="w+", dtype=np.float16, shape=(len(store), first.shape[1]))
     for c in range(total):
         part = np.load(chunks / f"chunk-{c:05d}.npy", mmap_mode="r")
@@ -300,5 +299,5 @@ def _dense(spec: IndexSpec, work: Path, store: PassageStore, fingerprint: str, t
                         params={"max_length": spec.max_length, "encoder_weights": model_fingerprint(spec.encoder),
                                 "query_encoder": spec.query_encoder or spec.encoder,
                                 "encoder_settings": _passage_encoder(spec, load=False)})
-    VectorIndex.build(merged_path, work / "dense", manifest, spec.vector)
+    VectorIndex.build(merged_path, work.dense, manifest, spec.vector)
     shutil.rmtree(chunks, ignore_errors=True)

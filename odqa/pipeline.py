@@ -10,10 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from indexes.layout import IndexLayout
 from odqa.config import OdqaConfig
 from odqa.core.errors import OdqaError
+from odqa.core.fusion import minmax_scale
 from odqa.core.protocols import Linker, Reader, Retriever
 from odqa.core.types import Answer, Mention, SearchHit
+from retriever.registry import backend_of, open_index
 
 MAX_QUESTION_CHARS = 500
 _HAS_WORD = re.compile(r"\w", re.UNICODE)
@@ -81,10 +84,7 @@ def relative_scores(scores: list[float]) -> list[float]:
     """Retrieval scores min-max scaled to [0, 1] within one question's passages: BM25, cosine and RRF scores
     live on unrelated scales, so `reader.retrieval_weight` is then the span-logit bonus of the best passage
     over the worst, whichever retriever ran."""
-    if not scores:
-        return []
-    low, high = min(scores), max(scores)
-    return [(s - low) / (high - low) if high > low else 1.0 for s in scores]
+    return minmax_scale(scores)
 
 
 class Pipeline:
@@ -105,20 +105,25 @@ class Pipeline:
 
     # ---- components, loaded on first use ----------------------------------------------------------------
     @property
-    def index_path(self) -> Path:
+    def index_location(self) -> str:
+        """The index folder, or an Elasticsearch index (es://host:9200/name) (retriever.registry)."""
         if self.config.index:
-            return Path(self.config.index)
+            return self.config.index
         if self._default_index is None:
             raise OdqaError("no index to search: set `index` in the config (or pass --index)")
-        return self._default_index()
+        return str(self._default_index())
 
     @property
     def bundle(self):
+        """The opened index backend (an index folder or an Elasticsearch index), with one method per retriever."""
         if self._bundle is None:
-            from retriever.loading import IndexBundle
-
-            self._bundle = IndexBundle.open(self.index_path)
+            self._bundle = open_index(self.index_location, self.config)
         return self._bundle
+
+    @property
+    def corpus_size(self) -> int:
+        """Passages in the index."""
+        return len(self.bundle)
 
     def retriever(self, kind: str | None = None) -> Retriever:
         r = self.config.retrieval
@@ -167,11 +172,14 @@ class Pipeline:
 
     @property
     def kb_path(self) -> Path:
-        """linker.kb, else the KB beside the index (INDEX-kb), else the demo corpus's KB."""
+        """linker.kb, else the KB beside the index folder (INDEX-kb, indexes.layout), else the demo corpus's KB."""
         if self.config.linker.kb:
             return Path(self.config.linker.kb)
         if self.config.index:
-            return Path(self.config.index).with_name(Path(self.config.index).name + "-kb")
+            if backend_of(self.config.index) != "folder":
+                raise OdqaError("an Elasticsearch index has no knowledge base beside it; set linker.kb (or pass "
+                                "--no-linker)")
+            return IndexLayout(self.config.index).kb
         if self._default_kb is None:
             raise OdqaError("no knowledge base: set `linker.kb` in the config")
         return self._default_kb()
@@ -209,9 +217,13 @@ class Pipeline:
         link_time = (time.perf_counter() - start) / len(texts)
 
         start = time.perf_counter()
-        store_size = len(self.bundle.store)
+        store_size = self.corpus_size
         hits = self.retriever(retriever).search(texts, min(k, store_size))
         bonus = self.config.retrieval.entity_bonus
+        if bonus > 0 and any(mentions) and getattr(self.bundle, "store", None) is None:
+            bonus = 0.0  # the entity passages are looked up in a local passage store
+            for result in results:
+                result.notices.append("retrieval.entity_bonus is off: it needs an index folder's passage store")
         if bonus > 0 and any(mentions):
             hits = self._add_entity_passages(texts, mentions, hits, bonus, min(k, store_size))
         retrieve_time = (time.perf_counter() - start) / len(texts)

@@ -10,11 +10,12 @@ from typing import IO, Iterable
 
 from odqa.core.errors import OdqaError
 from odqa.pipeline import Pipeline, Result
+from retriever.kinds import RETRIEVERS
 
 LEAVE_WORDS = ("exit", "quit")
 HELP = """Type a question and press Enter. Commands:
   :k N                      pass N passages to the reader (now {k})
-  :retriever bm25|dense|hybrid   choose the retriever (now {retriever})
+  :retriever {retrievers}   choose the retriever (now {retriever})
   :passages                 show the passages retrieved for the last question
   :entities                 show the entities linked in the last question
   :explain                  how the last answer was found: stages, scores, sources
@@ -87,7 +88,7 @@ class Shell:
         if name in ("q", *LEAVE_WORDS):
             return False
         if name in ("h", "help", "?"):
-            self.say(HELP.format(k=self.k, retriever=self.retriever))
+            self.say(HELP.format(k=self.k, retriever=self.retriever, retrievers="|".join(RETRIEVERS.names)))
         elif name == "k":
             if not arg.isdigit() or int(arg) <= 0:
                 self.say("  ! :k needs a positive number, e.g. :k 20")
@@ -95,8 +96,8 @@ class Shell:
                 self.k = int(arg)
                 self.say(f"  k = {self.k}")
         elif name == "retriever":
-            if arg not in ("bm25", "dense", "hybrid"):
-                self.say("  ! :retriever takes bm25, dense or hybrid")
+            if arg not in RETRIEVERS:
+                self.say(f"  ! :retriever takes {', '.join(RETRIEVERS.names)}")
             else:
                 self.retriever = arg
                 self.say(f"  retriever = {arg}")

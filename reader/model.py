@@ -149,7 +149,7 @@ class Reader:
         """The runtime and precision reads use now (from `settings`, the device and the CPU)."""
         if self._quantized:
             return InferencePlan("torch", "int8", "quantize_int8()")
-        # auto may pick onnx int8 for the reader: its F1 cost was measured (bench/speed.py, 0.27 F1)
+        # auto may pick onnx int8 for the reader: its F1 cost was measured (bench/speed.py)
         return plan_inference(self.device.type, self.settings.precision, self.settings.runtime, auto_int8=True)
 
     def _onnx_model(self, int8: bool):
@@ -164,7 +164,7 @@ class Reader:
 
         bf16 on a CPU runs a bf16-weight copy of the model with eager attention instead of autocasting the fp32
         weights on every call: reading the top 10 passages takes 145 ms instead of 166 ms on 2 AVX512-BF16
-        cores, with equal F1 (held-out SQuAD v1.1 dev 67.84 vs 67.78); PyTorch's fused attention is the slower
+        cores, with equal F1 (models/reader/README.md, Speed); PyTorch's fused attention is the slower
         one for bf16 on CPU. The fp32 weights are kept, so switching `settings.precision` back stays exact. The
         copy is made at the first bf16 read of each model object; weights changed in place after it are not seen
         (training works on the Hugging Face model, never through a Reader)."""

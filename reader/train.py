@@ -6,6 +6,8 @@
 * Training answers whose text does not occur at `answer_start` are skipped, counted and logged.
 * Deterministic for a seed: the batch order of every epoch is a function of (seed, epoch); dropout's RNG
   state is saved in each checkpoint.
+* The loop is `odqa.core.training.TrainingLoop` (shared with the retriever and the linker); this module
+  brings the examples, the batches and the model.
 * Resumable: `output_dir/checkpoint-STEP/` holds the model, tokenizer and `trainer_state.pt` (optimizer,
   scheduler, step, RNG); a rerun with the same output_dir continues from the newest one. A rerun may also
   change --max-steps/--epochs (the linear schedule is rebuilt for the new total, from the saved step) or the
@@ -31,12 +33,9 @@ from typing import Any, Callable
 
 import torch
 
-from odqa.core.atomic import atomic_folder
-from odqa.core.device import autocast_for
 from odqa.core.errors import DataFormatError, OdqaError
 from odqa.core.models import resolve_model
-from odqa.core.training import (latest_checkpoint, prune_checkpoints, restore_trainer_state, save_trainer_state,
-                                set_seed, training_device)
+from odqa.core.training import LoopSettings, TrainingLoop, latest_checkpoint, set_seed, training_device
 from reader.features import (
     DEFAULT_MAX_LENGTH,
     DEFAULT_MAX_QUERY_TOKENS,
@@ -226,8 +225,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     device, precision = training_device(cfg.device, cfg.precision, cfg.threads)
-    on_gpu = device.type == "cuda"
-    batch_size = cfg.gpu_batch_size if on_gpu else cfg.batch_size
+    batch_size = cfg.gpu_batch_size if device.type == "cuda" else cfg.batch_size
 
     set_seed(cfg.seed)
     resume = latest_checkpoint(out)
@@ -264,61 +262,37 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     ]
     optimizer = torch.optim.AdamW(groups, lr=cfg.lr)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup * total), total)
-    scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
-    step = 0
-    if resume is not None:
-        step = restore_trainer_state(resume, optimizer, scheduler, scaler, on_gpu)
-        log.info("resumed from %s at step %d/%d", resume, step, total)
-    (out / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
-
     pad_id = tokenizer.pad_token_id or 0
-    model.train()
-    bar = None
-    if cfg.progress:
-        from tqdm import tqdm
+    batches_of_epoch: dict[int, list[list[int]]] = {}  # the current epoch's batch order only
 
-        bar = tqdm(total=total, initial=step, desc="train-reader", unit="step", dynamic_ncols=True, mininterval=5)
-    log.info("training %d steps (%d per epoch, batch %d, %s on %s)", total, per_epoch, batch_size, precision, device)
-    tick, windows_since, loss_sum, loss_n = time.time(), 0, 0.0, 0
-    cached_epoch, batches = -1, []
-    while step < total:
+    def train_step(step: int) -> dict:
         epoch, pos = divmod(step, per_epoch)
-        if epoch != cached_epoch:
-            batches, cached_epoch = epoch_batches(lengths, batch_size, cfg.seed, epoch), epoch
-        batch = {k: v.to(device) for k, v in collate(feats, batches[pos], pad_id).items()}
-        with autocast_for(device, precision):
+        if epoch not in batches_of_epoch:
+            batches_of_epoch.clear()
+            batches_of_epoch[epoch] = epoch_batches(lengths, batch_size, cfg.seed, epoch)
+        idx = batches_of_epoch[epoch][pos]
+        batch = {k: v.to(device) for k, v in collate(feats, idx, pad_id).items()}
+        with loop.autocast():
             loss = model(**batch).loss
-        optimizer.zero_grad(set_to_none=True)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-        scheduler.step()
-        step += 1
-        windows_since += len(batches[pos])
-        loss_sum += float(loss.detach())
-        loss_n += 1
-        if bar is not None:
-            bar.update(1)
-        if on_step is not None:
-            on_step(step, float(loss.detach()))
-        if step % cfg.log_every == 0 or step == total:
-            dt = time.time() - tick
-            rate = windows_since / max(dt, 1e-9)
-            eta = (total - step) * batch_size / max(rate, 1e-9)
-            log.info("step %d/%d epoch %.2f loss %.4f lr %.2e %.1f windows/s eta %.0f min",
-                     step, total, step / per_epoch, loss_sum / loss_n, scheduler.get_last_lr()[0], rate, eta / 60)
-            tick, windows_since, loss_sum, loss_n = time.time(), 0, 0.0, 0
-        if step % cfg.save_every == 0 and step < total:
-            _save_checkpoint(out, step, model, tokenizer, optimizer, scheduler, scaler, cfg)
-    if bar is not None:
-        bar.close()
+        loop.backward(loss)
+        return {"loss": float(loss.detach()), "windows": len(idx)}
+
+    def save_model(folder: Path) -> None:
+        model.save_pretrained(str(folder))
+        tokenizer.save_pretrained(str(folder))
+
+    loop = TrainingLoop(
+        LoopSettings(out, total, per_epoch, name="train-reader", save_every=cfg.save_every,
+                     keep_checkpoints=cfg.keep_checkpoints, log_every=cfg.log_every, count="windows",
+                     progress=cfg.progress),
+        params=model.parameters(), optimizer=optimizer, scheduler=scheduler, device=device, precision=precision,
+        train_step=train_step, save_model=save_model, on_step=on_step, logger=log,
+    )
+    loop.resume(resume)
+    (out / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+    model.train()
+    log.info("training %d steps (%d per epoch, batch %d, %s on %s)", total, per_epoch, batch_size, precision, device)
+    loop.run()
     final = out / "final"
     model.save_pretrained(str(final))
     tokenizer.save_pretrained(str(final))
@@ -328,13 +302,3 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
          "skipped_bad_offset": stats.skipped_bad_offset, "device": str(device), "precision": precision}, indent=2))
     log.info("saved %s", final)
     return final
-
-
-def _save_checkpoint(out: Path, step, model, tokenizer, optimizer, scheduler, scaler, cfg: TrainConfig) -> None:
-    path = out / f"checkpoint-{step}"
-    with atomic_folder(path) as tmp:  # a crash mid-save never leaves a half-written checkpoint-STEP
-        model.save_pretrained(str(tmp))
-        tokenizer.save_pretrained(str(tmp))
-        save_trainer_state(tmp, step, optimizer, scheduler, scaler)
-    log.info("checkpoint %s", path)
-    prune_checkpoints(out, cfg.keep_checkpoints)

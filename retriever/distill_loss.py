@@ -1,8 +1,9 @@
 """Score distillation from a frozen teacher: keeps what the starting encoder knew while the DPR loss trains.
 
 Fine-tuning MiniLM on a few thousand distantly supervised questions teaches it the training sources (NQ-style
-questions: R@20 +3.3 on nq-pool) and makes it forget part of the general matching it came with (squad-open
-R@20 90.95 -> 87.45), which is why the shipped encoder is a 50/50 weight average with its base. This loss
+questions gain on nq-pool) and makes it forget part of the general matching it came with (squad-open recall
+falls; both measured in models/retriever/README.md), which is why the shipped encoder is a 50/50 weight
+average with its base. This loss
 asks instead, at every step, that the student's distribution over the batch's candidates stay close to the
 teacher's (the frozen starting encoder), "learning without forgetting" (Li & Hoiem, 2017) on retrieval
 scores, as margin/KL distillation does for dense retrievers (Hofstaetter et al. 2020):

@@ -8,22 +8,27 @@ document), and `hit.passage` is filled from the document's source, so no local s
   lightly: a title match adds half of what a text match adds); `title_boost=0` queries `text` only.
 * `ElasticDenseRetriever`: `knn` on `vector` (HNSW), `num_candidates` per shard configurable; scores are
   given back as inner products, as the embedded dense retriever reports them.
-* `ElasticHybridRetriever`: `rrf` and `minmax` fuse the two lists client-side with the very functions the
-  embedded hybrid uses (retriever/hybrid.py); `es-rrf` asks the server's own `rrf` retriever and, where the
+* `ElasticHybridRetriever`: `rrf` and `minmax` fuse the two lists client-side with the very fusion the
+  embedded hybrid uses (odqa.core.fusion); `es-rrf` asks the server's own `rrf` retriever and, where the
   server lacks it (before 8.14, or a license without it), says so once and falls back to client-side RRF.
+* `ElasticBackend`: an Elasticsearch index as an index backend (retriever.registry, `index = "es://..."`),
+  with the retriever kinds of retriever.kinds, so the pipeline, the shell, `ask`, `search` and `eval-*` run on
+  it as on an index folder.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Sequence
 
-from indexes.elastic import DEFAULT_TITLE_BOOST, ElasticIndex
+from indexes.elastic import DEFAULT_TITLE_BOOST, ElasticIndex, describe_hosts, settings_for
 from odqa.core.errors import OdqaError
+from odqa.core.fusion import Fusion
 from odqa.core.types import Passage, SearchHit
 from retriever.base import check_k
-from retriever.hybrid import minmax_fuse, rrf_fuse
+from retriever.kinds import DENSE_OPTIONS, ELASTIC_FUSIONS, SERVER_RRF, make_retriever
 
-FUSIONS = ("rrf", "minmax", "es-rrf")
+FUSIONS = ELASTIC_FUSIONS
 
 
 def to_hits(results: list[list[dict]], source: str) -> list[list[SearchHit]]:
@@ -69,9 +74,12 @@ class ElasticBM25Retriever(_ElasticBase):
 class ElasticDenseRetriever(_ElasticBase):
     name = "es-dense"
 
-    def __init__(self, index: ElasticIndex, encoder, num_candidates: int = 100, batch_size: int = 64):
+    def __init__(self, index: ElasticIndex, encoder, num_candidates: int = 100, batch_size: int = 64,
+                 check_name: bool = True):
+        """check_name False: a question encoder other than the index's (a DPR pair) is taken when its
+        dimension fits."""
         super().__init__(index)
-        index.check(encoder=encoder.name, dim=encoder.dim)
+        index.check(encoder=encoder.name if check_name else "", dim=encoder.dim)
         self.encoder = encoder
         self.num_candidates = num_candidates
         self.batch_size = batch_size
@@ -89,11 +97,14 @@ class ElasticHybridRetriever(_ElasticBase):
     name = "es-hybrid"
 
     def __init__(self, index: ElasticIndex, encoder, method: str = "rrf", alpha: float = 0.5, candidates: int = 100,
-                 rrf_k: int = 60, num_candidates: int = 100, title_boost: float = DEFAULT_TITLE_BOOST):
+                 rrf_k: int = 60, num_candidates: int = 100, title_boost: float = DEFAULT_TITLE_BOOST,
+                 check_name: bool = True):
         if method not in FUSIONS:
             raise OdqaError(f"unknown fusion method {method!r}; use {', '.join(FUSIONS)}")
         super().__init__(index)
-        self.dense = ElasticDenseRetriever(index, encoder, num_candidates=num_candidates)
+        # es-rrf's fallback is the client-side rrf
+        self.fusion = Fusion.hybrid("rrf" if method == SERVER_RRF else method, alpha, rrf_k)
+        self.dense = ElasticDenseRetriever(index, encoder, num_candidates=num_candidates, check_name=check_name)
         self.sparse = ElasticBM25Retriever(index, title_boost=title_boost)
         self.method, self.alpha, self.candidates, self.rrf_k = method, alpha, candidates, rrf_k
         self.num_candidates, self.title_boost = num_candidates, title_boost
@@ -103,7 +114,7 @@ class ElasticHybridRetriever(_ElasticBase):
         questions = list(questions)
         depth = min(max(k, self.candidates), self.corpus_size)
         vectors = self.dense.encode(questions)
-        if self.method == "es-rrf":
+        if self.method == SERVER_RRF:
             results = self.index.search_rrf(questions, vectors, k, window=depth, rank_constant=self.rrf_k,
                                             num_candidates=max(self.num_candidates, depth), title_boost=self.title_boost)
             if results is not None:
@@ -114,27 +125,79 @@ class ElasticHybridRetriever(_ElasticBase):
         return [self.fuse(d, s, k) for d, s in zip(dense_results, sparse_results)]
 
     def fuse(self, dense_hits: list[SearchHit], sparse_hits: list[SearchHit], k: int) -> list[SearchHit]:
-        if self.method == "minmax":
-            return minmax_fuse([dense_hits, sparse_hits], [self.alpha, 1.0 - self.alpha], k)
-        return rrf_fuse([dense_hits, sparse_hits], k, self.rrf_k)
+        return self.fusion([dense_hits, sparse_hits], k)
+
+
+class ElasticBackend:
+    """An Elasticsearch index of passages (loaded by `odqa es-index`) as an index backend: one method per
+    retriever kind (retriever.kinds), `len()` = its documents. The question encoder is the one recorded in the
+    index's `_meta` (with its settings) unless `encoder` / `query_encoder` name another."""
+
+    def __init__(self, index: ElasticIndex, config):
+        self.index = index.require()
+        self.config = config
+        self._cache: dict = {}
+
+    @classmethod
+    def open(cls, location: str, config) -> "ElasticBackend":
+        """`location`: es://host:9200/name (parts left out: the config's [elastic] hosts and index name)."""
+        elastic = settings_for(location, config.elastic)
+        elastic.validate()
+        return cls(ElasticIndex.open(elastic), config)
+
+    def __len__(self) -> int:
+        return self.bm25().corpus_size
+
+    def describe(self) -> str:
+        return f"Elasticsearch index {self.index.name!r} at {describe_hosts(self.index.hosts)}"
+
+    def retriever(self, kind: str, **options):
+        return make_retriever(self, kind, **options)
+
+    def bm25(self) -> ElasticBM25Retriever:
+        if "bm25" not in self._cache:
+            self._cache["bm25"] = ElasticBM25Retriever(self.index)
+        return self._cache["bm25"]
+
+    def _encoder(self, encoder: str | None = None, precision: str = "auto", runtime: str = "auto",
+                 query_encoder: str | None = None, settings: dict | None = None, accept_encoder_change: bool = False):
+        from odqa.core.encoder import TextEncoder
+
+        meta = self.index.meta
+        recorded = meta.get("query_encoder") or meta.get("encoder") or ""
+        name = query_encoder or encoder or self.config.retrieval.encoder or recorded or "minilm"
+        chosen = {k: (meta.get("encoder_settings") or {}).get(k) for k in ("pooling", "similarity", "query_prefix")}
+        chosen.update({k: v for k, v in (settings or {}).items() if v not in (None, "")})
+        if name != recorded and not (settings or {}).get("pooling"):
+            chosen["pooling"] = None  # another model: its own pooling
+        key = (name, precision, runtime, tuple(sorted(chosen.items())))
+        if key not in self._cache:
+            max_length = int(meta["max_length"]) if meta.get("max_length") else None
+            self._cache[key] = TextEncoder.from_pretrained(name, max_length=max_length, precision=precision,
+                                                           runtime=runtime, **chosen)
+        return self._cache[key], not query_encoder
+
+    def dense(self, **options) -> ElasticDenseRetriever:
+        encoder, check_name = self._encoder(**options)
+        return ElasticDenseRetriever(self.index, encoder, num_candidates=self.config.elastic.num_candidates,
+                                     check_name=check_name)
+
+    def hybrid(self, fusion: str = "rrf", alpha: float = 0.5, candidates: int = 100, rrf_k: int = 60,
+               **dense_options):
+        if not self.index.dim:
+            # as an index folder built with --backends bm25: hybrid (the default) still answers
+            print(f"odqa: {self.describe()} holds no vectors, so hybrid retrieval falls back to bm25", file=sys.stderr)
+            return self.bm25()
+        encoder, check_name = self._encoder(**{k: v for k, v in dense_options.items() if k in DENSE_OPTIONS})
+        return ElasticHybridRetriever(self.index, encoder, method=fusion, alpha=alpha, candidates=candidates,
+                                      rrf_k=rrf_k, num_candidates=self.config.elastic.num_candidates,
+                                      check_name=check_name)
 
 
 def open_elastic_retriever(config, kind: str = "bm25", fusion: str | None = None, encoder: str | None = None,
                            index: ElasticIndex | None = None):
-    """A retriever over the index named by an OdqaConfig's [elastic] section; the question encoder is the one
-    recorded in the index's `_meta` unless `encoder` names another."""
-    index = index or ElasticIndex.open(config.elastic)
-    if kind == "bm25":
-        return ElasticBM25Retriever(index.require())
-    from odqa.core.encoder import TextEncoder
-
-    index.require()
-    name = encoder or config.retrieval.encoder or index.meta.get("encoder") or "minilm"
-    text_encoder = TextEncoder.from_pretrained(name)
+    """A retriever over the index named by an OdqaConfig's [elastic] section (`es-search`)."""
+    backend = ElasticBackend(index or ElasticIndex.open(config.elastic), config)
     r = config.retrieval
-    if kind == "dense":
-        return ElasticDenseRetriever(index, text_encoder, num_candidates=config.elastic.num_candidates)
-    if kind == "hybrid":
-        return ElasticHybridRetriever(index, text_encoder, method=fusion or r.fusion, alpha=r.alpha,
-                                      candidates=r.candidates, rrf_k=r.rrf_k, num_candidates=config.elastic.num_candidates)
-    raise OdqaError(f"unknown retriever {kind!r}; choose bm25, dense or hybrid")
+    return backend.retriever(kind, encoder=encoder or r.encoder or None, fusion=fusion or r.fusion, alpha=r.alpha,
+                             candidates=r.candidates, rrf_k=r.rrf_k)

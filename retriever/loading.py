@@ -10,14 +10,14 @@ from pathlib import Path
 
 from indexes.bm25 import load_text_index
 from indexes.integrity import check_part, recover_swap
+from indexes.layout import BM25, DENSE, PASSAGES, IndexLayout
 from indexes.manifest import Manifest
 from indexes.vector import VectorIndex
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.corpus.store import PassageStore
 from retriever.bm25 import BM25Retriever
 from retriever.hybrid import HybridRetriever
-
-KINDS = ("bm25", "dense", "hybrid")
+from retriever.kinds import make_retriever
 
 
 @dataclass
@@ -25,6 +25,17 @@ class IndexBundle:
     path: Path
     manifest: Manifest
     _cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def layout(self) -> IndexLayout:
+        return IndexLayout(self.path)
+
+    def __len__(self) -> int:
+        """Passages in the index."""
+        return len(self.store)
+
+    def describe(self) -> str:
+        return str(self.path)
 
     @classmethod
     def open(cls, path: str | Path) -> "IndexBundle":
@@ -54,10 +65,10 @@ class IndexBundle:
 
     @cached_property
     def store(self) -> PassageStore:
-        folder = self.path / "passages"
-        check_part(folder, self.parts.get("passages"), rows=None)
+        folder = self.layout.passages
+        check_part(folder, self.parts.get(PASSAGES), rows=None)
         store = PassageStore.open(folder)
-        self._check_rows("passages", len(store))
+        self._check_rows(PASSAGES, len(store))
         if (folder / "manifest.json").exists():
             Manifest.load(folder).check_corpus(self.manifest.corpus_fingerprint, where=str(folder))
         return store
@@ -68,7 +79,7 @@ class IndexBundle:
                 f"{self.path} has no {backend} index (it has: {', '.join(self.backends)}); rebuild with "
                 f"`odqa index --corpus {self.manifest.params.get('corpus', 'PATH')} --out {self.path} --backends bm25,dense`"
             )
-        folder = self.path / backend
+        folder = self.layout.part(backend)
         manifest = Manifest.load(folder)
         manifest.check_corpus(self.manifest.corpus_fingerprint, where=str(folder))
         self._check_rows(backend, manifest.count)
@@ -76,11 +87,11 @@ class IndexBundle:
         return folder
 
     def bm25(self):
-        if "bm25" not in self._cache:
-            index = load_text_index(self._require("bm25"))
-            self._check_rows("bm25", index.num_docs())
-            self._cache["bm25"] = BM25Retriever(index, self.store)
-        return self._cache["bm25"]
+        if BM25 not in self._cache:
+            index = load_text_index(self._require(BM25))
+            self._check_rows(BM25, index.num_docs())
+            self._cache[BM25] = BM25Retriever(index, self.store)
+        return self._cache[BM25]
 
     def dense(self, encoder: str | None = None, device: str | None = None, precision: str = "auto",
               runtime: str = "auto", accept_encoder_change: bool = False, query_encoder: str | None = None,
@@ -93,9 +104,9 @@ class IndexBundle:
 
         key = ("dense", encoder or "", query_encoder or "", json.dumps(settings or {}, sort_keys=True))
         if key not in self._cache:
-            folder = self._require("dense")
+            folder = self._require(DENSE)
             index = VectorIndex.load(folder, use_gpu=None)
-            self._check_rows("dense", len(index))
+            self._check_rows(DENSE, len(index))
             params = index.manifest.params
             name = query_encoder or encoder or params.get("query_encoder") or index.manifest.encoder
             _check_encoder_weights(index.manifest, encoder or index.manifest.encoder, folder, accept_encoder_change)
@@ -113,21 +124,19 @@ class IndexBundle:
                   candidates: int = 100, rrf_k: int = 60, precision: str = "auto", runtime: str = "auto",
                   accept_encoder_change: bool = False, query_encoder: str | None = None,
                   settings: dict | None = None):
-        options = dict(precision=precision, runtime=runtime, accept_encoder_change=accept_encoder_change,
-                       query_encoder=query_encoder, settings=settings)
-        if kind == "bm25":
-            return self.bm25()
-        if kind == "dense":
-            return self.dense(encoder, **options)
-        if kind == "hybrid" and "dense" not in self.backends and "bm25" in self.backends:
+        """The `kind` retriever (`retriever.kinds.RETRIEVERS`) over this index."""
+        return make_retriever(self, kind, encoder=encoder, fusion=fusion, alpha=alpha, candidates=candidates,
+                              rrf_k=rrf_k, precision=precision, runtime=runtime,
+                              accept_encoder_change=accept_encoder_change, query_encoder=query_encoder,
+                              settings=settings)
+
+    def hybrid(self, fusion: str = "rrf", alpha: float = 0.5, candidates: int = 100, rrf_k: int = 60, **dense_options):
+        if DENSE not in self.backends and BM25 in self.backends:
             # hybrid is the default; an index built with --backends bm25 should still answer
             print(f"odqa: {self.path} has no dense index, so hybrid retrieval falls back to bm25", file=sys.stderr)
             return self.bm25()
-        if kind == "hybrid":
-            return HybridRetriever(self.dense(encoder, **options), self.bm25(), method=fusion, alpha=alpha,
-                                   candidates=candidates, rrf_k=rrf_k)
-        raise OdqaError(f"unknown retriever {kind!r}; choose one of {', '.join(KINDS)}")
-
+        return HybridRetriever(self.dense(**dense_options), self.bm25(), method=fusion, alpha=alpha,
+                               candidates=candidates, rrf_k=rrf_k)
 
     def verify(self) -> list[str]:
         """The full check behind `run_qa.py verify-index`: every part's files against their recorded digests,
@@ -139,8 +148,8 @@ class IndexBundle:
         if not self.parts:
             lines.append("note: this index was built before parts were recorded; only row counts and the "
                          "passage fingerprint are checked (rebuild it to record file digests)")
-        for part in ["passages", *self.backends]:
-            check_part(self.path / part, self.parts.get(part), rows=None, full=True)
+        for part in [PASSAGES, *self.backends]:
+            check_part(self.layout.part(part), self.parts.get(part), rows=None, full=True)
         fingerprint = Fingerprint()
         for batch in self.store.iter_batches(10000, columns=("id", "text")):
             for pid, text in zip(batch["id"], batch["text"]):
@@ -150,12 +159,12 @@ class IndexBundle:
                 f"index part {self.path.name}/passages holds other passages (fingerprint {fingerprint.hexdigest()}, "
                 f"index {self.manifest.corpus_fingerprint}): rebuild it with `run_qa.py index`")
         lines.append(f"passages: {len(self.store)} rows, fingerprint {fingerprint.hexdigest()} ok")
-        if "bm25" in self.backends:
+        if BM25 in self.backends:
             self.bm25()
             lines.append(f"bm25: {self.manifest.count} documents ok")
-        if "dense" in self.backends:
-            index = VectorIndex.load(self._require("dense"), use_gpu=False)
-            self._check_rows("dense", len(index))
+        if DENSE in self.backends:
+            index = VectorIndex.load(self._require(DENSE), use_gpu=False)
+            self._check_rows(DENSE, len(index))
             lines.append(f"dense: {len(index)} x {index.dim} vectors ok")
         return lines
 

@@ -23,9 +23,12 @@
   Two views: each validation batch of `eval_batch_size` questions ranks every question's positive among the
   batch's positives and first hard negatives (mean rank, recall@1/5, loss: DPR's in-batch view), and
   retrieval over the pool of every held-out context (`pool_recall@1/5/20`, `pool_mrr@20`; a passage counts
-  when it holds an answer, as the benchmarks judge), a harder test: for dpr2's 500 held-out questions 2,188
-  candidates instead of 125, where in-batch recall@5 sits at 98 from step 0 and pool recall@1 goes from 50.2
-  (off-the-shelf MiniLM) to 66.6 (fine-tuned). `pool_validation=False` (`--no-pool-validation`) skips it.
+  when it holds an answer, as the benchmarks judge), a harder test: the pool holds every held-out context,
+  thousands of candidates instead of a batch's hundred, so it still separates models once the in-batch view
+  has saturated (figures in models/retriever/README.md). `pool_validation=False` (`--no-pool-validation`)
+  skips it.
+* Early stop: `early_stop` N > 0 ends training after N validations in a row without a better `primary_metric`.
+* The loop is `odqa.core.training.TrainingLoop` (shared with the reader and the linker).
 * Checkpoints: OUTPUT/checkpoint-STEP/ (encoder folders, trainer_state.pt, meta.json); a rerun resumes from
   the newest one; a checkpoint of another architecture or encoder layout is refused with OdqaError.
 * Deterministic for a seed. GPU: bf16 (or fp16 with loss scaling) autocast and `gpu_batch_size`.
@@ -53,8 +56,7 @@ from odqa.core.device import autocast_for
 from odqa.core.encoder import TextEncoder, passage_text
 from odqa.core.errors import OdqaError
 from odqa.core.models import resolve_model
-from odqa.core.training import (latest_checkpoint, prune_checkpoints, restore_trainer_state, save_trainer_state,
-                                set_seed, training_device)
+from odqa.core.training import LoopSettings, TrainingLoop, latest_checkpoint, set_seed, training_device
 from retriever.distill_loss import score_distillation_loss
 from retriever.losses import dpr_nll_loss, positive_ranks
 from retriever.train_data import DPRExample, ReadStats, read_dpr_file, write_dpr_jsonl
@@ -91,6 +93,8 @@ class RetrieverTrainConfig:
     save_every: int = 200
     eval_every: int = 100
     eval_batch_size: int = 64
+    primary_metric: str = ""  # the validation figure early stopping watches ("": pool_recall@5, else recall@5)
+    early_stop: int = 0  # stop after this many validations (every eval_every steps) without a better primary_metric
     keep_checkpoints: int = 2
     log_every: int = 20
     threads: int = 0
@@ -423,12 +427,7 @@ def train(cfg: RetrieverTrainConfig, on_step: Callable[[int, float], None] | Non
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     device, precision = training_device(cfg.device, cfg.precision, cfg.threads)
-    on_gpu = device.type == "cuda"
-
-    def autocast():
-        return autocast_for(device, precision)
-
-    batch_size = cfg.gpu_batch_size if on_gpu else cfg.batch_size
+    batch_size = cfg.gpu_batch_size if device.type == "cuda" else cfg.batch_size
 
     examples, stats = load_examples(cfg.train_files, cfg.limit)
     log.info("training files: %d rows, %d kept, %d skipped %s, %d bad contexts dropped",
@@ -466,97 +465,54 @@ def train(cfg: RetrieverTrainConfig, on_step: Callable[[int, float], None] | Non
     params = list({id(p): p for p in model.parameters()}.values())
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup * total), total)
-    scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
-    step = 0
-    if resume is not None:
-        step = restore_trainer_state(resume, optimizer, scheduler, scaler, on_gpu)
-        log.info("resumed from %s at step %d/%d", resume, step, total)
+    order_of_epoch: dict[int, list[int]] = {}  # the current epoch's question order only
+
+    def train_one_step(step: int) -> dict:
+        epoch, pos = divmod(step, per_epoch)
+        if epoch not in order_of_epoch:
+            order_of_epoch.clear()
+            order_of_epoch[epoch] = epoch_order(len(train_examples), cfg.seed, epoch)
+        idx = order_of_epoch[epoch][pos * batch_size : (pos + 1) * batch_size]
+        rng = random.Random((cfg.seed * 1000003 + epoch) * 1000003 + pos)
+        batch = make_batch([train_examples[i] for i in idx], cfg.hard_negatives, rng, cfg.mask_answer_negatives)
+        return {"loss": train_step(model, batch, cfg, device, loop.autocast, loop.scaler, teacher)}
+
+    def save_model(folder: Path) -> None:
+        model.save(folder)
+        (folder / "meta.json").write_text(json.dumps({
+            "shared": model.shared, "init": cfg.init, "arch": _arch(model.question.model.config), "step": loop.step,
+        }))
+
+    def evaluate(step: int) -> dict:
+        return validate(model, val, cfg, device, precision, cfg.hard_negatives or 1)
+
+    loop = TrainingLoop(
+        LoopSettings(out, total, per_epoch, name="train-retriever", save_every=cfg.save_every,
+                     keep_checkpoints=cfg.keep_checkpoints, log_every=cfg.log_every, eval_every=cfg.eval_every,
+                     eval_at_start=True,
+                     primary_metric=cfg.primary_metric or ("pool_recall@5" if cfg.pool_validation else "recall@5"), early_stop=cfg.early_stop,
+                     progress=cfg.progress),
+        params=params, optimizer=optimizer, scheduler=scheduler, device=device, precision=precision,
+        train_step=train_one_step, save_model=save_model, evaluate=evaluate if val else None, on_step=on_step,
+        logger=log,
+    )
+    loop.resume(resume)
     (out / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
-    history = out / "val_history.jsonl"
-
-    def record_val(at: int) -> dict | None:
-        if not val:
-            return None
-        t = time.time()
-        metrics = {"step": at, **validate(model, val, cfg, device, precision, cfg.hard_negatives or 1)}
-        metrics["seconds"] = round(time.time() - t, 1)
-        with history.open("a") as f:
-            f.write(json.dumps(metrics) + "\n")
-        log.info("validation at step %d: %s", at, metrics)
-        return metrics
-
-    last_val = record_val(step) if step == 0 else None
-    bar = None
-    if cfg.progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, initial=step, desc="train-retriever", unit="step", dynamic_ncols=True, mininterval=5)
     log.info("training %d steps (%d per epoch of %d questions; batch %d + %d hard negatives each; %s on %s%s)",
              total, per_epoch, len(train_examples), batch_size, cfg.hard_negatives, precision, device,
              f"; gradient cache chunks of {cfg.chunk_size}" if cfg.chunk_size else "")
-    tick, loss_sum, loss_n = time.time(), 0.0, 0
-    cached_epoch, order = -1, []
-    while step < total:
-        epoch, pos = divmod(step, per_epoch)
-        if epoch != cached_epoch:
-            order, cached_epoch = epoch_order(len(train_examples), cfg.seed, epoch), epoch
-        idx = order[pos * batch_size : (pos + 1) * batch_size]
-        rng = random.Random((cfg.seed * 1000003 + epoch) * 1000003 + pos)
-        batch = make_batch([train_examples[i] for i in idx], cfg.hard_negatives, rng, cfg.mask_answer_negatives)
-        optimizer.zero_grad(set_to_none=True)
-        loss = train_step(model, batch, cfg, device, autocast, scaler, teacher)
-        if scaler is not None:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            optimizer.step()
-        scheduler.step()
-        step += 1
-        loss_sum += loss
-        loss_n += 1
-        if bar is not None:
-            bar.update(1)
-        if on_step is not None:
-            on_step(step, loss)
-        if step % cfg.log_every == 0 or step == total:
-            dt = time.time() - tick
-            log.info("step %d/%d epoch %.2f loss %.4f lr %.2e %.2f s/step eta %.0f min", step, total, step / per_epoch,
-                     loss_sum / loss_n, scheduler.get_last_lr()[0], dt / loss_n, (total - step) * dt / loss_n / 60)
-            tick, loss_sum, loss_n = time.time(), 0.0, 0
-        if cfg.eval_every and step % cfg.eval_every == 0 and step < total:
-            last_val = record_val(step)
-        if cfg.save_every and step % cfg.save_every == 0 and step < total:
-            save_checkpoint(out, step, model, optimizer, scheduler, scaler, cfg)
-    if bar is not None:
-        bar.close()
-    last_val = record_val(step) or last_val
+    result = loop.run()
     final = out / "final"
     with atomic_folder(final) as tmp:
         model.save(tmp)
         (tmp / "retriever_info.json").write_text(json.dumps({
-            "config": cfg.to_dict(), "steps": step, "train_examples": len(train_examples), "val_examples": len(val),
-            "read": stats.to_dict(), "device": str(device), "precision": precision, "last_validation": last_val,
+            "config": cfg.to_dict(), "steps": result.step, "train_examples": len(train_examples),
+            "val_examples": len(val), "read": stats.to_dict(), "device": str(device), "precision": precision,
+            "last_validation": result.last_eval, "stopped_by": result.stopped_by,
             "shared": model.shared, "pooling": "mean", "normalize": True,
         }, indent=2))
     log.info("saved %s", final)
     return final
-
-
-def save_checkpoint(out: Path, step: int, model: DualEncoder, optimizer, scheduler, scaler,
-                    cfg: RetrieverTrainConfig) -> Path:
-    path = out / f"checkpoint-{step}"
-    with atomic_folder(path) as tmp:
-        model.save(tmp)
-        save_trainer_state(tmp, step, optimizer, scheduler, scaler)
-        (tmp / "meta.json").write_text(json.dumps({
-            "shared": model.shared, "init": cfg.init, "arch": _arch(model.question.model.config), "step": step,
-        }))
-    log.info("checkpoint %s", path)
-    prune_checkpoints(out, cfg.keep_checkpoints)
-    return path
 
 
 # ---------------------------------------------------------------------------------------------------- evaluation

@@ -19,6 +19,12 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "shared_data" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)  # reads ../shared/data
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _few_threads():
     # CI has 2 cores; keep each test process from oversubscribing them.

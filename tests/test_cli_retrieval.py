@@ -8,6 +8,8 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
+pytestmark = pytest.mark.subprocess
+
 ARTICLES = [
     {"id": "1", "title": "Eiffel Tower", "text": "The Eiffel Tower is an iron tower in Paris. It was completed in 1889 by Gustave Eiffel's company."},
     {"id": "2", "title": "Mount Everest", "text": "Mount Everest is the highest mountain on Earth. It stands in the Himalayas on the border of Nepal and China."},

@@ -86,6 +86,7 @@ def _crash_build(corpus, out, stage):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).returncode
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("stage", ["fsync", "rename-away"])
 def test_a_crash_inside_the_swap_is_recovered_on_the_next_open(corpus, tmp_path, stage):
     out = bm25_index(write_corpus(tmp_path / "o.jsonl", OTHER), tmp_path / "idx")
@@ -148,6 +149,7 @@ def test_an_encoder_retrained_in_place_is_refused_unless_accepted(corpus, tmp_pa
 
 
 # ---- 6: read-only ------------------------------------------------------------------------------------
+@pytest.mark.subprocess
 def test_bm25_searches_a_read_only_index(corpus, tmp_path):
     out = bm25_index(corpus, tmp_path / "idx")
     for p in (out / "bm25").glob(".tantivy-*.lock"):

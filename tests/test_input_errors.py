@@ -25,6 +25,7 @@ def test_undecodable_bytes_of_a_typed_question_become_replacement_characters():
     text.encode("utf-8")  # a tokenizer can take it
 
 
+@pytest.mark.subprocess
 def test_the_shell_survives_a_non_utf8_line():
     from odqa.demo_corpus import demo_index_path
 

@@ -377,3 +377,45 @@ def test_lcquad_loader_and_length_buckets(tmp_path, tiny_kb):
     batches = length_buckets([5, 50, 6, 51, 7, 52], 2, random.Random(0))
     assert sorted(i for batch in batches for i in batch) == list(range(6)) and all(len(x) == 2 for x in batches)
     assert token_span([(0, 0), (0, 3), (4, 7), (7, 9), (0, 0)], 4, 9) == (2, 3)
+
+
+def test_linker_training_resumes_from_its_newest_checkpoint(tiny_kb, tmp_path):
+    from safetensors.torch import load_file
+
+    from linker.train import TrainConfig, Trainer, open_for_training
+
+    examples = [
+        ELExample("Give me all movies with Tom Cruise!", [GoldMention(24, 34, "Tom Cruise", 0)]),
+        ELExample("Who was the wife of president Lincoln?", [GoldMention(30, 37, "Abraham Lincoln", 3)]),
+        ELExample("Which country is Atlantis in?", [GoldMention(17, 25, "Atlantis", -1)]),
+        ELExample("When did Apollo 11 land?", [GoldMention(9, 18, "Apollo 11", 4)]),
+    ]
+    torch.set_num_threads(1)
+
+    def run(out, on_step=None):
+        cfg = TrainConfig(output=str(out), steps=4, save_every=2, batch_size=2, hard_negatives=3, warmup=1,
+                          max_minutes=0, progress=False, seed=5)
+        torch.manual_seed(0)  # the same fresh heads for every run
+        linker, resume = open_for_training(cfg, tiny_kb)
+        report = Trainer(linker, tiny_kb, cfg, on_step=on_step).train(examples, resume)
+        linker.save_pretrained(out / "final", half=False)
+        return report, load_file(str(out / "final" / "linker.safetensors"))
+
+    _, straight = run(tmp_path / "straight")
+
+    class Crash(Exception):
+        pass
+
+    def crash(step, loss):
+        if step == 3:
+            raise Crash
+
+    with pytest.raises(Crash):
+        run(tmp_path / "cut", crash)
+    assert sorted(p.name for p in (tmp_path / "cut").glob("checkpoint-*")) == ["checkpoint-2"]
+    steps = []
+    report, resumed = run(tmp_path / "cut", lambda step, loss: steps.append(step))
+    assert steps == [3, 4] and report["steps"] == 4 and report["stopped_by"] == "steps"
+    assert straight.keys() == resumed.keys()
+    for k in straight:
+        assert torch.allclose(straight[k], resumed[k], atol=1e-6), k

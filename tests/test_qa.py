@@ -110,6 +110,7 @@ def run(*args, stdin=None):
                           text=True, timeout=600)
 
 
+@pytest.mark.subprocess
 def test_ask_json_contract():
     proc = run("ask", "--no-linker", "--json", "Who painted the Mona Lisa?")
     assert proc.returncode == 0, proc.stderr
@@ -118,6 +119,7 @@ def test_ask_json_contract():
     assert {"text", "score", "probability", "passage_id", "title", "start", "end"} <= set(data["answers"][0])
 
 
+@pytest.mark.subprocess
 def test_ask_bad_input_and_missing_index(tmp_path):
     proc = run("ask", "--no-linker", "  ?? ")
     assert proc.returncode == 2 and "empty" in proc.stderr and "Traceback" not in proc.stderr
@@ -129,6 +131,7 @@ def test_ask_bad_input_and_missing_index(tmp_path):
     assert proc.returncode == 2 and "retrieval.k" in proc.stderr
 
 
+@pytest.mark.subprocess
 def test_shell_with_piped_stdin():
     script = "Who discovered penicillin?\n:k 3\n:retriever bm25\nWhat is the capital of France?\n:passages\n:entities\n:explain\n...\n:bogus\n\n:help\n"
     proc = run("shell", "--no-linker", stdin=script)
@@ -141,6 +144,7 @@ def test_shell_with_piped_stdin():
     assert "unknown command :bogus" in out and ":retriever bm25|dense|hybrid" in out
 
 
+@pytest.mark.subprocess
 def test_shell_in_a_terminal():
     pexpect = pytest.importorskip("pexpect")
     from odqa.demo_corpus import odqa_home
@@ -167,6 +171,7 @@ def test_shell_in_a_terminal():
     assert history.read_text().count("penicillin") == before + 1  # history kept across sessions
 
 
+@pytest.mark.subprocess
 def test_ask_json_answers_each_quoted_question_apart():
     proc = run("ask", "--no-linker", "--json", "Who discovered penicillin?", "Who painted the Mona Lisa?")
     assert proc.returncode == 0, proc.stderr
@@ -195,6 +200,7 @@ def test_bare_exit_leaves_the_shell_and_blank_lines_stay_out_of_history(tmp_path
     assert list(question_history(str(tmp_path / "history")).load_history_strings()) == ["Who wrote Hamlet?"]
 
 
+@pytest.mark.subprocess
 def test_link_uses_the_knowledge_base_ask_uses(tmp_path):
     # from another folder, as its help example runs: no work_indexes/kb there, so the demo KB, as `ask`
     proc = subprocess.run([sys.executable, str(REPO_ROOT / "run_qa.py"), "link", "--json",

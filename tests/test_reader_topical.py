@@ -1,3 +1,5 @@
+import pytest
+
 from reader.topical import topical_negatives
 
 
@@ -28,6 +30,7 @@ def test_ratio_zero_gives_nothing_and_seed_is_deterministic():
     assert topical_negatives(_squad(), 0.5, seed=3) == topical_negatives(_squad(), 0.5, seed=3)
 
 
+@pytest.mark.subprocess
 def test_build_topical_negatives_command(tmp_path):
     import json
     import subprocess

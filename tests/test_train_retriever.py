@@ -408,7 +408,7 @@ def test_training_survives_bad_rows(tmp_path, train_file):
 
 
 def test_tune_hybrid_records_a_choice(tmp_path):
-    from odqa.commands.train_retriever import tune_hybrid
+    from odqa.eval.tuning import tune_hybrid
     from odqa.corpus.questions import QAItem
     from retriever.loading import IndexBundle
 

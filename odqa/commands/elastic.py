@@ -10,6 +10,8 @@ from __future__ import annotations
 import textwrap
 
 from odqa.commands.common import add_command, add_config_flag, print_json_last
+from odqa.core.fusion import FUSIONS
+from retriever.kinds import ELASTIC_FUSIONS, RETRIEVERS
 
 
 def register(subparsers) -> None:
@@ -42,8 +44,8 @@ def register(subparsers) -> None:
                     run_es_search)
     p.add_argument("question", nargs="+")
     _connection_flags(p)
-    p.add_argument("--retriever", choices=["bm25", "dense", "hybrid"], default="bm25")
-    p.add_argument("--fusion", choices=["rrf", "minmax", "es-rrf"],
+    p.add_argument("--retriever", choices=RETRIEVERS.names, default="bm25")
+    p.add_argument("--fusion", choices=ELASTIC_FUSIONS,
                    help="hybrid: client-side rrf/minmax (as the embedded hybrid) or the server's RRF retriever")
     p.add_argument("--encoder", help="question encoder (default: the one recorded in the index)")
     p.add_argument("--num-candidates", type=int, help="kNN candidates per shard")
@@ -68,7 +70,7 @@ def _config(args):
         "elastic.username": args.username,
         "elastic.verify_certs": False if args.insecure else None,
         "elastic.num_candidates": getattr(args, "num_candidates", None),
-        "retrieval.fusion": getattr(args, "fusion", None) if getattr(args, "fusion", None) in ("rrf", "minmax") else None,
+        "retrieval.fusion": getattr(args, "fusion", None) if getattr(args, "fusion", None) in FUSIONS else None,
         "retrieval.encoder": getattr(args, "encoder", None),
     })
 

@@ -7,8 +7,10 @@ import sys
 import time
 from pathlib import Path
 
+from indexes.layout import IndexLayout
 from odqa.commands.common import add_command, add_config_flag, print_json_last
 from odqa.core.errors import OdqaError
+from retriever.registry import backend_of
 
 
 def register(subparsers) -> None:
@@ -47,6 +49,10 @@ def register(subparsers) -> None:
     p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
                    help="autocast dtype of the forward pass (auto: fp32 on CPU; bf16 is faster on CPUs with AMX or AVX512-BF16)")
     p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--save-every", type=int, default=500,
+                   help="checkpoint every N steps into OUTPUT/checkpoint-STEP; a rerun with the same --output resumes "
+                        "from the newest (they are removed once the final model is saved)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (log lines only)")
     p.add_argument("--json", action="store_true")
 
     p = add_command(subparsers, "eval-linker", "Entity-linking P/R/F1 (strong/weak, in-KB/overall) and speed.",
@@ -88,8 +94,8 @@ def default_kb_path(config) -> Path:
     if config.linker.kb:
         return Path(config.linker.kb)
     candidates = []
-    if config.index:
-        candidates += [Path(config.index) / "kb", Path(config.index).parent / "kb"]
+    if config.index and backend_of(config.index) == "folder":
+        candidates.append(IndexLayout(config.index).kb)  # the one place: beside the index, as `ask` looks
     candidates += [Path("work_indexes/kb"), REPO_ROOT / "work_indexes" / "kb"]
     for path in candidates:
         if (path / "entities.jsonl").is_file():
@@ -196,7 +202,7 @@ def run_train(args) -> int:
     cfg = TrainConfig(kb=args.kb, data_dir=args.data_dir, output=args.output, encoder=args.encoder, steps=args.steps,
                       max_minutes=args.max_minutes, batch_size=args.batch_size, lr=args.lr, head_lr=args.head_lr,
                       hard_negatives=args.hard_negatives, weak=args.weak, threads=args.threads, seed=args.seed, init=args.init,
-                      precision=args.precision)
+                      precision=args.precision, save_every=args.save_every, progress=not args.no_progress)
     report = train_linker(cfg)
     dev = report["tuned"]["dev"]
     print(f"trained {report['training']['steps']} steps in {report['training']['seconds']}s; thresholds mention "
@@ -212,8 +218,8 @@ def run_train(args) -> int:
 def run_eval(args) -> int:
     import torch
 
-    from linker.metrics import evaluate
-    from odqa.eval.linking import load_eval_examples, measure_speed
+    from odqa.eval.evaluators import LinkingEvaluator
+    from odqa.eval.linking import load_eval_examples
 
     _threads(args)
     if args.baseline == "spacy":
@@ -227,12 +233,9 @@ def run_eval(args) -> int:
         linker, kb = _open(args)
         name = "elq"
     examples = load_eval_examples(args.data, kb, args.split, args.limit)
-    questions = [ex.question for ex in examples]
-    with torch.inference_mode():
-        predictions = linker.link(questions)
-    metrics = evaluate(examples, predictions)
-    if not args.no_speed:
-        metrics.update(measure_speed(linker, questions))
+    evaluator = LinkingEvaluator(examples, speed=not args.no_speed)
+    metrics = evaluator(linker)
+    predictions = evaluator.predictions
     metrics.update(linker=name, threads=torch.get_num_threads())
     if args.per_question:
         with open(args.per_question, "w", encoding="utf-8") as f:

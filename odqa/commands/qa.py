@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from odqa.commands.common import add_command, add_config_flag, check_output, print_json_last
+from retriever.kinds import RETRIEVERS
 
 
 def register(subparsers) -> None:
@@ -43,8 +44,9 @@ def register(subparsers) -> None:
 
 
 def _pipeline_flags(p) -> None:
-    p.add_argument("--index", help="index folder (default: the built-in demo corpus)")
-    p.add_argument("--retriever", choices=["bm25", "dense", "hybrid"])
+    p.add_argument("--index", help="index folder, or an Elasticsearch index es://HOST:9200/NAME (es://: the "
+                   "config's [elastic]); default: the built-in demo corpus")
+    p.add_argument("--retriever", choices=RETRIEVERS.names)
     p.add_argument("--k", type=int, help="passages passed to the reader")
     p.add_argument("--reader", help="reader checkpoint: 'reader' (shipped) or any extractive-QA name/path")
     p.add_argument("--no-linker", action="store_true", help="skip entity linking")
@@ -132,7 +134,7 @@ def run_shell(args) -> int:
         sys.stdin.reconfigure(errors="replace")
         return shell.run_lines(sys.stdin)
     seconds = shell.warm_up()
-    shell.say(f"ready in {seconds:.1f} s ({len(shell.pipeline.bundle.store)} passages)")
+    shell.say(f"ready in {seconds:.1f} s ({shell.pipeline.corpus_size} passages)")
     odqa_home().mkdir(parents=True, exist_ok=True)
     return shell.run_interactive(str(odqa_home() / "shell_history"))
 
@@ -140,21 +142,21 @@ def run_shell(args) -> int:
 def _eval(pipeline, path, limit, ks, per_question, as_json) -> dict:
     from odqa.core.errors import OdqaError
     from odqa.corpus.questions import load_questions, with_answers
-    from odqa.eval.qa import evaluate_qa
+    from odqa.eval.evaluators import QAEvaluator
 
     check_output(per_question, "--per-question")
     ks = sorted(set(ks))
     if ks[0] <= 0:
         raise OdqaError("--recall-k values must be positive")
-    if ks[-1] > len(pipeline.bundle.store):
-        raise OdqaError(f"--recall-k {ks[-1]} is larger than the corpus ({len(pipeline.bundle.store)} passages)")
+    if ks[-1] > pipeline.corpus_size:
+        raise OdqaError(f"--recall-k {ks[-1]} is larger than the corpus ({pipeline.corpus_size} passages)")
     depth = pipeline.config.retrieval.k
     if [k for k in ks if k > depth]:
         print(f"odqa: recall@{', '.join(str(k) for k in ks if k > depth)} dropped: the reader reads {depth} passages "
               "(--k)", file=sys.stderr)
         ks = [k for k in ks if k <= depth] or [depth]
     items = with_answers(load_questions(path, limit=limit), path)
-    metrics = evaluate_qa(pipeline, items, ks, per_question=per_question, k=depth)
+    metrics = QAEvaluator(items, ks, k=depth, per_question=per_question)(pipeline)
     print(f"EM {metrics['em']:.2f}  F1 {metrics['f1']:.2f}  " +
           "  ".join(f"R@{k} {metrics[f'recall@{k}']:.2f}" for k in ks) +
           f"  ({metrics['questions']} questions, {metrics['questions_per_second']} q/s)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from odqa.commands.common import add_command, add_config_flag, print_json_last
+from retriever.kinds import RETRIEVERS
 
 
 def register(subparsers) -> None:
@@ -46,7 +47,7 @@ def register(subparsers) -> None:
     )
     p.add_argument("--questions", nargs="+", required=True, metavar="FILE", help="question files with answers")
     p.add_argument("--index", required=True, help="index folder (BM25 is used)")
-    p.add_argument("--retriever", default="bm25")
+    p.add_argument("--retriever", choices=RETRIEVERS.names, default="bm25")
     p.add_argument("--k", type=int, default=10, help="passages retrieved per question")
     p.add_argument("--limit", type=int, default=0, help="questions per file (0: all)")
     p.add_argument("--negatives", type=int, default=1, help="no-answer examples kept per question")
@@ -134,7 +135,7 @@ def register(subparsers) -> None:
     p.add_argument("--distractors", type=int, default=3, help="other paragraphs of the same article read per question")
     p.add_argument("--questions", metavar="FILE", help="open-domain dev questions (with answers) read over --index")
     p.add_argument("--index", help="index folder for --questions")
-    p.add_argument("--retriever", choices=("bm25", "dense", "hybrid"), default="bm25")
+    p.add_argument("--retriever", choices=RETRIEVERS.names, default="bm25")
     p.add_argument("--k", type=int, default=10, help="passages read per open-domain question")
     p.add_argument("--limit", type=int, default=0, help="questions sampled (seeded) from each source (0: all)")
     p.add_argument("--seed", type=int, default=0)
@@ -199,7 +200,7 @@ def _build_cloze(args) -> int:
 def _eval(args) -> int:
     import torch
 
-    from odqa.eval.reader_eval import evaluate_reader
+    from odqa.eval.evaluators import ReaderEvaluator
     from reader.model import Reader
 
     if args.threads:
@@ -209,11 +210,11 @@ def _eval(args) -> int:
         reader.quantize_int8()
     if args.precision or args.bf16:
         reader.settings.precision = args.precision or "bf16"
-    metrics = evaluate_reader(
-        reader, args.data, limit=args.limit or None, allow_null=args.allow_null,
-        predictions_path=args.predictions, progress=not args.json, exclude_articles_of=args.exclude_articles_of,
-        metric=args.metric,
+    evaluator = ReaderEvaluator(
+        args.data, limit=args.limit or None, allow_null=args.allow_null, predictions_path=args.predictions,
+        progress=not args.json, exclude_articles_of=args.exclude_articles_of, metric=args.metric,
     )
+    metrics = evaluator(reader)
     _print_metrics(metrics, args.json)
     return 0
 

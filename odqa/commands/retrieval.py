@@ -7,8 +7,11 @@ import sys
 import textwrap
 
 from indexes.analysis import ANALYZERS, LANGUAGES
+from indexes.bm25 import TEXT_ENGINES
+from indexes.vector import VECTOR_INDEXES
 from odqa.commands.common import add_command, add_config_flag, check_output, print_json_last
 from odqa.core.models import DEFAULT_ENCODER
+from retriever.kinds import ELASTIC_FUSIONS, RETRIEVERS, SERVER_RRF
 
 
 def register(subparsers) -> None:
@@ -30,12 +33,12 @@ def register(subparsers) -> None:
     _encoder_setting_flags(p)
     add_config_flag(p)
     p.add_argument("--words", type=int, default=100, help="target passage length in words")
-    p.add_argument("--bm25-engine", default="tantivy", choices=["tantivy", "bm25s", "rank-bm25"])
+    p.add_argument("--bm25-engine", default=TEXT_ENGINES.names[0], choices=TEXT_ENGINES.names)
     p.add_argument("--language", default="auto", choices=["auto", *LANGUAGES],
                    help="corpus language: picks the BM25 analyser (auto: detected from the passages' scripts); "
                         "stored in the manifest, queries are analysed the same way")
     p.add_argument("--analyzer", choices=ANALYZERS, help="BM25 analyser other than the language's default")
-    p.add_argument("--vector-index", default="flat", choices=["flat", "hnsw", "ivf"])
+    p.add_argument("--vector-index", default=VECTOR_INDEXES.names[0], choices=VECTOR_INDEXES.names)
     p.add_argument("--hnsw-m", type=int, default=32)
     p.add_argument("--ef-search", type=int, default=128)
     p.add_argument("--nlist", type=int, default=0, help="IVF lists (0: 4*sqrt(n))")
@@ -54,8 +57,9 @@ def register(subparsers) -> None:
     p = add_command(subparsers, "search", "Show the top passages for a question.",
                     'odqa search --index indexes/wiki-aa "who founded the Visigoth kingdom"', run_search)
     p.add_argument("question", nargs="+")
-    p.add_argument("--index", help="index folder (default: the config's index, else the built-in demo corpus)")
-    p.add_argument("--retriever", choices=["bm25", "dense", "hybrid"])
+    p.add_argument("--index", help="index folder or es://HOST:9200/NAME (default: the config's index, else the "
+                   "built-in demo corpus)")
+    p.add_argument("--retriever", choices=RETRIEVERS.names)
     p.add_argument("--k", type=int, help="passages to show (default 5, or the corpus size if smaller)")
     p.add_argument("--json", action="store_true", help="print hits as one JSON object")
     _run_file_flags(p)
@@ -65,13 +69,14 @@ def register(subparsers) -> None:
     p = add_command(subparsers, "eval-retrieval", "Top-k retrieval accuracy (DPR-style answer match), MRR, gold-passage recall.",
                     "odqa eval-retrieval --index indexes/wiki --questions ../shared/data/dpr-qas/nq-test.qa.tsv "
                     "--retriever bm25 --limit 500 --k 1 5 20 100 --json", run_eval)
-    p.add_argument("--index", help="index folder (default: the config's index, else the built-in demo corpus)")
+    p.add_argument("--index", help="index folder or es://HOST:9200/NAME (default: the config's index, else the "
+                   "built-in demo corpus)")
     p.add_argument("--questions", "--queries", dest="questions", required=True,
                    help="DPR qas TSV, NQ-open JSONL, SQuAD JSON, WebQuestions JSON, CuratedTREC TSV, TriviaQA JSON, "
                         "or (with --qrels) BEIR queries.jsonl")
     p.add_argument("--qrels", help="relevance judgments (BEIR qrels TSV or TREC qrels): report nDCG@10, MRR@10 and "
                    "R@k by ir-measures over documents instead of answer-match accuracy")
-    p.add_argument("--retriever", choices=["bm25", "dense", "hybrid"])
+    p.add_argument("--retriever", choices=RETRIEVERS.names)
     p.add_argument("--limit", type=int, help="first N questions only")
     p.add_argument("--k", type=int, nargs="+", default=[1, 5, 10, 20, 50, 100])
     p.add_argument("--batch-size", type=int, default=32)
@@ -113,7 +118,8 @@ def _retrieval_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--query-encoder", help="a question encoder apart from the passage encoder, e.g. a DPR "
                    "question encoder (default: the one the index records)")
     _encoder_setting_flags(p)
-    p.add_argument("--fusion", choices=["rrf", "minmax"], help="hybrid fusion method")
+    p.add_argument("--fusion", choices=ELASTIC_FUSIONS, help=f"hybrid fusion method ({SERVER_RRF}: an "
+                   "Elasticsearch index's own RRF)")
     p.add_argument("--alpha", type=float, help="minmax fusion: weight of the dense score")
     p.add_argument("--candidates", type=int, help="hybrid: passages asked of each retriever before fusion")
     p.add_argument("--accept-encoder-change", action="store_true",
@@ -151,10 +157,11 @@ def _config(args):
 
 
 def open_retriever(config, accept_encoder_change: bool = False):
+    """The index backend the config names (folder or Elasticsearch; else the demo corpus) and its retriever."""
     from odqa.demo_corpus import demo_index_path
-    from retriever.loading import IndexBundle
+    from retriever.registry import open_index
 
-    bundle = IndexBundle.open(config.index or demo_index_path())
+    bundle = open_index(config.index or demo_index_path(), config)
     r = config.retrieval
     retriever = bundle.retriever(r.retriever, encoder=r.encoder or None, fusion=r.fusion, alpha=r.alpha,
                                  candidates=r.candidates, rrf_k=r.rrf_k,
@@ -200,7 +207,7 @@ def run_search(args) -> int:
     from odqa.pipeline import clean_question
 
     question, _ = clean_question(" ".join(args.question))
-    k = args.k if args.k is not None else min(5, len(bundle.store))
+    k = args.k if args.k is not None else min(5, len(bundle))
     check_output(args.trec_run, "--trec-run")
     check_output(args.dpr_json, "--dpr-json")
     hits = retriever.search([question], k)[0]
@@ -244,7 +251,8 @@ def _ks(values) -> list[int]:
 def run_eval(args) -> int:
     from odqa.core.errors import OdqaError
     from odqa.corpus.questions import load_questions, with_answers
-    from odqa.eval.retrieval import evaluate_retrieval, format_table
+    from odqa.eval.evaluators import RetrievalEvaluator
+    from odqa.eval.retrieval import format_table
 
     ks = _ks(args.k)
     for path, flag in ((args.per_question, "--per-question"), (args.run_out, "--run-out"),
@@ -256,10 +264,12 @@ def run_eval(args) -> int:
         return _eval_qrels(args, config, ks, tag)
     items = with_answers(load_questions(args.questions, limit=args.limit), args.questions)
     bundle, retriever = open_retriever(config, args.accept_encoder_change)
-    if ks[-1] > len(bundle.store):
-        raise OdqaError(f"--k {ks[-1]} is larger than the corpus ({len(bundle.store)} passages); use smaller k values")
-    metrics = evaluate_retrieval(retriever, items, ks, batch_size=args.batch_size, per_question=args.per_question,
-                                 run_out=args.run_out, trec_run=args.trec_run, dpr_json=args.dpr_json, run_tag=tag)
+    if ks[-1] > len(bundle):
+        raise OdqaError(f"--k {ks[-1]} is larger than the corpus ({len(bundle)} passages); use smaller k values")
+    evaluator = RetrievalEvaluator(items, ks, batch_size=args.batch_size, per_question=args.per_question,
+                                   run_out=args.run_out, trec_run=args.trec_run,
+                                   dpr_json=args.dpr_json, run_tag=tag)
+    metrics = evaluator(retriever)
     metrics["retriever"] = config.retrieval.retriever
     print(format_table(metrics, ks))
     print(f"{metrics['questions']} questions in {metrics['seconds']} s ({metrics['questions_per_second']} q/s)")
@@ -280,7 +290,7 @@ def _eval_qrels(args, config, ks, tag) -> int:
     qrels = load_qrels(args.qrels)
     items = load_questions(args.questions, limit=args.limit)
     bundle, retriever = open_retriever(config, args.accept_encoder_change)
-    metrics = evaluate_qrels(retriever, items, qrels, ks, len(bundle.store), batch_size=args.batch_size,
+    metrics = evaluate_qrels(retriever, items, qrels, ks, len(bundle), batch_size=args.batch_size,
                              trec_run=args.trec_run, run_tag=tag)
     metrics["retriever"] = config.retrieval.retriever
     print(format_table(metrics, ks))
@@ -305,19 +315,21 @@ def run_merge(args) -> int:
         with atomic_file(args.trec_run) as tmp, tmp.open("w", encoding="utf-8") as f:
             writer = TrecRunWriter(f, f"odqa-merged-{args.fusion}")
             for row in rows:
-                writer.write(row["id"], [(h[0], h[1]) for h in row["hits"]])
+                writer.write(row["id"], [(h.passage_id, h.score) for h in row["hits"]])
     if args.run_out:
         import json
 
         with atomic_file(args.run_out) as tmp, tmp.open("w", encoding="utf-8") as f:
             for row in rows:
-                f.write(json.dumps({k: row[k] for k in ("id", "question", "gold", "hits")}, ensure_ascii=False) + "\n")
+                f.write(json.dumps({"id": row["id"], "question": row["question"], "gold": row["gold"],
+                                    "hits": [h.to_dict() for h in row["hits"]]}, ensure_ascii=False) + "\n")
     if args.qrels:
         from odqa.corpus.questions import load_qrels
         from odqa.eval.qrels import format_table as qrels_table
         from odqa.eval.qrels import score_run
 
-        metrics = score_run({row["id"]: [(h[0], h[1]) for h in row["hits"]] for row in rows}, load_qrels(args.qrels), ks)
+        metrics = score_run({row["id"]: [(h.passage_id, h.score) for h in row["hits"]] for row in rows},
+                            load_qrels(args.qrels), ks)
         table = qrels_table(metrics, ks)
     elif judged(rows, ks[-1]):
         metrics = summarize_run(rows, ks)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Sequence
 
 from odqa.commands.common import add_command, print_json_last
 
@@ -94,6 +93,9 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--save-every", type=int, default=200)
     p.add_argument("--eval-every", type=int, default=100)
+    p.add_argument("--early-stop", type=int, default=0, metavar="N",
+                   help="stop after N validations in a row without a better pool recall@5 (in-batch recall@5 "
+                        "with --no-pool-validation); 0: never")
     p.add_argument("--no-pool-validation", action="store_true",
                    help="validate by in-batch rank only, not also by retrieval over every held-out context")
     p.add_argument("--eval-batch-size", type=int, default=64)
@@ -209,6 +211,7 @@ def _train(args) -> int:
         weight_decay=args.weight_decay, epochs=args.epochs, max_steps=args.max_steps, scale=args.scale,
         mask_answer_negatives=not args.no_answer_mask, distill_weight=args.distill_weight,
         distill_from=args.distill_from, seed=args.seed, save_every=args.save_every, eval_every=args.eval_every,
+        early_stop=args.early_stop,
         pool_validation=not args.no_pool_validation, eval_batch_size=args.eval_batch_size, log_every=args.log_every,
         threads=args.threads,
         precision=args.precision, device=args.device, progress=not args.no_progress,
@@ -242,43 +245,9 @@ def _eval(args) -> int:
     return 0
 
 
-def tune_hybrid(dense, sparse, items, alphas: Sequence[float] = (0.3, 0.5, 0.7), rrf_ks: Sequence[int] = (60,),
-                candidates: int = 100, ks: Sequence[int] = (1, 5, 20), select: str = "recall@20",
-                batch_size: int = 32) -> dict:
-    """Metrics of dense, sparse and every fusion setting on `items` (retrieving once), and the best setting
-    by `select` (ties: MRR, then the simpler setting listed first)."""
-    from odqa.core.errors import OdqaError
-    from odqa.eval.retrieval import judge, summarize
-    from retriever.hybrid import HybridRetriever
-
-    ks = sorted(set(ks))
-    if select != "mrr" and select not in {f"recall@{k}" for k in ks}:
-        raise OdqaError(f"--select {select}: choose mrr or recall@K for one of --k {' '.join(map(str, ks))}")
-    depth = min(max(candidates, max(ks)), len(dense.store))
-    dense_runs, sparse_runs = [], []
-    for i in range(0, len(items), batch_size):
-        qs = [it.question for it in items[i : i + batch_size]]
-        dense_runs += dense.search(qs, depth)
-        sparse_runs += sparse.search(qs, min(depth, len(sparse.store)))
-
-    def score(runs) -> dict:
-        return summarize([judge(it, hits[: max(ks)]) for it, hits in zip(items, runs)], ks)
-
-    settings = [{"method": "rrf", "rrf_k": r} for r in rrf_ks] + [{"method": "minmax", "alpha": a} for a in alphas]
-    rows = []
-    for s in settings:
-        h = HybridRetriever(dense, sparse, method=s["method"], alpha=s.get("alpha", 0.5), candidates=candidates,
-                            rrf_k=s.get("rrf_k", 60))
-        fused = [h.fuse(d, sp, max(ks)) for d, sp in zip(dense_runs, sparse_runs)]
-        rows.append({**s, **score(fused)})
-    best = max(rows, key=lambda r: (r[select], r["mrr"]))
-    return {"dense": score(dense_runs), "bm25": score(sparse_runs), "settings": rows,
-            "best": {k: v for k, v in best.items() if k in ("method", "alpha", "rrf_k")},
-            "best_metrics": best, "select": select, "candidates": candidates, "questions": len(items)}
-
-
 def _tune(args) -> int:
     from odqa.corpus.questions import load_questions
+    from odqa.eval.tuning import tune_hybrid
     from retriever.loading import IndexBundle
     from retriever.train_data import check_not_test_set
 

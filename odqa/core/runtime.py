@@ -3,7 +3,7 @@
 `precision` (auto | fp32 | bf16 | fp16 | int8) and `runtime` (auto | torch | onnx) are resolved once per model
 into an `InferencePlan`. `auto` on a CPU: torch bf16 where the CPU has native bf16 (AMX, AVX512-BF16), else,
 for the reader only (`auto_int8=True`), ONNX Runtime int8 (dynamic, one weight scale per output channel; the F1 it
-costs the reader, 0.27, is in bench/speed.py's table), else torch fp32. The text encoders and the linker stay on
+costs the reader is in bench/speed.py's table), else torch fp32. The text encoders and the linker stay on
 torch fp32 under `auto` (their int8 quality was never measured); `int8` or `onnx` asked for explicitly still
 runs them so. CUDA keeps torch (fp16 under `auto`).
 Training never goes through here.

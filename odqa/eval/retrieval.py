@@ -7,7 +7,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from tqdm.auto import tqdm
 
@@ -137,13 +137,28 @@ def dpr_ctxs(r: QuestionResult) -> list[dict]:
                     h.score, holds_answer(r.item, h.passage.text if h.passage else "")) for h in r.hits]
 
 
+class RunHit(NamedTuple):
+    """One ranked passage of a run, judged where the passage text was (None: the run does not say, as a TREC
+    run does not)."""
+
+    passage_id: str
+    score: float
+    holds_answer: bool | None
+    in_gold_paragraph: bool | None
+
+    def to_dict(self) -> dict:
+        return {"passage_id": self.passage_id, "score": self.score, "holds_answer": self.holds_answer,
+                "in_gold_paragraph": self.in_gold_paragraph}
+
+
 def run_row(r: QuestionResult) -> dict:
-    """One question's line of a run file (`odqa.eval.runs` reads them back)."""
+    """One question's line of a run file (`odqa.eval.runs` reads them back): {"id", "question", "gold",
+    "hits": [{"passage_id", "score", "holds_answer", "in_gold_paragraph"}, ...]}."""
     hits = []
     for hit in r.hits:
         text = hit.passage.text if hit.passage else ""
-        hits.append([hit.passage_id, round(float(hit.score), 6), holds_answer(r.item, text),
-                     in_gold_paragraph(r.item, text)])
+        hits.append(RunHit(hit.passage_id, round(float(hit.score), 6), holds_answer(r.item, text),
+                           in_gold_paragraph(r.item, text)).to_dict())
     return {"id": r.item.id, "question": r.item.question, "gold": bool(r.item.context), "hits": hits}
 
 

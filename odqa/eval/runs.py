@@ -7,10 +7,13 @@ which equals searching the whole corpus when the scores are comparable across sh
 products are (the same encoder scores a passage the same wherever it is indexed); BM25 scores of separately
 built indexes are not (each shard has its own document frequencies).
 
-One JSON object a line: {"id", "question", "hits": [[passage_id, score, holds_answer, in_gold_paragraph], ...]},
-written by `odqa.eval.retrieval.write_run` (eval-retrieval --run-out). TREC run files and DPR retrieval JSON
-(`odqa.eval.run_formats`, eval-retrieval --trec-run / --dpr-json, or other tools' runs) read as the same rows;
-a TREC run does not say which passages hold an answer (None), so it is scored against qrels.
+One JSON object a line: {"id", "question", "gold", "hits": [{"passage_id", "score", "holds_answer",
+"in_gold_paragraph"}, ...]}, written by `odqa.eval.retrieval.write_run` (eval-retrieval --run-out). Runs
+written before the fields were named (each hit a list in that order) read the same. `read_run` gives each
+hit as an `odqa.eval.retrieval.RunHit` (a named tuple: `hit.score` or `hit[1]`).
+TREC run files and DPR retrieval JSON (`odqa.eval.run_formats`, eval-retrieval --trec-run / --dpr-json, or
+other tools' runs) read as the same rows; a TREC run does not say which passages hold an answer (None), so it
+is scored against qrels.
 
 Runs of different retrievers (BM25 from Pyserini, dense from odqa) fuse by reciprocal rank (`fusion="rrf"`),
 which needs no comparable scores.
@@ -24,11 +27,22 @@ from typing import Sequence
 
 from odqa.core.errors import OdqaError
 from odqa.corpus.questions import QAItem
-from odqa.eval.retrieval import QuestionResult, summarize
+from odqa.eval.retrieval import QuestionResult, RunHit, summarize
 from odqa.eval.run_formats import detect_run_format, read_dpr_json, read_trec_run
 
 FUSIONS = ("score", "rrf")
 RRF_K = 60  # the constant of Cormack et al. (2009), as the hybrid retriever uses
+
+
+def _hit(h) -> RunHit:
+    if isinstance(h, dict):
+        return RunHit(str(h["passage_id"]), float(h["score"]), _known(h["holds_answer"]), _known(h["in_gold_paragraph"]))
+    return RunHit(str(h[0]), float(h[1]), _known(h[2]), _known(h[3]))  # a run written before the fields were named
+
+
+def _known(value) -> bool | None:
+    """A judgment as written; null where the run did not know it (merged from a TREC run)."""
+    return None if value is None else bool(value)
 
 
 def read_run(path: str | Path) -> list[dict]:
@@ -39,12 +53,12 @@ def read_run(path: str | Path) -> list[dict]:
     kind = detect_run_format(path)
     if kind == "trec":
         try:
-            return read_trec_run(path)
+            return _with_run_hits(read_trec_run(path))
         except ValueError as e:
             raise OdqaError(f"{path} is not a TREC run (qid Q0 docid rank score tag a line): {e}") from None
     if kind == "dpr-json":
         try:
-            return read_dpr_json(path)
+            return _with_run_hits(read_dpr_json(path))
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise OdqaError(f"{path} is not DPR retrieval JSON (a list of question, answers, ctxs): "
                             f"{e.__class__.__name__} {e}") from None
@@ -56,10 +70,16 @@ def read_run(path: str | Path) -> list[dict]:
         for n, line in enumerate(f, 1):
             try:
                 row = json.loads(line)
-                row["hits"] = [(str(h[0]), float(h[1]), bool(h[2]), bool(h[3])) for h in row["hits"]]
+                row["hits"] = [_hit(h) for h in row["hits"]]
                 rows.append(row)
             except (ValueError, KeyError, IndexError, TypeError) as e:
                 raise OdqaError(f"{path} line {n} is not a run row ({e}); write runs with eval-retrieval --run-out") from None
+    return rows
+
+
+def _with_run_hits(rows: list[dict]) -> list[dict]:
+    for row in rows:
+        row["hits"] = [RunHit(*hit) for hit in row["hits"]]
     return rows
 
 
@@ -92,21 +112,21 @@ def merge_runs(paths: Sequence[str | Path], depth: int, fusion: str = "score") -
         best = sorted(fused.items(), key=lambda item: -item[1])[:depth]
         question = next((r["question"] for r in rows if r.get("question")), "")
         merged.append({**row, "question": question, "gold": any(r.get("gold") for r in rows),
-                       "hits": [(pid, score, *known[pid]) for pid, score in best]})
+                       "hits": [RunHit(pid, score, *known[pid]) for pid, score in best]})
     return merged
 
 
 def judged(rows: Sequence[dict], depth: int) -> bool:
     """Whether every question's first `depth` hits say if they hold an answer (TREC runs do not)."""
-    return all(hit[2] is not None for row in rows for hit in row["hits"][:depth])
+    return all(hit.holds_answer is not None for row in rows for hit in row["hits"][:depth])
 
 
 def summarize_run(rows: Sequence[dict], ks: Sequence[int]) -> dict:
     """The metrics of `odqa.eval.retrieval.summarize` from a (merged, `judged`) run."""
     results = []
     for row in rows:
-        first_hit = next((rank for rank, h in enumerate(row["hits"], 1) if h[2]), None)
-        first_gold = next((rank for rank, h in enumerate(row["hits"], 1) if h[3]), None)
+        first_hit = next((rank for rank, h in enumerate(row["hits"], 1) if h.holds_answer), None)
+        first_gold = next((rank for rank, h in enumerate(row["hits"], 1) if h.in_gold_paragraph), None)
         # a non-empty context stands for "this question names a gold paragraph" in summarize
         item = QAItem(id=row["id"], question=row["question"], answers=[], context=" " if row.get("gold") else "")
         results.append(QuestionResult(item, [], first_hit, first_gold))

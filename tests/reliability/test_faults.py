@@ -78,6 +78,7 @@ def index(built, tmp_path):
 STAGES = ["passages", "bm25", "fsync", "rename-away"]
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 @pytest.mark.parametrize("stage", STAGES)
 def test_killed_build_keeps_the_old_index_and_the_rerun_finishes(index, tmp_path, capsys, stage):

@@ -1,0 +1,107 @@
+"""Fusion of ranked lists of SearchHits: the one implementation behind every hybrid path (the embedded hybrid,
+retriever/hybrid.py; the Elasticsearch hybrid's client-side fusion, retriever/elastic.py; the entity bonus,
+linker/guided.py) and the per-question scaling of retrieval scores the reader weighs (odqa/pipeline.py).
+
+Shaped like Haystack's DocumentJoiner: a `Fusion(method, weights, rrf_k)` called on several ranked lists gives
+one list, best first, ties broken by row (so results are deterministic).
+
+* `rrf`: reciprocal rank fusion, sum of weight / (rrf_k + rank); needs no score calibration at all.
+* `minmax`: each list's scores min-max scaled to [0, 1], then summed with their weights (a hybrid's
+  `alpha * dense + (1 - alpha) * sparse`); a passage missing from a list scores 0 there. BM25 scores and
+  inner products live on different scales, so they must be scaled before weighting.
+* `entity_bonus_fuse`: a retriever's list min-max scaled, plus `bonus` x the (unscaled) scores of the
+  linked entities' passages.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from odqa.core.registry import Registry
+from odqa.core.types import SearchHit
+
+
+def minmax_scale(scores: Sequence[float]) -> list[float]:
+    """Scores mapped to [0, 1] (lowest 0, highest 1); all 1.0 when they are all equal."""
+    if not scores:
+        return []
+    low, high = min(scores), max(scores)
+    span = high - low
+    return [(s - low) / span if span > 0 else 1.0 for s in scores]
+
+
+def rrf_fuse(lists: Sequence[list[SearchHit]], k: int, rrf_k: int = 60,
+             weights: Sequence[float] | None = None) -> list[SearchHit]:
+    fused: dict[int, float] = {}
+    passages = {}
+    weights = weights or [1.0] * len(lists)
+    for hits, weight in zip(lists, weights):
+        for rank, hit in enumerate(hits, 1):
+            fused[hit.row] = fused.get(hit.row, 0.0) + weight / (rrf_k + rank)
+            passages.setdefault(hit.row, hit.passage)
+    return top_hits(fused, passages, k)
+
+
+def minmax_fuse(lists: Sequence[list[SearchHit]], weights: Sequence[float], k: int) -> list[SearchHit]:
+    fused: dict[int, float] = {}
+    passages = {}
+    for hits, weight in zip(lists, weights):
+        for hit, scaled in zip(hits, minmax_scale([h.score for h in hits])):
+            fused[hit.row] = fused.get(hit.row, 0.0) + weight * scaled
+            passages.setdefault(hit.row, hit.passage)
+    return top_hits(fused, passages, k)
+
+
+def entity_bonus_fuse(hits: Sequence[SearchHit], extra: Sequence[SearchHit], bonus: float, k: int) -> list[SearchHit]:
+    """Retriever hits (scores min-max scaled) plus `bonus` x entity-passage score; top k. Each hit keeps its
+    source (an entity passage the retriever missed: "entity")."""
+    if bonus <= 0 or not extra:
+        return list(hits)[:k]
+    fused: dict[int, float] = {}
+    by_row: dict[int, SearchHit] = {}
+    for h, scaled in zip(hits, minmax_scale([h.score for h in hits])):
+        fused[h.row] = scaled
+        by_row[h.row] = h
+    for h in extra:
+        fused[h.row] = fused.get(h.row, 0.0) + bonus * h.score
+        by_row.setdefault(h.row, h)
+    return [SearchHit(row=row, score=score, passage=by_row[row].passage, source=by_row[row].source or "entity")
+            for row, score in _best(fused, k)]
+
+
+def top_hits(fused: dict[int, float], passages: dict, k: int, source: str = "hybrid") -> list[SearchHit]:
+    return [SearchHit(row=row, score=score, passage=passages[row], source=source) for row, score in _best(fused, k)]
+
+
+def _best(fused: dict[int, float], k: int) -> list[tuple[int, float]]:
+    # ties broken by row so results are deterministic
+    return sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:k]
+
+
+def _rrf(lists, k, weights, rrf_k):
+    return rrf_fuse(lists, k, rrf_k)  # unweighted, as the hybrids have always fused
+
+
+def _minmax(lists, k, weights, rrf_k):
+    return minmax_fuse(lists, weights, k)
+
+
+# The ways to fuse a hybrid's lists (`retrieval.fusion`, `--fusion`): (lists, k, weights, rrf_k) -> hits.
+FUSIONS: Registry[Callable[..., list[SearchHit]]] = Registry("fusion method", {"rrf": _rrf, "minmax": _minmax})
+
+
+class Fusion:
+    """One fusion setting, applied to each question's lists: `Fusion("minmax", weights=[a, 1 - a])(lists, k)`."""
+
+    def __init__(self, method: str = "rrf", weights: Sequence[float] | None = None, rrf_k: int = 60):
+        self._fuse = FUSIONS.get(method)
+        self.method, self.weights, self.rrf_k = method, list(weights) if weights is not None else None, rrf_k
+
+    @classmethod
+    def hybrid(cls, method: str, alpha: float, rrf_k: int) -> "Fusion":
+        """A dense-then-sparse hybrid's fusion: minmax weighs dense by alpha, sparse by 1 - alpha."""
+        return cls(method, weights=[alpha, 1.0 - alpha], rrf_k=rrf_k)
+
+    def __call__(self, lists: Sequence[list[SearchHit]], k: int) -> list[SearchHit]:
+        weights = self.weights if self.weights is not None else [1.0] * len(lists)
+        return self._fuse(lists, k, weights, self.rrf_k)

@@ -1,0 +1,40 @@
+"""Choosing a hybrid retriever's fusion setting on dev questions (`tune-hybrid`)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from odqa.core.errors import OdqaError
+from odqa.eval.retrieval import judge, summarize
+from retriever.hybrid import HybridRetriever
+
+
+def tune_hybrid(dense, sparse, items, alphas: Sequence[float] = (0.3, 0.5, 0.7), rrf_ks: Sequence[int] = (60,),
+                candidates: int = 100, ks: Sequence[int] = (1, 5, 20), select: str = "recall@20",
+                batch_size: int = 32) -> dict:
+    """Metrics of dense, sparse and every fusion setting on `items` (retrieving once), and the best setting
+    by `select` (ties: MRR, then the simpler setting listed first)."""
+    ks = sorted(set(ks))
+    if select != "mrr" and select not in {f"recall@{k}" for k in ks}:
+        raise OdqaError(f"--select {select}: choose mrr or recall@K for one of --k {' '.join(map(str, ks))}")
+    depth = min(max(candidates, max(ks)), len(dense.store))
+    dense_runs, sparse_runs = [], []
+    for i in range(0, len(items), batch_size):
+        qs = [it.question for it in items[i : i + batch_size]]
+        dense_runs += dense.search(qs, depth)
+        sparse_runs += sparse.search(qs, min(depth, len(sparse.store)))
+
+    def score(runs) -> dict:
+        return summarize([judge(it, hits[: max(ks)]) for it, hits in zip(items, runs)], ks)
+
+    settings = [{"method": "rrf", "rrf_k": r} for r in rrf_ks] + [{"method": "minmax", "alpha": a} for a in alphas]
+    rows = []
+    for s in settings:
+        h = HybridRetriever(dense, sparse, method=s["method"], alpha=s.get("alpha", 0.5), candidates=candidates,
+                            rrf_k=s.get("rrf_k", 60))
+        fused = [h.fuse(d, sp, max(ks)) for d, sp in zip(dense_runs, sparse_runs)]
+        rows.append({**s, **score(fused)})
+    best = max(rows, key=lambda r: (r[select], r["mrr"]))
+    return {"dense": score(dense_runs), "bm25": score(sparse_runs), "settings": rows,
+            "best": {k: v for k, v in best.items() if k in ("method", "alpha", "rrf_k")},
+            "best_metrics": best, "select": select, "candidates": candidates, "questions": len(items)}

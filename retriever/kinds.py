@@ -1,0 +1,35 @@
+"""The kinds of retriever every index backend offers (`--retriever`, `retrieval.retriever`, the shell's
+`:retriever`), by name. A backend (`retriever.loading.IndexBundle`, `retriever.elastic.ElasticBackend`) has
+one method per kind; a new kind is one line here and one method on each backend."""
+
+from __future__ import annotations
+
+from odqa.core.fusion import FUSIONS
+from odqa.core.registry import Registry
+
+SERVER_RRF = "es-rrf"  # Elasticsearch's own rrf retriever (falls back to client-side rrf where missing)
+ELASTIC_FUSIONS = (*FUSIONS.names, SERVER_RRF)
+
+
+def _bm25(backend, **options):
+    return backend.bm25()
+
+
+DENSE_OPTIONS = ("encoder", "precision", "runtime", "accept_encoder_change", "query_encoder", "settings")
+
+
+def _dense(backend, **options):
+    return backend.dense(**{k: v for k, v in options.items() if k in DENSE_OPTIONS})
+
+
+def _hybrid(backend, **options):
+    return backend.hybrid(**options)
+
+
+RETRIEVERS: Registry = Registry("retriever", {"bm25": _bm25, "dense": _dense, "hybrid": _hybrid})
+
+
+def make_retriever(backend, kind: str, **options):
+    """The `kind` retriever of an opened index backend; options: encoder, fusion, alpha, candidates, rrf_k,
+    precision, runtime, accept_encoder_change, query_encoder, settings (each backend takes what applies)."""
+    return RETRIEVERS.get(kind)(backend, **options)
