@@ -127,10 +127,21 @@ class ElasticConfig:
 
 
 @dataclass
+class CorpusConfig:
+    """[corpus]: which column (or JSON key) of a corpus holds each field; empty: the usual names (id or _id,
+    title, text or contents; odqa.corpus.readers)."""
+
+    id_field: str = ""
+    title_field: str = ""
+    text_field: str = ""
+
+
+@dataclass
 class OdqaConfig:
     # index folder built by `run_qa.py index`, or an Elasticsearch index loaded by `es-index`:
     # "es://host:9200/name" ("es://": [elastic]'s hosts and index_name); empty: the built-in demo corpus
     index: str = ""
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     reader: ReaderConfig = field(default_factory=ReaderConfig)
     linker: LinkerConfig = field(default_factory=LinkerConfig)

@@ -32,7 +32,7 @@ from indexes.vector import VectorIndex, VectorIndexParams
 from odqa.core.atomic import publish_folder
 from odqa.core.errors import DiskFullError, OdqaError, is_disk_full, no_room_reason
 from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
-from odqa.corpus.readers import corpus_files, iter_passages
+from odqa.corpus.readers import CorpusFields, corpus_files, iter_passages
 from odqa.corpus.store import PassageStore
 
 BACKENDS = SEARCH_PARTS
@@ -50,6 +50,7 @@ class IndexSpec:
     query_prefix: str | None = None
     passage_prefix: str | None = None
     words: int = 100
+    fields: CorpusFields = field(default_factory=CorpusFields)  # the corpus's id, title and text columns
     bm25_engine: str = "tantivy"
     language: str = "auto"  # en | ko | zh | auto (detected from the passages)
     analyzer: str | None = None  # BM25 analyser (default: the language's, indexes/analysis.py)
@@ -229,6 +230,7 @@ def _source_key(spec: IndexSpec) -> dict:
     return {
         "files": [[str(f.resolve()), f.stat().st_size, int(f.stat().st_mtime)] for f in files],
         "words": spec.words,
+        "fields": [spec.fields.id, spec.fields.title, spec.fields.text],
     }
 
 
@@ -241,7 +243,7 @@ def _passages(spec: IndexSpec, work: IndexLayout) -> tuple[PassageStore, str]:
             return PassageStore.open(work.passages), saved["fingerprint"]
     shutil.rmtree(work.root, ignore_errors=True)  # another corpus: nothing in the work folder is valid
     work.root.mkdir(parents=True)
-    passages = tqdm(iter_passages(spec.corpus, words=spec.words), desc="passages", unit=" psg", mininterval=2)
+    passages = tqdm(iter_passages(spec.corpus, words=spec.words, fields=spec.fields), desc="passages", unit=" psg", mininterval=2)
     store, fingerprint = PassageStore.write(passages, work.passages)
     Manifest(kind="passages", corpus_fingerprint=fingerprint, count=len(store), params={"words": spec.words}).save(work.passages)
     marker.write_text(json.dumps({"source": key, "fingerprint": fingerprint}))

@@ -228,3 +228,23 @@ def test_eval_qa_reads_k_passages(tmp_path):
                                 default_index=demo_index_path)
     metrics = evaluate_qa(pipeline, load_questions(DEMO_QUESTIONS, limit=2), [1, 3], k=3, progress=False)
     assert pipeline.read == [3, 3] and "recall@3" in metrics
+
+
+def test_predict_streams_one_json_line_per_question(tmp_path):
+    questions = tmp_path / "questions.txt"
+    questions.write_text("Who discovered penicillin?\n\nWho painted the Mona Lisa?\nWho wrote Hamlet?\n")
+    proc = run("predict", str(questions), "--no-linker", "--retriever", "bm25", "--k", "3", "--batch-size", "2")
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]  # nothing but JSON lines on stdout
+    assert [(r["id"], r["question"]) for r in rows] == [("0", "Who discovered penicillin?"),
+                                                         ("2", "Who painted the Mona Lisa?"), ("3", "Who wrote Hamlet?")]
+    assert "Fleming" in rows[0]["answer"] and "Leonardo" in rows[1]["answer"]
+    assert all(len(r["passages"]) == 3 and 0.0 <= r["probability"] <= 1.0 and isinstance(r["confident"], bool)
+               for r in rows)
+    assert "predict" in proc.stderr  # the progress bar goes to stderr
+    jsonl = tmp_path / "q.jsonl"
+    jsonl.write_text(json.dumps({"id": "a", "question": "Who discovered penicillin?"}) + "\n")
+    proc = run("predict", str(jsonl), "--no-linker", "--retriever", "bm25")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["id"] == "a"
+    proc = run("predict", str(tmp_path / "missing.txt"))
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].startswith("odqa: error: question file not found")

@@ -15,6 +15,15 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print each result as one JSON object on its own line (the last line: the last question)")
     _pipeline_flags(p)
 
+    p = add_command(subparsers, "predict", "Answer every question of a file (answers not needed): one JSON line a "
+                    "question on stdout (id, question, answer, probability, confident, passages), progress on stderr.",
+                    "odqa predict questions.txt > answers.jsonl", run_predict)
+    p.add_argument("questions", help="one question a line (.txt), JSONL with 'question' (NQ-open) or '_id'/'text' "
+                   "(BEIR queries), or any question file eval-qa reads")
+    p.add_argument("--limit", type=int, help="first N questions only")
+    p.add_argument("--batch-size", type=int, default=16, help="questions linked and retrieved together")
+    _pipeline_flags(p)
+
     p = add_command(subparsers, "shell", "Interactive QA shell (reads one line at a time when stdin is not a terminal).",
                     "odqa shell --index indexes/wiki --retriever hybrid", run_shell)
     _pipeline_flags(p)
@@ -78,6 +87,33 @@ def run_ask(args) -> int:
             if len(questions) > 1:
                 print(result.question)
             Shell(pipeline).show(result)
+    return 0
+
+
+def run_predict(args) -> int:
+    import json
+
+    from tqdm.auto import tqdm
+
+    from odqa.core.errors import OdqaError
+    from odqa.corpus.questions import load_questions
+
+    if args.batch_size <= 0:
+        raise OdqaError("--batch-size must be positive")
+    items = load_questions(args.questions, limit=args.limit)
+    pipeline = make_pipeline(args)
+    with tqdm(total=len(items), desc="predict", unit=" q", file=sys.stderr, mininterval=2) as bar:
+        for start in range(0, len(items), args.batch_size):
+            batch = items[start : start + args.batch_size]
+            for item, result in zip(batch, pipeline.ask_batch([item.question for item in batch])):
+                best = result.answers[0] if result.answers else None
+                # each line leaves as soon as it is answered: a long run can be read (or piped) while it goes
+                print(json.dumps({
+                    "id": item.id, "question": item.question, "answer": best.text if best else None,
+                    "probability": round(best.probability, 4) if best else None, "confident": result.confident,
+                    "passages": [hit.passage_id for hit in result.passages],
+                }, ensure_ascii=False), flush=True)
+            bar.update(len(batch))
     return 0
 
 

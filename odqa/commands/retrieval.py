@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
 
 from indexes.analysis import ANALYZERS, LANGUAGES
@@ -16,7 +17,13 @@ from retriever.kinds import ELASTIC_FUSIONS, RETRIEVERS, SERVER_RRF
 def register(subparsers) -> None:
     p = add_command(subparsers, "index", "Build BM25 and dense indexes for a corpus file or folder.",
                     "odqa index --corpus ../shared/data/wiki/enwiki-AA.jsonl.xz --out indexes/wiki-aa", run_index)
-    p.add_argument("--corpus", required=True, help="JSONL(.gz/.xz), WikiExtractor folder, DPR passage TSV or SQuAD JSON")
+    p.add_argument("--corpus", required=True, help="JSONL (.gz/.xz/.bz2; BEIR corpus.jsonl, Pyserini contents), "
+                   "WikiExtractor folder, DPR passage TSV, SQuAD JSON, CSV/TSV with a header, Parquet, Arrow, or a "
+                   "datasets save_to_disk folder")
+    p.add_argument("--id-field", help="column/key of the document id (default: config [corpus] id_field, else "
+                   "the first of id, _id, docid, doc_id)")
+    p.add_argument("--title-field", help="column/key of the title (default: title, if present)")
+    p.add_argument("--text-field", help="column/key of the text (default: text, contents, content or body)")
     add_output(p, "--out", folder=True, required=True, help="index folder to create (replaced atomically when the build succeeds)")
     p.add_argument("--backends", default="bm25,dense", help="comma-separated: bm25, dense")
     p.add_argument("--encoder", "--passage-encoder", dest="encoder",
@@ -58,6 +65,7 @@ def register(subparsers) -> None:
     p.add_argument("--retriever", choices=RETRIEVERS.names)
     p.add_argument("--k", type=int, help="passages to show (default 5, or the corpus size if smaller)")
     p.add_argument("--json", action="store_true", help="print hits as one JSON object")
+    _run_file_flags(p)
     _retrieval_flags(p)
     add_config_flag(p)
 
@@ -66,7 +74,11 @@ def register(subparsers) -> None:
                     "--retriever bm25 --limit 500 --k 1 5 20 100 --json", run_eval)
     p.add_argument("--index", help="index folder or es://HOST:9200/NAME (default: the config's index, else the "
                    "built-in demo corpus)")
-    p.add_argument("--questions", required=True, help="DPR qas TSV, NQ-open JSONL, SQuAD JSON, WebQuestions JSON, CuratedTREC TSV")
+    p.add_argument("--questions", "--queries", dest="questions", required=True,
+                   help="DPR qas TSV, NQ-open JSONL, SQuAD JSON, WebQuestions JSON, CuratedTREC TSV, TriviaQA JSON, "
+                        "or (with --qrels) BEIR queries.jsonl")
+    p.add_argument("--qrels", help="relevance judgments (BEIR qrels TSV or TREC qrels): report nDCG@10, MRR@10 and "
+                   "R@k by ir-measures over documents instead of answer-match accuracy")
     p.add_argument("--retriever", choices=RETRIEVERS.names)
     p.add_argument("--limit", type=int, help="first N questions only")
     p.add_argument("--k", type=int, nargs="+", default=[1, 5, 10, 20, 50, 100])
@@ -75,16 +87,33 @@ def register(subparsers) -> None:
     add_output(p, "--run-out", help="write every question's top max(--k) passages, scores and answer matches "
                                      "(JSONL) here, for merge-runs")
     p.add_argument("--json", action="store_true", help="print one JSON object of metrics as the last line")
+    _run_file_flags(p)
     _retrieval_flags(p)
     add_config_flag(p)
 
     p = add_command(subparsers, "merge-runs", "Merge the rankings of corpus shards (eval-retrieval --run-out) "
-                    "into one, and score it: full-corpus recall from shards searched apart.",
+                    "into one, or fuse runs of different retrievers (--fusion rrf), and score it: full-corpus recall "
+                    "from shards searched apart. Reads odqa's JSONL runs, TREC runs and DPR retrieval JSON.",
                     "odqa merge-runs runs/nq-test.AB.jsonl runs/nq-test.CD.jsonl --k 1 5 20 100 --json",
                     run_merge)
-    p.add_argument("runs", nargs="+", help="run files of the same questions over different shards (dense scores)")
+    p.add_argument("runs", nargs="+", help="run files of the same questions (format detected per file)")
     p.add_argument("--k", type=int, nargs="+", default=[1, 5, 10, 20, 50, 100])
+    p.add_argument("--fusion", choices=["score", "rrf"], default="score",
+                   help="score: best score wins (shards of one corpus and model); rrf: reciprocal rank fusion "
+                        "(runs of different retrievers, scores not comparable)")
+    p.add_argument("--qrels", help="score the merged run against these relevance judgments (needed for TREC "
+                   "runs, which do not say which passages hold an answer)")
+    add_output(p, "--trec-run", help="write the merged run as a TREC run file")
+    add_output(p, "--run-out", help="write the merged run in odqa's JSONL run format")
     p.add_argument("--json", action="store_true", help="print one JSON object of metrics as the last line")
+
+
+def _run_file_flags(p: argparse.ArgumentParser) -> None:
+    add_output(p, "--trec-run", help="write the rankings as a TREC run file (qid Q0 docid rank score tag), for "
+                   "trec_eval, ir-measures, Pyserini and merge-runs")
+    add_output(p, "--dpr-json", help="write the rankings as DPR retrieval JSON (question, answers, ctxs with "
+                   "id, title, text, score, has_answer), for DPR's and Pyserini's evaluation and merge-runs")
+    p.add_argument("--run-tag", help="the TREC run's tag column (default: odqa-RETRIEVER)")
 
 
 def _retrieval_flags(p: argparse.ArgumentParser) -> None:
@@ -114,6 +143,9 @@ def _config(args):
 
     return OdqaConfig.load(getattr(args, "config", None), {
         "index": getattr(args, "index", None),
+        "corpus.id_field": getattr(args, "id_field", None),
+        "corpus.title_field": getattr(args, "title_field", None),
+        "corpus.text_field": getattr(args, "text_field", None),
         "retrieval.retriever": getattr(args, "retriever", None),
         "retrieval.encoder": getattr(args, "encoder", None),
         "retrieval.query_encoder": getattr(args, "query_encoder", None),
@@ -144,12 +176,15 @@ def run_index(args) -> int:
     from indexes.vector import VectorIndexParams
     from odqa.indexing import IndexSpec, build_index, parse_shard
 
-    r = _config(args).retrieval
+    from odqa.corpus.readers import CorpusFields
+
+    config = _config(args)
+    r, c = config.retrieval, config.corpus
     spec = IndexSpec(
         corpus=args.corpus, out=args.out, backends=[b.strip() for b in args.backends.split(",") if b.strip()],
         encoder=args.encoder or r.passage_encoder or r.encoder or DEFAULT_ENCODER, query_encoder=r.query_encoder,
         pooling=r.pooling, similarity=r.similarity, query_prefix=r.query_prefix, passage_prefix=r.passage_prefix,
-        words=args.words, bm25_engine=args.bm25_engine, language=args.language, analyzer=args.analyzer,
+        words=args.words, fields=CorpusFields(c.id_field, c.title_field, c.text_field), bm25_engine=args.bm25_engine, language=args.language, analyzer=args.analyzer,
         vector=VectorIndexParams(kind=args.vector_index, hnsw_m=args.hnsw_m, ef_search=args.ef_search,
                                  nlist=args.nlist, nprobe=args.nprobe),
         batch_size=args.batch_size, max_length=args.max_length, chunk_size=args.chunk_size,
@@ -177,6 +212,7 @@ def run_search(args) -> int:
     question, _ = clean_question(" ".join(args.question))
     k = args.k if args.k is not None else min(5, len(bundle))
     hits = retriever.search([question], k)[0]
+    _write_search_run(args, config, question, hits)
     if args.json:
         print_json_last({"question": question, "hits": [
             {"rank": i, "score": h.score, **h.passage.to_dict()} for i, h in enumerate(hits, 1)]})
@@ -185,6 +221,23 @@ def run_search(args) -> int:
         print(f"{i:>3}. [{hit.score:.3f}] {hit.passage.title}  ({hit.passage.id})")
         print(textwrap.indent(textwrap.fill(hit.passage.text, 100), "     "))
     return 0
+
+
+def _write_search_run(args, config, question: str, hits) -> None:
+    """search --trec-run / --dpr-json: the one question's ranking (query id "1"; no answers to match)."""
+    from odqa.core.atomic import atomic_file
+    from odqa.eval.run_formats import DprJsonWriter, TrecRunWriter, dpr_ctx
+
+    if args.trec_run:
+        with atomic_file(args.trec_run) as tmp, tmp.open("w", encoding="utf-8") as f:
+            TrecRunWriter(f, args.run_tag or f"odqa-{config.retrieval.retriever}").write(
+                "1", [(h.passage_id, h.score) for h in hits])
+    if args.dpr_json:
+        with atomic_file(args.dpr_json) as tmp, tmp.open("w", encoding="utf-8") as f:
+            writer = DprJsonWriter(f)
+            writer.write("1", question, [], [dpr_ctx(h.passage_id, h.passage.title, h.passage.text, h.score, False)
+                                             for h in hits])
+            writer.close()
 
 
 def _ks(values) -> list[int]:
@@ -204,12 +257,16 @@ def run_eval(args) -> int:
 
     ks = _ks(args.k)
     config = _config(args)
+    tag = args.run_tag or f"odqa-{config.retrieval.retriever}"
+    if args.qrels:
+        return _eval_qrels(args, config, ks, tag)
     items = with_answers(load_questions(args.questions, limit=args.limit), args.questions)
     bundle, retriever = open_retriever(config, args.accept_encoder_change)
     if ks[-1] > len(bundle):
         raise OdqaError(f"--k {ks[-1]} is larger than the corpus ({len(bundle)} passages); use smaller k values")
     evaluator = RetrievalEvaluator(items, ks, batch_size=args.batch_size, per_question=args.per_question,
-                                   run_out=args.run_out)
+                                   run_out=args.run_out, trec_run=args.trec_run,
+                                   dpr_json=args.dpr_json, run_tag=tag)
     metrics = evaluator(retriever)
     metrics["retriever"] = config.retrieval.retriever
     print(format_table(metrics, ks))
@@ -219,15 +276,70 @@ def run_eval(args) -> int:
     return 0
 
 
+def _eval_qrels(args, config, ks, tag) -> int:
+    from odqa.core.errors import OdqaError
+    from odqa.corpus.questions import load_qrels, load_questions
+    from odqa.eval.qrels import evaluate_qrels, format_table
+
+    for flag in ("per_question", "run_out", "dpr_json"):
+        if getattr(args, flag):
+            raise OdqaError(f"--{flag.replace('_', '-')} records answer matches, which qrels do not give; with "
+                            "--qrels write the ranking with --trec-run")
+    qrels = load_qrels(args.qrels)
+    items = load_questions(args.questions, limit=args.limit)
+    bundle, retriever = open_retriever(config, args.accept_encoder_change)
+    metrics = evaluate_qrels(retriever, items, qrels, ks, len(bundle), batch_size=args.batch_size,
+                             trec_run=args.trec_run, run_tag=tag)
+    metrics["retriever"] = config.retrieval.retriever
+    print(format_table(metrics, ks))
+    print(f"{metrics['questions']} questions in {metrics['seconds']} s ({metrics['questions_per_second']} q/s)")
+    if args.json:
+        print_json_last(metrics)
+    return 0
+
+
 def run_merge(args) -> int:
+    from odqa.core.atomic import atomic_file
+    from odqa.core.errors import OdqaError
     from odqa.eval.retrieval import format_table
-    from odqa.eval.runs import merge_runs, summarize_run
+    from odqa.eval.run_formats import TrecRunWriter
+    from odqa.eval.runs import judged, merge_runs, summarize_run
 
     ks = _ks(args.k)
-    rows = merge_runs(args.runs, ks[-1])
-    metrics = summarize_run(rows, ks)
+    rows = merge_runs(args.runs, ks[-1], fusion=args.fusion)
+    if args.trec_run:
+        with atomic_file(args.trec_run) as tmp, tmp.open("w", encoding="utf-8") as f:
+            writer = TrecRunWriter(f, f"odqa-merged-{args.fusion}")
+            for row in rows:
+                writer.write(row["id"], [(h.passage_id, h.score) for h in row["hits"]])
+    if args.run_out:
+        import json
+
+        with atomic_file(args.run_out) as tmp, tmp.open("w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps({"id": row["id"], "question": row["question"], "gold": row["gold"],
+                                    "hits": [h.to_dict() for h in row["hits"]]}, ensure_ascii=False) + "\n")
+    if args.qrels:
+        from odqa.corpus.questions import load_qrels
+        from odqa.eval.qrels import format_table as qrels_table
+        from odqa.eval.qrels import score_run
+
+        metrics = score_run({row["id"]: [(h.passage_id, h.score) for h in row["hits"]] for row in rows},
+                            load_qrels(args.qrels), ks)
+        table = qrels_table(metrics, ks)
+    elif judged(rows, ks[-1]):
+        metrics = summarize_run(rows, ks)
+        table = format_table(metrics, ks)
+    elif args.trec_run or args.run_out:
+        print("odqa: merged run written; not scored: TREC runs do not say which passages hold an answer "
+              "(pass --qrels to score against relevance judgments)", file=sys.stderr)
+        return 0
+    else:
+        raise OdqaError("cannot score these runs: TREC runs do not say which passages hold an answer; pass --qrels "
+                        "FILE, or merge eval-retrieval --run-out / --dpr-json runs")
     metrics["runs"] = len(args.runs)
-    print(format_table(metrics, ks))
+    metrics["fusion"] = args.fusion
+    print(table)
     if args.json:
         print_json_last(metrics)
     return 0

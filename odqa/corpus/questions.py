@@ -1,5 +1,7 @@
 """Question sets in the public formats: DPR qas TSV, NQ-open JSONL, SQuAD JSON, WebQuestions JSON,
-CuratedTREC TSV (regex answers) and DPR training JSON. `load_questions(path)` detects the format."""
+CuratedTREC TSV (regex answers), DPR training JSON, TriviaQA JSON, BEIR queries.jsonl, and plain text (one
+question a line, no answers). `load_questions(path)` detects the format; `load_qrels` reads relevance
+judgments (BEIR's qrels TSV or TREC qrels)."""
 
 from __future__ import annotations
 
@@ -51,6 +53,8 @@ def load_questions(path: str | Path, limit: int | None = None, include_impossibl
 
 def _read(path: Path, include_impossible: bool) -> Iterator[QAItem]:
     name = path.name.lower()
+    if name.endswith(".txt"):
+        return _text_lines(path)
     if name.endswith(".jsonl"):
         return _jsonl(path)
     if name.endswith(".tsv") or name.endswith(".csv"):
@@ -58,9 +62,17 @@ def _read(path: Path, include_impossible: bool) -> Iterator[QAItem]:
     if name.endswith(".json"):
         return _json(path, include_impossible)
     raise DataFormatError(
-        f"{path}: unknown question format (expected .tsv DPR qas or CuratedTREC, .jsonl NQ-open, "
-        ".json SQuAD/WebQuestions/DPR training)"
+        f"{path}: unknown question format (expected .tsv DPR qas or CuratedTREC, .jsonl NQ-open or BEIR queries, "
+        ".json SQuAD/WebQuestions/DPR training/TriviaQA, .txt one question a line)"
     )
+
+
+def _text_lines(path: Path) -> Iterator[QAItem]:
+    """One question a line, no answers (`odqa predict`); ids count lines from 0 as DPR's qas files do."""
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if line.strip():
+                yield QAItem(str(lineno - 1), line.strip(), [])
 
 
 def _jsonl(path: Path) -> Iterator[QAItem]:
@@ -75,13 +87,18 @@ def _jsonl(path: Path) -> Iterator[QAItem]:
                 continue
             try:
                 row = json.loads(line)
+                if "question" not in row and "_id" in row and "text" in row:  # BEIR queries.jsonl
+                    yield QAItem(str(row["_id"]), row["text"], [])
+                    continue
                 question = row["question"]
                 answers = row.get("answer", row.get("answers"))
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
                 raise DataFormatError(
-                    f"{path}:{lineno}: expected a JSON object with 'question' and 'answer' ({exc})"
+                    f"{path}:{lineno}: expected a JSON object with 'question' (and 'answer'), or BEIR's '_id' and "
+                    f"'text' ({exc.__class__.__name__}: {exc})"
                 ) from exc
-            yield QAItem(str(row.get("id", lineno - 1)), question, _answer_list(answers, path, lineno),
+            yield QAItem(str(row.get("id", lineno - 1)), question,
+                         [] if answers is None else _answer_list(answers, path, lineno),
                          regex=bool(row.get("regex", False)))
 
 
@@ -115,6 +132,9 @@ def _json(path: Path, include_impossible: bool) -> Iterator[QAItem]:
     if isinstance(data, dict) and "data" in data:
         yield from _squad(data["data"], include_impossible, path)
         return
+    if isinstance(data, dict) and isinstance(data.get("Data"), list):
+        yield from _triviaqa(data["Data"], path)
+        return
     if isinstance(data, list) and data and isinstance(data[0], dict):
         first = data[0]
         if "qText" in first:
@@ -125,7 +145,51 @@ def _json(path: Path, include_impossible: bool) -> Iterator[QAItem]:
             for i, row in enumerate(data):
                 yield QAItem(str(row.get("id", i)), row["question"], _answer_list(row["answers"], path, i))
             return
-    raise DataFormatError(f"{path}: JSON is neither SQuAD ('data'), WebQuestions ('qText') nor DPR ('question','answers')")
+    raise DataFormatError(f"{path}: JSON is neither SQuAD ('data'), TriviaQA ('Data'), WebQuestions ('qText') nor DPR "
+                          "('question','answers')")
+
+
+def _triviaqa(rows: list, path: Path) -> Iterator[QAItem]:
+    """TriviaQA's JSON (unfiltered or web/wikipedia): answers are the answer's Aliases, as DPR's TriviaQA qas
+    files list them (else NormalizedAliases, else Value); the test set has no answers."""
+    for i, row in enumerate(rows):
+        answer = row.get("Answer") or {}
+        answers = answer.get("Aliases") or answer.get("NormalizedAliases") or (
+            [answer["Value"]] if answer.get("Value") else [])
+        yield QAItem(str(row.get("QuestionId", i)), row["Question"], _answer_list(answers, path, i))
+
+
+def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
+    """Relevance judgments {query id: {document id: grade}}: BEIR's qrels TSV (`query-id corpus-id score`,
+    with its header) or TREC qrels (`qid iteration docid grade`, read by ir-measures)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataFormatError(f"qrels file not found: {path} (check the path passed to --qrels)")
+    with path.open(encoding="utf-8") as f:
+        first = f.readline()
+    qrels: dict[str, dict[str, int]] = {}
+    if len(first.split()) == 4:
+        import ir_measures
+
+        try:
+            for qrel in ir_measures.read_trec_qrels(str(path)):
+                qrels.setdefault(qrel.query_id, {})[qrel.doc_id] = int(qrel.relevance)
+        except ValueError as exc:
+            raise DataFormatError(f"{path}: not TREC qrels (qid 0 docid grade) ({exc})") from exc
+    else:
+        with path.open(encoding="utf-8", newline="") as f:
+            for lineno, cols in enumerate(csv.reader(f, delimiter="\t"), 1):
+                if not cols or (lineno == 1 and cols[0] == "query-id"):
+                    continue
+                try:
+                    query_id, doc_id, grade = cols
+                    qrels.setdefault(query_id, {})[doc_id] = int(grade)
+                except ValueError:
+                    raise DataFormatError(f"{path}:{lineno}: a qrels line is query-id<TAB>corpus-id<TAB>score "
+                                          "(BEIR) or qid 0 docid grade (TREC); fix or remove it") from None
+    if not qrels:
+        raise DataFormatError(f"{path}: no relevance judgments found")
+    return qrels
 
 
 def with_answers(items: list[QAItem], path: str | Path) -> list[QAItem]:
@@ -138,7 +202,8 @@ def with_answers(items: list[QAItem], path: str | Path) -> list[QAItem]:
         print(f"odqa: skipped {len(items) - len(kept)} of {len(items)} questions of {path} that have no reference "
               "answer", file=sys.stderr)
     if not kept:
-        raise DataFormatError(f"{path}: no question has a reference answer, so none can be scored")
+        raise DataFormatError(f"{path}: no question has a reference answer, so none can be scored by answers "
+                              "(for a set judged by qrels, such as BEIR's, pass --qrels)")
     return kept
 
 

@@ -3,9 +3,16 @@
 * JSON Lines (plain, .gz, .xz, .bz2): `{id, title, text}` (Wikipedia dumps converted by WikiExtractor --json,
   our shared subset) or Pyserini's `{id, contents}`.
 * WikiExtractor output folders: files of `<doc id=".." url=".." title="..">` blocks (plain or .bz2).
-* DPR passage TSV (`id<TAB>text<TAB>title`, with header): already passages, kept as they are.
+* DPR passage TSV (`id<TAB>text<TAB>title`, DPR's header or none): already passages, kept as they are.
 * SQuAD JSON: each paragraph is a document.
-A folder is read file by file in sorted order, so passage ids are stable across runs.
+* Tables, read in record batches by pyarrow and `datasets` (memory stays bounded): a Hugging Face `datasets`
+  folder (`Dataset.save_to_disk`; of a `DatasetDict`, its only split or its `corpus` split), Parquet, Arrow
+  (IPC file or stream, Feather), CSV and TSV with a header row. BEIR's `corpus.jsonl` (`_id`, `title`, `text`)
+  and Pyserini's JSONL (`id`, `contents`) are JSON Lines of the same fields.
+Which column holds the id, title and text is `CorpusFields` (`index --id-field/--title-field/--text-field`,
+config `[corpus]`); unset, the first of the usual names present (`ID_NAMES`, `TITLE_NAMES`, `TEXT_NAMES`).
+A folder is read file by file in sorted order (a `datasets` folder inside it as one source), so passage ids
+are stable across runs.
 """
 
 from __future__ import annotations
@@ -20,8 +27,9 @@ import lzma
 import re
 import sys
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Iterable, Iterator
 
 from odqa.core.errors import DataFormatError
 from odqa.core.types import Document, Passage
@@ -30,6 +38,52 @@ from odqa.corpus.chunking import chunk_document
 _COMPRESSED = {".gz": gzip.open, ".xz": lzma.open, ".bz2": bz2.open}
 _DOC_OPEN = re.compile(r'<doc\s+([^>]*)>')
 _ATTR = re.compile(r'(\w+)="([^"]*)"')
+_PARQUET_SUFFIXES = (".parquet", ".pq")
+_ARROW_SUFFIXES = (".arrow", ".feather", ".ipc")
+_DPR_HEADER = ["id", "text", "title"]
+_BATCH_ROWS = 1000  # rows per record batch read from a table: bounded memory whatever the corpus size
+
+# where no column is named, the first of these a source has (BEIR: _id; Pyserini: contents; Haystack: content)
+ID_NAMES = ("id", "_id", "docid", "doc_id")
+TITLE_NAMES = ("title",)
+TEXT_NAMES = ("text", "contents", "content", "body")
+
+
+@dataclass(frozen=True)
+class CorpusFields:
+    """The columns (or JSON keys) holding each document's id, title and text; empty: the usual names."""
+
+    id: str = ""
+    title: str = ""
+    text: str = ""
+
+    def resolve(self, columns: Iterable[str], where: str) -> tuple[str, str | None, str]:
+        """(id column, title column or None, text column) of a source with these columns."""
+        columns = list(columns)
+        present = set(columns)
+        chosen = []
+        for role, named, usual, flag in (("id", self.id, ID_NAMES, "--id-field"),
+                                          ("text", self.text, TEXT_NAMES, "--text-field")):
+            if named:
+                if named not in present:
+                    raise DataFormatError(f"{where}: no {role} column {named!r} ({flag}); its columns are "
+                                          f"{', '.join(columns)}")
+                chosen.append(named)
+                continue
+            found = next((name for name in usual if name in present), None)
+            if found is None:
+                raise DataFormatError(f"{where}: no {role} column ({' or '.join(usual)}); its columns are "
+                                      f"{', '.join(columns)}; name the one to use with {flag} (config [corpus] "
+                                      f"{role}_field)")
+            chosen.append(found)
+        if self.title and self.title not in present:
+            raise DataFormatError(f"{where}: no title column {self.title!r} (--title-field); its columns are "
+                                  f"{', '.join(columns)}")
+        title = self.title or next((name for name in TITLE_NAMES if name in present), None)
+        return chosen[0], title, chosen[1]
+
+
+DEFAULT_FIELDS = CorpusFields()
 
 
 def open_text(path: Path) -> IO[str]:
@@ -39,12 +93,18 @@ def open_text(path: Path) -> IO[str]:
     return path.open(encoding="utf-8")
 
 
-def detect_format(path: Path) -> str:
-    """Name the format of one corpus file from its name and first bytes."""
-    name = path.name
+def detect_format(path: Path, fields: CorpusFields = DEFAULT_FIELDS) -> str:
+    """Name the format of one corpus source (a file, or a `datasets` folder) from its name and first bytes."""
+    if path.is_dir():
+        return "datasets"
+    name = path.name.lower()
     for suffix in _COMPRESSED:
         if name.endswith(suffix):
             name = name[: -len(suffix)]
+    if name.endswith(_PARQUET_SUFFIXES):
+        return "parquet"
+    if name.endswith(_ARROW_SUFFIXES):
+        return "arrow"
     try:
         with open_text(path) as f:
             head = f.read(4096)
@@ -56,15 +116,34 @@ def detect_format(path: Path) -> str:
     if stripped.startswith("<doc"):
         return "wikiextractor"
     if name.endswith(".tsv"):
-        return "dpr-tsv"
+        return _tsv_kind(head, fields)
+    if name.endswith(".csv"):
+        return "csv"
     if stripped.startswith("{") and name.endswith(".json") and '"data"' in head:
         return "squad"
     if stripped.startswith("{"):
         return "jsonl"
     raise DataFormatError(
         f"{path}: unknown corpus format; expected JSON Lines {{id,title,text}}, WikiExtractor <doc> files, "
-        "DPR passage TSV (id, text, title) or SQuAD JSON"
+        "DPR passage TSV (id, text, title), SQuAD JSON, CSV/TSV with a header, Parquet, Arrow or a datasets "
+        "save_to_disk folder"
     )
+
+
+def _tsv_kind(head: str, fields: CorpusFields) -> str:
+    """DPR's passage TSV (its header `id text title`, or no header) or a table whose header names the text column."""
+    header = next(csv.reader(io.StringIO(head.split("\n", 1)[0]), delimiter="\t"), [])
+    if header == _DPR_HEADER:
+        return "dpr-tsv"
+    if (fields.text and fields.text in header) or any(name in header for name in TEXT_NAMES):
+        return "tsv"
+    return "dpr-tsv"
+
+
+def is_dataset_folder(path: Path) -> bool:
+    """A folder written by `datasets`' save_to_disk (a Dataset or a DatasetDict)."""
+    return (path / "dataset_dict.json").is_file() or (
+        (path / "state.json").is_file() and (path / "dataset_info.json").is_file())
 
 
 def corpus_files(path: str | Path) -> list[Path]:
@@ -79,21 +158,37 @@ def corpus_files(path: str | Path) -> list[Path]:
     return files
 
 
-def iter_documents(path: str | Path) -> Iterator[Document]:
+def corpus_sources(path: str | Path) -> list[Path]:
+    """The sources of a corpus in reading order: its files, each `datasets` folder in it counted once."""
+    root = Path(path)
+    sources: list[Path] = []
+    for file in corpus_files(root):
+        # the outermost dataset folder holding the file (a DatasetDict's, not its split's), within the root
+        source = file
+        for folder in [root, *reversed([p for p in file.parents if root in p.parents])]:
+            if folder.is_dir() and is_dataset_folder(folder):
+                source = folder
+                break
+        if not sources or sources[-1] != source:
+            sources.append(source)
+    return sources
+
+
+def iter_documents(path: str | Path, fields: CorpusFields = DEFAULT_FIELDS) -> Iterator[Document]:
     """Every document of a corpus file or folder (DPR TSV rows count as documents too)."""
-    for file in corpus_files(path):
-        fmt = detect_format(file)
-        located = _LOCATED[fmt](file)
-        yield from (doc for _, doc in _readable(located, file))
+    for source in corpus_sources(path):
+        fmt = detect_format(source, fields)
+        located = _LOCATED[fmt](source, fields)
+        yield from (doc for _, doc in _readable(located, source))
 
 
-def iter_passages(path: str | Path, words: int = 100) -> Iterator[Passage]:
+def iter_passages(path: str | Path, words: int = 100, fields: CorpusFields = DEFAULT_FIELDS) -> Iterator[Passage]:
     """Passages of a corpus: DPR TSV rows as they are, other documents chunked to about `words` words."""
-    seen: dict[str, tuple[int, int]] = {}  # document id -> (file number, line) where it first appeared
-    files = corpus_files(path)
+    seen: dict[str, tuple[int, int]] = {}  # document id -> (source number, line) where it first appeared
+    files = corpus_sources(path)
     for number, file in enumerate(files):
-        fmt = detect_format(file)
-        located = _LOCATED[fmt](file)
+        fmt = detect_format(file, fields)
+        located = _LOCATED[fmt](file, fields)
         for line, doc in _readable(located, file):
             where = f"{file}:{line}" if line else f"{file} ({doc.title or 'document'})"
             if not doc.id.strip():
@@ -124,29 +219,132 @@ def _readable(located: Iterator[tuple[int, Document]], file: Path) -> Iterator[t
                               f"{exc}); the file is damaged or cut short, download or compress it again") from exc
 
 
-def _jsonl_located(path: Path) -> Iterator[tuple[int, Document]]:
+def _jsonl_located(path: Path, fields: CorpusFields) -> Iterator[tuple[int, Document]]:
     with open_text(path) as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
-                doc_id = str(row.get("id", row.get("_id")))
-                text = row.get("text", row.get("contents"))
-                if text is None or doc_id == "None":
-                    raise KeyError("id/text")
-            except (json.JSONDecodeError, KeyError, AttributeError) as exc:
+                if not isinstance(row, dict):
+                    raise TypeError(f"a JSON {type(row).__name__}")
+                id_key, title_key, text_key = fields.resolve(row, f"{path}:{lineno}")
+            except (json.JSONDecodeError, TypeError, AttributeError) as exc:
                 raise DataFormatError(
                     f"{path}:{lineno}: expected a JSON object with 'id', 'title' and 'text' (or 'contents'); "
                     f"fix or remove this line ({exc.__class__.__name__})"
                 ) from exc
-            if not isinstance(text, str):
-                raise DataFormatError(f"{path}:{lineno}: 'text' must be a string, got {type(text).__name__}; "
-                                      "fix or remove this line")
-            yield lineno, Document(doc_id, str(row.get("title", "")), text)
+            yield lineno, _document(row[id_key], row.get(title_key) if title_key else "", row[text_key],
+                                    f"{path}:{lineno}")
 
 
-def _wikiextractor_located(path: Path) -> Iterator[tuple[int, Document]]:
+def _document(doc_id, title, text, where: str) -> Document:
+    if doc_id is None or text is None:
+        raise DataFormatError(f"{where}: the document has no {'id' if doc_id is None else 'text'}; fix or remove it")
+    if not isinstance(text, str):
+        raise DataFormatError(f"{where}: 'text' must be a string, got {type(text).__name__}; fix or remove it")
+    return Document(str(doc_id), "" if title is None else str(title), text)
+
+
+def _batches_located(batches: Iterable, fields: CorpusFields, where: str, first_line: int = 1
+                     ) -> Iterator[tuple[int, Document]]:
+    """Documents of a table read as pyarrow record batches (or tables); lines count rows from `first_line`."""
+    line = first_line
+    columns = None
+    for batch in batches:
+        if columns is None:
+            columns = fields.resolve(batch.schema.names, where)
+        id_col, title_col, text_col = columns
+        ids = batch.column(id_col).to_pylist()
+        texts = batch.column(text_col).to_pylist()
+        titles = batch.column(title_col).to_pylist() if title_col else [""] * len(ids)
+        for doc_id, title, text in zip(ids, titles, texts):
+            yield line, _document(doc_id, title, text, f"{where}:{line}")
+            line += 1
+
+
+def _table_error(path: Path, exc: Exception) -> DataFormatError:
+    return DataFormatError(f"{path}: cannot be read as a table ({exc.__class__.__name__}: {str(exc)[:200]}); "
+                           "check that it is a complete file of its kind")
+
+
+def _parquet_located(path: Path, fields: CorpusFields) -> Iterator[tuple[int, Document]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.ParquetFile(path)
+        id_col, title_col, text_col = fields.resolve(table.schema_arrow.names, str(path))
+        wanted = [c for c in (id_col, title_col, text_col) if c]
+        yield from _batches_located(table.iter_batches(batch_size=_BATCH_ROWS, columns=wanted), fields, str(path))
+    except (pa.ArrowException, OSError) as exc:
+        raise _table_error(path, exc) from exc
+
+
+def _arrow_located(path: Path, fields: CorpusFields) -> Iterator[tuple[int, Document]]:
+    import pyarrow as pa
+
+    try:
+        source = pa.memory_map(str(path))
+        try:
+            reader = pa.ipc.open_file(source)
+            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
+        except pa.ArrowInvalid:  # not the IPC file format: the stream format `datasets` writes
+            source.seek(0)
+            batches = pa.ipc.open_stream(source)
+        yield from _batches_located(batches, fields, str(path))
+    except (pa.ArrowException, OSError) as exc:
+        raise _table_error(path, exc) from exc
+
+
+def _delimited_located(path: Path, fields: CorpusFields, delimiter: str) -> Iterator[tuple[int, Document]]:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    with open_text(path) as f:
+        header = next(csv.reader(f, delimiter=delimiter), [])
+    id_col, title_col, text_col = fields.resolve(header, str(path))
+    wanted = [c for c in (id_col, title_col, text_col) if c]
+    opener = _COMPRESSED.get(path.suffix)
+    try:
+        with (opener(path, "rb") if opener else path.open("rb")) as raw:
+            reader = pacsv.open_csv(
+                raw, read_options=pacsv.ReadOptions(block_size=1 << 22),
+                parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True),
+                convert_options=pacsv.ConvertOptions(include_columns=wanted,
+                                                     column_types={c: pa.string() for c in wanted},
+                                                     strings_can_be_null=False))
+            yield from _batches_located(reader, fields, str(path), first_line=2)
+    except (pa.ArrowException, OSError) as exc:
+        raise _table_error(path, exc) from exc
+
+
+def _csv_located(path: Path, fields: CorpusFields) -> Iterator[tuple[int, Document]]:
+    return _delimited_located(path, fields, ",")
+
+
+def _tsv_located(path: Path, fields: CorpusFields) -> Iterator[tuple[int, Document]]:
+    return _delimited_located(path, fields, "\t")
+
+
+def _datasets_located(path: Path, fields: CorpusFields) -> Iterator[tuple[int, Document]]:
+    import datasets
+
+    try:
+        loaded = datasets.load_from_disk(str(path))
+    except (OSError, ValueError, FileNotFoundError) as exc:
+        raise DataFormatError(f"{path}: cannot be loaded with datasets.load_from_disk ({exc})") from exc
+    if isinstance(loaded, datasets.DatasetDict):
+        splits = list(loaded)
+        split = splits[0] if len(splits) == 1 else "corpus" if "corpus" in splits else None
+        if split is None:
+            raise DataFormatError(f"{path}: a DatasetDict of splits {', '.join(splits)}; pass one split's folder, "
+                                  f"e.g. --corpus {path / splits[0]}")
+        loaded = loaded[split]
+    yield from _batches_located(loaded.with_format("arrow").iter(batch_size=_BATCH_ROWS), fields, str(path))
+
+
+def _wikiextractor_located(path: Path, fields: CorpusFields) -> Iterator[tuple[int, Document]]:
     with open_text(path) as f:
         attrs: dict[str, str] | None = None
         lines: list[str] = []
@@ -184,12 +382,12 @@ def _dpr_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
             yield lineno, row
 
 
-def _dpr_located(path: Path) -> Iterator[tuple[int, Document]]:
+def _dpr_located(path: Path, fields: CorpusFields) -> Iterator[tuple[int, Document]]:
     for lineno, row in _dpr_rows(path):
         yield lineno, Document(row[0], row[2], row[1])
 
 
-def _squad_located(path: Path) -> Iterator[tuple[int, Document]]:
+def _squad_located(path: Path, fields: CorpusFields) -> Iterator[tuple[int, Document]]:
     try:
         with open_text(path) as f:
             data = json.load(f)["data"]
@@ -208,4 +406,5 @@ def _squad_located(path: Path) -> Iterator[tuple[int, Document]]:
 
 
 _LOCATED = {"jsonl": _jsonl_located, "wikiextractor": _wikiextractor_located, "dpr-tsv": _dpr_located,
-            "squad": _squad_located}
+            "squad": _squad_located, "parquet": _parquet_located, "arrow": _arrow_located, "csv": _csv_located,
+            "tsv": _tsv_located, "datasets": _datasets_located}

@@ -50,14 +50,17 @@ class RetrievalEvaluator(Evaluator):
 
     def __init__(self, items: Sequence[QAItem], ks: Sequence[int] = DEFAULT_KS, batch_size: int = 32,
                  per_question: str | Path | None = None, run_out: str | Path | None = None, progress: bool = True,
-                 primary_metric: str = ""):
+                 primary_metric: str = "", trec_run: str | Path | None = None, dpr_json: str | Path | None = None,
+                 run_tag: str = "odqa"):
         self.items, self.ks = list(items), sorted(set(ks))
         self.batch_size, self.per_question, self.run_out, self.progress = batch_size, per_question, run_out, progress
+        self.trec_run, self.dpr_json, self.run_tag = trec_run, dpr_json, run_tag
         self.primary_metric = primary_metric or ("recall@20" if 20 in self.ks else f"recall@{self.ks[-1]}")
 
     def __call__(self, retriever: Retriever) -> dict[str, Any]:
         return evaluate_retrieval(retriever, self.items, self.ks, batch_size=self.batch_size,
-                                  per_question=self.per_question, progress=self.progress, run_out=self.run_out)
+                                  per_question=self.per_question, progress=self.progress, run_out=self.run_out,
+                                  trec_run=self.trec_run, dpr_json=self.dpr_json, run_tag=self.run_tag)
 
 
 class QAEvaluator(Evaluator):

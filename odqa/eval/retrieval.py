@@ -15,6 +15,7 @@ from odqa.core.answers import has_answer
 from odqa.core.atomic import atomic_file
 from odqa.core.types import SearchHit
 from odqa.corpus.questions import QAItem
+from odqa.eval.run_formats import DprJsonWriter, TrecRunWriter, dpr_ctx
 
 DEFAULT_KS = (1, 5, 10, 20, 50, 100)
 
@@ -77,29 +78,45 @@ def summarize(results: Sequence[QuestionResult], ks: Sequence[int]) -> dict:
     return metrics
 
 
+def _open_output(files: contextlib.ExitStack, target: str | Path):
+    tmp = files.enter_context(atomic_file(target))  # an interrupted run leaves no truncated file
+    return files.enter_context(tmp.open("w", encoding="utf-8"))
+
+
 def evaluate_retrieval(retriever, items: Sequence[QAItem], ks: Sequence[int] = DEFAULT_KS, batch_size: int = 32,
                        per_question: str | Path | None = None, progress: bool = True,
-                       run_out: str | Path | None = None) -> dict:
-    """`run_out`: also save every question's ranking, judged (`write_run`), to merge with other shards'."""
+                       run_out: str | Path | None = None, trec_run: str | Path | None = None,
+                       dpr_json: str | Path | None = None, run_tag: str = "odqa") -> dict:
+    """`run_out`: also save every question's ranking, judged (`write_run`), to merge with other shards';
+    `trec_run` / `dpr_json`: the same rankings as a TREC run file (tagged `run_tag`) / DPR retrieval JSON."""
     depth = max(ks)
     results: list[QuestionResult] = []  # judged, without their hits: memory stays flat in the question count
     start = time.perf_counter()
     bar = tqdm(total=len(items), desc=f"eval {getattr(retriever, 'name', '')}", unit=" q", disable=not progress, mininterval=2)
     # the bar is closed on the way out, an error too, so the error is the last line printed
     with bar, contextlib.ExitStack() as files:
-        writers = []  # (file, row function): each question's line is written as soon as it is judged
+        writers = []  # each question's lines are written as soon as it is judged
         for target, row in ((per_question, QuestionResult.to_dict), (run_out, run_row)):
             if target:
-                tmp = files.enter_context(atomic_file(target))
-                writers.append((files.enter_context(tmp.open("w", encoding="utf-8")), row))
+                f = _open_output(files, target)
+                writers.append(lambda result, f=f, row=row: f.write(json.dumps(row(result), ensure_ascii=False) + "\n"))
+        if trec_run:
+            trec = TrecRunWriter(_open_output(files, trec_run), run_tag)
+            writers.append(lambda result: trec.write(result.item.id, [(h.passage_id, h.score) for h in result.hits]))
+        if dpr_json:
+            dpr = DprJsonWriter(_open_output(files, dpr_json))
+            writers.append(lambda result: dpr.write(result.item.id, result.item.question, result.item.answers,
+                                                    dpr_ctxs(result)))
         for i in range(0, len(items), batch_size):
             batch = items[i : i + batch_size]
             for item, hits in zip(batch, retriever.search([q.question for q in batch], depth)):
                 result = judge(item, hits)
-                for f, row in writers:
-                    f.write(json.dumps(row(result), ensure_ascii=False) + "\n")
+                for write in writers:
+                    write(result)
                 results.append(QuestionResult(item, [], result.first_hit_rank, result.first_gold_rank))
             bar.update(len(batch))
+        if dpr_json:
+            dpr.close()
     seconds = time.perf_counter() - start
     metrics = summarize(results, ks)
     metrics["seconds"] = round(seconds, 2)
@@ -114,13 +131,20 @@ def write_run(results: Sequence[QuestionResult], path: str | Path) -> None:
             f.write(json.dumps(run_row(r), ensure_ascii=False) + "\n")
 
 
+def dpr_ctxs(r: QuestionResult) -> list[dict]:
+    """A question's hits as DPR's ctxs: id, title, text, score and whether it holds an answer."""
+    return [dpr_ctx(h.passage_id, h.passage.title if h.passage else "", h.passage.text if h.passage else "",
+                    h.score, holds_answer(r.item, h.passage.text if h.passage else "")) for h in r.hits]
+
+
 class RunHit(NamedTuple):
-    """One ranked passage of a run, judged where the passage text was."""
+    """One ranked passage of a run, judged where the passage text was (None: the run does not say, as a TREC
+    run does not)."""
 
     passage_id: str
     score: float
-    holds_answer: bool
-    in_gold_paragraph: bool
+    holds_answer: bool | None
+    in_gold_paragraph: bool | None
 
     def to_dict(self) -> dict:
         return {"passage_id": self.passage_id, "score": self.score, "holds_answer": self.holds_answer,

@@ -11,6 +11,12 @@ One JSON object a line: {"id", "question", "gold", "hits": [{"passage_id", "scor
 "in_gold_paragraph"}, ...]}, written by `odqa.eval.retrieval.write_run` (eval-retrieval --run-out). Runs
 written before the fields were named (each hit a list in that order) read the same. `read_run` gives each
 hit as an `odqa.eval.retrieval.RunHit` (a named tuple: `hit.score` or `hit[1]`).
+TREC run files and DPR retrieval JSON (`odqa.eval.run_formats`, eval-retrieval --trec-run / --dpr-json, or
+other tools' runs) read as the same rows; a TREC run does not say which passages hold an answer (None), so it
+is scored against qrels.
+
+Runs of different retrievers (BM25 from Pyserini, dense from odqa) fuse by reciprocal rank (`fusion="rrf"`),
+which needs no comparable scores.
 """
 
 from __future__ import annotations
@@ -22,18 +28,43 @@ from typing import Sequence
 from odqa.core.errors import OdqaError
 from odqa.corpus.questions import QAItem
 from odqa.eval.retrieval import QuestionResult, RunHit, summarize
+from odqa.eval.run_formats import detect_run_format, read_dpr_json, read_trec_run
+
+FUSIONS = ("score", "rrf")
+RRF_K = 60  # the constant of Cormack et al. (2009), as the hybrid retriever uses
 
 
 def _hit(h) -> RunHit:
     if isinstance(h, dict):
-        return RunHit(str(h["passage_id"]), float(h["score"]), bool(h["holds_answer"]), bool(h["in_gold_paragraph"]))
-    return RunHit(str(h[0]), float(h[1]), bool(h[2]), bool(h[3]))  # a run written before the fields were named
+        return RunHit(str(h["passage_id"]), float(h["score"]), _known(h["holds_answer"]), _known(h["in_gold_paragraph"]))
+    return RunHit(str(h[0]), float(h[1]), _known(h[2]), _known(h[3]))  # a run written before the fields were named
+
+
+def _known(value) -> bool | None:
+    """A judgment as written; null where the run did not know it (merged from a TREC run)."""
+    return None if value is None else bool(value)
 
 
 def read_run(path: str | Path) -> list[dict]:
+    """The rows of a run file in odqa's JSONL, TREC or DPR JSON format (detected)."""
     path = Path(path)
     if not path.is_file():
-        raise OdqaError(f"run file {path} not found; write one with eval-retrieval --run-out")
+        raise OdqaError(f"run file {path} not found; write one with eval-retrieval --run-out, --trec-run or --dpr-json")
+    kind = detect_run_format(path)
+    if kind == "trec":
+        try:
+            return _with_run_hits(read_trec_run(path))
+        except ValueError as e:
+            raise OdqaError(f"{path} is not a TREC run (qid Q0 docid rank score tag a line): {e}") from None
+    if kind == "dpr-json":
+        try:
+            return _with_run_hits(read_dpr_json(path))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise OdqaError(f"{path} is not DPR retrieval JSON (a list of question, answers, ctxs): "
+                            f"{e.__class__.__name__} {e}") from None
+    if kind != "odqa":
+        raise OdqaError(f"{path}: not a run in odqa's JSONL, TREC or DPR JSON format; write runs with "
+                        "eval-retrieval --run-out, --trec-run or --dpr-json")
     rows = []
     with path.open(encoding="utf-8", errors="replace") as f:
         for n, line in enumerate(f, 1):
@@ -46,29 +77,52 @@ def read_run(path: str | Path) -> list[dict]:
     return rows
 
 
-def merge_runs(paths: Sequence[str | Path], depth: int) -> list[dict]:
-    """The `depth` best-scoring hits per question over all runs (a passage found in several runs counts once).
-    The runs must hold the same questions in the same order."""
+def _with_run_hits(rows: list[dict]) -> list[dict]:
+    for row in rows:
+        row["hits"] = [RunHit(*hit) for hit in row["hits"]]
+    return rows
+
+
+def merge_runs(paths: Sequence[str | Path], depth: int, fusion: str = "score") -> list[dict]:
+    """The `depth` best hits per question over all runs (a passage found in several runs counts once), in the
+    first run's question order. `score`: by score (shards of one corpus searched with one model); `rrf`: by
+    reciprocal rank fusion (runs of different retrievers). The runs must rank the same questions."""
+    if fusion not in FUSIONS:
+        raise OdqaError(f"unknown fusion {fusion!r}; use {' or '.join(FUSIONS)}")
     runs = [read_run(p) for p in paths]
     first = runs[0]
-    for path, run in zip(paths[1:], runs[1:]):
-        if [r["id"] for r in run] != [r["id"] for r in first]:
+    by_id = [{r["id"]: r for r in run} for run in runs]
+    for path, rows in zip(paths[1:], by_id[1:]):
+        if set(rows) != set(by_id[0]):
             raise OdqaError(f"{path} and {paths[0]} rank different questions; merge runs of one question file "
                             "(same --questions and --limit)")
     merged = []
-    for rows in zip(*runs):
-        best: dict[str, RunHit] = {}
-        for row in rows:
-            for hit in row["hits"]:
-                if hit.passage_id not in best or hit.score > best[hit.passage_id].score:
-                    best[hit.passage_id] = hit
-        hits = sorted(best.values(), key=lambda h: -h.score)[:depth]
-        merged.append({**rows[0], "hits": hits})
+    for row in first:
+        rows = [ids[row["id"]] for ids in by_id]
+        # what one run knows of a passage (holds an answer, in the gold paragraph) holds for the merged hit
+        known: dict[str, list] = {}
+        fused: dict[str, float] = {}
+        for each in rows:
+            for rank, (pid, score, holds, gold) in enumerate(each["hits"], 1):
+                facts = known.setdefault(pid, [None, None])
+                facts[0] = holds if facts[0] is None else facts[0]
+                facts[1] = gold if facts[1] is None else facts[1]
+                value = score if fusion == "score" else 1.0 / (RRF_K + rank)
+                fused[pid] = max(fused.get(pid, value), value) if fusion == "score" else fused.get(pid, 0.0) + value
+        best = sorted(fused.items(), key=lambda item: -item[1])[:depth]
+        question = next((r["question"] for r in rows if r.get("question")), "")
+        merged.append({**row, "question": question, "gold": any(r.get("gold") for r in rows),
+                       "hits": [RunHit(pid, score, *known[pid]) for pid, score in best]})
     return merged
 
 
+def judged(rows: Sequence[dict], depth: int) -> bool:
+    """Whether every question's first `depth` hits say if they hold an answer (TREC runs do not)."""
+    return all(hit.holds_answer is not None for row in rows for hit in row["hits"][:depth])
+
+
 def summarize_run(rows: Sequence[dict], ks: Sequence[int]) -> dict:
-    """The metrics of `odqa.eval.retrieval.summarize` from a (merged) run."""
+    """The metrics of `odqa.eval.retrieval.summarize` from a (merged, `judged`) run."""
     results = []
     for row in rows:
         first_hit = next((rank for rank, h in enumerate(row["hits"], 1) if h.holds_answer), None)
