@@ -52,6 +52,8 @@ def _argv(command: str, flag: str, value: Path, tmp: Path) -> list[str]:
         if action.required and action.option_strings and action.option_strings[0] != flag:
             good = action.option_strings[0] in outputs
             argv += [action.option_strings[0], str(tmp / ("other-output" if good else "missing-input"))]
+        elif not action.option_strings and action.nargs in (None, "+"):  # a positional, e.g. search's question
+            argv.append("placeholder")
     return argv
 
 
