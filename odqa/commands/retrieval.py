@@ -268,6 +268,11 @@ def run_eval(args) -> int:
                                    run_out=args.run_out, trec_run=args.trec_run,
                                    dpr_json=args.dpr_json, run_tag=tag)
     metrics = evaluator(retriever)
+    return _report(metrics, config, ks, format_table, args)
+
+
+def _report(metrics: dict, config, ks, format_table, args) -> int:
+    """The metrics table, the speed line and, with --json, the metrics as the last line (both kinds of evaluation)."""
     metrics["retriever"] = config.retrieval.retriever
     print(format_table(metrics, ks))
     print(f"{metrics['questions']} questions in {metrics['seconds']} s ({metrics['questions_per_second']} q/s)")
@@ -290,12 +295,7 @@ def _eval_qrels(args, config, ks, tag) -> int:
     bundle, retriever = open_retriever(config, args.accept_encoder_change)
     metrics = evaluate_qrels(retriever, items, qrels, ks, len(bundle), batch_size=args.batch_size,
                              trec_run=args.trec_run, run_tag=tag)
-    metrics["retriever"] = config.retrieval.retriever
-    print(format_table(metrics, ks))
-    print(f"{metrics['questions']} questions in {metrics['seconds']} s ({metrics['questions_per_second']} q/s)")
-    if args.json:
-        print_json_last(metrics)
-    return 0
+    return _report(metrics, config, ks, format_table, args)
 
 
 def run_merge(args) -> int:
