@@ -128,7 +128,10 @@ def measure_pipeline(runtime: str, precision: str, args) -> dict:
 
     overrides = {"index": args.index or None, "retrieval.retriever": "bm25", "retrieval.k": 10,
                  "linker.enabled": True, "precision": precision, "runtime": runtime}
-    pipeline = Pipeline(OdqaConfig.load(None, overrides))
+    # no --index: the demo corpus, with its knowledge base (as `odqa eval-qa` without --index)
+    from odqa.demo_corpus import demo_index_path, demo_kb_path
+
+    pipeline = Pipeline(OdqaConfig.load(None, overrides), default_index=demo_index_path, default_kb=demo_kb_path)
     if args.e2e_questions:
         items = load_questions(args.e2e_questions)
     else:
