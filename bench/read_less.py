@@ -9,7 +9,9 @@ Timed variants (`--variants`), each reading every question:
 * `batched-B`: `read_many` over `--group` questions at once, windows of all of them in shared forward batches
   of B windows (sorted by length, so batches hold windows of similar length);
 * `early-M-P`: batched, the first M passages of every question first, the rest only where the best answer's
-  calibrated probability is below P.
+  calibrated probability is below P;
+* `focus-W`: batched-16, each passage cut to the run of its sentences that best matches the question, at most W
+  words (reader/focus.py, `reader.focus_words`).
 Questions are split into chunks and every variant reads each chunk in turn, so a load that changes during the
 run (another job on the machine) weighs on all variants alike; compare the ratios, not the absolute figures.
 Both wall time and the process's CPU time are reported: on a machine shared with a higher-priority job the
@@ -47,7 +49,9 @@ def parse_variant(name: str) -> dict:
     if parts[0] == "early":
         return {"batched": True, "batch_size": 16, "early_stop_passages": int(parts[1]),
                 "early_stop_probability": float(parts[2])}
-    raise SystemExit(f"read_less.py: unknown variant {name!r} (per-question[-B], batched-B, early-M-P)")
+    if parts[0] == "focus":
+        return {"batched": True, "batch_size": 16, "early_stop_passages": 0, "focus_words": int(parts[1])}
+    raise SystemExit(f"read_less.py: unknown variant {name!r} (per-question[-B], batched-B, early-M-P, focus-W)")
 
 
 def main(argv=None) -> int:
@@ -107,6 +111,7 @@ def main(argv=None) -> int:
             reader.settings.batch_size = v["batch_size"]
             reader.settings.early_stop_passages = v["early_stop_passages"]
             reader.settings.early_stop_probability = v.get("early_stop_probability", 1.0)
+            reader.settings.focus_words = v.get("focus_words", 0)
             out = []
             before = reader.passages_read
             t0, c0 = time.perf_counter(), time.process_time()
@@ -161,14 +166,30 @@ def count_tokens(model: str, items, passages, args) -> int:
     from odqa.core.models import hub_options, resolve_model
     from reader.features import tokenize_windows
 
+    from reader.focus import Focus
+
     path = resolve_model(model)
     tokenizer = AutoTokenizer.from_pretrained(path, **hub_options(path))
-    lengths = [[len(ids) for ids in tokenize_windows(tokenizer, [q.question] * len(ps), [p.text for p in ps])
-                .encoding["input_ids"]] for q, ps in zip(items, passages)]
-    real = sum(map(sum, lengths))
+
+    def window_lengths(focus_words: int) -> list[list[int]]:
+        focus = Focus(focus_words) if focus_words else None
+        out = []
+        for q, ps in zip(items, passages):
+            texts = [p.text for p in ps if (p.text or "").strip()]
+            if focus is not None:
+                texts = [t[a:b] for t, (a, b) in zip(texts, focus.spans([q.question] * len(texts), texts))]
+            out.append([len(ids) for ids in tokenize_windows(tokenizer, [q.question] * len(texts), texts)
+                        .encoding["input_ids"]])
+        return out
+
+    by_focus = {0: window_lengths(0)}
+    real = sum(map(sum, by_focus[0]))
     rows = []
     for name in args.variants:
         v = parse_variant(name)
+        if v.get("focus_words", 0) not in by_focus:
+            by_focus[v["focus_words"]] = window_lengths(v["focus_words"])
+        lengths = by_focus[v.get("focus_words", 0)]
         groups = ([sum(lengths[i : i + args.group], []) for i in range(0, len(lengths), args.group)]
                   if v["batched"] else lengths)
         padded = attention = 0
@@ -178,8 +199,10 @@ def count_tokens(model: str, items, passages, args) -> int:
                 batch = ordered[lo : lo + v["batch_size"]]
                 padded += len(batch) * batch[0]
                 attention += len(batch) * batch[0] ** 2
+        own_real = sum(map(sum, lengths))
         rows.append({"variant": name, "tokens_per_question": round(padded / len(items)),
-                     "padding_share": round(100 * (1 - real / padded), 1), "attention": attention})
+                     "real_tokens_per_question": round(own_real / len(items)),
+                     "padding_share": round(100 * (1 - own_real / padded), 1), "attention": attention})
     first = rows[0]["attention"]
     for row in rows:
         row["attention_vs_first"] = round(row.pop("attention") / first, 3)

@@ -77,6 +77,9 @@ class ReaderConfig:
     # reads the demo corpus's hybrid rankings better (both in models/reader/README.md)
     retrieval_weight: float = 10.0
     batch_size: int = 16
+    # read only the run of each passage's sentences that best matches the question, at most this many words
+    # (reader/focus.py; 0: whole passages)
+    focus_words: int = 0
     # calibration.json (run_qa.py fit-calibration); empty: the model folder's own, if it has one
     calibration: str = ""
 
@@ -84,6 +87,9 @@ class ReaderConfig:
         _positive("reader.top_n", self.top_n)
         _positive("reader.max_answer_tokens", self.max_answer_tokens)
         _positive("reader.batch_size", self.batch_size)
+        if self.focus_words < 0:
+            raise OdqaError(f"config: reader.focus_words must be 0 (whole passages) or a positive number of words, got "
+                            f"{self.focus_words}")
 
 
 @dataclass

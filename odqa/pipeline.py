@@ -146,6 +146,7 @@ class Pipeline:
                                                   max_answer_tokens=c.max_answer_tokens,
                                                   no_answer_threshold=c.no_answer_threshold,
                                                   retrieval_weight=c.retrieval_weight,
+                                                  focus_words=c.focus_words,
                                                   precision=self.config.precision, runtime=self.config.runtime)
         return self._reader
 

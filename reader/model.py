@@ -44,6 +44,9 @@ class ReaderSettings:
     # is below early_stop_probability (0: read everything at once)
     early_stop_passages: int = 0
     early_stop_probability: float = 1.0
+    # read only the run of each passage's sentences that best matches the question, at most this many words
+    # (reader.focus; 0: whole passages)
+    focus_words: int = 0
 
 
 def _is_qa_config(config) -> bool:
@@ -95,6 +98,7 @@ class Reader:
         self._bf16_copy: tuple[object, torch.nn.Module] | None = None  # (the model it copies, the copy)
         self._onnx = PerWeights()  # the ONNX Runtime session of the current weights
         self.passages_read = 0  # passages decoded so far (early stopping skips some)
+        self._focus = None  # reader.focus.Focus of settings.focus_words, made on first use
 
     # ---------------------------------------------------------------- loading / saving
     @classmethod
@@ -303,12 +307,33 @@ class Reader:
         if not questions:
             return []
         s = self.settings
-        w, starts, ends = self.logits(questions, texts)
+        parts = self.focus_spans(questions, texts)
+        read = [text[a:b] for text, (a, b) in zip(texts, parts)]
+        w, starts, ends = self.logits(questions, read)
         per_pair: list[list] = [[] for _ in texts]
         for i, p in enumerate(w.sample):
             per_pair[p].append((starts[i], ends[i], w.context_start[i], w.context_end[i], w.offsets[i]))
-        return [decode_passage(n, text, per_pair[p], s.max_answer_tokens, s.spans_per_window)
-                for p, (n, text) in enumerate(zip(indexes, texts))]
+        out = []
+        for p, (n, text) in enumerate(zip(indexes, read)):
+            spans, null = decode_passage(n, text, per_pair[p], s.max_answer_tokens, s.spans_per_window)
+            shift = parts[p][0]
+            for span in spans:  # offsets into the part read -> offsets into the whole passage
+                span.start_char += shift
+                span.end_char += shift
+            out.append((spans, null))
+        return out
+
+    def focus_spans(self, questions: Sequence[str], texts: Sequence[str]) -> list[tuple[int, int]]:
+        """The character span of each passage text that is read: all of it, or with `settings.focus_words` the
+        run of its sentences that best matches the question (reader.focus)."""
+        words = self.settings.focus_words
+        if not words or words <= 0:
+            return [(0, len(t)) for t in texts]
+        from reader.focus import Focus
+
+        if self._focus is None or self._focus.max_words != words:
+            self._focus = Focus(words)
+        return self._focus.spans(questions, texts)
 
     def rank(self, job: "ReadState", threshold):
         """The job's answers over the passages read so far, and whether they are best guesses (none passed

@@ -32,6 +32,7 @@ def test_yaml(tmp_path):
     ('[retrieval]\nk = "many"\n', "'retrieval.k' must be int"),
     ('[retriever]\nk = 3\n', "unknown setting 'retriever'"),
     ('[linker]\nmention_threshold = -1\n', "mention_threshold"),
+    ('[reader]\nfocus_words = -5\n', "reader.focus_words must be 0"),
     ('retrieval = 3\n', "must be a table"),
     ('[retrieval\n', "not valid"),
 ])

@@ -1,0 +1,86 @@
+"""Reading a focused part of each passage (reader/focus.py): which sentences are chosen, and that answers read
+from the part keep offsets into the whole passage."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from indexes.bm25 import english_analyzer
+from odqa.core.types import Passage
+from reader.focus import Focus, focus_span, sentence_spans
+from reader.model import Reader
+from tests.reader_fixtures import save_tiny_qa
+
+ANALYZE = english_analyzer()
+FLEMING = ("Penicillin is a group of antibiotics. It was the first drug of its kind. "
+           "Alexander Fleming discovered penicillin in 1928 at St Mary's Hospital in London. "
+           "He noticed that a mould killed the bacteria around it. "
+           "Mass production began during the Second World War.")
+
+
+def test_sentence_spans_cover_each_sentence_without_the_space_between():
+    text = 'First one. "Second?" he asked.\nThird line!  Last'
+    assert [text[a:b] for a, b in sentence_spans(text)] == ["First one.", '"Second?"', "he asked.", "Third line!",
+                                                            "Last"]
+    cjk = "東京は首都です。大阪は都市です。"
+    assert [cjk[a:b] for a, b in sentence_spans(cjk)] == ["東京は首都です。", "大阪は都市です。"]
+
+
+def terms(question: str) -> set[str]:
+    return set(ANALYZE(question))
+
+
+def test_focus_keeps_the_best_matching_sentence_and_widens_within_the_budget():
+    a, b = focus_span(terms("Who discovered penicillin in London?"), FLEMING, 25, ANALYZE)
+    part = FLEMING[a:b]
+    assert "Alexander Fleming discovered penicillin in 1928" in part
+    assert len(part.split()) <= 25 and part != FLEMING
+    # the earlier neighbour shares "penicillin" with the question: it is added before the later one
+    assert part.startswith("Penicillin is a group") or part.startswith("It was the first")
+    wide = FLEMING[slice(*focus_span(terms("Who discovered penicillin in London?"), FLEMING, 40, ANALYZE))]
+    assert part in wide and len(wide.split()) <= 40
+
+
+def test_whole_passage_when_short_or_when_no_sentence_shares_a_term():
+    assert focus_span(terms("Who discovered penicillin?"), FLEMING, 1000, ANALYZE) == (0, len(FLEMING))
+    assert focus_span(terms("Quelle est la capitale?"), FLEMING, 10, ANALYZE) == (0, len(FLEMING))
+    assert focus_span(terms("Who discovered penicillin?"), FLEMING, 0, ANALYZE) == (0, len(FLEMING))
+
+
+def test_a_best_sentence_longer_than_the_budget_is_read_whole():
+    a, b = focus_span(terms("Where did Fleming discover penicillin?"), FLEMING, 5, ANALYZE)
+    assert FLEMING[a:b] == "Alexander Fleming discovered penicillin in 1928 at St Mary's Hospital in London."
+
+
+def test_focus_spans_of_several_questions():
+    spans = Focus(12).spans(["What did the mould kill?", "When did mass production begin?"], [FLEMING, FLEMING])
+    assert "mould killed the bacteria" in FLEMING[slice(*spans[0])]
+    assert "Mass production began" in FLEMING[slice(*spans[1])]
+
+
+@pytest.fixture(scope="module")
+def reader(tmp_path_factory):
+    torch.set_num_threads(1)
+    return Reader.from_pretrained(str(save_tiny_qa(tmp_path_factory.mktemp("tiny-qa"))), device="cpu",
+                                  precision="fp32", runtime="torch")
+
+
+def test_reader_reads_the_focused_part_and_answers_with_offsets_into_the_whole_passage(reader):
+    question = "Who discovered penicillin in London?"
+    passages = [Passage("p1", "Penicillin", FLEMING), Passage("p2", "Short", "Fleming was a Scottish doctor.")]
+    reader.settings.focus_words = 20
+    try:
+        a, b = reader.focus_spans([question], [FLEMING])[0]
+        answers = reader.read(question, passages, top_n=20, no_answer_threshold=None)
+    finally:
+        reader.settings.focus_words = 0
+    assert (a, b) != (0, len(FLEMING))
+    from_p1 = [x for x in answers if x.passage_id == "p1"]
+    assert from_p1
+    for x in answers:
+        assert x.context[x.start : x.end] == x.text
+    for x in from_p1:  # nothing outside the part read
+        assert a <= x.start and x.end <= b
+    whole = reader.read(question, passages, top_n=20, no_answer_threshold=None)
+    assert any(not (a <= x.start and x.end <= b) for x in whole if x.passage_id == "p1")
