@@ -26,6 +26,15 @@ LINKER_CONFIG = "linker_config.json"
 WEIGHTS = "linker.safetensors"
 
 
+def _no_init_weights():
+    """transformers' context that skips weight initialisation (moved to transformers.initialization in v5)."""
+    try:
+        from transformers.initialization import no_init_weights
+    except ImportError:  # transformers 4
+        from transformers.modeling_utils import no_init_weights
+    return no_init_weights()
+
+
 class Linker:
     def __init__(
         self,
@@ -80,7 +89,8 @@ class Linker:
             )
         config = ELQConfig.from_dict(json.loads((path / LINKER_CONFIG).read_text()))
         tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        encoder = AutoModel.from_config(AutoConfig.from_pretrained(str(path), local_files_only=True))
+        with _no_init_weights():  # every weight is loaded below: a random initialisation would be thrown away
+            encoder = AutoModel.from_config(AutoConfig.from_pretrained(str(path), local_files_only=True))
         model = ELQModel(encoder, config)
         from safetensors.torch import load_file
 

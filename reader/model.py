@@ -14,8 +14,9 @@ import torch
 
 from odqa.core.device import autocast_for, pick_device
 from odqa.core.errors import OdqaError
-from odqa.core.models import hub_options, resolve_model
-from odqa.core.runtime import InferencePlan, PerWeights, announce, int8_dynamic, pad_batch, plan_inference
+from odqa.core.models import hub_options, model_fingerprint, resolve_model
+from odqa.core.runtime import (InferencePlan, PerWeights, announce, int8_dynamic, pad_batch, plan_inference,
+                               weights_version)
 from odqa.core.types import Answer, Passage
 from reader.calibration import CALIBRATION_FILE, Calibration
 from reader.decode import AggregatedAnswer, PassageSpan, aggregate, decode_passage
@@ -99,6 +100,10 @@ class Reader:
         self._onnx = PerWeights()  # the ONNX Runtime session of the current weights
         self.passages_read = 0  # passages decoded so far (early stopping skips some)
         self._focus = None  # reader.focus.Focus of settings.focus_words, made on first use
+        # (digest of the weight files, weights_version) of a model loaded from a local folder: while the weights
+        # stay unchanged, the files' digest (cached across processes) names them for the ONNX graph cache, so a
+        # start does not hash the live weights
+        self._loaded_from: tuple[str, tuple] | None = None
 
     # ---------------------------------------------------------------- loading / saving
     @classmethod
@@ -149,7 +154,10 @@ class Reader:
             setattr(settings, key, value)
         model.to(dev)
         cal = Calibration.load(calibration) if calibration else Calibration.for_model(path)
-        return cls(model, tokenizer, settings, name=str(name_or_path), calibration=cal)
+        reader = cls(model, tokenizer, settings, name=str(name_or_path), calibration=cal)
+        if Path(path).is_dir():
+            reader._loaded_from = (model_fingerprint(path), weights_version(model))
+        return reader
 
     def save_pretrained(self, path: str | Path, fp16: bool = False) -> None:
         path = Path(path)
@@ -194,8 +202,10 @@ class Reader:
         """The ONNX Runtime session of the current weights (built and cached on first use)."""
         from odqa.core.runtime import OnnxModel
 
+        source = self._loaded_from
+        digest = source[0] if source and source[1] == weights_version(self.model) else None
         return self._onnx.get(self.model, int8, lambda: OnnxModel.for_module(
-            self.model, "reader", ("start_logits", "end_logits"), int8))
+            self.model, "reader", ("start_logits", "end_logits"), int8, weights_digest=digest))
 
     def _forward_model(self, precision: str):
         """The module for a forward pass and its autocast context.

@@ -77,3 +77,22 @@ def test_model_fingerprint_follows_the_weights_not_only_the_name(tmp_path):
     (model / "model.safetensors").write_bytes(b"weights v2")
     assert model_fingerprint(str(model)) != first
     assert model_fingerprint("minilm") != model_fingerprint("some/hub-name")
+
+
+def test_model_fingerprint_is_kept_across_processes_until_the_weights_change(tmp_path, monkeypatch):
+    import odqa.core.models as models
+
+    monkeypatch.setenv("ODQA_HOME", str(tmp_path / "home"))
+    model = tmp_path / "enc"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"weights v1" * 1000)
+    first = models.model_fingerprint(str(model))
+    assert (tmp_path / "home" / models.FINGERPRINT_FILE).is_file()
+    hashed = []
+    real_hash = models._hash_weights
+    monkeypatch.setattr(models, "_hash_weights", lambda name, weights: hashed.append(name) or real_hash(name, weights))
+    monkeypatch.setattr(models, "_fingerprints", {})  # a fresh process
+    assert models.model_fingerprint(str(model)) == first and not hashed  # read from $ODQA_HOME, not hashed
+    (model / "model.safetensors").write_bytes(b"weights v2" * 1000)
+    assert models.model_fingerprint(str(model)) != first and hashed == [str(model)]

@@ -148,3 +148,20 @@ def test_onnx_encoder_vectors_match_torch(tmp_path, home):
     quantised = encoder.encode(texts, precision="int8")
     np.testing.assert_allclose(np.linalg.norm(quantised, axis=1), 1.0, atol=1e-4)
     assert (np.sum(quantised * ref, axis=1) > 0.9).all()
+
+
+def test_a_reader_loaded_from_a_folder_names_its_graph_by_the_files_digest(tiny_dir, home, monkeypatch):
+    import odqa.core.runtime as runtime
+    from reader.model import Reader
+
+    reader = Reader.from_pretrained(str(tiny_dir), device="cpu", precision="int8", runtime="onnx")
+
+    def no_hashing(module):
+        raise AssertionError("the live weights were hashed")
+
+    monkeypatch.setattr(runtime, "weights_fingerprint", no_hashing)
+    assert reader.read("Who built the Eiffel Tower?", PASSAGES)  # unchanged weights: the files name them
+    with torch.no_grad():
+        reader.model.qa_outputs.bias.add_(1.0)
+    with pytest.raises(AssertionError, match="live weights were hashed"):  # changed: the files no longer do
+        reader.read("Who built the Eiffel Tower?", PASSAGES)

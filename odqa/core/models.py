@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
+import os
+import tempfile
 from pathlib import Path
 
 from odqa.core.errors import OdqaError
@@ -49,24 +53,70 @@ ALIASES = {
 
 
 _fingerprints: dict[tuple, str] = {}
+FINGERPRINT_FILE = "fingerprints.json"  # in $ODQA_HOME: digests of model weights, by file identity
+MAX_STORED_FINGERPRINTS = 200
 
 
 def model_fingerprint(name_or_path: str) -> str:
     """Name plus a digest of a local model's weights, so caches keyed by it notice a retrained model that
-    kept its name (e.g. a new models/retriever). Kept per process while the weight files keep their size and
-    modification time and their first and last 64 KiB (file times are coarser than a rewrite): opening the demo
-    corpus asks for the same model's digest several times."""
+    kept its name (e.g. a new models/retriever). Kept while the weight files keep their path, size and
+    modification time and their first and last 64 KiB (file times are coarser than a rewrite): per process
+    (opening the demo corpus asks for the same model's digest several times) and in $ODQA_HOME's
+    fingerprints.json, so a fresh process (`odqa ask`) does not read every model's weights again to start."""
     folder = Path(resolve_model(name_or_path))
     weights = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")) if folder.is_dir() else []
-    key = (name_or_path, tuple((str(w), w.stat().st_size, w.stat().st_mtime_ns, _ends(w)) for w in weights))
+    key = (name_or_path, tuple((str(w.resolve()), w.stat().st_size, w.stat().st_mtime_ns, _ends(w))
+                               for w in weights))
     if key not in _fingerprints:
-        digest = hashlib.sha1(name_or_path.encode())
-        for path in weights:
-            with path.open("rb") as f:
-                for block in iter(lambda: f.read(1 << 22), b""):
-                    digest.update(block)
-        _fingerprints[key] = digest.hexdigest()
+        stored_key = hashlib.sha1(repr(key).encode()).hexdigest()
+        stored = _stored_fingerprints().get(stored_key) if weights else None
+        if stored is None:
+            stored = _hash_weights(name_or_path, weights)
+            if weights:
+                _store_fingerprint(stored_key, stored)
+        _fingerprints[key] = stored
     return _fingerprints[key]
+
+
+def _hash_weights(name: str, weights: list[Path]) -> str:
+    digest = hashlib.sha1(name.encode())
+    for path in weights:
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _stored_fingerprints() -> dict:
+    from odqa.core.paths import odqa_home
+
+    try:
+        data = json.loads((odqa_home() / FINGERPRINT_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _store_fingerprint(key: str, digest: str) -> None:
+    """Add one digest to fingerprints.json (a private temporary file renamed over it: concurrent writers never
+    leave a torn file; one of two writers' entries may be lost, and is then computed again). Best effort: a
+    read-only cache only costs the digest next time."""
+    from odqa.core.paths import odqa_home
+
+    path = odqa_home() / FINGERPRINT_FILE
+    data = _stored_fingerprints()
+    data.pop(key, None)
+    data[key] = digest
+    data = dict(list(data.items())[-MAX_STORED_FINGERPRINTS:])  # the newest: models come and go (tests, retraining)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".fingerprints.", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError, UnboundLocalError):
+            os.unlink(tmp)
 
 
 def _ends(path: Path, size: int = 1 << 16) -> bytes:

@@ -177,12 +177,18 @@ class OnnxModel:
     @classmethod
     def for_module(cls, module, kind: str, outputs: Sequence[str], int8: bool,
                    forward: Callable | None = None, transformer=None, inputs: Sequence[str] = TOKEN_INPUTS,
-                   quiet: bool = False) -> "OnnxModel":
+                   quiet: bool = False, weights_digest: str | None = None) -> "OnnxModel":
         """The cached graph of `module` (exported on first use). `forward(module, input_ids, attention_mask,
         token_type_ids)` returns the outputs named `outputs` (default: the module called with those inputs);
-        `transformer`: the Hugging Face model inside `module` (its config sizes the fused attention)."""
+        `transformer`: the Hugging Face model inside `module` (its config sizes the fused attention).
+        `weights_digest`: a digest that names the module's weights already (that of the files it was loaded
+        from, unchanged since), which spares hashing the live weights on every start."""
         transformer = module if transformer is None else transformer
-        key = f"{kind}-{weights_fingerprint(module)[:20]}"
+        if weights_digest is not None:
+            digest = hashlib.sha1(f"{GRAPH_RECIPE}:files:{weights_digest}".encode()).hexdigest()
+        else:
+            digest = weights_fingerprint(module)
+        key = f"{kind}-{digest[:20]}"
         folder = onnx_cache_root() / key
         target = folder / ("model.int8.onnx" if int8 else "model.onnx")
         if not target.is_file():

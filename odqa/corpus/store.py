@@ -1,15 +1,17 @@
-"""Passages on disk as a memory-mapped Arrow table (Hugging Face `datasets`).
+"""Passages on disk as a memory-mapped Arrow table (the Arrow stream format Hugging Face `datasets` writes and reads).
 
-Opening is a memory map, so a 660 k-passage corpus opens in well under a second and costs little RSS.
+Opening is a memory map, so a 660 k-passage corpus opens in well under a second and costs little RSS. Reading
+goes through pyarrow alone: `datasets` (about a second to import) is imported only by what needs a `Dataset`
+(`PassageStore.dataset`), never on the way to an answer.
 """
 
 from __future__ import annotations
 
 import hashlib
+from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-import datasets
 import pyarrow as pa
 
 from odqa.core.atomic import atomic_folder
@@ -18,16 +20,23 @@ from odqa.core.types import Passage
 
 DATA_FILE = "passages.arrow"
 COLUMNS = ("id", "title", "text", "doc_id", "start", "end")
-FEATURES = datasets.Features(
-    {
-        "id": datasets.Value("string"),
-        "title": datasets.Value("string"),
-        "text": datasets.Value("string"),
-        "doc_id": datasets.Value("string"),
-        "start": datasets.Value("int32"),
-        "end": datasets.Value("int32"),
-    }
-)
+
+
+def features():
+    """The store's columns as `datasets` features (their Arrow schema carries them, so `datasets` reads the file
+    back with its types)."""
+    import datasets
+
+    return datasets.Features(
+        {
+            "id": datasets.Value("string"),
+            "title": datasets.Value("string"),
+            "text": datasets.Value("string"),
+            "doc_id": datasets.Value("string"),
+            "start": datasets.Value("int32"),
+            "end": datasets.Value("int32"),
+        }
+    )
 
 
 class Fingerprint:
@@ -49,8 +58,8 @@ class Fingerprint:
 
 
 class PassageStore:
-    def __init__(self, dataset: datasets.Dataset, path: Path | None = None):
-        self.dataset = dataset
+    def __init__(self, table: pa.Table, path: Path | None = None):
+        self.table = table
         self.path = path
 
     @classmethod
@@ -58,15 +67,25 @@ class PassageStore:
         path = Path(path)
         if not (path / DATA_FILE).exists():
             raise OdqaError(f"{path} holds no passage store; build one with `odqa index --corpus ... --out ...`")
+        # what datasets.Dataset.from_file(in_memory=False) does: the record batches stay in the memory map
+        return cls(pa.ipc.open_stream(pa.memory_map(str(path / DATA_FILE))).read_all(), path)
+
+    @cached_property
+    def dataset(self):
+        """The passages as a Hugging Face `datasets.Dataset` over the same memory map (for code that wants one)."""
+        import datasets
+
         datasets.disable_progress_bars()
-        return cls(datasets.Dataset.from_file(str(path / DATA_FILE), in_memory=False), path)
+        if self.path is None:
+            return datasets.Dataset(self.table)
+        return datasets.Dataset.from_file(str(self.path / DATA_FILE), in_memory=False)
 
     @classmethod
     def write(cls, passages: Iterable[Passage], path: str | Path, batch_rows: int = 10000) -> tuple["PassageStore", str]:
         """Stream passages into an Arrow file under `path` (atomically); return the store and its fingerprint."""
         path = Path(path)
         fingerprint = Fingerprint()
-        schema = FEATURES.arrow_schema
+        schema = features().arrow_schema
         with atomic_folder(path) as tmp:  # a failed or empty build keeps the old store
             with pa.OSFile(str(tmp / DATA_FILE), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
                 columns: dict[str, list] = {c: [] for c in COLUMNS}
@@ -84,24 +103,24 @@ class PassageStore:
         return cls.open(path), fingerprint.hexdigest()
 
     def __len__(self) -> int:
-        return len(self.dataset)
+        return self.table.num_rows
 
     def get(self, row: int) -> Passage:
-        if not 0 <= row < len(self.dataset):
-            raise IndexError(f"passage row {row} out of range (store has {len(self.dataset)})")
-        return Passage(**self.dataset[int(row)])
+        if not 0 <= row < self.table.num_rows:
+            raise IndexError(f"passage row {row} out of range (store has {self.table.num_rows})")
+        return self.get_rows([row])[0]
 
     def get_rows(self, rows: Sequence[int]) -> list[Passage]:
         if len(rows) == 0:
             return []
-        batch = self.dataset[[int(r) for r in rows]]
+        batch = self.table.take(pa.array([int(r) for r in rows], type=pa.int64())).select(list(COLUMNS)).to_pydict()
         return [Passage(**{c: batch[c][i] for c in COLUMNS}) for i in range(len(rows))]
 
     def iter_batches(self, batch_size: int = 1000, columns: Sequence[str] = ("title", "text")) -> Iterator[dict]:
         """Column batches in row order, streamed from the memory map."""
-        table = self.dataset.select_columns(list(columns))
-        for start in range(0, len(table), batch_size):
-            yield table[start : start + batch_size]
+        table = self.table.select(list(columns))
+        for start in range(0, table.num_rows, batch_size):
+            yield table.slice(start, batch_size).to_pydict()
 
     def column(self, name: str):
-        return self.dataset.data.column(name)
+        return self.table.column(name)
