@@ -155,8 +155,10 @@ class Reader:
         model.to(dev)
         cal = Calibration.load(calibration) if calibration else Calibration.for_model(path)
         reader = cls(model, tokenizer, settings, name=str(name_or_path), calibration=cal)
-        if Path(path).is_dir():
-            reader._loaded_from = (model_fingerprint(path), weights_version(model))
+        folder = Path(path)
+        if folder.is_dir() and (any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))):
+            # the name as given: the same weights installed elsewhere share the graph
+            reader._loaded_from = (model_fingerprint(str(name_or_path)), weights_version(model))
         return reader
 
     def save_pretrained(self, path: str | Path, fp16: bool = False) -> None:
