@@ -570,14 +570,19 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------- bulk loading
 
 
+MAX_BACKOFF = 30.0  # seconds
+
+
 @dataclass
 class BulkOptions:
-    chunk_size: int = 500
-    max_retries: int = 5
-    initial_backoff: float = 1.0
-    max_backoff: float = 30.0
+    # the metadata's help is the `es-index` command's (odqa.commands.options)
+    chunk_size: int = field(default=500, metadata={"help": "documents per bulk request"})
+    max_retries: int = field(default=5, metadata={"help": "retries of a failed bulk request or rejected documents"})
+    initial_backoff: float = field(default=1.0, metadata={
+        "help": f"first retry wait in seconds (doubles each retry, max {MAX_BACKOFF:g})"})
+    max_backoff: float = MAX_BACKOFF
     request_timeout: float = 120.0
-    progress: bool = True
+    progress: bool = field(default=True, metadata={"help": "progress bar"})
     on_chunk: Callable[[BulkReport], None] | None = None  # called after each committed chunk (tests use it)
 
 

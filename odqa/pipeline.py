@@ -143,7 +143,7 @@ class Pipeline:
 
             c = self.config.reader
             self._reader = Reader.from_pretrained(c.model, calibration=c.calibration or None,
-                                                  max_answer_tokens=c.max_answer_tokens,
+                                                  batch_size=c.batch_size, max_answer_tokens=c.max_answer_tokens,
                                                   no_answer_threshold=c.no_answer_threshold,
                                                   retrieval_weight=c.retrieval_weight,
                                                   precision=self.config.precision, runtime=self.config.runtime)

@@ -9,7 +9,11 @@ from typing import Any
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    pass
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        # None is "not given" (a config override, an optional path): "(default: None)" would say nothing
+        if action.default is None:
+            return action.help
+        return super()._get_help_string(action)
 
 
 def add_command(subparsers, name: str, help: str, example: str, func) -> argparse.ArgumentParser:
