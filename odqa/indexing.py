@@ -16,7 +16,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -56,7 +56,7 @@ class IndexSpec:
     analyzer: str | None = None  # BM25 analyser (default: the language's, indexes/analysis.py)
     vector: VectorIndexParams = field(default_factory=VectorIndexParams)
     batch_size: int = 64
-    max_length: int = 256
+    max_length: int | None = None  # passage tokens; None: the encoder's own limit (encoder_max_length)
     chunk_size: int = 20000
     shard: tuple[int, int] | None = None  # (i, n): encode only chunks i, i+n, ...
     device: str | None = None
@@ -91,7 +91,7 @@ def validate_spec(spec: IndexSpec) -> list[str]:
         raise OdqaError(f"unknown backend(s) {', '.join(sorted(unknown)) or '(none)'}; choose from {', '.join(BACKENDS)}")
     for flag, value in (("--words", spec.words), ("--chunk-size", spec.chunk_size),
                         ("--batch-size", spec.batch_size), ("--max-length", spec.max_length)):
-        if value <= 0:
+        if value is not None and value <= 0:
             raise OdqaError(f"{flag} must be a positive number, got {value}")
     out = Path(spec.out)
     if out.exists() and not out.is_dir():
@@ -103,6 +103,10 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
     """`crash_after`: fault injection for tests only (a stage name: passages, bm25, encode, dense, fsync,
     rename-away); the process exits there as if killed."""
     backends = validate_spec(spec)
+    if DENSE in backends and spec.max_length is None:
+        from odqa.core.encoder import encoder_max_length
+
+        spec = replace(spec, max_length=encoder_max_length(spec.encoder))
     out = Path(spec.out)
     if out.is_symlink():
         out = out.resolve()  # replace what the link points to, and keep the link

@@ -44,7 +44,8 @@ def register(subparsers) -> None:
     p.add_argument("--nlist", type=int, default=0, help="IVF lists (0: 4*sqrt(n))")
     p.add_argument("--nprobe", type=int, default=32)
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--max-length", type=int, default=256, help="encoder max tokens per passage")
+    p.add_argument("--max-length", type=int, help="encoder max tokens per passage (default: the encoder's own: "
+                   "multilingual e5 512, others 256)")
     p.add_argument("--chunk-size", type=int, default=20000, help="passages per resumable encoding chunk")
     p.add_argument("--shard", help="i/n: encode only this shard of the chunks (merge by rerunning without it)")
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
