@@ -16,7 +16,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -64,7 +64,8 @@ class IndexSpec:
         "help": "BM25 analyser other than the language's default", "choices": ANALYZERS})
     vector: VectorIndexParams = field(default_factory=VectorIndexParams)
     batch_size: int = field(default=64, metadata={"help": "passages encoded per batch"})
-    max_length: int = field(default=256, metadata={"help": "encoder max tokens per passage"})
+    max_length: int | None = field(default=None, metadata={  # None: the encoder's own limit (encoder_max_length)
+        "help": "encoder max tokens per passage (default: the encoder's own: multilingual e5 512, others 256)"})
     chunk_size: int = field(default=20000, metadata={"help": "passages per resumable encoding chunk"})
     shard: tuple[int, int] | None = None  # (i, n): encode only chunks i, i+n, ...
     device: str | None = field(default=None, metadata={"help": "cpu or cuda (default: cuda when available)"})
@@ -102,7 +103,7 @@ def validate_spec(spec: IndexSpec) -> list[str]:
         raise OdqaError(f"unknown backend(s) {', '.join(sorted(unknown)) or '(none)'}; choose from {', '.join(BACKENDS)}")
     for flag, value in (("--words", spec.words), ("--chunk-size", spec.chunk_size),
                         ("--batch-size", spec.batch_size), ("--max-length", spec.max_length)):
-        if value <= 0:
+        if value is not None and value <= 0:
             raise OdqaError(f"{flag} must be a positive number, got {value}")
     out = Path(spec.out)
     if out.exists() and not out.is_dir():
@@ -114,6 +115,10 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
     """`crash_after`: fault injection for tests only (a stage name: passages, bm25, encode, dense, fsync,
     rename-away); the process exits there as if killed."""
     backends = validate_spec(spec)
+    if DENSE in backends and spec.max_length is None:
+        from odqa.core.encoder import encoder_max_length
+
+        spec = replace(spec, max_length=encoder_max_length(spec.encoder))
     out = Path(spec.out)
     if out.is_symlink():
         out = out.resolve()  # replace what the link points to, and keep the link
