@@ -43,6 +43,7 @@ import numpy as np
 from indexes.layout import IndexLayout
 from indexes.manifest import Manifest
 from odqa.core.errors import IndexMismatchError, OdqaError
+from odqa.core.types import Passage
 
 log = logging.getLogger(__name__)
 
@@ -468,6 +469,12 @@ class ElasticIndex:
                 ])
         return out
 
+    def article_passages(self, doc_id: str, limit: int, source: Sequence[str] = SOURCE_FIELDS) -> list[dict]:
+        """The first `limit` passages of one article (`doc_id`), in row order (the entity bonus's candidates)."""
+        body = {"query": {"term": {"doc_id": str(doc_id)}}, "sort": [{"row": "asc"}], "size": int(limit),
+                "_source": list(source)}
+        return self._msearch([body], "article passages")[0]
+
     @staticmethod
     def bm25_query(question: str, title_boost: float = DEFAULT_TITLE_BOOST) -> dict:
         if title_boost > 0:
@@ -567,17 +574,46 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.where(norms > 0, norms, 1.0)
 
 
+def passage_of(hit: dict) -> Passage:
+    """The Passage a search hit's document holds (`hit`: {"id", "source", ...} of ElasticIndex's searches)."""
+    s = hit["source"]
+    return Passage(id=hit["id"], title=s.get("title", ""), text=s.get("text", ""), doc_id=s.get("doc_id", ""),
+                   start=int(s.get("start", 0) or 0), end=int(s.get("end", 0) or 0))
+
+
+class ElasticArticlePassages:
+    """`ArticlePassages` (odqa.core.protocols) of an Elasticsearch passage index: an article's passages by a
+    `doc_id` term query sorted by row, so the entity bonus gets the very passages, rows and order an index
+    folder's store gives (`es-index` loads each passage with its store row and doc_id). One query per article,
+    remembered."""
+
+    def __init__(self, index: "ElasticIndex"):
+        self.index = index
+        self._articles: dict[tuple[str, int], list[tuple[int, Passage]]] = {}
+
+    def article(self, doc_id: str, limit: int) -> list[tuple[int, Passage]]:
+        key = (str(doc_id), int(limit))
+        if key not in self._articles:
+            self._articles[key] = [(hit["row"], passage_of(hit)) for hit in self.index.article_passages(*key)]
+        return self._articles[key]
+
+
 # ---------------------------------------------------------------- bulk loading
+
+
+MAX_BACKOFF = 30.0  # seconds
 
 
 @dataclass
 class BulkOptions:
-    chunk_size: int = 500
-    max_retries: int = 5
-    initial_backoff: float = 1.0
-    max_backoff: float = 30.0
+    # the metadata's help is the `es-index` command's (odqa.commands.options)
+    chunk_size: int = field(default=500, metadata={"help": "documents per bulk request"})
+    max_retries: int = field(default=5, metadata={"help": "retries of a failed bulk request or rejected documents"})
+    initial_backoff: float = field(default=1.0, metadata={
+        "help": f"first retry wait in seconds (doubles each retry, max {MAX_BACKOFF:g})"})
+    max_backoff: float = MAX_BACKOFF
     request_timeout: float = 120.0
-    progress: bool = True
+    progress: bool = field(default=True, metadata={"help": "progress bar"})
     on_chunk: Callable[[BulkReport], None] | None = None  # called after each committed chunk (tests use it)
 
 

@@ -30,12 +30,14 @@ FAISS_FILE = "index.faiss"
 
 @dataclass
 class VectorIndexParams:
-    kind: str = "flat"  # flat | hnsw | ivf
-    hnsw_m: int = 32
+    # the metadata's help and choices are the `index` command's (odqa.commands.options); the kinds are the
+    # registry's below, read when the command line is built
+    kind: str = field(default="flat", metadata={"help": "FAISS index kind", "choices": lambda: VECTOR_INDEXES})
+    hnsw_m: int = field(default=32, metadata={"help": "hnsw: links per node"})
     ef_construction: int = 80
-    ef_search: int = 128
-    nlist: int = 0  # 0: about 4 * sqrt(n)
-    nprobe: int = 32
+    ef_search: int = field(default=128, metadata={"help": "hnsw: candidates kept while searching"})
+    nlist: int = field(default=0, metadata={"help": "IVF lists (0: 4*sqrt(n))"})
+    nprobe: int = field(default=32, metadata={"help": "ivf: lists searched per query"})
     extra: dict[str, Any] = field(default_factory=dict)
 
 

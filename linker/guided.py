@@ -1,8 +1,9 @@
 """Entity-guided retrieval: passages of the linked entities' articles, fused into a retriever's hits.
 
-`EntityPassages(store)` maps an article id (a passage's `doc_id`, which is the entity's `doc_id` in the KB)
-to its passage rows. `entity_hits` ranks each linked entity's passages by how many of the question's
-other content words they contain (the lead passage wins ties) and keeps a few. `fuse_entity_hits` adds
+An `ArticlePassages` (odqa.core.protocols) gives an article's passages by article id (a passage's `doc_id`,
+which is the entity's `doc_id` in the KB): a local passage store's (`EntityPassages(store)`) or an
+Elasticsearch index's, from each index backend's `article_passages()`. `entity_hits` ranks each linked
+entity's passages by how many of the question's other content words they contain (the lead passage wins ties) and keeps a few. `fuse_entity_hits` adds
 `bonus * mention score * passage weight` to the min-max normalised retriever scores (odqa.core.fusion's
 entity bonus), so a passage of a linked entity rises, and one the retriever missed can enter the list.
 """
@@ -13,7 +14,9 @@ import re
 from typing import Sequence
 
 from odqa.core.fusion import entity_bonus_fuse
+from odqa.core.protocols import ArticlePassages
 from odqa.core.types import Mention, SearchHit
+from odqa.corpus.articles import StoreArticlePassages
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOP = frozenset(
@@ -26,25 +29,15 @@ def content_words(text: str) -> set[str]:
     return {w for w in (m.group().lower() for m in _WORD.finditer(text)) if w not in _STOP and len(w) > 1}
 
 
-class EntityPassages:
-    """Passage rows of each article in a passage store (anything with `column('doc_id')` and `get_rows`)."""
-
-    def __init__(self, store):
-        self.store = store
-        self._rows: dict[str, list[int]] | None = None
-
-    def rows(self, doc_id: str) -> list[int]:
-        if self._rows is None:
-            self._rows = {}
-            for row, doc in enumerate(self.store.column("doc_id").to_pylist()):
-                self._rows.setdefault(str(doc), []).append(row)
-        return self._rows.get(str(doc_id), [])
+# the entity bonus over a local passage store (the name the linker has always used); an index backend gives its
+# own with `article_passages()` (an Elasticsearch index: indexes.elastic.ElasticArticlePassages)
+EntityPassages = StoreArticlePassages
 
 
 def entity_hits(
     question: str,
     mentions: Sequence[Mention],
-    passages: EntityPassages,
+    passages: ArticlePassages,
     kb=None,
     per_entity: int = 3,
     max_scan: int = 200,
@@ -54,12 +47,11 @@ def entity_hits(
     for m in mentions:
         if m.entity is None:
             continue
-        doc_id = _doc_id(m, kb)
-        rows = passages.rows(doc_id)[:max_scan]
-        if not rows:
+        found = passages.article(_doc_id(m, kb), max_scan)
+        if not found:
             continue
+        rows, texts = [row for row, _ in found], [passage for _, passage in found]
         words = content_words(question) - content_words(m.text)
-        texts = passages.store.get_rows(rows)
         ranked = sorted(
             range(len(rows)), key=lambda i: (-len(words & content_words(texts[i].text)), i)
         )[:per_entity]

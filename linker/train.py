@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -27,36 +27,12 @@ from linker.data import (
 from linker.kb import KnowledgeBase
 from linker.linker import Linker, resolve_overlaps
 from linker.metrics import evaluate
+from linker.train_config import TrainConfig  # there so the command line reads it without torch
 from odqa.core.training import (LoopSettings, Stopwatch, TrainingLoop, latest_checkpoint, prune_checkpoints,
                                 training_device)
 from odqa.core.types import Mention
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TrainConfig:
-    kb: str = "work_indexes/kb"
-    data_dir: str = "../shared/data"
-    output: str = "models/linker"
-    encoder: str = "minilm"
-    steps: int = 2500
-    max_minutes: float = 30.0  # time budget, resumed runs included (0: none); the learning rate decays towards it too
-    batch_size: int = 32
-    lr: float = 5e-5  # encoder
-    head_lr: float = 1e-3
-    warmup: int = 100
-    hard_negatives: int = 24
-    weak: int = 6000  # weak-supervision sentences from Wikipedia; 0 disables
-    dev_every: int = 10  # every 10th LC-QuAD question (by id) is held out as dev
-    threads: int = 2
-    seed: int = 13
-    init: str = ""  # continue from a trained linker instead of the bare encoder
-    save_every: int = 500  # OUTPUT/checkpoint-STEP every N steps; a rerun with the same output resumes from the newest
-    keep_checkpoints: int = 2
-    log_every: int = 50
-    progress: bool = True
-    precision: str = "auto"  # auto: fp32 on CPU, bf16/fp16 on a GPU; bf16 is ~3x faster on AMX CPUs, ~1.7x with AVX512-BF16
 
 
 def build_datasets(kb: KnowledgeBase, data_dir: str | Path, weak: int = 6000, dev_every: int = 10, seed: int = 13):

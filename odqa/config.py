@@ -12,7 +12,8 @@ from typing import Any
 from indexes.elastic import settings_for
 from odqa.core.errors import OdqaError
 from odqa.core.fusion import FUSIONS
-from retriever.kinds import ELASTIC_FUSIONS, RETRIEVERS
+from odqa.core.runtime import PRECISIONS, RUNTIMES
+from retriever.kinds import ELASTIC_FUSIONS, RETRIEVERS, SERVER_RRF
 from retriever.registry import backend_of
 
 if sys.version_info >= (3, 11):
@@ -21,23 +22,41 @@ else:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
 
+POOLINGS = ("mean", "cls")
+SIMILARITIES = ("cosine", "dot")
+
+
+def _help(text: str, **more: Any) -> dict[str, Any]:
+    """Field metadata read by the command line (odqa.commands.options): the option's help, choices, metavar."""
+    return {"help": text, **more}
+
+
 @dataclass
 class RetrievalConfig:
-    retriever: str = "hybrid"  # bm25 | dense | hybrid
-    k: int = 10  # passages handed to the reader
-    candidates: int = 100  # per retriever, before fusion
-    fusion: str = "rrf"  # rrf | minmax (odqa.core.fusion); an Elasticsearch index also: es-rrf (the server's)
-    alpha: float = 0.5  # minmax: weight of the dense score
-    rrf_k: int = 60
-    encoder: str = ""  # empty: the encoder recorded in the index manifest
-    # a question encoder apart from the passage encoder (DPR's pair); empty: the one the index records
-    query_encoder: str = ""
+    retriever: str = field(default="hybrid", metadata=_help("which retriever ranks the passages", choices=RETRIEVERS))
+    k: int = field(default=10, metadata=_help("passages passed to the reader"))
+    candidates: int = field(default=100, metadata=_help("hybrid: passages asked of each retriever before fusion"))
+    # odqa.core.fusion's methods; an Elasticsearch index also es-rrf (the server's own)
+    fusion: str = field(default="rrf", metadata=_help(
+        f"hybrid fusion method ({SERVER_RRF}: an Elasticsearch index's own RRF)", choices=ELASTIC_FUSIONS))
+    alpha: float = field(default=0.5, metadata=_help("minmax fusion: weight of the dense score"))
+    rrf_k: int = field(default=60, metadata=_help("rrf fusion: the rank constant"))
+    encoder: str = field(default="", metadata=_help(
+        "the index's encoder (checked; empty: the one the index was built with)"))
+    # a question encoder apart from the passage encoder (DPR's pair)
+    query_encoder: str = field(default="", metadata=_help(
+        "a question encoder apart from the passage encoder, e.g. a DPR question encoder (empty: the one the index "
+        "records)"))
     passage_encoder: str = ""  # `index`: the passage encoder (else `encoder`)
-    pooling: str = ""  # mean | cls for a plain transformers model; empty: the model's own (else mean)
-    similarity: str = ""  # cosine | dot; empty: the model's own (else cosine)
-    query_prefix: str | None = None  # None: the model's prompt (e5: "query: "), else none
-    passage_prefix: str | None = None
-    entity_bonus: float = 0.0  # fusion weight of the linked entities' passages; 0 disables
+    pooling: str = field(default="", metadata=_help(
+        "plain transformers model: token pooling (empty: the model's own, else mean)", choices=POOLINGS))
+    similarity: str = field(default="", metadata=_help(
+        "cosine: L2-normalised vectors; dot: raw (DPR); empty: the model's own, else cosine", choices=SIMILARITIES))
+    query_prefix: str | None = field(default=None, metadata=_help(
+        "text put before each question (unset: the model's prompt, e5: 'query: ')"))
+    passage_prefix: str | None = field(default=None, metadata=_help(
+        "text put before each passage (unset: the model's prompt, e5: 'passage: ')"))
+    entity_bonus: float = field(default=0.0, metadata=_help("fusion weight of linked entities' passages (0: off)"))
 
     def query_settings(self) -> dict[str, Any]:
         """Retriever options for encoding questions (unset ones: what the index records)."""
@@ -48,9 +67,9 @@ class RetrievalConfig:
         """`index`: the config's index location (an Elasticsearch index allows more fusion methods)."""
         _choice("retrieval.retriever", self.retriever, RETRIEVERS.names)
         if self.pooling:
-            _choice("retrieval.pooling", self.pooling, ("mean", "cls"))
+            _choice("retrieval.pooling", self.pooling, POOLINGS)
         if self.similarity:
-            _choice("retrieval.similarity", self.similarity, ("cosine", "dot"))
+            _choice("retrieval.similarity", self.similarity, SIMILARITIES)
         if self.fusion in ELASTIC_FUSIONS and self.fusion not in FUSIONS and backend_of(index) != "es":
             raise OdqaError(f"config: retrieval.fusion {self.fusion!r} needs an Elasticsearch index (index = "
                             f"\"es://HOST:9200/NAME\"); use one of {', '.join(FUSIONS.names)}")
@@ -65,9 +84,10 @@ class RetrievalConfig:
 
 @dataclass
 class ReaderConfig:
-    model: str = "reader"  # shipped models/reader, or any extractive-QA checkpoint name or path
+    model: str = field(default="reader", metadata=_help(
+        "reader checkpoint: 'reader' (shipped models/reader) or any extractive-QA name/path"))
     top_n: int = 5
-    max_answer_tokens: int = 30
+    max_answer_tokens: int = field(default=30, metadata=_help("longest answer span, in tokens"))
     # "no answer" when no span beats its passage's null score minus 2. Chosen on dev with the weight below
     # (figures in models/reader/README.md): it abstains mostly on questions their passages do not answer
     # and almost never on questions they do
@@ -95,12 +115,14 @@ class ReaderConfig:
 
 @dataclass
 class LinkerConfig:
-    enabled: bool = True
-    model: str = "linker"
-    kb: str = ""  # knowledge-base folder; empty: the one beside the index
+    enabled: bool = field(default=True, metadata=_help("link the question's entities (--no-linker: skip it)"))
+    model: str = field(default="linker", metadata=_help("linker model: 'linker' (shipped), or a folder"))
+    kb: str = field(default="", metadata=_help("knowledge-base folder (empty: the one beside the index)"))
     # unset: the thresholds the linker was tuned with on its dev split (saved with the model)
-    mention_threshold: float | None = None
-    entity_threshold: float | None = None
+    mention_threshold: float | None = field(default=None, metadata=_help(
+        "threshold on the mention score (unset: the one the linker was tuned with)"))
+    entity_threshold: float | None = field(default=None, metadata=_help(
+        "threshold on the joint (mention x entity) score (unset: the one the linker was tuned with)"))
 
     def validate(self) -> None:
         for name in ("mention_threshold", "entity_threshold"):
@@ -116,14 +138,15 @@ class ElasticConfig:
     Secrets may instead come from the environment (ODQA_ES_API_KEY, ODQA_ES_PASSWORD); they are never printed.
     """
 
-    hosts: str = "http://127.0.0.1:9200"  # comma-separated URLs
+    hosts: str = field(default="http://127.0.0.1:9200", metadata=_help("comma-separated Elasticsearch URLs"))
     api_key: str = field(default="", repr=False)
-    username: str = ""
+    username: str = field(default="", metadata=_help(
+        "basic-auth user; the password comes from the config or ODQA_ES_PASSWORD"))
     password: str = field(default="", repr=False)
     verify_certs: bool = True
     ca_certs: str = ""  # CA bundle for a self-signed cluster certificate
-    index_name: str = "odqa-passages"
-    num_candidates: int = 100  # kNN: HNSW candidates per shard
+    index_name: str = field(default="odqa-passages", metadata=_help("Elasticsearch index name"))
+    num_candidates: int = field(default=100, metadata=_help("kNN candidates per shard"))
 
     def validate(self) -> None:
         if not [h for h in self.hosts.split(",") if h.strip()]:
@@ -138,16 +161,20 @@ class CorpusConfig:
     """[corpus]: which column (or JSON key) of a corpus holds each field; empty: the usual names (id or _id,
     title, text or contents; odqa.corpus.readers)."""
 
-    id_field: str = ""
-    title_field: str = ""
-    text_field: str = ""
+    id_field: str = field(default="", metadata=_help(
+        "column/key of the document id (empty: the first of id, _id, docid, doc_id)"))
+    title_field: str = field(default="", metadata=_help("column/key of the title (empty: title, if present)"))
+    text_field: str = field(default="", metadata=_help(
+        "column/key of the text (empty: text, contents, content or body)"))
 
 
 @dataclass
 class OdqaConfig:
     # index folder built by `run_qa.py index`, or an Elasticsearch index loaded by `es-index`:
     # "es://host:9200/name" ("es://": [elastic]'s hosts and index_name); empty: the built-in demo corpus
-    index: str = ""
+    index: str = field(default="", metadata=_help(
+        "index folder, or an Elasticsearch index es://HOST:9200/NAME (es://: the config's [elastic]); empty: the "
+        "built-in demo corpus"))
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     reader: ReaderConfig = field(default_factory=ReaderConfig)
@@ -156,12 +183,11 @@ class OdqaConfig:
     # inference of the reader, the encoders and the linker (odqa.core.runtime.plan_inference): auto = bf16 on CPUs
     # with native bf16, fp16 on CUDA, else onnx int8 for the reader (bench/speed.py measures its F1 against torch
     # fp32) and torch fp32 for the encoders and the linker (their int8 quality is unmeasured)
-    precision: str = "auto"  # auto | fp32 | bf16 | fp16 | int8
-    runtime: str = "auto"  # auto | torch | onnx
+    precision: str = field(default="auto", metadata=_help(
+        "inference precision of all models (auto: bf16 on CPUs with native bf16, else onnx int8)", choices=PRECISIONS))
+    runtime: str = field(default="auto", metadata=_help("inference runtime (auto: see --precision)", choices=RUNTIMES))
 
     def validate(self) -> "OdqaConfig":
-        from odqa.core.runtime import PRECISIONS, RUNTIMES
-
         _choice("precision", self.precision, PRECISIONS)
         _choice("runtime", self.runtime, RUNTIMES)
         self.retrieval.validate(self.index)

@@ -16,15 +16,15 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from indexes.analysis import analyzer_for, detect_language
-from indexes.bm25 import build_text_index
+from indexes.analysis import ANALYZERS, LANGUAGES, analyzer_for, detect_language
+from indexes.bm25 import TEXT_ENGINES, build_text_index
 from indexes.integrity import build_lock, describe_part, recover_swap
 from indexes.layout import BM25, DENSE, PASSAGES, SEARCH_PARTS, IndexLayout
 from indexes.manifest import MANIFEST, Manifest
@@ -32,14 +32,19 @@ from indexes.vector import VectorIndex, VectorIndexParams
 from odqa.core.atomic import publish_folder
 from odqa.core.errors import DiskFullError, OdqaError, is_disk_full, no_room_reason
 from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
+from odqa.core.runtime import PRECISIONS
 from odqa.corpus.readers import CorpusFields, corpus_files, iter_passages
-from odqa.corpus.store import PassageStore
+
+if TYPE_CHECKING:  # the store loads `datasets` (seconds): imported where an index is built, not by the CLI's parser
+    from odqa.corpus.store import PassageStore
 
 BACKENDS = SEARCH_PARTS
 
 
 @dataclass
 class IndexSpec:
+    """What `run_qa.py index` builds; the metadata's help and choices are the command's (odqa.commands.options)."""
+
     corpus: str
     out: str
     backends: Sequence[str] = BACKENDS
@@ -49,18 +54,25 @@ class IndexSpec:
     similarity: str = ""
     query_prefix: str | None = None
     passage_prefix: str | None = None
-    words: int = 100
+    words: int = field(default=100, metadata={"help": "target passage length in words"})
     fields: CorpusFields = field(default_factory=CorpusFields)  # the corpus's id, title and text columns
-    bm25_engine: str = "tantivy"
-    language: str = "auto"  # en | ko | zh | auto (detected from the passages)
-    analyzer: str | None = None  # BM25 analyser (default: the language's, indexes/analysis.py)
+    bm25_engine: str = field(default="tantivy", metadata={"help": "BM25 engine", "choices": TEXT_ENGINES})
+    language: str = field(default="auto", metadata={
+        "help": "corpus language: picks the BM25 analyser (auto: detected from the passages' scripts); stored in "
+                "the manifest, queries are analysed the same way", "choices": ("auto", *LANGUAGES)})
+    analyzer: str | None = field(default=None, metadata={  # unset: the language's (indexes/analysis.py)
+        "help": "BM25 analyser other than the language's default", "choices": ANALYZERS})
     vector: VectorIndexParams = field(default_factory=VectorIndexParams)
-    batch_size: int = 64
-    max_length: int = 256
-    chunk_size: int = 20000
+    batch_size: int = field(default=64, metadata={"help": "passages encoded per batch"})
+    max_length: int | None = field(default=None, metadata={  # None: the encoder's own limit (encoder_max_length)
+        "help": "encoder max tokens per passage (default: the encoder's own: multilingual e5 512, others 256)"})
+    chunk_size: int = field(default=20000, metadata={"help": "passages per resumable encoding chunk"})
     shard: tuple[int, int] | None = None  # (i, n): encode only chunks i, i+n, ...
-    device: str | None = None
-    precision: str = "auto"  # of passage encoding (odqa.core.runtime.plan_inference)
+    device: str | None = field(default=None, metadata={"help": "cpu or cuda (default: cuda when available)"})
+    precision: str = field(default="auto", metadata={  # of passage encoding (odqa.core.runtime.plan_inference)
+        "help": "passage encoding precision (auto: bf16 on CPUs with native bf16, fp16 on a GPU, else fp32; int8: "
+                "ONNX Runtime dynamic int8, bench/encoder_int8.py measures its speed and recall)",
+        "choices": PRECISIONS})
 
 
 @dataclass
@@ -91,7 +103,7 @@ def validate_spec(spec: IndexSpec) -> list[str]:
         raise OdqaError(f"unknown backend(s) {', '.join(sorted(unknown)) or '(none)'}; choose from {', '.join(BACKENDS)}")
     for flag, value in (("--words", spec.words), ("--chunk-size", spec.chunk_size),
                         ("--batch-size", spec.batch_size), ("--max-length", spec.max_length)):
-        if value <= 0:
+        if value is not None and value <= 0:
             raise OdqaError(f"{flag} must be a positive number, got {value}")
     out = Path(spec.out)
     if out.exists() and not out.is_dir():
@@ -103,6 +115,10 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
     """`crash_after`: fault injection for tests only (a stage name: passages, bm25, encode, dense, fsync,
     rename-away); the process exits there as if killed."""
     backends = validate_spec(spec)
+    if DENSE in backends and spec.max_length is None:
+        from odqa.core.encoder import encoder_max_length
+
+        spec = replace(spec, max_length=encoder_max_length(spec.encoder))
     out = Path(spec.out)
     if out.is_symlink():
         out = out.resolve()  # replace what the link points to, and keep the link
@@ -235,6 +251,8 @@ def _source_key(spec: IndexSpec) -> dict:
 
 
 def _passages(spec: IndexSpec, work: IndexLayout) -> tuple[PassageStore, str]:
+    from odqa.corpus.store import PassageStore
+
     key = _source_key(spec)
     marker = work.source_key
     if (work.passages / "passages.arrow").exists() and marker.exists():

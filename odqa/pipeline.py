@@ -101,7 +101,6 @@ class Pipeline:
         self._reader: Reader | None = None
         self._linker: Linker | None = None
         self._linker_failed: str | None = None
-        self._entity_passages = None
 
     # ---- components, loaded on first use ----------------------------------------------------------------
     @property
@@ -143,7 +142,7 @@ class Pipeline:
 
             c = self.config.reader
             self._reader = Reader.from_pretrained(c.model, calibration=c.calibration or None,
-                                                  max_answer_tokens=c.max_answer_tokens,
+                                                  batch_size=c.batch_size, max_answer_tokens=c.max_answer_tokens,
                                                   no_answer_threshold=c.no_answer_threshold,
                                                   retrieval_weight=c.retrieval_weight,
                                                   focus_words=c.focus_words,
@@ -203,6 +202,17 @@ class Pipeline:
         linker = self.linker
         return linker.link(questions) if linker is not None else [[] for _ in questions]
 
+    def retrieve(self, questions: list[str], mentions: list[list[Mention]], k: int | None = None,
+                 retriever: str | None = None) -> list[list[SearchHit]]:
+        """The passages the reader gets for each (cleaned) question: the retriever's top k, with the entity bonus
+        (retrieval.entity_bonus) for the questions' linked `mentions` (from `link`) on any index backend."""
+        k = min(k or self.config.retrieval.k, self.corpus_size)
+        hits = self.retriever(retriever).search(questions, k)
+        bonus = self.config.retrieval.entity_bonus
+        if bonus > 0 and any(mentions):
+            hits = self._add_entity_passages(questions, mentions, hits, bonus, k)
+        return hits
+
     def ask(self, question: str, k: int | None = None, retriever: str | None = None) -> Result:
         return self.ask_batch([question], k=k, retriever=retriever)[0]
 
@@ -218,15 +228,7 @@ class Pipeline:
         link_time = (time.perf_counter() - start) / len(texts)
 
         start = time.perf_counter()
-        store_size = self.corpus_size
-        hits = self.retriever(retriever).search(texts, min(k, store_size))
-        bonus = self.config.retrieval.entity_bonus
-        if bonus > 0 and any(mentions) and getattr(self.bundle, "store", None) is None:
-            bonus = 0.0  # the entity passages are looked up in a local passage store
-            for result in results:
-                result.notices.append("retrieval.entity_bonus is off: it needs an index folder's passage store")
-        if bonus > 0 and any(mentions):
-            hits = self._add_entity_passages(texts, mentions, hits, bonus, min(k, store_size))
+        hits = self.retrieve(texts, mentions, k=k, retriever=retriever)
         retrieve_time = (time.perf_counter() - start) / len(texts)
 
         # one reader call for all the questions that have passages: their windows share the forward batches
@@ -255,12 +257,13 @@ class Pipeline:
         return results
 
     def _add_entity_passages(self, texts, mentions, hits, bonus: float, k: int):
-        from linker.guided import EntityPassages, entity_hits, fuse_entity_hits
+        """The entity bonus (odqa.core.fusion): each linked entity's article passages, from whichever backend
+        holds the index (an index folder's store, an Elasticsearch index), fused into the retriever's hits."""
+        from linker.guided import entity_hits, fuse_entity_hits
 
-        if self._entity_passages is None:
-            self._entity_passages = EntityPassages(self.bundle.store)
+        articles = self.bundle.article_passages()
         kb = self.linker.kb if self.linker is not None else None
         return [
-            fuse_entity_hits(h, entity_hits(t, m, self._entity_passages, kb=kb), bonus, k)
+            fuse_entity_hits(h, entity_hits(t, m, articles, kb=kb), bonus, k)
             for t, m, h in zip(texts, mentions, hits)
         ]

@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
@@ -29,54 +28,17 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
 from odqa.core.errors import DataFormatError, OdqaError
 from odqa.core.models import resolve_model
 from odqa.core.training import LoopSettings, TrainingLoop, latest_checkpoint, set_seed, training_device
-from reader.features import (
-    DEFAULT_MAX_LENGTH,
-    DEFAULT_MAX_QUERY_TOKENS,
-    char_span_to_tokens,
-    tokenize_windows,
-)
+from reader.features import char_span_to_tokens, tokenize_windows
+from reader.train_config import TrainConfig  # there so the command line reads it without torch
 
 log = logging.getLogger("odqa.reader.train")
-
-
-@dataclass
-class TrainConfig:
-    train_files: list[str]
-    output_dir: str
-    init: str = "minilm"  # encoder or QA checkpoint to start from (resolve_model name or path)
-    max_length: int = DEFAULT_MAX_LENGTH
-    stride: int = 64
-    max_query_tokens: int = DEFAULT_MAX_QUERY_TOKENS
-    batch_size: int = 32
-    gpu_batch_size: int = 64
-    lr: float = 1e-4
-    warmup: float = 0.1  # fraction of the steps
-    weight_decay: float = 0.01
-    epochs: float = 2.0
-    max_steps: int = 0  # > 0: overrides epochs
-    seed: int = 42
-    save_every: int = 500
-    keep_checkpoints: int = 3
-    log_every: int = 20
-    threads: int = 0  # torch CPU threads; 0: leave torch's default
-    negative_ratio: float = 1.0  # fraction of unanswerable questions kept
-    # every distinct reference answer of a question becomes an example (SQuAD dev files have up to 5
-    # annotators, who often disagree on the span's boundaries); False: the first valid answer only
-    all_answers: bool = False
-    limit: int = 0  # > 0: first N questions of each file (smoke tests)
-    precision: str = "auto"  # auto | fp32 | fp16 | bf16 (fp16 needs a GPU; auto = fp32 on CPU)
-    device: str = ""
-    progress: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 @dataclass

@@ -13,7 +13,7 @@ document), and `hit.passage` is filled from the document's source, so no local s
   server lacks it (before 8.14, or a license without it), says so once and falls back to client-side RRF.
 * `ElasticBackend`: an Elasticsearch index as an index backend (retriever.registry, `index = "es://..."`),
   with the retriever kinds of retriever.kinds, so the pipeline, the shell, `ask`, `search` and `eval-*` run on
-  it as on an index folder.
+  it as on an index folder; `article_passages()` gives the entity bonus its candidates, as a folder's store.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from indexes.elastic import DEFAULT_TITLE_BOOST, ElasticIndex, describe_hosts, settings_for
+from indexes.elastic import (DEFAULT_TITLE_BOOST, ElasticArticlePassages, ElasticIndex, describe_hosts, passage_of,
+                             settings_for)
 from odqa.core.errors import OdqaError
 from odqa.core.fusion import Fusion
-from odqa.core.types import Passage, SearchHit
+from odqa.core.types import SearchHit
 from retriever.base import check_k
 from retriever.kinds import DENSE_OPTIONS, ELASTIC_FUSIONS, SERVER_RRF, make_retriever
 
@@ -32,16 +33,8 @@ FUSIONS = ELASTIC_FUSIONS
 
 
 def to_hits(results: list[list[dict]], source: str) -> list[list[SearchHit]]:
-    out = []
-    for hits in results:
-        row_hits = []
-        for hit in hits:
-            s = hit["source"]
-            passage = Passage(id=hit["id"], title=s.get("title", ""), text=s.get("text", ""), doc_id=s.get("doc_id", ""),
-                              start=int(s.get("start", 0) or 0), end=int(s.get("end", 0) or 0))
-            row_hits.append(SearchHit(row=hit["row"], score=hit["score"], passage=passage, source=source))
-        out.append(row_hits)
-    return out
+    return [[SearchHit(row=hit["row"], score=hit["score"], passage=passage_of(hit), source=source) for hit in hits]
+            for hits in results]
 
 
 class _ElasticBase:
@@ -153,6 +146,12 @@ class ElasticBackend:
 
     def retriever(self, kind: str, **options):
         return make_retriever(self, kind, **options)
+
+    def article_passages(self) -> ElasticArticlePassages:
+        """Each article's passages, for the entity bonus (linker.guided), as an index folder's store gives them."""
+        if "articles" not in self._cache:
+            self._cache["articles"] = ElasticArticlePassages(self.index)
+        return self._cache["articles"]
 
     def bm25(self) -> ElasticBM25Retriever:
         if "bm25" not in self._cache:

@@ -14,6 +14,7 @@ from indexes.layout import BM25, DENSE, PASSAGES, IndexLayout
 from indexes.manifest import Manifest
 from indexes.vector import VectorIndex
 from odqa.core.errors import IndexMismatchError, OdqaError
+from odqa.corpus.articles import StoreArticlePassages
 from odqa.corpus.store import PassageStore
 from retriever.bm25 import BM25Retriever
 from retriever.hybrid import HybridRetriever
@@ -62,6 +63,14 @@ class IndexBundle:
                 f"index part {self.path.name}/{part} holds {rows} rows but the index has {self.manifest.count} "
                 f"passages; it was replaced or damaged: rebuild it with `run_qa.py index --corpus "
                 f"{self.manifest.params.get('corpus', 'CORPUS')} --out {self.path}`")
+
+    def article_passages(self) -> StoreArticlePassages:
+        """Each article's passages, for the entity bonus (linker.guided); an Elasticsearch backend has its own."""
+        return self._article_passages
+
+    @cached_property
+    def _article_passages(self) -> StoreArticlePassages:
+        return StoreArticlePassages(self.store)
 
     @cached_property
     def store(self) -> PassageStore:

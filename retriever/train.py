@@ -36,16 +36,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
 import random
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -59,51 +58,10 @@ from odqa.core.models import resolve_model
 from odqa.core.training import LoopSettings, TrainingLoop, latest_checkpoint, set_seed, training_device
 from retriever.distill_loss import score_distillation_loss
 from retriever.losses import dpr_nll_loss, positive_ranks
+from retriever.train_config import RetrieverTrainConfig  # there so the command line reads it without torch
 from retriever.train_data import DPRExample, ReadStats, read_dpr_file, write_dpr_jsonl
 
 log = logging.getLogger("odqa.retriever.train")
-
-
-@dataclass
-class RetrieverTrainConfig:
-    train_files: list[str]
-    output_dir: str
-    init: str = "minilm"
-    shared: bool = True  # one encoder for questions and passages
-    val_files: list[str] = field(default_factory=list)
-    holdout: int = 0  # questions split off the training files for validation when no val_files
-    limit: int = 0  # first N examples of each training file (0: all)
-    q_max_length: int = 32
-    p_max_length: int = 160
-    batch_size: int = 16  # questions per step on CPU
-    gpu_batch_size: int = 128
-    hard_negatives: int = 1
-    chunk_size: int = 0  # gradient caching: encode this many texts at a time with a graph (0: all at once)
-    lr: float = 2e-5
-    warmup: float = 0.1
-    weight_decay: float = 0.0
-    epochs: float = 1.0
-    max_steps: int = 0  # > 0 overrides epochs
-    scale: float = 20.0  # similarity scale before the softmax (cosine similarities)
-    mask_answer_negatives: bool = True
-    distill_weight: float = 0.0  # > 0: add this times retriever.distill_loss against a frozen teacher
-    distill_from: str = ""  # the teacher encoder (default: init, the model training starts from)
-    pool_validation: bool = True  # also rank every held-out context for every held-out question
-    seed: int = 42
-    save_every: int = 200
-    eval_every: int = 100
-    eval_batch_size: int = 64
-    primary_metric: str = ""  # the validation figure early stopping watches ("": pool_recall@5, else recall@5)
-    early_stop: int = 0  # stop after this many validations (every eval_every steps) without a better primary_metric
-    keep_checkpoints: int = 2
-    log_every: int = 20
-    threads: int = 0
-    precision: str = "auto"  # auto | fp32 | fp16 | bf16
-    device: str = ""
-    progress: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 # ---------------------------------------------------------------------------------------------------- model

@@ -73,6 +73,19 @@ def test_squad_paragraphs_are_documents(tmp_path):
                                                       ("Super_Bowl_50#1", "Super Bowl 50", "Para two.")]
 
 
+def test_squad_untitled_and_repeated_titles_get_unique_ids(tmp_path):
+    # CMRC 2018 dev has two untitled articles: indexing it must not stop on a repeated document id
+    path = tmp_path / "cmrc.json"
+    path.write_text(json.dumps({"data": [
+        {"id": "DEV_0", "title": "", "paragraphs": [{"context": "一。", "qas": []}]},
+        {"id": "DEV_1", "title": "", "paragraphs": [{"context": "二。", "qas": []}]},
+        {"title": "长城", "paragraphs": [{"context": "三。", "qas": []}]},
+        {"title": "长城", "paragraphs": [{"context": "四。", "qas": []}]}]}, ensure_ascii=False), encoding="utf-8")
+    passages = list(iter_passages(path))
+    assert [p.doc_id for p in passages] == ["@DEV_0#0", "@DEV_1#0", "长城#0", "长城@3#0"]
+    assert [p.title for p in passages] == ["", "", "长城", "长城"]
+
+
 def test_unknown_and_missing_and_malformed(tmp_path):
     with pytest.raises(DataFormatError, match="not found"):
         list(iter_documents(tmp_path / "nope.jsonl"))

@@ -418,3 +418,44 @@ def test_an_elastic_index_location_never_shows_its_credentials(unauthorized_serv
     basic = base64.b64encode(f"elastic:{password}".encode()).decode()
     assert all(secret not in out + err + caplog.text for secret in (password, basic))
     assert _Unauthorized.seen and _Unauthorized.seen[-1].startswith("Basic ")  # sent, never shown
+
+
+def test_article_passages_match_the_folder_store(demo_es, bundle):
+    # the entity bonus's candidates: every article's passages, rows and order as the folder's store gives them
+    from indexes.elastic import ElasticArticlePassages
+
+    local, elastic = bundle.article_passages(), ElasticArticlePassages(demo_es)
+    doc_ids = sorted(set(bundle.store.column("doc_id").to_pylist()))
+    assert len(doc_ids) > 10
+    for doc_id in doc_ids:
+        want = [(row, p.id, p.title, p.text, p.doc_id) for row, p in local.article(doc_id, 200)]
+        assert [(row, p.id, p.title, p.text, p.doc_id) for row, p in elastic.article(doc_id, 200)] == want, doc_id
+        assert [row for row, _ in elastic.article(doc_id, 2)] == [w[0] for w in want[:2]]
+    assert elastic.article("no-such-article", 5) == []
+
+
+def test_entity_bonus_on_an_elastic_index_ranks_as_on_the_folder_index(demo_es, es_server, demo_bundle, demo_items):
+    """The same questions, linker and bonus over the folder index and over its Elasticsearch copy: the same
+    passages, in the same order. Dense retrieval gives both backends the same lists (exact kNN on 308 passages),
+    so any difference would be the bonus's; BM25 differs by engine (tantivy vs Lucene over text + title^0.5),
+    which the bonus then carries (test_bm25_recall_matches_embedded bounds that)."""
+    from odqa.config import OdqaConfig
+    from odqa.demo_corpus import demo_kb_path
+    from odqa.pipeline import Pipeline
+
+    questions = [item.question for item in demo_items[:40]]
+    settings = {"linker.kb": str(demo_kb_path(quiet=True)), "retrieval.retriever": "dense", "retrieval.k": 10,
+                "retrieval.entity_bonus": 1.0}
+    plain, fused = {}, {}
+    for name, location in (("folder", str(demo_bundle)), ("es", _location(es_server, demo_es))):
+        pipeline = Pipeline(OdqaConfig.load(None, {**settings, "index": location}))
+        plain[name] = pipeline.retriever().search(questions, 10)
+        fused[name] = pipeline.retrieve(questions, pipeline.link(questions))
+    for question, folder, es in zip(questions, fused["folder"], fused["es"]):
+        assert [(h.row, h.source) for h in es] == [(h.row, h.source) for h in folder], question
+        np.testing.assert_allclose([h.score for h in es], [h.score for h in folder], atol=1e-3)
+    # the bonus did act on Elasticsearch: lists reordered, and passages the retriever missed brought in
+    changed = [q for q, before, after in zip(questions, plain["es"], fused["es"])
+               if [h.row for h in before] != [h.row for h in after]]
+    assert len(changed) >= 3, changed
+    assert any(h.source == "entity" for hits in fused["es"] for h in hits)

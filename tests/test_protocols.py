@@ -6,10 +6,12 @@ import inspect
 import pytest
 
 from indexes.bm25 import Bm25sIndex, RankBm25Index, TantivyIndex
+from indexes.elastic import ElasticArticlePassages
 from indexes.vector import VectorIndex
 from linker.baseline import SpacyAliasLinker
 from linker.linker import Linker
 from odqa.core import protocols
+from odqa.corpus.articles import StoreArticlePassages
 from reader.model import Reader
 from retriever.bm25 import BM25Retriever
 from retriever.dense import DenseRetriever
@@ -23,6 +25,7 @@ IMPLEMENTATIONS = [
                            ElasticDenseRetriever, ElasticHybridRetriever]),
     (protocols.Linker, [Linker, SpacyAliasLinker]),
     (protocols.Reader, [Reader]),
+    (protocols.ArticlePassages, [StoreArticlePassages, ElasticArticlePassages]),
 ]
 CASES = [(protocol, cls) for protocol, classes in IMPLEMENTATIONS for cls in classes]
 

@@ -9,7 +9,12 @@ from typing import Any
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    pass
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        # None is "not given" (a config override, an optional path) and "" is "empty" (the help says what either
+        # means): "(default: None)" and "(default: )" would say nothing
+        if action.default is None or (isinstance(action.default, str) and not action.default):
+            return action.help
+        return super()._get_help_string(action)
 
 
 def add_command(subparsers, name: str, help: str, example: str, func) -> argparse.ArgumentParser:

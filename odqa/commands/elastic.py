@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import textwrap
 
+from indexes.elastic import BulkOptions
 from odqa.commands.common import add_command, add_config_flag, print_json_last
+from odqa.commands.options import add_options, config_overrides, dataclass_values
+from odqa.config import ElasticConfig, RetrievalConfig
 from odqa.core.fusion import FUSIONS
 from retriever.kinds import ELASTIC_FUSIONS, RETRIEVERS
 
@@ -24,9 +27,7 @@ def register(subparsers) -> None:
     source.add_argument("--kb", help="linker knowledge-base folder (entities + entity vectors) instead of passages")
     _connection_flags(p)
     p.add_argument("--recreate", action="store_true", help="delete the Elasticsearch index first (else resume into it)")
-    p.add_argument("--chunk-size", type=int, default=500, help="documents per bulk request")
-    p.add_argument("--max-retries", type=int, default=5, help="retries of a failed bulk request or rejected documents")
-    p.add_argument("--backoff", type=float, default=1.0, help="first retry wait in seconds (doubles each retry, max 30)")
+    add_options(p, BulkOptions, ["chunk_size", "max_retries", "initial_backoff"], rename={"initial_backoff": "backoff"})
     p.add_argument("--analyzer", default="english", help="analyser of the text and title fields (any built-in one)")
     p.add_argument("--similarity", default="dot_product", choices=["dot_product", "cosine"])
     p.add_argument("--shards", type=int, default=1)
@@ -35,7 +36,7 @@ def register(subparsers) -> None:
     p.add_argument("--ef-construction", type=int, default=100)
     p.add_argument("--no-vectors", action="store_true", help="passages only (BM25), even when the folder has vectors")
     p.add_argument("--limit", type=int, help="first N passages only")
-    p.add_argument("--no-progress", action="store_true")
+    add_options(p, BulkOptions, ["progress"])
     p.add_argument("--json", action="store_true", help="print the load report as one JSON object on the last line")
     add_config_flag(p)
 
@@ -47,36 +48,33 @@ def register(subparsers) -> None:
     p.add_argument("--retriever", choices=RETRIEVERS.names, default="bm25")
     p.add_argument("--fusion", choices=ELASTIC_FUSIONS,
                    help="hybrid: client-side rrf/minmax (as the embedded hybrid) or the server's RRF retriever")
-    p.add_argument("--encoder", help="question encoder (default: the one recorded in the index)")
-    p.add_argument("--num-candidates", type=int, help="kNN candidates per shard")
+    add_options(p, RetrievalConfig, ["encoder"], section="retrieval",
+                help={"encoder": "question encoder (empty: the one recorded in the index)"})
+    add_options(p, ElasticConfig, ["num_candidates"], section="elastic")
     p.add_argument("--k", type=int, default=5)
     p.add_argument("--json", action="store_true", help="print hits as one JSON object")
     add_config_flag(p)
 
 
 def _connection_flags(p) -> None:
-    p.add_argument("--hosts", help="comma-separated Elasticsearch URLs (default: elastic.hosts of the config)")
-    p.add_argument("--index-name", help="Elasticsearch index name (default: elastic.index_name)")
-    p.add_argument("--username", help="basic-auth user; the password comes from the config or ODQA_ES_PASSWORD")
+    add_options(p, ElasticConfig, ["hosts", "index_name", "username"], section="elastic")
     p.add_argument("--insecure", action="store_true", help="skip TLS certificate verification (test clusters only)")
 
 
 def _config(args):
     from odqa.config import OdqaConfig
 
+    fusion = getattr(args, "fusion", None)
     return OdqaConfig.load(getattr(args, "config", None), {
-        "elastic.hosts": args.hosts,
-        "elastic.index_name": args.index_name,
-        "elastic.username": args.username,
+        **config_overrides(args),
         "elastic.verify_certs": False if args.insecure else None,
-        "elastic.num_candidates": getattr(args, "num_candidates", None),
-        "retrieval.fusion": getattr(args, "fusion", None) if getattr(args, "fusion", None) in FUSIONS else None,
-        "retrieval.encoder": getattr(args, "encoder", None),
+        # the server's own RRF is no client-side fusion setting: run_es_search passes it to the retriever
+        "retrieval.fusion": fusion if fusion in FUSIONS else None,
     })
 
 
 def run_es_index(args) -> int:
-    from indexes.elastic import BulkOptions, ElasticIndex, describe_hosts, load_passages
+    from indexes.elastic import ElasticIndex, describe_hosts, load_passages
     from linker.elastic import load_entities
     from odqa.core.errors import OdqaError
 
@@ -84,8 +82,7 @@ def run_es_index(args) -> int:
         raise OdqaError("--chunk-size must be positive and --max-retries not negative")
     config = _config(args)
     index = ElasticIndex.open(config.elastic)
-    options = BulkOptions(chunk_size=args.chunk_size, max_retries=args.max_retries, initial_backoff=args.backoff,
-                          progress=not args.no_progress)
+    options = BulkOptions(**dataclass_values(args, BulkOptions))
     if args.kb:
         report = load_entities(index, args.kb, recreate=args.recreate, similarity=args.similarity, options=options)
     else:

@@ -8,7 +8,10 @@ import time
 from pathlib import Path
 
 from indexes.layout import IndexLayout
+from linker.train_config import TrainConfig
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
+from odqa.commands.options import add_options, config_overrides, dataclass_values
+from odqa.config import LinkerConfig, OdqaConfig
 from odqa.core.errors import OdqaError
 from retriever.registry import backend_of
 
@@ -33,26 +36,9 @@ def register(subparsers) -> None:
 
     p = add_command(subparsers, "train-linker", "Train the ELQ linker on LC-QuAD, Complex-EL4QA, WebQuestions entities and Wikipedia sentences.",
                     "odqa train-linker --kb work_indexes/kb --data-dir ../shared/data --output models/linker", run_train)
-    p.add_argument("--kb", default="work_indexes/kb")
-    p.add_argument("--data-dir", default=str(Path(__file__).resolve().parents[2].parent / "shared" / "data"))
-    add_output(p, "--output", folder=True, default="models/linker", help="folder for the trained linker")
-    p.add_argument("--encoder", default="minilm", help="question encoder to start from")
-    p.add_argument("--init", default="", help="continue training this trained linker (folder) instead")
-    p.add_argument("--steps", type=int, default=2500)
-    p.add_argument("--max-minutes", type=float, default=30.0, help="stop training after this wall time")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=5e-5)
-    p.add_argument("--head-lr", type=float, default=1e-3)
-    p.add_argument("--hard-negatives", type=int, default=24)
-    p.add_argument("--weak", type=int, default=6000, help="weak-supervision sentences from the KB's articles (0: none)")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
-                   help="autocast dtype of the forward pass (auto: fp32 on CPU; bf16 is faster on CPUs with AMX or AVX512-BF16)")
-    p.add_argument("--seed", type=int, default=13)
-    p.add_argument("--save-every", type=int, default=500,
-                   help="checkpoint every N steps into OUTPUT/checkpoint-STEP; a rerun with the same --output resumes "
-                        "from the newest (they are removed once the final model is saved)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (log lines only)")
+    add_options(p, TrainConfig, ["kb", "data_dir", "output", "encoder", "init", "steps", "max_minutes", "batch_size",
+                                 "lr", "head_lr", "hard_negatives", "weak", "threads", "precision", "seed",
+                                 "save_every", "progress"])
     p.add_argument("--json", action="store_true")
 
     p = add_command(subparsers, "eval-linker", "Entity-linking P/R/F1 (strong/weak, in-KB/overall) and speed.",
@@ -69,23 +55,13 @@ def register(subparsers) -> None:
 
 
 def _model_flags(p) -> None:
-    p.add_argument("--model", help="linker model: 'linker' (shipped), or a folder (default: config linker.model)")
-    p.add_argument("--kb", help="knowledge-base folder (default: config linker.kb; `link`: the KB `ask` uses, "
-                   "eval-linker: work_indexes/kb)")
-    p.add_argument("--mention-threshold", type=float)
-    p.add_argument("--entity-threshold", type=float, help="threshold on the joint (mention x entity) score")
+    add_options(p, LinkerConfig, ["model", "kb", "mention_threshold", "entity_threshold"], section="linker", help={
+        "kb": "knowledge-base folder (`link`: else the KB `ask` uses; eval-linker: else work_indexes/kb)"})
     p.add_argument("--threads", type=int, help="torch CPU threads")
 
 
 def _config(args):
-    from odqa.config import OdqaConfig
-
-    return OdqaConfig.load(getattr(args, "config", None), {
-        "linker.model": getattr(args, "model", None),
-        "linker.kb": getattr(args, "kb", None),
-        "linker.mention_threshold": getattr(args, "mention_threshold", None),
-        "linker.entity_threshold": getattr(args, "entity_threshold", None),
-    })
+    return OdqaConfig.load(getattr(args, "config", None), config_overrides(args))
 
 
 def default_kb_path(config) -> Path:
@@ -196,13 +172,10 @@ def _mention_json(m) -> dict:
 def run_train(args) -> int:
     import logging
 
-    from linker.train import TrainConfig, train_linker
+    from linker.train import train_linker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
-    cfg = TrainConfig(kb=args.kb, data_dir=args.data_dir, output=args.output, encoder=args.encoder, steps=args.steps,
-                      max_minutes=args.max_minutes, batch_size=args.batch_size, lr=args.lr, head_lr=args.head_lr,
-                      hard_negatives=args.hard_negatives, weak=args.weak, threads=args.threads, seed=args.seed, init=args.init,
-                      precision=args.precision, save_every=args.save_every, progress=not args.no_progress)
+    cfg = TrainConfig(**dataclass_values(args, TrainConfig))
     report = train_linker(cfg)
     dev = report["tuned"]["dev"]
     print(f"trained {report['training']['steps']} steps in {report['training']['seconds']}s; thresholds mention "

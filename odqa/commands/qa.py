@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
-from retriever.kinds import RETRIEVERS
+from odqa.commands.options import add_options, config_overrides
+from odqa.config import LinkerConfig, OdqaConfig, ReaderConfig, RetrievalConfig
 
 
 def register(subparsers) -> None:
@@ -44,34 +45,20 @@ def register(subparsers) -> None:
 
 
 def _pipeline_flags(p) -> None:
-    p.add_argument("--index", help="index folder, or an Elasticsearch index es://HOST:9200/NAME (es://: the "
-                   "config's [elastic]); default: the built-in demo corpus")
-    p.add_argument("--retriever", choices=RETRIEVERS.names)
-    p.add_argument("--k", type=int, help="passages passed to the reader")
-    p.add_argument("--reader", help="reader checkpoint: 'reader' (shipped) or any extractive-QA name/path")
-    p.add_argument("--no-linker", action="store_true", help="skip entity linking")
-    p.add_argument("--entity-bonus", type=float, help="fusion weight of linked entities' passages (0: off)")
-    p.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16", "int8"),
-                   help="inference precision of all models (auto: bf16 on CPUs with native bf16, else onnx int8)")
-    p.add_argument("--runtime", choices=("auto", "torch", "onnx"), help="inference runtime (auto: see --precision)")
+    add_options(p, OdqaConfig, ["index"], section="")
+    add_options(p, RetrievalConfig, ["retriever", "k"], section="retrieval")
+    add_options(p, ReaderConfig, ["model"], rename={"model": "reader"}, section="reader")
+    add_options(p, LinkerConfig, ["enabled"], rename={"enabled": "linker"}, section="linker")
+    add_options(p, RetrievalConfig, ["entity_bonus"], section="retrieval")
+    add_options(p, OdqaConfig, ["precision", "runtime"], section="")
     add_config_flag(p)
 
 
 def make_pipeline(args):
-    from odqa.config import OdqaConfig
     from odqa.demo_corpus import demo_index_path, demo_kb_path
     from odqa.pipeline import Pipeline
 
-    config = OdqaConfig.load(args.config, {
-        "index": args.index,
-        "retrieval.retriever": args.retriever,
-        "retrieval.k": args.k,
-        "retrieval.entity_bonus": args.entity_bonus,
-        "reader.model": args.reader,
-        "linker.enabled": False if args.no_linker else None,
-        "precision": args.precision,
-        "runtime": args.runtime,
-    })
+    config = OdqaConfig.load(args.config, config_overrides(args))
     return Pipeline(config, default_index=demo_index_path, default_kb=demo_kb_path)
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import logging
 
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
+from odqa.commands.options import add_options, dataclass_values
+from odqa.config import ReaderConfig, RetrievalConfig
+from reader.train_config import TrainConfig
 from retriever.kinds import RETRIEVERS
 
 
@@ -19,24 +22,9 @@ def register(subparsers) -> None:
     )
     p.add_argument("--train", nargs="+", required=True, metavar="FILE", help="SQuAD-format JSON training file(s)")
     add_output(p, "--output", folder=True, required=True, help="folder for checkpoints and the final model (output/final)")
-    p.add_argument("--init", default="minilm", help="model to start from: an encoder or a QA checkpoint")
-    p.add_argument("--epochs", type=float, default=2.0)
-    p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (overrides --epochs)")
-    p.add_argument("--batch-size", type=int, default=32, help="CPU batch size")
-    p.add_argument("--gpu-batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=1e-4)
-    p.add_argument("--warmup", type=float, default=0.1, help="fraction of steps spent warming up")
-    p.add_argument("--max-length", type=int, default=256, help="tokens per window")
-    p.add_argument("--stride", type=int, default=64, help="tokens shared by consecutive windows")
-    p.add_argument("--negative-ratio", type=float, default=1.0, help="fraction of unanswerable questions kept")
-    p.add_argument("--all-answers", action="store_true",
-                   help="one example per distinct reference answer (default: the first answer only)")
-    p.add_argument("--limit", type=int, default=0, help="first N questions of each file (smoke tests)")
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--save-every", type=int, default=500, help="checkpoint every N steps")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "fp16", "bf16"))
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (log lines only)")
+    add_options(p, TrainConfig, ["init", "epochs", "max_steps", "batch_size", "gpu_batch_size", "lr", "warmup",
+                                 "max_length", "stride", "negative_ratio", "all_answers", "limit", "seed",
+                                 "save_every", "threads", "precision", "progress"])
 
     p = add_command(
         subparsers, "build-reader-data",
@@ -97,10 +85,10 @@ def register(subparsers) -> None:
         _eval,
     )
     p.add_argument("--data", required=True, help="SQuAD-format JSON (v1.1 or v2.0)")
-    p.add_argument("--model", default="reader", help="reader name or path (default: the shipped models/reader)")
+    add_options(p, ReaderConfig, ["model"])
     p.add_argument("--limit", type=int, default=0, help="first N questions (0: all)")
     p.add_argument("--batch-size", type=int, default=32, help="windows per forward pass")
-    p.add_argument("--max-answer-tokens", type=int, default=30)
+    add_options(p, ReaderConfig, ["max_answer_tokens"])
     p.add_argument("--allow-null", action="store_true",
                    help="SQuAD v2: score unanswerable questions; predict no answer when the null span wins")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
@@ -126,7 +114,7 @@ def register(subparsers) -> None:
         "--index work_indexes/wiki --limit 500 --output M/calibration.json",
         _fit_calibration,
     )
-    p.add_argument("--model", default="reader", help="reader name or path")
+    add_options(p, ReaderConfig, ["model"])
     p.add_argument("--data", metavar="SQUAD_FILE",
                    help="SQuAD v2.0-format dev JSON: each question read from its gold paragraph plus --distractors "
                         "other paragraphs of its article (unanswerable questions: any answer is wrong)")
@@ -136,7 +124,7 @@ def register(subparsers) -> None:
     p.add_argument("--questions", metavar="FILE", help="open-domain dev questions (with answers) read over --index")
     p.add_argument("--index", help="index folder for --questions")
     p.add_argument("--retriever", choices=RETRIEVERS.names, default="bm25")
-    p.add_argument("--k", type=int, default=10, help="passages read per open-domain question")
+    add_options(p, RetrievalConfig, ["k"], help={"k": "passages read per open-domain question"})
     p.add_argument("--limit", type=int, default=0, help="questions sampled (seeded) from each source (0: all)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
@@ -150,16 +138,10 @@ def _setup_logging() -> None:
 
 
 def _train(args) -> int:
-    from reader.train import TrainConfig, train
+    from reader.train import train
 
     _setup_logging()
-    cfg = TrainConfig(
-        train_files=args.train, output_dir=args.output, init=args.init, epochs=args.epochs,
-        max_steps=args.max_steps, batch_size=args.batch_size, gpu_batch_size=args.gpu_batch_size, lr=args.lr,
-        warmup=args.warmup, max_length=args.max_length, stride=args.stride, negative_ratio=args.negative_ratio,
-        all_answers=args.all_answers, limit=args.limit, seed=args.seed, save_every=args.save_every, threads=args.threads,
-        precision=args.precision, progress=not args.no_progress,
-    )
+    cfg = TrainConfig(train_files=args.train, output_dir=args.output, **dataclass_values(args, TrainConfig))
     final = train(cfg)
     print(f"model written to {final}")
     return 0

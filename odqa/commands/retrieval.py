@@ -6,12 +6,12 @@ import argparse
 import sys
 import textwrap
 
-from indexes.analysis import ANALYZERS, LANGUAGES
-from indexes.bm25 import TEXT_ENGINES
-from indexes.vector import VECTOR_INDEXES
+from indexes.vector import VectorIndexParams
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
+from odqa.commands.options import add_options, config_overrides, dataclass_values
+from odqa.config import CorpusConfig, OdqaConfig, RetrievalConfig
 from odqa.core.models import DEFAULT_ENCODER
-from retriever.kinds import ELASTIC_FUSIONS, RETRIEVERS, SERVER_RRF
+from odqa.indexing import BACKENDS, IndexSpec
 
 
 def register(subparsers) -> None:
@@ -20,37 +20,22 @@ def register(subparsers) -> None:
     p.add_argument("--corpus", required=True, help="JSONL (.gz/.xz/.bz2; BEIR corpus.jsonl, Pyserini contents), "
                    "WikiExtractor folder, DPR passage TSV, SQuAD JSON, CSV/TSV with a header, Parquet, Arrow, or a "
                    "datasets save_to_disk folder")
-    p.add_argument("--id-field", help="column/key of the document id (default: config [corpus] id_field, else "
-                   "the first of id, _id, docid, doc_id)")
-    p.add_argument("--title-field", help="column/key of the title (default: title, if present)")
-    p.add_argument("--text-field", help="column/key of the text (default: text, contents, content or body)")
+    add_options(p, CorpusConfig, ["id_field", "title_field", "text_field"], section="corpus")
     add_output(p, "--out", folder=True, required=True, help="index folder to create (replaced atomically when the build succeeds)")
-    p.add_argument("--backends", default="bm25,dense", help="comma-separated: bm25, dense")
+    p.add_argument("--backends", default=",".join(BACKENDS), help=f"comma-separated: {', '.join(BACKENDS)}")
     p.add_argument("--encoder", "--passage-encoder", dest="encoder",
                    help=f"passage encoder (default: config retrieval.passage_encoder / encoder, else {DEFAULT_ENCODER}, the shipped fine-tuned one): 'minilm' (off the shelf), a shipped model name, a folder (sentence-transformers, DPR or any transformers model) or a hub name")
-    p.add_argument("--query-encoder", help="question encoder recorded in the index for search (default: the passage "
-                   "encoder); for DPR: a DPRQuestionEncoder folder")
+    add_options(p, RetrievalConfig, ["query_encoder"], section="retrieval", help={
+        "query_encoder": "question encoder recorded in the index for search (empty: the passage encoder); for DPR: "
+                         "a DPRQuestionEncoder folder"})
     _encoder_setting_flags(p)
     add_config_flag(p)
-    p.add_argument("--words", type=int, default=100, help="target passage length in words")
-    p.add_argument("--bm25-engine", default=TEXT_ENGINES.names[0], choices=TEXT_ENGINES.names)
-    p.add_argument("--language", default="auto", choices=["auto", *LANGUAGES],
-                   help="corpus language: picks the BM25 analyser (auto: detected from the passages' scripts); "
-                        "stored in the manifest, queries are analysed the same way")
-    p.add_argument("--analyzer", choices=ANALYZERS, help="BM25 analyser other than the language's default")
-    p.add_argument("--vector-index", default=VECTOR_INDEXES.names[0], choices=VECTOR_INDEXES.names)
-    p.add_argument("--hnsw-m", type=int, default=32)
-    p.add_argument("--ef-search", type=int, default=128)
-    p.add_argument("--nlist", type=int, default=0, help="IVF lists (0: 4*sqrt(n))")
-    p.add_argument("--nprobe", type=int, default=32)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--max-length", type=int, default=256, help="encoder max tokens per passage")
-    p.add_argument("--chunk-size", type=int, default=20000, help="passages per resumable encoding chunk")
+    add_options(p, IndexSpec, ["words", "bm25_engine", "language", "analyzer"])
+    add_options(p, VectorIndexParams, ["kind", "hnsw_m", "ef_search", "nlist", "nprobe"],
+                rename={"kind": "vector-index"})
+    add_options(p, IndexSpec, ["batch_size", "max_length", "chunk_size"])
     p.add_argument("--shard", help="i/n: encode only this shard of the chunks (merge by rerunning without it)")
-    p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
-    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16", "fp16", "int8"),
-                   help="passage encoding precision (auto: bf16 on CPUs with native bf16, fp16 on a GPU, else fp32; "
-                        "int8: ONNX Runtime dynamic int8, bench/encoder_int8.py measures its speed and recall)")
+    add_options(p, IndexSpec, ["device", "precision"])
 
     p = add_command(subparsers, "verify-index", "Check an index folder whole: every part's files against the digests "
                     "recorded at build time, row counts, and the passage fingerprint recomputed.",
@@ -60,9 +45,7 @@ def register(subparsers) -> None:
     p = add_command(subparsers, "search", "Show the top passages for a question.",
                     'odqa search --index indexes/wiki-aa "who founded the Visigoth kingdom"', run_search)
     p.add_argument("question", nargs="+")
-    p.add_argument("--index", help="index folder or es://HOST:9200/NAME (default: the config's index, else the "
-                   "built-in demo corpus)")
-    p.add_argument("--retriever", choices=RETRIEVERS.names)
+    _index_flags(p)
     p.add_argument("--k", type=int, help="passages to show (default 5, or the corpus size if smaller)")
     p.add_argument("--json", action="store_true", help="print hits as one JSON object")
     _run_file_flags(p)
@@ -72,14 +55,13 @@ def register(subparsers) -> None:
     p = add_command(subparsers, "eval-retrieval", "Top-k retrieval accuracy (DPR-style answer match), MRR, gold-passage recall.",
                     "odqa eval-retrieval --index indexes/wiki --questions ../shared/data/dpr-qas/nq-test.qa.tsv "
                     "--retriever bm25 --limit 500 --k 1 5 20 100 --json", run_eval)
-    p.add_argument("--index", help="index folder or es://HOST:9200/NAME (default: the config's index, else the "
-                   "built-in demo corpus)")
+    _index_flags(p, retriever=False)
     p.add_argument("--questions", "--queries", dest="questions", required=True,
                    help="DPR qas TSV, NQ-open JSONL, SQuAD JSON, WebQuestions JSON, CuratedTREC TSV, TriviaQA JSON, "
                         "or (with --qrels) BEIR queries.jsonl")
     p.add_argument("--qrels", help="relevance judgments (BEIR qrels TSV or TREC qrels): report nDCG@10, MRR@10 and "
                    "R@k by ir-measures over documents instead of answer-match accuracy")
-    p.add_argument("--retriever", choices=RETRIEVERS.names)
+    add_options(p, RetrievalConfig, ["retriever"], section="retrieval")
     p.add_argument("--limit", type=int, help="first N questions only")
     p.add_argument("--k", type=int, nargs="+", default=[1, 5, 10, 20, 50, 100])
     p.add_argument("--batch-size", type=int, default=32)
@@ -116,47 +98,27 @@ def _run_file_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-tag", help="the TREC run's tag column (default: odqa-RETRIEVER)")
 
 
+def _index_flags(p: argparse.ArgumentParser, retriever: bool = True) -> None:
+    add_options(p, OdqaConfig, ["index"], section="", help={
+        "index": "index folder or es://HOST:9200/NAME (empty: the built-in demo corpus)"})
+    if retriever:
+        add_options(p, RetrievalConfig, ["retriever"], section="retrieval")
+
+
 def _retrieval_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--encoder", help="the index's encoder (checked; default: the one the index was built with)")
-    p.add_argument("--query-encoder", help="a question encoder apart from the passage encoder, e.g. a DPR "
-                   "question encoder (default: the one the index records)")
+    add_options(p, RetrievalConfig, ["encoder", "query_encoder"], section="retrieval")
     _encoder_setting_flags(p)
-    p.add_argument("--fusion", choices=ELASTIC_FUSIONS, help=f"hybrid fusion method ({SERVER_RRF}: an "
-                   "Elasticsearch index's own RRF)")
-    p.add_argument("--alpha", type=float, help="minmax fusion: weight of the dense score")
-    p.add_argument("--candidates", type=int, help="hybrid: passages asked of each retriever before fusion")
+    add_options(p, RetrievalConfig, ["fusion", "alpha", "candidates"], section="retrieval")
     p.add_argument("--accept-encoder-change", action="store_true",
                    help="search a dense index although its encoder's weights changed since it was built")
 
 
 def _encoder_setting_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pooling", choices=["mean", "cls"], help="plain transformers model: token pooling "
-                   "(default: the model's own, else mean)")
-    p.add_argument("--similarity", choices=["cosine", "dot"], help="cosine: L2-normalised vectors; dot: raw "
-                   "(DPR); default: the model's own, else cosine")
-    p.add_argument("--query-prefix", help="text put before each question (default: the model's prompt, e5: 'query: ')")
-    p.add_argument("--passage-prefix", help="text put before each passage (default: the model's prompt, e5: 'passage: ')")
+    add_options(p, RetrievalConfig, ["pooling", "similarity", "query_prefix", "passage_prefix"], section="retrieval")
 
 
 def _config(args):
-    from odqa.config import OdqaConfig
-
-    return OdqaConfig.load(getattr(args, "config", None), {
-        "index": getattr(args, "index", None),
-        "corpus.id_field": getattr(args, "id_field", None),
-        "corpus.title_field": getattr(args, "title_field", None),
-        "corpus.text_field": getattr(args, "text_field", None),
-        "retrieval.retriever": getattr(args, "retriever", None),
-        "retrieval.encoder": getattr(args, "encoder", None),
-        "retrieval.query_encoder": getattr(args, "query_encoder", None),
-        "retrieval.pooling": getattr(args, "pooling", None),
-        "retrieval.similarity": getattr(args, "similarity", None),
-        "retrieval.query_prefix": getattr(args, "query_prefix", None),
-        "retrieval.passage_prefix": getattr(args, "passage_prefix", None),
-        "retrieval.fusion": getattr(args, "fusion", None),
-        "retrieval.alpha": getattr(args, "alpha", None),
-        "retrieval.candidates": getattr(args, "candidates", None),
-    })
+    return OdqaConfig.load(getattr(args, "config", None), config_overrides(args))
 
 
 def open_retriever(config, accept_encoder_change: bool = False):
@@ -173,10 +135,8 @@ def open_retriever(config, accept_encoder_change: bool = False):
 
 
 def run_index(args) -> int:
-    from indexes.vector import VectorIndexParams
-    from odqa.indexing import IndexSpec, build_index, parse_shard
-
     from odqa.corpus.readers import CorpusFields
+    from odqa.indexing import build_index, parse_shard
 
     config = _config(args)
     r, c = config.retrieval, config.corpus
@@ -184,11 +144,9 @@ def run_index(args) -> int:
         corpus=args.corpus, out=args.out, backends=[b.strip() for b in args.backends.split(",") if b.strip()],
         encoder=args.encoder or r.passage_encoder or r.encoder or DEFAULT_ENCODER, query_encoder=r.query_encoder,
         pooling=r.pooling, similarity=r.similarity, query_prefix=r.query_prefix, passage_prefix=r.passage_prefix,
-        words=args.words, fields=CorpusFields(c.id_field, c.title_field, c.text_field), bm25_engine=args.bm25_engine, language=args.language, analyzer=args.analyzer,
-        vector=VectorIndexParams(kind=args.vector_index, hnsw_m=args.hnsw_m, ef_search=args.ef_search,
-                                 nlist=args.nlist, nprobe=args.nprobe),
-        batch_size=args.batch_size, max_length=args.max_length, chunk_size=args.chunk_size,
-        shard=parse_shard(args.shard), device=args.device, precision=args.precision,
+        fields=CorpusFields(c.id_field, c.title_field, c.text_field),
+        vector=VectorIndexParams(**dataclass_values(args, VectorIndexParams)),
+        shard=parse_shard(args.shard), **dataclass_values(args, IndexSpec),
     )
     report = build_index(spec)
     print(report.message)

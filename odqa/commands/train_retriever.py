@@ -7,6 +7,8 @@ import logging
 from pathlib import Path
 
 from odqa.commands.common import add_command, add_output, print_json_last
+from odqa.commands.options import add_options, dataclass_values
+from retriever.train_config import RetrieverTrainConfig
 
 
 def register(subparsers) -> None:
@@ -65,45 +67,14 @@ def register(subparsers) -> None:
     )
     p.add_argument("--train", nargs="+", required=True, metavar="FILE", help="DPR-format JSONL or JSON (DPR's own files too)")
     add_output(p, "--output", folder=True, required=True, help="folder for checkpoints and the final model (OUTPUT/final)")
-    p.add_argument("--init", default="minilm", help="encoder to start from (name, shipped model or path)")
+    add_options(p, RetrieverTrainConfig, ["init"])
     p.add_argument("--separate-encoders", action="store_true", help="separate question and passage encoders (default: shared)")
-    p.add_argument("--val", nargs="*", default=[], metavar="FILE", help="held-out DPR-format file(s) for validation")
-    p.add_argument("--holdout", type=int, default=0, help="without --val: questions split off --train for validation")
-    p.add_argument("--limit", type=int, default=0, help="first N examples of each training file")
-    p.add_argument("--q-max-length", type=int, default=32)
-    p.add_argument("--p-max-length", type=int, default=160)
-    p.add_argument("--batch-size", type=int, default=16, help="questions per step on CPU")
-    p.add_argument("--gpu-batch-size", type=int, default=128, help="questions per step on a GPU")
-    p.add_argument("--hard-negatives", type=int, default=1, help="hard negatives per question")
-    p.add_argument("--chunk-size", type=int, default=0,
-                   help="gradient caching: texts encoded at once with a graph (0: whole batch); lets big batches fit")
-    p.add_argument("--lr", type=float, default=2e-5)
-    p.add_argument("--warmup", type=float, default=0.1)
-    p.add_argument("--weight-decay", type=float, default=0.0)
-    p.add_argument("--epochs", type=float, default=1.0)
-    p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (overrides --epochs)")
-    p.add_argument("--scale", type=float, default=20.0, help="cosine similarity scale before the softmax")
-    p.add_argument("--no-answer-mask", action="store_true",
-                   help="keep in-batch candidates that hold a question's answer as its negatives (DPR does)")
-    p.add_argument("--distill-weight", type=float, default=0.0,
-                   help="add this times a KL term that keeps the in-batch score distribution close to a frozen "
-                        "teacher's (learning without forgetting; 0: off)")
-    p.add_argument("--distill-from", default="",
-                   help="teacher encoder for --distill-weight (default: --init, the model training starts from)")
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--save-every", type=int, default=200)
-    p.add_argument("--eval-every", type=int, default=100)
-    p.add_argument("--early-stop", type=int, default=0, metavar="N",
-                   help="stop after N validations in a row without a better pool recall@5 (in-batch recall@5 "
-                        "with --no-pool-validation); 0: never")
-    p.add_argument("--no-pool-validation", action="store_true",
-                   help="validate by in-batch rank only, not also by retrieval over every held-out context")
-    p.add_argument("--eval-batch-size", type=int, default=64)
-    p.add_argument("--log-every", type=int, default=20)
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "fp16", "bf16"))
-    p.add_argument("--device", default="", help="cpu or cuda (default: cuda when available)")
-    p.add_argument("--no-progress", action="store_true")
+    add_options(p, RetrieverTrainConfig, [
+        "val_files", "holdout", "limit", "q_max_length", "p_max_length", "batch_size", "gpu_batch_size",
+        "hard_negatives", "chunk_size", "lr", "warmup", "weight_decay", "epochs", "max_steps", "scale",
+        "mask_answer_negatives", "distill_weight", "distill_from", "seed", "save_every", "eval_every", "early_stop",
+        "pool_validation", "eval_batch_size", "log_every", "threads", "precision", "device", "progress"],
+        rename={"val_files": "val", "mask_answer_negatives": "answer-mask"})
     p.add_argument("--json", action="store_true", help="print the last validation as JSON on the last line")
 
     p = add_command(
@@ -200,22 +171,11 @@ def _mine(args) -> int:
 
 
 def _train(args) -> int:
-    from retriever.train import RetrieverTrainConfig, train
+    from retriever.train import train
 
     _setup_logging()
-    cfg = RetrieverTrainConfig(
-        train_files=args.train, output_dir=args.output, init=args.init, shared=not args.separate_encoders,
-        val_files=args.val or [], holdout=args.holdout, limit=args.limit, q_max_length=args.q_max_length,
-        p_max_length=args.p_max_length, batch_size=args.batch_size, gpu_batch_size=args.gpu_batch_size,
-        hard_negatives=args.hard_negatives, chunk_size=args.chunk_size, lr=args.lr, warmup=args.warmup,
-        weight_decay=args.weight_decay, epochs=args.epochs, max_steps=args.max_steps, scale=args.scale,
-        mask_answer_negatives=not args.no_answer_mask, distill_weight=args.distill_weight,
-        distill_from=args.distill_from, seed=args.seed, save_every=args.save_every, eval_every=args.eval_every,
-        early_stop=args.early_stop,
-        pool_validation=not args.no_pool_validation, eval_batch_size=args.eval_batch_size, log_every=args.log_every,
-        threads=args.threads,
-        precision=args.precision, device=args.device, progress=not args.no_progress,
-    )
+    cfg = RetrieverTrainConfig(train_files=args.train, output_dir=args.output, shared=not args.separate_encoders,
+                               **dataclass_values(args, RetrieverTrainConfig))
     final = train(cfg)
     info = json.loads((final / "retriever_info.json").read_text())
     print(f"model saved in {final}")

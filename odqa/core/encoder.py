@@ -47,6 +47,15 @@ def encoder_kind(path: str) -> str:
     return "transformers"
 
 
+def encoder_max_length(name_or_path: str) -> int:
+    """The passage length an encoder was made for, as TextEncoder.from_pretrained applies it when given none: a
+    sentence-transformers folder's max_seq_length (multilingual e5: 512), else DEFAULT_MAX_LENGTH."""
+    config = Path(resolve_model(name_or_path)) / "sentence_bert_config.json"
+    if config.is_file():
+        return int(json.loads(config.read_text()).get("max_seq_length") or DEFAULT_MAX_LENGTH)
+    return DEFAULT_MAX_LENGTH
+
+
 def _dpr_class(path: str):
     from transformers import DPRContextEncoder, DPRQuestionEncoder
 
@@ -118,6 +127,9 @@ class TextEncoder(torch.nn.Module):
             encoder.query_prefix = query_prefix
         if passage_prefix is not None:
             encoder.passage_prefix = passage_prefix
+        # weights shipped in fp16 (models/encoder-multilingual) load as fp16 with transformers 5, and fp16
+        # matmuls on a CPU run several times slower than fp32: compute in fp32, `precision` autocasts from there
+        encoder.float()
         encoder.to(pick_device(device))
         encoder.eval()
         return encoder

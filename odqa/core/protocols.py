@@ -8,6 +8,7 @@ subclassing): a new backend only has to have these methods.
 | `Retriever` | retriever: BM25Retriever, DenseRetriever, HybridRetriever, Elastic{BM25,Dense,Hybrid}Retriever |
 | `Linker` | linker: Linker (ELQ), SpacyAliasLinker |
 | `Reader` | reader.model.Reader |
+| `ArticlePassages` | odqa.corpus.articles.StoreArticlePassages, indexes.elastic.ElasticArticlePassages |
 """
 
 from __future__ import annotations
@@ -64,4 +65,13 @@ class Reader(Protocol):
     def read_many(self, questions: Sequence[str], passages: Sequence[list[Passage]],
                   retrieval_scores: Sequence[list[float]] | None = None, top_n: int = 5) -> list[list[Answer]]:
         """`read` for several questions at once (one answer list per question, in order)."""
+        ...
+
+
+@runtime_checkable
+class ArticlePassages(Protocol):
+    def article(self, doc_id: str, limit: int) -> list[tuple[int, Passage]]:
+        """The first `limit` passages of one article (the passages' `doc_id`) in corpus order, as (row, passage):
+        the candidates the entity bonus adds for a linked entity (linker.guided). Every index backend gives them
+        (`article_passages()`), so the bonus works alike on an index folder and on Elasticsearch."""
         ...

@@ -172,6 +172,9 @@ class OnnxModel:
         self.input_names = [i.name for i in self.session.get_inputs()]
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        feeds = dict(feeds)
+        if "token_type_ids" not in feeds:  # XLM-R style tokenizers (multilingual e5) give none: all segment 0
+            feeds["token_type_ids"] = np.zeros_like(np.asarray(feeds["input_ids"]))
         return self.session.run(None, {k: np.asarray(feeds[k], dtype=np.int64) for k in self.input_names})
 
     @classmethod

@@ -393,13 +393,19 @@ def _squad_located(path: Path, fields: CorpusFields) -> Iterator[tuple[int, Docu
             data = json.load(f)["data"]
     except (json.JSONDecodeError, KeyError) as exc:
         raise DataFormatError(f"{path}: not a SQuAD JSON file with a 'data' list ({exc})") from exc
+    seen_titles: set[str] = set()
     try:
-        for article in data:
-            title = article.get("title", "").replace("_", " ")
+        for number, article in enumerate(data):
+            raw_title = article.get("title", "")
+            title = raw_title.replace("_", " ")
+            # `title#i` as always; an article whose title is empty or repeats (CMRC 2018 dev has two untitled
+            # ones) is told apart by its article id where it has one (CMRC, DRCD), else its position
+            key = raw_title if raw_title and raw_title not in seen_titles else f"{raw_title}@{article.get('id') or number}"
+            seen_titles.add(raw_title)
             for i, paragraph in enumerate(article.get("paragraphs", [])):
                 if not isinstance(paragraph["context"], str):
                     raise TypeError("'context' is not a string")
-                yield 0, Document(f"{article.get('title', '')}#{i}", title, paragraph["context"])
+                yield 0, Document(f"{key}#{i}", title, paragraph["context"])
     except (KeyError, TypeError, AttributeError) as exc:
         raise DataFormatError(f"{path}: not SQuAD JSON (articles with 'title' and 'paragraphs' of 'context' "
                               f"strings): {exc.__class__.__name__} {exc}") from exc

@@ -1,0 +1,48 @@
+"""The linker's training settings (`linker.train.train_linker`), apart from the training code so the command line
+can read their defaults and help without loading torch (odqa.commands.options)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from odqa.core.models import REPO_ROOT
+
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def _help(text: str, **more: Any) -> dict[str, Any]:
+    return {"help": text, **more}
+
+
+@dataclass
+class TrainConfig:
+    kb: str = field(default="work_indexes/kb", metadata=_help("knowledge-base folder the linker learns to link to"))
+    # the project's data beside the checkout (../shared/data), wherever the command runs from
+    data_dir: str = field(default=str(REPO_ROOT.parent / "shared" / "data"), metadata=_help(
+        "folder holding el/ (LC-QuAD, Complex-EL4QA, QALD) and webquestions/"))
+    output: str = field(default="models/linker", metadata=_help("folder for the trained linker", output="folder"))
+    encoder: str = field(default="minilm", metadata=_help("question encoder to start from"))
+    steps: int = field(default=2500, metadata=_help("training steps"))
+    # resumed runs included; the learning rate decays towards it too
+    max_minutes: float = field(default=30.0, metadata=_help("stop training after this wall time (0: none)"))
+    batch_size: int = field(default=32, metadata=_help("questions per step"))
+    lr: float = field(default=5e-5, metadata=_help("learning rate of the encoder"))
+    head_lr: float = field(default=1e-3, metadata=_help("learning rate of the mention and entity heads"))
+    warmup: int = 100
+    hard_negatives: int = field(default=24, metadata=_help("hard negative entities per mention"))
+    weak: int = field(default=6000, metadata=_help("weak-supervision sentences from the KB's articles (0: none)"))
+    dev_every: int = 10  # every 10th LC-QuAD question (by id) is held out as dev
+    threads: int = field(default=2, metadata=_help("torch CPU threads"))
+    seed: int = field(default=13, metadata=_help("seed of the data order and the heads' initialisation"))
+    init: str = field(default="", metadata=_help("continue training this trained linker (folder) instead"))
+    save_every: int = field(default=500, metadata=_help(
+        "checkpoint every N steps into OUTPUT/checkpoint-STEP; a rerun with the same --output resumes from the "
+        "newest (they are removed once the final model is saved)"))
+    keep_checkpoints: int = 2
+    log_every: int = 50
+    progress: bool = field(default=True, metadata=_help("progress bar (--no-progress: log lines only)"))
+    # bf16 is ~3x faster on AMX CPUs, ~1.7x with AVX512-BF16
+    precision: str = field(default="auto", metadata=_help(
+        "autocast dtype of the forward pass (auto: fp32 on CPU, bf16/fp16 on a GPU; bf16 is faster on CPUs with AMX "
+        "or AVX512-BF16)", choices=PRECISIONS))

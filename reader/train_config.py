@@ -1,0 +1,49 @@
+"""The reader's training settings (`reader.train.train`), apart from the training code so the command line can
+read their defaults and help without loading torch (odqa.commands.options)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS
+
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")  # fp16 needs a GPU; auto = fp32 on CPU
+
+
+def _help(text: str, **more: Any) -> dict[str, Any]:
+    return {"help": text, **more}
+
+
+@dataclass
+class TrainConfig:
+    train_files: list[str]
+    output_dir: str
+    init: str = field(default="minilm", metadata=_help("model to start from: an encoder or a QA checkpoint"))
+    max_length: int = field(default=DEFAULT_MAX_LENGTH, metadata=_help("tokens per window"))
+    stride: int = field(default=64, metadata=_help("tokens shared by consecutive windows"))
+    max_query_tokens: int = DEFAULT_MAX_QUERY_TOKENS
+    batch_size: int = field(default=32, metadata=_help("CPU batch size"))
+    gpu_batch_size: int = field(default=64, metadata=_help("batch size on a GPU"))
+    lr: float = field(default=1e-4, metadata=_help("peak learning rate"))
+    warmup: float = field(default=0.1, metadata=_help("fraction of steps spent warming up"))
+    weight_decay: float = 0.01
+    epochs: float = field(default=2.0, metadata=_help("passes over the training examples"))
+    max_steps: int = field(default=0, metadata=_help("stop after this many steps (overrides --epochs)"))
+    seed: int = field(default=42, metadata=_help("seed of the batch order and dropout"))
+    save_every: int = field(default=500, metadata=_help("checkpoint every N steps"))
+    keep_checkpoints: int = 3
+    log_every: int = 20
+    threads: int = field(default=0, metadata=_help("torch CPU threads (0: torch's default)"))
+    negative_ratio: float = field(default=1.0, metadata=_help("fraction of unanswerable questions kept"))
+    # SQuAD dev files have up to 5 annotators, who often disagree on the span's boundaries
+    all_answers: bool = field(default=False, metadata=_help(
+        "one example per distinct reference answer (--no-all-answers: the first answer only)"))
+    limit: int = field(default=0, metadata=_help("first N questions of each file (smoke tests)"))
+    precision: str = field(default="auto", metadata=_help("training precision (auto: fp32 on CPU)", choices=PRECISIONS))
+    device: str = ""
+    progress: bool = field(default=True, metadata=_help("progress bar (--no-progress: log lines only)"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

@@ -1,0 +1,67 @@
+"""The dense retriever's training settings (`retriever.train.train`), apart from the training code so the
+command line can read their defaults and help without loading torch (odqa.commands.options)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+
+
+def _help(text: str, **more: Any) -> dict[str, Any]:
+    return {"help": text, **more}
+
+
+@dataclass
+class RetrieverTrainConfig:
+    train_files: list[str]
+    output_dir: str
+    init: str = field(default="minilm", metadata=_help("encoder to start from (name, shipped model or path)"))
+    shared: bool = True  # one encoder for questions and passages (the command's --separate-encoders: False)
+    val_files: list[str] = field(default_factory=list, metadata=_help(
+        "held-out DPR-format file(s) for validation", metavar="FILE"))
+    holdout: int = field(default=0, metadata=_help(
+        "without --val: questions split off --train for validation"))
+    limit: int = field(default=0, metadata=_help("first N examples of each training file"))
+    q_max_length: int = field(default=32, metadata=_help("question tokens"))
+    p_max_length: int = field(default=160, metadata=_help("passage tokens"))
+    batch_size: int = field(default=16, metadata=_help("questions per step on CPU"))
+    gpu_batch_size: int = field(default=128, metadata=_help("questions per step on a GPU"))
+    hard_negatives: int = field(default=1, metadata=_help("hard negatives per question"))
+    chunk_size: int = field(default=0, metadata=_help(
+        "gradient caching: texts encoded at once with a graph (0: whole batch); lets big batches fit"))
+    lr: float = field(default=2e-5, metadata=_help("peak learning rate"))
+    warmup: float = field(default=0.1, metadata=_help("fraction of steps spent warming up"))
+    weight_decay: float = field(default=0.0, metadata=_help("AdamW weight decay"))
+    epochs: float = field(default=1.0, metadata=_help("passes over the training examples"))
+    max_steps: int = field(default=0, metadata=_help("stop after this many steps (overrides --epochs)"))
+    scale: float = field(default=20.0, metadata=_help("cosine similarity scale before the softmax"))
+    mask_answer_negatives: bool = field(default=True, metadata=_help(
+        "drop in-batch candidates that hold a question's answer from its negatives (--no-answer-mask: keep them, "
+        "as DPR does)"))
+    distill_weight: float = field(default=0.0, metadata=_help(
+        "add this times a KL term that keeps the in-batch score distribution close to a frozen teacher's "
+        "(learning without forgetting; 0: off)"))
+    distill_from: str = field(default="", metadata=_help(
+        "teacher encoder for --distill-weight (empty: --init, the model training starts from)"))
+    pool_validation: bool = field(default=True, metadata=_help(
+        "validate also by retrieval over every held-out context (--no-pool-validation: by in-batch rank only)"))
+    seed: int = field(default=42, metadata=_help("seed of the batch order and dropout"))
+    save_every: int = field(default=200, metadata=_help("checkpoint every N steps"))
+    eval_every: int = field(default=100, metadata=_help("validate every N steps"))
+    eval_batch_size: int = field(default=64, metadata=_help("texts encoded per validation batch"))
+    primary_metric: str = ""  # the validation figure early stopping watches ("": pool_recall@5, else recall@5)
+    early_stop: int = field(default=0, metadata=_help(
+        "stop after N validations in a row without a better pool recall@5 (in-batch recall@5 with "
+        "--no-pool-validation); 0: never", metavar="N"))
+    keep_checkpoints: int = 2
+    log_every: int = field(default=20, metadata=_help("log the loss every N steps"))
+    threads: int = field(default=0, metadata=_help("torch CPU threads (0: torch's default)"))
+    precision: str = field(default="auto", metadata=_help("training precision (auto: fp32 on CPU)", choices=PRECISIONS))
+    device: str = field(default="", metadata=_help("cpu or cuda (empty: cuda when available)"))
+    progress: bool = field(default=True, metadata=_help("progress bar (--no-progress: log lines only)"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
