@@ -4,15 +4,12 @@ can read their defaults and help without loading torch (odqa.commands.options)."
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from odqa.core.models import REPO_ROOT
+from odqa.core.settings import field_help as _help
 
 PRECISIONS = ("auto", "fp32", "bf16")
 
-
-def _help(text: str, **more: Any) -> dict[str, Any]:
-    return {"help": text, **more}
 
 
 @dataclass

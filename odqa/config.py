@@ -15,6 +15,7 @@ from odqa.core.fusion import FUSIONS
 from odqa.core.runtime import PRECISIONS, RUNTIMES
 from retriever.kinds import ELASTIC_FUSIONS, RETRIEVERS, SERVER_RRF
 from retriever.registry import backend_of
+from odqa.core.settings import field_help as _help
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -24,11 +25,6 @@ else:  # Python 3.10: the same parser, from PyPI
 
 POOLINGS = ("mean", "cls")
 SIMILARITIES = ("cosine", "dot")
-
-
-def _help(text: str, **more: Any) -> dict[str, Any]:
-    """Field metadata read by the command line (odqa.commands.options): the option's help, choices, metavar."""
-    return {"help": text, **more}
 
 
 @dataclass

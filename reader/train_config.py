@@ -7,13 +7,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from odqa.core.settings import TRAINING_PRECISIONS, field_help as _help
 from reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS
 
-PRECISIONS = ("auto", "fp32", "fp16", "bf16")  # fp16 needs a GPU; auto = fp32 on CPU
-
-
-def _help(text: str, **more: Any) -> dict[str, Any]:
-    return {"help": text, **more}
+PRECISIONS = TRAINING_PRECISIONS
 
 
 @dataclass

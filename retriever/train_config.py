@@ -7,11 +7,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+from odqa.core.settings import TRAINING_PRECISIONS, field_help as _help
 
-
-def _help(text: str, **more: Any) -> dict[str, Any]:
-    return {"help": text, **more}
+PRECISIONS = TRAINING_PRECISIONS
 
 
 @dataclass
