@@ -93,10 +93,10 @@ class ReaderConfig:
     # reads the demo corpus's hybrid rankings better (both in models/reader/README.md)
     retrieval_weight: float = 10.0
     batch_size: int = 16
-    # read only the run of each passage's sentences that best matches the question, at most this many words
-    # (reader/focus.py; 0: whole passages). 60 reads 35 % fewer tokens, 1.5x faster, at higher F1 (squad-open
-    # and NQ/TriviaQA over Wikipedia, bench/results/speed-avx2.md)
-    focus_words: int = 60
+    # sparing the reader distractor text costs no F1 measured (bench/results/speed-avx2.md has the figures)
+    focus_words: int = field(default=60, metadata=_help(
+        "read only the run of each passage's sentences that best matches the question, at most this many words "
+        "(reader/focus.py; 0: whole passages)"))
     # calibration.json (run_qa.py fit-calibration); empty: the model folder's own, if it has one
     calibration: str = ""
 

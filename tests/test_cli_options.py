@@ -186,7 +186,17 @@ def test_inverted_and_renamed_flags_keep_their_meaning(tmp_path):
     assert values["progress"] is False and values["val_files"] == ["a.jsonl"] and values["early_stop"] == 3
     assert config_overrides(_commands()["ask"].parse_args(["q", "--no-linker", "--reader", "r"])) == {
         "index": None, "retrieval.retriever": None, "retrieval.k": None, "reader.model": "r",
-        "linker.enabled": False, "retrieval.entity_bonus": None, "precision": None, "runtime": None}
+        "reader.focus_words": None, "linker.enabled": False, "retrieval.entity_bonus": None, "precision": None,
+        "runtime": None}
+
+
+def test_focus_words_flag_reaches_the_reader_config(tmp_path):
+    config_file = tmp_path / "odqa.toml"
+    config_file.write_text("[reader]\nfocus_words = 40\n")
+    ask = _commands()["ask"]
+    assert OdqaConfig.load(config_file, config_overrides(ask.parse_args(["q"]))).reader.focus_words == 40
+    given = ask.parse_args(["q", "--focus-words", "0", "--config", str(config_file)])
+    assert OdqaConfig.load(config_file, config_overrides(given)).reader.focus_words == 0
 
 
 @pytest.mark.subprocess
