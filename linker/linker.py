@@ -8,17 +8,21 @@ import warnings
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
-import torch
-from transformers import AutoConfig, AutoModel, AutoTokenizer
+from typing import TYPE_CHECKING, Callable
 
+import numpy as np
+
+from linker.heads import ELQConfig, LinkHeads, enumerate_spans, word_masks
 from linker.kb import KnowledgeBase
-from linker.model import ELQConfig, ELQModel, enumerate_spans, word_masks
-from odqa.core.device import autocast_for
+from odqa.core.device import autocast_for, device_type
 from odqa.core.errors import OdqaError
 from odqa.core.models import hub_options, resolve_model
-from odqa.core.runtime import PerWeights, announce, int8_dynamic, plan_inference
+from odqa.core.runtime import (LoadedFrom, OnnxModel, PerWeights, announce, cached_graph, fast_tokenizer,
+                               files_digest, int8_dynamic, plan_inference)
 from odqa.core.types import Mention
+
+if TYPE_CHECKING:
+    from linker.model import ELQModel
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +42,7 @@ def _no_init_weights():
 class Linker:
     def __init__(
         self,
-        model: ELQModel,
+        model: "ELQModel | None",
         tokenizer,
         kb: KnowledgeBase | None = None,
         mention_threshold: float | None = None,
@@ -47,28 +51,57 @@ class Linker:
         max_spans: int = 24,
         precision: str = "auto",
         runtime: str = "auto",
+        *,
+        config: ELQConfig | None = None,
+        session: OnnxModel | None = None,
+        heads: LinkHeads | None = None,
+        load_model: Callable[[], "ELQModel"] | None = None,
+        weights_digest: str | None = None,
     ):
+        """`model`: the torch ELQModel; or None, with `config`, `session` (the cached ONNX graph of its weight
+        files, `weights_digest`), `heads` (its scoring heads, read from the files) and `load_model` (builds the
+        module on first need: torch inference, training, saving)."""
         self.precision, self.runtime = precision, runtime  # of inference (odqa.core.runtime.plan_inference)
         self._onnx = PerWeights()  # the ONNX Runtime session of the current weights
         self._int8_copy = PerWeights()  # a quantised copy of the current weights
-        self.model = model
+        self.device = device or "cpu"
+        self._model = None
+        self._load_model = load_model
+        self._session, self._file_heads, self._weights_digest = session, heads, weights_digest
+        self._loaded_from: LoadedFrom | None = None  # of a model loaded from a saved linker's folder
+        if model is not None:
+            self.model = model
         self.tokenizer = tokenizer
-        self.config = model.config
+        self.config = config or model.config
         self.mention_threshold = self.config.mention_threshold if mention_threshold is None else mention_threshold
         self.entity_threshold = self.config.entity_threshold if entity_threshold is None else entity_threshold
         self.max_spans = max_spans
-        self.device = torch.device(device or "cpu")
-        self.model.to(self.device)
-        self.model.eval()
         self.kb = None
         if kb is not None:
             self.set_kb(kb)
+
+    @property
+    def model(self) -> "ELQModel":
+        """The torch module (built on first use when the linker was made from a cached graph)."""
+        if self._model is None:
+            self.model = self._load_model()
+            if self._weights_digest:
+                self._loaded_from = LoadedFrom(self._weights_digest, self._model)
+        return self._model
+
+    @model.setter
+    def model(self, module: "ELQModel") -> None:
+        self._model = module.to(self.device).eval()
 
     # ---- construction -------------------------------------------------------------------------------------
 
     @classmethod
     def from_encoder(cls, name: str = "minilm", kb=None, config: ELQConfig | None = None, **kwargs) -> "Linker":
         """A fresh (untrained heads) linker on top of a pretrained encoder."""
+        from transformers import AutoModel, AutoTokenizer
+
+        from linker.model import ELQModel
+
         path = resolve_model(name)
         try:
             tokenizer = AutoTokenizer.from_pretrained(path, **hub_options(path))
@@ -88,18 +121,38 @@ class Linker:
                 "or use the shipped model 'linker'"
             )
         config = ELQConfig.from_dict(json.loads((path / LINKER_CONFIG).read_text()))
-        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        with _no_init_weights():  # every weight is loaded below: a random initialisation would be thrown away
-            encoder = AutoModel.from_config(AutoConfig.from_pretrained(str(path), local_files_only=True))
-        model = ELQModel(encoder, config)
-        from safetensors.torch import load_file
+        plan = plan_inference(device_type(kwargs.get("device") or "cpu"), kwargs.get("precision", "auto"),
+                              kwargs.get("runtime", "auto"))
+        session = cached_graph("linker", str(name_or_path), plan)
 
-        state = load_file(str(path / WEIGHTS))
-        missing, unexpected = model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
-        missing = [m for m in missing if not m.endswith("position_ids")]
-        if missing or unexpected:
-            raise OdqaError(f"{path}: linker weights do not fit the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
-        return cls(model, tokenizer, kb=kb, **kwargs)
+        def load_model():
+            from safetensors.torch import load_file
+            from transformers import AutoConfig, AutoModel
+
+            from linker.model import ELQModel
+
+            with _no_init_weights():  # every weight is loaded below: a random initialisation would be thrown away
+                encoder = AutoModel.from_config(AutoConfig.from_pretrained(str(path), local_files_only=True))
+            model = ELQModel(encoder, config)
+            state = load_file(str(path / WEIGHTS))
+            missing, unexpected = model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+            missing = [m for m in missing if not m.endswith("position_ids")]
+            if missing or unexpected:
+                raise OdqaError(f"{path}: linker weights do not fit the model (missing {missing[:3]}, "
+                                f"unexpected {unexpected[:3]})")
+            return model
+
+        digest = files_digest(str(name_or_path))
+        if session is not None:
+            return cls(None, fast_tokenizer(path), kb=kb, config=config, session=session,
+                       heads=LinkHeads.from_file(path / WEIGHTS), load_model=load_model, weights_digest=digest,
+                       **kwargs)
+        from transformers import AutoTokenizer
+
+        linker = cls(None, AutoTokenizer.from_pretrained(str(path), local_files_only=True), kb=kb, config=config,
+                     load_model=load_model, weights_digest=digest, **kwargs)
+        linker.model  # noqa: B018 -- loaded now, so that weights that do not fit fail here, not at the first link
+        return linker
 
     def save_pretrained(self, path: str | Path, half: bool = True, extra_config: dict | None = None) -> None:
         from safetensors.torch import save_file
@@ -123,14 +176,15 @@ class Linker:
 
     # ---- inference -----------------------------------------------------------------------------------------
 
-    def tokenize(self, questions: Sequence[str]):
+    def tokenize(self, questions: Sequence[str], return_tensors: str = "pt"):
+        """Token ids (torch tensors for training; "np" for inference, which needs no torch) and offsets."""
         return self.tokenizer(
             list(questions),
             padding=True,
             truncation=True,
             max_length=self.config.max_length,
             return_offsets_mapping=True,
-            return_tensors="pt",
+            return_tensors=return_tensors,
         )
 
     def span_candidates(self, questions: Sequence[str], batch) -> np.ndarray:
@@ -138,7 +192,7 @@ class Linker:
         punctuation, at most max_mention_tokens tokens."""
         word_ids = [batch.word_ids(i) for i in range(len(questions))]
         start, end = word_masks(word_ids)
-        offsets = batch["offset_mapping"].numpy()
+        offsets = np.asarray(batch["offset_mapping"])
         for row, q in enumerate(questions):
             for t in range(start.shape[1]):
                 if start[row, t] or end[row, t]:
@@ -147,7 +201,6 @@ class Linker:
                         start[row, t] = end[row, t] = False
         return enumerate_spans(start, end, self.config.max_mention_tokens)
 
-    @torch.inference_mode()
     def link(self, questions: Sequence[str], batch_size: int = 32) -> list[list[Mention]]:
         if self.kb is None:
             raise OdqaError("the linker has no knowledge base: pass kb=... (build one with `odqa build-kb`)")
@@ -161,22 +214,21 @@ class Linker:
         return out
 
     def _link_batch(self, questions: list[str], resolve: bool = True) -> list[list[Mention]]:
-        batch = self.tokenize(questions)
-        offsets = batch["offset_mapping"].numpy()
+        batch = self.tokenize(questions, return_tensors="np")
+        offsets = batch["offset_mapping"]
         for row, q in enumerate(questions):
             last = int(offsets[row, :, 1].max())
             if q[last:].strip() and len(batch.word_ids(row)) >= self.config.max_length:
                 warnings.warn(
                     f"question truncated to {self.config.max_length} tokens for linking: {q[:60]!r}...", stacklevel=3
                 )
-        inputs = {k: v.to(self.device) for k, v in batch.items() if k != "offset_mapping"}
-        hidden, scores = self._encode(inputs)
+        hidden, scores = self._encode({k: v for k, v in batch.items() if k != "offset_mapping"})
         spans = self.span_candidates(questions, batch)
         results: list[list[Mention]] = [[] for _ in questions]
         if len(spans) == 0:
             return results
-        spans_t = torch.from_numpy(spans).to(self.device)
-        p_mention = torch.sigmoid(self.model.mention_logits(scores, spans_t)).float().cpu().numpy()
+        heads = self._heads()
+        p_mention = 1.0 / (1.0 + np.exp(-heads.mention_logits(scores, spans)))
         keep = []
         for row in range(len(questions)):
             rows = np.flatnonzero((spans[:, 0] == row) & (p_mention >= self.mention_threshold))
@@ -186,10 +238,10 @@ class Linker:
             return results
         keep = np.asarray(keep)
         spans, p_mention = spans[keep], p_mention[keep]
-        span_vecs = self.model.span_vectors(hidden, torch.from_numpy(spans).to(self.device))
+        span_vecs = heads.span_vectors(hidden, spans)
         texts = [questions[r][offsets[r, i, 0] : offsets[r, j, 1]] for r, i, j in spans]
-        cand_rows = self.candidates(span_vecs.float().cpu().numpy(), texts)
-        probs = self.entity_probabilities(span_vecs, texts, cand_rows)
+        cand_rows = self.candidates(span_vecs, texts)
+        probs = self.entity_probabilities(span_vecs, texts, cand_rows, heads)
         best = probs[:, :-1].argmax(1)
         for n, (row, i, j) in enumerate(spans):
             p_entity = float(probs[n, best[n]])
@@ -205,31 +257,47 @@ class Linker:
 
     @property
     def plan(self):
-        return plan_inference(self.device.type, self.precision, self.runtime)
+        return plan_inference(device_type(self.device), self.precision, self.runtime)
 
-    def _encode(self, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Token vectors and mention scores of a batch, on the planned runtime and precision."""
+    def _heads(self) -> LinkHeads:
+        """The scoring heads: read from the files while no torch module was built, else the module's own (their
+        current values: the linker may be training)."""
+        return self._file_heads if self._model is None else LinkHeads.from_model(self._model)
+
+    def _onnx_model(self, int8: bool) -> OnnxModel:
+        """The ONNX Runtime session of the current weights (built and cached on first use)."""
+        if self._model is None and self._session is not None and self._session.path.name.endswith(
+                ".int8.onnx") == int8:
+            return self._session  # the graph of the files, no module built since
+
+        def encode(module, **named):
+            return module.encode(**named)
+
+        digest = self._loaded_from.digest_of(self.model) if self._loaded_from else None
+        return self._onnx.get(self.model, int8, lambda: OnnxModel.for_module(
+            self.model, "linker", ("hidden", "scores"), int8, forward=encode, transformer=self.model.encoder,
+            weights_digest=digest))
+
+    def _encode(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Token vectors and mention scores (float32) of a batch, on the planned runtime and precision."""
         plan = self.plan
         announce("linker", plan)
         if plan.runtime == "onnx":
-            from odqa.core.runtime import OnnxModel
+            hidden, scores = self._onnx_model(plan.precision == "int8").run(inputs)
+            return hidden, scores
+        import torch
 
-            def encode(module, **named):
-                return module.encode(**named)
+        batch = {k: torch.from_numpy(v).to(self.device) for k, v in inputs.items()}
+        with torch.inference_mode():
+            if plan.precision == "int8":
+                import copy
 
-            int8 = plan.precision == "int8"
-            session = self._onnx.get(self.model, int8, lambda: OnnxModel.for_module(
-                self.model, "linker", ("hidden", "scores"), int8, forward=encode, transformer=self.model.encoder))
-            hidden, scores = session.run({k: v.cpu().numpy() for k, v in inputs.items()})
-            return torch.from_numpy(hidden), torch.from_numpy(scores)
-        if plan.precision == "int8":
-            import copy
-
-            copied = self._int8_copy.get(self.model, "int8", lambda: int8_dynamic(copy.deepcopy(self.model)))
-            return copied.encode(**inputs)
-        with autocast_for(self.device, plan.precision):
-            hidden, scores = self.model.encode(**inputs)
-        return hidden.float(), scores.float()
+                copied = self._int8_copy.get(self.model, "int8", lambda: int8_dynamic(copy.deepcopy(self.model)))
+                hidden, scores = copied.encode(**batch)
+            else:
+                with autocast_for(torch.device(self.device), plan.precision):
+                    hidden, scores = self.model.encode(**batch)
+        return hidden.float().cpu().numpy(), scores.float().cpu().numpy()
 
     def candidates(self, span_vecs: np.ndarray, texts: Sequence[str]) -> np.ndarray:
         """Dense top-K entities of each span plus the entities whose alias is the span's text; -1 pads."""
@@ -245,15 +313,15 @@ class Linker:
             out[n, : len(r)] = r
         return out
 
-    def entity_probabilities(self, span_vecs: torch.Tensor, texts: Sequence[str], cand_rows: np.ndarray) -> np.ndarray:
+    def entity_probabilities(self, span_vecs: np.ndarray, texts: Sequence[str], cand_rows: np.ndarray,
+                             heads: LinkHeads | None = None) -> np.ndarray:
         """Softmax over each span's candidates plus NIL -> [N, C + 1] (padding gets probability 0)."""
-        vectors = self.kb.vectors
-        cand = torch.from_numpy(vectors[np.maximum(cand_rows, 0)]).to(span_vecs.device)
-        feats = torch.from_numpy(self.kb.features(texts, cand_rows)).to(span_vecs.device)
-        logits = self.model.entity_logits(span_vecs, cand, feats)
-        pad = torch.from_numpy(np.concatenate([cand_rows < 0, np.zeros((len(cand_rows), 1), bool)], 1)).to(logits.device)
-        logits = logits.masked_fill(pad, float("-inf"))
-        return torch.softmax(logits.float(), dim=-1).cpu().numpy()
+        cand = self.kb.vectors[np.maximum(cand_rows, 0)].astype(np.float32, copy=False)
+        logits = (heads or self._heads()).entity_logits(span_vecs, cand, self.kb.features(texts, cand_rows))
+        pad = np.concatenate([cand_rows < 0, np.zeros((len(cand_rows), 1), bool)], 1)
+        logits = np.where(pad, -np.inf, logits)
+        logits = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        return logits / logits.sum(axis=-1, keepdims=True)
 
 
 def resolve_overlaps(mentions: list[Mention]) -> list[Mention]:

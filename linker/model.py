@@ -11,33 +11,11 @@ candidate's aliases; the candidate's log popularity), which help a 6-layer encod
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
 
-import numpy as np
 import torch
 from torch import nn
 
-
-@dataclass
-class ELQConfig:
-    encoder: str = "minilm"  # question encoder it was initialised from (informational)
-    entity_encoder: str = "minilm"  # the frozen encoder the KB vectors must come from
-    entity_dim: int = 384
-    hidden_size: int = 384
-    max_mention_tokens: int = 10
-    max_length: int = 64  # question tokens; longer questions are truncated with a warning
-    candidates: int = 16  # dense top-K entities per span
-    alias_candidates: int = 8  # entities whose alias equals the span's text, most popular first
-    mention_threshold: float = 0.5  # recommended thresholds (tuned on the dev split)
-    entity_threshold: float = 0.3
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "ELQConfig":
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+from linker.heads import ELQConfig, enumerate_spans, word_masks  # noqa: F401 (re-exported: imported from here)
 
 
 class ELQModel(nn.Module):
@@ -67,6 +45,8 @@ class ELQModel(nn.Module):
         scores = self.mention_heads(hidden)  # [B, L, 3]
         return hidden, scores
 
+    # linker.heads.LinkHeads runs the three scoring methods below in numpy for inference (no torch at query
+    # time); these stay for training (autograd); tests hold the two to the same numbers
     @staticmethod
     def mention_logits(scores: torch.Tensor, spans: torch.Tensor) -> torch.Tensor:
         """scores [B, L, 3]; spans [N, 3] of (batch row, first token, last token) -> logits [N]."""
@@ -89,34 +69,3 @@ class ELQModel(nn.Module):
         sims = torch.einsum("nd,ncd->nc", span_vecs, cand_vecs) * scale + features @ self.feature_weights
         nil = self.nil(span_vecs)
         return torch.cat([sims, nil], dim=-1)
-
-
-def enumerate_spans(word_start: np.ndarray, word_end: np.ndarray, max_tokens: int) -> np.ndarray:
-    """All (row, i, j) with i a word's first token, j a word's last token, 0 <= j - i < max_tokens.
-
-    word_start/word_end: bool [B, L] masks (special and padding tokens are False in both).
-    """
-    out = []
-    for row in range(word_start.shape[0]):
-        starts = np.flatnonzero(word_start[row])
-        ends = np.flatnonzero(word_end[row])
-        for i in starts:
-            for j in ends[(ends >= i) & (ends < i + max_tokens)]:
-                out.append((row, i, j))
-    return np.asarray(out, dtype=np.int64).reshape(-1, 3)
-
-
-def word_masks(word_ids: list[list[int | None]]) -> tuple[np.ndarray, np.ndarray]:
-    """First/last sub-token of each word, from the fast tokenizer's word_ids()."""
-    n = max((len(w) for w in word_ids), default=0)
-    start = np.zeros((len(word_ids), n), dtype=bool)
-    end = np.zeros((len(word_ids), n), dtype=bool)
-    for row, ids in enumerate(word_ids):
-        for t, w in enumerate(ids):
-            if w is None:
-                continue
-            if t == 0 or ids[t - 1] != w:
-                start[row, t] = True
-            if t + 1 >= len(ids) or ids[t + 1] != w:
-                end[row, t] = True
-    return start, end

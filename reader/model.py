@@ -7,20 +7,22 @@ import copy
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
-import torch
 
-from odqa.core.device import autocast_for, pick_device
+from odqa.core.device import autocast_for, device_type, pick_device
 from odqa.core.errors import OdqaError
-from odqa.core.models import hub_options, model_fingerprint, resolve_model
-from odqa.core.runtime import (InferencePlan, PerWeights, announce, int8_dynamic, pad_batch, plan_inference,
-                               weights_version)
+from odqa.core.models import hub_options, resolve_model
+from odqa.core.runtime import (InferencePlan, LoadedFrom, OnnxModel, PerWeights, announce, cached_graph,
+                               fast_tokenizer, files_digest, int8_dynamic, pad_batch, plan_inference)
 from odqa.core.types import Answer, Passage
 from reader.calibration import CALIBRATION_FILE, Calibration
 from reader.decode import AggregatedAnswer, PassageSpan, aggregate, decode_passage
 from reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS, DEFAULT_STRIDE, require_fast, tokenize_windows
+
+if TYPE_CHECKING:
+    import torch
 
 DEFAULT_READER = "reader"  # resolves to models/reader
 SETTINGS_FILE = "reader_config.json"
@@ -50,9 +52,13 @@ class ReaderSettings:
     focus_words: int = 0
 
 
-def _is_qa_config(config) -> bool:
-    archs = getattr(config, "architectures", None) or []
-    return any(a.endswith("ForQuestionAnswering") for a in archs)
+def _check_qa_architectures(name: str, architectures: list[str] | None) -> None:
+    if not any(a.endswith("ForQuestionAnswering") for a in architectures or []):
+        raise OdqaError(
+            f"{name!r} is not an extractive question-answering checkpoint (architectures: "
+            f"{', '.join(architectures or ['none recorded'])}); train one with `odqa train-reader` or pass a "
+            "*ForQuestionAnswering model"
+        )
 
 
 @dataclass
@@ -88,22 +94,39 @@ class Reader:
     """Reads passages and returns answer spans with character offsets into each passage's text."""
 
     def __init__(self, model, tokenizer, settings: ReaderSettings | None = None, name: str = "",
-                 calibration: Calibration | None = None):
+                 calibration: Calibration | None = None, session: OnnxModel | None = None,
+                 load_model: Callable[[], object] | None = None, weights_digest: str | None = None):
+        """`model`: the torch module; or None, with `load_model` to build it on first need (torch inference,
+        training, saving) and `session`, the cached ONNX graph of its weight files (`weights_digest`, which
+        names the graph while the loaded weights stay unchanged), which reads without it."""
         require_fast(tokenizer)
-        self.model = model.eval()
+        self._model = model.eval() if model is not None else None
+        self._load_model = load_model
+        self._session = session
+        self._weights_digest = weights_digest
         self.tokenizer = tokenizer
         self.settings = settings or ReaderSettings()
         self.name = name
         self.calibration = calibration or Calibration()
         self._quantized = False
-        self._bf16_copy: tuple[object, torch.nn.Module] | None = None  # (the model it copies, the copy)
+        self._bf16_copy: tuple[object, "torch.nn.Module"] | None = None  # (the model it copies, the copy)
         self._onnx = PerWeights()  # the ONNX Runtime session of the current weights
         self.passages_read = 0  # passages decoded so far (early stopping skips some)
         self._focus = None  # reader.focus.Focus of settings.focus_words, made on first use
-        # (digest of the weight files, weights_version) of a model loaded from a local folder: while the weights
-        # stay unchanged, the files' digest (cached across processes) names them for the ONNX graph cache, so a
-        # start does not hash the live weights
-        self._loaded_from: tuple[str, tuple] | None = None
+        self._loaded_from: LoadedFrom | None = None  # of a model loaded from a local folder
+
+    @property
+    def model(self):
+        """The torch module (built on first use when the reader was made from a cached graph)."""
+        if self._model is None:
+            self._model = self._load_model().eval()
+            if self._weights_digest:
+                self._loaded_from = LoadedFrom(self._weights_digest, self._model)
+        return self._model
+
+    @model.setter
+    def model(self, module) -> None:
+        self._model = module
 
     # ---------------------------------------------------------------- loading / saving
     @classmethod
@@ -112,35 +135,12 @@ class Reader:
         """Load an extractive-QA checkpoint: a name (`reader` = the shipped models/reader), a folder, or a hub
         name. Settings saved with the model (reader_config.json) apply unless overridden by keyword; so does
         its calibration.json unless `calibration` names another file."""
-        from transformers import AutoConfig, AutoModelForQuestionAnswering, AutoTokenizer
-
         if not name_or_path or not str(name_or_path).strip():
             raise OdqaError("reader model name is empty; pass 'reader' or a checkpoint path")
         path = resolve_model(str(name_or_path))
         if str(name_or_path).strip() == DEFAULT_READER and not (Path(path) / "config.json").exists():
             raise OdqaError("the shipped reader (models/reader) is missing; train one with `odqa train-reader` "
                             "or pass --model PATH_OR_NAME")
-        try:
-            config = AutoConfig.from_pretrained(path, **hub_options(path))
-        except (OSError, ValueError) as exc:
-            raise OdqaError(
-                f"cannot load reader {name_or_path!r}: not a model folder or a known model name ({exc.__class__.__name__})"
-            ) from exc
-        if not _is_qa_config(config):
-            archs = ", ".join(getattr(config, "architectures", None) or ["none recorded"])
-            raise OdqaError(
-                f"{name_or_path!r} is not an extractive question-answering checkpoint (architectures: {archs}); "
-                "train one with `odqa train-reader` or pass a *ForQuestionAnswering model"
-            )
-        dev = pick_device(device)
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(path, **hub_options(path))
-            # shipped weights are fp16; compute in fp32 on CPU (fp16 matmuls there are slow and lossy)
-            model = AutoModelForQuestionAnswering.from_pretrained(
-                path, dtype=torch.float32 if dev.type == "cpu" else torch.float16, **hub_options(path)
-            )
-        except (OSError, ValueError) as exc:
-            raise OdqaError(f"cannot load reader {name_or_path!r}: {exc}") from exc
         settings = ReaderSettings()
         cfg_file = Path(path) / SETTINGS_FILE
         if cfg_file.is_file():
@@ -152,13 +152,34 @@ class Reader:
             if not hasattr(settings, key):
                 raise OdqaError(f"unknown reader setting {key!r}")
             setattr(settings, key, value)
-        model.to(dev)
         cal = Calibration.load(calibration) if calibration else Calibration.for_model(path)
-        reader = cls(model, tokenizer, settings, name=str(name_or_path), calibration=cal)
-        folder = Path(path)
-        if folder.is_dir() and (any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))):
-            # the name as given: the same weights installed elsewhere share the graph
-            reader._loaded_from = (model_fingerprint(str(name_or_path)), weights_version(model))
+        # auto may pick onnx int8 for the reader: its F1 cost was measured (bench/speed.py)
+        plan = plan_inference(device_type(device), settings.precision, settings.runtime, auto_int8=True)
+        session = cached_graph("reader", str(name_or_path), plan)
+        if session is not None:  # a local folder: its config.json says what it is, without transformers' torch
+            _check_qa_architectures(str(name_or_path), json.loads((Path(path) / "config.json").read_text())
+                                    .get("architectures"))
+            tokenizer = fast_tokenizer(path)
+        else:
+            tokenizer = _load_tokenizer(str(name_or_path), path)
+
+        def load_model():
+            import torch
+            from transformers import AutoModelForQuestionAnswering
+
+            dev = pick_device(device)
+            try:
+                # shipped weights are fp16; compute in fp32 on CPU (fp16 matmuls there are slow and lossy)
+                model = AutoModelForQuestionAnswering.from_pretrained(
+                    path, dtype=torch.float32 if dev.type == "cpu" else torch.float16, **hub_options(path))
+            except (OSError, ValueError) as exc:
+                raise OdqaError(f"cannot load reader {name_or_path!r}: {exc}") from exc
+            return model.to(dev)
+
+        reader = cls(None, tokenizer, settings, name=str(name_or_path), calibration=cal, session=session,
+                     load_model=load_model, weights_digest=files_digest(str(name_or_path)))
+        if session is None:
+            reader.model  # noqa: B018 -- loaded now, so that a broken checkpoint fails here, not at the first read
         return reader
 
     def save_pretrained(self, path: str | Path, fp16: bool = False) -> None:
@@ -185,11 +206,18 @@ class Reader:
         return self
 
     @property
-    def device(self) -> torch.device:
+    def device(self) -> "torch.device":
+        import torch
+
         try:
             return next(self.model.parameters()).device
         except StopIteration:  # pragma: no cover
             return torch.device("cpu")
+
+    @property
+    def device_type(self) -> str:
+        """cpu | cuda, without building the torch module (a reader made from a cached graph runs on the CPU)."""
+        return "cpu" if self._model is None else self.device.type
 
     # ---------------------------------------------------------------- inference
     @property
@@ -198,14 +226,14 @@ class Reader:
         if self._quantized:
             return InferencePlan("torch", "int8", "quantize_int8()")
         # auto may pick onnx int8 for the reader: its F1 cost was measured (bench/speed.py)
-        return plan_inference(self.device.type, self.settings.precision, self.settings.runtime, auto_int8=True)
+        return plan_inference(self.device_type, self.settings.precision, self.settings.runtime, auto_int8=True)
 
     def _onnx_model(self, int8: bool):
         """The ONNX Runtime session of the current weights (built and cached on first use)."""
-        from odqa.core.runtime import OnnxModel
-
-        source = self._loaded_from
-        digest = source[0] if source and source[1] == weights_version(self.model) else None
+        if self._model is None and self._session is not None and self._session.path.name.endswith(
+                ".int8.onnx") == int8:
+            return self._session  # the graph of the files, no module built since
+        digest = self._loaded_from.digest_of(self.model) if self._loaded_from else None
         return self._onnx.get(self.model, int8, lambda: OnnxModel.for_module(
             self.model, "reader", ("start_logits", "end_logits"), int8, weights_digest=digest))
 
@@ -222,12 +250,13 @@ class Reader:
         if device.type != "cpu" or precision != "bf16" or self._quantized:
             return self.model, autocast_for(device, precision)
         if self._bf16_copy is None or self._bf16_copy[0] is not self.model:
+            import torch
+
             bf16 = copy.deepcopy(self.model).to(torch.bfloat16).eval()
             bf16.set_attn_implementation("eager")
             self._bf16_copy = (self.model, bf16)
         return self._bf16_copy[1], contextlib.nullcontext()
 
-    @torch.inference_mode()
     def logits(self, questions: Sequence[str], contexts: Sequence[str]):
         """Windows of each (question, context) pair and their start/end logits, batched across pairs."""
         s = self.settings
@@ -238,15 +267,17 @@ class Reader:
         ends: list[np.ndarray] = [None] * len(ids)  # type: ignore[list-item]
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # less padding per batch
         pad = self.tokenizer.pad_token_id or 0
-        dev = self.device
         plan = self.plan
         announce("reader", plan)
         if plan.runtime == "onnx":
             session = self._onnx_model(plan.precision == "int8")
         else:
+            import torch
+
             if plan.precision == "int8" and not self._quantized:
                 self.quantize_int8()
             model, context = self._forward_model("fp32" if plan.precision == "int8" else plan.precision)
+            dev = self.device
         for lo in range(0, len(order), max(1, s.batch_size)):
             idx = order[lo : lo + s.batch_size]
             feeds = pad_batch([ids[i] for i in idx], pad, [tts[i] for i in idx] if tts is not None else None)
@@ -255,7 +286,7 @@ class Reader:
             else:
                 batch = {k: torch.from_numpy(v).to(dev) for k, v in feeds.items()
                          if k != "token_type_ids" or tts is not None}
-                with context:
+                with torch.inference_mode(), context:
                     out = model(**batch)
                 sl = out.start_logits.float().cpu().numpy()
                 el = out.end_logits.float().cpu().numpy()
@@ -406,3 +437,21 @@ class Reader:
                 continue
             out.append(self._answer(ranked[0], [Passage(id="", title="", text=text)], guessing=False))
         return out
+
+
+def _load_tokenizer(name: str, path: str):
+    """The checkpoint's own tokenizer class (transformers' AutoTokenizer): a hub name or a folder without a
+    cached graph loads the torch module anyway."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    try:
+        config = AutoConfig.from_pretrained(path, **hub_options(path))
+    except (OSError, ValueError) as exc:
+        raise OdqaError(
+            f"cannot load reader {name!r}: not a model folder or a known model name ({exc.__class__.__name__})"
+        ) from exc
+    _check_qa_architectures(name, getattr(config, "architectures", None))
+    try:
+        return AutoTokenizer.from_pretrained(path, **hub_options(path))
+    except (OSError, ValueError) as exc:
+        raise OdqaError(f"cannot load reader {name!r}: {exc}") from exc

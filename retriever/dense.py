@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from indexes.vector import VectorIndex
-from odqa.core.encoder import TextEncoder
+from odqa.core.text_encoding import EncodesTexts
 from odqa.core.types import SearchHit
 from odqa.corpus.store import PassageStore
 from retriever.base import attach_passages, check_k
@@ -14,7 +14,7 @@ from retriever.base import attach_passages, check_k
 class DenseRetriever:
     name = "dense"
 
-    def __init__(self, encoder: TextEncoder, index: VectorIndex, store: PassageStore, batch_size: int = 64,
+    def __init__(self, encoder: EncodesTexts, index: VectorIndex, store: PassageStore, batch_size: int = 64,
                  check_name: bool = True):
         """check_name False: a question encoder other than the index's (a DPR pair) is taken when its
         dimension fits."""

@@ -160,7 +160,7 @@ class ElasticBackend:
 
     def _encoder(self, encoder: str | None = None, precision: str = "auto", runtime: str = "auto",
                  query_encoder: str | None = None, settings: dict | None = None, accept_encoder_change: bool = False):
-        from odqa.core.encoder import TextEncoder
+        from odqa.core.text_encoding import load_text_encoder
 
         meta = self.index.meta
         recorded = meta.get("query_encoder") or meta.get("encoder") or ""
@@ -172,8 +172,8 @@ class ElasticBackend:
         key = (name, precision, runtime, tuple(sorted(chosen.items())))
         if key not in self._cache:
             max_length = int(meta["max_length"]) if meta.get("max_length") else None
-            self._cache[key] = TextEncoder.from_pretrained(name, max_length=max_length, precision=precision,
-                                                           runtime=runtime, **chosen)
+            self._cache[key] = load_text_encoder(name, max_length=max_length, precision=precision, runtime=runtime,
+                                                 **chosen)
         return self._cache[key], not query_encoder
 
     def dense(self, **options) -> ElasticDenseRetriever:

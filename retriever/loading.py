@@ -108,7 +108,7 @@ class IndexBundle:
         """`encoder`: must be the index's (checked); `query_encoder`: any question encoder of the index's
         dimension (DPR's pair). Unset: the question encoder the manifest records. `settings` (pooling,
         similarity, query_prefix): override the manifest's."""
-        from odqa.core.encoder import TextEncoder
+        from odqa.core.text_encoding import load_text_encoder
         from retriever.dense import DenseRetriever
 
         key = ("dense", encoder or "", query_encoder or "", json.dumps(settings or {}, sort_keys=True))
@@ -124,7 +124,7 @@ class IndexBundle:
             chosen.update({k: v for k, v in (settings or {}).items() if v not in (None, "")})
             if name != (params.get("query_encoder") or index.manifest.encoder) and not (settings or {}).get("pooling"):
                 chosen["pooling"] = None  # another model: its own pooling
-            text_encoder = TextEncoder.from_pretrained(name, max_length=int(params.get("max_length", 256)),
+            text_encoder = load_text_encoder(name, max_length=int(params.get("max_length", 256)),
                                                        device=device, precision=precision, runtime=runtime, **chosen)
             self._cache[key] = DenseRetriever(text_encoder, index, self.store, check_name=bool(encoder) and not query_encoder)
         return self._cache[key]

@@ -3,19 +3,37 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from functools import lru_cache
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from odqa.core.errors import OdqaError
 
+if TYPE_CHECKING:
+    import torch
 
-def pick_device(device: str | None = None) -> torch.device:
+# present where a GPU driver is loaded (NVIDIA, AMD ROCm): without one torch sees no CUDA device either
+GPU_DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/kfd")
+
+
+def pick_device(device: str | None = None) -> "torch.device":
     """The named device, else CUDA when visible, else the CPU."""
+    import torch
+
+    return torch.device(device or device_type())
+
+
+def device_type(device: str | None = None) -> str:
+    """The type ("cpu", "cuda") of the device `pick_device` gives, without importing torch where no GPU driver
+    is loaded (a CPU-only Linux machine): importing torch is seconds of a fresh process's start."""
     if device:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return device.split(":")[0]
+    if sys.platform == "linux" and not any(Path(f).exists() for f in GPU_DRIVER_FILES):
+        return "cpu"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 # CPU flags of native bf16 matrix arithmetic: AMX tiles (Intel Sapphire Rapids on) and AVX512-BF16 dot
@@ -49,7 +67,7 @@ def cpu_has_fast_bf16() -> bool:
         return False
 
 
-def resolve_precision(device: torch.device, precision: str) -> str:
+def resolve_precision(device: "torch.device", precision: str) -> str:
     """`auto` made concrete for a device: fp16 on CUDA, bf16 on CPUs with native bf16, else fp32."""
     if precision not in ("auto", "fp32", "bf16", "fp16"):
         raise OdqaError(f"unknown precision {precision!r}; use auto, fp32, bf16 or fp16")
@@ -58,10 +76,12 @@ def resolve_precision(device: torch.device, precision: str) -> str:
     return precision
 
 
-def autocast_for(device: torch.device, precision: str):
+def autocast_for(device: "torch.device", precision: str):
     """Autocast context for a forward pass (inference or training).
 
     `auto` = fp16 on CUDA, bf16 on CPUs with native bf16 (AMX, AVX512-BF16), else fp32."""
+    import torch
+
     precision = resolve_precision(device, precision)
     if precision == "fp32" or (precision == "fp16" and device.type != "cuda"):
         return contextlib.nullcontext()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable, Iterable, Sequence, Union
+from typing import Iterable, Sequence
 
 import numpy as np
 import torch
@@ -22,38 +22,15 @@ from transformers import AutoModel, AutoTokenizer
 from odqa.core.device import autocast_for, pick_device
 from odqa.core.errors import OdqaError
 from odqa.core.models import hub_options, resolve_model
-from odqa.core.runtime import PerWeights, announce, int8_dynamic, plan_inference
-
-POOLINGS = ("mean", "cls")
-SIMILARITIES = ("cosine", "dot")
-DEFAULT_MAX_LENGTH = 256
-# a passage given as (title, text): DPR encodes the pair, the others "title | text"
-PassageInput = Union[str, tuple[str, str]]
+from odqa.core.runtime import InferencePlan, LoadedFrom, PerWeights, files_digest, int8_dynamic
+from odqa.core.text_encoding import (DEFAULT_MAX_LENGTH, KIND_DEFAULTS, POOLINGS, SIMILARITIES,  # noqa: F401
+                                     EncodesTexts, PassageInput, check_choice, encoder_kind, encoder_max_length,
+                                     graph_variant, passage_text)
 
 
 def mean_pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     mask = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)
     return (token_embeddings * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-
-
-def encoder_kind(path: str) -> str:
-    """sentence-transformers | dpr | transformers, from the files of a local folder (hub names: transformers)."""
-    folder = Path(path)
-    if (folder / "modules.json").is_file():
-        return "sentence-transformers"
-    config = folder / "config.json"
-    if config.is_file() and json.loads(config.read_text()).get("model_type") == "dpr":
-        return "dpr"
-    return "transformers"
-
-
-def encoder_max_length(name_or_path: str) -> int:
-    """The passage length an encoder was made for, as TextEncoder.from_pretrained applies it when given none: a
-    sentence-transformers folder's max_seq_length (multilingual e5: 512), else DEFAULT_MAX_LENGTH."""
-    config = Path(resolve_model(name_or_path)) / "sentence_bert_config.json"
-    if config.is_file():
-        return int(json.loads(config.read_text()).get("max_seq_length") or DEFAULT_MAX_LENGTH)
-    return DEFAULT_MAX_LENGTH
 
 
 def _dpr_class(path: str):
@@ -63,7 +40,7 @@ def _dpr_class(path: str):
     return DPRContextEncoder if "DPRContextEncoder" in architectures else DPRQuestionEncoder
 
 
-class TextEncoder(torch.nn.Module):
+class TextEncoder(torch.nn.Module, EncodesTexts):
     """Encodes texts into vectors whose inner product is the model's similarity (cosine: L2-normalised)."""
 
     def __init__(self, model, tokenizer, name: str, max_length: int = DEFAULT_MAX_LENGTH, pooling: str = "mean",
@@ -71,12 +48,13 @@ class TextEncoder(torch.nn.Module):
                  precision: str = "auto", kind: str = "transformers", modules: torch.nn.Module | None = None,
                  runtime: str = "auto"):
         super().__init__()
-        _check_choice("pooling", pooling, POOLINGS)
-        _check_choice("similarity", similarity, SIMILARITIES)
+        check_choice("pooling", pooling, POOLINGS)
+        check_choice("similarity", similarity, SIMILARITIES)
         self.precision = precision  # of encode() only: training sets its own autocast
         self.runtime = runtime  # of encode() only (odqa.core.runtime.plan_inference)
         self._onnx = PerWeights()  # the ONNX Runtime session of the current weights
         self._int8_copy = PerWeights()  # a quantised copy of the current weights
+        self._loaded_from: LoadedFrom | None = None  # of weights loaded from a local folder
         self.model = model  # the transformer (inside `modules` for a sentence-transformers model)
         self.modules_ = modules  # the whole SentenceTransformer, when the folder is one
         self.tokenizer = tokenizer
@@ -87,10 +65,6 @@ class TextEncoder(torch.nn.Module):
         self.query_prefix = query_prefix
         self.passage_prefix = passage_prefix
         self.kind = kind
-
-    @property
-    def normalize(self) -> bool:
-        return self.similarity == "cosine"
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, max_length: int | None = None, device: str | None = None,
@@ -106,12 +80,9 @@ class TextEncoder(torch.nn.Module):
                 encoder = cls._from_sentence_transformers(path, name_or_path, pooling, similarity)
             else:
                 tokenizer = AutoTokenizer.from_pretrained(path, **hub_options(path))
-                if kind == "dpr":
-                    model = _dpr_class(path).from_pretrained(path, **hub_options(path))
-                    defaults = {"pooling": "cls", "similarity": "dot"}
-                else:
-                    model = AutoModel.from_pretrained(path, **hub_options(path))
-                    defaults = {"pooling": "mean", "similarity": "cosine"}
+                model_class = _dpr_class(path) if kind == "dpr" else AutoModel
+                model = model_class.from_pretrained(path, **hub_options(path))
+                defaults = KIND_DEFAULTS[kind]
                 encoder = cls(model, tokenizer, name=name_or_path, kind=kind,
                               pooling=pooling or defaults["pooling"], similarity=similarity or defaults["similarity"])
         except (OSError, ValueError) as exc:
@@ -132,6 +103,10 @@ class TextEncoder(torch.nn.Module):
         encoder.float()
         encoder.to(pick_device(device))
         encoder.eval()
+        digest = None if kind == "sentence-transformers" else files_digest(
+            name_or_path, graph_variant(kind, encoder.pooling, encoder.similarity))
+        if digest is not None:  # the graph then has the name load_text_encoder looks for
+            encoder._loaded_from = LoadedFrom(digest, encoder)
         return encoder
 
     @classmethod
@@ -154,11 +129,6 @@ class TextEncoder(torch.nn.Module):
                    similarity=similarity or own_similarity, query_prefix=prompts.get("query", ""),
                    passage_prefix=prompts.get("passage", prompts.get("document", "")), modules=st)
 
-    def settings(self) -> dict:
-        """What an index manifest records so that search encodes queries the same way."""
-        return {"kind": self.kind, "pooling": self.pooling, "similarity": self.similarity,
-                "query_prefix": self.query_prefix, "passage_prefix": self.passage_prefix}
-
     def save_pretrained(self, path: str | Path) -> None:
         if self.modules_ is not None:
             self.modules_.save(str(path))
@@ -177,17 +147,12 @@ class TextEncoder(torch.nn.Module):
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
+    @property
+    def device_type(self) -> str:
+        return self.device.type
+
     def tokenize(self, texts: Sequence[PassageInput], max_length: int | None = None) -> dict[str, torch.Tensor]:
-        texts = list(texts)
-        pairs = texts and isinstance(texts[0], tuple)
-        if pairs and self.kind != "dpr":
-            texts, pairs = [passage_text(*t) for t in texts], False
-        args = ([t for t, _ in texts], [x for _, x in texts]) if pairs else (texts,)
-        batch = self.tokenizer(
-            *args, padding=True, truncation="only_second" if pairs else True,
-            max_length=max_length or self.max_length, return_tensors="pt"
-        )
-        return {k: v.to(self.device) for k, v in batch.items()}
+        return {k: torch.from_numpy(v).to(self.device) for k, v in self.token_arrays(texts, max_length).items()}
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         if self.modules_ is not None:
@@ -201,59 +166,17 @@ class TextEncoder(torch.nn.Module):
             vectors = torch.nn.functional.normalize(vectors, dim=-1)
         return vectors
 
-    def encode_queries(self, texts: Sequence[str], **options) -> np.ndarray:
-        """Questions, with the query prefix (e5: "query: ")."""
-        return self.encode([self.query_prefix + t for t in texts], **options)
-
-    def encode_passages(self, passages: Sequence[PassageInput], **options) -> np.ndarray:
-        """Passages as texts or (title, text) pairs, with the passage prefix (e5: "passage: ")."""
-        if self.passage_prefix:
-            passages = [(self.passage_prefix + p[0], p[1]) if isinstance(p, tuple) else self.passage_prefix + p
-                        for p in passages]
-        return self.encode(passages, **options)
-
     @torch.inference_mode()
-    def encode(self, texts: Sequence[PassageInput], batch_size: int = 64, sort_by_length: bool = True,
-               progress: str = "", max_length: int | None = None, precision: str | None = None,
-               on_batch: Callable[[int], None] | None = None) -> np.ndarray:
-        """Encode in batches, as given (no prefix); sorting by length first keeps padding (and time) low.
-        `progress`: a bar label; `on_batch(n)`: called after each batch of n texts (an outer progress bar);
-        `max_length`, `precision`: truncation and autocast for this call (default: the encoder's)."""
-        texts = list(texts)
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        lengths = [len(t) if isinstance(t, str) else len(t[0]) + len(t[1]) for t in texts]
-        order = np.argsort([-n for n in lengths]) if sort_by_length else np.arange(len(texts))
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        plan = self.plan(precision)
-        announce(f"encoder {self.name}", plan)
-        starts = range(0, len(texts), batch_size)
-        if progress:
-            from tqdm import tqdm
-
-            starts = tqdm(starts, desc=progress, unit="batch")
-        for i in starts:
-            idx = order[i : i + batch_size]
-            batch = self.tokenize([texts[j] for j in idx], max_length)
-            if plan.runtime == "onnx":
-                vectors = torch.from_numpy(self._onnx_model(plan.precision == "int8").run(
-                    {k: v.numpy() for k, v in batch.items()})[0])
-            elif plan.precision == "int8":
-                vectors = self._torch_int8()(batch)
-            else:
-                with autocast_for(self.device, plan.precision):
-                    vectors = self.forward(batch)
-            vectors = vectors.float()
-            if self.normalize:  # again in fp32: autocast may have normalised in bf16
-                vectors = torch.nn.functional.normalize(vectors, dim=-1)
-            out[idx] = vectors.cpu().numpy()
-            if on_batch is not None:
-                on_batch(len(idx))
-        return out
-
-    def plan(self, precision: str | None = None):
-        """The runtime and precision encode() uses (`precision`: this call's, default the encoder's)."""
-        return plan_inference(self.device.type, precision or self.precision, self.runtime)
+    def _encode_batch(self, texts: list, plan: InferencePlan, max_length: int | None) -> np.ndarray:
+        if plan.runtime == "onnx":
+            return self._onnx_model(plan.precision == "int8").run(self.token_arrays(texts, max_length))[0]
+        batch = self.tokenize(texts, max_length)
+        if plan.precision == "int8":
+            vectors = self._torch_int8()(batch)
+        else:
+            with autocast_for(self.device, plan.precision):
+                vectors = self.forward(batch)
+        return vectors.float().cpu().numpy()
 
     def _onnx_model(self, int8: bool):
         """ONNX Runtime session of the encoder with its pooling and normalisation (cached per weights)."""
@@ -262,8 +185,9 @@ class TextEncoder(torch.nn.Module):
         def vectors(module, **inputs):
             return module(inputs)
 
+        digest = self._loaded_from.digest_of(self) if self._loaded_from else None
         return self._onnx.get(self, int8, lambda: OnnxModel.for_module(
-            self, "encoder", ("vectors",), int8, forward=vectors, transformer=self.model))
+            self, "encoder", ("vectors",), int8, forward=vectors, transformer=self.model, weights_digest=digest))
 
     def _torch_int8(self) -> "TextEncoder":
         """A dynamic int8 copy (one weight scale per output channel) for `--runtime torch --precision int8`."""
@@ -279,16 +203,6 @@ class TextEncoder(torch.nn.Module):
             return copy.deepcopy(self)
         finally:
             self._onnx, self._int8_copy = caches
-
-
-def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise OdqaError(f"encoder {name} must be one of {', '.join(allowed)}; got {value!r}")
-
-
-def passage_text(title: str, text: str) -> str:
-    """How a passage is shown to an encoder: its title, a separator, then its text (as DPR does)."""
-    return f"{title} | {text}" if title else text
 
 
 def iter_batches(items: Iterable, size: int):

@@ -3,15 +3,20 @@
 `precision` (auto | fp32 | bf16 | fp16 | int8) and `runtime` (auto | torch | onnx) are resolved once per model
 into an `InferencePlan`. `auto` on a CPU: torch bf16 where the CPU has native bf16 (AMX, AVX512-BF16), else,
 for the reader only (`auto_int8=True`), ONNX Runtime int8 (dynamic, one weight scale per output channel; the F1 it
-costs the reader is in bench/speed.py's table), else torch fp32. The text encoders and the linker stay on
-torch fp32 under `auto` (their int8 quality was never measured); `int8` or `onnx` asked for explicitly still
-runs them so. CUDA keeps torch (fp16 under `auto`).
-Training never goes through here.
+costs the reader is in bench/speed.py's table). The text encoders and the linker get ONNX Runtime fp32 there:
+the same arithmetic as torch fp32 (bench/results/speed-avx2.md: equal recall and F1, the encoder 32 vs 26-29
+passages/s, the linker 13 vs 22 ms a question), and a cached graph answers without importing torch at all,
+which is most of a fresh `odqa ask`'s start. Their int8 was never measured for quality, so it stays opt-in
+(`--precision int8`). Without onnxruntime installed, `auto` falls back to torch fp32. CUDA keeps torch (fp16
+under `auto`). Training never goes through here.
 
 ONNX graphs are exported from the live torch module, optimised (fused attention, layer norms, GELU) and, for
 int8, quantised; they are cached under `$ODQA_HOME/onnx/` keyed by a digest of the module's weights, so a
-retrained model under the same name gets a fresh graph. Each cache entry is written to a temporary folder and
-renamed into place, so a crashed or concurrent build never leaves a half-written graph.
+retrained model under the same name gets a fresh graph. A model loaded from a local folder names its weights by
+the digest of its weight files (odqa.core.models.model_fingerprint, kept across processes), so `cached_graph`
+finds its graph before any torch module exists: the components then run the session alone and build the torch
+module only if something asks for it. Each cache entry is written to a temporary folder and renamed into
+place, so a crashed or concurrent build never leaves a half-written graph.
 """
 
 from __future__ import annotations
@@ -65,7 +70,7 @@ def plan_inference(device_type: str, precision: str = "auto", runtime: str = "au
     """`precision` and `runtime` made concrete for a device type ("cpu", "cuda").
 
     `auto_int8`: whether `auto` may pick int8 on a CPU without native bf16 — only for a model whose int8 quality
-    was measured (the reader); the others get fp32 there (onnx fp32 when the onnx runtime is asked for)."""
+    was measured (the reader); the others get onnx fp32 there."""
     from odqa.core.device import cpu_has_fast_bf16
 
     if precision not in PRECISIONS:
@@ -87,13 +92,12 @@ def plan_inference(device_type: str, precision: str = "auto", runtime: str = "au
             return InferencePlan("torch", "bf16", "auto: CPU with native bf16")
         if runtime == "torch":
             return InferencePlan("torch", "fp32", "auto: torch runtime asked for, CPU without native bf16")
+        if not onnx_runtime_available():
+            return InferencePlan("torch", "fp32", "auto: CPU without native bf16, onnxruntime not installed")
         if not auto_int8:
-            # int8 quality unmeasured for this model: fp32, on the runtime asked for
-            return InferencePlan("onnx" if runtime == "onnx" else "torch", "fp32",
-                                 "auto: CPU without native bf16, int8 not measured for this model")
-        if onnx_runtime_available():
-            return InferencePlan("onnx", "int8", "auto: CPU without native bf16")
-        return InferencePlan("torch", "fp32", "auto: CPU without native bf16, onnxruntime not installed")
+            # int8 quality unmeasured for this model: fp32, where onnx equals torch's numbers and starts faster
+            return InferencePlan("onnx", "fp32", "auto: CPU without native bf16, int8 not measured for this model")
+        return InferencePlan("onnx", "int8", "auto: CPU without native bf16")
     if runtime == "auto":
         runtime = "onnx" if precision == "int8" and onnx_runtime_available() else "torch"
     return InferencePlan(runtime, precision, "asked for")
@@ -152,8 +156,60 @@ class PerWeights:
         return self._value
 
 
+class LoadedFrom:
+    """The `files_digest` of the folder a module was loaded from, which names its weights while they stay as
+    loaded: the graph cache then needs no hash of the live weights (seconds a start), and `cached_graph` finds
+    the same graph in the next process."""
+
+    def __init__(self, digest: str, module) -> None:
+        self.digest, self._version = digest, weights_version(module)
+
+    def digest_of(self, module) -> str | None:
+        """The digest while `module`'s weights are the ones loaded, else None (hash them)."""
+        return self.digest if weights_version(module) == self._version else None
+
+
 def onnx_cache_root() -> Path:
     return odqa_home() / "onnx"
+
+
+def graph_path(kind: str, weights_digest: str, int8: bool) -> Path:
+    """Where the graph of a `kind` model whose weights `weights_digest` names is cached (built or not)."""
+    digest = hashlib.sha1(f"{GRAPH_RECIPE}:{weights_digest}".encode()).hexdigest()
+    return onnx_cache_root() / f"{kind}-{digest[:20]}" / ("model.int8.onnx" if int8 else "model.onnx")
+
+
+def files_digest(name_or_path: str, variant: str = "") -> str | None:
+    """A digest naming the weights of a model folder by its weight files (None for a hub name or a folder
+    without weights: nothing on disk names those). `variant`: what else shapes the graph (an encoder's pooling)."""
+    from odqa.core.models import model_fingerprint, resolve_model
+
+    folder = Path(resolve_model(name_or_path))
+    if not folder.is_dir() or not (any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))):
+        return None
+    # the name as given: the same weights installed elsewhere share the graph
+    return f"files:{model_fingerprint(name_or_path)}" + (f":{variant}" if variant else "")
+
+
+def cached_graph(kind: str, name_or_path: str, plan: InferencePlan, variant: str = "") -> "OnnxModel | None":
+    """The session of the already-built graph of a model's weight files when `plan` runs onnx, else None (the
+    caller then loads the torch module, which builds the graph on first use)."""
+    from odqa.core.models import resolve_model
+
+    # without tokenizer.json only transformers' auto classes, which import torch, can tokenize
+    if plan.runtime != "onnx" or not (Path(resolve_model(name_or_path)) / "tokenizer.json").is_file():
+        return None
+    digest = files_digest(name_or_path, variant)
+    path = graph_path(kind, digest, plan.precision == "int8") if digest else None
+    return OnnxModel(path) if path is not None and path.is_file() else None
+
+
+def fast_tokenizer(path: str | Path):
+    """The fast tokenizer of a model folder (its tokenizer.json and tokenizer_config.json), loaded without
+    torch: AutoTokenizer goes through transformers' model mappings, which import torch (2-3 s)."""
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast.from_pretrained(str(path), local_files_only=True)
 
 
 class OnnxModel:
@@ -161,10 +217,9 @@ class OnnxModel:
 
     def __init__(self, path: str | Path, threads: int | None = None):
         import onnxruntime as ort
-        import torch
 
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or torch.get_num_threads()
+        options.intra_op_num_threads = threads or _torch_threads()
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.path = Path(path)
@@ -184,22 +239,25 @@ class OnnxModel:
         """The cached graph of `module` (exported on first use). `forward(module, input_ids, attention_mask,
         token_type_ids)` returns the outputs named `outputs` (default: the module called with those inputs);
         `transformer`: the Hugging Face model inside `module` (its config sizes the fused attention).
-        `weights_digest`: a digest that names the module's weights already (that of the files it was loaded
-        from, unchanged since), which spares hashing the live weights on every start."""
+        `weights_digest`: a digest that names the module's weights already (`files_digest` of the folder it was
+        loaded from, unchanged since), which spares hashing the live weights on every start and lets
+        `cached_graph` find the graph without the module."""
         transformer = module if transformer is None else transformer
-        if weights_digest is not None:
-            digest = hashlib.sha1(f"{GRAPH_RECIPE}:files:{weights_digest}".encode()).hexdigest()
-        else:
-            digest = weights_fingerprint(module)
-        key = f"{kind}-{digest[:20]}"
-        folder = onnx_cache_root() / key
-        target = folder / ("model.int8.onnx" if int8 else "model.onnx")
+        target = graph_path(kind, weights_fingerprint(module) if weights_digest is None else weights_digest, int8)
+        folder = target.parent
         if not target.is_file():
             if not quiet:
                 print(f"odqa: building the {'int8 ' if int8 else ''}ONNX graph of the {kind} in {folder} "
                       "(once per model)...", file=sys.stderr, flush=True)
             _build(module, transformer, folder, outputs, inputs, forward)
         return cls(target)
+
+
+def _torch_threads() -> int:
+    """The thread count a process that loaded torch set for it (`--threads`), else 0: ONNX Runtime's default,
+    one thread per physical core, as torch's. Never imports torch: that is what a cached graph spares."""
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else 0
 
 
 def _exportable(module, forward, inputs):

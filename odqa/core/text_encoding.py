@@ -1,0 +1,197 @@
+"""What every text encoder shares, with torch or without: its kind and settings, query and passage prefixes,
+(title, text) passages, batching by length and normalised vectors; and `load_text_encoder`, which answers
+from the cached ONNX graph of a model's weight files without importing torch when it can (odqa.core.runtime).
+
+The torch encoder is odqa.core.encoder.TextEncoder; importing this module never imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable, Sequence, Union
+
+import numpy as np
+
+from odqa.core.device import device_type
+from odqa.core.errors import OdqaError
+from odqa.core.models import resolve_model
+from odqa.core.runtime import InferencePlan, OnnxModel, announce, cached_graph, fast_tokenizer, plan_inference
+
+POOLINGS = ("mean", "cls")
+SIMILARITIES = ("cosine", "dot")
+DEFAULT_MAX_LENGTH = 256
+# a passage given as (title, text): DPR encodes the pair, the others "title | text"
+PassageInput = Union[str, tuple[str, str]]
+# pooling and similarity of a model folder that does not say (a sentence-transformers folder does)
+KIND_DEFAULTS = {"dpr": {"pooling": "cls", "similarity": "dot"},
+                 "transformers": {"pooling": "mean", "similarity": "cosine"}}
+
+
+def encoder_kind(path: str) -> str:
+    """sentence-transformers | dpr | transformers, from the files of a local folder (hub names: transformers)."""
+    folder = Path(path)
+    if (folder / "modules.json").is_file():
+        return "sentence-transformers"
+    config = folder / "config.json"
+    if config.is_file() and json.loads(config.read_text()).get("model_type") == "dpr":
+        return "dpr"
+    return "transformers"
+
+
+def encoder_max_length(name_or_path: str) -> int:
+    """The passage length an encoder was made for, as TextEncoder.from_pretrained applies it when given none: a
+    sentence-transformers folder's max_seq_length (multilingual e5: 512), else DEFAULT_MAX_LENGTH."""
+    config = Path(resolve_model(name_or_path)) / "sentence_bert_config.json"
+    if config.is_file():
+        return int(json.loads(config.read_text()).get("max_seq_length") or DEFAULT_MAX_LENGTH)
+    return DEFAULT_MAX_LENGTH
+
+
+def graph_variant(kind: str, pooling: str, similarity: str) -> str:
+    """What besides the weights shapes an encoder's graph (pooling and normalisation are inside it)."""
+    return f"{kind}-{pooling}-{similarity}"
+
+
+def check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise OdqaError(f"encoder {name} must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def passage_text(title: str, text: str) -> str:
+    """How a passage is shown to an encoder: its title, a separator, then its text (as DPR does)."""
+    return f"{title} | {text}" if title else text
+
+
+class EncodesTexts:
+    """Encoding shared by the torch and the ONNX-only encoders; a subclass sets the attributes below and gives
+    `device_type` and `_encode_batch(texts, plan, max_length) -> float32 vectors`."""
+
+    name: str
+    kind: str
+    tokenizer: object
+    max_length: int
+    similarity: str
+    query_prefix: str
+    passage_prefix: str
+    precision: str  # of encode() only: training sets its own autocast
+    runtime: str
+
+    @property
+    def normalize(self) -> bool:
+        return self.similarity == "cosine"
+
+    def settings(self) -> dict:
+        """What an index manifest records so that search encodes queries the same way."""
+        return {"kind": self.kind, "pooling": self.pooling, "similarity": self.similarity,
+                "query_prefix": self.query_prefix, "passage_prefix": self.passage_prefix}
+
+    def token_arrays(self, texts: Sequence[PassageInput], max_length: int | None = None) -> dict[str, np.ndarray]:
+        texts = list(texts)
+        pairs = texts and isinstance(texts[0], tuple)
+        if pairs and self.kind != "dpr":
+            texts, pairs = [passage_text(*t) for t in texts], False
+        args = ([t for t, _ in texts], [x for _, x in texts]) if pairs else (texts,)
+        batch = self.tokenizer(*args, padding=True, truncation="only_second" if pairs else True,
+                               max_length=max_length or self.max_length, return_tensors="np")
+        return {k: v.astype(np.int64) for k, v in batch.items()}
+
+    def encode_queries(self, texts: Sequence[str], **options) -> np.ndarray:
+        """Questions, with the query prefix (e5: "query: ")."""
+        return self.encode([self.query_prefix + t for t in texts], **options)
+
+    def encode_passages(self, passages: Sequence[PassageInput], **options) -> np.ndarray:
+        """Passages as texts or (title, text) pairs, with the passage prefix (e5: "passage: ")."""
+        if self.passage_prefix:
+            passages = [(self.passage_prefix + p[0], p[1]) if isinstance(p, tuple) else self.passage_prefix + p
+                        for p in passages]
+        return self.encode(passages, **options)
+
+    def encode(self, texts: Sequence[PassageInput], batch_size: int = 64, sort_by_length: bool = True,
+               progress: str = "", max_length: int | None = None, precision: str | None = None,
+               on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+        """Encode in batches, as given (no prefix); sorting by length first keeps padding (and time) low.
+        `progress`: a bar label; `on_batch(n)`: called after each batch of n texts (an outer progress bar);
+        `max_length`, `precision`: truncation and autocast for this call (default: the encoder's)."""
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        lengths = [len(t) if isinstance(t, str) else len(t[0]) + len(t[1]) for t in texts]
+        order = np.argsort([-n for n in lengths]) if sort_by_length else np.arange(len(texts))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        plan = self.plan(precision)
+        announce(f"encoder {self.name}", plan)
+        starts = range(0, len(texts), batch_size)
+        if progress:
+            from tqdm import tqdm
+
+            starts = tqdm(starts, desc=progress, unit="batch")
+        for i in starts:
+            idx = order[i : i + batch_size]
+            vectors = np.asarray(self._encode_batch([texts[j] for j in idx], plan, max_length), dtype=np.float32)
+            if self.normalize:  # again in fp32: autocast may have normalised in bf16
+                vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
+            out[idx] = vectors
+            if on_batch is not None:
+                on_batch(len(idx))
+        return out
+
+    def plan(self, precision: str | None = None) -> InferencePlan:
+        """The runtime and precision encode() uses (`precision`: this call's, default the encoder's)."""
+        return plan_inference(self.device_type, precision or self.precision, self.runtime)
+
+
+class OnnxTextEncoder(EncodesTexts):
+    """A text encoder that is only the cached ONNX graph of its weight files (pooling and normalisation inside)
+    and its tokenizer; a plan the graph cannot run (another precision, torch) loads the torch encoder."""
+
+    device_type = "cpu"
+
+    def __init__(self, session: OnnxModel, tokenizer, name: str, kind: str, max_length: int, pooling: str,
+                 similarity: str, query_prefix: str, passage_prefix: str, precision: str, runtime: str,
+                 load_torch: Callable[[], EncodesTexts]):
+        self.session, self.tokenizer, self.name, self.kind = session, tokenizer, name, kind
+        self.max_length, self.pooling, self.similarity = max_length, pooling, similarity
+        self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
+        self.precision, self.runtime = precision, runtime
+        self._load_torch = load_torch
+        self._torch: EncodesTexts | None = None
+        self.dim = int(session.session.get_outputs()[0].shape[-1])
+
+    def _encode_batch(self, texts: list, plan: InferencePlan, max_length: int | None) -> np.ndarray:
+        if plan.runtime == "onnx" and (plan.precision == "int8") == self.session.path.name.endswith(".int8.onnx"):
+            return self.session.run(self.token_arrays(texts, max_length))[0]
+        if self._torch is None:
+            self._torch = self._load_torch()
+        return self._torch._encode_batch(texts, plan, max_length)
+
+
+def load_text_encoder(name_or_path: str, max_length: int | None = None, device: str | None = None,
+                      precision: str = "auto", pooling: str | None = None, similarity: str | None = None,
+                      query_prefix: str | None = None, passage_prefix: str | None = None,
+                      runtime: str = "auto") -> EncodesTexts:
+    """The encoder to search with: the cached graph alone where the plan runs onnx and the graph of these weight
+    files was built (no torch imported), else odqa.core.encoder.TextEncoder.from_pretrained (same arguments)."""
+
+    def load_torch():
+        from odqa.core.encoder import TextEncoder
+
+        return TextEncoder.from_pretrained(name_or_path, max_length=max_length, device=device, precision=precision,
+                                           pooling=pooling, similarity=similarity, query_prefix=query_prefix,
+                                           passage_prefix=passage_prefix, runtime=runtime)
+
+    path = resolve_model(name_or_path)
+    kind = encoder_kind(path)
+    # a sentence-transformers folder may keep weights in module subfolders, which the files' digest does not see
+    if kind == "sentence-transformers":
+        return load_torch()
+    pooling, similarity = pooling or KIND_DEFAULTS[kind]["pooling"], similarity or KIND_DEFAULTS[kind]["similarity"]
+    check_choice("pooling", pooling, POOLINGS)
+    check_choice("similarity", similarity, SIMILARITIES)
+    plan = plan_inference(device_type(device), precision, runtime)
+    session = cached_graph("encoder", name_or_path, plan, graph_variant(kind, pooling, similarity))
+    if session is None:
+        return load_torch()
+    return OnnxTextEncoder(session, fast_tokenizer(path), name_or_path, kind, max_length or DEFAULT_MAX_LENGTH,
+                           pooling, similarity, query_prefix or "", passage_prefix or "", precision, runtime,
+                           load_torch)
