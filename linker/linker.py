@@ -273,9 +273,10 @@ class Linker:
         def encode(module, **named):
             return module.encode(**named)
 
-        digest = self._loaded_from.digest_of(self.model) if self._loaded_from else None
-        return self._onnx.get(self.model, int8, lambda: OnnxModel.for_module(
-            self.model, "linker", ("hidden", "scores"), int8, forward=encode, transformer=self.model.encoder,
+        model = self.model  # built first: building it records the files it came from
+        digest = self._loaded_from.digest_of(model) if self._loaded_from else None
+        return self._onnx.get(model, int8, lambda: OnnxModel.for_module(
+            model, "linker", ("hidden", "scores"), int8, forward=encode, transformer=model.encoder,
             weights_digest=digest))
 
     def _encode(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -233,9 +233,10 @@ class Reader:
         if self._model is None and self._session is not None and self._session.path.name.endswith(
                 ".int8.onnx") == int8:
             return self._session  # the graph of the files, no module built since
-        digest = self._loaded_from.digest_of(self.model) if self._loaded_from else None
-        return self._onnx.get(self.model, int8, lambda: OnnxModel.for_module(
-            self.model, "reader", ("start_logits", "end_logits"), int8, weights_digest=digest))
+        model = self.model  # built first: building it records the files it came from
+        digest = self._loaded_from.digest_of(model) if self._loaded_from else None
+        return self._onnx.get(model, int8, lambda: OnnxModel.for_module(
+            model, "reader", ("start_logits", "end_logits"), int8, weights_digest=digest))
 
     def _forward_model(self, precision: str):
         """The module for a forward pass and its autocast context.

@@ -46,23 +46,27 @@ def test_auto_picks_bf16_with_native_bf16_else_onnx_int8(monkeypatch):
 
 def test_auto_never_picks_int8_for_models_whose_int8_quality_is_unmeasured(monkeypatch):
     """Only the reader's int8 F1 loss was measured: under `auto` on a CPU without native bf16 the encoders and the
-    linker stay on fp32 (torch, or onnx when asked for); int8 asked for explicitly still runs."""
+    linker run fp32 on onnx (torch's numbers; torch without onnxruntime); int8 asked for explicitly still runs."""
     import odqa.core.device
+    import odqa.core.runtime
 
     monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: False)
-    assert plan_inference("cpu").label == "torch fp32"
+    assert plan_inference("cpu").label == "onnx fp32"
     assert plan_inference("cpu", runtime="onnx").label == "onnx fp32"
+    assert plan_inference("cpu", runtime="torch").label == "torch fp32"
     assert plan_inference("cpu", "int8").label == "onnx int8"
     assert plan_inference("cpu", "int8", "torch").label == "torch int8"
     monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: True)
     assert plan_inference("cpu").label == "torch bf16"
+    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: False)
+    monkeypatch.setattr(odqa.core.runtime, "onnx_runtime_available", lambda: False)
+    assert plan_inference("cpu").label == "torch fp32"
+    assert plan_inference("cpu", auto_int8=True).label == "torch fp32"
 
 
 def test_components_apply_the_auto_rule(monkeypatch, tiny_dir, tmp_path):
-    """On a CPU without native bf16, `auto`: reader onnx int8; text encoder and linker torch fp32 (int8 asked for
+    """On a CPU without native bf16, `auto`: reader onnx int8; text encoder and linker onnx fp32 (int8 asked for
     explicitly still runs)."""
-    import torch
-
     import odqa.core.device
     import odqa.core.runtime
     from linker.linker import Linker
@@ -74,11 +78,11 @@ def test_components_apply_the_auto_rule(monkeypatch, tiny_dir, tmp_path):
     monkeypatch.setattr(odqa.core.runtime, "onnx_runtime_available", lambda: True)
     assert Reader.from_pretrained(str(tiny_dir), device="cpu").plan.label == "onnx int8"
     encoder = TextEncoder.from_pretrained(str(save_tiny_qa(tmp_path / "enc", qa=False)), device="cpu")
-    assert encoder.plan().label == "torch fp32"
+    assert encoder.plan().label == "onnx fp32"
     assert encoder.plan("int8").label == "onnx int8"
     linker = Linker.__new__(Linker)  # plan reads only the device, precision and runtime
-    linker.device, linker.precision, linker.runtime = torch.device("cpu"), "auto", "auto"
-    assert linker.plan.label == "torch fp32"
+    linker.device, linker.precision, linker.runtime = "cpu", "auto", "auto"
+    assert linker.plan.label == "onnx fp32"
     linker.precision = "int8"
     assert linker.plan.label == "onnx int8"
 

@@ -209,7 +209,10 @@ def fast_tokenizer(path: str | Path):
     torch: AutoTokenizer goes through transformers' model mappings, which import torch (2-3 s)."""
     from transformers import PreTrainedTokenizerFast
 
-    return PreTrainedTokenizerFast.from_pretrained(str(path), local_files_only=True)
+    # the generic class asks for no token type ids, which a BERT-style pair needs; tokenizer.json's
+    # post-processor gives them (all 0 for models of one segment type, as the graphs' defaults)
+    return PreTrainedTokenizerFast.from_pretrained(str(path), local_files_only=True,
+                                                   model_input_names=list(TOKEN_INPUTS))
 
 
 class OnnxModel:
