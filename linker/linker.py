@@ -228,7 +228,7 @@ class Linker:
         if len(spans) == 0:
             return results
         heads = self._heads()
-        p_mention = 1.0 / (1.0 + np.exp(-heads.mention_logits(scores, spans)))
+        p_mention = 0.5 * (1.0 + np.tanh(0.5 * heads.mention_logits(scores, spans)))  # the sigmoid, never overflowing
         keep = []
         for row in range(len(questions)):
             rows = np.flatnonzero((spans[:, 0] == row) & (p_mention >= self.mention_threshold))

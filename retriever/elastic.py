@@ -160,7 +160,7 @@ class ElasticBackend:
 
     def _encoder(self, encoder: str | None = None, precision: str = "auto", runtime: str = "auto",
                  query_encoder: str | None = None, settings: dict | None = None, accept_encoder_change: bool = False):
-        from odqa.core.text_encoding import load_text_encoder
+        from odqa.core.encoder_loading import load_text_encoder
 
         meta = self.index.meta
         recorded = meta.get("query_encoder") or meta.get("encoder") or ""

@@ -108,7 +108,7 @@ class IndexBundle:
         """`encoder`: must be the index's (checked); `query_encoder`: any question encoder of the index's
         dimension (DPR's pair). Unset: the question encoder the manifest records. `settings` (pooling,
         similarity, query_prefix): override the manifest's."""
-        from odqa.core.text_encoding import load_text_encoder
+        from odqa.core.encoder_loading import load_text_encoder
         from retriever.dense import DenseRetriever
 
         key = ("dense", encoder or "", query_encoder or "", json.dumps(settings or {}, sort_keys=True))

@@ -1,8 +1,8 @@
 """What every text encoder shares, with torch or without: its kind and settings, query and passage prefixes,
-(title, text) passages, batching by length and normalised vectors; and `load_text_encoder`, which answers
-from the cached ONNX graph of a model's weight files without importing torch when it can (odqa.core.runtime).
+(title, text) passages, batching by length and normalised vectors; and `OnnxTextEncoder`, the cached ONNX graph
+of a model's weight files alone (odqa.core.runtime). Importing this module never imports torch.
 
-The torch encoder is odqa.core.encoder.TextEncoder; importing this module never imports torch.
+The torch encoder is odqa.core.encoder.TextEncoder; odqa.core.encoder_loading picks between the two.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from typing import Callable, Sequence, Union
 
 import numpy as np
 
-from odqa.core.device import device_type
 from odqa.core.errors import OdqaError
 from odqa.core.models import resolve_model
-from odqa.core.runtime import InferencePlan, OnnxModel, announce, cached_graph, fast_tokenizer, plan_inference
+from odqa.core.runtime import InferencePlan, OnnxModel, announce, plan_inference
 
 POOLINGS = ("mean", "cls")
 SIMILARITIES = ("cosine", "dot")
@@ -164,34 +163,3 @@ class OnnxTextEncoder(EncodesTexts):
         if self._torch is None:
             self._torch = self._load_torch()
         return self._torch._encode_batch(texts, plan, max_length)
-
-
-def load_text_encoder(name_or_path: str, max_length: int | None = None, device: str | None = None,
-                      precision: str = "auto", pooling: str | None = None, similarity: str | None = None,
-                      query_prefix: str | None = None, passage_prefix: str | None = None,
-                      runtime: str = "auto") -> EncodesTexts:
-    """The encoder to search with: the cached graph alone where the plan runs onnx and the graph of these weight
-    files was built (no torch imported), else odqa.core.encoder.TextEncoder.from_pretrained (same arguments)."""
-
-    def load_torch():
-        from odqa.core.encoder import TextEncoder
-
-        return TextEncoder.from_pretrained(name_or_path, max_length=max_length, device=device, precision=precision,
-                                           pooling=pooling, similarity=similarity, query_prefix=query_prefix,
-                                           passage_prefix=passage_prefix, runtime=runtime)
-
-    path = resolve_model(name_or_path)
-    kind = encoder_kind(path)
-    # a sentence-transformers folder may keep weights in module subfolders, which the files' digest does not see
-    if kind == "sentence-transformers":
-        return load_torch()
-    pooling, similarity = pooling or KIND_DEFAULTS[kind]["pooling"], similarity or KIND_DEFAULTS[kind]["similarity"]
-    check_choice("pooling", pooling, POOLINGS)
-    check_choice("similarity", similarity, SIMILARITIES)
-    plan = plan_inference(device_type(device), precision, runtime)
-    session = cached_graph("encoder", name_or_path, plan, graph_variant(kind, pooling, similarity))
-    if session is None:
-        return load_torch()
-    return OnnxTextEncoder(session, fast_tokenizer(path), name_or_path, kind, max_length or DEFAULT_MAX_LENGTH,
-                           pooling, similarity, query_prefix or "", passage_prefix or "", precision, runtime,
-                           load_torch)

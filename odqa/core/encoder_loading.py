@@ -1,0 +1,41 @@
+"""`load_text_encoder`: the question encoder a search starts with, from the cached ONNX graph alone where it can
+(no torch imported: seconds of a fresh `odqa ask`), else the torch TextEncoder."""
+
+from __future__ import annotations
+
+from odqa.core.device import device_type
+from odqa.core.models import resolve_model
+from odqa.core.runtime import cached_graph, fast_tokenizer, plan_inference
+from odqa.core.text_encoding import (DEFAULT_MAX_LENGTH, KIND_DEFAULTS, POOLINGS, SIMILARITIES, EncodesTexts,
+                                     OnnxTextEncoder, check_choice, encoder_kind, graph_variant)
+
+
+def load_text_encoder(name_or_path: str, max_length: int | None = None, device: str | None = None,
+                      precision: str = "auto", pooling: str | None = None, similarity: str | None = None,
+                      query_prefix: str | None = None, passage_prefix: str | None = None,
+                      runtime: str = "auto") -> EncodesTexts:
+    """The encoder to search with: the cached graph alone where the plan runs onnx and the graph of these weight
+    files was built (no torch imported), else odqa.core.encoder.TextEncoder.from_pretrained (same arguments)."""
+
+    def load_torch():
+        from odqa.core.encoder import TextEncoder
+
+        return TextEncoder.from_pretrained(name_or_path, max_length=max_length, device=device, precision=precision,
+                                           pooling=pooling, similarity=similarity, query_prefix=query_prefix,
+                                           passage_prefix=passage_prefix, runtime=runtime)
+
+    path = resolve_model(name_or_path)
+    kind = encoder_kind(path)
+    # a sentence-transformers folder may keep weights in module subfolders, which the files' digest does not see
+    if kind == "sentence-transformers":
+        return load_torch()
+    pooling, similarity = pooling or KIND_DEFAULTS[kind]["pooling"], similarity or KIND_DEFAULTS[kind]["similarity"]
+    check_choice("pooling", pooling, POOLINGS)
+    check_choice("similarity", similarity, SIMILARITIES)
+    plan = plan_inference(device_type(device), precision, runtime)
+    session = cached_graph("encoder", name_or_path, plan, graph_variant(kind, pooling, similarity))
+    if session is None:
+        return load_torch()
+    return OnnxTextEncoder(session, fast_tokenizer(path), name_or_path, kind, max_length or DEFAULT_MAX_LENGTH,
+                           pooling, similarity, query_prefix or "", passage_prefix or "", precision, runtime,
+                           load_torch)
