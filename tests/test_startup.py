@@ -39,10 +39,13 @@ def questions() -> list[str]:
 def module_way(questions):
     """Answers of a pipeline whose components build their torch modules first (and export the graphs from them
     when missing): the path of every start before the cached graphs could answer alone."""
-    import odqa.core.runtime
+    import linker.linker
+    import odqa.core.encoder_loading
+    import reader.model
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(odqa.core.runtime, "cached_graph", lambda *args, **kwargs: None)
+        for component in (reader.model, linker.linker, odqa.core.encoder_loading):
+            patch.setattr(component, "cached_graph", lambda *args, **kwargs: None)
         pipeline = _pipeline()
         answers = _answers(pipeline, questions)
     assert pipeline.reader._model is not None and pipeline.linker._model is not None
