@@ -11,9 +11,8 @@ from typing import Any
 
 from indexes.elastic import settings_for
 from odqa.core.errors import OdqaError
-from odqa.core.fusion import FUSIONS
 from odqa.core.runtime import PRECISIONS, RUNTIMES
-from retriever.kinds import ELASTIC_FUSIONS, RETRIEVERS, SERVER_RRF
+from retriever.kinds import ELASTIC_FUSIONS, HYBRID_FUSIONS, RETRIEVERS, SERVER_RRF
 from retriever.registry import backend_of
 from odqa.core.settings import field_help as _help
 
@@ -33,8 +32,9 @@ class RetrievalConfig:
     k: int = field(default=10, metadata=_help("passages passed to the reader"))
     candidates: int = field(default=100, metadata=_help("hybrid: passages asked of each retriever before fusion"))
     # odqa.core.fusion's methods; an Elasticsearch index also es-rrf (the server's own)
-    fusion: str = field(default="rrf", metadata=_help(
-        f"hybrid fusion method ({SERVER_RRF}: an Elasticsearch index's own RRF)", choices=ELASTIC_FUSIONS))
+    fusion: str = field(default="auto", metadata=_help(
+        f"hybrid fusion method (auto: the index's tuned setting, else its language's default; {SERVER_RRF}: an "
+        "Elasticsearch index's own RRF)", choices=ELASTIC_FUSIONS))
     alpha: float = field(default=0.5, metadata=_help("minmax fusion: weight of the dense score"))
     rrf_k: int = field(default=60, metadata=_help("rrf fusion: the rank constant"))
     encoder: str = field(default="", metadata=_help(
@@ -66,10 +66,10 @@ class RetrievalConfig:
             _choice("retrieval.pooling", self.pooling, POOLINGS)
         if self.similarity:
             _choice("retrieval.similarity", self.similarity, SIMILARITIES)
-        if self.fusion in ELASTIC_FUSIONS and self.fusion not in FUSIONS and backend_of(index) != "es":
+        if self.fusion in ELASTIC_FUSIONS and self.fusion not in HYBRID_FUSIONS and backend_of(index) != "es":
             raise OdqaError(f"config: retrieval.fusion {self.fusion!r} needs an Elasticsearch index (index = "
-                            f"\"es://HOST:9200/NAME\"); use one of {', '.join(FUSIONS.names)}")
-        _choice("retrieval.fusion", self.fusion, ELASTIC_FUSIONS if backend_of(index) == "es" else FUSIONS.names)
+                            f"\"es://HOST:9200/NAME\"); use one of {', '.join(HYBRID_FUSIONS)}")
+        _choice("retrieval.fusion", self.fusion, ELASTIC_FUSIONS if backend_of(index) == "es" else HYBRID_FUSIONS)
         _positive("retrieval.k", self.k)
         _positive("retrieval.candidates", self.candidates)
         if self.rrf_k < 0:

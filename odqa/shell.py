@@ -146,7 +146,9 @@ class Shell:
 
     def show_explain(self, result: Result) -> None:
         c = self.pipeline.config
-        self.say(f"  retriever {self.retriever} (fusion {c.retrieval.fusion}, candidates {c.retrieval.candidates}), "
+        fusion = getattr(self.pipeline.retriever(self.retriever), "fusion", None)  # hybrids: `auto` resolved
+        fusion = f"fusion {fusion.describe()}, " if fusion is not None else ""
+        self.say(f"  retriever {self.retriever} ({fusion}candidates {c.retrieval.candidates}), "
                  f"k={self.k}, entity bonus {c.retrieval.entity_bonus}")
         self.say(f"  linked {len(result.mentions)} entities; retrieved {len(result.passages)} passages "
                  f"({', '.join(sorted({h.source for h in result.passages}))})")

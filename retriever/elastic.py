@@ -24,7 +24,7 @@ from typing import Sequence
 from indexes.elastic import (DEFAULT_TITLE_BOOST, ElasticArticlePassages, ElasticIndex, describe_hosts, passage_of,
                              settings_for)
 from odqa.core.errors import OdqaError
-from odqa.core.fusion import Fusion
+from odqa.core.fusion import AUTO, Fusion, resolve_fusion
 from odqa.core.types import SearchHit
 from retriever.base import check_k
 from retriever.kinds import DENSE_OPTIONS, ELASTIC_FUSIONS, SERVER_RRF, make_retriever
@@ -181,13 +181,14 @@ class ElasticBackend:
         return ElasticDenseRetriever(self.index, encoder, num_candidates=self.config.elastic.num_candidates,
                                      check_name=check_name)
 
-    def hybrid(self, fusion: str = "rrf", alpha: float = 0.5, candidates: int = 100, rrf_k: int = 60,
+    def hybrid(self, fusion: str = AUTO, alpha: float = 0.5, candidates: int = 100, rrf_k: int = 60,
                **dense_options):
         if not self.index.dim:
             # as an index folder built with --backends bm25: hybrid (the default) still answers
             print(f"odqa: {self.describe()} holds no vectors, so hybrid retrieval falls back to bm25", file=sys.stderr)
             return self.bm25()
         encoder, check_name = self._encoder(**{k: v for k, v in dense_options.items() if k in DENSE_OPTIONS})
+        fusion, alpha, rrf_k = resolve_fusion(fusion, alpha, rrf_k, language=self.index.meta.get("language", "en"))
         return ElasticHybridRetriever(self.index, encoder, method=fusion, alpha=alpha, candidates=candidates,
                                       rrf_k=rrf_k, num_candidates=self.config.elastic.num_candidates,
                                       check_name=check_name)

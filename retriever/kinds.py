@@ -4,11 +4,12 @@ one method per kind; a new kind is one line here and one method on each backend.
 
 from __future__ import annotations
 
-from odqa.core.fusion import FUSIONS
+from odqa.core.fusion import AUTO, FUSIONS
 from odqa.core.registry import Registry
 
 SERVER_RRF = "es-rrf"  # Elasticsearch's own rrf retriever (falls back to client-side rrf where missing)
-ELASTIC_FUSIONS = (*FUSIONS.names, SERVER_RRF)
+HYBRID_FUSIONS = (AUTO, *FUSIONS.names)  # auto: odqa.core.fusion.resolve_fusion
+ELASTIC_FUSIONS = (*HYBRID_FUSIONS, SERVER_RRF)
 
 
 def _bm25(backend, **options):

@@ -14,11 +14,14 @@ from indexes.layout import BM25, DENSE, PASSAGES, IndexLayout
 from indexes.manifest import Manifest
 from indexes.vector import VectorIndex
 from odqa.core.errors import IndexMismatchError, OdqaError
+from odqa.core.fusion import AUTO, resolve_fusion
 from odqa.corpus.articles import StoreArticlePassages
 from odqa.corpus.store import PassageStore
 from retriever.bm25 import BM25Retriever
 from retriever.hybrid import HybridRetriever
 from retriever.kinds import make_retriever
+
+TUNED_FUSION = "fusion"  # the bundle manifest's record of `tune-hybrid --record`
 
 
 @dataclass
@@ -129,7 +132,7 @@ class IndexBundle:
             self._cache[key] = DenseRetriever(text_encoder, index, self.store, check_name=bool(encoder) and not query_encoder)
         return self._cache[key]
 
-    def retriever(self, kind: str, encoder: str | None = None, fusion: str = "rrf", alpha: float = 0.5,
+    def retriever(self, kind: str, encoder: str | None = None, fusion: str = AUTO, alpha: float = 0.5,
                   candidates: int = 100, rrf_k: int = 60, precision: str = "auto", runtime: str = "auto",
                   accept_encoder_change: bool = False, query_encoder: str | None = None,
                   settings: dict | None = None):
@@ -139,13 +142,26 @@ class IndexBundle:
                               accept_encoder_change=accept_encoder_change, query_encoder=query_encoder,
                               settings=settings)
 
-    def hybrid(self, fusion: str = "rrf", alpha: float = 0.5, candidates: int = 100, rrf_k: int = 60, **dense_options):
+    def hybrid(self, fusion: str = AUTO, alpha: float = 0.5, candidates: int = 100, rrf_k: int = 60, **dense_options):
         if DENSE not in self.backends and BM25 in self.backends:
             # hybrid is the default; an index built with --backends bm25 should still answer
             print(f"odqa: {self.path} has no dense index, so hybrid retrieval falls back to bm25", file=sys.stderr)
             return self.bm25()
-        return HybridRetriever(self.dense(**dense_options), self.bm25(), method=fusion, alpha=alpha,
+        method, alpha, rrf_k = self.fusion_setting(fusion, alpha, rrf_k)
+        return HybridRetriever(self.dense(**dense_options), self.bm25(), method=method, alpha=alpha,
                                candidates=candidates, rrf_k=rrf_k)
+
+    def fusion_setting(self, fusion: str = AUTO, alpha: float = 0.5, rrf_k: int = 60) -> tuple[str, float, int]:
+        """The hybrid's (method, alpha, rrf_k): `auto` resolves to this index's tuned record, else its language's
+        default (odqa.core.fusion.resolve_fusion)."""
+        params = self.manifest.params
+        return resolve_fusion(fusion, alpha, rrf_k, tuned=params.get(TUNED_FUSION), language=params.get("language", "en"))
+
+    def record_fusion(self, setting: dict) -> None:
+        """Keep a fusion setting chosen on a dev split (`tune-hybrid --record`) in the bundle manifest, where
+        `auto` finds it. The manifest is rewritten atomically; the parts and their digests are untouched."""
+        self.manifest.params[TUNED_FUSION] = setting
+        self.manifest.save(self.path)
 
     def verify(self) -> list[str]:
         """The full check behind `run_qa.py verify-index`: every part's files against their recorded digests,

@@ -45,6 +45,7 @@ def test_dense_and_hybrid_cjk_index_end_to_end(shared_data, tmp_path, capsys, la
     bundle = IndexBundle.open(index)
     assert bundle.manifest.params["language"] == language
     assert bundle.manifest.params["analyzer"] == DEFAULT_ANALYZER[language]
+    assert bundle.hybrid().fusion.describe() == "minmax alpha=0.5"  # `auto`, the default, for Korean and Chinese
     dense = bundle.retriever("dense")
     # e5 needs its prompts: the index encodes questions with "query: " (from the folder's prompts)
     assert dense.encoder.query_prefix == "query: " and dense.encoder.passage_prefix == "passage: "

@@ -39,3 +39,16 @@ def test_rrf_by_hand():
 def test_fusion_of_empty_lists_and_k_cut():
     assert rrf_fuse([[], []], k=5) == []
     assert len(minmax_fuse([hits((1, 1.0), (2, 0.5), (3, 0.2)), []], [0.5, 0.5], k=2)) == 2
+
+
+def test_auto_fusion_resolves_from_record_then_language():
+    from odqa.core.fusion import resolve_fusion
+
+    assert resolve_fusion("auto", 0.5, 60) == ("rrf", 0.5, 60)
+    assert resolve_fusion("auto", 0.4, 60, language="ko") == ("minmax", 0.4, 60)
+    assert resolve_fusion("auto", 0.5, 60, language="zh") == ("minmax", 0.5, 60)
+    tuned = {"method": "minmax", "alpha": 0.8, "rrf_k": 60}
+    assert resolve_fusion("auto", 0.5, 60, tuned=tuned, language="zh") == ("minmax", 0.8, 60)
+    assert resolve_fusion("auto", 0.5, 60, tuned={"method": "rrf", "rrf_k": 10}) == ("rrf", 0.5, 10)
+    assert resolve_fusion("rrf", 0.5, 60, tuned=tuned, language="ko") == ("rrf", 0.5, 60)  # named: as given
+    assert resolve_fusion("auto", 0.5, 60, tuned={"method": "bogus"}, language="en") == ("rrf", 0.5, 60)

@@ -31,7 +31,7 @@ def test_the_registries_hold_the_backends():
     assert TEXT_ENGINES.names == ("tantivy", "bm25s", "rank-bm25")
     assert VECTOR_INDEXES.names == ("flat", "hnsw", "ivf")
     assert RETRIEVERS.names == ("bm25", "dense", "hybrid")
-    assert FUSIONS.names == ("rrf", "minmax") and ELASTIC_FUSIONS == ("rrf", "minmax", "es-rrf")
+    assert FUSIONS.names == ("rrf", "minmax") and ELASTIC_FUSIONS == ("auto", "rrf", "minmax", "es-rrf")
     assert INDEX_BACKENDS.names == ("folder", "es")
 
 

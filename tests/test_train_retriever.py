@@ -428,6 +428,30 @@ def test_tune_hybrid_records_a_choice(tmp_path):
     assert result["bm25"]["recall@5"] == 75.0 and result["dense"]["questions"] == 4
 
 
+def test_tune_hybrid_record_sets_what_auto_fuses_with(tmp_path, capsys):
+    from odqa.cli import main
+    from retriever.loading import IndexBundle
+
+    enc = _tiny_encoder(tmp_path / "enc")
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in DOCS))
+    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "idx"), backends=["bm25", "dense"], encoder=str(enc)))
+    assert IndexBundle.open(tmp_path / "idx").fusion_setting() == ("rrf", 0.5, 60)  # English, untuned
+    questions = tmp_path / "dev.tsv"
+    questions.write_text("".join(f"{q}\t{json.dumps(a)}\n" for q, a in QUESTIONS))
+    # alphas 0.2 and 0.8 only: whichever wins, the record differs from the untuned rrf / 0.5
+    assert main(["tune-hybrid", "--index", str(tmp_path / "idx"), "--questions", str(questions), "--alphas", "0.2",
+                 "0.8", "--candidates", "6", "--k", "1", "5", "--select", "recall@5", "--record", "--json"]) == 0
+    best = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["best"]
+    bundle = IndexBundle.open(tmp_path / "idx")
+    method, alpha, rrf_k = bundle.fusion_setting()
+    assert method == best["method"] and (method == "rrf" or alpha == best["alpha"])
+    assert bundle.fusion_setting("minmax", 0.3, 60) == ("minmax", 0.3, 60)  # a named method overrides the record
+    assert bundle.verify()[-1].endswith("ok")  # raises if rewriting the manifest broke a recorded digest
+    hybrid = bundle.hybrid()
+    assert (hybrid.fusion.method, hybrid.fusion.weights[0]) == (method, alpha)
+
+
 def test_cli_build_and_train(tiny_index, qa_tsv, tmp_path, capsys):
     from odqa.cli import main
 

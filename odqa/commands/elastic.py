@@ -13,8 +13,7 @@ from indexes.elastic import BulkOptions
 from odqa.commands.common import add_command, add_config_flag, print_json_last
 from odqa.commands.options import add_options, config_overrides, dataclass_values
 from odqa.config import ElasticConfig, RetrievalConfig
-from odqa.core.fusion import FUSIONS
-from retriever.kinds import ELASTIC_FUSIONS, RETRIEVERS
+from retriever.kinds import ELASTIC_FUSIONS, HYBRID_FUSIONS, RETRIEVERS
 
 
 def register(subparsers) -> None:
@@ -69,7 +68,7 @@ def _config(args):
         **config_overrides(args),
         "elastic.verify_certs": False if args.insecure else None,
         # the server's own RRF is no client-side fusion setting: run_es_search passes it to the retriever
-        "retrieval.fusion": fusion if fusion in FUSIONS else None,
+        "retrieval.fusion": fusion if fusion in HYBRID_FUSIONS else None,
     })
 
 

@@ -96,9 +96,9 @@ def register(subparsers) -> None:
 
     p = add_command(
         subparsers, "tune-hybrid",
-        "Choose the hybrid fusion method and alpha on a dev split (never a test set) and record the choice.",
+        "Choose the hybrid fusion method and alpha on a dev split (never a test set); --record keeps it in the index.",
         "odqa tune-hybrid --index indexes/squad-v2 --questions /work/shared/data/squad/dev-v2.0.json "
-        "--limit 500 --output runs/hybrid-tuning.json",
+        "--limit 500 --output runs/hybrid-tuning.json --record",
         _tune,
     )
     p.add_argument("--index", required=True, help="index folder with bm25 and dense")
@@ -112,6 +112,8 @@ def register(subparsers) -> None:
     p.add_argument("--select", default="recall@20", help="metric to maximise (ties: mrr)")
     p.add_argument("--batch-size", type=int, default=32)
     add_output(p, "--output", help="JSON file recording every setting's metrics and the choice")
+    p.add_argument("--record", action="store_true",
+                   help="write the choice into the index, where `--fusion auto` (the default) uses it")
     p.add_argument("--json", action="store_true")
 
 
@@ -225,6 +227,11 @@ def _tune(args) -> int:
     best = result["best"]
     flags = f"--fusion {best['method']}" + (f" --alpha {best['alpha']}" if best["method"] == "minmax" else "")
     print(f"best by {args.select}: {flags}")
+    if args.record:
+        bundle.record_fusion({"method": best["method"], "alpha": best.get("alpha", 0.5), "rrf_k": best.get("rrf_k", 60),
+                              "select": args.select, args.select: result["best_metrics"][args.select],
+                              "questions_file": str(args.questions), "questions": len(items)})
+        print(f"recorded in {args.index}: `--fusion auto` (the default) now fuses with {flags}")
     if args.output:
         from odqa.core.atomic import write_json_atomic
 

@@ -9,6 +9,9 @@ one list, best first, ties broken by row (so results are deterministic).
 * `minmax`: each list's scores min-max scaled to [0, 1], then summed with their weights (a hybrid's
   `alpha * dense + (1 - alpha) * sparse`); a passage missing from a list scores 0 there. BM25 scores and
   inner products live on different scales, so they must be scaled before weighting.
+* `auto` (the hybrid's default, `resolve_fusion`): the setting `odqa tune-hybrid --record` chose on a dev split
+  and wrote into the index, else the index language's default: `minmax` for Korean and Chinese, where it beat
+  `rrf` on every set measured (bench/results/retrieval-cjk.md; chosen on CMRC 2018 trial), `rrf` elsewhere.
 * `entity_bonus_fuse`: a retriever's list min-max scaled, plus `bonus` x the (unscaled) scores of the
   linked entities' passages.
 """
@@ -90,6 +93,23 @@ def _minmax(lists, k, weights, rrf_k):
 FUSIONS: Registry[Callable[..., list[SearchHit]]] = Registry("fusion method", {"rrf": _rrf, "minmax": _minmax})
 
 
+AUTO = "auto"
+# Untuned indexes in these languages fuse by minmax (the config's alpha); every other language by rrf.
+LANGUAGE_FUSION = {"ko": "minmax", "zh": "minmax"}
+
+
+def resolve_fusion(method: str, alpha: float, rrf_k: int, *, tuned: dict | None = None,
+                   language: str = "en") -> tuple[str, float, int]:
+    """(method, alpha, rrf_k) a hybrid runs with. `auto`: the index's `tuned` record (method, alpha, rrf_k from
+    `tune-hybrid --record`) where there is one, else LANGUAGE_FUSION's method for `language` with the alpha and
+    rrf_k given. A named method is used as given."""
+    if method != AUTO:
+        return method, alpha, rrf_k
+    if tuned and tuned.get("method") in FUSIONS:
+        return tuned["method"], float(tuned.get("alpha", alpha)), int(tuned.get("rrf_k", rrf_k))
+    return LANGUAGE_FUSION.get(language, "rrf"), alpha, rrf_k
+
+
 class Fusion:
     """One fusion setting, applied to each question's lists: `Fusion("minmax", weights=[a, 1 - a])(lists, k)`."""
 
@@ -101,6 +121,11 @@ class Fusion:
     def hybrid(cls, method: str, alpha: float, rrf_k: int) -> "Fusion":
         """A dense-then-sparse hybrid's fusion: minmax weighs dense by alpha, sparse by 1 - alpha."""
         return cls(method, weights=[alpha, 1.0 - alpha], rrf_k=rrf_k)
+
+    def describe(self) -> str:
+        if self.method == "minmax" and self.weights:
+            return f"minmax alpha={self.weights[0]:g}"
+        return f"rrf k={self.rrf_k}" if self.method == "rrf" else self.method
 
     def __call__(self, lists: Sequence[list[SearchHit]], k: int) -> list[SearchHit]:
         weights = self.weights if self.weights is not None else [1.0] * len(lists)
