@@ -174,7 +174,9 @@ def load_qa_model(name_or_path: str):
     path = resolve_model(name_or_path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForQuestionAnswering.from_pretrained(path)
+        # fp32 master weights whatever the files hold: the shipped models are fp16, and transformers loads a
+        # checkpoint in its stored dtype (fp16 training on a CPU is slow and loses updates below fp16's precision)
+        model = AutoModelForQuestionAnswering.from_pretrained(path, dtype=torch.float32)
     except (OSError, ValueError, KeyError) as exc:
         raise OdqaError(f"cannot load {name_or_path!r} as a question-answering model: {exc}") from exc
     return model, tokenizer
