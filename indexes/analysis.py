@@ -115,6 +115,11 @@ def _to_simplified():
     return _require("opencc", "Chinese analysis").OpenCC("t2s").convert
 
 
+def to_simplified(text: str) -> str:
+    """`text` with Traditional Chinese folded to Simplified (OpenCC t2s; other scripts unchanged)."""
+    return _to_simplified()(text)
+
+
 def _chinese_words():
     jieba = _require("jieba", "Chinese word segmentation")
     import logging

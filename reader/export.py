@@ -1,4 +1,6 @@
-"""Export a trained checkpoint as a shippable reader: fp16 safetensors, tokenizer, reader_config.json.
+"""Export a trained checkpoint as a shippable reader: fp16 safetensors, tokenizer, reader_config.json, and a model
+card (README.md): the destination's own card is kept; where it has none, a skeleton is written from the
+checkpoint's train_info.json (the training command, data and steps), its scores left for `eval-reader` to fill.
 
     python -m reader.export runs/reader-squad2/final models/reader
 """
@@ -6,11 +8,16 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import shutil
 import sys
 from pathlib import Path
 
 from odqa.core.atomic import atomic_folder
+
+CARD = "README.md"
+TRAIN_INFO = "train_info.json"
 
 
 def export(src: str, dst: str, max_length: int = 256, stride: int = 96) -> Path:
@@ -20,10 +27,55 @@ def export(src: str, dst: str, max_length: int = 256, stride: int = 96) -> Path:
     out = Path(dst)
     with atomic_folder(out) as tmp:
         reader.save_pretrained(tmp, fp16=True)
-        keep = out / "README.md"
+        keep = out / CARD
         if keep.exists():
-            shutil.copy(keep, tmp / "README.md")
+            shutil.copy(keep, tmp / CARD)
+        else:
+            (tmp / CARD).write_text(card_skeleton(src, dst, max_length, stride), encoding="utf-8")
     return out
+
+
+def train_command(config: dict) -> str:
+    """The `train-reader` command line of a training config (train_info.json's), its non-default settings only."""
+    from reader.train_config import TrainConfig
+
+    defaults = TrainConfig(train_files=[], output_dir="")
+    words = ["python run_qa.py train-reader --train", *config.get("train_files", []),
+             "--output", config.get("output_dir", "OUT")]
+    for f in dataclasses.fields(TrainConfig):
+        if f.name in ("train_files", "output_dir", "device") or f.name not in config:
+            continue
+        value = config[f.name]
+        if value == getattr(defaults, f.name):
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        words.append(flag if value is True else "--no-" + flag[2:] if value is False else f"{flag} {value}")
+    return " ".join(words)
+
+
+def card_skeleton(src: str, dst: str, max_length: int, stride: int) -> str:
+    info_file = Path(src) / TRAIN_INFO
+    info = json.loads(info_file.read_text()) if info_file.is_file() else {}
+    config = info.get("config", {})
+    lines = [f"# odqa reader: {Path(dst).name}", "",
+             f"Extractive reader (`*ForQuestionAnswering`), fp16 safetensors, read in windows of {max_length} tokens "
+             f"(stride {stride}).", "", "## Made by", "```bash"]
+    if config:
+        lines.append(train_command(config))
+    lines += [f"python -m reader.export {src} {dst} --max-length {max_length} --stride {stride}", "```", ""]
+    if info:
+        lines += ["## Training",
+                  f"Started from `{config.get('init', '?')}`; {info.get('questions', '?')} questions "
+                  f"({info.get('answerable', '?')} answerable, {info.get('unanswerable', '?')} unanswerable, "
+                  f"{info.get('skipped_bad_offset', 0)} skipped: answer not at its offset), "
+                  f"{info.get('windows', '?')} windows, {info.get('steps', '?')} steps of batch "
+                  f"{config.get('batch_size', '?')} (CPU) / {config.get('gpu_batch_size', '?')} (GPU), "
+                  f"lr {config.get('lr', '?')}, {info.get('precision', '?')} on {info.get('device', '?')}.", ""]
+    else:
+        lines += ["## Training", f"(no {TRAIN_INFO} in {src}: describe the data, steps and hardware)", ""]
+    lines += ["## Scores", "Not measured yet: `python run_qa.py eval-reader --data DEV --model "
+              f"{dst} --json` on each dev set (the metric follows the data's language), then replace this line.", ""]
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:

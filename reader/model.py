@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     import torch
 
 DEFAULT_READER = "reader"  # resolves to models/reader
+# readers odqa ships (models/<name>), or will: a missing one is named as such rather than looked up on the hub
+SHIPPED_READERS = (DEFAULT_READER, "reader-multilingual")
 SETTINGS_FILE = "reader_config.json"
 
 
@@ -138,9 +140,10 @@ class Reader:
         if not name_or_path or not str(name_or_path).strip():
             raise OdqaError("reader model name is empty; pass 'reader' or a checkpoint path")
         path = resolve_model(str(name_or_path))
-        if str(name_or_path).strip() == DEFAULT_READER and not (Path(path) / "config.json").exists():
-            raise OdqaError("the shipped reader (models/reader) is missing; train one with `odqa train-reader` "
-                            "or pass --model PATH_OR_NAME")
+        name = str(name_or_path).strip()
+        if name in SHIPPED_READERS and not (Path(path) / "config.json").exists():
+            raise OdqaError(f"the shipped reader models/{name} is missing; train one with `odqa train-reader` "
+                            "(README, Train the models) or pass --model PATH_OR_NAME")
         settings = ReaderSettings()
         cfg_file = Path(path) / SETTINGS_FILE
         if cfg_file.is_file():

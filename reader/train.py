@@ -57,6 +57,7 @@ class LoadStats:
     unanswerable: int = 0
     dropped_negatives: int = 0
     skipped_bad_offset: int = 0
+    kept_traditional: int = 0  # with to_simplified: contexts whose conversion changed their length
     skipped_examples: list[str] = field(default_factory=list)
 
 
@@ -77,12 +78,14 @@ def load_squad_examples(
         raise DataFormatError(f"{path}: not SQuAD-format JSON (expected {{'data': [...]}}): {exc}") from exc
     rng = random.Random(seed)
     out: list[Example] = []
+    read = 0  # questions of this file (`limit` is per file; `stats` may count several files)
     for article in articles:
         for paragraph in article.get("paragraphs", []):
             context = paragraph["context"]
             for qa in paragraph.get("qas", []):
-                if limit and stats.questions >= limit:
+                if limit and read >= limit:
                     return out
+                read += 1
                 stats.questions += 1
                 qid = str(qa.get("id", stats.questions))
                 answers = qa.get("answers") or []
@@ -110,6 +113,28 @@ def load_squad_examples(
                     continue
                 stats.answerable += 1
                 out.extend(Example(qid, qa["question"], context, *span) for span in chosen)
+    return out
+
+
+def simplify_chinese(examples: list[Example], stats: LoadStats | None = None) -> list[Example]:
+    """Chinese questions and passages folded to Simplified (OpenCC t2s, as the BM25 analysers fold them), answer
+    offsets unchanged; other languages (Korean with its Hanja too) stay as they are. A passage whose conversion changes its length (a phrase mapped to one of
+    another length) stays as it is, with its questions, so that no label moves; counted in `stats.kept_traditional`."""
+    from indexes.analysis import detect_language, to_simplified
+
+    converted: dict[str, str | None] = {}
+    out: list[Example] = []
+    for ex in examples:
+        if ex.context not in converted:
+            simple = to_simplified(ex.context) if detect_language([ex.context]) == "zh" else None
+            converted[ex.context] = simple if simple is not None and len(simple) == len(ex.context) else None
+            if simple is not None and converted[ex.context] is None and stats is not None:
+                stats.kept_traditional += 1
+        context = converted[ex.context]
+        if context is None:
+            out.append(ex)
+            continue
+        out.append(Example(ex.id, to_simplified(ex.question), context, ex.start_char, ex.end_char))
     return out
 
 
@@ -203,6 +228,10 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
         examples += load_squad_examples(f, cfg.limit, cfg.negative_ratio, cfg.seed, stats, cfg.all_answers)
     if not examples:
         raise OdqaError("no training examples left after loading " + ", ".join(cfg.train_files))
+    if cfg.to_simplified:
+        examples = simplify_chinese(examples, stats)
+        log.info("Chinese folded to Simplified; %d passages kept as they were (their conversion changed length)",
+                 stats.kept_traditional)
     log.info(
         "loaded %d questions: %d answerable, %d unanswerable, %d negatives dropped (ratio %.2f), "
         "%d skipped because the answer is not at answer_start%s",
@@ -263,6 +292,6 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     (final / "train_info.json").write_text(json.dumps(
         {"config": cfg.to_dict(), "steps": total, "windows": len(lengths), "questions": stats.questions,
          "answerable": stats.answerable, "unanswerable": stats.unanswerable,
-         "skipped_bad_offset": stats.skipped_bad_offset, "device": str(device), "precision": precision}, indent=2))
+         "skipped_bad_offset": stats.skipped_bad_offset, "kept_traditional": stats.kept_traditional, "device": str(device), "precision": precision}, indent=2))
     log.info("saved %s", final)
     return final

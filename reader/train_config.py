@@ -38,6 +38,8 @@ class TrainConfig:
     all_answers: bool = field(default=False, metadata=_help(
         "one example per distinct reference answer (--no-all-answers: the first answer only)"))
     limit: int = field(default=0, metadata=_help("first N questions of each file (smoke tests)"))
+    to_simplified: bool = field(default=False, metadata=_help(
+        "fold Traditional Chinese (e.g. DRCD) to Simplified with OpenCC, answer offsets kept (needs .[cjk])"))
     precision: str = field(default="auto", metadata=_help("training precision (auto: fp32 on CPU)", choices=PRECISIONS))
     device: str = ""
     progress: bool = field(default=True, metadata=_help("progress bar (--no-progress: log lines only)"))

@@ -33,6 +33,13 @@ def test_bad_offsets_are_counted_and_skipped(tmp_path, caplog):
     assert "answer text not found at its answer_start" in caplog.text
 
 
+def test_limit_counts_the_questions_of_each_file(tmp_path):
+    stats = LoadStats()
+    first = load_squad_examples(_squad(tmp_path / "a.json"), limit=3, stats=stats)
+    second = load_squad_examples(_squad(tmp_path / "b.json"), limit=3, stats=stats)
+    assert len(first) == len(second) == 3 and stats.questions == 6
+
+
 def test_labels_point_at_the_answer_tokens_or_cls(tmp_path):
     tok = minilm_tokenizer()
     ex = load_squad_examples(_squad(tmp_path / "t.json"))
