@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Passage encoding for index builds: torch fp32 against ONNX Runtime int8, speed and recall, in one process.
+"""Passage encoding for index builds: torch fp32 against ONNX Runtime int8 (and the other backends and graph
+recipes of bench/encoder_backends.py: `--variants torch-fp32 onnx-int8 openvino-int8 ...`), speed and recall, in
+one process.
 
 * Speed: passages/s at `--max-length` tokens (128 by default, the issue's yardstick) on SQuAD v1.1 dev
   paragraphs long enough to fill them; the two variants encode alternate chunks of `--chunk` passages, so a load
@@ -21,6 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from encoder_backends import BACKENDS, build_backend  # noqa: E402
+
 SQUAD_V11_DEV = ROOT.parent / "shared" / "data" / "squad" / "dev-v1.1.json"
 VARIANTS = {"torch-fp32": ("torch", "fp32"), "onnx-int8": ("onnx", "int8"), "onnx-fp32": ("onnx", "fp32")}
 
@@ -29,7 +34,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--encoder", default="retriever")
     ap.add_argument("--squad", default=str(SQUAD_V11_DEV))
-    ap.add_argument("--variants", nargs="+", default=["torch-fp32", "onnx-int8"], choices=list(VARIANTS))
+    ap.add_argument("--variants", nargs="+", default=["torch-fp32", "onnx-int8"],
+                    choices=list(VARIANTS) + list(BACKENDS))
     ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--passages", type=int, default=512, help="passages timed per variant")
     ap.add_argument("--chunk", type=int, default=64)
@@ -51,8 +57,13 @@ def main(argv=None) -> int:
     contexts = sorted({q.context for q in items})
     encoders = {}
     for name in args.variants:
-        runtime, precision = VARIANTS[name]
-        encoders[name] = TextEncoder.from_pretrained(args.encoder, device="cpu", precision=precision, runtime=runtime)
+        if name in BACKENDS:
+            base = TextEncoder.from_pretrained(args.encoder, device="cpu", precision="fp32", runtime="torch")
+            encoders[name] = build_backend(name, base, args.threads)
+        else:
+            runtime, precision = VARIANTS[name]
+            encoders[name] = TextEncoder.from_pretrained(args.encoder, device="cpu", precision=precision,
+                                                         runtime=runtime)
         encoders[name].encode_passages(contexts[:4], batch_size=4)  # builds or loads the graph before timing
     long_enough = [c for c in contexts if len(c.split()) >= 120][: args.passages]
     seconds = {name: 0.0 for name in encoders}
