@@ -169,3 +169,20 @@ def test_a_reader_loaded_from_a_folder_names_its_graph_by_the_files_digest(tiny_
         reader.model.qa_outputs.bias.add_(1.0)
     with pytest.raises(AssertionError, match="live weights were hashed"):  # changed: the files no longer do
         reader.read("Who built the Eiffel Tower?", PASSAGES)
+
+
+def test_int8_graph_is_made_only_when_asked_for_and_then_from_the_cached_fp32_graph(tiny_dir, home, monkeypatch):
+    import odqa.core.runtime as runtime
+    from reader.model import Reader
+
+    reader = Reader.from_pretrained(str(tiny_dir), device="cpu")
+    ref_start, _ = _logits(reader, "fp32", "onnx")
+    (graph,) = sorted(home.glob("onnx/reader-*"))
+    assert (graph / "model.onnx").is_file() and not (graph / "model.int8.onnx").exists()
+
+    exports = []
+    monkeypatch.setattr(runtime, "_build", lambda *a, **k: exports.append(a))  # int8 must come from the cache
+    q_start, _ = _logits(reader, "int8", "onnx")
+    assert not exports and (graph / "model.int8.onnx").is_file()
+    assert np.corrcoef(q_start, ref_start)[0, 1] > 0.9
+    assert sorted(p.name for p in graph.iterdir()) == ["model.int8.onnx", "model.onnx"]  # no temporary file left

@@ -252,7 +252,10 @@ class OnnxModel:
             if not quiet:
                 print(f"odqa: building the {'int8 ' if int8 else ''}ONNX graph of the {kind} in {folder} "
                       "(once per model)...", file=sys.stderr, flush=True)
-            _build(module, transformer, folder, outputs, inputs, forward)
+            if int8 and (folder / "model.onnx").is_file():
+                _quantise_cached(folder)
+            else:
+                _build(module, transformer, folder, outputs, inputs, forward, int8)
         return cls(target)
 
 
@@ -281,8 +284,11 @@ def _exportable(module, forward, inputs):
     return Exportable()
 
 
-def _build(module, transformer, folder: Path, outputs: Sequence[str], inputs: Sequence[str], forward) -> None:
-    """Export, optimise and quantise into a temporary folder beside `folder`, then rename it into place."""
+def _build(module, transformer, folder: Path, outputs: Sequence[str], inputs: Sequence[str], forward,
+           int8: bool) -> None:
+    """Export, optimise and (for `int8`) quantise into a temporary folder beside `folder`, then rename it into
+    place. The int8 graph is made only when asked for: most models run fp32 under `auto`, and quantising is
+    most of a first start's graph building (the multilingual encoder's large embedding table above all)."""
     import warnings
 
     import torch
@@ -303,13 +309,28 @@ def _build(module, transformer, folder: Path, outputs: Sequence[str], inputs: Se
                               input_names=list(inputs), output_names=list(outputs), dynamic_axes=axes,
                               opset_version=17, dynamo=False)
         _optimise(tmp / "export.onnx", tmp / "model.onnx", clone_transformer.config)
-        _quantise(tmp / "model.onnx", tmp / "model.int8.onnx")
+        if int8:
+            _quantise(tmp / "model.onnx", tmp / "model.int8.onnx")
         (tmp / "export.onnx").unlink()
-        if not (folder / "model.int8.onnx").is_file():  # else another process built it meanwhile
+        if (folder / "model.onnx").is_file():  # another process built the fp32 graph meanwhile
+            if int8 and not (folder / "model.int8.onnx").is_file():
+                os.replace(tmp / "model.int8.onnx", folder / "model.int8.onnx")
+        else:
             shutil.rmtree(folder, ignore_errors=True)  # a leftover of an older, interrupted layout
             os.replace(tmp, folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _quantise_cached(folder: Path) -> None:
+    """The int8 graph of a cached fp32 graph, written beside it under a temporary name and renamed into place."""
+    handle, name = tempfile.mkstemp(prefix="model.int8.", suffix=".tmp.onnx", dir=folder)
+    os.close(handle)
+    try:
+        _quantise(folder / "model.onnx", Path(name))
+        os.replace(name, folder / "model.int8.onnx")
+    finally:
+        Path(name).unlink(missing_ok=True)
 
 
 def _find_same(clone, original, wanted):
