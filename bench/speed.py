@@ -2,10 +2,11 @@
 """Speed and quality of every inference path on the CPU at hand, side by side (one run, same machine).
 
 Variants: torch fp32 (the reference), torch bf16 (only where the CPU has native bf16), ONNX Runtime fp32 and
-ONNX Runtime int8 (dynamic, per channel). Each variant runs in its own process (a clean peak RSS) and reports:
+ONNX Runtime int8 (dynamic, per channel); on request `torch-fp32-whole`, end to end as the pipeline was before
+it read less (torch fp32, whole passages). Each variant runs in its own process (a clean peak RSS) and reports:
 * reader ms per question reading 10 passages of ~100 words (median, p95; bench/reader.py's shape);
-* reader EM/F1 on the first `--reader-questions` SQuAD v1.1 dev questions (gold paragraph). The shipped reader
-  trained on 35 of dev's articles, so use these for the loss against torch fp32, not as a held-out score;
+* reader EM/F1 on the first `--reader-questions` SQuAD v1.1 dev questions (gold paragraph; the shipped reader
+  never trained on SQuAD dev);
 * encoder passages/s (128-token passages, batch 32) and linker ms per question at batch 1;
 * end-to-end questions/s of `eval-qa` (BM25, top 10 read, linker on) with its EM/F1;
 * dense recall@20 of the encoder over SQuAD v1.1 dev's 2,067 paragraphs (not with --quick).
@@ -14,9 +15,11 @@ ONNX Runtime int8 (dynamic, per channel). Each variant runs in its own process (
     python bench/speed.py --index PATH --e2e-questions FILE   # e.g. squad-open, 200 questions
 
 The last line with --json is one JSON object: cpu_model, cpu_flags, per-variant reader_ms_median, reader_f1,
-e2e_qps (and the rest), default_variant (what `auto` picks here for the reader; the encoders and the linker stay
-on torch fp32 under `auto` on CPUs without native bf16), speedup_vs_torch_fp32 (end to end, default variant: every
-model on that variant, not exactly `auto`) and f1_loss_vs_torch_fp32 (reader F1, default variant).
+e2e_qps (and the rest), default_variant (what `auto` picks here for the reader; the encoders and the linker run
+ONNX Runtime fp32 under `auto` on CPUs without native bf16, torch fp32 without onnxruntime),
+speedup_vs_torch_fp32 (end to end, default variant against torch fp32 on the same pipeline settings: every model
+on that variant, not exactly `auto`) and f1_loss_vs_torch_fp32 (reader F1, default variant); with
+torch-fp32-whole run too, speedup_vs_torch_fp32_whole_passages and e2e_f1_loss_vs_torch_fp32_whole_passages.
 """
 
 from __future__ import annotations
@@ -39,7 +42,12 @@ VARIANTS = {  # name -> (runtime, precision)
     "torch-bf16": ("torch", "bf16"),
     "onnx-fp32": ("onnx", "fp32"),
     "onnx-int8": ("onnx", "int8"),
+    "torch-fp32-whole": ("torch", "fp32"),
 }
+# end to end, the pipeline as it was before reading less: torch fp32 reading whole passages
+# (reader.focus_words = 0). Only run when asked for; the reader and encoder rows equal torch-fp32's.
+WHOLE_PASSAGES = "torch-fp32-whole"
+DEFAULT_VARIANTS = [v for v in VARIANTS if v != WHOLE_PASSAGES]
 SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16",
               "amx_bf16", "amx_int8")
 
@@ -120,7 +128,7 @@ def measure_encoder(runtime: str, precision: str, args) -> dict:
     return row
 
 
-def measure_pipeline(runtime: str, precision: str, args) -> dict:
+def measure_pipeline(runtime: str, precision: str, args, whole_passages: bool = False) -> dict:
     from odqa.config import OdqaConfig
     from odqa.eval.qa import evaluate_qa
     from odqa.corpus.questions import load_questions
@@ -128,6 +136,8 @@ def measure_pipeline(runtime: str, precision: str, args) -> dict:
 
     overrides = {"index": args.index or None, "retrieval.retriever": "bm25", "retrieval.k": 10,
                  "linker.enabled": True, "precision": precision, "runtime": runtime}
+    if whole_passages:
+        overrides["reader.focus_words"] = 0
     # no --index: the demo corpus, with its knowledge base (as `odqa eval-qa` without --index)
     from odqa.demo_corpus import demo_index_path, demo_kb_path
 
@@ -164,7 +174,7 @@ def run_variant(name: str, args) -> dict:
     row.update(measure_reader(runtime, precision, args))
     row.update(measure_encoder(runtime, precision, args))
     if not args.no_e2e:
-        row.update(measure_pipeline(runtime, precision, args))
+        row.update(measure_pipeline(runtime, precision, args, whole_passages=name == WHOLE_PASSAGES))
     row["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     return row
 
@@ -173,7 +183,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer timing samples, no dense recall")
     ap.add_argument("--json", action="store_true", help="one JSON object as the last line")
-    ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of " + ", ".join(VARIANTS))
+    ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                    help="comma-separated subset of " + ", ".join(VARIANTS) + f" ({WHOLE_PASSAGES}: end to end "
+                         "reading whole passages, the pipeline before reading less)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--squad", default=str(SQUAD_V11_DEV))
     ap.add_argument("--reader-questions", type=int, default=1000)
@@ -235,6 +247,10 @@ def main(argv=None) -> int:
         if ref and chosen else None,
         "f1_loss_vs_torch_fp32": round(ref["reader_f1"] - chosen["reader_f1"], 2) if ref and chosen else None,
     }
+    whole = by.get(WHOLE_PASSAGES)
+    if whole and chosen and "e2e_qps" in whole and "e2e_qps" in chosen:
+        summary["speedup_vs_torch_fp32_whole_passages"] = round(chosen["e2e_qps"] / whole["e2e_qps"], 2)
+        summary["e2e_f1_loss_vs_torch_fp32_whole_passages"] = round(whole["e2e_f1"] - chosen["e2e_f1"], 2)
     if args.json:
         print(json.dumps(summary), flush=True)
     return 0 if len(rows) == len(names) else 1
