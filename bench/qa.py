@@ -28,27 +28,33 @@ NOTES: list[str] = []  # lines for the written table (e.g. how many questions --
 
 def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str], n: int | None, k: int,
               linker: bool, exclude_articles_of: Path | None = None, readers: tuple[str, ...] = ("reader",),
-              answer_read_only: bool = False) -> list[list]:
+              answer_read_only: bool = False, focus_words: tuple[int | None, ...] = (None,),
+              only_articles_of: Path | None = None) -> list[list]:
     import torch
 
     from odqa.config import OdqaConfig
-    from odqa.corpus.questions import drop_articles, load_questions
+    from odqa.corpus.questions import drop_articles, load_questions, squad_titles
     from odqa.demo_corpus import demo_index_path, demo_kb_path
     from odqa.eval.qa import evaluate_qa
     from odqa.pipeline import Pipeline
 
     torch.set_num_threads(2)
     items = drop_articles(load_questions(questions_path), exclude_articles_of)
+    if only_articles_of is not None:
+        titles = squad_titles(only_articles_of)
+        items = [item for item in items if item.title in titles]
     if n and n < len(items):
         items = random.Random(SEED).sample(items, n)
     rows = []
     for kind in retrievers:
         sampled, asked = len(items), items
-        for reader in readers:
-            pipeline = Pipeline(OdqaConfig.load(None, {"index": index, "retrieval.retriever": kind,
-                                                       "retrieval.k": k, "linker.enabled": linker,
-                                                       "reader.model": reader}),
-                                default_index=demo_index_path, default_kb=demo_kb_path)
+        for reader, focus in [(r, f) for r in readers for f in focus_words]:
+            overrides = {"index": index, "retrieval.retriever": kind, "retrieval.k": k, "linker.enabled": linker,
+                         "reader.model": reader}
+            if focus is not None:
+                overrides["reader.focus_words"] = focus
+            pipeline = Pipeline(OdqaConfig.load(None, overrides), default_index=demo_index_path,
+                                default_kb=demo_kb_path)
             if answer_read_only and asked is items:
                 asked = with_answer_retrieved(pipeline, items, k)
                 NOTES.append(f"{name} {kind}: {len(asked)} of {sampled} questions have an answer in the top {k} (only "
@@ -58,7 +64,8 @@ def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str]
             started = time.perf_counter()
             m = evaluate_qa(pipeline, asked, ks=[1, 5, k])
             seconds = time.perf_counter() - started
-            rows.append([name, kind, reader, k, len(asked), f"{m['em']:.2f}", f"{m['f1']:.2f}",
+            label = reader if focus is None else f"{reader} (focus_words {focus})"
+            rows.append([name, kind, label, k, len(asked), f"{m['em']:.2f}", f"{m['f1']:.2f}",
                          f"{m['em_given_answer_read']:.2f}", f"{m['recall@1']:.2f}", f"{m[f'recall@{k}']:.2f}",
                          f"{len(asked) / seconds:.2f}"])
             print(" | ".join(map(str, rows[-1])), flush=True)
@@ -95,12 +102,18 @@ def main(argv=None) -> int:
                         help="reader models compared side by side in one run (names or paths)")
     parser.add_argument("--retrievers", nargs="+", choices=RETRIEVERS.names,
                         help="retrievers of the demo and squad-open suites (default: bm25 hybrid)")
+    parser.add_argument("--focus-words", type=int, nargs="+",
+                        help="reader.focus_words values compared side by side (default: the config's; 0: whole "
+                             "passages)")
     parser.add_argument("--answer-read-only", action="store_true",
                         help="read only the questions whose answer is in the top k retrieved (reader comparisons: "
                              "EM is then 'EM given answer read'; the line printed first gives the factor to the "
                              "EM over all questions)")
     parser.add_argument("--bm25-only", action="store_true",
                         help="squad-open: the BM25-only index (no passage encoding; for CPU-only machines)")
+    parser.add_argument("--tuning-articles", action="store_true",
+                        help="squad-open: only the 35 articles SQuAD v2.0 dev shares with v1.1 dev, for choosing "
+                             "pipeline settings (the readers since v3 trained on neither; the 13 others stay the test)")
     parser.add_argument("--all-articles", action="store_true",
                         help="squad-open: every SQuAD v1.1 dev article (default: the 13 not in SQuAD v2.0 dev, "
                              "the only ones the reader trained on v2.0 dev has not seen)")
@@ -110,12 +123,14 @@ def main(argv=None) -> int:
     suites = ["demo", "squad-open", "nq"] if args.suite == "all" else [args.suite]
     rows = []
     readers = tuple(args.readers)
+    focus = tuple(args.focus_words) if args.focus_words else (None,)
     retrievers = args.retrievers or (["bm25"] if args.bm25_only else ["bm25", "hybrid"])
     for suite in suites:
         if suite == "demo":
             from odqa.demo_corpus import DEMO_QUESTIONS
 
-            rows += run_suite("demo", "", DEMO_QUESTIONS, retrievers, None, args.k, args.linker, readers=readers)
+            rows += run_suite("demo", "", DEMO_QUESTIONS, retrievers, None, args.k, args.linker, readers=readers,
+                              focus_words=focus)
         elif suite == "squad-open":
             from bench.retrieval import squad_open_index_dir
             from odqa.core.models import DEFAULT_ENCODER
@@ -130,10 +145,11 @@ def main(argv=None) -> int:
                                  "--wiki-index", args.wiki_index, *encoders,
                                  "--out", str(index.parent / "retrieval-for-qa.md")])
             # only the 13 articles SQuAD v2.0 dev (the models' training data) does not share with v1.1 dev
-            held_out = None if args.all_articles else data / "squad" / "dev-v2.0.json"
+            held_out = None if args.all_articles or args.tuning_articles else data / "squad" / "dev-v2.0.json"
             rows += run_suite("squad-open", str(index), data / "squad" / "dev-v1.1.json", retrievers, n, args.k,
                               args.linker, exclude_articles_of=held_out, readers=readers,
-                              answer_read_only=args.answer_read_only)
+                              answer_read_only=args.answer_read_only, focus_words=focus,
+                              only_articles_of=data / "squad" / "dev-v2.0.json" if args.tuning_articles else None)
         else:
             index = Path(args.wiki_index)
             if not (index / "manifest.json").exists():
@@ -141,7 +157,7 @@ def main(argv=None) -> int:
                       f"{data / 'wiki'} --out {index} --backends bm25`", file=sys.stderr)
                 return 2
             rows += run_suite("nq-test", str(index), data / "dpr-qas" / "nq-test.qa.tsv", ["bm25"], n, args.k, args.linker,
-                              readers=readers, answer_read_only=args.answer_read_only)
+                              readers=readers, answer_read_only=args.answer_read_only, focus_words=focus)
     header = ["suite", "retriever", "reader", "k read", "questions", "EM", "F1", "EM given answer read", "R@1", "R@k", "q/s"]
     table = "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] +
                       ["| " + " | ".join(map(str, r)) + " |" for r in rows])
