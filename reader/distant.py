@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 from odqa.core.answers import has_answer, normalize_answer
 from odqa.core.atomic import atomic_file
 from odqa.core.types import SearchHit
-from odqa.corpus.questions import QAItem, article_key, load_questions, squad_article_keys
+from odqa.corpus.questions import QAItem, article_key, check_not_test_set, load_questions, squad_article_keys
 
 log = logging.getLogger("odqa.reader.distant")
 
@@ -142,6 +142,8 @@ def build_distant_data(
     """Retrieve with `search` (a retriever's batch search) for every question file and write one SQuAD-format
     JSON; returns counts per file and in all. `exclude_articles_of`: SQuAD files whose articles' passages never
     enter the data (the test sets')."""
+    for f in question_files:  # before any retrieval: the output is training data
+        check_not_test_set(f)
     excluded = squad_article_keys(exclude_articles_of)
     t0 = time.time()
     paragraphs: list[dict] = []

@@ -34,6 +34,7 @@ import torch
 
 from odqa.core.errors import DataFormatError, OdqaError
 from odqa.core.models import resolve_model
+from odqa.corpus.questions import check_not_test_set
 from odqa.core.training import LoopSettings, TrainingLoop, latest_checkpoint, set_seed, training_device
 from reader.features import char_span_to_tokens, tokenize_windows
 from reader.train_config import TrainConfig  # there so the command line reads it without torch
@@ -211,6 +212,8 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     """Train (or resume) and return the folder of the final model."""
     from transformers import get_linear_schedule_with_warmup
 
+    for f in cfg.train_files:
+        check_not_test_set(f)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     device, precision = training_device(cfg.device, cfg.precision, cfg.threads)

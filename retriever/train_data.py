@@ -40,30 +40,12 @@ from tqdm.auto import tqdm
 from odqa.core.answers import has_answer
 from odqa.core.atomic import atomic_file
 from odqa.core.errors import DataFormatError, OdqaError
-from odqa.corpus.questions import QAItem, load_questions
+from odqa.corpus.questions import QAItem, check_not_test_set, load_questions
 from retriever.loading import load_retriever
 
 log = logging.getLogger("odqa.retriever.train_data")
 
-# Sets this project reports as tests (or that hold the same questions): never training data.
-TEST_SETS = {
-    "nq-test.qa.tsv": "NQ test",
-    "nq-open.dev.jsonl": "NQ-open dev (the same questions as DPR's NQ test)",
-    "dev-v1.1.json": "SQuAD v1.1 dev",
-    "squad-dev.qa.jsonl": "SQuAD v1.1 dev (open-domain form)",
-    "devtest.json": "WebQuestions test",
-}
-
 MAX_LOGGED_SKIPS = 20
-
-
-def check_not_test_set(path: str | Path) -> None:
-    name = Path(path).name.lower()
-    if name in TEST_SETS:
-        raise OdqaError(f"{path} is {TEST_SETS[name]}, a set this project reports as a test; never train on it. "
-                        "Use the dev/train splits (NQ dev, TriviaQA dev, WebQuestions train/val, CuratedTREC train, "
-                        "SQuAD v2.0 dev).")
-
 
 # ---------------------------------------------------------------------------------------------------- building
 

@@ -80,3 +80,24 @@ def test_efficientqa_dev_loads_as_questions_with_answers(shared_data):
 
     items = load_questions(shared_data / "nq-open" / "NQ-open.efficientqa.dev.1.1.jsonl")
     assert len(items) == 1800 and all(q.question and q.answers and not q.regex for q in items)
+
+
+def test_test_sets_are_refused_before_any_retrieval(tmp_path):
+    import pytest
+
+    from odqa.core.errors import OdqaError
+
+    ok = tmp_path / "q.jsonl"
+    ok.write_text(json.dumps({"question": "when did apollo 17 leave the moon", "answer": ["December 1972"]}) + "\n")
+    nq_test = tmp_path / "NQ-open.dev.jsonl"  # NQ-open dev holds NQ test's questions
+    nq_test.write_text(ok.read_text())
+    asked = []
+
+    def search(questions, k):
+        asked.append(questions)
+        return fake_search(questions, k)
+
+    out = tmp_path / "distant.json"
+    with pytest.raises(OdqaError, match="NQ test"):
+        build_distant_data([str(ok), str(nq_test)], str(out), search, k=3)
+    assert not asked and not out.exists()

@@ -71,6 +71,14 @@ def test_not_squad_json_is_an_error(tmp_path):
         load_squad_examples(bad)
 
 
+def test_training_refuses_a_test_set_before_loading_anything(tmp_path):
+    dev = tmp_path / "dev-v1.1.json"  # SQuAD v1.1 dev: every reader is measured on it
+    dev.write_text(json.dumps({"data": []}))
+    with pytest.raises(OdqaError, match="SQuAD v1.1 dev"):
+        train(TrainConfig(train_files=[str(dev)], output_dir=str(tmp_path / "run"), init="no-such-model"))
+    assert not (tmp_path / "run").exists()
+
+
 def _weights(path):
     from safetensors.torch import load_file
 

@@ -29,7 +29,7 @@ def register(subparsers) -> None:
     p = add_command(
         subparsers, "build-reader-data",
         "Distant supervision: retrieve passages for questions with answers and write SQuAD-format training JSON.",
-        "odqa build-reader-data --questions /work/shared/data/nq-open/NQ-open.dev.jsonl "
+        "odqa build-reader-data --questions /work/shared/data/dpr-qas/nq-dev.qa.tsv "
         "--index work_indexes/wiki --k 10 --limit 2000 --output runs/distant-nq.json",
         _build_data,
     )

@@ -207,6 +207,24 @@ def with_answers(items: list[QAItem], path: str | Path) -> list[QAItem]:
     return kept
 
 
+# Sets this project reports as tests (or that hold the same questions): never training data.
+TEST_SETS = {
+    "nq-test.qa.tsv": "NQ test",
+    "nq-open.dev.jsonl": "NQ-open dev (the same questions as DPR's NQ test)",
+    "dev-v1.1.json": "SQuAD v1.1 dev",
+    "squad-dev.qa.jsonl": "SQuAD v1.1 dev (open-domain form)",
+    "devtest.json": "WebQuestions test",
+}
+
+def check_not_test_set(path: str | Path) -> None:
+    """Refuse a file that is (or holds the questions of) a set this project reports as a test, by its name."""
+    name = Path(path).name.lower()
+    if name in TEST_SETS:
+        raise DataFormatError(f"{path} is {TEST_SETS[name]}, a set this project reports as a test; never train on "
+                              "it. Use the dev/train splits (NQ dev, TriviaQA dev, WebQuestions train/val, CuratedTREC "
+                              "train, SQuAD v1.1 train, SQuAD v2.0 dev).")
+
+
 def squad_titles(path: str | Path) -> set[str]:
     """Article titles of a SQuAD-format file."""
     path = Path(path)
