@@ -34,8 +34,8 @@ import torch
 
 from odqa.core.errors import DataFormatError, OdqaError
 from odqa.core.models import resolve_model
-from odqa.corpus.questions import check_not_test_set
 from odqa.core.training import LoopSettings, TrainingLoop, latest_checkpoint, set_seed, training_device
+from odqa.corpus.questions import check_not_test_set
 from reader.features import char_span_to_tokens, tokenize_windows
 from reader.train_config import TrainConfig  # there so the command line reads it without torch
 

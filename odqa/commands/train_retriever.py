@@ -208,10 +208,9 @@ def _eval(args) -> int:
 
 
 def _tune(args) -> int:
-    from odqa.corpus.questions import load_questions
+    from odqa.corpus.questions import check_not_test_set, load_questions
     from odqa.eval.tuning import tune_hybrid
     from retriever.loading import IndexBundle
-    from retriever.train_data import check_not_test_set
 
     check_not_test_set(args.questions)
     items = load_questions(args.questions, limit=args.limit or None)

@@ -216,6 +216,7 @@ TEST_SETS = {
     "devtest.json": "WebQuestions test",
 }
 
+
 def check_not_test_set(path: str | Path) -> None:
     """Refuse a file that is (or holds the questions of) a set this project reports as a test, by its name."""
     name = Path(path).name.lower()
