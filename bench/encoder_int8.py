@@ -8,7 +8,11 @@ one process.
   that changes during the run (another job on the machine) weighs on both alike: compare the ratio.
 * Recall: every SQuAD v1.1 dev paragraph (2,067) encoded at the index builds' 256 tokens by each variant; the
   first `--questions` questions encoded once by torch fp32 (queries stay on torch fp32 at search time); recall@20
-  of the gold paragraph with each variant's passage vectors.
+  of the gold paragraph with each variant's passage vectors. `--distractors N` adds N passages of the Wikipedia
+  subset (`--wiki-index`; none from SQuAD dev's articles, none a student was trained on) to make it harder.
+* A distilled passage encoder (`run_qa.py distill-encoder`) is a variant `RUNTIME-PRECISION@FOLDER`, e.g.
+  `onnx-int8@runs/passage-encoder-l3/final`: its passage vectors are searched with `--encoder`'s questions, as
+  an index built with `--encoder FOLDER --query-encoder retriever` is.
 
     python bench/encoder_int8.py --out bench/results/encoder-int8.md
 """
@@ -35,13 +39,16 @@ def main(argv=None) -> int:
     ap.add_argument("--encoder", default="retriever")
     ap.add_argument("--squad", default=str(SQUAD_V11_DEV))
     ap.add_argument("--variants", nargs="+", default=["torch-fp32", "onnx-int8"],
-                    choices=list(VARIANTS) + list(BACKENDS))
+                    metavar="VARIANT", help=f"{', '.join(list(VARIANTS) + list(BACKENDS))}, or VARIANT@FOLDER "
+                                            "(another passage encoder, e.g. a distilled student)")
     ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--passages", type=int, default=512, help="passages timed per variant")
     ap.add_argument("--chunk", type=int, default=64)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--questions", type=int, default=1000, help="for recall@20 (0: skip recall)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--wiki-index", default="", help="index whose passages serve as --distractors")
+    ap.add_argument("--distractors", type=int, default=0, help="Wikipedia passages added to the recall corpus")
     ap.add_argument("--out", default="")
     args = ap.parse_args(argv)
 
@@ -57,14 +64,20 @@ def main(argv=None) -> int:
     contexts = sorted({q.context for q in items})
     encoders = {}
     for name in args.variants:
-        if name in BACKENDS:
+        variant, _, folder = name.partition("@")
+        if variant in BACKENDS and not folder:
             base = TextEncoder.from_pretrained(args.encoder, device="cpu", precision="fp32", runtime="torch")
-            encoders[name] = build_backend(name, base, args.threads)
-        else:
-            runtime, precision = VARIANTS[name]
-            encoders[name] = TextEncoder.from_pretrained(args.encoder, device="cpu", precision=precision,
+            encoders[name] = build_backend(variant, base, args.threads)
+        elif variant in VARIANTS:
+            runtime, precision = VARIANTS[variant]
+            encoders[name] = TextEncoder.from_pretrained(folder or args.encoder, device="cpu", precision=precision,
                                                          runtime=runtime)
+        else:
+            ap.error(f"--variants {name}: not one of {', '.join(VARIANTS)} (with @FOLDER) or {', '.join(BACKENDS)}")
         encoders[name].encode_passages(contexts[:4], batch_size=4)  # builds or loads the graph before timing
+    corpus = list(contexts)
+    if args.distractors:
+        corpus += distractor_texts(args, [name.partition("@")[2] for name in args.variants])
     long_enough = [c for c in contexts if len(c.split()) >= 120][: args.passages]
     seconds = {name: 0.0 for name in encoders}
     for lo in range(0, len(long_enough), args.chunk):
@@ -83,7 +96,7 @@ def main(argv=None) -> int:
         queries = encoders[reference].encode_queries([q.question for q in asked], batch_size=64)
         gold = np.array([contexts.index(q.context) for q in asked])
         for row in rows:
-            vectors = encoders[row["variant"]].encode_passages(contexts, batch_size=args.batch_size, max_length=256)
+            vectors = encoders[row["variant"]].encode_passages(corpus, batch_size=args.batch_size, max_length=256)
             top = np.argsort(-(queries @ vectors.T), axis=1)[:, :20]
             row["recall@20"] = round(100 * float(np.mean([g in t for g, t in zip(gold, top)])), 2)
             row["recall@1"] = round(100 * float(np.mean(top[:, 0] == gold)), 2)
@@ -94,7 +107,8 @@ def main(argv=None) -> int:
                       + ["| " + " | ".join(str(r.get(c, "-")) for c in columns) + " |" for r in rows])
     text = (f"`python bench/encoder_int8.py {' '.join(argv if argv is not None else sys.argv[1:])}`: encoder "
             f"`{args.encoder}`, {len(long_enough)} SQuAD v1.1 dev paragraphs timed at {args.max_length} tokens "
-            f"(batch {args.batch_size}, length-sorted), recall over all {len(contexts)} paragraphs at 256 tokens "
+            f"(batch {args.batch_size}, length-sorted), recall over all {len(contexts)} paragraphs "
+            f"{f'and {args.distractors:,} Wikipedia passages ' if args.distractors else ''}at 256 tokens "
             f"with {args.questions} questions encoded by {reference}; {args.threads} threads of a "
             f"{cpu_description()}.\n\n{table}\n")
     print("\n" + text)
@@ -102,6 +116,29 @@ def main(argv=None) -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text)
     return 0
+
+
+def distractor_texts(args, students: list[str]) -> list[tuple[str, str]]:
+    """`--distractors` passages of `--wiki-index`, none from SQuAD dev's articles and none among
+    the training passages of the distilled students given (their sample is drawn again from their recorded
+    settings)."""
+    from retriever.distill_encoder import INFO_FILE, sample_passages
+
+    if not args.wiki_index:
+        sys.exit("--distractors needs --wiki-index (an index of the Wikipedia subset)")
+    trained = set()
+    for folder in filter(None, students):
+        config = json.loads((Path(folder) / INFO_FILE).read_text()).get("config", {})
+        if Path(config.get("index", "")).resolve() == Path(args.wiki_index).resolve():
+            trained |= set(sample_passages(config["index"], config["passages"] + config["holdout"],
+                                           config.get("exclude", []), config["seed"]))
+    excluded = [args.squad, str(Path(args.squad).with_name("dev-v2.0.json"))]
+    pool = sample_passages(args.wiki_index, args.distractors + len(trained), [e for e in excluded if Path(e).exists()],
+                           seed=20261126)
+    from odqa.core.text_encoding import passage_text
+
+    # as text: SQuAD's paragraphs have no title field, and one batch holds either texts or pairs
+    return [passage_text(*p) for p in pool if p not in trained][: args.distractors]
 
 
 if __name__ == "__main__":

@@ -63,3 +63,42 @@ class RetrieverTrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+@dataclass
+class EncoderDistillConfig:
+    """`retriever.distill_encoder.distill_passage_encoder`: a shallower passage encoder that writes the teacher's
+    passage vectors, so an index it builds is searched with the teacher's question vectors."""
+
+    index: str  # index folder whose passages are the training texts (its passage store)
+    output_dir: str
+    teacher: str = field(default="retriever", metadata=_help(
+        "the encoder whose passage vectors the student learns to write (name, shipped model or path)"))
+    layers: list[int] = field(default_factory=lambda: [0, 4, 5], metadata=_help(
+        "teacher layers the student starts from (0-based), in order; the default kept the teacher's vectors "
+        "best before training (of 6 layers)", metavar="N"))
+    exclude: list[str] = field(default_factory=list, metadata=_help(
+        "SQuAD-format files whose articles' passages are left out (the test sets a retrieval bench reads)",
+        metavar="FILE"))
+    passages: int = field(default=40000, metadata=_help("training passages, spread evenly over the store"))
+    max_length: int = field(default=256, metadata=_help("passage tokens (the index's encoder length)"))
+    batch_size: int = field(default=32, metadata=_help("passages per step"))
+    lr: float = field(default=1e-4, metadata=_help("peak learning rate"))
+    warmup: float = field(default=0.05, metadata=_help("fraction of steps spent warming up"))
+    epochs: float = field(default=1.0, metadata=_help("passes over the training passages"))
+    max_steps: int = field(default=0, metadata=_help("stop after this many steps (overrides --epochs)"))
+    max_minutes: float = field(default=0.0, metadata=_help("stop after this much training time, resumed runs "
+                                                           "included (0: no budget)"))
+    holdout: int = field(default=512, metadata=_help("passages kept out of training to measure the cosine with "
+                                                     "the teacher's vectors"))
+    seed: int = field(default=42, metadata=_help("seed of the passage sample and order"))
+    save_every: int = field(default=100, metadata=_help("checkpoint every N steps"))
+    keep_checkpoints: int = 2
+    log_every: int = field(default=20, metadata=_help("log the loss every N steps"))
+    threads: int = field(default=0, metadata=_help("torch CPU threads (0: torch's default)"))
+    precision: str = field(default="auto", metadata=_help("training precision (auto: fp32 on CPU)", choices=PRECISIONS))
+    device: str = field(default="", metadata=_help("cpu or cuda (empty: cuda when available)"))
+    progress: bool = field(default=True, metadata=_help("progress bar (--no-progress: log lines only)"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from odqa.commands.common import add_command, add_output, print_json_last
 from odqa.commands.options import add_options, dataclass_values
-from retriever.train_config import RetrieverTrainConfig
+from retriever.train_config import EncoderDistillConfig, RetrieverTrainConfig
 
 
 def register(subparsers) -> None:
@@ -129,6 +129,22 @@ def register(subparsers) -> None:
     p.add_argument("--weight", type=float, default=0.5, help="share of the tuned model (0: base, 1: tuned)")
     add_output(p, "--output", folder=True, required=True, help="folder for the interpolated encoder")
 
+    p = add_command(
+        subparsers, "distill-encoder",
+        "Distil a shallower passage encoder from a dense encoder (its vectors, over the index's passages) for faster "
+        "index builds; questions stay with the teacher: `index --encoder STUDENT --query-encoder TEACHER`. "
+        "Resumes from the newest checkpoint in --output.",
+        "odqa distill-encoder --index work_indexes/wiki --teacher retriever --layers 0 4 5 --passages 40000 "
+        "--exclude /work/shared/data/squad/dev-v1.1.json --output runs/passage-encoder-l3",
+        _distill,
+    )
+    p.add_argument("--index", required=True, help="index folder whose passages are the training texts")
+    add_output(p, "--output", folder=True, required=True, help="folder for checkpoints and the final model (OUTPUT/final)")
+    add_options(p, EncoderDistillConfig, [
+        "teacher", "layers", "exclude", "passages", "max_length", "batch_size", "lr", "warmup", "epochs", "max_steps",
+        "max_minutes", "holdout", "seed", "save_every", "log_every", "threads", "precision", "device", "progress"])
+    p.add_argument("--json", action="store_true", help="print the held-out cosine as JSON on the last line")
+
 
 def _setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -246,4 +262,19 @@ def _interpolate(args) -> int:
 
     out = interpolate_encoders(args.base, args.tuned, args.output, args.weight)
     print(f"{out}: {1 - args.weight:g} x {args.base} + {args.weight:g} x {args.tuned}")
+    return 0
+
+
+def _distill(args) -> int:
+    from retriever.distill_encoder import INFO_FILE, distill_passage_encoder
+
+    _setup_logging()
+    cfg = EncoderDistillConfig(index=args.index, output_dir=args.output,
+                               **dataclass_values(args, EncoderDistillConfig))
+    final = distill_passage_encoder(cfg)
+    info = json.loads((final / INFO_FILE).read_text())
+    print(f"student written to {final}: held-out cosine with {cfg.teacher} {info.get('heldout')}")
+    if args.json:
+        print_json_last({"output": str(final), "heldout": info.get("heldout"), "steps": info["steps"],
+                         "seconds": info.get("seconds")})
     return 0

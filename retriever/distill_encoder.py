@@ -1,0 +1,190 @@
+"""A shallower passage encoder distilled from a dense encoder, for faster index builds (issue #23).
+
+Building an index encodes every passage once: 759k passages of the Wikipedia subset with the 6-layer default
+encoder take hours on a laptop-class CPU, and no runtime or quantisation recipe gets that encoder much faster
+there (bench/results/speed-avx2.md): only fewer operations do. The student starts from some of the teacher's
+layers (its embeddings and, by default, layers 0, 4 and 5 of 6: of the 3-layer choices tried, the one whose
+untrained vectors were closest to the teacher's, cosine 0.69 against 0.26 for 0, 2, 4) and learns to write
+the teacher's normalised passage vectors (loss: 1 - cosine, the normalised form of the MSE of
+sentence-transformers' distillation recipe) over passages of the corpus itself. Questions are still encoded
+by the teacher, which costs little (one short text per question), so an index built by the student is
+searched in the teacher's vector space:
+`run_qa.py index --encoder STUDENT --query-encoder TEACHER`.
+
+Only passage texts are used, no questions or labels; `exclude` removes the articles of the test sets a
+retrieval bench reads (SQuAD dev) from the training passages all the same.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from odqa.core.atomic import atomic_folder
+from odqa.core.errors import OdqaError
+from odqa.core.training import LoopSettings, TrainingLoop, latest_checkpoint, set_seed, training_device
+from retriever.train import epoch_order
+from retriever.train_config import EncoderDistillConfig
+
+log = logging.getLogger(__name__)
+
+INFO_FILE = "retriever_info.json"
+
+
+def keep_layers(encoder, layers: Sequence[int]):
+    """`encoder` (a TextEncoder over a BERT-style model) with only the transformer layers `layers`, in that order."""
+    blocks = getattr(getattr(encoder.model, "encoder", None), "layer", None)
+    if blocks is None:
+        raise OdqaError(f"{encoder.name} is not a BERT-style encoder (no encoder.layer list); a shallower student "
+                        "is made only from such models")
+    if not layers or any(not 0 <= i < len(blocks) for i in layers) or len(set(layers)) != len(layers):
+        raise OdqaError(f"--layers {' '.join(map(str, layers))}: give distinct layer numbers from 0 to "
+                        f"{len(blocks) - 1} ({encoder.name} has {len(blocks)} layers)")
+    encoder.model.encoder.layer = torch.nn.ModuleList([blocks[i] for i in layers])
+    encoder.model.config.num_hidden_layers = len(layers)
+    return encoder
+
+
+def sample_passages(index: str | Path, count: int, exclude: Sequence[str | Path] = (),
+                    seed: int = 42) -> list[tuple[str, str]]:
+    """(title, text) of `count` passages drawn at random (seeded) from the index's passage store, none from the
+    articles of the SQuAD-format files `exclude`."""
+    from odqa.corpus.questions import article_key, squad_article_keys
+    from retriever.loading import IndexBundle
+
+    store = IndexBundle.open(index).store
+    excluded = squad_article_keys(exclude)
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(store))
+    chosen: list[tuple[str, str]] = []
+    for start in range(0, len(order), 4 * count + 1024):
+        rows = np.sort(order[start : start + 4 * count + 1024])
+        table = store.table.take(rows).select(["title", "text"]).to_pydict()
+        for title, text in zip(table["title"], table["text"]):
+            if article_key(title) not in excluded and text.strip():
+                chosen.append((title, text))
+        if len(chosen) >= count:
+            break
+    np.random.default_rng(seed + 1).shuffle(chosen)  # `take` returned each slice in store order
+    return chosen[:count]
+
+
+@torch.no_grad()
+def passage_vectors(encoder, passages: Sequence[tuple[str, str]], max_length: int, batch_size: int = 64) -> torch.Tensor:
+    """fp32 vectors of `passages` from the torch model (train mode switched off while encoding)."""
+    was_training = encoder.training
+    encoder.eval()
+    try:
+        return torch.cat([encoder(encoder.tokenize(_with_prefix(encoder, passages[i : i + batch_size]), max_length))
+                          for i in range(0, len(passages), batch_size)])
+    finally:
+        encoder.train(was_training)
+
+
+def _with_prefix(encoder, passages: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    prefix = encoder.passage_prefix
+    return [(prefix + title, text) for title, text in passages] if prefix else list(passages)
+
+
+def cosine_report(student, teacher_vectors: torch.Tensor, passages, max_length: int) -> dict:
+    """Cosine between the student's and the teacher's vectors of the held-out passages."""
+    vectors = passage_vectors(student, passages, max_length).to(teacher_vectors.device)
+    cosine = torch.nn.functional.cosine_similarity(vectors, teacher_vectors, dim=-1)
+    return {"cosine_mean": round(float(cosine.mean()), 5), "cosine_min": round(float(cosine.min()), 5),
+            "passages": len(passages)}
+
+
+def distill_passage_encoder(cfg: EncoderDistillConfig) -> Path:
+    """Train (or resume) the student; return the folder of the final model (OUTPUT/final)."""
+    from transformers import get_linear_schedule_with_warmup
+
+    from odqa.core.encoder import TextEncoder
+
+    out = Path(cfg.output_dir)
+    device, precision = training_device(cfg.device, cfg.precision, cfg.threads)
+    if cfg.passages < cfg.batch_size:
+        raise OdqaError(f"--passages {cfg.passages} is fewer than one batch of {cfg.batch_size}")
+    teacher = TextEncoder.from_pretrained(cfg.teacher, max_length=cfg.max_length)
+    if not teacher.normalize:
+        raise OdqaError(f"{cfg.teacher} scores by dot product: the cosine loss would change its vectors' lengths; "
+                        "distil an encoder with cosine similarity")
+    teacher.to(device).eval().requires_grad_(False)
+    passages = sample_passages(cfg.index, cfg.passages + cfg.holdout, cfg.exclude, cfg.seed)
+    if len(passages) < cfg.batch_size + cfg.holdout:
+        raise OdqaError(f"{cfg.index} gave {len(passages)} passages outside the excluded articles, fewer than "
+                        f"--holdout {cfg.holdout} plus one batch")
+    heldout, train = passages[: cfg.holdout], passages[cfg.holdout :]
+
+    set_seed(cfg.seed)
+    resume = latest_checkpoint(out)
+    out.mkdir(parents=True, exist_ok=True)
+    student = TextEncoder.from_pretrained(str(resume) if resume else cfg.teacher, max_length=cfg.max_length)
+    if resume is None:
+        keep_layers(student, cfg.layers)
+    student.to(device).train()
+    heldout_teacher = passage_vectors(teacher, heldout, cfg.max_length) if heldout else None
+
+    per_epoch = len(train) // cfg.batch_size
+    total = cfg.max_steps if cfg.max_steps > 0 else max(1, math.ceil(cfg.epochs * per_epoch))
+    params = [p for p in student.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup * total), total)
+    order_of_epoch: dict[int, list[int]] = {}
+
+    def train_one_step(step: int) -> dict:
+        epoch, pos = divmod(step, per_epoch)
+        if epoch not in order_of_epoch:
+            order_of_epoch.clear()
+            order_of_epoch[epoch] = epoch_order(len(train), cfg.seed, epoch)
+        texts = _with_prefix(student, [train[i] for i in order_of_epoch[epoch][pos * cfg.batch_size : (pos + 1) * cfg.batch_size]])
+        batch = student.tokenize(texts, cfg.max_length)
+        with torch.no_grad(), loop.autocast():
+            target = teacher(batch).float()
+        with loop.autocast():
+            vectors = student(batch).float()
+        loss = (1.0 - (torch.nn.functional.normalize(vectors, dim=-1) * target).sum(-1)).mean()
+        loop.backward(loss)
+        return {"loss": float(loss.detach()), "passages": len(texts)}
+
+    def save_model(folder: Path) -> None:
+        student.save_pretrained(folder)
+        _write_info(folder, cfg, loop.step, None)
+
+    def evaluate(step: int) -> dict:
+        return {"step": step, **cosine_report(student, heldout_teacher, heldout, cfg.max_length)}
+
+    loop = TrainingLoop(
+        LoopSettings(out, total, per_epoch, name="distill-encoder", save_every=cfg.save_every,
+                     keep_checkpoints=cfg.keep_checkpoints, log_every=cfg.log_every, eval_at_start=True,
+                     max_seconds=cfg.max_minutes * 60, count="passages", progress=cfg.progress),
+        params=params, optimizer=optimizer, scheduler=scheduler, device=device, precision=precision,
+        train_step=train_one_step, save_model=save_model, evaluate=evaluate if heldout else None, logger=log,
+    )
+    loop.resume(resume)
+    (out / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+    log.info("distilling %s into %d of its layers (%s): %d steps of %d passages (%d training, %d held out; %s on %s)",
+             cfg.teacher, len(cfg.layers), cfg.layers, total, cfg.batch_size, len(train), len(heldout), precision, device)
+    result = loop.run()
+    final = out / "final"
+    with atomic_folder(final) as tmp:
+        student.save_pretrained(tmp)
+        _write_info(tmp, cfg, result.step, {"seconds": result.seconds, "stopped_by": result.stopped_by,
+                                            "train_passages": len(train), "heldout": result.last_eval,
+                                            "device": str(device), "precision": precision})
+    log.info("saved %s", final)
+    return final
+
+
+def _write_info(folder: Path, cfg: EncoderDistillConfig, step: int, run: dict | None) -> None:
+    """The student's record: what it was distilled from and how, and the settings the index reads
+    (mean pooling, normalised)."""
+    (Path(folder) / INFO_FILE).write_text(json.dumps({
+        "distilled_from": cfg.teacher, "layers": list(cfg.layers), "query_encoder": cfg.teacher, "steps": step,
+        "config": cfg.to_dict(), **(run or {}), "pooling": "mean", "normalize": True,
+    }, indent=2))

@@ -1,0 +1,93 @@
+"""Issue 23: a shallower passage encoder distilled from the index's encoder (`run_qa.py distill-encoder`); its
+index is searched with the teacher's questions."""
+
+import json
+
+import numpy as np
+import pytest
+
+from odqa.cli import main
+from odqa.core.encoder import TextEncoder
+from odqa.core.errors import OdqaError
+from odqa.indexing import IndexSpec, build_index
+from retriever.distill_encoder import distill_passage_encoder, keep_layers, sample_passages
+from retriever.loading import IndexBundle
+from retriever.train_config import EncoderDistillConfig
+
+TOPICS = ["rivers", "volcanoes", "painters", "chemistry", "football", "railways", "opera", "bridges"]
+DOCS = [{"id": str(i), "title": f"{TOPICS[i % 8].title()} {i}",
+         "text": f"Passage {i} is about {TOPICS[i % 8]}: {TOPICS[(i * 3) % 8]} and {TOPICS[(i * 5) % 8]} come up "
+                 f"too, in a text of about twenty words numbered {i}."} for i in range(48)]
+
+
+@pytest.fixture(scope="module")
+def store_index(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("distill")
+    corpus = folder / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in DOCS))
+    build_index(IndexSpec(corpus=str(corpus), out=str(folder / "index"), backends=["bm25"]))
+    return folder / "index"
+
+
+def test_keep_layers_keeps_the_named_blocks_in_order_and_refuses_others():
+    teacher = TextEncoder.from_pretrained("retriever", device="cpu")
+    blocks = list(teacher.model.encoder.layer)
+    student = keep_layers(TextEncoder.from_pretrained("retriever", device="cpu"), [0, 4, 5])
+    assert student.model.config.num_hidden_layers == 3
+    kept = student.model.encoder.layer
+    assert all(torch_equal(kept[i], blocks[j]) for i, j in enumerate([0, 4, 5]))
+    for bad in ([6], [1, 1], []):
+        with pytest.raises(OdqaError, match="distinct layer numbers from 0 to 5"):
+            keep_layers(TextEncoder.from_pretrained("retriever", device="cpu"), bad)
+
+
+def torch_equal(a, b) -> bool:
+    return all(np.array_equal(x.detach().numpy(), y.detach().numpy())
+               for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def test_sample_leaves_out_the_excluded_articles(store_index, tmp_path):
+    squad = tmp_path / "dev.json"
+    squad.write_text(json.dumps({"version": "1.1", "data": [
+        {"title": "Rivers_0", "paragraphs": []}, {"title": "Opera 6", "paragraphs": []}]}))
+    drawn = sample_passages(store_index, 100, [squad], seed=3)
+    titles = {title for title, _ in drawn}
+    assert len(drawn) == len(DOCS) - 2 and "Rivers 0" not in titles and "Opera 6" not in titles
+    assert drawn == sample_passages(store_index, 100, [squad], seed=3)  # seeded
+    assert sample_passages(store_index, 5, seed=3) != sample_passages(store_index, 5, seed=4)
+
+
+def test_distilled_student_moves_towards_the_teacher_and_serves_an_index(store_index, tmp_path):
+    out = tmp_path / "student"
+    cfg = EncoderDistillConfig(index=str(store_index), output_dir=str(out), passages=32, holdout=8, batch_size=8,
+                               max_steps=12, max_length=48, lr=2e-4, warmup=0.0, save_every=6, progress=False)
+    final = distill_passage_encoder(cfg)
+    history = [json.loads(line) for line in (out / "val_history.jsonl").read_text().splitlines()]
+    assert [h["step"] for h in history] == [0, 12]
+    assert history[-1]["cosine_mean"] > history[0]["cosine_mean"] + 0.01
+    info = json.loads((final / "retriever_info.json").read_text())
+    assert info["query_encoder"] == "retriever" and info["layers"] == [0, 4, 5] and info["steps"] == 12
+    student = TextEncoder.from_pretrained(str(final), device="cpu")
+    assert student.model.config.num_hidden_layers == 3 and student.normalize
+
+    # an index built by the student is searched with the teacher's question vectors
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in DOCS[:10]))
+    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "dense"), backends=["dense"], encoder=str(final),
+                          query_encoder="retriever", device="cpu"))
+    dense = IndexBundle.open(tmp_path / "dense").dense(device="cpu")
+    assert dense.encoder.name == "retriever"
+    assert dense.search(["Which passage is about volcanoes?"], 3)[0]
+
+    # a rerun with more steps resumes from the newest checkpoint instead of starting over
+    more = EncoderDistillConfig(**{**cfg.to_dict(), "max_steps": 14})
+    distill_passage_encoder(more)
+    history = [json.loads(line) for line in (out / "val_history.jsonl").read_text().splitlines()]
+    assert [h["step"] for h in history] == [0, 12, 14]
+
+
+def test_distill_command_names_a_bad_layer_in_one_line(store_index, tmp_path, capsys):
+    code = main(["distill-encoder", "--index", str(store_index), "--output", str(tmp_path / "s"),
+                 "--layers", "0", "9", "--passages", "16", "--holdout", "0", "--batch-size", "8", "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--layers 0 9" in err[0]
