@@ -49,7 +49,7 @@ class IndexSpec:
     out: str
     backends: Sequence[str] = BACKENDS
     encoder: str = DEFAULT_ENCODER  # passage encoder
-    query_encoder: str = ""  # recorded for search; empty: the passage encoder
+    query_encoder: str = ""  # recorded for search; empty: the one the passage encoder names, else itself
     pooling: str = ""  # empty: the model's own (TextEncoder.from_pretrained)
     similarity: str = ""
     query_prefix: str | None = None
@@ -119,6 +119,10 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
         from odqa.core.encoder import encoder_max_length
 
         spec = replace(spec, max_length=encoder_max_length(spec.encoder))
+    if DENSE in backends and not spec.query_encoder:
+        from odqa.core.text_encoding import paired_query_encoder
+
+        spec = replace(spec, query_encoder=paired_query_encoder(spec.encoder))
     out = Path(spec.out)
     if out.is_symlink():
         out = out.resolve()  # replace what the link points to, and keep the link

@@ -74,9 +74,11 @@ def test_distilled_student_moves_towards_the_teacher_and_serves_an_index(store_i
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(d) + "\n" for d in DOCS[:10]))
     build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "dense"), backends=["dense"], encoder=str(final),
-                          query_encoder="retriever", device="cpu"))
+                          device="cpu"))  # no --query-encoder: the student names its teacher
     dense = IndexBundle.open(tmp_path / "dense").dense(device="cpu")
     assert dense.encoder.name == "retriever"
+    manifest = json.loads((tmp_path / "dense" / "dense" / "manifest.json").read_text())
+    assert manifest["encoder"] == str(final) and manifest["params"]["query_encoder"] == "retriever"
     assert dense.search(["Which passage is about volcanoes?"], 3)[0]
 
     # a rerun with more steps resumes from the newest checkpoint instead of starting over

@@ -26,8 +26,9 @@ def register(subparsers) -> None:
     p.add_argument("--encoder", "--passage-encoder", dest="encoder",
                    help=f"passage encoder (default: config retrieval.passage_encoder / encoder, else {DEFAULT_ENCODER}, the shipped fine-tuned one): 'minilm' (off the shelf), a shipped model name, a folder (sentence-transformers, DPR or any transformers model) or a hub name")
     add_options(p, RetrievalConfig, ["query_encoder"], section="retrieval", help={
-        "query_encoder": "question encoder recorded in the index for search (empty: the passage encoder); for DPR: "
-                         "a DPRQuestionEncoder folder"})
+        "query_encoder": "question encoder recorded in the index for search (empty: the one the passage encoder's "
+                         "retriever_info.json names, as a distill-encoder student names its teacher; else the passage "
+                         "encoder); for DPR: a DPRQuestionEncoder folder"})
     _encoder_setting_flags(p)
     add_config_flag(p)
     add_options(p, IndexSpec, ["words", "bm25_engine", "language", "analyzer"])

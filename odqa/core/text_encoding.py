@@ -47,6 +47,13 @@ def encoder_max_length(name_or_path: str) -> int:
     return DEFAULT_MAX_LENGTH
 
 
+def paired_query_encoder(name_or_path: str) -> str:
+    """The question encoder a passage encoder was made for ("" if none): a student of `distill-encoder` writes
+    its teacher's passage vectors, so its index is searched with the teacher's questions."""
+    info = Path(resolve_model(name_or_path)) / "retriever_info.json"
+    return str(json.loads(info.read_text()).get("query_encoder") or "") if info.is_file() else ""
+
+
 def graph_variant(kind: str, pooling: str, similarity: str) -> str:
     """What besides the weights shapes an encoder's graph (pooling and normalisation are inside it)."""
     return f"{kind}-{pooling}-{similarity}"
