@@ -12,8 +12,23 @@ from odqa.core.settings import TRAINING_PRECISIONS, field_help as _help
 PRECISIONS = TRAINING_PRECISIONS
 
 
+@dataclass(kw_only=True)
+class RunOptions:
+    """The run settings every retriever trainer shares (keyword-only, so they follow each config's own fields)."""
+
+    keep_checkpoints: int = 2
+    log_every: int = field(default=20, metadata=_help("log the loss every N steps"))
+    threads: int = field(default=0, metadata=_help("torch CPU threads (0: torch's default)"))
+    precision: str = field(default="auto", metadata=_help("training precision (auto: fp32 on CPU)", choices=PRECISIONS))
+    device: str = field(default="", metadata=_help("cpu or cuda (empty: cuda when available)"))
+    progress: bool = field(default=True, metadata=_help("progress bar (--no-progress: log lines only)"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 @dataclass
-class RetrieverTrainConfig:
+class RetrieverTrainConfig(RunOptions):
     train_files: list[str]
     output_dir: str
     init: str = field(default="minilm", metadata=_help("encoder to start from (name, shipped model or path)"))
@@ -54,19 +69,10 @@ class RetrieverTrainConfig:
     early_stop: int = field(default=0, metadata=_help(
         "stop after N validations in a row without a better pool recall@5 (in-batch recall@5 with "
         "--no-pool-validation); 0: never", metavar="N"))
-    keep_checkpoints: int = 2
-    log_every: int = field(default=20, metadata=_help("log the loss every N steps"))
-    threads: int = field(default=0, metadata=_help("torch CPU threads (0: torch's default)"))
-    precision: str = field(default="auto", metadata=_help("training precision (auto: fp32 on CPU)", choices=PRECISIONS))
-    device: str = field(default="", metadata=_help("cpu or cuda (empty: cuda when available)"))
-    progress: bool = field(default=True, metadata=_help("progress bar (--no-progress: log lines only)"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 @dataclass
-class EncoderDistillConfig:
+class EncoderDistillConfig(RunOptions):
     """`retriever.distill_encoder.distill_passage_encoder`: a shallower passage encoder that writes the teacher's
     passage vectors, so an index it builds is searched with the teacher's question vectors."""
 
@@ -93,12 +99,3 @@ class EncoderDistillConfig:
                                                      "the teacher's vectors"))
     seed: int = field(default=42, metadata=_help("seed of the passage sample and order"))
     save_every: int = field(default=100, metadata=_help("checkpoint every N steps"))
-    keep_checkpoints: int = 2
-    log_every: int = field(default=20, metadata=_help("log the loss every N steps"))
-    threads: int = field(default=0, metadata=_help("torch CPU threads (0: torch's default)"))
-    precision: str = field(default="auto", metadata=_help("training precision (auto: fp32 on CPU)", choices=PRECISIONS))
-    device: str = field(default="", metadata=_help("cpu or cuda (empty: cuda when available)"))
-    progress: bool = field(default=True, metadata=_help("progress bar (--no-progress: log lines only)"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)

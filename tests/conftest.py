@@ -35,3 +35,20 @@ def _few_threads():
     except ImportError:
         pass
     yield
+
+
+@pytest.fixture(scope="session")
+def bm25_index_of(tmp_path_factory):
+    """`bm25_index_of(docs, name)`: a BM25-only index of `docs` ({"id", "title", "text"} rows) in a new folder."""
+    import json
+
+    from odqa.indexing import IndexSpec, build_index
+
+    def build(docs, name: str = "corpus") -> Path:
+        root = tmp_path_factory.mktemp(name)
+        corpus = root / "corpus.jsonl"
+        corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+        build_index(IndexSpec(corpus=str(corpus), out=str(root / "index"), backends=["bm25"]))
+        return root / "index"
+
+    return build

@@ -21,12 +21,8 @@ DOCS = [{"id": str(i), "title": f"{TOPICS[i % 8].title()} {i}",
 
 
 @pytest.fixture(scope="module")
-def store_index(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("distill")
-    corpus = folder / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps(d) + "\n" for d in DOCS))
-    build_index(IndexSpec(corpus=str(corpus), out=str(folder / "index"), backends=["bm25"]))
-    return folder / "index"
+def store_index(bm25_index_of):
+    return bm25_index_of(DOCS, "distill")
 
 
 def test_keep_layers_keeps_the_named_blocks_in_order_and_refuses_others():

@@ -34,12 +34,8 @@ QUESTIONS = [
 
 
 @pytest.fixture(scope="module")
-def tiny_index(tmp_path_factory):
-    root = tmp_path_factory.mktemp("dpr-corpus")
-    corpus = root / "c.jsonl"
-    corpus.write_text("".join(json.dumps(d) + "\n" for d in DOCS))
-    build_index(IndexSpec(corpus=str(corpus), out=str(root / "idx"), backends=["bm25"]))
-    return root / "idx"
+def tiny_index(bm25_index_of):
+    return bm25_index_of(DOCS, "dpr-corpus")
 
 
 @pytest.fixture()
