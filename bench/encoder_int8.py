@@ -12,7 +12,7 @@ one process.
   subset (`--wiki-index`; none from SQuAD dev's articles, none a student was trained on) to make it harder.
 * A distilled passage encoder (`run_qa.py distill-encoder`) is a variant `RUNTIME-PRECISION@FOLDER`, e.g.
   `onnx-int8@runs/passage-encoder-l3/final`: its passage vectors are searched with `--encoder`'s questions, as
-  an index built with `--encoder FOLDER --query-encoder retriever` is.
+  an index built with `--encoder FOLDER` is (the student names its teacher as the question encoder).
 
     python bench/encoder_int8.py --out bench/results/encoder-int8.md
 """
@@ -118,10 +118,11 @@ def main(argv=None) -> int:
     return 0
 
 
-def distractor_texts(args, students: list[str]) -> list[tuple[str, str]]:
+def distractor_texts(args, students: list[str]) -> list[str]:
     """`--distractors` passages of `--wiki-index`, none from SQuAD dev's articles and none among
     the training passages of the distilled students given (their sample is drawn again from their recorded
     settings)."""
+    from odqa.core.text_encoding import passage_text
     from retriever.distill_encoder import INFO_FILE, sample_passages
 
     if not args.wiki_index:
@@ -135,8 +136,6 @@ def distractor_texts(args, students: list[str]) -> list[tuple[str, str]]:
     excluded = [args.squad, str(Path(args.squad).with_name("dev-v2.0.json"))]
     pool = sample_passages(args.wiki_index, args.distractors + len(trained), [e for e in excluded if Path(e).exists()],
                            seed=20261126)
-    from odqa.core.text_encoding import passage_text
-
     # as text: SQuAD's paragraphs have no title field, and one batch holds either texts or pairs
     return [passage_text(*p) for p in pool if p not in trained][: args.distractors]
 

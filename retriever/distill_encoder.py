@@ -8,8 +8,8 @@ untrained vectors were closest to the teacher's, cosine 0.69 against 0.26 for 0,
 the teacher's normalised passage vectors (loss: 1 - cosine, the normalised form of the MSE of
 sentence-transformers' distillation recipe) over passages of the corpus itself. Questions are still encoded
 by the teacher, which costs little (one short text per question), so an index built by the student is
-searched in the teacher's vector space:
-`run_qa.py index --encoder STUDENT --query-encoder TEACHER`.
+searched in the teacher's vector space: `run_qa.py index --encoder STUDENT` records the teacher (the student's
+retriever_info.json names it) as the index's question encoder.
 
 Only passage texts are used, no questions or labels; `exclude` removes the articles of the test sets a
 retrieval bench reads (SQuAD dev) from the training passages all the same.

@@ -132,7 +132,7 @@ def register(subparsers) -> None:
     p = add_command(
         subparsers, "distill-encoder",
         "Distil a shallower passage encoder from a dense encoder (its vectors, over the index's passages) for faster "
-        "index builds; questions stay with the teacher: `index --encoder STUDENT --query-encoder TEACHER`. "
+        "index builds; questions stay with the teacher (`index --encoder STUDENT` records it as the question encoder). "
         "Resumes from the newest checkpoint in --output.",
         "odqa distill-encoder --index work_indexes/wiki --teacher retriever --layers 0 4 5 --passages 40000 "
         "--exclude /work/shared/data/squad/dev-v1.1.json --output runs/passage-encoder-l3",
