@@ -81,15 +81,10 @@ def passage_vectors(encoder, passages: Sequence[tuple[str, str]], max_length: in
     was_training = encoder.training
     encoder.eval()
     try:
-        return torch.cat([encoder(encoder.tokenize(_with_prefix(encoder, passages[i : i + batch_size]), max_length))
+        return torch.cat([encoder(encoder.tokenize(encoder.with_passage_prefix(passages[i : i + batch_size]), max_length))
                           for i in range(0, len(passages), batch_size)])
     finally:
         encoder.train(was_training)
-
-
-def _with_prefix(encoder, passages: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    prefix = encoder.passage_prefix
-    return [(prefix + title, text) for title, text in passages] if prefix else list(passages)
 
 
 def cosine_report(student, teacher_vectors: torch.Tensor, passages, max_length: int) -> dict:
@@ -115,6 +110,10 @@ def distill_passage_encoder(cfg: EncoderDistillConfig) -> Path:
         raise OdqaError(f"{cfg.teacher} scores by dot product: the cosine loss would change its vectors' lengths; "
                         "distil an encoder with cosine similarity")
     teacher.to(device).eval().requires_grad_(False)
+    resume = latest_checkpoint(out)
+    student = TextEncoder.from_pretrained(str(resume) if resume else cfg.teacher, max_length=cfg.max_length)
+    if resume is None:
+        keep_layers(student, cfg.layers)  # a bad --layers is named before the passages are drawn
     passages = sample_passages(cfg.index, cfg.passages + cfg.holdout, cfg.exclude, cfg.seed)
     if len(passages) < cfg.batch_size + cfg.holdout:
         raise OdqaError(f"{cfg.index} gave {len(passages)} passages outside the excluded articles, fewer than "
@@ -122,11 +121,7 @@ def distill_passage_encoder(cfg: EncoderDistillConfig) -> Path:
     heldout, train = passages[: cfg.holdout], passages[cfg.holdout :]
 
     set_seed(cfg.seed)
-    resume = latest_checkpoint(out)
     out.mkdir(parents=True, exist_ok=True)
-    student = TextEncoder.from_pretrained(str(resume) if resume else cfg.teacher, max_length=cfg.max_length)
-    if resume is None:
-        keep_layers(student, cfg.layers)
     student.to(device).train()
     heldout_teacher = passage_vectors(teacher, heldout, cfg.max_length) if heldout else None
 
@@ -142,13 +137,14 @@ def distill_passage_encoder(cfg: EncoderDistillConfig) -> Path:
         if epoch not in order_of_epoch:
             order_of_epoch.clear()
             order_of_epoch[epoch] = epoch_order(len(train), cfg.seed, epoch)
-        texts = _with_prefix(student, [train[i] for i in order_of_epoch[epoch][pos * cfg.batch_size : (pos + 1) * cfg.batch_size]])
+        texts = student.with_passage_prefix(
+            [train[i] for i in order_of_epoch[epoch][pos * cfg.batch_size : (pos + 1) * cfg.batch_size]])
         batch = student.tokenize(texts, cfg.max_length)
         with torch.no_grad(), loop.autocast():
             target = teacher(batch).float()
         with loop.autocast():
             vectors = student(batch).float()
-        loss = (1.0 - (torch.nn.functional.normalize(vectors, dim=-1) * target).sum(-1)).mean()
+        loss = (1.0 - (vectors * target).sum(-1)).mean()  # both normalised by forward(): cosine similarity
         loop.backward(loss)
         return {"loss": float(loss.detach()), "passages": len(texts)}
 

@@ -108,10 +108,14 @@ class EncodesTexts:
 
     def encode_passages(self, passages: Sequence[PassageInput], **options) -> np.ndarray:
         """Passages as texts or (title, text) pairs, with the passage prefix (e5: "passage: ")."""
-        if self.passage_prefix:
-            passages = [(self.passage_prefix + p[0], p[1]) if isinstance(p, tuple) else self.passage_prefix + p
-                        for p in passages]
-        return self.encode(passages, **options)
+        return self.encode(self.with_passage_prefix(passages), **options)
+
+    def with_passage_prefix(self, passages: Sequence[PassageInput]) -> list[PassageInput]:
+        """The passages as the model reads them: texts or titles behind the passage prefix (if any)."""
+        prefix = self.passage_prefix
+        if not prefix:
+            return list(passages)
+        return [(prefix + p[0], p[1]) if isinstance(p, tuple) else prefix + p for p in passages]
 
     def encode(self, texts: Sequence[PassageInput], batch_size: int = 64, sort_by_length: bool = True,
                progress: str = "", max_length: int | None = None, precision: str | None = None,
