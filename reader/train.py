@@ -280,7 +280,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     loop = TrainingLoop(
         LoopSettings(out, total, per_epoch, name="train-reader", save_every=cfg.save_every,
                      keep_checkpoints=cfg.keep_checkpoints, log_every=cfg.log_every, count="windows",
-                     progress=cfg.progress),
+                     max_seconds=cfg.max_minutes * 60, progress=cfg.progress),
         params=model.parameters(), optimizer=optimizer, scheduler=scheduler, device=device, precision=precision,
         train_step=train_step, save_model=save_model, on_step=on_step, logger=log,
     )
@@ -288,12 +288,13 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     (out / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
     model.train()
     log.info("training %d steps (%d per epoch, batch %d, %s on %s)", total, per_epoch, batch_size, precision, device)
-    loop.run()
+    result = loop.run()
     final = out / "final"
     model.save_pretrained(str(final))
     tokenizer.save_pretrained(str(final))
     (final / "train_info.json").write_text(json.dumps(
-        {"config": cfg.to_dict(), "steps": total, "windows": len(lengths), "questions": stats.questions,
+        {"config": cfg.to_dict(), "steps": result.step, "planned_steps": total, "stopped_by": result.stopped_by,
+         "train_seconds": result.seconds, "windows": len(lengths), "questions": stats.questions,
          "answerable": stats.answerable, "unanswerable": stats.unanswerable,
          "skipped_bad_offset": stats.skipped_bad_offset, "kept_traditional": stats.kept_traditional, "device": str(device), "precision": precision}, indent=2))
     log.info("saved %s", final)

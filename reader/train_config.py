@@ -28,6 +28,8 @@ class TrainConfig:
     weight_decay: float = 0.01
     epochs: float = field(default=2.0, metadata=_help("passes over the training examples"))
     max_steps: int = field(default=0, metadata=_help("stop after this many steps (overrides --epochs)"))
+    max_minutes: float = field(default=0.0, metadata=_help(
+        "stop after this much training time, resumed runs included, and save the model reached (0: no budget)"))
     seed: int = field(default=42, metadata=_help("seed of the batch order and dropout"))
     save_every: int = field(default=500, metadata=_help("checkpoint every N steps"))
     keep_checkpoints: int = 3
@@ -41,7 +43,7 @@ class TrainConfig:
     to_simplified: bool = field(default=False, metadata=_help(
         "fold Traditional Chinese (e.g. DRCD) to Simplified with OpenCC, answer offsets kept (needs .[cjk])"))
     precision: str = field(default="auto", metadata=_help("training precision (auto: fp32 on CPU)", choices=PRECISIONS))
-    device: str = ""
+    device: str = field(default="", metadata=_help("cpu or cuda (empty: cuda when available)"))
     progress: bool = field(default=True, metadata=_help("progress bar (--no-progress: log lines only)"))
 
     def to_dict(self) -> dict[str, Any]:

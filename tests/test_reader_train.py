@@ -110,3 +110,15 @@ def test_resumed_training_equals_an_uninterrupted_run(tmp_path):
         assert torch.allclose(a[k], b[k], atol=1e-6), k
     info = json.loads((resumed / "train_info.json").read_text())
     assert info["skipped_bad_offset"] == 1 and info["steps"] == 4
+
+
+def test_a_time_budget_ends_training_with_the_model_reached_and_says_so(tmp_path):
+    torch.set_num_threads(1)
+    init = save_tiny_qa(tmp_path / "init")
+    cfg = TrainConfig(train_files=[str(_squad(tmp_path / "t.json"))], output_dir=str(tmp_path / "run"), init=str(init),
+                      batch_size=2, max_steps=4, lr=1e-3, progress=False, max_length=64, stride=16,
+                      max_minutes=1e-6)  # spent by the first step
+    final = train(cfg)
+    info = json.loads((final / "train_info.json").read_text())
+    assert (info["steps"], info["planned_steps"], info["stopped_by"]) == (1, 4, "time budget")
+    assert _weights(final).keys() == _weights(init).keys()
