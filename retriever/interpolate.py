@@ -13,6 +13,7 @@ import torch
 from odqa.core.atomic import atomic_folder
 from odqa.core.errors import OdqaError
 from odqa.core.models import resolve_model
+from odqa.core.weight_averaging import average_weights
 
 
 def _load(name_or_path: str):
@@ -31,12 +32,8 @@ def interpolate_encoders(base: str, tuned: str, output: str | Path, weight: floa
         raise OdqaError(f"--weight must be in [0, 1] (0 = the base model, 1 = the tuned one), got {weight}")
     base_model, _ = _load(base)
     tuned_model, tokenizer = _load(tuned)
-    base_state, tuned_state = base_model.state_dict(), tuned_model.state_dict()
-    if base_state.keys() != tuned_state.keys() or any(base_state[k].shape != tuned_state[k].shape for k in base_state):
-        raise OdqaError(f"{base} and {tuned} are not the same architecture (their weights differ in names or "
-                        "shapes); interpolate a fine-tuned model with the model it started from")
-    mixed = {k: torch.lerp(base_state[k], tuned_state[k], weight) if base_state[k].is_floating_point()
-             else tuned_state[k] for k in base_state}
+    mixed = average_weights([base_model.state_dict(), tuned_model.state_dict()], [1.0 - weight, weight],
+                            [base, tuned])
     tuned_model.load_state_dict(mixed)
     info_path = Path(resolve_model(tuned)) / "retriever_info.json"
     info = json.loads(info_path.read_text()) if info_path.exists() else {}

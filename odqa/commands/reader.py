@@ -1,4 +1,4 @@
-"""Reader commands: train-reader, build-reader-data, build-cloze-data, eval-reader."""
+"""Reader commands: train-reader, average-readers, build-reader-data, build-cloze-data, eval-reader."""
 
 from __future__ import annotations
 
@@ -25,6 +25,18 @@ def register(subparsers) -> None:
     add_options(p, TrainConfig, ["init", "epochs", "max_steps", "max_minutes", "batch_size", "gpu_batch_size", "lr", "warmup",
                                  "max_length", "stride", "negative_ratio", "all_answers", "to_simplified", "limit", "seed",
                                  "save_every", "threads", "precision", "device", "progress"])
+
+    p = add_command(
+        subparsers, "average-readers",
+        "A model soup: the weight average of several readers fine-tuned from one starting reader "
+        "(then `python -m reader.export` for fp16).",
+        "odqa average-readers --models runs/reader-a/final runs/reader-b/final --output runs/reader-soup",
+        _average,
+    )
+    p.add_argument("--models", nargs="+", required=True, metavar="MODEL", help="two or more readers of one architecture")
+    p.add_argument("--shares", nargs="+", type=float, metavar="SHARE",
+                   help="weight of each reader in the average, summing to 1 (default: equal)")
+    add_output(p, "--output", folder=True, required=True, help="folder for the averaged reader (fp32)")
 
     p = add_command(
         subparsers, "build-reader-data",
@@ -254,3 +266,10 @@ def _fit_calibration(args) -> int:
     _print_metrics(summary, args.json)
     return 0
 
+
+def _average(args) -> int:
+    from reader.soup import average_readers
+
+    out = average_readers(args.models, args.output, args.shares)
+    print(f"{out}: the average of {len(args.models)} readers")
+    return 0

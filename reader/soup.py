@@ -1,0 +1,34 @@
+"""A model soup of readers: the weight average of several fine-tunings of one starting reader (different data
+mixes, seeds or lengths of training). `python -m reader.export` then makes it a shippable fp16 reader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+from odqa.core.atomic import atomic_folder
+from odqa.core.errors import OdqaError
+from odqa.core.weight_averaging import average_weights
+from reader.train import load_qa_model
+
+SOUP_INFO = "soup.json"
+
+
+def average_readers(models: Sequence[str], output: str | Path, shares: Sequence[float] | None = None) -> Path:
+    """Write the (by default uniform) weight average of `models` to `output`: fp32 weights, the last model's
+    tokenizer and config, and `soup.json` naming the ingredients and their shares."""
+    if len(models) < 2:
+        raise OdqaError("a soup needs two or more readers (--models A B ...)")
+    shares = list(shares) if shares else [1.0 / len(models)] * len(models)
+    if len(shares) != len(models):
+        raise OdqaError(f"{len(models)} readers but {len(shares)} shares: give one share per reader, or none")
+    loaded = [load_qa_model(m) for m in models]
+    model, tokenizer = loaded[-1]
+    model.load_state_dict(average_weights([m.state_dict() for m, _ in loaded], shares, list(models)))
+    with atomic_folder(output) as tmp:
+        model.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+        (tmp / SOUP_INFO).write_text(json.dumps(
+            {"ingredients": [{"model": str(m), "share": s} for m, s in zip(models, shares)]}, indent=2))
+    return Path(output)
