@@ -111,8 +111,8 @@ def distill_passage_encoder(cfg: EncoderDistillConfig) -> Path:
                         "distil an encoder with cosine similarity")
     teacher.to(device).eval().requires_grad_(False)
     resume = latest_checkpoint(out)
-    student = TextEncoder.from_pretrained(str(resume) if resume else cfg.teacher, max_length=cfg.max_length)
-    if resume is None:
+    student = TextEncoder.from_pretrained(str(resume or cfg.init or cfg.teacher), max_length=cfg.max_length)
+    if resume is None and not cfg.init:
         keep_layers(student, cfg.layers)  # a bad --layers is named before the passages are drawn
     passages = sample_passages(cfg.index, cfg.passages + cfg.holdout, cfg.exclude, cfg.seed)
     if len(passages) < cfg.batch_size + cfg.holdout:
@@ -180,7 +180,10 @@ def distill_passage_encoder(cfg: EncoderDistillConfig) -> Path:
 def _write_info(folder: Path, cfg: EncoderDistillConfig, step: int, run: dict | None) -> None:
     """The student's record: what it was distilled from and how, and the settings the index reads
     (mean pooling, normalised)."""
+    layers = list(cfg.layers)
+    if cfg.init:  # the student kept the layers its first run cut
+        layers = json.loads((Path(cfg.init) / INFO_FILE).read_text()).get("layers", layers)
     (Path(folder) / INFO_FILE).write_text(json.dumps({
-        "distilled_from": cfg.teacher, "layers": list(cfg.layers), "query_encoder": cfg.teacher, "steps": step,
+        "distilled_from": cfg.teacher, "layers": layers, "query_encoder": cfg.teacher, "steps": step,
         "config": cfg.to_dict(), **(run or {}), "pooling": "mean", "normalize": True,
     }, indent=2))

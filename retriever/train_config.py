@@ -83,6 +83,8 @@ class EncoderDistillConfig(RunOptions):
     layers: list[int] = field(default_factory=lambda: [0, 4, 5], metadata=_help(
         "teacher layers the student starts from (0-based), in order; the default kept the teacher's vectors "
         "best before training (of 6 layers)", metavar="N"))
+    init: str = field(default="", metadata=_help(
+        "a student to go on training (an earlier run's final folder) instead of cutting --layers from the teacher"))
     exclude: list[str] = field(default_factory=list, metadata=_help(
         "SQuAD-format files whose articles' passages are left out (the test sets a retrieval bench reads)",
         metavar="FILE"))

@@ -83,6 +83,15 @@ def test_distilled_student_moves_towards_the_teacher_and_serves_an_index(store_i
     history = [json.loads(line) for line in (out / "val_history.jsonl").read_text().splitlines()]
     assert [h["step"] for h in history] == [0, 12, 14]
 
+    # --init goes on training the first student (its 3 layers, not a new cut of the teacher's)
+    again = EncoderDistillConfig(**{**cfg.to_dict(), "output_dir": str(tmp_path / "again"), "init": str(final),
+                                    "layers": [1, 2], "max_steps": 4, "seed": 7})
+    second = distill_passage_encoder(again)
+    history = [json.loads(line) for line in (tmp_path / "again" / "val_history.jsonl").read_text().splitlines()]
+    assert history[0]["cosine_mean"] > json.loads((out / "val_history.jsonl").read_text().splitlines()[0])["cosine_mean"]
+    assert TextEncoder.from_pretrained(str(second), device="cpu").model.config.num_hidden_layers == 3
+    assert json.loads((second / "retriever_info.json").read_text())["layers"] == [0, 4, 5]
+
 
 def test_distill_command_names_a_bad_layer_in_one_line(store_index, tmp_path, capsys):
     code = main(["distill-encoder", "--index", str(store_index), "--output", str(tmp_path / "s"),
