@@ -110,6 +110,9 @@ def distill_passage_encoder(cfg: EncoderDistillConfig) -> Path:
         raise OdqaError(f"{cfg.teacher} scores by dot product: the cosine loss would change its vectors' lengths; "
                         "distil an encoder with cosine similarity")
     teacher.to(device).eval().requires_grad_(False)
+    if cfg.init and not (Path(cfg.init) / INFO_FILE).is_file():
+        raise OdqaError(f"--init {cfg.init}: not a distill-encoder student (no {INFO_FILE}); give an earlier run's "
+                        "final folder")
     resume = latest_checkpoint(out)
     student = TextEncoder.from_pretrained(str(resume or cfg.init or cfg.teacher), max_length=cfg.max_length)
     if resume is None and not cfg.init:

@@ -141,7 +141,7 @@ def register(subparsers) -> None:
     p.add_argument("--index", required=True, help="index folder whose passages are the training texts")
     add_output(p, "--output", folder=True, required=True, help="folder for checkpoints and the final model (OUTPUT/final)")
     add_options(p, EncoderDistillConfig, [
-        "teacher", "layers", "exclude", "passages", "max_length", "batch_size", "lr", "warmup", "epochs", "max_steps",
+        "teacher", "layers", "init", "exclude", "passages", "max_length", "batch_size", "lr", "warmup", "epochs", "max_steps",
         "max_minutes", "holdout", "seed", "save_every", "log_every", "threads", "precision", "device", "progress"])
     p.add_argument("--json", action="store_true", help="print the held-out cosine as JSON on the last line")
 
