@@ -28,7 +28,7 @@ NOTES: list[str] = []  # lines for the written table (e.g. how many questions --
 
 def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str], n: int | None, k: int,
               linker: bool, exclude_articles_of: Path | None = None, readers: tuple[str, ...] = ("reader",),
-              answer_read_only: bool = False, focus_words: tuple[int | None, ...] = (None,),
+              answer_read_only: bool = False, settings: tuple[dict, ...] = ({},),
               only_articles_of: Path | None = None) -> list[list]:
     import torch
 
@@ -48,11 +48,10 @@ def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str]
     rows = []
     for kind in retrievers:
         sampled, asked = len(items), items
-        for reader, focus in [(r, f) for r in readers for f in focus_words]:
+        for reader, variant in [(r, v) for r in readers for v in settings]:
             overrides = {"index": index, "retrieval.retriever": kind, "retrieval.k": k, "linker.enabled": linker,
                          "reader.model": reader}
-            if focus is not None:
-                overrides["reader.focus_words"] = focus
+            overrides.update(variant)
             pipeline = Pipeline(OdqaConfig.load(None, overrides), default_index=demo_index_path,
                                 default_kb=demo_kb_path)
             if answer_read_only and asked is items:
@@ -64,12 +63,26 @@ def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str]
             started = time.perf_counter()
             m = evaluate_qa(pipeline, asked, ks=[1, 5, k])
             seconds = time.perf_counter() - started
-            label = reader if focus is None else f"{reader} (focus_words {focus})"
+            label = reader + (f" ({', '.join(f'{k} {v}' for k, v in variant.items())})" if variant else "")
             rows.append([name, kind, label, k, len(asked), f"{m['em']:.2f}", f"{m['f1']:.2f}",
                          f"{m['em_given_answer_read']:.2f}", f"{m['recall@1']:.2f}", f"{m[f'recall@{k}']:.2f}",
                          f"{len(asked) / seconds:.2f}"])
             print(" | ".join(map(str, rows[-1])), flush=True)
     return rows
+
+
+def settings_variants(focus_words: list[int] | None, settings: list[str] | None) -> tuple[dict, ...]:
+    """The config overrides of each compared variant: --focus-words values, then --settings arguments."""
+    variants: list[dict] = [{"reader.focus_words": f} for f in focus_words or []]
+    for arg in settings or []:
+        variant = {}
+        for pair in arg.split(","):
+            key, sep, value = pair.partition("=")
+            if not sep or not key.strip():
+                raise SystemExit(f"--settings {arg}: give KEY=VALUE pairs joined by commas")
+            variant[key.strip()] = value.strip()  # OdqaConfig.load coerces it to the setting's type
+        variants.append(variant)
+    return tuple(variants) or ({},)
 
 
 def with_answer_retrieved(pipeline, items, k: int) -> list:
@@ -105,6 +118,9 @@ def main(argv=None) -> int:
     parser.add_argument("--focus-words", type=int, nargs="+",
                         help="reader.focus_words values compared side by side (default: the config's; 0: whole "
                              "passages)")
+    parser.add_argument("--settings", nargs="+", metavar="KEY=VALUE[,KEY=VALUE]",
+                        help="config overrides compared side by side, one variant per argument (e.g. "
+                             "reader.focus_words=40,reader.whole_passages=2 reader.focus_words=0)")
     parser.add_argument("--answer-read-only", action="store_true",
                         help="read only the questions whose answer is in the top k retrieved (reader comparisons: "
                              "EM is then 'EM given answer read'; the line printed first gives the factor to the "
@@ -123,14 +139,14 @@ def main(argv=None) -> int:
     suites = ["demo", "squad-open", "nq"] if args.suite == "all" else [args.suite]
     rows = []
     readers = tuple(args.readers)
-    focus = tuple(args.focus_words) if args.focus_words else (None,)
+    variants = settings_variants(args.focus_words, args.settings)
     retrievers = args.retrievers or (["bm25"] if args.bm25_only else ["bm25", "hybrid"])
     for suite in suites:
         if suite == "demo":
             from odqa.demo_corpus import DEMO_QUESTIONS
 
             rows += run_suite("demo", "", DEMO_QUESTIONS, retrievers, None, args.k, args.linker, readers=readers,
-                              focus_words=focus)
+                              settings=variants)
         elif suite == "squad-open":
             from bench.retrieval import squad_open_index_dir
             from odqa.core.models import DEFAULT_ENCODER
@@ -148,7 +164,7 @@ def main(argv=None) -> int:
             held_out = None if args.all_articles or args.tuning_articles else data / "squad" / "dev-v2.0.json"
             rows += run_suite("squad-open", str(index), data / "squad" / "dev-v1.1.json", retrievers, n, args.k,
                               args.linker, exclude_articles_of=held_out, readers=readers,
-                              answer_read_only=args.answer_read_only, focus_words=focus,
+                              answer_read_only=args.answer_read_only, settings=variants,
                               only_articles_of=data / "squad" / "dev-v2.0.json" if args.tuning_articles else None)
         else:
             index = Path(args.wiki_index)
@@ -157,7 +173,7 @@ def main(argv=None) -> int:
                       f"{data / 'wiki'} --out {index} --backends bm25`", file=sys.stderr)
                 return 2
             rows += run_suite("nq-test", str(index), data / "dpr-qas" / "nq-test.qa.tsv", ["bm25"], n, args.k, args.linker,
-                              readers=readers, answer_read_only=args.answer_read_only, focus_words=focus)
+                              readers=readers, answer_read_only=args.answer_read_only, settings=variants)
     header = ["suite", "retriever", "reader", "k read", "questions", "EM", "F1", "EM given answer read", "R@1", "R@k", "q/s"]
     table = "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] +
                       ["| " + " | ".join(map(str, r)) + " |" for r in rows])

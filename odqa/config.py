@@ -97,6 +97,8 @@ class ReaderConfig:
     focus_words: int = field(default=60, metadata=_help(
         "read only the run of each passage's sentences that best matches the question, at most this many words "
         "(reader/focus.py; 0: whole passages)"))
+    whole_passages: int = field(default=0, metadata=_help(
+        "with focus_words: read the first N passages of each question (retrieval order) whole, the rest focused"))
     # calibration.json (run_qa.py fit-calibration); empty: the model folder's own, if it has one
     calibration: str = ""
 
@@ -104,6 +106,9 @@ class ReaderConfig:
         _positive("reader.top_n", self.top_n)
         _positive("reader.max_answer_tokens", self.max_answer_tokens)
         _positive("reader.batch_size", self.batch_size)
+        if self.whole_passages < 0:
+            raise OdqaError(f"config: reader.whole_passages must be 0 or a positive number of passages, got "
+                            f"{self.whole_passages}")
         if self.focus_words < 0:
             raise OdqaError(f"config: reader.focus_words must be 0 (whole passages) or a positive number of words, got "
                             f"{self.focus_words}")

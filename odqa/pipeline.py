@@ -145,7 +145,7 @@ class Pipeline:
                                                   batch_size=c.batch_size, max_answer_tokens=c.max_answer_tokens,
                                                   no_answer_threshold=c.no_answer_threshold,
                                                   retrieval_weight=c.retrieval_weight,
-                                                  focus_words=c.focus_words,
+                                                  focus_words=c.focus_words, whole_passages=c.whole_passages,
                                                   precision=self.config.precision, runtime=self.config.runtime)
         return self._reader
 

@@ -52,6 +52,8 @@ class ReaderSettings:
     # read only the run of each passage's sentences that best matches the question, at most this many words
     # (reader.focus; 0: whole passages)
     focus_words: int = 0
+    # ... except the first N passages of each question (retrieval order), which are read whole
+    whole_passages: int = 0
 
 
 def _check_qa_architectures(name: str, architectures: list[str] | None) -> None:
@@ -354,7 +356,7 @@ class Reader:
         if not questions:
             return []
         s = self.settings
-        parts = self.focus_spans(questions, texts)
+        parts = self.focus_spans(questions, texts, indexes)
         read = [text[a:b] for text, (a, b) in zip(texts, parts)]
         w, starts, ends = self.logits(questions, read)
         per_pair: list[list] = [[] for _ in texts]
@@ -370,9 +372,11 @@ class Reader:
             out.append((spans, null))
         return out
 
-    def focus_spans(self, questions: Sequence[str], texts: Sequence[str]) -> list[tuple[int, int]]:
+    def focus_spans(self, questions: Sequence[str], texts: Sequence[str],
+                    indexes: Sequence[int] | None = None) -> list[tuple[int, int]]:
         """The character span of each passage text that is read: all of it, or with `settings.focus_words` the
-        run of its sentences that best matches the question (reader.focus)."""
+        run of its sentences that best matches the question (reader.focus), except for the passages whose
+        `indexes` (their place among the question's passages) are below `settings.whole_passages`."""
         words = self.settings.focus_words
         if not words or words <= 0:
             return [(0, len(t)) for t in texts]
@@ -380,7 +384,11 @@ class Reader:
 
         if self._focus is None or self._focus.max_words != words:
             self._focus = Focus(words)
-        return self._focus.spans(questions, texts)
+        spans = self._focus.spans(questions, texts)
+        top = self.settings.whole_passages
+        if top > 0 and indexes is not None:
+            spans = [(0, len(t)) if n < top else span for t, n, span in zip(texts, indexes, spans)]
+        return spans
 
     def rank(self, job: "ReadState", threshold):
         """The job's answers over the passages read so far, and whether they are best guesses (none passed

@@ -33,6 +33,7 @@ def test_yaml(tmp_path):
     ('[retriever]\nk = 3\n', "unknown setting 'retriever'"),
     ('[linker]\nmention_threshold = -1\n', "mention_threshold"),
     ('[reader]\nfocus_words = -5\n', "reader.focus_words must be 0"),
+    ('[reader]\nwhole_passages = -1\n', "reader.whole_passages must be 0"),
     ('retrieval = 3\n', "must be a table"),
     ('[retrieval\n', "not valid"),
 ])

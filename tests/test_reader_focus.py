@@ -84,3 +84,21 @@ def test_reader_reads_the_focused_part_and_answers_with_offsets_into_the_whole_p
         assert a <= x.start and x.end <= b
     whole = reader.read(question, passages, top_n=20, no_answer_threshold=None)
     assert any(not (a <= x.start and x.end <= b) for x in whole if x.passage_id == "p1")
+
+
+def test_the_first_passages_are_read_whole_with_whole_passages(reader):
+    question = "Who discovered penicillin in London?"
+    passages = [Passage(f"p{i}", "Penicillin", FLEMING) for i in range(3)]
+    reader.settings.focus_words = 20
+    reader.settings.whole_passages = 2
+    try:
+        a, b = reader.focus_spans([question], [FLEMING])[0]  # no places given: every passage focused
+        spans = reader.focus_spans([question] * 3, [FLEMING] * 3, [0, 1, 2])
+        answers = reader.read(question, passages, top_n=60, no_answer_threshold=None)
+    finally:
+        reader.settings.focus_words = 0
+        reader.settings.whole_passages = 0
+    assert (a, b) != (0, len(FLEMING))
+    assert spans == [(0, len(FLEMING)), (0, len(FLEMING)), (a, b)]
+    assert any(not (a <= x.start and x.end <= b) for x in answers if x.passage_id in ("p0", "p1"))
+    assert all(a <= x.start and x.end <= b for x in answers if x.passage_id == "p2")
