@@ -20,10 +20,17 @@ from odqa.core.atomic import atomic_folder
 from odqa.core.errors import OdqaError
 from odqa.core.registry import Registry
 
-try:
-    import faiss
-except ImportError as exc:  # the extras odqa[cpu] / odqa[gpu] each bring one FAISS build
-    raise OdqaError("FAISS is not installed: pip install 'odqa[cpu]' (or 'odqa[gpu]' on a CUDA machine)") from exc
+
+
+def load_faiss():
+    """The faiss module, imported on first use: commands that never search vectors (train-reader on a machine
+    without FAISS, a BM25-only `ask`) do not need it."""
+    try:
+        import faiss
+    except ImportError as exc:  # the extras odqa[cpu] / odqa[gpu] each bring one FAISS build
+        raise OdqaError("FAISS is not installed: pip install 'odqa[cpu]' (or 'odqa[gpu]' on a CUDA machine)") from exc
+    return faiss
+
 
 FAISS_FILE = "index.faiss"
 
@@ -74,7 +81,7 @@ class VectorIndex:
             embeddings = np.load(tmp / EMBEDDINGS, mmap_mode="r")
             index = _train_and_fill(embeddings, params)
             if index is not None:
-                faiss.write_index(index, str(tmp / FAISS_FILE))
+                load_faiss().write_index(index, str(tmp / FAISS_FILE))
             manifest.kind = "faiss"
             manifest.count = int(embeddings.shape[0])
             manifest.dim = int(embeddings.shape[1])
@@ -89,7 +96,7 @@ class VectorIndex:
         embeddings = np.load(path / EMBEDDINGS, mmap_mode="r")
         faiss_index = None
         if (path / FAISS_FILE).exists():
-            faiss_index = faiss.read_index(str(path / FAISS_FILE))
+            faiss_index = load_faiss().read_index(str(path / FAISS_FILE))
             _set_search_params(faiss_index, manifest.params)
         index = VectorIndex(embeddings, manifest, faiss_index, path)
         if use_gpu is None or use_gpu:
@@ -98,6 +105,7 @@ class VectorIndex:
 
     def maybe_to_gpu(self, required: bool = False) -> bool:
         """Move the FAISS index to a GPU where faiss-gpu and a device are present."""
+        faiss = load_faiss()
         if not hasattr(faiss, "StandardGpuResources") or faiss.get_num_gpus() == 0:
             if required:
                 raise OdqaError("no GPU FAISS available: install faiss-gpu (pip install 'odqa[gpu]') on a machine with a GPU")
@@ -123,6 +131,7 @@ class VectorIndex:
 def _blocked_flat_search(embeddings: np.ndarray, queries: np.ndarray, k: int, block_rows: int):
     """Exact inner-product search over a memmap, one block at a time, merging top-k with FAISS's heap."""
     n_q = queries.shape[0]
+    faiss = load_faiss()
     result = faiss.ResultHeap(n_q, k, keep_max=True)
     for start in range(0, embeddings.shape[0], block_rows):
         block = np.ascontiguousarray(embeddings[start : start + block_rows], dtype=np.float32)
@@ -137,6 +146,7 @@ def _flat(embeddings: np.ndarray, params: VectorIndexParams):
 
 
 def _hnsw(embeddings: np.ndarray, params: VectorIndexParams):
+    faiss = load_faiss()
     index = faiss.IndexHNSWFlat(embeddings.shape[1], params.hnsw_m, faiss.METRIC_INNER_PRODUCT)
     index.hnsw.efConstruction = params.ef_construction
     return index
@@ -145,6 +155,7 @@ def _hnsw(embeddings: np.ndarray, params: VectorIndexParams):
 def _ivf(embeddings: np.ndarray, params: VectorIndexParams):
     n, dim = embeddings.shape
     nlist = params.nlist or max(1, int(4 * np.sqrt(n)))
+    faiss = load_faiss()
     quantizer = faiss.IndexFlatIP(dim)
     index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
     rng = np.random.default_rng(0)
@@ -170,6 +181,7 @@ def _train_and_fill(embeddings: np.ndarray, params: VectorIndexParams):
 
 
 def _set_search_params(index, params: dict[str, Any]) -> None:
+    faiss = load_faiss()
     if isinstance(index, faiss.IndexHNSW):
         index.hnsw.efSearch = int(params.get("ef_search", 128))
     elif isinstance(index, faiss.IndexIVF):

@@ -110,9 +110,9 @@ def mine_dense_negatives(train_file: str | Path, output: str | Path, encoder: st
                      precision=precision, progress="passages" if progress else "")
     q = model.encode([e.question for e in examples], batch_size, max_length=q_max_length, precision=precision,
                      progress="questions" if progress else "")
-    import faiss
+    from indexes.vector import load_faiss
 
-    index = faiss.IndexFlatIP(p.shape[1])
+    index = load_faiss().IndexFlatIP(p.shape[1])
     index.add(p)
     depth = min(depth, len(pool))
     for lo in range(0, len(examples), 1024):
