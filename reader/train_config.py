@@ -3,18 +3,14 @@ read their defaults and help without loading torch (odqa.commands.options)."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 
-from odqa.core.settings import TRAINING_PRECISIONS, field_help as _help
+from odqa.core.settings import RunOptions, field_help as _help
 from reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS
-
-PRECISIONS = TRAINING_PRECISIONS
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(RunOptions):
     train_files: list[str]
     output_dir: str
     init: str = field(default="minilm", metadata=_help("model to start from: an encoder or a QA checkpoint"))
@@ -32,9 +28,7 @@ class TrainConfig:
         "stop after this much training time, resumed runs included, and save the model reached (0: no budget)"))
     seed: int = field(default=42, metadata=_help("seed of the batch order and dropout"))
     save_every: int = field(default=500, metadata=_help("checkpoint every N steps"))
-    keep_checkpoints: int = 3
-    log_every: int = 20
-    threads: int = field(default=0, metadata=_help("torch CPU threads (0: torch's default)"))
+    keep_checkpoints: int = field(default=3, kw_only=True)
     negative_ratio: float = field(default=1.0, metadata=_help("fraction of unanswerable questions kept"))
     # SQuAD dev files have up to 5 annotators, who often disagree on the span's boundaries
     all_answers: bool = field(default=False, metadata=_help(
@@ -42,9 +36,3 @@ class TrainConfig:
     limit: int = field(default=0, metadata=_help("first N questions of each file (smoke tests)"))
     to_simplified: bool = field(default=False, metadata=_help(
         "fold Traditional Chinese (e.g. DRCD) to Simplified with OpenCC, answer offsets kept (needs .[cjk])"))
-    precision: str = field(default="auto", metadata=_help("training precision (auto: fp32 on CPU)", choices=PRECISIONS))
-    device: str = field(default="", metadata=_help("cpu or cuda (empty: cuda when available)"))
-    progress: bool = field(default=True, metadata=_help("progress bar (--no-progress: log lines only)"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)

@@ -3,28 +3,9 @@ command line can read their defaults and help without loading torch (odqa.comman
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 
-from odqa.core.settings import TRAINING_PRECISIONS, field_help as _help
-
-PRECISIONS = TRAINING_PRECISIONS
-
-
-@dataclass(kw_only=True)
-class RunOptions:
-    """The run settings every retriever trainer shares (keyword-only, so they follow each config's own fields)."""
-
-    keep_checkpoints: int = 2
-    log_every: int = field(default=20, metadata=_help("log the loss every N steps"))
-    threads: int = field(default=0, metadata=_help("torch CPU threads (0: torch's default)"))
-    precision: str = field(default="auto", metadata=_help("training precision (auto: fp32 on CPU)", choices=PRECISIONS))
-    device: str = field(default="", metadata=_help("cpu or cuda (empty: cuda when available)"))
-    progress: bool = field(default=True, metadata=_help("progress bar (--no-progress: log lines only)"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+from odqa.core.settings import RunOptions, field_help as _help
 
 
 @dataclass
