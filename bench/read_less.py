@@ -51,9 +51,11 @@ def parse_variant(name: str) -> dict:
     if parts[0] == "early":
         return {"batched": True, "batch_size": 16, "early_stop_passages": int(parts[1]),
                 "early_stop_probability": float(parts[2])}
-    if parts[0] == "focus":
-        return {"batched": True, "batch_size": 16, "early_stop_passages": 0, "focus_words": int(parts[1])}
-    raise SystemExit(f"read_less.py: unknown variant {name!r} (per-question[-B], batched-B, early-M-P, focus-W)")
+    if parts[0] == "focus" and (len(parts) == 2 or len(parts) == 4 and parts[2] == "whole"):
+        return {"batched": True, "batch_size": 16, "early_stop_passages": 0, "focus_words": int(parts[1]),
+                "whole_passages": int(parts[3]) if len(parts) == 4 else 0}
+    raise SystemExit(f"read_less.py: unknown variant {name!r} (per-question[-B], batched-B, early-M-P, focus-W, "
+                     "focus-W-whole-N)")
 
 
 def main(argv=None) -> int:
@@ -114,6 +116,7 @@ def main(argv=None) -> int:
             reader.settings.early_stop_passages = v["early_stop_passages"]
             reader.settings.early_stop_probability = v.get("early_stop_probability", 1.0)
             reader.settings.focus_words = v.get("focus_words", 0)
+            reader.settings.whole_passages = v.get("whole_passages", 0)
             out = []
             before = reader.passages_read
             t0, c0 = time.perf_counter(), time.process_time()
@@ -173,25 +176,27 @@ def count_tokens(model: str, items, passages, args) -> int:
     path = resolve_model(model)
     tokenizer = AutoTokenizer.from_pretrained(path, **hub_options(path))
 
-    def window_lengths(focus_words: int) -> list[list[int]]:
+    def window_lengths(focus_words: int, whole_passages: int = 0) -> list[list[int]]:
         focus = Focus(focus_words) if focus_words else None
         out = []
         for q, ps in zip(items, passages):
             texts = [p.text for p in ps if (p.text or "").strip()]
             if focus is not None:
-                texts = [t[a:b] for t, (a, b) in zip(texts, focus.spans([q.question] * len(texts), texts))]
+                spans = focus.spans([q.question] * len(texts), texts)
+                texts = [t if n < whole_passages else t[a:b] for n, (t, (a, b)) in enumerate(zip(texts, spans))]
             out.append([len(ids) for ids in tokenize_windows(tokenizer, [q.question] * len(texts), texts)
                         .encoding["input_ids"]])
         return out
 
-    by_focus = {0: window_lengths(0)}
-    real = sum(map(sum, by_focus[0]))
+    by_focus = {(0, 0): window_lengths(0)}
+    real = sum(map(sum, by_focus[(0, 0)]))
     rows = []
     for name in args.variants:
         v = parse_variant(name)
-        if v.get("focus_words", 0) not in by_focus:
-            by_focus[v["focus_words"]] = window_lengths(v["focus_words"])
-        lengths = by_focus[v.get("focus_words", 0)]
+        key = (v.get("focus_words", 0), v.get("whole_passages", 0))
+        if key not in by_focus:
+            by_focus[key] = window_lengths(*key)
+        lengths = by_focus[key]
         groups = ([sum(lengths[i : i + args.group], []) for i in range(0, len(lengths), args.group)]
                   if v["batched"] else lengths)
         padded = attention = 0
