@@ -93,11 +93,13 @@ class ReaderConfig:
     # reads the demo corpus's hybrid rankings better (both in models/reader/README.md)
     retrieval_weight: float = 10.0
     batch_size: int = 16
-    # sparing the reader distractor text costs no F1 measured (bench/results/speed-avx2.md has the figures)
-    focus_words: int = field(default=60, metadata=_help(
+    # the best-ranked passage read whole and 40-word windows of the others: 0.4 F1 below whole passages on the
+    # squad-open articles kept for choosing settings, at fewer tokens than 60-word windows of all ten, which
+    # lost 1.5 (bench/results/speed-avx2.md)
+    focus_words: int = field(default=40, metadata=_help(
         "read only the run of each passage's sentences that best matches the question, at most this many words "
         "(reader/focus.py; 0: whole passages)"))
-    whole_passages: int = field(default=0, metadata=_help(
+    whole_passages: int = field(default=1, metadata=_help(
         "with focus_words: read the first N passages of each question (retrieval order) whole, the rest focused"))
     # calibration.json (run_qa.py fit-calibration); empty: the model folder's own, if it has one
     calibration: str = ""
