@@ -23,9 +23,16 @@ def average_readers(models: Sequence[str], output: str | Path, shares: Sequence[
     shares = list(shares) if shares else [1.0 / len(models)] * len(models)
     if len(shares) != len(models):
         raise OdqaError(f"{len(models)} readers but {len(shares)} shares: give one share per reader, or none")
-    loaded = [load_qa_model(m) for m in models]
-    model, tokenizer = loaded[-1]
-    model.load_state_dict(average_weights([m.state_dict() for m, _ in loaded], shares, list(models)))
+    latest: list = []  # the model loaded last (and its tokenizer): the average is written into it
+
+    def states():  # one reader in memory at a time, beside the running sum
+        for name in models:
+            latest[:] = load_qa_model(name)
+            yield latest[0].state_dict()
+
+    averaged = average_weights(states(), shares, list(models))
+    model, tokenizer = latest
+    model.load_state_dict(averaged)
     with atomic_folder(output) as tmp:
         model.save_pretrained(str(tmp))
         tokenizer.save_pretrained(str(tmp))

@@ -58,3 +58,16 @@ def test_the_command_refuses_one_reader_and_shares_that_do_not_fit(tmp_path, cap
     assert "sum to 1" in capsys.readouterr().err
     assert main(["average-readers", "--models", str(a), str(b), "--output", str(tmp_path / "ok")]) == 0
     assert (tmp_path / "ok" / "soup.json").exists() and not (tmp_path / "x").exists()
+
+
+def test_average_weights_reads_a_stream_of_states_and_counts_them():
+    from odqa.core.weight_averaging import average_weights
+
+    def stream(n):  # as average_readers loads them: one at a time
+        for i in range(n):
+            yield {"w": torch.full((2,), float(i)), "ids": torch.tensor([i])}
+
+    mean = average_weights(stream(3), [0.5, 0.25, 0.25], ["a", "b", "c"])
+    assert torch.equal(mean["w"], torch.full((2,), 0.75)) and mean["ids"].tolist() == [2]  # integers: the last's
+    with pytest.raises(OdqaError, match="2 models for 3 shares"):
+        average_weights(stream(2), [0.5, 0.25, 0.25], ["a", "b", "c"])
