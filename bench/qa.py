@@ -103,7 +103,9 @@ def with_answer_retrieved(pipeline, items, k: int) -> list:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--suite", choices=["squad-open", "nq", "demo", "all"], default="all")
+    parser.add_argument("--suite", choices=["squad-open", "nq", "efficientqa", "demo", "all"], default="all",
+                        help="efficientqa: NQ-open's EfficientQA dev over the Wikipedia subset, the NQ-style set for "
+                             "choosing settings (no shipped reader trained on it; nq is NQ test)")
     parser.add_argument("--questions", type=int, default=500, help="questions sampled per suite (seed 13); 0: all")
     parser.add_argument("--k", type=int, default=10, help="passages read per question")
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
@@ -172,7 +174,9 @@ def main(argv=None) -> int:
                 print(f"error: no Wikipedia index at {index}; build it with `python run_qa.py index --corpus "
                       f"{data / 'wiki'} --out {index} --backends bm25`", file=sys.stderr)
                 return 2
-            rows += run_suite("nq-test", str(index), data / "dpr-qas" / "nq-test.qa.tsv", ["bm25"], n, args.k, args.linker,
+            name, questions = (("nq-test", data / "dpr-qas" / "nq-test.qa.tsv") if suite == "nq" else
+                               ("efficientqa-dev", data / "nq-open" / "NQ-open.efficientqa.dev.1.1.jsonl"))
+            rows += run_suite(name, str(index), questions, ["bm25"], n, args.k, args.linker,
                               readers=readers, answer_read_only=args.answer_read_only, settings=variants)
     header = ["suite", "retriever", "reader", "k read", "questions", "EM", "F1", "EM given answer read", "R@1", "R@k", "q/s"]
     table = "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] +
