@@ -21,7 +21,6 @@ from odqa.core.errors import OdqaError
 from odqa.core.registry import Registry
 
 
-
 def load_faiss():
     """The faiss module, imported on first use: commands that never search vectors (train-reader on a machine
     without FAISS, a BM25-only `ask`) do not need it."""
