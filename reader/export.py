@@ -42,7 +42,7 @@ def train_command(config: dict) -> str:
     defaults = TrainConfig(train_files=[], output_dir="")
     words = ["python run_qa.py train-reader --train", *config.get("train_files", []),
              "--output", config.get("output_dir", "OUT")]
-    for f in dataclasses.fields(TrainConfig):
+    for f in sorted(dataclasses.fields(TrainConfig), key=lambda f: f.kw_only):  # the run options last
         if f.name in ("train_files", "output_dir", "device") or f.name not in config:
             continue
         value = config[f.name]
