@@ -177,13 +177,13 @@ def count_tokens(model: str, items, passages, args) -> int:
     tokenizer = AutoTokenizer.from_pretrained(path, **hub_options(path))
 
     def window_lengths(focus_words: int, whole_passages: int = 0) -> list[list[int]]:
-        focus = Focus(focus_words) if focus_words else None
+        focus = Focus(focus_words, whole_first=whole_passages) if focus_words else None
         out = []
         for q, ps in zip(items, passages):
             texts = [p.text for p in ps if (p.text or "").strip()]
             if focus is not None:
-                spans = focus.spans([q.question] * len(texts), texts)
-                texts = [t if n < whole_passages else t[a:b] for n, (t, (a, b)) in enumerate(zip(texts, spans))]
+                spans = focus.spans([q.question] * len(texts), texts, range(len(texts)))
+                texts = [t[a:b] for t, (a, b) in zip(texts, spans)]
             out.append([len(ids) for ids in tokenize_windows(tokenizer, [q.question] * len(texts), texts)
                         .encoding["input_ids"]])
         return out

@@ -51,7 +51,7 @@ def main() -> int:
     child.sendline(":quit")
     child.expect(pexpect.EOF)
     log.append("odqa> :quit")
-    text = "\n".join(ANSI.sub("", part) for part in log)
+    text = "\n".join(log)  # each command's output already cleaned by answer_lines
     text = "\n".join(line for line in text.splitlines() if not line.startswith("odqa: ") or "runs" not in line)
     page = ROOT / "docs" / "shell.md"
     page.write_text(

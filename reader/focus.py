@@ -68,20 +68,28 @@ def focus_span(question_terms: set[str], text: str, max_words: int,
 
 
 class Focus:
-    """`focus_span` for many (question, passage) pairs, with the BM25 index's English analyser."""
+    """`focus_span` for many (question, passage) pairs, with the BM25 index's English analyser; with
+    `whole_first` N, the passages placed first to N-th among their question's are read whole."""
 
-    def __init__(self, max_words: int, analyze: Callable[[str], list[str]] | None = None):
+    def __init__(self, max_words: int, analyze: Callable[[str], list[str]] | None = None, whole_first: int = 0):
         if analyze is None:
             from indexes.bm25 import english_analyzer
 
             analyze = english_analyzer()
         self.max_words = max_words
+        self.whole_first = whole_first
         self.analyze = analyze
 
-    def spans(self, questions: Sequence[str], texts: Sequence[str]) -> list[tuple[int, int]]:
+    def spans(self, questions: Sequence[str], texts: Sequence[str],
+              places: Sequence[int] | None = None) -> list[tuple[int, int]]:
+        """The span of each text to read; `places` (each passage's place among its question's, from 0) let the
+        first `whole_first` be read whole; without them every passage is focused."""
         terms: dict[str, set[str]] = {}
         out = []
-        for question, text in zip(questions, texts):
+        for i, (question, text) in enumerate(zip(questions, texts)):
+            if places is not None and places[i] < self.whole_first:
+                out.append((0, len(text)))
+                continue
             if question not in terms:
                 terms[question] = set(self.analyze(question))
             out.append(focus_span(terms[question], text, self.max_words, self.analyze))

@@ -382,13 +382,10 @@ class Reader:
             return [(0, len(t)) for t in texts]
         from reader.focus import Focus
 
-        if self._focus is None or self._focus.max_words != words:
-            self._focus = Focus(words)
-        spans = self._focus.spans(questions, texts)
         top = self.settings.whole_passages
-        if top > 0 and indexes is not None:
-            spans = [(0, len(t)) if n < top else span for t, n, span in zip(texts, indexes, spans)]
-        return spans
+        if self._focus is None or (self._focus.max_words, self._focus.whole_first) != (words, top):
+            self._focus = Focus(words, whole_first=top)
+        return self._focus.spans(questions, texts, indexes)
 
     def rank(self, job: "ReadState", threshold):
         """The job's answers over the passages read so far, and whether they are best guesses (none passed
