@@ -83,15 +83,15 @@ class Trainer:
         self.kb = kb
         self.cfg = cfg
         self.model = linker.model
-        self.entity_vectors = torch.from_numpy(kb.vectors)  # frozen
-        # the linker trains where it runs (CPU); precision only picks the autocast dtype
-        self.device, self.precision = training_device("cpu", cfg.precision)
+        self.device, self.precision = training_device(cfg.device, cfg.precision, cfg.threads)
+        self.model.to(self.device)
+        self.entity_vectors = torch.from_numpy(kb.vectors).to(self.device)  # frozen
 
     def batch_loss(self, examples: Sequence[ELExample]) -> tuple[torch.Tensor, dict]:
         questions = [ex.question for ex in examples]
         batch = self.linker.tokenize(questions)
         offsets = batch["offset_mapping"].numpy()
-        inputs = {k: v for k, v in batch.items() if k != "offset_mapping"}
+        inputs = {k: v.to(self.device) for k, v in batch.items() if k != "offset_mapping"}
         hidden, scores = self.model.encode(**inputs)
         spans = self.linker.span_candidates(questions, batch)
         index = {tuple(s): n for n, s in enumerate(spans.tolist())}
@@ -111,9 +111,9 @@ class Trainer:
                 gold_spans.append((key, ex, m))
         if extra:
             spans = np.concatenate([spans, np.asarray(extra, dtype=np.int64).reshape(-1, 3)])
-        spans_t = torch.from_numpy(spans)
-        labels = torch.zeros(len(spans))
-        weights = torch.tensor([examples[r].weight for r in spans[:, 0]], dtype=torch.float32)
+        spans_t = torch.from_numpy(spans).to(self.device)
+        labels = torch.zeros(len(spans), device=self.device)
+        weights = torch.tensor([examples[r].weight for r in spans[:, 0]], dtype=torch.float32, device=self.device)
         for key, ex, m in gold_spans:
             labels[index[key]] = 1.0
         for row, ex in enumerate(examples):  # incomplete examples: their negatives are not trusted
@@ -123,14 +123,14 @@ class Trainer:
         mention_loss = (torch.nn.functional.binary_cross_entropy_with_logits(logits, labels, reduction="none") * weights).sum() / weights.sum().clamp(min=1)
 
         linked = [(key, ex, m) for key, ex, m in gold_spans if m.title is not None]
-        entity_loss = torch.zeros(())
+        entity_loss = torch.zeros((), device=self.device)
         acc = 0.0
         if linked:
-            ent_spans = torch.tensor([key for key, _, _ in linked], dtype=torch.int64)
+            ent_spans = torch.tensor([key for key, _, _ in linked], dtype=torch.int64, device=self.device)
             vecs = self.model.span_vectors(hidden, ent_spans)
             with torch.no_grad():
                 sims = vecs @ self.entity_vectors.T
-                hard = sims.topk(self.cfg.hard_negatives + 1, dim=-1).indices.numpy()
+                hard = sims.topk(self.cfg.hard_negatives + 1, dim=-1).indices.cpu().numpy()
             in_batch = [m.row for _, _, m in linked if m.row >= 0]
             texts = [ex.question[m.start : m.end] for _, ex, m in linked]
             rows, targets = [], []
@@ -143,13 +143,13 @@ class Trainer:
             cand_rows = np.full((len(rows), width), -1, dtype=np.int64)
             for n, r in enumerate(rows):
                 cand_rows[n, : len(r)] = r
-            targets = torch.tensor([t if t >= 0 else width for t in targets])
-            cand_vecs = self.entity_vectors[torch.from_numpy(np.maximum(cand_rows, 0))]
-            feats = torch.from_numpy(self.kb.features(texts, cand_rows))
+            targets = torch.tensor([t if t >= 0 else width for t in targets], device=self.device)
+            cand_vecs = self.entity_vectors[torch.from_numpy(np.maximum(cand_rows, 0)).to(self.device)]
+            feats = torch.from_numpy(self.kb.features(texts, cand_rows)).to(self.device)
             ent_logits = self.model.entity_logits(vecs, cand_vecs, feats)
-            pad = torch.from_numpy(np.concatenate([cand_rows < 0, np.zeros((len(rows), 1), bool)], 1))
+            pad = torch.from_numpy(np.concatenate([cand_rows < 0, np.zeros((len(rows), 1), bool)], 1)).to(self.device)
             ent_logits = ent_logits.masked_fill(pad, -1e4)
-            w = torch.tensor([ex.weight for _, ex, _ in linked])
+            w = torch.tensor([ex.weight for _, ex, _ in linked], device=self.device)
             entity_loss = (torch.nn.functional.cross_entropy(ent_logits, targets, reduction="none") * w).sum() / w.sum()
             acc = float((ent_logits.argmax(-1) == targets).float().mean())
         loss = mention_loss + entity_loss
@@ -209,6 +209,7 @@ class Trainer:
         self.model.train()
         result = loop.run()
         self.model.eval()
+        self.model.to("cpu")  # the linker answers (and its thresholds are tuned) on the CPU
         return {"steps": result.step, "seconds": round(result.seconds), "stopped_by": result.stopped_by,
                 "history": result.logged}
 
@@ -274,7 +275,6 @@ def open_for_training(cfg: TrainConfig, kb: KnowledgeBase) -> tuple[Linker, Path
 
 def train_linker(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None) -> dict:
     """Train (or resume from the newest OUTPUT/checkpoint-STEP), tune the thresholds on dev, save to OUTPUT."""
-    torch.set_num_threads(cfg.threads)
     kb = KnowledgeBase.load(cfg.kb)
     train, dev, data_report = build_datasets(kb, cfg.data_dir, weak=cfg.weak, dev_every=cfg.dev_every, seed=cfg.seed)
     log.info("data: %s", data_report)

@@ -6,14 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from odqa.core.models import REPO_ROOT
-from odqa.core.settings import field_help as _help
-
-PRECISIONS = ("auto", "fp32", "bf16")
-
+from odqa.core.settings import RunOptions, field_help as _help
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(RunOptions):
     kb: str = field(default="work_indexes/kb", metadata=_help("knowledge-base folder the linker learns to link to"))
     # the project's data beside the checkout (../shared/data), wherever the command runs from
     data_dir: str = field(default=str(REPO_ROOT.parent / "shared" / "data"), metadata=_help(
@@ -30,16 +27,10 @@ class TrainConfig:
     hard_negatives: int = field(default=24, metadata=_help("hard negative entities per mention"))
     weak: int = field(default=6000, metadata=_help("weak-supervision sentences from the KB's articles (0: none)"))
     dev_every: int = 10  # every 10th LC-QuAD question (by id) is held out as dev
-    threads: int = field(default=2, metadata=_help("torch CPU threads"))
+    threads: int = field(default=2, kw_only=True, metadata=_help("torch CPU threads (0: torch's default)"))
     seed: int = field(default=13, metadata=_help("seed of the data order and the heads' initialisation"))
     init: str = field(default="", metadata=_help("continue training this trained linker (folder) instead"))
     save_every: int = field(default=500, metadata=_help(
         "checkpoint every N steps into OUTPUT/checkpoint-STEP; a rerun with the same --output resumes from the "
         "newest (they are removed once the final model is saved)"))
-    keep_checkpoints: int = 2
-    log_every: int = 50
-    progress: bool = field(default=True, metadata=_help("progress bar (--no-progress: log lines only)"))
-    # bf16 is ~3x faster on AMX CPUs, ~1.7x with AVX512-BF16
-    precision: str = field(default="auto", metadata=_help(
-        "autocast dtype of the forward pass (auto: fp32 on CPU, bf16/fp16 on a GPU; bf16 is faster on CPUs with AMX "
-        "or AVX512-BF16)", choices=PRECISIONS))
+    log_every: int = field(default=50, kw_only=True, metadata=_help("log the loss every N steps"))

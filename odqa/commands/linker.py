@@ -37,7 +37,7 @@ def register(subparsers) -> None:
     p = add_command(subparsers, "train-linker", "Train the ELQ linker on LC-QuAD, Complex-EL4QA, WebQuestions entities and Wikipedia sentences.",
                     "odqa train-linker --kb work_indexes/kb --data-dir ../shared/data --output models/linker", run_train)
     add_options(p, TrainConfig, ["kb", "data_dir", "output", "encoder", "init", "steps", "max_minutes", "batch_size",
-                                 "lr", "head_lr", "hard_negatives", "weak", "threads", "precision", "seed",
+                                 "lr", "head_lr", "hard_negatives", "weak", "threads", "precision", "device", "seed",
                                  "save_every", "progress"])
     p.add_argument("--json", action="store_true")
 
