@@ -87,6 +87,30 @@ def test_components_apply_the_auto_rule(monkeypatch, tiny_dir, tmp_path):
     assert linker.plan.label == "onnx int8"
 
 
+def test_an_encoder_marked_int8_measured_runs_int8_under_auto(monkeypatch, tmp_path):
+    """`"auto_int8": true` in an encoder's retriever_info.json (its int8 recall measured, as for the shipped fast
+    passage encoder) lets `auto` pick onnx int8 on a CPU without native bf16; native bf16 still wins."""
+    import json
+
+    import odqa.core.device
+    import odqa.core.runtime
+    from odqa.core.encoder import TextEncoder
+    from odqa.core.text_encoding import int8_measured, paired_query_encoder
+    from tests.reader_fixtures import save_tiny_qa
+
+    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: False)
+    monkeypatch.setattr(odqa.core.runtime, "onnx_runtime_available", lambda: True)
+    folder = save_tiny_qa(tmp_path / "enc", qa=False)
+    assert not int8_measured(str(folder))
+    (folder / "retriever_info.json").write_text(json.dumps({"query_encoder": "retriever", "auto_int8": True}))
+    encoder = TextEncoder.from_pretrained(str(folder), device="cpu")
+    assert encoder.plan().label == "onnx int8"
+    assert encoder.plan("fp32").label == "torch fp32"
+    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: True)
+    assert encoder.plan().label == "torch bf16"
+    assert int8_measured("fast-passage-encoder") and paired_query_encoder("fast-passage-encoder") == "retriever"
+
+
 @pytest.mark.parametrize("device,precision,runtime", [
     ("cpu", "fp8", "auto"), ("cpu", "auto", "tensorrt"), ("cpu", "fp16", "auto"), ("cpu", "bf16", "onnx"),
     ("cuda", "int8", "auto"), ("cuda", "auto", "onnx"),

@@ -25,7 +25,7 @@ from odqa.core.models import hub_options, resolve_model
 from odqa.core.runtime import InferencePlan, LoadedFrom, PerWeights, files_digest, int8_dynamic
 from odqa.core.text_encoding import (DEFAULT_MAX_LENGTH, KIND_DEFAULTS, POOLINGS, SIMILARITIES,  # noqa: F401
                                      EncodesTexts, PassageInput, check_choice, encoder_kind, encoder_max_length,
-                                     graph_variant, passage_text)
+                                     graph_variant, int8_measured, passage_text)
 
 
 def mean_pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -92,6 +92,7 @@ class TextEncoder(torch.nn.Module, EncodesTexts):
             ) from exc
         encoder.precision = precision
         encoder.runtime = runtime
+        encoder.auto_int8 = int8_measured(name_or_path)
         if max_length is not None:
             encoder.max_length = max_length
         if query_prefix is not None:

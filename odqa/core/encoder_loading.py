@@ -7,7 +7,8 @@ from odqa.core.device import device_type
 from odqa.core.models import resolve_model
 from odqa.core.runtime import cached_graph, fast_tokenizer, plan_inference
 from odqa.core.text_encoding import (DEFAULT_MAX_LENGTH, KIND_DEFAULTS, POOLINGS, SIMILARITIES, EncodesTexts,
-                                     OnnxTextEncoder, check_choice, encoder_kind, graph_variant)
+                                     OnnxTextEncoder, check_choice, encoder_kind, graph_variant,
+                                     int8_measured)
 
 
 def load_text_encoder(name_or_path: str, max_length: int | None = None, device: str | None = None,
@@ -32,10 +33,11 @@ def load_text_encoder(name_or_path: str, max_length: int | None = None, device: 
     pooling, similarity = pooling or KIND_DEFAULTS[kind]["pooling"], similarity or KIND_DEFAULTS[kind]["similarity"]
     check_choice("pooling", pooling, POOLINGS)
     check_choice("similarity", similarity, SIMILARITIES)
-    plan = plan_inference(device_type(device), precision, runtime)
+    auto_int8 = int8_measured(name_or_path)
+    plan = plan_inference(device_type(device), precision, runtime, auto_int8=auto_int8)
     session = cached_graph("encoder", name_or_path, plan, graph_variant(kind, pooling, similarity))
     if session is None:
         return load_torch()
     return OnnxTextEncoder(session, fast_tokenizer(path), name_or_path, kind, max_length or DEFAULT_MAX_LENGTH,
                            pooling, similarity, query_prefix or "", passage_prefix or "", precision, runtime,
-                           load_torch)
+                           load_torch, auto_int8)

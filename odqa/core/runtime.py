@@ -2,13 +2,14 @@
 
 `precision` (auto | fp32 | bf16 | fp16 | int8) and `runtime` (auto | torch | onnx) are resolved once per model
 into an `InferencePlan`. `auto` on a CPU: torch bf16 where the CPU has native bf16 (AMX, AVX512-BF16), else,
-for the reader only (`auto_int8=True`), ONNX Runtime int8 (dynamic, one weight scale per output channel; the F1 it
-costs the reader is in bench/speed.py's table). The text encoders and the linker get ONNX Runtime fp32 there:
-the same arithmetic as torch fp32 (bench/results/speed-avx2.md: equal recall and F1, the encoder 32 vs 26-29
-passages/s, the linker 13 vs 22 ms a question), and a cached graph answers without importing torch at all,
-which is most of a fresh `odqa ask`'s start. Their int8 was never measured for quality, so it stays opt-in
-(`--precision int8`). Without onnxruntime installed, `auto` falls back to torch fp32. CUDA keeps torch (fp16
-under `auto`). Training never goes through here.
+for the reader, ONNX Runtime int8 (dynamic, one weight scale per output channel; the F1 it costs the reader is in
+bench/speed.py's table). The text encoders and the linker get ONNX Runtime fp32 there: the same arithmetic as
+torch fp32 (bench/results/speed-avx2.md: equal recall and F1, the encoder 32 vs 26-29 passages/s, the linker 13
+vs 22 ms a question), and a cached graph answers without importing torch at all, which is most of a fresh
+`odqa ask`'s start. An encoder gets int8 under `auto` only where its retriever_info.json says its int8 recall was
+measured (`"auto_int8": true`: models/fast-passage-encoder); for the others it stays opt-in (`--precision
+int8`). Without onnxruntime installed, `auto` falls back to torch fp32. CUDA keeps torch (fp16 under `auto`).
+Training never goes through here.
 
 ONNX graphs are exported from the live torch module, optimised (fused attention, layer norms, GELU) and, for
 int8, quantised; they are cached under `$ODQA_HOME/onnx/` keyed by a digest of the module's weights, so a
@@ -70,7 +71,8 @@ def plan_inference(device_type: str, precision: str = "auto", runtime: str = "au
     """`precision` and `runtime` made concrete for a device type ("cpu", "cuda").
 
     `auto_int8`: whether `auto` may pick int8 on a CPU without native bf16 — only for a model whose int8 quality
-    was measured (the reader); the others get onnx fp32 there."""
+    was measured (the reader, an encoder marked so: odqa.core.text_encoding.int8_measured); the others get onnx
+    fp32 there."""
     from odqa.core.device import cpu_has_fast_bf16
 
     if precision not in PRECISIONS:

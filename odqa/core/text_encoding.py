@@ -54,6 +54,13 @@ def paired_query_encoder(name_or_path: str) -> str:
     return str(json.loads(info.read_text()).get("query_encoder") or "") if info.is_file() else ""
 
 
+def int8_measured(name_or_path: str) -> bool:
+    """Whether `auto` may run this encoder in int8 on a CPU without native bf16: only where its retriever_info.json
+    says its int8 vectors' recall was measured (its model card gives the figures), as for the reader."""
+    info = Path(resolve_model(name_or_path)) / "retriever_info.json"
+    return bool(json.loads(info.read_text()).get("auto_int8")) if info.is_file() else False
+
+
 def graph_variant(kind: str, pooling: str, similarity: str) -> str:
     """What besides the weights shapes an encoder's graph (pooling and normalisation are inside it)."""
     return f"{kind}-{pooling}-{similarity}"
@@ -82,6 +89,7 @@ class EncodesTexts:
     passage_prefix: str
     precision: str  # of encode() only: training sets its own autocast
     runtime: str
+    auto_int8: bool = False  # `auto` may pick int8 on a CPU without native bf16 (int8_measured)
 
     @property
     def normalize(self) -> bool:
@@ -148,7 +156,7 @@ class EncodesTexts:
 
     def plan(self, precision: str | None = None) -> InferencePlan:
         """The runtime and precision encode() uses (`precision`: this call's, default the encoder's)."""
-        return plan_inference(self.device_type, precision or self.precision, self.runtime)
+        return plan_inference(self.device_type, precision or self.precision, self.runtime, auto_int8=self.auto_int8)
 
 
 class OnnxTextEncoder(EncodesTexts):
@@ -159,11 +167,12 @@ class OnnxTextEncoder(EncodesTexts):
 
     def __init__(self, session: OnnxModel, tokenizer, name: str, kind: str, max_length: int, pooling: str,
                  similarity: str, query_prefix: str, passage_prefix: str, precision: str, runtime: str,
-                 load_torch: Callable[[], EncodesTexts]):
+                 load_torch: Callable[[], EncodesTexts], auto_int8: bool = False):
         self.session, self.tokenizer, self.name, self.kind = session, tokenizer, name, kind
         self.max_length, self.pooling, self.similarity = max_length, pooling, similarity
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
         self.precision, self.runtime = precision, runtime
+        self.auto_int8 = auto_int8
         self._load_torch = load_torch
         self._torch: EncodesTexts | None = None
         self.dim = int(session.session.get_outputs()[0].shape[-1])
