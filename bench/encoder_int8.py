@@ -10,6 +10,11 @@ one process.
   first `--questions` questions encoded once by torch fp32 (queries stay on torch fp32 at search time); recall@20
   of the gold paragraph with each variant's passage vectors. `--distractors N` adds N passages of the Wikipedia
   subset (`--wiki-index`; none from SQuAD dev's articles, none a student was trained on) to make it harder.
+* Open-domain questions (`--pool-questions FILE`, e.g. NQ test in DPR's tsv): the top `--pool-k` BM25 passages of
+  `--wiki-index` for each of the first `--pool-limit` questions, pooled; each variant encodes the pool and every
+  question ranks the whole pool by its torch-fp32 question vector; recall@1/5/20 = an answer-bearing passage
+  (DPR's answer match) among the top k, over the questions whose pool holds one. A quick check beside the
+  speed, in one process; `bench/retrieval.py --suite nq-pool` is the full suite (indexes, hybrid, all 3,610).
 * A distilled passage encoder (`run_qa.py distill-encoder`) is a variant `RUNTIME-PRECISION@FOLDER`, e.g.
   `onnx-int8@runs/passage-encoder-l3/final`: its passage vectors are searched with `--encoder`'s questions, as
   an index built with `--encoder FOLDER` is (the student names its teacher as the question encoder).
@@ -49,6 +54,10 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--wiki-index", default="", help="index whose passages serve as --distractors")
     ap.add_argument("--distractors", type=int, default=0, help="Wikipedia passages added to the recall corpus")
+    ap.add_argument("--pool-questions", default="", help="open-domain questions with answers (DPR tsv, jsonl): "
+                    "recall over their pooled BM25 passages of --wiki-index")
+    ap.add_argument("--pool-k", type=int, default=20, help="BM25 passages pooled per question")
+    ap.add_argument("--pool-limit", type=int, default=300, help="first N of --pool-questions")
     ap.add_argument("--out", default="")
     args = ap.parse_args(argv)
 
@@ -100,6 +109,9 @@ def main(argv=None) -> int:
             top = np.argsort(-(queries @ vectors.T), axis=1)[:, :20]
             row["recall@20"] = round(100 * float(np.mean([g in t for g, t in zip(gold, top)])), 2)
             row["recall@1"] = round(100 * float(np.mean(top[:, 0] == gold)), 2)
+    if args.pool_questions:
+        for row, recall in zip(rows, pool_recalls(args, [encoders[r["variant"]] for r in rows], encoders[reference])):
+            row.update(recall)
     for row in rows:
         print(json.dumps(row), flush=True)
     columns = list(rows[0])
@@ -109,13 +121,53 @@ def main(argv=None) -> int:
             f"`{args.encoder}`, {len(long_enough)} SQuAD v1.1 dev paragraphs timed at {args.max_length} tokens "
             f"(batch {args.batch_size}, length-sorted), recall over all {len(contexts)} paragraphs "
             f"{f'and {args.distractors:,} Wikipedia passages ' if args.distractors else ''}at 256 tokens "
-            f"with {args.questions} questions encoded by {reference}; {args.threads} threads of a "
+            f"with {args.questions} questions encoded by {reference}; "
+            f"{pool_description(args) if args.pool_questions else ''}{args.threads} threads of a "
             f"{cpu_description()}.\n\n{table}\n")
     print("\n" + text)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text)
     return 0
+
+
+def pool_recalls(args, encoders: list, reference) -> list[dict]:
+    """Per encoder, recall@1/5/20 of `--pool-questions` over the union of their BM25 top `--pool-k` passages."""
+    import numpy as np
+
+    from odqa.core.answers import has_answer
+    from odqa.core.text_encoding import passage_text
+    from odqa.corpus.questions import load_questions
+    from retriever.loading import IndexBundle
+
+    if not args.wiki_index:
+        sys.exit("--pool-questions needs --wiki-index (an index of the Wikipedia subset with BM25)")
+    items = load_questions(args.pool_questions, limit=args.pool_limit)
+    hits = IndexBundle.open(args.wiki_index).bm25().search([q.question for q in items], args.pool_k)
+    rows: dict[int, str] = {}
+    for per_question in hits:
+        for hit in per_question:
+            rows.setdefault(hit.row, passage_text(hit.passage.title, hit.passage.text))
+    order = sorted(rows)
+    texts = [rows[r] for r in order]
+    answered = np.array([[has_answer(t, q.answers, q.regex) for t in texts] for q in items])
+    keep = answered.any(axis=1)
+    queries = reference.encode_queries([q.question for q, k in zip(items, keep) if k], batch_size=64)
+    answered = answered[keep]
+    out = []
+    for encoder in encoders:
+        vectors = encoder.encode_passages(texts, batch_size=args.batch_size, max_length=256)
+        top = np.argsort(-(queries @ vectors.T), axis=1)[:, :20]
+        out.append({f"pool recall@{k}": round(100 * float(np.mean([a[t[:k]].any() for a, t in zip(answered, top)])), 2)
+                    for k in (1, 5, 20)})
+    args.pool_sizes = (len(items), int(keep.sum()), len(texts))
+    return out
+
+
+def pool_description(args) -> str:
+    asked, kept, passages = args.pool_sizes
+    return (f"pool recall: {Path(args.pool_questions).name}, the first {asked} questions' BM25 top {args.pool_k} "
+            f"pooled ({passages:,} passages), {kept} questions with an answer-bearing passage in it; ")
 
 
 def distractor_texts(args, students: list[str]) -> list[str]:
