@@ -210,3 +210,24 @@ def test_int8_graph_is_made_only_when_asked_for_and_then_from_the_cached_fp32_gr
     assert not exports and (graph / "model.int8.onnx").is_file()
     assert np.corrcoef(q_start, ref_start)[0, 1] > 0.9
     assert sorted(p.name for p in graph.iterdir()) == ["model.int8.onnx", "model.onnx"]  # no temporary file left
+
+
+def test_a_large_fp32_build_with_the_default_encoder_is_told_of_the_fast_passage_encoder(capsys):
+    from odqa.core.runtime import InferencePlan
+    from odqa.indexing import LARGE_BUILD, IndexSpec, _suggest_fast_encoder
+
+    class Planned:
+        def __init__(self, precision):
+            self.precision = precision
+
+        def plan(self):
+            return InferencePlan("onnx", self.precision)
+
+    default = IndexSpec(corpus="c", out="o")
+    _suggest_fast_encoder(default, Planned("fp32"), LARGE_BUILD)
+    assert "--encoder fast-passage-encoder" in capsys.readouterr().err
+    for spec, precision, passages in [(default, "fp32", LARGE_BUILD - 1), (default, "bf16", LARGE_BUILD),
+                                      (default, "int8", LARGE_BUILD),
+                                      (IndexSpec(corpus="c", out="o", encoder="minilm"), "fp32", LARGE_BUILD)]:
+        _suggest_fast_encoder(spec, Planned(precision), passages)
+        assert capsys.readouterr().err == ""
