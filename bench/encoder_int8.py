@@ -149,18 +149,27 @@ def pool_recalls(args, encoders: list, reference) -> list[dict]:
         for hit in per_question:
             rows.setdefault(hit.row, passage_text(hit.passage.title, hit.passage.text))
     order = sorted(rows)
+    position = {row: n for n, row in enumerate(order)}
     texts = [rows[r] for r in order]
-    answered = np.array([[has_answer(t, q.answers, q.regex) for t in texts] for q in items])
-    keep = answered.any(axis=1)
-    queries = reference.encode_queries([q.question for q, k in zip(items, keep) if k], batch_size=64)
-    answered = answered[keep]
+    # the answer match tokenizes a passage per call: asked only of the passages a question ranks, once each
+    matches: dict[tuple[int, int], bool] = {}
+
+    def answered(question: int, passage: int) -> bool:
+        if (question, passage) not in matches:
+            item = items[question]
+            matches[question, passage] = has_answer(texts[passage], item.answers, item.regex)
+        return matches[question, passage]
+
+    kept = [n for n, per_question in enumerate(hits) if any(answered(n, position[h.row]) for h in per_question)]
+    queries = reference.encode_queries([items[n].question for n in kept], batch_size=64)
     out = []
     for encoder in encoders:
         vectors = encoder.encode_passages(texts, batch_size=args.batch_size, max_length=256)
         top = np.argsort(-(queries @ vectors.T), axis=1)[:, :20]
-        out.append({f"pool recall@{k}": round(100 * float(np.mean([a[t[:k]].any() for a, t in zip(answered, top)])), 2)
+        found = [[answered(n, int(p)) for p in ranked] for n, ranked in zip(kept, top)]
+        out.append({f"pool recall@{k}": round(100 * float(np.mean([any(f[:k]) for f in found])), 2)
                     for k in (1, 5, 20)})
-    args.pool_sizes = (len(items), int(keep.sum()), len(texts))
+    args.pool_sizes = (len(items), len(kept), len(texts))
     return out
 
 
