@@ -316,9 +316,9 @@ def _encode_chunks(spec: IndexSpec, work: IndexLayout, store: PassageStore) -> t
     todo = [c for c in mine if not (chunks / f"chunk-{c:05d}.npy").exists()]
     if todo:
         encoder = _passage_encoder(spec)
-        _suggest_fast_encoder(spec, encoder, sum(min(spec.chunk_size, len(store) - c * spec.chunk_size) for c in todo))
-        with tqdm(total=sum(min(spec.chunk_size, len(store) - c * spec.chunk_size) for c in todo),
-                  desc="encode", unit=" psg", mininterval=2) as bar:
+        remaining = sum(min(spec.chunk_size, len(store) - c * spec.chunk_size) for c in todo)
+        _suggest_fast_encoder(spec, encoder, remaining)
+        with tqdm(total=remaining, desc="encode", unit=" psg", mininterval=2) as bar:
             for c in todo:
                 rows = store.dataset[c * spec.chunk_size : (c + 1) * spec.chunk_size]
                 texts = list(zip(rows["title"], rows["text"]))
