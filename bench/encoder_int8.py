@@ -109,8 +109,10 @@ def main(argv=None) -> int:
             top = np.argsort(-(queries @ vectors.T), axis=1)[:, :20]
             row["recall@20"] = round(100 * float(np.mean([g in t for g, t in zip(gold, top)])), 2)
             row["recall@1"] = round(100 * float(np.mean(top[:, 0] == gold)), 2)
+    pool_note = ""
     if args.pool_questions:
-        for row, recall in zip(rows, pool_recalls(args, [encoders[r["variant"]] for r in rows], encoders[reference])):
+        recalls, pool_note = pool_recalls(args, [encoders[r["variant"]] for r in rows], encoders[reference])
+        for row, recall in zip(rows, recalls):
             row.update(recall)
     for row in rows:
         print(json.dumps(row), flush=True)
@@ -122,7 +124,7 @@ def main(argv=None) -> int:
             f"(batch {args.batch_size}, length-sorted), recall over all {len(contexts)} paragraphs "
             f"{f'and {args.distractors:,} Wikipedia passages ' if args.distractors else ''}at 256 tokens "
             f"with {args.questions} questions encoded by {reference}; "
-            f"{pool_description(args) if args.pool_questions else ''}{args.threads} threads of a "
+            f"{pool_note}{args.threads} threads of a "
             f"{cpu_description()}.\n\n{table}\n")
     print("\n" + text)
     if args.out:
@@ -131,8 +133,9 @@ def main(argv=None) -> int:
     return 0
 
 
-def pool_recalls(args, encoders: list, reference) -> list[dict]:
-    """Per encoder, recall@1/5/20 of `--pool-questions` over the union of their BM25 top `--pool-k` passages."""
+def pool_recalls(args, encoders: list, reference) -> tuple[list[dict], str]:
+    """Per encoder, recall@1/5/20 of `--pool-questions` over the union of their BM25 top `--pool-k` passages; and
+    the pool described for the table's caption."""
     import numpy as np
 
     from odqa.core.answers import has_answer
@@ -169,14 +172,9 @@ def pool_recalls(args, encoders: list, reference) -> list[dict]:
         found = [[answered(n, int(p)) for p in ranked] for n, ranked in zip(kept, top)]
         out.append({f"pool recall@{k}": round(100 * float(np.mean([any(f[:k]) for f in found])), 2)
                     for k in (1, 5, 20)})
-    args.pool_sizes = (len(items), len(kept), len(texts))
-    return out
-
-
-def pool_description(args) -> str:
-    asked, kept, passages = args.pool_sizes
-    return (f"pool recall: {Path(args.pool_questions).name}, the first {asked} questions' BM25 top {args.pool_k} "
-            f"pooled ({passages:,} passages), {kept} questions with an answer-bearing passage in it; ")
+    return out, (f"pool recall: {Path(args.pool_questions).name}, the first {len(items)} questions' BM25 top "
+                 f"{args.pool_k} pooled ({len(texts):,} passages), {len(kept)} questions with an answer-bearing "
+                 "passage in it; ")
 
 
 def distractor_texts(args, students: list[str]) -> list[str]:

@@ -337,7 +337,8 @@ LARGE_BUILD = 50_000  # passages: below this the build takes minutes either way
 def _suggest_fast_encoder(spec: IndexSpec, encoder, passages: int) -> None:
     """On a CPU that runs the default encoder in fp32 (no native bf16), a large build is told of the shipped
     distilled passage encoder, which writes the same vector space faster (its card gives speed and recall)."""
-    if spec.encoder != DEFAULT_ENCODER or passages < LARGE_BUILD or encoder.plan().precision != "fp32":
+    if (spec.encoder != DEFAULT_ENCODER or passages < LARGE_BUILD or encoder.device_type != "cpu"
+            or encoder.plan().precision != "fp32"):
         return
     print(f"odqa: {passages:,} passages to encode in fp32 on this CPU; `--encoder {FAST_PASSAGE_ENCODER}` (distilled "
           f"from {DEFAULT_ENCODER}, searched with its questions) encodes them faster "

@@ -217,8 +217,8 @@ def test_a_large_fp32_build_with_the_default_encoder_is_told_of_the_fast_passage
     from odqa.indexing import LARGE_BUILD, IndexSpec, _suggest_fast_encoder
 
     class Planned:
-        def __init__(self, precision):
-            self.precision = precision
+        def __init__(self, precision, device_type="cpu"):
+            self.precision, self.device_type = precision, device_type
 
         def plan(self):
             return InferencePlan("onnx", self.precision)
@@ -226,8 +226,9 @@ def test_a_large_fp32_build_with_the_default_encoder_is_told_of_the_fast_passage
     default = IndexSpec(corpus="c", out="o")
     _suggest_fast_encoder(default, Planned("fp32"), LARGE_BUILD)
     assert "--encoder fast-passage-encoder" in capsys.readouterr().err
-    for spec, precision, passages in [(default, "fp32", LARGE_BUILD - 1), (default, "bf16", LARGE_BUILD),
-                                      (default, "int8", LARGE_BUILD),
-                                      (IndexSpec(corpus="c", out="o", encoder="minilm"), "fp32", LARGE_BUILD)]:
-        _suggest_fast_encoder(spec, Planned(precision), passages)
+    for spec, encoder, passages in [(default, Planned("fp32"), LARGE_BUILD - 1), (default, Planned("bf16"), LARGE_BUILD),
+                                    (default, Planned("int8"), LARGE_BUILD),
+                                    (default, Planned("fp32", device_type="cuda"), LARGE_BUILD),
+                                    (IndexSpec(corpus="c", out="o", encoder="minilm"), Planned("fp32"), LARGE_BUILD)]:
+        _suggest_fast_encoder(spec, encoder, passages)
         assert capsys.readouterr().err == ""

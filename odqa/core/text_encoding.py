@@ -47,18 +47,22 @@ def encoder_max_length(name_or_path: str) -> int:
     return DEFAULT_MAX_LENGTH
 
 
+def _retriever_info(name_or_path: str) -> dict:
+    """The encoder folder's retriever_info.json (what odqa's trainers record of it), {} where it has none."""
+    info = Path(resolve_model(name_or_path)) / "retriever_info.json"
+    return json.loads(info.read_text()) if info.is_file() else {}
+
+
 def paired_query_encoder(name_or_path: str) -> str:
     """The question encoder a passage encoder was made for ("" if none): a student of `distill-encoder` writes
     its teacher's passage vectors, so its index is searched with the teacher's questions."""
-    info = Path(resolve_model(name_or_path)) / "retriever_info.json"
-    return str(json.loads(info.read_text()).get("query_encoder") or "") if info.is_file() else ""
+    return str(_retriever_info(name_or_path).get("query_encoder") or "")
 
 
 def int8_measured(name_or_path: str) -> bool:
     """Whether `auto` may run this encoder in int8 on a CPU without native bf16: only where its retriever_info.json
     says its int8 vectors' recall was measured (its model card gives the figures), as for the reader."""
-    info = Path(resolve_model(name_or_path)) / "retriever_info.json"
-    return bool(json.loads(info.read_text()).get("auto_int8")) if info.is_file() else False
+    return bool(_retriever_info(name_or_path).get("auto_int8"))
 
 
 def graph_variant(kind: str, pooling: str, similarity: str) -> str:
