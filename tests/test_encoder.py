@@ -36,6 +36,27 @@ def test_bf16_vectors_keep_the_fp32_ranking(encoder):
     assert np.argmax(exact[:2] @ exact[2]) == np.argmax(fast[:2] @ fast[2]) == 0
 
 
+def test_batches_are_formed_by_token_count_so_padding_stays_small(encoder, monkeypatch):
+    # characters and tokens disagree: digits cost a token each, a long word few
+    texts = ["1 2 3 4 5 6 7 8 9 10 11 12 13", "Photosynthesis", "Extraordinarily photosynthetic chlorophyll",
+             "a b c d e f g h i j k l m n o p"]
+    counts = encoder.token_counts(texts)
+    widths = []
+    padded = encoder.token_arrays
+
+    def recording(batch, max_length=None):
+        arrays = padded(batch, max_length)
+        widths.append(arrays["input_ids"].shape[1])
+        return arrays
+
+    encoder.precision = "fp32"
+    monkeypatch.setattr(encoder, "token_arrays", recording)
+    vectors = encoder.encode(texts, batch_size=2)
+    by_count = sorted(counts, reverse=True)
+    assert widths == [by_count[0], by_count[2]]
+    assert np.allclose(vectors, encoder.encode(texts, batch_size=1), atol=1e-5)
+
+
 def test_auto_precision_recognises_native_bf16_cpus_from_their_flags():
     from odqa.core.device import flags_have_fast_bf16
 

@@ -105,14 +105,22 @@ class EncodesTexts:
                 "query_prefix": self.query_prefix, "passage_prefix": self.passage_prefix}
 
     def token_arrays(self, texts: Sequence[PassageInput], max_length: int | None = None) -> dict[str, np.ndarray]:
+        batch = self._tokenize(texts, max_length, padding=True, return_tensors="np")
+        return {k: v.astype(np.int64) for k, v in batch.items()}
+
+    def token_counts(self, texts: Sequence[PassageInput], max_length: int | None = None) -> list[int]:
+        """Tokens per text as encode() feeds them (truncated, special tokens included)."""
+        ids = self._tokenize(texts, max_length, return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+        return [len(row) for row in ids]
+
+    def _tokenize(self, texts: Sequence[PassageInput], max_length: int | None, **options):
         texts = list(texts)
         pairs = texts and isinstance(texts[0], tuple)
         if pairs and self.kind != "dpr":
             texts, pairs = [passage_text(*t) for t in texts], False
         args = ([t for t, _ in texts], [x for _, x in texts]) if pairs else (texts,)
-        batch = self.tokenizer(*args, padding=True, truncation="only_second" if pairs else True,
-                               max_length=max_length or self.max_length, return_tensors="np")
-        return {k: v.astype(np.int64) for k, v in batch.items()}
+        return self.tokenizer(*args, truncation="only_second" if pairs else True,
+                              max_length=max_length or self.max_length, **options)
 
     def encode_queries(self, texts: Sequence[str], **options) -> np.ndarray:
         """Questions, with the query prefix (e5: "query: ")."""
@@ -138,8 +146,10 @@ class EncodesTexts:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        lengths = [len(t) if isinstance(t, str) else len(t[0]) + len(t[1]) for t in texts]
-        order = np.argsort([-n for n in lengths]) if sort_by_length else np.arange(len(texts))
+        # sorted by token count: characters per token vary too much between passages (numbers, names, markup),
+        # and batches sorted by characters were padded to 1.4x their tokens on Wikipedia passages
+        order = (np.argsort([-n for n in self.token_counts(texts, max_length)], kind="stable") if sort_by_length
+                 else np.arange(len(texts)))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         plan = self.plan(precision)
         announce(f"encoder {self.name}", plan)
