@@ -10,6 +10,7 @@ it read less (torch fp32, whole passages). Each variant runs in its own process 
 * encoder passages/s (128-token passages, batch 32) and linker ms per question at batch 1;
 * end-to-end questions/s of `eval-qa` (BM25, top 10 read, linker on) with its EM/F1;
 * dense recall@20 of the encoder over SQuAD v1.1 dev's 2,067 paragraphs (not with --quick).
+Once per run, the passage encoder `run_qa.py index` picks here (`--encoder auto`, precision auto): passages/s.
 
     python bench/speed.py --quick --json          # demo corpus end to end, ~5 min on 2 cores
     python bench/speed.py --index PATH --e2e-questions FILE   # e.g. squad-open, 200 questions
@@ -19,13 +20,16 @@ e2e_qps (and the rest), default_variant (what `auto` picks here for the reader; 
 ONNX Runtime fp32 under `auto` on CPUs without native bf16, torch fp32 without onnxruntime),
 speedup_vs_torch_fp32 (end to end, default variant against torch fp32 on the same pipeline settings: every model
 on that variant, not exactly `auto`) and f1_loss_vs_torch_fp32 (reader F1, default variant); with
-torch-fp32-whole run too, speedup_vs_torch_fp32_whole_passages and e2e_f1_loss_vs_torch_fp32_whole_passages.
+torch-fp32-whole run too, speedup_vs_torch_fp32_whole_passages and e2e_f1_loss_vs_torch_fp32_whole_passages;
+index_passage_encoder, index_encoder_passages_per_s and index_encoder_speedup_vs_torch_fp32 (against the
+retriever's torch fp32 passages/s).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from argparse import Namespace
 import resource
 import statistics
 import subprocess
@@ -47,6 +51,7 @@ VARIANTS = {  # name -> (runtime, precision)
 # end to end, the pipeline as it was before reading less: torch fp32 reading whole passages
 # (reader.focus_words = 0). Only run when asked for; the reader and encoder rows equal torch-fp32's.
 WHOLE_PASSAGES = "torch-fp32-whole"
+INDEX_DEFAULT = "index-default"  # not a variant: the passage encoder `index` picks here, measured once per run
 DEFAULT_VARIANTS = [v for v in VARIANTS if v != WHOLE_PASSAGES]
 SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16",
               "amx_bf16", "amx_int8")
@@ -101,15 +106,16 @@ def measure_reader(runtime: str, precision: str, args) -> dict:
     return row
 
 
-def measure_encoder(runtime: str, precision: str, args) -> dict:
+def measure_encoder(runtime: str, precision: str, args, name: str | None = None) -> dict:
+    """`name`: the encoder (default: the shipped retriever, the question encoder of every index)."""
     from odqa.corpus.questions import load_questions
     from odqa.core.models import DEFAULT_ENCODER
     from odqa.core.encoder import TextEncoder
 
     items = load_questions(args.squad)
     contexts = sorted({q.context for q in items})
-    encoder = TextEncoder.from_pretrained(DEFAULT_ENCODER, max_length=128, device="cpu", precision=precision,
-                                          runtime=runtime)
+    encoder = TextEncoder.from_pretrained(name or DEFAULT_ENCODER, max_length=128, device="cpu",
+                                          precision=precision, runtime=runtime)
     long_enough = [c for c in contexts if len(c.split()) >= 120][: args.encoder_passages]
     encoder.encode(long_enough[:8], batch_size=32)
     t0 = time.perf_counter()
@@ -165,10 +171,22 @@ def measure_pipeline(runtime: str, precision: str, args, whole_passages: bool = 
     return row
 
 
+def measure_index_encoder(args) -> dict:
+    """The passage encoder `run_qa.py index` picks here by default (`--encoder auto`, precision auto)."""
+    from odqa.indexing import IndexSpec, choose_passage_encoder
+
+    name = choose_passage_encoder(IndexSpec(corpus="", out="", device="cpu"))
+    row = measure_encoder("auto", "auto", Namespace(**{**vars(args), "quick": True}), name)
+    return {"variant": INDEX_DEFAULT, "index_passage_encoder": name,
+            "index_encoder_passages_per_s": row["encoder_passages_per_s"]}
+
+
 def run_variant(name: str, args) -> dict:
     import torch
 
     torch.set_num_threads(args.threads)
+    if name == INDEX_DEFAULT:
+        return measure_index_encoder(args)
     runtime, precision = VARIANTS[name]
     row = {"variant": name}
     row.update(measure_reader(runtime, precision, args))
@@ -220,13 +238,14 @@ def main(argv=None) -> int:
     default = f"{plan.runtime}-{plan.precision}"
     rows = []
     passthrough = [a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--json",)]
-    for name in names:
+    for name in [*names, INDEX_DEFAULT]:
         out = subprocess.run([sys.executable, __file__, *passthrough, "--one", name], capture_output=True, text=True)
         if out.returncode != 0:
             print(f"{name}: failed\n{out.stderr[-2000:]}", file=sys.stderr)
             continue
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]), flush=True)
+    index_default = rows.pop() if rows and rows[-1]["variant"] == INDEX_DEFAULT else {}
     by = {r["variant"]: r for r in rows}
     columns = ["variant", "reader_ms_median", "reader_ms_p95", "reader_f1", "encoder_passages_per_s",
                "linker_ms_median", "e2e_qps", "e2e_f1", "dense_recall@20_squad_dev_paragraphs", "peak_rss_mb"]
@@ -247,6 +266,14 @@ def main(argv=None) -> int:
         if ref and chosen else None,
         "f1_loss_vs_torch_fp32": round(ref["reader_f1"] - chosen["reader_f1"], 2) if ref and chosen else None,
     }
+    if index_default:
+        summary["index_passage_encoder"] = index_default["index_passage_encoder"]
+        summary["index_encoder_passages_per_s"] = index_default["index_encoder_passages_per_s"]
+        if ref:
+            summary["index_encoder_speedup_vs_torch_fp32"] = round(
+                index_default["index_encoder_passages_per_s"] / ref["encoder_passages_per_s"], 2)
+        print(f"index builds (`--encoder auto`): {index_default['index_passage_encoder']}, "
+              f"{index_default['index_encoder_passages_per_s']} passages/s at 128 tokens\n")
     whole = by.get(WHOLE_PASSAGES)
     if whole and chosen and "e2e_qps" in whole and "e2e_qps" in chosen:
         summary["speedup_vs_torch_fp32_whole_passages"] = round(chosen["e2e_qps"] / whole["e2e_qps"], 2)

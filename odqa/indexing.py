@@ -48,7 +48,7 @@ class IndexSpec:
     corpus: str
     out: str
     backends: Sequence[str] = BACKENDS
-    encoder: str = DEFAULT_ENCODER  # passage encoder
+    encoder: str = "auto"  # passage encoder; auto: choose_passage_encoder
     query_encoder: str = ""  # recorded for search; empty: the one the passage encoder names, else itself
     pooling: str = ""  # empty: the model's own (TextEncoder.from_pretrained)
     similarity: str = ""
@@ -115,6 +115,8 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
     """`crash_after`: fault injection for tests only (a stage name: passages, bm25, encode, dense, fsync,
     rename-away); the process exits there as if killed."""
     backends = validate_spec(spec)
+    if DENSE in backends and spec.encoder == AUTO_ENCODER:
+        spec = replace(spec, encoder=choose_passage_encoder(spec))
     if DENSE in backends and spec.max_length is None:
         from odqa.core.encoder import encoder_max_length
 
@@ -330,8 +332,28 @@ def _encode_chunks(spec: IndexSpec, work: IndexLayout, store: PassageStore) -> t
     return done, total
 
 
+AUTO_ENCODER = "auto"
 FAST_PASSAGE_ENCODER = "fast-passage-encoder"  # models/fast-passage-encoder: writes DEFAULT_ENCODER's vectors
 LARGE_BUILD = 50_000  # passages: below this the build takes minutes either way
+
+
+def choose_passage_encoder(spec: IndexSpec) -> str:
+    """What `--encoder auto` encodes passages with: the distilled passage encoder where it runs in int8 (a CPU
+    without native bf16, precision auto or int8), the full model elsewhere (a GPU, native bf16, fp32 asked for).
+    Questions are encoded by the full model either way, so both indexes answer the same questions; the student's
+    card gives the recall it costs (within what `auto` allows) and the speed it buys."""
+    from odqa.core.device import device_type
+    from odqa.core.runtime import plan_inference
+    from odqa.core.text_encoding import int8_measured
+
+    plan = plan_inference(device_type(spec.device), spec.precision,
+                          auto_int8=int8_measured(FAST_PASSAGE_ENCODER))
+    if plan.precision != "int8":
+        return DEFAULT_ENCODER
+    print(f"odqa: passages encoded by {FAST_PASSAGE_ENCODER} (auto: int8 on this CPU; questions by "
+          f"{DEFAULT_ENCODER}; `--encoder {DEFAULT_ENCODER}` encodes them with the full model)",
+          file=sys.stderr, flush=True)
+    return FAST_PASSAGE_ENCODER
 
 
 def _suggest_fast_encoder(spec: IndexSpec, encoder, passages: int) -> None:

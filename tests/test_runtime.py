@@ -223,7 +223,7 @@ def test_a_large_fp32_build_with_the_default_encoder_is_told_of_the_fast_passage
         def plan(self):
             return InferencePlan("onnx", self.precision)
 
-    default = IndexSpec(corpus="c", out="o")
+    default = IndexSpec(corpus="c", out="o", encoder="retriever")
     _suggest_fast_encoder(default, Planned("fp32"), LARGE_BUILD)
     assert "--encoder fast-passage-encoder" in capsys.readouterr().err
     for spec, encoder, passages in [(default, Planned("fp32"), LARGE_BUILD - 1), (default, Planned("bf16"), LARGE_BUILD),
@@ -232,3 +232,25 @@ def test_a_large_fp32_build_with_the_default_encoder_is_told_of_the_fast_passage
                                     (IndexSpec(corpus="c", out="o", encoder="minilm"), Planned("fp32"), LARGE_BUILD)]:
         _suggest_fast_encoder(spec, encoder, passages)
         assert capsys.readouterr().err == ""
+
+
+def test_auto_passage_encoder_is_the_distilled_one_only_where_it_runs_int8(monkeypatch, capsys):
+    import odqa.core.device
+    import odqa.core.runtime
+    from odqa.indexing import IndexSpec, choose_passage_encoder
+
+    monkeypatch.setattr(odqa.core.runtime, "onnx_runtime_available", lambda: True)
+    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: False)
+    spec = IndexSpec(corpus="c", out="o", device="cpu")
+    assert spec.encoder == "auto" and choose_passage_encoder(spec) == "fast-passage-encoder"
+    assert "questions by retriever" in capsys.readouterr().err
+    assert choose_passage_encoder(IndexSpec(corpus="c", out="o", device="cpu", precision="int8")) == "fast-passage-encoder"
+    capsys.readouterr()
+    assert choose_passage_encoder(IndexSpec(corpus="c", out="o", device="cpu", precision="fp32")) == "retriever"
+    assert choose_passage_encoder(IndexSpec(corpus="c", out="o", device="cuda")) == "retriever"
+    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: True)
+    assert choose_passage_encoder(spec) == "retriever"
+    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: False)
+    monkeypatch.setattr(odqa.core.runtime, "onnx_runtime_available", lambda: False)
+    assert choose_passage_encoder(spec) == "retriever"
+    assert capsys.readouterr().err == ""
