@@ -276,7 +276,15 @@ def encoder_label(encoder: str | None) -> str:
     (a trainer's `OUTPUT/final` alone says nothing)."""
     if encoder in (None, "minilm"):
         return "MiniLM"
-    return "/".join(Path(encoder).parts[-3:])
+    encoder, precision = encoder_and_precision(encoder)
+    return "/".join(Path(encoder).parts[-3:]) + ("" if precision == "auto" else f" {precision}")
+
+
+def encoder_and_precision(text: str) -> tuple[str, str]:
+    """`NAME@PRECISION` (e.g. `retriever@int8`): the passage encoder and the precision the index is built in
+    (default auto); questions are encoded as the index's search does either way."""
+    encoder, _, precision = text.partition("@")
+    return encoder, precision or "auto"
 
 
 def _slug(name: str) -> str:
@@ -316,9 +324,10 @@ def run_squad_open(args) -> str:
     for e_i, encoder in enumerate(encoders or [None]):
         index_dir = squad_open_index_dir(args.cache, encoder)
         name = index_dir.name
+        name_only, precision = encoder_and_precision(encoder or "minilm")
         spec = IndexSpec(corpus=str(corpus), out=str(index_dir),
-                         backends=["bm25", "dense"] if encoder else ["bm25"], encoder=encoder or "minilm",
-                         vector=VectorIndexParams(kind="flat"), device="cpu")
+                         backends=["bm25", "dense"] if encoder else ["bm25"], encoder=name_only,
+                         vector=VectorIndexParams(kind="flat"), device="cpu", precision=precision)
         timings = build_with_timings(spec, Path(args.cache) / "squad-open" / f"{name}-build-timings.json")
         all_timings[encoder or "bm25"] = timings
         log(f"squad-open index {name}: {timings}")
@@ -818,8 +827,9 @@ def run_nq_pool(args) -> str:
     for e_i, encoder in enumerate(args.encoders):
         name = "index-" + _slug(encoder)
         index_dir = nq_pool_folder(args) / name
-        spec = IndexSpec(corpus=str(corpus), out=str(index_dir), backends=["bm25", "dense"], encoder=encoder,
-                         vector=VectorIndexParams(kind="flat"), device="cpu")
+        name_only, precision = encoder_and_precision(encoder)
+        spec = IndexSpec(corpus=str(corpus), out=str(index_dir), backends=["bm25", "dense"], encoder=name_only,
+                         vector=VectorIndexParams(kind="flat"), device="cpu", precision=precision)
         timings = build_with_timings(spec, nq_pool_folder(args) / f"{name}-build-timings.json")
         log(f"nq-pool index {name}: {timings}")
         bundle = IndexBundle.open(index_dir)
@@ -876,7 +886,8 @@ def main(argv=None) -> int:
     parser.add_argument("--bm25-only", action="store_true",
                         help="squad-open: BM25 alone (no dense encoding; index kept apart in CACHE/squad-open/index-bm25)")
     parser.add_argument("--encoders", nargs="+", default=["minilm"],
-                        help="squad-open: dense encoders to compare (name or path; each gets its own cached index)")
+                        help="dense encoders to compare (name or path, NAME@int8 for passages encoded in that "
+                             "precision; each gets its own cached index)")
     parser.add_argument("--alpha", type=float, default=0.5, help="squad-open: dense weight of the min-max hybrid")
     parser.add_argument("--pool-k", type=int, default=20, help="nq-pool: BM25 passages per question in the pool")
     parser.add_argument("--dev", help="nq-pool: dev questions (any question file, e.g. a trainer's heldout.jsonl) "

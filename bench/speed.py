@@ -10,10 +10,13 @@ it read less (torch fp32, whole passages). Each variant runs in its own process 
 * encoder passages/s (128-token passages, batch 32) and linker ms per question at batch 1;
 * end-to-end questions/s of `eval-qa` (BM25, top 10 read, linker on) with its EM/F1;
 * dense recall@20 of the encoder over SQuAD v1.1 dev's 2,067 paragraphs (not with --quick).
-Once per run, the passage encoder `run_qa.py index` picks here (`--encoder auto`, precision auto): passages/s.
+Once per run, the passage encoder of a default `run_qa.py index` here (its precision as the build picks it):
+passages/s.
 
     python bench/speed.py --quick --json          # demo corpus end to end, ~5 min on 2 cores
     python bench/speed.py --index PATH --e2e-questions FILE   # e.g. squad-open, 200 questions
+    python bench/speed.py --index PATH --e2e-questions ../shared/data/squad/dev-v1.1.json \
+        --e2e-held-out ../shared/data/squad/dev-v2.0.json --e2e-limit 1000   # squad-open's held-out articles
 
 The last line with --json is one JSON object: cpu_model, cpu_flags, per-variant reader_ms_median, reader_f1,
 e2e_qps (and the rest), default_variant (what `auto` picks here for the reader; the encoders and the linker run
@@ -51,7 +54,8 @@ VARIANTS = {  # name -> (runtime, precision)
 # end to end, the pipeline as it was before reading less: torch fp32 reading whole passages
 # (reader.focus_words = 0). Only run when asked for; the reader and encoder rows equal torch-fp32's.
 WHOLE_PASSAGES = "torch-fp32-whole"
-INDEX_DEFAULT = "index-default"  # not a variant: the passage encoder `index` picks here, measured once per run
+E2E_SEED = 13  # bench/qa.py's and bench/retrieval.py's sample of squad-open questions
+INDEX_DEFAULT = "index-default"  # not a variant: a default index build's passage encoder, measured once per run
 DEFAULT_VARIANTS = [v for v in VARIANTS if v != WHOLE_PASSAGES]
 SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16",
               "amx_bf16", "amx_int8")
@@ -106,16 +110,17 @@ def measure_reader(runtime: str, precision: str, args) -> dict:
     return row
 
 
-def measure_encoder(runtime: str, precision: str, args, name: str | None = None) -> dict:
-    """`name`: the encoder (default: the shipped retriever, the question encoder of every index)."""
+def measure_encoder(runtime: str, precision: str, args, encoder=None) -> dict:
+    """`encoder`: a loaded encoder to time (default: the shipped retriever in `runtime` and `precision`)."""
     from odqa.corpus.questions import load_questions
     from odqa.core.models import DEFAULT_ENCODER
     from odqa.core.encoder import TextEncoder
 
     items = load_questions(args.squad)
     contexts = sorted({q.context for q in items})
-    encoder = TextEncoder.from_pretrained(name or DEFAULT_ENCODER, max_length=128, device="cpu",
-                                          precision=precision, runtime=runtime)
+    if encoder is None:
+        encoder = TextEncoder.from_pretrained(DEFAULT_ENCODER, max_length=128, device="cpu", precision=precision,
+                                              runtime=runtime)
     long_enough = [c for c in contexts if len(c.split()) >= 120][: args.encoder_passages]
     encoder.encode(long_enough[:8], batch_size=32)
     t0 = time.perf_counter()
@@ -154,6 +159,13 @@ def measure_pipeline(runtime: str, precision: str, args, whole_passages: bool = 
         from odqa.demo_corpus import DEMO_QUESTIONS
 
         items = load_questions(DEMO_QUESTIONS)
+    if args.e2e_held_out:
+        import random
+
+        from odqa.corpus.questions import drop_articles
+
+        items = drop_articles(items, Path(args.e2e_held_out))
+        items = random.Random(E2E_SEED).sample(items, min(args.e2e_limit, len(items)))
     items = items[: args.e2e_limit]
     pipeline.ask(items[0].question)  # load every component (and build graphs) before the clock starts
     linker = pipeline.linker
@@ -172,12 +184,12 @@ def measure_pipeline(runtime: str, precision: str, args, whole_passages: bool = 
 
 
 def measure_index_encoder(args) -> dict:
-    """The passage encoder `run_qa.py index` picks here by default (`--encoder auto`, precision auto)."""
-    from odqa.indexing import IndexSpec, choose_passage_encoder
+    """The passage encoder of a default `run_qa.py index` here (encoder and precision as the build picks them)."""
+    from odqa.indexing import IndexSpec, passage_encoder
 
-    name = choose_passage_encoder(IndexSpec(corpus="", out="", device="cpu"))
-    row = measure_encoder("auto", "auto", Namespace(**{**vars(args), "quick": True}), name)
-    return {"variant": INDEX_DEFAULT, "index_passage_encoder": name,
+    encoder = passage_encoder(IndexSpec(corpus="", out="", device="cpu", max_length=128))
+    row = measure_encoder("", "", Namespace(**{**vars(args), "quick": True}), encoder)
+    return {"variant": INDEX_DEFAULT, "index_passage_encoder": f"{encoder.name} ({encoder.plan().label})",
             "index_encoder_passages_per_s": row["encoder_passages_per_s"]}
 
 
@@ -212,6 +224,9 @@ def main(argv=None) -> int:
     ap.add_argument("--index", default="", help="index for the end-to-end run (default: the demo corpus)")
     ap.add_argument("--e2e-questions", default="", help="question file (default: the 100 demo questions)")
     ap.add_argument("--e2e-limit", type=int, default=200)
+    ap.add_argument("--e2e-held-out", default="", help="drop the questions of this file's articles (e.g. SQuAD v2.0 "
+                    "dev, the shipped models' training data) and sample --e2e-limit of the rest (seed 13; bench/qa.py's "
+                    "squad-open test articles)")
     ap.add_argument("--no-e2e", action="store_true", help="reader and encoder only (no index needed)")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one variant in this process
     ap.add_argument("--out", default="", help="also write the Markdown table here")
@@ -272,7 +287,7 @@ def main(argv=None) -> int:
         if ref:
             summary["index_encoder_speedup_vs_torch_fp32"] = round(
                 index_default["index_encoder_passages_per_s"] / ref["encoder_passages_per_s"], 2)
-        print(f"index builds (`--encoder auto`): {index_default['index_passage_encoder']}, "
+        print(f"index builds (default encoder): {index_default['index_passage_encoder']}, "
               f"{index_default['index_encoder_passages_per_s']} passages/s at 128 tokens\n")
     whole = by.get(WHOLE_PASSAGES)
     if whole and chosen and "e2e_qps" in whole and "e2e_qps" in chosen:

@@ -48,7 +48,7 @@ class IndexSpec:
     corpus: str
     out: str
     backends: Sequence[str] = BACKENDS
-    encoder: str = "auto"  # passage encoder; auto: choose_passage_encoder
+    encoder: str = DEFAULT_ENCODER  # passage encoder
     query_encoder: str = ""  # recorded for search; empty: the one the passage encoder names, else itself
     pooling: str = ""  # empty: the model's own (TextEncoder.from_pretrained)
     similarity: str = ""
@@ -115,8 +115,6 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
     """`crash_after`: fault injection for tests only (a stage name: passages, bm25, encode, dense, fsync,
     rename-away); the process exits there as if killed."""
     backends = validate_spec(spec)
-    if DENSE in backends and spec.encoder == AUTO_ENCODER:
-        spec = replace(spec, encoder=choose_passage_encoder(spec))
     if DENSE in backends and spec.max_length is None:
         from odqa.core.encoder import encoder_max_length
 
@@ -305,8 +303,9 @@ def _encode_chunks(spec: IndexSpec, work: IndexLayout, store: PassageStore) -> t
     meta = chunks / "encoder.json"
     expected = {"encoder": spec.encoder, "chunk_size": spec.chunk_size, "max_length": spec.max_length,
                 "weights": model_fingerprint(spec.encoder), **_encoder_options(spec),
-                # chunks of one build share a precision (int8 vectors differ slightly from fp32 ones)
-                **({"precision": spec.precision} if spec.precision != "auto" else {})}
+                # chunks of one build share a precision (int8 vectors differ slightly from fp32 ones), also where
+                # `auto` would pick another on the machine that resumes it
+                "precision": passage_precision(spec)}
     if meta.exists() and json.loads(meta.read_text()) != expected:
         raise OdqaError(
             f"{chunks} holds chunks from another encoder or chunk size ({meta.read_text()}); "
@@ -317,7 +316,7 @@ def _encode_chunks(spec: IndexSpec, work: IndexLayout, store: PassageStore) -> t
     mine = [c for c in range(total) if spec.shard is None or c % spec.shard[1] == spec.shard[0]]
     todo = [c for c in mine if not (chunks / f"chunk-{c:05d}.npy").exists()]
     if todo:
-        encoder = _passage_encoder(spec)
+        encoder = passage_encoder(spec)
         remaining = sum(min(spec.chunk_size, len(store) - c * spec.chunk_size) for c in todo)
         _suggest_fast_encoder(spec, encoder, remaining)
         with tqdm(total=remaining, desc="encode", unit=" psg", mininterval=2) as bar:
@@ -332,39 +331,20 @@ def _encode_chunks(spec: IndexSpec, work: IndexLayout, store: PassageStore) -> t
     return done, total
 
 
-AUTO_ENCODER = "auto"
 FAST_PASSAGE_ENCODER = "fast-passage-encoder"  # models/fast-passage-encoder: writes DEFAULT_ENCODER's vectors
 LARGE_BUILD = 50_000  # passages: below this the build takes minutes either way
 
 
-def choose_passage_encoder(spec: IndexSpec) -> str:
-    """What `--encoder auto` encodes passages with: the distilled passage encoder where it runs in int8 (a CPU
-    without native bf16, precision auto or int8), the full model elsewhere (a GPU, native bf16, fp32 asked for).
-    Questions are encoded by the full model either way, so both indexes answer the same questions; the student's
-    card gives the recall it costs (within what `auto` allows) and the speed it buys."""
-    from odqa.core.device import device_type
-    from odqa.core.runtime import plan_inference
-    from odqa.core.text_encoding import int8_measured
-
-    plan = plan_inference(device_type(spec.device), spec.precision,
-                          auto_int8=int8_measured(FAST_PASSAGE_ENCODER))
-    if plan.precision != "int8":
-        return DEFAULT_ENCODER
-    print(f"odqa: passages encoded by {FAST_PASSAGE_ENCODER} (auto: int8 on this CPU; questions by "
-          f"{DEFAULT_ENCODER}; `--encoder {DEFAULT_ENCODER}` encodes them with the full model)",
-          file=sys.stderr, flush=True)
-    return FAST_PASSAGE_ENCODER
-
-
 def _suggest_fast_encoder(spec: IndexSpec, encoder, passages: int) -> None:
-    """On a CPU that runs the default encoder in fp32 (no native bf16), a large build is told of the shipped
-    distilled passage encoder, which writes the same vector space faster (its card gives speed and recall)."""
+    """On a CPU without native bf16, a large build with the default encoder is told of the shipped distilled
+    passage encoder, which writes the same vector space faster at some recall (its card gives both)."""
+    precision = encoder.plan().precision
     if (spec.encoder != DEFAULT_ENCODER or passages < LARGE_BUILD or encoder.device_type != "cpu"
-            or encoder.plan().precision != "fp32"):
+            or precision not in ("fp32", "int8")):
         return
-    print(f"odqa: {passages:,} passages to encode in fp32 on this CPU; `--encoder {FAST_PASSAGE_ENCODER}` (distilled "
-          f"from {DEFAULT_ENCODER}, searched with its questions) encodes them faster "
-          f"(models/{FAST_PASSAGE_ENCODER}/README.md: its speed and the recall it costs)", file=sys.stderr, flush=True)
+    print(f"odqa: {passages:,} passages to encode in {precision} on this CPU; `--encoder {FAST_PASSAGE_ENCODER}` "
+          f"(distilled from {DEFAULT_ENCODER}, searched with its questions) encodes them faster, at some recall "
+          f"(models/{FAST_PASSAGE_ENCODER}/README.md)", file=sys.stderr, flush=True)
 
 
 def _encoder_options(spec: IndexSpec) -> dict:
@@ -372,14 +352,27 @@ def _encoder_options(spec: IndexSpec) -> dict:
             "query_prefix": spec.query_prefix, "passage_prefix": spec.passage_prefix}
 
 
-def _passage_encoder(spec: IndexSpec, load: bool = True):
-    """The passage encoder (load False: only its resolved settings, for the manifest, read from the model
-    files on the CPU)."""
+def passage_precision(spec: IndexSpec) -> str:
+    """The precision the build's passage encoder runs in (`auto` made concrete), without loading it."""
+    from odqa.core.device import device_type
+    from odqa.core.runtime import plan_inference
+    from odqa.core.text_encoding import int8_measured
+
+    return plan_inference(device_type(spec.device), spec.precision,
+                          auto_int8=int8_measured(spec.encoder, passages=True)).precision
+
+
+def passage_encoder(spec: IndexSpec, load: bool = True):
+    """The encoder that writes the index's passage vectors (load False: only its resolved settings, for the
+    manifest, read from the model files on the CPU). `auto` may encode passages in int8 where their int8 recall
+    was measured (`int8_measured(..., passages=True)`), though questions stay in the precision search gives them."""
     from odqa.core.encoder import TextEncoder
+    from odqa.core.text_encoding import int8_measured
 
     encoder = TextEncoder.from_pretrained(spec.encoder, max_length=spec.max_length,
                                           device=spec.device if load else "cpu",
                                           precision=spec.precision if load else "auto", **_encoder_options(spec))
+    encoder.auto_int8 = int8_measured(spec.encoder, passages=True)
     return encoder if load else encoder.settings()
 
 
@@ -398,6 +391,7 @@ def _dense(spec: IndexSpec, work: IndexLayout, store: PassageStore, fingerprint:
     manifest = Manifest(kind="faiss", corpus_fingerprint=fingerprint, encoder=spec.encoder,
                         params={"max_length": spec.max_length, "encoder_weights": model_fingerprint(spec.encoder),
                                 "query_encoder": spec.query_encoder or spec.encoder,
-                                "encoder_settings": _passage_encoder(spec, load=False)})
+                                "passage_precision": passage_precision(spec),
+                                "encoder_settings": passage_encoder(spec, load=False)})
     VectorIndex.build(merged_path, work.dense, manifest, spec.vector)
     shutil.rmtree(chunks, ignore_errors=True)

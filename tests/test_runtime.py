@@ -212,7 +212,7 @@ def test_int8_graph_is_made_only_when_asked_for_and_then_from_the_cached_fp32_gr
     assert sorted(p.name for p in graph.iterdir()) == ["model.int8.onnx", "model.onnx"]  # no temporary file left
 
 
-def test_a_large_fp32_build_with_the_default_encoder_is_told_of_the_fast_passage_encoder(capsys):
+def test_a_large_cpu_build_with_the_default_encoder_is_told_of_the_fast_passage_encoder(capsys):
     from odqa.core.runtime import InferencePlan
     from odqa.indexing import LARGE_BUILD, IndexSpec, _suggest_fast_encoder
 
@@ -224,33 +224,33 @@ def test_a_large_fp32_build_with_the_default_encoder_is_told_of_the_fast_passage
             return InferencePlan("onnx", self.precision)
 
     default = IndexSpec(corpus="c", out="o", encoder="retriever")
-    _suggest_fast_encoder(default, Planned("fp32"), LARGE_BUILD)
-    assert "--encoder fast-passage-encoder" in capsys.readouterr().err
+    for precision in ("fp32", "int8"):  # CPUs without native bf16
+        _suggest_fast_encoder(default, Planned(precision), LARGE_BUILD)
+        assert "--encoder fast-passage-encoder" in capsys.readouterr().err
     for spec, encoder, passages in [(default, Planned("fp32"), LARGE_BUILD - 1), (default, Planned("bf16"), LARGE_BUILD),
-                                    (default, Planned("int8"), LARGE_BUILD),
                                     (default, Planned("fp32", device_type="cuda"), LARGE_BUILD),
                                     (IndexSpec(corpus="c", out="o", encoder="minilm"), Planned("fp32"), LARGE_BUILD)]:
         _suggest_fast_encoder(spec, encoder, passages)
         assert capsys.readouterr().err == ""
 
 
-def test_auto_passage_encoder_is_the_distilled_one_only_where_it_runs_int8(monkeypatch, capsys):
+def test_index_builds_encode_passages_in_int8_where_only_passage_int8_was_measured(monkeypatch):
     import odqa.core.device
     import odqa.core.runtime
-    from odqa.indexing import IndexSpec, choose_passage_encoder
+    from odqa.core.encoder import TextEncoder
+    from odqa.core.text_encoding import int8_measured
+    from odqa.indexing import IndexSpec, passage_encoder, passage_precision
 
     monkeypatch.setattr(odqa.core.runtime, "onnx_runtime_available", lambda: True)
     monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: False)
+    # the shipped retriever: int8 measured for its passage vectors only
+    assert int8_measured("retriever", passages=True) and not int8_measured("retriever")
     spec = IndexSpec(corpus="c", out="o", device="cpu")
-    assert spec.encoder == "auto" and choose_passage_encoder(spec) == "fast-passage-encoder"
-    assert "questions by retriever" in capsys.readouterr().err
-    assert choose_passage_encoder(IndexSpec(corpus="c", out="o", device="cpu", precision="int8")) == "fast-passage-encoder"
-    capsys.readouterr()
-    assert choose_passage_encoder(IndexSpec(corpus="c", out="o", device="cpu", precision="fp32")) == "retriever"
-    assert choose_passage_encoder(IndexSpec(corpus="c", out="o", device="cuda")) == "retriever"
+    assert passage_precision(spec) == "int8"
+    assert passage_encoder(spec).plan().precision == "int8"
+    assert TextEncoder.from_pretrained("retriever", device="cpu").plan().precision == "fp32"  # its questions
+    assert passage_precision(IndexSpec(corpus="c", out="o", device="cpu", precision="fp32")) == "fp32"
+    assert passage_precision(IndexSpec(corpus="c", out="o", device="cpu", encoder="minilm")) == "fp32"
+    assert passage_precision(IndexSpec(corpus="c", out="o", device="cuda")) == "fp16"
     monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: True)
-    assert choose_passage_encoder(spec) == "retriever"
-    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: False)
-    monkeypatch.setattr(odqa.core.runtime, "onnx_runtime_available", lambda: False)
-    assert choose_passage_encoder(spec) == "retriever"
-    assert capsys.readouterr().err == ""
+    assert passage_precision(spec) == "bf16"

@@ -11,7 +11,7 @@ from odqa.commands.common import add_command, add_config_flag, add_output, print
 from odqa.commands.options import add_options, config_overrides, dataclass_values
 from odqa.config import CorpusConfig, OdqaConfig, RetrievalConfig
 from odqa.core.models import DEFAULT_ENCODER
-from odqa.indexing import AUTO_ENCODER, BACKENDS, FAST_PASSAGE_ENCODER, IndexSpec
+from odqa.indexing import BACKENDS, FAST_PASSAGE_ENCODER, IndexSpec
 
 
 def register(subparsers) -> None:
@@ -24,11 +24,10 @@ def register(subparsers) -> None:
     add_output(p, "--out", folder=True, required=True, help="index folder to create (replaced atomically when the build succeeds)")
     p.add_argument("--backends", default=",".join(BACKENDS), help=f"comma-separated: {', '.join(BACKENDS)}")
     p.add_argument("--encoder", "--passage-encoder", dest="encoder",
-                   help=f"passage encoder (default: config retrieval.passage_encoder / encoder, else {AUTO_ENCODER}: "
-                        f"{FAST_PASSAGE_ENCODER}, distilled from {DEFAULT_ENCODER}, where it runs in int8 (CPUs without "
-                        f"native bf16), else {DEFAULT_ENCODER}, the shipped fine-tuned one; questions by {DEFAULT_ENCODER} "
-                        "either way): 'minilm' (off the shelf), a shipped model name, a folder (sentence-transformers, "
-                        "DPR or any transformers model) or a hub name")
+                   help=f"passage encoder (default: config retrieval.passage_encoder / encoder, else {DEFAULT_ENCODER}, the "
+                        f"shipped fine-tuned one; {FAST_PASSAGE_ENCODER}: its distilled 4-layer student, faster on CPUs "
+                        "without native bf16, at some recall): 'minilm' (off the shelf), a shipped model name, a folder "
+                        "(sentence-transformers, DPR or any transformers model) or a hub name")
     add_options(p, RetrievalConfig, ["query_encoder"], section="retrieval", help={
         "query_encoder": "question encoder recorded in the index for search (empty: the one the passage encoder's "
                          "retriever_info.json names, as a distill-encoder student names its teacher; else the passage "
@@ -147,7 +146,7 @@ def run_index(args) -> int:
     r, c = config.retrieval, config.corpus
     spec = IndexSpec(
         corpus=args.corpus, out=args.out, backends=[b.strip() for b in args.backends.split(",") if b.strip()],
-        encoder=args.encoder or r.passage_encoder or r.encoder or AUTO_ENCODER, query_encoder=r.query_encoder,
+        encoder=args.encoder or r.passage_encoder or r.encoder or DEFAULT_ENCODER, query_encoder=r.query_encoder,
         pooling=r.pooling, similarity=r.similarity, query_prefix=r.query_prefix, passage_prefix=r.passage_prefix,
         fields=CorpusFields(c.id_field, c.title_field, c.text_field),
         vector=VectorIndexParams(**dataclass_values(args, VectorIndexParams)),

@@ -59,10 +59,13 @@ def paired_query_encoder(name_or_path: str) -> str:
     return str(_retriever_info(name_or_path).get("query_encoder") or "")
 
 
-def int8_measured(name_or_path: str) -> bool:
+def int8_measured(name_or_path: str, passages: bool = False) -> bool:
     """Whether `auto` may run this encoder in int8 on a CPU without native bf16: only where its retriever_info.json
-    says its int8 vectors' recall was measured (its model card gives the figures), as for the reader."""
-    return bool(_retriever_info(name_or_path).get("auto_int8"))
+    says its int8 vectors' recall was measured (its model card gives the figures), as for the reader.
+    `passages`: for encoding passages (an index build), which `"auto_int8_passages": true` allows alone where
+    only int8 passage vectors were measured (questions searched in fp32)."""
+    info = _retriever_info(name_or_path)
+    return bool(info.get("auto_int8") or (passages and info.get("auto_int8_passages")))
 
 
 def graph_variant(kind: str, pooling: str, similarity: str) -> str:
