@@ -7,8 +7,10 @@ bench/speed.py's table). The text encoders and the linker get ONNX Runtime fp32 
 torch fp32 (bench/results/speed-avx2.md: equal recall and F1, the encoder 32 vs 26-29 passages/s, the linker 13
 vs 22 ms a question), and a cached graph answers without importing torch at all, which is most of a fresh
 `odqa ask`'s start. An encoder gets int8 under `auto` only where its retriever_info.json says its int8 recall was
-measured (`"auto_int8": true`: models/fast-passage-encoder); for the others it stays opt-in (`--precision
-int8`). Without onnxruntime installed, `auto` falls back to torch fp32. CUDA keeps torch (fp16 under `auto`).
+measured (`"auto_int8": true`: models/fast-passage-encoder), or, for the passages of an index build alone,
+`"auto_int8_passages": true` (models/retriever: its int8 passage vectors measured, its questions not); for the
+others it stays opt-in (`--precision int8`). Without onnxruntime installed, `auto` falls back to torch fp32.
+CUDA keeps torch (fp16 under `auto`).
 Training never goes through here.
 
 ONNX graphs are exported from the live torch module, optimised (fused attention, layer norms, GELU) and, for
