@@ -19,8 +19,9 @@ passages/s.
         --e2e-held-out ../shared/data/squad/dev-v2.0.json --e2e-limit 1000   # squad-open's held-out articles
 
 The last line with --json is one JSON object: cpu_model, cpu_flags, per-variant reader_ms_median, reader_f1,
-e2e_qps (and the rest), default_variant (what `auto` picks here for the reader; the encoders and the linker run
-ONNX Runtime fp32 under `auto` on CPUs without native bf16, torch fp32 without onnxruntime),
+e2e_qps (and the rest), default_variant (what `auto` picks here for the reader; the question encoders and the
+linker run ONNX Runtime fp32 under `auto` on CPUs without native bf16, torch fp32 without onnxruntime; an index
+build's passages run int8 there, the index_* keys),
 speedup_vs_torch_fp32 (end to end, default variant against torch fp32 on the same pipeline settings: every model
 on that variant, not exactly `auto`) and f1_loss_vs_torch_fp32 (reader F1, default variant); with
 torch-fp32-whole run too, speedup_vs_torch_fp32_whole_passages and e2e_f1_loss_vs_torch_fp32_whole_passages;
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from argparse import Namespace
 import resource
 import statistics
 import subprocess
@@ -188,7 +188,7 @@ def measure_index_encoder(args) -> dict:
     from odqa.indexing import IndexSpec, passage_encoder
 
     encoder = passage_encoder(IndexSpec(corpus="", out="", device="cpu", max_length=128))
-    row = measure_encoder("", "", Namespace(**{**vars(args), "quick": True}), encoder)
+    row = measure_encoder("", "", argparse.Namespace(**{**vars(args), "quick": True}), encoder)
     return {"variant": INDEX_DEFAULT, "index_passage_encoder": f"{encoder.name} ({encoder.plan().label})",
             "index_encoder_passages_per_s": row["encoder_passages_per_s"]}
 
