@@ -838,7 +838,8 @@ def run_nq_pool(args) -> str:
         configs = [] if e_i else [("BM25 (tantivy, over the pool)", lambda: bundle.retriever("bm25"))]
         configs += [
             (f"Dense ({tag})", lambda: bundle.retriever("dense")),
-            (f"Hybrid {fusion} ({tag}" + (f", alpha {alpha}" if fusion == "minmax" else "") + ", chosen on dev)",
+            (f"Hybrid {fusion} ({tag}" + (f", alpha {alpha}" if fusion == "minmax" else "")
+             + (", chosen on dev)" if dev_items else ")"),
              lambda: bundle.retriever("hybrid", fusion=fusion, alpha=alpha)),
         ]
         for label, make in configs:
