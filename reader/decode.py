@@ -156,12 +156,9 @@ class AggregatedAnswer:
         return self.best.score - self.best.null_score
 
 
-def _nested(a: PassageSpan, b: PassageSpan) -> bool:
-    """One span inside the other, in the same passage."""
-    if a.passage_index != b.passage_index:
-        return False
-    return (a.start_char <= b.start_char and b.end_char <= a.end_char) or (
-        b.start_char <= a.start_char and a.end_char <= b.end_char)
+def _nested(start: int, end: int, sp: PassageSpan) -> bool:
+    """The span [start, end) inside `sp` or `sp` inside it (both of one passage)."""
+    return (start <= sp.start_char and sp.end_char <= end) or (sp.start_char <= start and end <= sp.end_char)
 
 
 def aggregate(
@@ -211,16 +208,23 @@ def aggregate(
     m = max(logits)
     z = sum(math.exp((x - m) / t) for x in logits)
     answers: list[AggregatedAnswer] = []
-    by_text: dict[str, AggregatedAnswer] = {}
+    by_text: dict[str, int] = {}  # normalised text -> answer number (its place in `answers`)
+    # the merged spans of each passage as (start, end, answer number): nesting is looked up within the span's
+    # own passage, not across every answer's spans (that was quadratic in the spans of all ten passages)
+    by_passage: dict[int, list[tuple[int, int, int]]] = {}
     for combined, sp in kept:  # best first, so the first span of an answer is its best
         p = math.exp((combined - m) / t) / z
         key = normalize_answer(sp.text) or sp.text.strip()
-        answer = by_text.get(key) or next((a for a in answers if any(_nested(o, sp) for o in a.spans)), None)
-        if answer is None:
-            answer = AggregatedAnswer(sp.text, combined, 0.0, sp)
-            answers.append(answer)
+        number = by_text.get(key)
+        if number is None:  # no answer of this text yet: the earliest holding a span nested with this one
+            number = min((n for a, b, n in by_passage.get(sp.passage_index, ()) if _nested(a, b, sp)), default=None)
+        if number is None:
+            number = len(answers)
+            answers.append(AggregatedAnswer(sp.text, combined, 0.0, sp))
+        answer = answers[number]
         answer.probability += p
         answer.spans.append(sp)
-        by_text.setdefault(key, answer)
+        by_passage.setdefault(sp.passage_index, []).append((sp.start_char, sp.end_char, number))
+        by_text.setdefault(key, number)
     ranked = sorted(answers, key=lambda a: (-a.probability, -a.score))
     return ranked[:top_n]

@@ -169,6 +169,47 @@ def test_nested_spans_of_different_passages_stay_apart():
     assert [x.text for x in aggregate([a, b], [0.0, 0.0], no_answer_threshold=None)] == ["Leo Tolstoy", "Tolstoy"]
 
 
+def _merged_by_scanning_every_answer(spans, nulls, scores):
+    """aggregate()'s merging as specified, done the slow way: a span joins the answer its normalised text first
+    went to, else the first answer (in order of creation) holding a span nested with it in the same passage."""
+    from odqa.core.answers import normalize_answer
+
+    bonus = [10.0 * s for s in scores]
+    answers: list[list] = []
+    went_to: dict[str, list] = {}
+    for sp in sorted(spans, key=lambda s: (-(s.score + bonus[s.passage_index]), s.passage_index, s.start_char,
+                                           s.end_char)):
+        key = normalize_answer(sp.text) or sp.text.strip()
+        home = went_to.get(key) or next(
+            (a for a in answers if any(o.passage_index == sp.passage_index and (
+                o.start_char <= sp.start_char and sp.end_char <= o.end_char
+                or sp.start_char <= o.start_char and o.end_char <= sp.end_char) for o in a)), None)
+        if home is None:
+            answers.append(home := [])
+        home.append(sp)
+        went_to.setdefault(key, home)
+    return sorted([o.text for o in a] for a in answers)
+
+
+def test_merging_by_passage_equals_scanning_every_answer():
+    """Many overlapping and repeated spans over ten passages (the reader's usual 200 candidates)."""
+    rng = np.random.default_rng(7)
+    words = ["Leo", "Tolstoy", "the", "war", "Peace", "1828", "Tula", "of", "a", "Moscow"]
+    for _ in range(20):
+        texts = [" ".join(rng.choice(words, 60)) for _ in range(10)]
+        spans = []
+        for p, text in enumerate(texts):
+            for _ in range(20):
+                a = int(rng.integers(0, len(text) - 20))
+                b = a + int(rng.integers(1, 20))
+                spans.append(PassageSpan(p, a, b, text[a:b], float(rng.normal(5, 3)), 0.0))
+        scores = list(rng.random(10))
+        ranked = aggregate(spans, [0.0] * 10, scores, 10.0, None, top_n=len(spans))
+        assert sorted([o.text for o in a.spans] for a in ranked) == _merged_by_scanning_every_answer(
+            spans, [0.0] * 10, scores)
+        assert sum(a.probability for a in ranked) < 1.0
+
+
 @pytest.mark.parametrize("text, start, end, expected", [
     ("War and Peace by Tolstoy.", 20, 23, "Tolstoy"),  # "sto" -> the whole word
     ("War and Peace by Tolstoy.", 19, 25, "Tolstoy."),  # a span ending on punctuation keeps it
