@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from encoder_backends import BACKENDS, build_backend  # noqa: E402
 
 SQUAD_V11_DEV = ROOT.parent / "shared" / "data" / "squad" / "dev-v1.1.json"
-VARIANTS = {"torch-fp32": ("torch", "fp32"), "onnx-int8": ("onnx", "int8"), "onnx-fp32": ("onnx", "fp32")}
+VARIANTS = {"torch-fp32": ("torch", "fp32"), "torch-bf16": ("torch", "bf16"), "onnx-int8": ("onnx", "int8"),
+            "onnx-fp32": ("onnx", "fp32")}
 
 
 def main(argv=None) -> int:

@@ -25,6 +25,8 @@ build's passages run int8 there, the index_* keys),
 speedup_vs_torch_fp32 (end to end, default variant against torch fp32 on the same pipeline settings: every model
 on that variant, not exactly `auto`) and f1_loss_vs_torch_fp32 (reader F1, default variant); with
 torch-fp32-whole run too, speedup_vs_torch_fp32_whole_passages and e2e_f1_loss_vs_torch_fp32_whole_passages;
+with torch-bf16 run and another default (AVX512-BF16 with VNNI, no AMX), speedup_vs_torch_bf16,
+f1_loss_vs_torch_bf16 (reader) and e2e_f1_loss_vs_torch_bf16;
 index_passage_encoder, index_encoder_passages_per_s and index_encoder_speedup_vs_torch_fp32 (against the
 retriever's torch fp32 passages/s).
 """
@@ -289,6 +291,12 @@ def main(argv=None) -> int:
                 index_default["index_encoder_passages_per_s"] / ref["encoder_passages_per_s"], 2)
         print(f"index builds (default encoder): {index_default['index_passage_encoder']}, "
               f"{index_default['index_encoder_passages_per_s']} passages/s at 128 tokens\n")
+    bf16 = by.get("torch-bf16")
+    if bf16 and chosen and chosen is not bf16 and "e2e_qps" in bf16 and "e2e_qps" in chosen:
+        # CPUs where auto left bf16 for int8: against the path it left
+        summary["speedup_vs_torch_bf16"] = round(chosen["e2e_qps"] / bf16["e2e_qps"], 2)
+        summary["f1_loss_vs_torch_bf16"] = round(bf16["reader_f1"] - chosen["reader_f1"], 2)
+        summary["e2e_f1_loss_vs_torch_bf16"] = round(bf16["e2e_f1"] - chosen["e2e_f1"], 2)
     whole = by.get(WHOLE_PASSAGES)
     if whole and chosen and "e2e_qps" in whole and "e2e_qps" in chosen:
         summary["speedup_vs_torch_fp32_whole_passages"] = round(chosen["e2e_qps"] / whole["e2e_qps"], 2)

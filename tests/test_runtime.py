@@ -29,6 +29,15 @@ def tiny_dir(tmp_path_factory):
     return save_tiny_qa(tmp_path_factory.mktemp("tiny-reader"))
 
 
+@pytest.fixture(autouse=True)
+def _cpu_without_int8_preference(monkeypatch):
+    """Tests of the bf16 branch start on a CPU whose bf16 is not outrun by int8 (AMX, or no VNNI), whatever CPU
+    runs them; the one test of that preference sets it."""
+    import odqa.core.device
+
+    monkeypatch.setattr(odqa.core.device, "cpu_prefers_int8", lambda: False)
+
+
 def test_auto_picks_bf16_with_native_bf16_else_onnx_int8(monkeypatch):
     import odqa.core.device
 
@@ -42,6 +51,25 @@ def test_auto_picks_bf16_with_native_bf16_else_onnx_int8(monkeypatch):
     assert plan_inference("cpu", "int8", "torch").label == "torch int8"
     assert plan_inference("cpu", "fp32").label == "torch fp32"
     assert plan_inference("cuda").label == "torch fp16"
+
+
+def test_auto_picks_int8_over_avx512_bf16_where_vnni_outruns_it(monkeypatch):
+    """AVX512-BF16 with VNNI and no AMX (AMD Zen 4): int8 for the models whose int8 quality was measured, bf16
+    for the others and whenever torch is asked for; AMX keeps bf16."""
+    import odqa.core.device
+    from odqa.core.device import flags_prefer_int8
+
+    zen4 = "processor\t: 0\nflags\t\t: fpu sse4_2 avx2 avx512f avx512_vnni avx512_bf16\n"
+    assert flags_prefer_int8(zen4)
+    assert not flags_prefer_int8(zen4.replace("avx512_bf16", "amx_bf16 amx_int8 avx512_bf16"))  # Sapphire Rapids
+    assert not flags_prefer_int8(zen4.replace(" avx512_vnni", ""))
+    assert not flags_prefer_int8(zen4.replace(" avx512_bf16", ""))  # no native bf16: the int8 rule of AVX2 CPUs
+    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: True)
+    monkeypatch.setattr(odqa.core.device, "cpu_prefers_int8", lambda: True)
+    assert plan_inference("cpu", auto_int8=True).label == "onnx int8"
+    assert plan_inference("cpu").label == "torch bf16"
+    assert plan_inference("cpu", runtime="torch", auto_int8=True).label == "torch bf16"
+    assert plan_inference("cpu", "bf16", auto_int8=True).label == "torch bf16"
 
 
 def test_auto_never_picks_int8_for_models_whose_int8_quality_is_unmeasured(monkeypatch):

@@ -43,13 +43,18 @@ def device_type(device: str | None = None) -> str:
 FAST_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 
 
-def native_bf16_flags(cpuinfo: str) -> list[str]:
-    """The native bf16 instruction sets (`FAST_BF16_FLAGS`) that a /proc/cpuinfo text's flags name."""
+def _flags(cpuinfo: str) -> set[str]:
     flags = set()
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
         if key.strip() == "flags":
             flags.update(value.split())
+    return flags
+
+
+def native_bf16_flags(cpuinfo: str) -> list[str]:
+    """The native bf16 instruction sets (`FAST_BF16_FLAGS`) that a /proc/cpuinfo text's flags name."""
+    flags = _flags(cpuinfo)
     return [flag for flag in FAST_BF16_FLAGS if flag in flags]
 
 
@@ -60,9 +65,28 @@ def flags_have_fast_bf16(cpuinfo: str) -> bool:
 
 @lru_cache(maxsize=1)
 def cpu_has_fast_bf16() -> bool:
-    """True on CPUs with native bf16 arithmetic (`FAST_BF16_FLAGS`), where `auto` autocasts to bf16."""
+    """True on CPUs with native bf16 arithmetic (`FAST_BF16_FLAGS`), where `auto` runs bf16 (but for the
+    int8-measured models on the CPUs of `cpu_prefers_int8`)."""
     try:
         return flags_have_fast_bf16(Path("/proc/cpuinfo").read_text())
+    except OSError:
+        return False
+
+
+def flags_prefer_int8(cpuinfo: str) -> bool:
+    """Whether a /proc/cpuinfo text names a CPU whose native bf16 is AVX512-BF16 alone (no AMX tiles) beside
+    AVX512-VNNI int8 dot products (AMD Zen 4 and later): there ONNX Runtime's int8 graphs were measured faster
+    than torch bf16 at the quality `auto` accepts (bench/results/speed-avx512-bf16.md); AMX's bf16 tiles were
+    not compared with int8, so they keep bf16."""
+    return native_bf16_flags(cpuinfo) == ["avx512_bf16"] and "avx512_vnni" in _flags(cpuinfo)
+
+
+@lru_cache(maxsize=1)
+def cpu_prefers_int8() -> bool:
+    """True on CPUs where `auto` runs int8 rather than bf16 for the models whose int8 quality was measured
+    (`flags_prefer_int8`)."""
+    try:
+        return flags_prefer_int8(Path("/proc/cpuinfo").read_text())
     except OSError:
         return False
 

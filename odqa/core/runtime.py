@@ -72,10 +72,10 @@ def plan_inference(device_type: str, precision: str = "auto", runtime: str = "au
                    auto_int8: bool = False) -> InferencePlan:
     """`precision` and `runtime` made concrete for a device type ("cpu", "cuda").
 
-    `auto_int8`: whether `auto` may pick int8 on a CPU without native bf16 — only for a model whose int8 quality
-    was measured (the reader, an encoder marked so: odqa.core.text_encoding.int8_measured); the others get onnx
-    fp32 there."""
-    from odqa.core.device import cpu_has_fast_bf16
+    `auto_int8`: whether `auto` may pick int8 on a CPU without native bf16 (or with AVX512-BF16 and VNNI but no
+    AMX, `cpu_prefers_int8`) — only for a model whose int8 quality was measured (the reader, an encoder marked
+    so: odqa.core.text_encoding.int8_measured); the others get onnx fp32 (bf16 with native bf16) there."""
+    from odqa.core.device import cpu_has_fast_bf16, cpu_prefers_int8
 
     if precision not in PRECISIONS:
         raise OdqaError(f"unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}")
@@ -93,6 +93,8 @@ def plan_inference(device_type: str, precision: str = "auto", runtime: str = "au
         raise OdqaError("runtime onnx runs fp32 or int8; use --runtime torch for bf16")
     if precision == "auto":
         if cpu_has_fast_bf16() and runtime != "onnx":
+            if auto_int8 and runtime == "auto" and cpu_prefers_int8() and onnx_runtime_available():
+                return InferencePlan("onnx", "int8", "auto: CPU with AVX512-BF16 and VNNI, no AMX: int8 is faster")
             return InferencePlan("torch", "bf16", "auto: CPU with native bf16")
         if runtime == "torch":
             return InferencePlan("torch", "fp32", "auto: torch runtime asked for, CPU without native bf16")
