@@ -336,8 +336,9 @@ LARGE_BUILD = 50_000  # passages: below this the build takes minutes either way
 
 
 def _suggest_fast_encoder(spec: IndexSpec, encoder, passages: int) -> None:
-    """On a CPU without native bf16, a large build with the default encoder is told of the shipped distilled
-    passage encoder, which writes the same vector space faster at some recall (its card gives both)."""
+    """Where the default encoder runs fp32 or int8 on a CPU (no native bf16, or int8 preferred to it), a large
+    build with it is told of the shipped distilled passage encoder, which writes the same vector space faster at
+    some recall (its card gives both)."""
     precision = encoder.plan().precision
     if (spec.encoder != DEFAULT_ENCODER or passages < LARGE_BUILD or encoder.device_type != "cpu"
             or precision not in ("fp32", "int8")):

@@ -64,13 +64,19 @@ def flags_have_fast_bf16(cpuinfo: str) -> bool:
 
 
 @lru_cache(maxsize=1)
+def _cpuinfo() -> str:
+    """This machine's /proc/cpuinfo ("" where there is none: no native bf16, no int8 preference)."""
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
+@lru_cache(maxsize=1)
 def cpu_has_fast_bf16() -> bool:
     """True on CPUs with native bf16 arithmetic (`FAST_BF16_FLAGS`), where `auto` runs bf16 (but for the
     int8-measured models on the CPUs of `cpu_prefers_int8`)."""
-    try:
-        return flags_have_fast_bf16(Path("/proc/cpuinfo").read_text())
-    except OSError:
-        return False
+    return flags_have_fast_bf16(_cpuinfo())
 
 
 def flags_prefer_int8(cpuinfo: str) -> bool:
@@ -78,17 +84,15 @@ def flags_prefer_int8(cpuinfo: str) -> bool:
     AVX512-VNNI int8 dot products (AMD Zen 4 and later): there ONNX Runtime's int8 graphs were measured faster
     than torch bf16 at the quality `auto` accepts (bench/results/speed-avx512-bf16.md); AMX's bf16 tiles were
     not compared with int8, so they keep bf16."""
-    return native_bf16_flags(cpuinfo) == ["avx512_bf16"] and "avx512_vnni" in _flags(cpuinfo)
+    flags = _flags(cpuinfo)
+    return "avx512_bf16" in flags and "amx_bf16" not in flags and "avx512_vnni" in flags
 
 
 @lru_cache(maxsize=1)
 def cpu_prefers_int8() -> bool:
     """True on CPUs where `auto` runs int8 rather than bf16 for the models whose int8 quality was measured
     (`flags_prefer_int8`)."""
-    try:
-        return flags_prefer_int8(Path("/proc/cpuinfo").read_text())
-    except OSError:
-        return False
+    return flags_prefer_int8(_cpuinfo())
 
 
 def resolve_precision(device: "torch.device", precision: str) -> str:
