@@ -41,7 +41,7 @@ class BackendEncoder(EncodesTexts):
             setattr(self, name, getattr(torch_encoder, name))
         self.precision, self.runtime, self._label, self._forward = "fp32", "torch", label, forward
 
-    def plan(self, precision: str | None = None) -> InferencePlan:
+    def plan(self, precision: str | None = None, question_time: bool = False) -> InferencePlan:
         runtime, _, precision = self._label.partition("-")
         return InferencePlan(runtime, precision, "bench/encoder_backends.py")
 

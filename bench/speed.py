@@ -2,8 +2,10 @@
 """Speed and quality of every inference path on the CPU at hand, side by side (one run, same machine).
 
 Variants: torch fp32 (the reference), torch bf16 (only where the CPU has native bf16), ONNX Runtime fp32 and
-ONNX Runtime int8 (dynamic, per channel); on request `torch-fp32-whole`, end to end as the pipeline was before
-it read less (torch fp32, whole passages). Each variant runs in its own process (a clean peak RSS) and reports:
+ONNX Runtime int8 (dynamic, per channel), each for every model; `auto`, end to end only, each model on the plan
+`auto` gives it here (what a default run does); on request `torch-fp32-whole`, end to end as the pipeline was
+before it read less (torch fp32, whole passages). Each variant runs in its own process (a clean peak RSS) and
+reports:
 * reader ms per question reading 10 passages of ~100 words (median, p95; bench/reader.py's shape);
 * reader EM/F1 on the first `--reader-questions` SQuAD v1.1 dev questions (gold paragraph; the shipped reader
   never trained on SQuAD dev);
@@ -19,13 +21,11 @@ passages/s.
         --e2e-held-out ../shared/data/squad/dev-v2.0.json --e2e-limit 1000   # squad-open's held-out articles
 
 The last line with --json is one JSON object: cpu_model, cpu_flags, per-variant reader_ms_median, reader_f1,
-e2e_qps (and the rest), default_variant (what `auto` picks here for the reader; the question encoders and the
-linker run ONNX Runtime fp32 under `auto` on CPUs without native bf16, torch fp32 without onnxruntime; an index
-build's passages run int8 there, the index_* keys),
-speedup_vs_torch_fp32 (end to end, default variant against torch fp32 on the same pipeline settings: every model
-on that variant, not exactly `auto`) and f1_loss_vs_torch_fp32 (reader F1, default variant); with
+e2e_qps (and the rest), default_variant (what `auto` picks here for the reader), e2e_default_variant (`auto`
+where it ran, else default_variant), speedup_vs_torch_fp32 (end to end, e2e_default_variant against torch fp32
+on the same pipeline settings) and f1_loss_vs_torch_fp32 (reader F1, default variant); with
 torch-fp32-whole run too, speedup_vs_torch_fp32_whole_passages and e2e_f1_loss_vs_torch_fp32_whole_passages;
-with torch-bf16 run and another default (AVX512-BF16 with VNNI, no AMX), speedup_vs_torch_bf16,
+with torch-bf16 run on a CPU with native bf16 where the default differs, speedup_vs_torch_bf16,
 f1_loss_vs_torch_bf16 (reader) and e2e_f1_loss_vs_torch_bf16;
 index_passage_encoder, index_encoder_passages_per_s and index_encoder_speedup_vs_torch_fp32 (against the
 retriever's torch fp32 passages/s).
@@ -52,11 +52,15 @@ VARIANTS = {  # name -> (runtime, precision)
     "onnx-fp32": ("onnx", "fp32"),
     "onnx-int8": ("onnx", "int8"),
     "torch-fp32-whole": ("torch", "fp32"),
+    "auto": ("auto", "auto"),
 }
 # end to end, the pipeline as it was before reading less: torch fp32 reading whole passages
 # (reader.focus_words = 0). Only run when asked for; the reader and encoder rows equal torch-fp32's.
 WHOLE_PASSAGES = "torch-fp32-whole"
 E2E_SEED = 13  # bench/qa.py's and bench/retrieval.py's sample of squad-open questions
+# end to end exactly as a default run goes here, each model on its own `auto` plan (the reader and encoder rows
+# would repeat those of the reader's default variant, so only the pipeline is measured)
+AUTO = "auto"
 INDEX_DEFAULT = "index-default"  # not a variant: a default index build's passage encoder, measured once per run
 DEFAULT_VARIANTS = [v for v in VARIANTS if v != WHOLE_PASSAGES]
 SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16",
@@ -203,8 +207,9 @@ def run_variant(name: str, args) -> dict:
         return measure_index_encoder(args)
     runtime, precision = VARIANTS[name]
     row = {"variant": name}
-    row.update(measure_reader(runtime, precision, args))
-    row.update(measure_encoder(runtime, precision, args))
+    if name != AUTO:
+        row.update(measure_reader(runtime, precision, args))
+        row.update(measure_encoder(runtime, precision, args))
     if not args.no_e2e:
         row.update(measure_pipeline(runtime, precision, args, whole_passages=name == WHOLE_PASSAGES))
     row["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
@@ -253,6 +258,8 @@ def main(argv=None) -> int:
         names.remove("torch-bf16")  # emulated bf16 is slower than fp32: nothing to compare
     plan = plan_inference("cpu", auto_int8=True)  # the reader's default
     default = f"{plan.runtime}-{plan.precision}"
+    if AUTO in names and default not in names:
+        names.insert(names.index(AUTO), default)  # auto's row takes its reader figures from there
     rows = []
     passthrough = [a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--json",)]
     for name in [*names, INDEX_DEFAULT]:
@@ -264,6 +271,8 @@ def main(argv=None) -> int:
         print(json.dumps(rows[-1]), flush=True)
     index_default = rows.pop() if rows and rows[-1]["variant"] == INDEX_DEFAULT else {}
     by = {r["variant"]: r for r in rows}
+    if AUTO in by and default in by:  # auto's reader figures are its default variant's; end to end is its own run
+        by[AUTO].update({k: by[default].get(k) for k in ("reader_ms_median", "reader_ms_p95", "reader_f1")})
     columns = ["variant", "reader_ms_median", "reader_ms_p95", "reader_f1", "encoder_passages_per_s",
                "linker_ms_median", "e2e_qps", "e2e_f1", "dense_recall@20_squad_dev_paragraphs", "peak_rss_mb"]
     table = "\n".join(["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] +
@@ -273,9 +282,11 @@ def main(argv=None) -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(f"`python bench/speed.py {' '.join(passthrough)}` on {model} "
                                   f"({' '.join(flags)}), {args.threads} threads\n\n{table}\n")
-    ref, chosen = by.get("torch-fp32"), by.get(default)
+    # the default: auto's own run where it was measured (every model on its own plan), else the reader's variant
+    ref, chosen = by.get("torch-fp32"), by.get(AUTO) or by.get(default)
     summary = {
         "cpu_model": model, "cpu_flags": flags, "threads": args.threads, "default_variant": default,
+        "e2e_default_variant": AUTO if AUTO in by else default,
         **{key: {r["variant"]: r.get(key) for r in rows} for key in columns[1:]},
         "speedup_vs_torch_fp32": round(chosen["e2e_qps"] / ref["e2e_qps"], 2)
         if ref and chosen and "e2e_qps" in ref else None,
@@ -293,7 +304,7 @@ def main(argv=None) -> int:
               f"{index_default['index_encoder_passages_per_s']} passages/s at 128 tokens\n")
     bf16 = by.get("torch-bf16")
     if bf16 and chosen and chosen is not bf16 and "e2e_qps" in bf16 and "e2e_qps" in chosen:
-        # CPUs where auto left bf16 for int8: against the path it left
+        # CPUs with native bf16 where auto runs something else: against the all-bf16 path
         summary["speedup_vs_torch_bf16"] = round(chosen["e2e_qps"] / bf16["e2e_qps"], 2)
         summary["f1_loss_vs_torch_bf16"] = round(bf16["reader_f1"] - chosen["reader_f1"], 2)
         summary["e2e_f1_loss_vs_torch_bf16"] = round(bf16["e2e_f1"] - chosen["e2e_f1"], 2)

@@ -122,7 +122,7 @@ class Linker:
             )
         config = ELQConfig.from_dict(json.loads((path / LINKER_CONFIG).read_text()))
         plan = plan_inference(device_type(kwargs.get("device") or "cpu"), kwargs.get("precision", "auto"),
-                              kwargs.get("runtime", "auto"))
+                              kwargs.get("runtime", "auto"), question_time=True)
         session = cached_graph("linker", str(name_or_path), plan)
 
         def load_model():
@@ -257,7 +257,7 @@ class Linker:
 
     @property
     def plan(self):
-        return plan_inference(device_type(self.device), self.precision, self.runtime)
+        return plan_inference(device_type(self.device), self.precision, self.runtime, question_time=True)
 
     def _heads(self) -> LinkHeads:
         """The scoring heads: read from the files while no torch module was built, else the module's own (their

@@ -183,12 +183,12 @@ class OdqaConfig:
     reader: ReaderConfig = field(default_factory=ReaderConfig)
     linker: LinkerConfig = field(default_factory=LinkerConfig)
     elastic: ElasticConfig = field(default_factory=ElasticConfig)
-    # inference of the reader, the encoders and the linker (odqa.core.runtime.plan_inference): auto = bf16 on CPUs
-    # with native bf16, fp16 on CUDA, else onnx int8 for the reader (bench/speed.py measures its F1 against torch
-    # fp32) and onnx fp32 for the encoders and the linker (torch's numbers; their int8 quality is unmeasured)
+    # inference of the reader, the encoders and the linker (odqa.core.runtime.plan_inference): auto = fp16 on
+    # CUDA; on CPUs, questions (linker, question encoder) on onnx fp32, the reader and index builds in bf16 where
+    # the CPU has native bf16, else onnx int8 for the reader (bench/speed.py measures its F1 against torch fp32)
     precision: str = field(default="auto", metadata=_help(
-        "inference precision of all models (auto: bf16 on CPUs with native bf16, else onnx: int8 reader, fp32 "
-        "encoders and linker)", choices=PRECISIONS))
+        "inference precision of all models (auto: on CPUs questions onnx fp32, the reader bf16 where native, "
+        "else onnx int8)", choices=PRECISIONS))
     runtime: str = field(default="auto", metadata=_help("inference runtime (auto: see --precision)", choices=RUNTIMES))
 
     def validate(self) -> "OdqaConfig":

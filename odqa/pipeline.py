@@ -194,7 +194,7 @@ class Pipeline:
         for retriever in self._retrievers.values():
             encoder = getattr(getattr(retriever, "dense", retriever), "encoder", None)
             if encoder is not None:
-                plans["encoder"] = encoder.plan().to_dict()
+                plans["encoder"] = encoder.plan(question_time=True).to_dict()
         return plans
 
     # ---- answering --------------------------------------------------------------------------------------

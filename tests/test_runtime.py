@@ -92,6 +92,51 @@ def test_auto_never_picks_int8_for_models_whose_int8_quality_is_unmeasured(monke
     assert plan_inference("cpu", auto_int8=True).label == "torch fp32"
 
 
+def test_questions_run_onnx_fp32_under_auto_even_where_bulk_work_runs_bf16(monkeypatch):
+    """With native bf16, `auto` reads questions (linker, question encoder) on onnx fp32 (a cached graph needs no
+    torch import) and keeps bf16 for bulk work; the int8-measured models, torch asked for, or no onnxruntime
+    keep their own rules."""
+    import odqa.core.device
+    import odqa.core.runtime
+
+    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: True)
+    monkeypatch.setattr(odqa.core.runtime, "onnx_runtime_available", lambda: True)
+    assert plan_inference("cpu", question_time=True).label == "onnx fp32"
+    assert plan_inference("cpu").label == "torch bf16"
+    assert plan_inference("cpu", runtime="torch", question_time=True).label == "torch bf16"
+    assert plan_inference("cpu", "bf16", question_time=True).label == "torch bf16"
+    assert plan_inference("cpu", "int8", question_time=True).label == "onnx int8"
+    assert plan_inference("cuda", question_time=True).label == "torch fp16"
+    monkeypatch.setattr(odqa.core.device, "cpu_prefers_int8", lambda: True)
+    assert plan_inference("cpu", auto_int8=True, question_time=True).label == "onnx int8"
+    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: False)
+    assert plan_inference("cpu", question_time=True).label == "onnx fp32"
+    assert plan_inference("cpu", auto_int8=True, question_time=True).label == "onnx int8"
+    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: True)
+    monkeypatch.setattr(odqa.core.runtime, "onnx_runtime_available", lambda: False)
+    assert plan_inference("cpu", question_time=True).label == "torch bf16"
+
+
+def test_an_encoder_reads_questions_and_passages_on_their_own_plans(monkeypatch, tmp_path, home, capsys):
+    """One encoder, native bf16: encode_queries on onnx fp32, encode_passages (an index build) in bf16."""
+    import odqa.core.device
+    import odqa.core.runtime
+    from linker.linker import Linker
+    from odqa.core.encoder import TextEncoder
+    from tests.reader_fixtures import save_tiny_qa
+
+    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: True)
+    monkeypatch.setattr(odqa.core.runtime, "onnx_runtime_available", lambda: True)
+    encoder = TextEncoder.from_pretrained(str(save_tiny_qa(tmp_path / "enc", qa=False)), device="cpu")
+    encoder.encode_queries(["who built the eiffel tower?"])
+    assert "runs onnx fp32" in capsys.readouterr().err
+    encoder.encode_passages([p.text for p in PASSAGES])
+    assert "runs torch bf16" in capsys.readouterr().err
+    linker = Linker.__new__(Linker)  # plan reads only the device, precision and runtime
+    linker.device, linker.precision, linker.runtime = "cpu", "auto", "auto"
+    assert linker.plan.label == "onnx fp32"
+
+
 def test_components_apply_the_auto_rule(monkeypatch, tiny_dir, tmp_path):
     """On a CPU without native bf16, `auto`: reader onnx int8; text encoder and linker onnx fp32 (int8 asked for
     explicitly still runs)."""

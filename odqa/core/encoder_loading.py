@@ -34,7 +34,7 @@ def load_text_encoder(name_or_path: str, max_length: int | None = None, device: 
     check_choice("pooling", pooling, POOLINGS)
     check_choice("similarity", similarity, SIMILARITIES)
     auto_int8 = int8_measured(name_or_path)
-    plan = plan_inference(device_type(device), precision, runtime, auto_int8=auto_int8)
+    plan = plan_inference(device_type(device), precision, runtime, auto_int8=auto_int8, question_time=True)
     session = cached_graph("encoder", name_or_path, plan, graph_variant(kind, pooling, similarity))
     if session is None:
         return load_torch()

@@ -69,12 +69,16 @@ def onnx_runtime_available() -> bool:
 
 
 def plan_inference(device_type: str, precision: str = "auto", runtime: str = "auto", *,
-                   auto_int8: bool = False) -> InferencePlan:
+                   auto_int8: bool = False, question_time: bool = False) -> InferencePlan:
     """`precision` and `runtime` made concrete for a device type ("cpu", "cuda").
 
     `auto_int8`: whether `auto` may pick int8 on a CPU without native bf16 (or with AVX512-BF16 and VNNI but no
     AMX, `cpu_prefers_int8`) — only for a model whose int8 quality was measured (the reader, an encoder marked
-    so: odqa.core.text_encoding.int8_measured); the others get onnx fp32 (bf16 with native bf16) there."""
+    so: odqa.core.text_encoding.int8_measured); the others get onnx fp32 (bf16 with native bf16) there.
+    `question_time`: the model reads questions (the linker, a search's question encoder), a few short texts a
+    call, not an index build's passages: `auto` runs it on onnx fp32 on every CPU where onnxruntime is installed,
+    bf16 ones included, since a cached graph answers without importing torch (seconds of a fresh `odqa ask`) and
+    fp32 is the reference arithmetic; bulk work (passages, entities) keeps bf16 there."""
     from odqa.core.device import cpu_has_fast_bf16, cpu_prefers_int8
 
     if precision not in PRECISIONS:
@@ -92,18 +96,23 @@ def plan_inference(device_type: str, precision: str = "auto", runtime: str = "au
     if runtime == "onnx" and precision == "bf16":
         raise OdqaError("runtime onnx runs fp32 or int8; use --runtime torch for bf16")
     if precision == "auto":
-        if cpu_has_fast_bf16() and runtime != "onnx":
-            if auto_int8 and runtime == "auto" and cpu_prefers_int8() and onnx_runtime_available():
+        native_bf16 = cpu_has_fast_bf16()
+        if native_bf16 and runtime == "auto" and onnx_runtime_available():
+            if auto_int8 and cpu_prefers_int8():
                 return InferencePlan("onnx", "int8", "auto: CPU with AVX512-BF16 and VNNI, no AMX: int8 is faster")
+            if question_time:
+                return InferencePlan("onnx", "fp32", "auto: questions, read without importing torch")
+        if native_bf16 and runtime != "onnx":
             return InferencePlan("torch", "bf16", "auto: CPU with native bf16")
+        cpu = "runtime onnx asked for" if native_bf16 else "CPU without native bf16"
         if runtime == "torch":
             return InferencePlan("torch", "fp32", "auto: torch runtime asked for, CPU without native bf16")
         if not onnx_runtime_available():
             return InferencePlan("torch", "fp32", "auto: CPU without native bf16, onnxruntime not installed")
         if not auto_int8:
             # int8 quality unmeasured for this model: fp32, where onnx equals torch's numbers and starts faster
-            return InferencePlan("onnx", "fp32", "auto: CPU without native bf16, int8 not measured for this model")
-        return InferencePlan("onnx", "int8", "auto: CPU without native bf16")
+            return InferencePlan("onnx", "fp32", f"auto: {cpu}, int8 not measured for this model")
+        return InferencePlan("onnx", "int8", f"auto: {cpu}")
     if runtime == "auto":
         runtime = "onnx" if precision == "int8" and onnx_runtime_available() else "torch"
     return InferencePlan(runtime, precision, "asked for")

@@ -126,8 +126,8 @@ class EncodesTexts:
                               max_length=max_length or self.max_length, **options)
 
     def encode_queries(self, texts: Sequence[str], **options) -> np.ndarray:
-        """Questions, with the query prefix (e5: "query: ")."""
-        return self.encode([self.query_prefix + t for t in texts], **options)
+        """Questions, with the query prefix (e5: "query: "), in the question-time plan (plan_inference)."""
+        return self.encode([self.query_prefix + t for t in texts], question_time=True, **options)
 
     def encode_passages(self, passages: Sequence[PassageInput], **options) -> np.ndarray:
         """Passages as texts or (title, text) pairs, with the passage prefix (e5: "passage: ")."""
@@ -142,10 +142,11 @@ class EncodesTexts:
 
     def encode(self, texts: Sequence[PassageInput], batch_size: int = 64, sort_by_length: bool = True,
                progress: str = "", max_length: int | None = None, precision: str | None = None,
-               on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+               on_batch: Callable[[int], None] | None = None, question_time: bool = False) -> np.ndarray:
         """Encode in batches, as given (no prefix); sorting by length first keeps padding (and time) low.
         `progress`: a bar label; `on_batch(n)`: called after each batch of n texts (an outer progress bar);
-        `max_length`, `precision`: truncation and autocast for this call (default: the encoder's)."""
+        `max_length`, `precision`: truncation and autocast for this call (default: the encoder's);
+        `question_time`: the texts are questions (plan_inference)."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -154,7 +155,7 @@ class EncodesTexts:
         order = (np.argsort([-n for n in self.token_counts(texts, max_length)], kind="stable") if sort_by_length
                  else np.arange(len(texts)))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        plan = self.plan(precision)
+        plan = self.plan(precision, question_time=question_time)
         announce(f"encoder {self.name}", plan)
         starts = range(0, len(texts), batch_size)
         if progress:
@@ -171,9 +172,11 @@ class EncodesTexts:
                 on_batch(len(idx))
         return out
 
-    def plan(self, precision: str | None = None) -> InferencePlan:
-        """The runtime and precision encode() uses (`precision`: this call's, default the encoder's)."""
-        return plan_inference(self.device_type, precision or self.precision, self.runtime, auto_int8=self.auto_int8)
+    def plan(self, precision: str | None = None, question_time: bool = False) -> InferencePlan:
+        """The runtime and precision encode() uses (`precision`: this call's, default the encoder's;
+        `question_time`: for questions rather than passages)."""
+        return plan_inference(self.device_type, precision or self.precision, self.runtime, auto_int8=self.auto_int8,
+                              question_time=question_time)
 
 
 class OnnxTextEncoder(EncodesTexts):
