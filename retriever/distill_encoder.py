@@ -167,8 +167,9 @@ def distill_passage_encoder(cfg: EncoderDistillConfig) -> Path:
     )
     loop.resume(resume)
     (out / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+    layers = student_layers(cfg)
     log.info("distilling %s into %d of its layers (%s): %d steps of %d passages (%d training, %d held out; %s on %s)",
-             cfg.teacher, len(cfg.layers), cfg.layers, total, cfg.batch_size, len(train), len(heldout), precision, device)
+             cfg.teacher, len(layers), layers, total, cfg.batch_size, len(train), len(heldout), precision, device)
     result = loop.run()
     final = out / "final"
     with atomic_folder(final) as tmp:
@@ -180,12 +181,17 @@ def distill_passage_encoder(cfg: EncoderDistillConfig) -> Path:
     return final
 
 
+def student_layers(cfg: EncoderDistillConfig) -> list[int]:
+    """The teacher layers the student holds: --layers, or, going on from --init, those its first run cut."""
+    if cfg.init:
+        return json.loads((Path(cfg.init) / INFO_FILE).read_text()).get("layers", list(cfg.layers))
+    return list(cfg.layers)
+
+
 def _write_info(folder: Path, cfg: EncoderDistillConfig, step: int, run: dict | None) -> None:
     """The student's record: what it was distilled from and how, and the settings the index reads
     (mean pooling, normalised)."""
-    layers = list(cfg.layers)
-    if cfg.init:  # the student kept the layers its first run cut
-        layers = json.loads((Path(cfg.init) / INFO_FILE).read_text()).get("layers", layers)
+    layers = student_layers(cfg)
     (Path(folder) / INFO_FILE).write_text(json.dumps({
         "distilled_from": cfg.teacher, "layers": layers, "query_encoder": cfg.teacher, "steps": step,
         "config": cfg.to_dict(), **(run or {}), "pooling": "mean", "normalize": True,
