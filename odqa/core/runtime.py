@@ -6,13 +6,13 @@ for the reader, ONNX Runtime int8 (dynamic, one weight scale per output channel;
 bench/speed.py's table). The text encoders and the linker get ONNX Runtime fp32 there: the same arithmetic as
 torch fp32 (bench/results/speed-avx2.md: equal recall and F1, the encoder 32 vs 26-29 passages/s, the linker 13
 vs 22 ms a question), and a cached graph answers without importing torch at all, which is most of a fresh
-`odqa ask`'s start. Models reading questions (the linker, a search's question encoder: `question_time`) get onnx
-fp32 on CPUs with native bf16 too, for that start (time to first answer: bench/results/speed-avx512-bf16.md);
-bulk work there (an index build's passages, a knowledge base's
-entities) keeps bf16. An encoder gets int8 under `auto` only where its retriever_info.json says its int8 recall was
-measured (`"auto_int8": true`: models/fast-passage-encoder), or, for the passages of an index build alone,
-`"auto_int8_passages": true` (models/retriever: its int8 passage vectors measured, its questions not); for the
-others it stays opt-in (`--precision int8`). Without onnxruntime installed, `auto` falls back to torch fp32.
+`odqa ask`'s start. Models reading questions (the linker, a search's question encoder: `question_time`) get
+onnx fp32 on CPUs with native bf16 too, for that start (time to first answer: bench/results/speed-avx512-bf16.md);
+bulk work there (an index build's passages, a knowledge base's entities) keeps bf16. An encoder gets int8 under
+`auto` only where its retriever_info.json says its int8 recall was measured (`"auto_int8": true`:
+models/fast-passage-encoder), or, for the passages of an index build alone, `"auto_int8_passages": true`
+(models/retriever: its int8 passage vectors measured, its questions not); for the others it stays opt-in
+(`--precision int8`). Without onnxruntime installed, `auto` falls back to torch fp32.
 CUDA keeps torch (fp16 under `auto`).
 Training never goes through here.
 
