@@ -437,6 +437,18 @@ def test_article_passages_match_the_folder_store(demo_es, bundle):
     assert elastic.article("no-such-article", 5) == []
 
 
+def _assert_same_ranking_up_to_ties(got, want, question, atol=1e-3):
+    """Same passages with the same scores, in the same order except where two scores tie within float rounding
+    (Lucene and FAISS sum in different orders; near-zero fused scores swap on some CPUs)."""
+    np.testing.assert_allclose([h.score for h in got], [h.score for h in want], atol=atol, err_msg=question)
+    wanted = {(h.row, h.source): h.score for h in want}
+    for hit in got:
+        if (hit.row, hit.source) in wanted:
+            assert abs(hit.score - wanted[hit.row, hit.source]) <= atol, (question, hit)
+        else:  # only a tie at the cut-off may bring in another passage
+            assert abs(hit.score - want[-1].score) <= atol, (question, hit)
+
+
 def test_entity_bonus_on_an_elastic_index_ranks_as_on_the_folder_index(demo_es, es_server, demo_bundle, demo_items):
     """The same questions, linker and bonus over the folder index and over its Elasticsearch copy: the same
     passages, in the same order. Dense retrieval gives both backends the same lists (exact kNN on 308 passages),
@@ -455,8 +467,7 @@ def test_entity_bonus_on_an_elastic_index_ranks_as_on_the_folder_index(demo_es, 
         plain[name] = pipeline.retriever().search(questions, 10)
         fused[name] = pipeline.retrieve(questions, pipeline.link(questions))
     for question, folder, es in zip(questions, fused["folder"], fused["es"]):
-        assert [(h.row, h.source) for h in es] == [(h.row, h.source) for h in folder], question
-        np.testing.assert_allclose([h.score for h in es], [h.score for h in folder], atol=1e-3)
+        _assert_same_ranking_up_to_ties(es, folder, question)
     # the bonus did act on Elasticsearch: lists reordered, and passages the retriever missed brought in
     changed = [q for q, before, after in zip(questions, plain["es"], fused["es"])
                if [h.row for h in before] != [h.row for h in after]]
