@@ -33,18 +33,27 @@ def tiny_dir(tmp_path_factory):
 def _cpu_without_int8_preference(monkeypatch):
     """Tests of the bf16 branch start on a CPU whose bf16 is not outrun by int8 (AMX, or no VNNI), whatever CPU
     runs them; the one test of that preference sets it."""
-    import odqa.core.device
+    _machine(monkeypatch, prefers_int8=False)
 
-    monkeypatch.setattr(odqa.core.device, "cpu_prefers_int8", lambda: False)
+
+def _machine(monkeypatch, *, fast_bf16: bool | None = None, prefers_int8: bool | None = None,
+             onnx: bool | None = None) -> None:
+    """Make the CPU checks (and onnxruntime's presence) answer as on the machine described; None leaves one as is."""
+    import odqa.core.device
+    import odqa.core.runtime
+
+    for module, name, value in ((odqa.core.device, "cpu_has_fast_bf16", fast_bf16),
+                                (odqa.core.device, "cpu_prefers_int8", prefers_int8),
+                                (odqa.core.runtime, "onnx_runtime_available", onnx)):
+        if value is not None:
+            monkeypatch.setattr(module, name, lambda value=value: value)
 
 
 def test_auto_picks_bf16_with_native_bf16_else_onnx_int8(monkeypatch):
-    import odqa.core.device
-
-    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: True)
+    _machine(monkeypatch, fast_bf16=True)
     assert plan_inference("cpu", auto_int8=True).label == "torch bf16"
     assert plan_inference("cpu", runtime="onnx", auto_int8=True).label == "onnx int8"
-    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: False)
+    _machine(monkeypatch, fast_bf16=False)
     assert plan_inference("cpu", auto_int8=True).label == "onnx int8"
     assert plan_inference("cpu", runtime="torch", auto_int8=True).label == "torch fp32"
     assert plan_inference("cpu", "int8").label == "onnx int8"
@@ -56,7 +65,6 @@ def test_auto_picks_bf16_with_native_bf16_else_onnx_int8(monkeypatch):
 def test_auto_picks_int8_over_avx512_bf16_where_vnni_outruns_it(monkeypatch):
     """AVX512-BF16 with VNNI and no AMX (AMD Zen 4): int8 for the models whose int8 quality was measured, bf16
     for the others and whenever torch is asked for; AMX keeps bf16."""
-    import odqa.core.device
     from odqa.core.device import flags_prefer_int8
 
     zen4 = "processor\t: 0\nflags\t\t: fpu sse4_2 avx2 avx512f avx512_vnni avx512_bf16\n"
@@ -64,8 +72,7 @@ def test_auto_picks_int8_over_avx512_bf16_where_vnni_outruns_it(monkeypatch):
     assert not flags_prefer_int8(zen4.replace("avx512_bf16", "amx_bf16 amx_int8 avx512_bf16"))  # Sapphire Rapids
     assert not flags_prefer_int8(zen4.replace(" avx512_vnni", ""))
     assert not flags_prefer_int8(zen4.replace(" avx512_bf16", ""))  # no native bf16: the int8 rule of AVX2 CPUs
-    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: True)
-    monkeypatch.setattr(odqa.core.device, "cpu_prefers_int8", lambda: True)
+    _machine(monkeypatch, fast_bf16=True, prefers_int8=True)
     assert plan_inference("cpu", auto_int8=True).label == "onnx int8"
     assert plan_inference("cpu").label == "torch bf16"
     assert plan_inference("cpu", runtime="torch", auto_int8=True).label == "torch bf16"
@@ -75,19 +82,15 @@ def test_auto_picks_int8_over_avx512_bf16_where_vnni_outruns_it(monkeypatch):
 def test_auto_never_picks_int8_for_models_whose_int8_quality_is_unmeasured(monkeypatch):
     """Only the reader's int8 F1 loss was measured: under `auto` on a CPU without native bf16 the encoders and the
     linker run fp32 on onnx (torch's numbers; torch without onnxruntime); int8 asked for explicitly still runs."""
-    import odqa.core.device
-    import odqa.core.runtime
-
-    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: False)
+    _machine(monkeypatch, fast_bf16=False)
     assert plan_inference("cpu").label == "onnx fp32"
     assert plan_inference("cpu", runtime="onnx").label == "onnx fp32"
     assert plan_inference("cpu", runtime="torch").label == "torch fp32"
     assert plan_inference("cpu", "int8").label == "onnx int8"
     assert plan_inference("cpu", "int8", "torch").label == "torch int8"
-    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: True)
+    _machine(monkeypatch, fast_bf16=True)
     assert plan_inference("cpu").label == "torch bf16"
-    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: False)
-    monkeypatch.setattr(odqa.core.runtime, "onnx_runtime_available", lambda: False)
+    _machine(monkeypatch, fast_bf16=False, onnx=False)
     assert plan_inference("cpu").label == "torch fp32"
     assert plan_inference("cpu", auto_int8=True).label == "torch fp32"
 
@@ -96,37 +99,29 @@ def test_questions_run_onnx_fp32_under_auto_even_where_bulk_work_runs_bf16(monke
     """With native bf16, `auto` reads questions (linker, question encoder) on onnx fp32 (a cached graph needs no
     torch import) and keeps bf16 for bulk work; the int8-measured models, torch asked for, or no onnxruntime
     keep their own rules."""
-    import odqa.core.device
-    import odqa.core.runtime
-
-    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: True)
-    monkeypatch.setattr(odqa.core.runtime, "onnx_runtime_available", lambda: True)
+    _machine(monkeypatch, fast_bf16=True, onnx=True)
     assert plan_inference("cpu", question_time=True).label == "onnx fp32"
     assert plan_inference("cpu").label == "torch bf16"
     assert plan_inference("cpu", runtime="torch", question_time=True).label == "torch bf16"
     assert plan_inference("cpu", "bf16", question_time=True).label == "torch bf16"
     assert plan_inference("cpu", "int8", question_time=True).label == "onnx int8"
     assert plan_inference("cuda", question_time=True).label == "torch fp16"
-    monkeypatch.setattr(odqa.core.device, "cpu_prefers_int8", lambda: True)
+    _machine(monkeypatch, prefers_int8=True)
     assert plan_inference("cpu", auto_int8=True, question_time=True).label == "onnx int8"
-    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: False)
+    _machine(monkeypatch, fast_bf16=False)
     assert plan_inference("cpu", question_time=True).label == "onnx fp32"
     assert plan_inference("cpu", auto_int8=True, question_time=True).label == "onnx int8"
-    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: True)
-    monkeypatch.setattr(odqa.core.runtime, "onnx_runtime_available", lambda: False)
+    _machine(monkeypatch, fast_bf16=True, onnx=False)
     assert plan_inference("cpu", question_time=True).label == "torch bf16"
 
 
 def test_an_encoder_reads_questions_and_passages_on_their_own_plans(monkeypatch, tmp_path, home, capsys):
     """One encoder, native bf16: encode_queries on onnx fp32, encode_passages (an index build) in bf16."""
-    import odqa.core.device
-    import odqa.core.runtime
     from linker.linker import Linker
     from odqa.core.encoder import TextEncoder
     from tests.reader_fixtures import save_tiny_qa
 
-    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: True)
-    monkeypatch.setattr(odqa.core.runtime, "onnx_runtime_available", lambda: True)
+    _machine(monkeypatch, fast_bf16=True, onnx=True)
     encoder = TextEncoder.from_pretrained(str(save_tiny_qa(tmp_path / "enc", qa=False)), device="cpu")
     encoder.encode_queries(["who built the eiffel tower?"])
     assert "runs onnx fp32" in capsys.readouterr().err
@@ -140,15 +135,12 @@ def test_an_encoder_reads_questions_and_passages_on_their_own_plans(monkeypatch,
 def test_components_apply_the_auto_rule(monkeypatch, tiny_dir, tmp_path):
     """On a CPU without native bf16, `auto`: reader onnx int8; text encoder and linker onnx fp32 (int8 asked for
     explicitly still runs)."""
-    import odqa.core.device
-    import odqa.core.runtime
     from linker.linker import Linker
     from odqa.core.encoder import TextEncoder
     from reader.model import Reader
     from tests.reader_fixtures import save_tiny_qa
 
-    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: False)
-    monkeypatch.setattr(odqa.core.runtime, "onnx_runtime_available", lambda: True)
+    _machine(monkeypatch, fast_bf16=False, onnx=True)
     assert Reader.from_pretrained(str(tiny_dir), device="cpu").plan.label == "onnx int8"
     encoder = TextEncoder.from_pretrained(str(save_tiny_qa(tmp_path / "enc", qa=False)), device="cpu")
     assert encoder.plan().label == "onnx fp32"
@@ -165,21 +157,18 @@ def test_an_encoder_marked_int8_measured_runs_int8_under_auto(monkeypatch, tmp_p
     passage encoder) lets `auto` pick onnx int8 on a CPU without native bf16; native bf16 still wins."""
     import json
 
-    import odqa.core.device
-    import odqa.core.runtime
     from odqa.core.encoder import TextEncoder
     from odqa.core.text_encoding import int8_measured, paired_query_encoder
     from tests.reader_fixtures import save_tiny_qa
 
-    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: False)
-    monkeypatch.setattr(odqa.core.runtime, "onnx_runtime_available", lambda: True)
+    _machine(monkeypatch, fast_bf16=False, onnx=True)
     folder = save_tiny_qa(tmp_path / "enc", qa=False)
     assert not int8_measured(str(folder))
     (folder / "retriever_info.json").write_text(json.dumps({"query_encoder": "retriever", "auto_int8": True}))
     encoder = TextEncoder.from_pretrained(str(folder), device="cpu")
     assert encoder.plan().label == "onnx int8"
     assert encoder.plan("fp32").label == "torch fp32"
-    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: True)
+    _machine(monkeypatch, fast_bf16=True)
     assert encoder.plan().label == "torch bf16"
     assert int8_measured("fast-passage-encoder") and paired_query_encoder("fast-passage-encoder") == "retriever"
 
@@ -308,14 +297,11 @@ def test_a_large_cpu_build_with_the_default_encoder_is_told_of_the_fast_passage_
 
 
 def test_index_builds_encode_passages_in_int8_where_only_passage_int8_was_measured(monkeypatch):
-    import odqa.core.device
-    import odqa.core.runtime
     from odqa.core.encoder import TextEncoder
     from odqa.core.text_encoding import int8_measured
     from odqa.indexing import IndexSpec, passage_encoder, passage_precision
 
-    monkeypatch.setattr(odqa.core.runtime, "onnx_runtime_available", lambda: True)
-    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: False)
+    _machine(monkeypatch, onnx=True, fast_bf16=False)
     # the shipped retriever: int8 measured for its passage vectors only
     assert int8_measured("retriever", passages=True) and not int8_measured("retriever")
     spec = IndexSpec(corpus="c", out="o", device="cpu")
@@ -325,5 +311,5 @@ def test_index_builds_encode_passages_in_int8_where_only_passage_int8_was_measur
     assert passage_precision(IndexSpec(corpus="c", out="o", device="cpu", precision="fp32")) == "fp32"
     assert passage_precision(IndexSpec(corpus="c", out="o", device="cpu", encoder="minilm")) == "fp32"
     assert passage_precision(IndexSpec(corpus="c", out="o", device="cuda")) == "fp16"
-    monkeypatch.setattr(odqa.core.device, "cpu_has_fast_bf16", lambda: True)
+    _machine(monkeypatch, fast_bf16=True)
     assert passage_precision(spec) == "bf16"
