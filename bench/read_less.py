@@ -11,13 +11,15 @@ Timed variants (`--variants`), each reading every question:
 * `early-M-P`: batched, the first M passages of every question first, the rest only where the best answer's
   calibrated probability is below P;
 * `focus-W`: batched-16, each passage cut to the run of its sentences that best matches the question, at most W
-  words (reader/focus.py, `reader.focus_words`).
+  words (reader/focus.py, `reader.focus_words`); `focus-W-whole-N`: the first N passages whole;
+  `focus-W-whole-N-early-M-P`: with early stopping as above.
 Questions are split into chunks and every variant reads each chunk in turn, so a load that changes during the
 run (another job on the machine) weighs on all variants alike; compare the ratios, not the absolute figures.
 Both wall time and the process's CPU time are reported: on a machine shared with a higher-priority job the
 CPU time is the steadier measure of the work a variant does.
 
-Early stopping grid (`--early-grid`, untimed): every passage of every question decoded once, then each
+Early stopping grid (`--early-grid`, untimed): every passage of every question decoded once (as the first
+variant reads it: whole, or focused), then each
 (M, P) replayed through the reader's own decision (`Reader.decided`, `Reader.rank`): EM/F1 and passages read
 per question, the cost that early stopping saves.
 EM/F1 of the top answer (the pipeline's reader settings: retrieval weight, no-answer threshold) are beside each.
@@ -43,6 +45,10 @@ DEFAULT_SETS = [str(DATA / "nq-open" / "NQ-open.efficientqa.dev.1.1.jsonl"), str
 
 
 def parse_variant(name: str) -> dict:
+    if "-early-" in name and name.startswith("focus-"):  # focus-W[-whole-N]-early-M-P: both
+        focus, early = name.split("-early-")
+        m, p = early.split("-")
+        return {**parse_variant(focus), "early_stop_passages": int(m), "early_stop_probability": float(p)}
     parts = name.split("-")
     if name.startswith("per-question"):
         return {"batched": False, "batch_size": int(parts[2]) if len(parts) > 2 else 16, "early_stop_passages": 0}
@@ -55,7 +61,7 @@ def parse_variant(name: str) -> dict:
         return {"batched": True, "batch_size": 16, "early_stop_passages": 0, "focus_words": int(parts[1]),
                 "whole_passages": int(parts[3]) if len(parts) == 4 else 0}
     raise SystemExit(f"read_less.py: unknown variant {name!r} (per-question[-B], batched-B, early-M-P, focus-W, "
-                     "focus-W-whole-N)")
+                     "focus-W-whole-N, focus-W-whole-N-early-M-P)")
 
 
 def main(argv=None) -> int:
@@ -74,6 +80,11 @@ def main(argv=None) -> int:
     ap.add_argument("--count-only", action="store_true",
                     help="no reading: the tokens each batching variant computes per question (padding included), "
                          "from the windows alone; deterministic, so it holds on a loaded machine too")
+    ap.add_argument("--only-articles-of", default="",
+                    help="SQuAD file: keep the questions of its articles only (e.g. dev-v2.0.json: the squad-open "
+                         "articles kept for choosing settings)")
+    ap.add_argument("--exclude-articles-of", default="",
+                    help="SQuAD file: leave out the questions of its articles (dev-v2.0.json: the held-out articles)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--precision", default="auto")
     ap.add_argument("--out", default="")
@@ -83,14 +94,17 @@ def main(argv=None) -> int:
 
     from odqa.config import OdqaConfig
     from odqa.core.device import cpu_description
-    from odqa.corpus.questions import load_questions, with_answers
+    from odqa.corpus.questions import drop_articles, load_questions, squad_titles, with_answers
     from odqa.eval.qa import score_answer
     from odqa.pipeline import Pipeline, relative_scores
 
     torch.set_num_threads(args.threads)
     items = []
     for path in args.sets:
-        loaded = with_answers(load_questions(path), path)
+        loaded = drop_articles(with_answers(load_questions(path), path), args.exclude_articles_of or None)
+        if args.only_articles_of:
+            titles = squad_titles(args.only_articles_of)
+            loaded = [item for item in loaded if item.title in titles]
         items += random.Random(13).sample(loaded, min(args.questions, len(loaded)))
     pipeline = Pipeline(OdqaConfig.load(None, {"index": args.index, "retrieval.retriever": "bm25",
                                                "linker.enabled": False, "precision": args.precision}))
@@ -147,6 +161,10 @@ def main(argv=None) -> int:
                      "same_top_answer": round(100 * same / len(items), 1),
                      "passages_read_per_question": round(passages_read[name] / len(items), 2)})
         print(json.dumps(rows[-1]), flush=True)
+    first = variants[reference]  # the grid replays early stopping over the first variant's reading
+    reader.settings.__dict__.update(base)
+    reader.settings.focus_words = first.get("focus_words", 0)
+    reader.settings.whole_passages = first.get("whole_passages", 0)
     rows += early_grid(reader, items, passages, scores, args)
     columns = list(rows[0])
     table = "\n".join(["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
@@ -219,6 +237,21 @@ def count_tokens(model: str, items, passages, args) -> int:
     return 0
 
 
+def window_tokens(reader, question: str, texts: list[str]) -> list[int]:
+    """Tokens (question and special tokens included, no padding) the reader computes for each passage: the part
+    its focus settings read, in windows as Reader.logits cuts them."""
+    from reader.features import tokenize_windows
+
+    parts = reader.focus_spans([question] * len(texts), texts, range(len(texts)))
+    s = reader.settings
+    w = tokenize_windows(reader.tokenizer, [question] * len(texts), [t[a:b] for t, (a, b) in zip(texts, parts)],
+                         s.max_length, s.stride, s.max_query_tokens)
+    per_passage = [0] * len(texts)
+    for sample, ids in zip(w.sample, w.encoding["input_ids"]):
+        per_passage[sample] += len(ids)
+    return per_passage
+
+
 def early_grid(reader, items, passages, scores, args) -> list[dict]:
     """EM/F1 and passages read of each early-stopping setting, replayed on passages decoded once."""
     from odqa.eval.qa import score_answer
@@ -232,6 +265,7 @@ def early_grid(reader, items, passages, scores, args) -> list[dict]:
     threshold = reader.settings.no_answer_threshold
     decoded = []
     texts = {i: ReadState.make(items[i].question, passages[i], scores[i], 1).texts for i in picked}
+    tokens = {i: window_tokens(reader, items[i].question, texts[i]) for i in picked}
     for g in range(0, len(picked), args.group):
         idx = picked[g : g + args.group]
         pairs = [(i, n) for i in idx for n in range(len(texts[i]))]
@@ -246,19 +280,21 @@ def early_grid(reader, items, passages, scores, args) -> list[dict]:
     for m, p in settings:
         reader.settings.early_stop_probability = p
         em = f1 = 0.0
-        read = 0
+        read = tokens_read = 0
         for i, done in zip(picked, decoded):
             state = ReadState.make(items[i].question, passages[i], scores[i], 1)
             state.read = list(done[:m]) if m else list(done)
             if m and not reader.decided(state, threshold):
                 state.read = list(done)
             read += len(state.read)
+            tokens_read += sum(tokens[i][: len(state.read)])
             ranked, _ = reader.rank(state, threshold)
             e, f = score_answer(ranked[0].text if ranked else "", items[i])
             em, f1 = em + e, f1 + f
         rows.append({"variant": f"replay: {'all' if not m else f'early-{m}-{p}'}", "em": round(100 * em / len(picked), 2),
                      "f1": round(100 * f1 / len(picked), 2),
-                     "passages_read_per_question": round(read / len(picked), 2), "questions": len(picked)})
+                     "passages_read_per_question": round(read / len(picked), 2),
+                     "tokens_read_per_question": round(tokens_read / len(picked)), "questions": len(picked)})
         print(json.dumps(rows[-1]), flush=True)
     reader.settings.early_stop_probability = 1.0
     return rows

@@ -54,8 +54,8 @@ VARIANTS = {  # name -> (runtime, precision)
     "torch-fp32-whole": ("torch", "fp32"),
     "auto": ("auto", "auto"),
 }
-# end to end, the pipeline as it was before reading less: torch fp32 reading whole passages
-# (reader.focus_words = 0). Only run when asked for; the reader and encoder rows equal torch-fp32's.
+# end to end, the pipeline as it was before reading less: torch fp32 reading every passage whole
+# (reader.focus_words = 0, reader.early_stop_passages = 0). Only run when asked for; the reader and encoder rows equal torch-fp32's.
 WHOLE_PASSAGES = "torch-fp32-whole"
 E2E_SEED = 13  # bench/qa.py's and bench/retrieval.py's sample of squad-open questions
 # end to end exactly as a default run goes here, each model on its own `auto` plan (the reader and encoder rows
@@ -155,6 +155,7 @@ def measure_pipeline(runtime: str, precision: str, args, whole_passages: bool = 
                  "linker.enabled": True, "precision": precision, "runtime": runtime}
     if whole_passages:
         overrides["reader.focus_words"] = 0
+        overrides["reader.early_stop_passages"] = 0
     # no --index: the demo corpus, with its knowledge base (as `odqa eval-qa` without --index)
     from odqa.demo_corpus import demo_index_path, demo_kb_path
 

@@ -93,14 +93,21 @@ class ReaderConfig:
     # reads the demo corpus's hybrid rankings better (both in models/reader/README.md)
     retrieval_weight: float = 10.0
     batch_size: int = 16
-    # the best-ranked passage read whole and 40-word windows of the others: 0.4 F1 below whole passages on the
-    # squad-open articles kept for choosing settings, at fewer tokens than 60-word windows of all ten, which
-    # lost 1.5 (bench/results/speed-avx2.md)
-    focus_words: int = field(default=40, metadata=_help(
+    # with early stopping below: the best-ranked passage read first, whole; where its answer is unsure, the
+    # second whole and 80-word windows of the others. Chosen on the squad-open articles kept for choosing
+    # settings (bench/results/speed-avx2.md, "Early stopping")
+    focus_words: int = field(default=80, metadata=_help(
         "read only the run of each passage's sentences that best matches the question, at most this many words "
         "(reader/focus.py; 0: whole passages)"))
-    whole_passages: int = field(default=1, metadata=_help(
+    whole_passages: int = field(default=2, metadata=_help(
         "with focus_words: read the first N passages of each question (retrieval order) whole, the rest focused"))
+    # read a question's first N passages, the rest only when the best answer so far is unsure (its calibrated
+    # probability below early_stop_probability); a reader without a fitted calibration reads them all
+    early_stop_passages: int = field(default=1, metadata=_help(
+        "read the first N passages of each question first and the rest only when the best answer so far has a "
+        "calibrated probability below --early-stop-probability (0: read all at once)"))
+    early_stop_probability: float = field(default=0.35, metadata=_help(
+        "with early_stop_passages: how sure the best answer must be to stop reading"))
     # calibration.json (run_qa.py fit-calibration); empty: the model folder's own, if it has one
     calibration: str = ""
 
@@ -111,6 +118,12 @@ class ReaderConfig:
         if self.whole_passages < 0:
             raise OdqaError(f"config: reader.whole_passages must be 0 or a positive number of passages, got "
                             f"{self.whole_passages}")
+        if self.early_stop_passages < 0:
+            raise OdqaError(f"config: reader.early_stop_passages must be 0 (read all at once) or a positive number of "
+                            f"passages, got {self.early_stop_passages}")
+        if not 0.0 <= self.early_stop_probability <= 1.0:
+            raise OdqaError(f"config: reader.early_stop_probability must lie between 0 and 1, got "
+                            f"{self.early_stop_probability}")
         if self.focus_words < 0:
             raise OdqaError(f"config: reader.focus_words must be 0 (whole passages) or a positive number of words, got "
                             f"{self.focus_words}")

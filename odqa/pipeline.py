@@ -146,6 +146,8 @@ class Pipeline:
                                                   no_answer_threshold=c.no_answer_threshold,
                                                   retrieval_weight=c.retrieval_weight,
                                                   focus_words=c.focus_words, whole_passages=c.whole_passages,
+                                                  early_stop_passages=c.early_stop_passages,
+                                                  early_stop_probability=c.early_stop_probability,
                                                   precision=self.config.precision, runtime=self.config.runtime)
         return self._reader
 

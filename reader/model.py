@@ -329,14 +329,15 @@ class Reader:
 
         With `settings.early_stop_passages` = m > 0, passages are read in the order given (retrieval order) in
         two stages: the first m of every question, then the rest only for the questions whose best answer so
-        far has a calibrated probability below `settings.early_stop_probability`."""
+        far has a calibrated probability below `settings.early_stop_probability`. Only a reader with a fitted
+        calibration stops early: the unfitted default, sigmoid(margin), is no probability to stop on."""
         if len(questions) != len(passages) or (retrieval_scores is not None and len(retrieval_scores) != len(questions)):
             raise OdqaError(f"{len(questions)} questions, {len(passages)} passage lists"
                             + (f" and {len(retrieval_scores)} score lists" if retrieval_scores is not None else ""))
         jobs = [ReadState.make(q, ps, retrieval_scores[i] if retrieval_scores is not None else None, top_n)
                 for i, (q, ps) in enumerate(zip(questions, passages))]
         threshold = self.settings.no_answer_threshold if no_answer_threshold == "default" else no_answer_threshold
-        first = self.settings.early_stop_passages
+        first = self.settings.early_stop_passages if self.calibration.fitted else 0
         stages = [first, None] if first and first > 0 else [None]
         pending = [j for j in jobs if j.keep]
         for until in stages:

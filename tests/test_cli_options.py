@@ -186,7 +186,8 @@ def test_inverted_and_renamed_flags_keep_their_meaning(tmp_path):
     assert values["progress"] is False and values["val_files"] == ["a.jsonl"] and values["early_stop"] == 3
     assert config_overrides(_commands()["ask"].parse_args(["q", "--no-linker", "--reader", "r"])) == {
         "index": None, "retrieval.retriever": None, "retrieval.k": None, "reader.model": "r",
-        "reader.focus_words": None, "reader.whole_passages": None, "linker.enabled": False, "retrieval.entity_bonus": None, "precision": None,
+        "reader.focus_words": None, "reader.whole_passages": None, "reader.early_stop_passages": None,
+        "reader.early_stop_probability": None, "linker.enabled": False, "retrieval.entity_bonus": None, "precision": None,
         "runtime": None}
 
 
@@ -199,6 +200,9 @@ def test_focus_words_flag_reaches_the_reader_config(tmp_path):
     assert OdqaConfig.load(config_file, config_overrides(given)).reader.focus_words == 0
     given = ask.parse_args(["q", "--whole-passages", "2", "--config", str(config_file)])
     assert OdqaConfig.load(config_file, config_overrides(given)).reader.whole_passages == 2
+    given = ask.parse_args(["q", "--early-stop-passages", "0", "--early-stop-probability", "0.5"])
+    reader = OdqaConfig.load(None, config_overrides(given)).reader
+    assert (reader.early_stop_passages, reader.early_stop_probability) == (0, 0.5)
 
 
 @pytest.mark.subprocess

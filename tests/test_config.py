@@ -34,6 +34,8 @@ def test_yaml(tmp_path):
     ('[linker]\nmention_threshold = -1\n', "mention_threshold"),
     ('[reader]\nfocus_words = -5\n', "reader.focus_words must be 0"),
     ('[reader]\nwhole_passages = -1\n', "reader.whole_passages must be 0"),
+    ('[reader]\nearly_stop_passages = -1\n', "reader.early_stop_passages must be 0"),
+    ('[reader]\nearly_stop_probability = 1.5\n', "early_stop_probability must lie between 0 and 1"),
     ('retrieval = 3\n', "must be a table"),
     ('[retrieval\n', "not valid"),
 ])

@@ -142,10 +142,17 @@ def test_read_many_answers_each_question_as_read_does(fp32_reader):
 
 
 def test_early_stop_reads_the_rest_only_when_the_first_passages_are_not_decisive(fp32_reader):
-    settings = fp32_reader.settings
+    """With a fitted calibration; without one (sigmoid of the margin, no probability) every passage is read."""
+    import dataclasses
+
+    settings, unfitted = fp32_reader.settings, fp32_reader.calibration
     full = fp32_reader.read(QUESTIONS[0], PASSAGES[:2], no_answer_threshold=None)
     try:
-        settings.early_stop_passages = 1
+        settings.early_stop_passages, settings.early_stop_probability = 1, 0.0
+        before = fp32_reader.passages_read
+        fp32_reader.read(QUESTIONS[0], PASSAGES[:2], no_answer_threshold=None)
+        assert not unfitted.fitted and fp32_reader.passages_read - before == 2
+        fp32_reader.calibration = dataclasses.replace(unfitted, fitted=True)
         settings.early_stop_probability = 0.0  # any answer decides: the second passage is never read
         before = fp32_reader.passages_read
         stopped = fp32_reader.read(QUESTIONS[0], PASSAGES[:2], no_answer_threshold=None)
@@ -157,3 +164,4 @@ def test_early_stop_reads_the_rest_only_when_the_first_passages_are_not_decisive
         assert fp32_reader.passages_read - before == 2
     finally:
         settings.early_stop_passages, settings.early_stop_probability = 0, 1.0
+        fp32_reader.calibration = unfitted

@@ -47,7 +47,8 @@ def register(subparsers) -> None:
 def _pipeline_flags(p) -> None:
     add_options(p, OdqaConfig, ["index"], section="")
     add_options(p, RetrievalConfig, ["retriever", "k"], section="retrieval")
-    add_options(p, ReaderConfig, ["model", "focus_words", "whole_passages"], rename={"model": "reader"}, section="reader")
+    add_options(p, ReaderConfig, ["model", "focus_words", "whole_passages", "early_stop_passages",
+                                  "early_stop_probability"], rename={"model": "reader"}, section="reader")
     add_options(p, LinkerConfig, ["enabled"], rename={"enabled": "linker"}, section="linker")
     add_options(p, RetrievalConfig, ["entity_bonus"], section="retrieval")
     add_options(p, OdqaConfig, ["precision", "runtime"], section="")
