@@ -33,16 +33,13 @@ def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str]
     import torch
 
     from odqa.config import OdqaConfig
-    from odqa.corpus.questions import drop_articles, load_questions, squad_titles
+    from odqa.corpus.questions import drop_articles, keep_articles, load_questions
     from odqa.demo_corpus import demo_index_path, demo_kb_path
     from odqa.eval.qa import evaluate_qa
     from odqa.pipeline import Pipeline
 
     torch.set_num_threads(2)
-    items = drop_articles(load_questions(questions_path), exclude_articles_of)
-    if only_articles_of is not None:
-        titles = squad_titles(only_articles_of)
-        items = [item for item in items if item.title in titles]
+    items = keep_articles(drop_articles(load_questions(questions_path), exclude_articles_of), only_articles_of)
     if n and n < len(items):
         items = random.Random(SEED).sample(items, n)
     rows = []

@@ -94,17 +94,15 @@ def main(argv=None) -> int:
 
     from odqa.config import OdqaConfig
     from odqa.core.device import cpu_description
-    from odqa.corpus.questions import drop_articles, load_questions, squad_titles, with_answers
+    from odqa.corpus.questions import drop_articles, keep_articles, load_questions, with_answers
     from odqa.eval.qa import score_answer
     from odqa.pipeline import Pipeline, relative_scores
 
     torch.set_num_threads(args.threads)
     items = []
     for path in args.sets:
-        loaded = drop_articles(with_answers(load_questions(path), path), args.exclude_articles_of or None)
-        if args.only_articles_of:
-            titles = squad_titles(args.only_articles_of)
-            loaded = [item for item in loaded if item.title in titles]
+        loaded = with_answers(load_questions(path), path)
+        loaded = keep_articles(drop_articles(loaded, args.exclude_articles_of or None), args.only_articles_of or None)
         items += random.Random(13).sample(loaded, min(args.questions, len(loaded)))
     pipeline = Pipeline(OdqaConfig.load(None, {"index": args.index, "retrieval.retriever": "bm25",
                                                "linker.enabled": False, "precision": args.precision}))

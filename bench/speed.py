@@ -55,7 +55,8 @@ VARIANTS = {  # name -> (runtime, precision)
     "auto": ("auto", "auto"),
 }
 # end to end, the pipeline as it was before reading less: torch fp32 reading every passage whole
-# (reader.focus_words = 0, reader.early_stop_passages = 0). Only run when asked for; the reader and encoder rows equal torch-fp32's.
+# (reader.focus_words = 0, reader.early_stop_passages = 0). Only run when asked for; the reader and encoder
+# rows equal torch-fp32's.
 WHOLE_PASSAGES = "torch-fp32-whole"
 E2E_SEED = 13  # bench/qa.py's and bench/retrieval.py's sample of squad-open questions
 # end to end exactly as a default run goes here, each model on its own `auto` plan (the reader and encoder rows

@@ -88,7 +88,7 @@ def test_eval_reader_with_a_non_qa_model_exits_2(tmp_path, capsys):
 
 def test_articles_of_the_training_file_are_left_out(tmp_path, capsys):
     from odqa.cli import main
-    from odqa.corpus.questions import drop_articles, load_questions
+    from odqa.corpus.questions import drop_articles, keep_articles, load_questions
     from tests.reader_fixtures import save_tiny_qa
 
     data = _tiny_squad(tmp_path / "tiny.json")
@@ -100,6 +100,8 @@ def test_articles_of_the_training_file_are_left_out(tmp_path, capsys):
     items = load_questions(tmp_path / "both.json")
     assert [q.id for q in drop_articles(items, data)] == ["s1"]  # the France article was "trained on"
     assert drop_articles(items, None) == items
+    assert "s1" not in [q.id for q in keep_articles(items, data)]  # only the France article's questions
+    assert len(keep_articles(items, data)) + 1 == len(items) and keep_articles(items, None) == items
 
     model = save_tiny_qa(tmp_path / "tiny")
     rc = main(["eval-reader", "--data", str(tmp_path / "both.json"), "--model", str(model), "--json", "--threads", "1",

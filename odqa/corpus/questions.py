@@ -260,6 +260,15 @@ def drop_articles(items: list[QAItem], seen: str | Path | None) -> list[QAItem]:
     return [item for item in items if item.title not in titles]
 
 
+def keep_articles(items: list[QAItem], kept: str | Path | None) -> list[QAItem]:
+    """The items whose article is in the SQuAD file `kept` (None: all items); `drop_articles`' complement, e.g.
+    squad-open's articles kept for choosing settings (those SQuAD v2.0 dev shares)."""
+    if kept is None:
+        return items
+    titles = squad_titles(kept)
+    return [item for item in items if item.title in titles]
+
+
 def _squad(articles: list, include_impossible: bool, path: Path | str = "SQuAD file") -> Iterator[QAItem]:
     try:
         yield from _squad_items(articles, include_impossible)
