@@ -11,8 +11,11 @@ by the teacher, which costs little (one short text per question), so an index bu
 searched in the teacher's vector space: `run_qa.py index --encoder STUDENT` records the teacher (the student's
 retriever_info.json names it) as the index's question encoder.
 
-Only passage texts are used, no questions or labels; `exclude` removes the articles of the test sets a
-retrieval bench reads (SQuAD dev) from the training passages all the same.
+Passage texts come from an index's passage store or straight from a corpus (any format `index --corpus` reads),
+drawn at random; `exclude` removes the articles of the test sets a retrieval bench reads (SQuAD dev). No labels
+are used. Probe questions (`questions`, answers unused) only shape the loss: their teacher vectors say which
+directions of a passage vector search reads (retriever/probe_loss.py). `recall_eval` adds a retrieval check to
+each evaluation, on a dev split's paragraphs among the held-out passages, the student beside the teacher.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import torch
 from odqa.core.atomic import atomic_folder
 from odqa.core.errors import OdqaError
 from odqa.core.training import LoopSettings, TrainingLoop, latest_checkpoint, set_seed, training_device
+from retriever.probe_loss import probe_weighted_loss
 from retriever.train import epoch_order
 from retriever.train_config import EncoderDistillConfig
 
@@ -53,13 +57,15 @@ def keep_layers(encoder, layers: Sequence[int]):
 
 def sample_passages(index: str | Path, count: int, exclude: Sequence[str | Path] = (),
                     seed: int = 42) -> list[tuple[str, str]]:
-    """(title, text) of `count` passages drawn at random (seeded) from the index's passage store, none from the
-    articles of the SQuAD-format files `exclude`."""
+    """(title, text) of `count` passages drawn at random (seeded) from the index's passage store, or from a corpus
+    file or folder, none from the articles of the SQuAD-format files `exclude`."""
     from odqa.corpus.questions import article_key, squad_article_keys
     from retriever.loading import IndexBundle
 
-    store = IndexBundle.open(index).store
     excluded = squad_article_keys(exclude)
+    if not (Path(index) / "manifest.json").is_file():
+        return _sample_corpus(index, count, excluded, seed)
+    store = IndexBundle.open(index).store
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(store))
     chosen: list[tuple[str, str]] = []
@@ -73,6 +79,87 @@ def sample_passages(index: str | Path, count: int, exclude: Sequence[str | Path]
             break
     np.random.default_rng(seed + 1).shuffle(chosen)  # `take` returned each slice in store order
     return chosen[:count]
+
+
+def _sample_corpus(corpus: str | Path, count: int, excluded: set[str], seed: int) -> list[tuple[str, str]]:
+    """A uniform sample of a corpus's passages in one streaming pass (reservoir sampling: memory bounded by
+    `count`), shuffled."""
+    from odqa.corpus.questions import article_key
+    from odqa.corpus.readers import iter_passages
+
+    if not Path(corpus).exists():
+        raise OdqaError(f"--index {corpus}: neither an index folder nor a corpus file or folder; give one")
+    rng = np.random.default_rng(seed)
+    chosen: list[tuple[str, str]] = []
+    seen = 0
+    for passage in iter_passages(corpus):
+        if article_key(passage.title) in excluded or not passage.text.strip():
+            continue
+        if len(chosen) < count:
+            chosen.append((passage.title, passage.text))
+        else:
+            slot = int(rng.integers(0, seen + 1))
+            if slot < count:
+                chosen[slot] = (passage.title, passage.text)
+        seen += 1
+    np.random.default_rng(seed + 1).shuffle(chosen)
+    return chosen
+
+
+@torch.no_grad()
+def question_vectors(encoder, questions: Sequence[str], batch_size: int = 256, max_length: int = 64) -> torch.Tensor:
+    """fp32 vectors of `questions` (with the encoder's query prefix) from the torch model."""
+    texts = [encoder.query_prefix + q for q in questions]
+    return torch.cat([encoder(encoder.tokenize(texts[i : i + batch_size], max_length)).float()
+                      for i in range(0, len(texts), batch_size)])
+
+
+def probe_second_moment(teacher, files: Sequence[str | Path]) -> torch.Tensor | None:
+    """The probe questions' second-moment matrix (retriever/probe_loss.py), from the teacher's vectors of the
+    distinct questions of `files`; None without files."""
+    from odqa.corpus.questions import check_not_test_set, load_questions
+    from retriever.probe_loss import question_second_moment
+
+    if not files:
+        return None
+    questions: dict[str, None] = {}
+    for file in files:
+        check_not_test_set(file)
+        questions.update(dict.fromkeys(item.question.strip() for item in load_questions(file)))
+    log.info("probe questions: %d distinct from %d file(s)", len(questions), len(files))
+    return question_second_moment(question_vectors(teacher, list(questions)))
+
+
+class RecallCheck:
+    """Recall@k of a SQuAD-format file's gold paragraphs among its paragraphs plus distractor passages, questions
+    encoded by the teacher, for the teacher's passage vectors (once) and a student's (each call)."""
+
+    def __init__(self, teacher, squad_file: str | Path, distractors: Sequence[tuple[str, str]], max_length: int,
+                 ks: Sequence[int] = (1, 5, 20)):
+        from odqa.corpus.questions import check_not_test_set, load_questions
+
+        check_not_test_set(squad_file)
+        items = [item for item in load_questions(squad_file) if item.context and item.answers]
+        if not items:
+            raise OdqaError(f"--recall-eval {squad_file}: no answerable questions with a paragraph; give a "
+                            "SQuAD-format file")
+        paragraphs: dict[tuple[str, str], int] = {}
+        self.gold = torch.tensor([paragraphs.setdefault((item.title, item.context), len(paragraphs))
+                                  for item in items])
+        self.passages = list(paragraphs) + list(distractors)
+        self.max_length, self.ks = max_length, tuple(ks)
+        self.questions = question_vectors(teacher, [item.question for item in items])
+        self.teacher = self._recall(passage_vectors(teacher, self.passages, max_length))
+
+    def _recall(self, passages: torch.Tensor) -> dict:
+        scores = self.questions.to(passages.device) @ passages.float().T
+        gold = scores.gather(1, self.gold.to(passages.device)[:, None])
+        rank = (scores > gold).sum(1)  # ties go to the gold paragraph
+        return {f"recall@{k}": round(100.0 * float((rank < k).float().mean()), 2) for k in self.ks}
+
+    def report(self, student) -> dict:
+        return {"student": self._recall(passage_vectors(student, self.passages, self.max_length)),
+                "teacher": self.teacher, "questions": len(self.gold), "passages": len(self.passages)}
 
 
 @torch.no_grad()
@@ -127,6 +214,8 @@ def distill_passage_encoder(cfg: EncoderDistillConfig) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     student.to(device).train()
     heldout_teacher = passage_vectors(teacher, heldout, cfg.max_length) if heldout else None
+    second_moment = probe_second_moment(teacher, cfg.questions)
+    recall_check = RecallCheck(teacher, cfg.recall_eval, heldout, cfg.max_length) if cfg.recall_eval else None
 
     per_epoch = len(train) // cfg.batch_size
     total = cfg.max_steps if cfg.max_steps > 0 else max(1, math.ceil(cfg.epochs * per_epoch))
@@ -147,7 +236,7 @@ def distill_passage_encoder(cfg: EncoderDistillConfig) -> Path:
             target = teacher(batch).float()
         with loop.autocast():
             vectors = student(batch).float()
-        loss = (1.0 - (vectors * target).sum(-1)).mean()  # both normalised by forward(): cosine similarity
+        loss = probe_weighted_loss(vectors, target, second_moment, cfg.question_weight)  # both unit vectors
         loop.backward(loss)
         return {"loss": float(loss.detach()), "passages": len(texts)}
 
@@ -156,7 +245,10 @@ def distill_passage_encoder(cfg: EncoderDistillConfig) -> Path:
         _write_info(folder, cfg, loop.step, None)
 
     def evaluate(step: int) -> dict:
-        return {"step": step, **cosine_report(student, heldout_teacher, heldout, cfg.max_length)}
+        report = {"step": step, **cosine_report(student, heldout_teacher, heldout, cfg.max_length)}
+        if recall_check is not None:
+            report["recall"] = recall_check.report(student)
+        return report
 
     loop = TrainingLoop(
         LoopSettings(out, total, per_epoch, name="distill-encoder", save_every=cfg.save_every,

@@ -57,7 +57,7 @@ class EncoderDistillConfig(RunOptions):
     """`retriever.distill_encoder.distill_passage_encoder`: a shallower passage encoder that writes the teacher's
     passage vectors, so an index it builds is searched with the teacher's question vectors."""
 
-    index: str  # index folder whose passages are the training texts (its passage store)
+    index: str  # index folder (its passage store) or corpus file/folder whose passages are the training texts
     output_dir: str
     teacher: str = field(default="retriever", metadata=_help(
         "the encoder whose passage vectors the student learns to write (name, shipped model or path)"))
@@ -69,7 +69,16 @@ class EncoderDistillConfig(RunOptions):
     exclude: list[str] = field(default_factory=list, metadata=_help(
         "SQuAD-format files whose articles' passages are left out (the test sets a retrieval bench reads)",
         metavar="FILE"))
-    passages: int = field(default=40000, metadata=_help("training passages, spread evenly over the store"))
+    passages: int = field(default=40000, metadata=_help("training passages, drawn at random from the store or "
+                                                        "corpus"))
+    questions: list[str] = field(default_factory=list, metadata=_help(
+        "probe question files (any question format; answers unused, test sets refused): the loss weighs the "
+        "student's error by the directions the teacher's vectors of these questions look in", metavar="FILE"))
+    question_weight: float = field(default=0.5, metadata=_help(
+        "with --questions: share of the loss on the probe questions' score error (the rest: 1 - cosine)"))
+    recall_eval: str = field(default="", metadata=_help(
+        "a SQuAD-format file (a dev split, never a test set): each evaluation also reports recall@1/5/20 of its gold "
+        "paragraphs among its paragraphs plus the held-out passages, student beside teacher"))
     max_length: int = field(default=256, metadata=_help("passage tokens (the index's encoder length)"))
     batch_size: int = field(default=32, metadata=_help("passages per step"))
     lr: float = field(default=1e-4, metadata=_help("peak learning rate"))

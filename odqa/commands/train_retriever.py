@@ -138,10 +138,11 @@ def register(subparsers) -> None:
         "--exclude /work/shared/data/squad/dev-v1.1.json --output runs/passage-encoder-l3",
         _distill,
     )
-    p.add_argument("--index", required=True, help="index folder whose passages are the training texts")
+    p.add_argument("--index", required=True, help="index folder, or corpus file or folder (any format `index "
+                   "--corpus` reads), whose passages are the training texts")
     add_output(p, "--output", folder=True, required=True, help="folder for checkpoints and the final model (OUTPUT/final)")
     add_options(p, EncoderDistillConfig, [
-        "teacher", "layers", "init", "exclude", "passages", "max_length", "batch_size", "lr", "warmup", "epochs", "max_steps",
+        "teacher", "layers", "init", "exclude", "passages", "questions", "question_weight", "recall_eval", "max_length", "batch_size", "lr", "warmup", "epochs", "max_steps",
         "max_minutes", "holdout", "seed", "save_every", "log_every", "threads", "precision", "device", "progress"])
     p.add_argument("--json", action="store_true", help="print the held-out cosine as JSON on the last line")
 
