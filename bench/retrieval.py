@@ -302,7 +302,7 @@ def run_squad_open(args) -> str:
     import torch
 
     from indexes.vector import VectorIndexParams
-    from odqa.corpus.questions import drop_articles, load_questions
+    from odqa.corpus.questions import drop_articles, keep_articles, load_questions
     from odqa.eval.retrieval import evaluate_retrieval
     from odqa.indexing import IndexSpec
     from retriever.loading import IndexBundle
@@ -314,8 +314,9 @@ def run_squad_open(args) -> str:
     encoders = args.encoders if dense else []
     # the shipped reader and retriever train on SQuAD v2.0 dev, which holds 35 of v1.1 dev's 48 articles with
     # the same questions: only the questions of the other 13 articles are asked
-    items = drop_articles(load_questions(Path(args.data) / "squad" / "dev-v1.1.json"),
-                          Path(args.data) / "squad" / "dev-v2.0.json")
+    # (--tuning-articles: the other 35 instead, for choices between models; the same corpus and indexes)
+    choose = keep_articles if args.tuning_articles else drop_articles
+    items = choose(load_questions(Path(args.data) / "squad" / "dev-v1.1.json"), Path(args.data) / "squad" / "dev-v2.0.json")
     n_q = min(args.questions or 2000, len(items))
     items = random.Random(SEED).sample(items, n_q)
 
@@ -377,8 +378,11 @@ def run_squad_open(args) -> str:
         f"(project chunker, 100 words), plus {info['wiki_passages']:,} passages sampled (seed {SEED}) from the "
         f"{info['wiki_pool'] - info['wiki_excluded_same_title']:,} Wikipedia-subset passages whose article title is "
         f"not a SQuAD dev title ({info['wiki_excluded_same_title']:,} passages excluded); {n_passages:,} passages in all. "
-        f"Questions: {n_q:,} SQuAD v1.1 dev questions sampled with seed {SEED} from the 13 articles that SQuAD v2.0 "
-        "dev (training data of the shipped models) does not share. R@k: a top-k passage holds an "
+        f"Questions: {n_q:,} SQuAD v1.1 dev questions sampled with seed {SEED} from the "
+        + ("35 articles that SQuAD v2.0 dev (training data of the shipped retriever) shares: a tuning split, for "
+           "choosing between models, not a test. " if args.tuning_articles else
+           "13 articles that SQuAD v2.0 dev (training data of the shipped models) does not share. ")
+        + "R@k: a top-k passage holds an "
         "answer (DPR token match); gold R@k: a top-k passage is cut from the question's own SQuAD paragraph. "
         "q/s search: search calls only (batches of 32, passages fetched, no answer matching); q/s incl. "
         "matching: `evaluate_retrieval` end to end. Hybrid asks each retriever for 100 candidates.",
@@ -895,6 +899,8 @@ def main(argv=None) -> int:
                         "to choose the hybrid's fusion and alpha on")
     parser.add_argument("--squad-dev", help="squad-open: dev questions whose paragraphs are in the corpus (e.g. the "
                         "SQuAD v2.0 dev split of build-dpr-data --dev-dir) to choose a hybrid's fusion and alpha on")
+    parser.add_argument("--tuning-articles", action="store_true", help="squad-open: ask the questions of the 35 "
+                        "articles SQuAD v2.0 dev shares (for choosing between models) instead of the 13 held-out ones")
     parser.add_argument("--wiki-sample", type=int, default=40000, help="squad-open: Wikipedia distractor passages")
     parser.add_argument("--rank-bm25-questions", type=int, default=300, help="nq-bm25: questions for rank-bm25 (slow)")
     parser.add_argument("--rank-bm25-min-mb", type=int, default=10000, help="skip rank-bm25 below this much free memory")
