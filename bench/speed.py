@@ -192,10 +192,12 @@ def measure_pipeline(runtime: str, precision: str, args, whole_passages: bool = 
 
 
 def measure_index_encoder(args) -> dict:
-    """The passage encoder of a default `run_qa.py index` here (encoder and precision as the build picks them)."""
-    from odqa.indexing import IndexSpec, passage_encoder
+    """The passage encoder of a default, large `run_qa.py index` here (encoder and precision as a build of
+    LARGE_BUILD passages or more picks them)."""
+    from odqa.indexing import LARGE_BUILD, IndexSpec, auto_passage_encoder, passage_encoder
 
-    encoder = passage_encoder(IndexSpec(corpus="", out="", device="cpu", max_length=128))
+    encoder = passage_encoder(auto_passage_encoder(IndexSpec(corpus="", out="", device="cpu", max_length=128),
+                                                   LARGE_BUILD))
     row = measure_encoder("", "", argparse.Namespace(**{**vars(args), "quick": True}), encoder)
     return {"variant": INDEX_DEFAULT, "index_passage_encoder": f"{encoder.name} ({encoder.plan().label})",
             "index_encoder_passages_per_s": row["encoder_passages_per_s"]}

@@ -142,6 +142,8 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
             with _timed(seconds, "passages_s"):
                 store, fingerprint = _passages(spec, work)
             _maybe_crash(crash_after, "passages")
+            if DENSE in backends:
+                spec = auto_passage_encoder(spec, len(store))
             language = corpus_language(store) if spec.language == "auto" else spec.language
             analyzer = analyzer_for(language, spec.analyzer)
             if BM25 in backends:
@@ -335,17 +337,39 @@ FAST_PASSAGE_ENCODER = "fast-passage-encoder"  # models/fast-passage-encoder: wr
 LARGE_BUILD = 50_000  # passages: below this the build takes minutes either way
 
 
+def auto_passage_encoder(spec: IndexSpec, passages: int) -> IndexSpec:
+    """Under `--precision auto`, a large build with the default encoder on a CPU where it would run fp32 or int8
+    (no native bf16, or int8 preferred to it) encodes its passages with the distilled 4-layer student, whose
+    recall was measured level with the 6-layer encoder's (models/fast-passage-encoder/README.md) at about 1.4x
+    its int8 speed; its vectors are searched with the same question encoder. An explicit precision keeps the
+    encoder asked for; small builds keep it too (minutes either way)."""
+    from odqa.core.device import device_type
+    from odqa.core.text_encoding import paired_query_encoder
+
+    if (spec.precision != "auto" or spec.encoder != DEFAULT_ENCODER or passages < LARGE_BUILD
+            or device_type(spec.device) != "cpu" or passage_precision(spec) not in ("fp32", "int8")):
+        return spec
+    fast = replace(spec, encoder=FAST_PASSAGE_ENCODER, query_encoder=paired_query_encoder(FAST_PASSAGE_ENCODER))
+    print(f"odqa: {passages:,} passages on this CPU: `auto` encodes them with {FAST_PASSAGE_ENCODER} "
+          f"({passage_precision(fast)}; distilled from {DEFAULT_ENCODER}, searched with its questions, recall "
+          f"measured level: models/{FAST_PASSAGE_ENCODER}/README.md); --precision {passage_precision(spec)} keeps "
+          f"{DEFAULT_ENCODER}", file=sys.stderr, flush=True)
+    return fast
+
+
 def _suggest_fast_encoder(spec: IndexSpec, encoder, passages: int) -> None:
-    """Where the default encoder runs fp32 or int8 on a CPU (no native bf16, or int8 preferred to it), a large
-    build with it is told of the shipped distilled passage encoder, which writes the same vector space faster at
-    some recall (its card gives both)."""
+    """Where the default encoder runs fp32 or int8 on a CPU (no native bf16, or int8 preferred to it) at a
+    precision asked for (`auto` switches by itself: `auto_passage_encoder`), a large build with it is told of the
+    shipped distilled passage encoder, which writes the same vector space faster (its card gives speed and
+    recall)."""
     precision = encoder.plan().precision
     if (spec.encoder != DEFAULT_ENCODER or passages < LARGE_BUILD or encoder.device_type != "cpu"
             or precision not in ("fp32", "int8")):
         return
     print(f"odqa: {passages:,} passages to encode in {precision} on this CPU; `--encoder {FAST_PASSAGE_ENCODER}` "
-          f"(distilled from {DEFAULT_ENCODER}, searched with its questions) encodes them faster, at some recall "
-          f"(models/{FAST_PASSAGE_ENCODER}/README.md)", file=sys.stderr, flush=True)
+          f"(distilled from {DEFAULT_ENCODER}, searched with its questions; what `--precision auto` picks here) "
+          f"encodes them faster at recall measured level (models/{FAST_PASSAGE_ENCODER}/README.md)",
+          file=sys.stderr, flush=True)
 
 
 def _encoder_options(spec: IndexSpec) -> dict:

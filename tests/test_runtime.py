@@ -296,6 +296,27 @@ def test_a_large_cpu_build_with_the_default_encoder_is_told_of_the_fast_passage_
         assert capsys.readouterr().err == ""
 
 
+def test_auto_encodes_a_large_cpu_build_with_the_fast_passage_encoder_where_bf16_is_not_native(monkeypatch, capsys):
+    from odqa.indexing import LARGE_BUILD, IndexSpec, auto_passage_encoder, passage_precision
+
+    _machine(monkeypatch, onnx=True, fast_bf16=False)
+    spec = IndexSpec(corpus="c", out="o", device="cpu", query_encoder="retriever")
+    fast = auto_passage_encoder(spec, LARGE_BUILD)
+    assert fast.encoder == "fast-passage-encoder" and fast.query_encoder == "retriever"  # the teacher's questions
+    assert passage_precision(fast) == "int8"
+    err = capsys.readouterr().err
+    assert "auto` encodes them with fast-passage-encoder" in err and "--precision int8 keeps retriever" in err
+    # an explicit precision, a small build, another encoder or a GPU keep the encoder asked for, silently
+    for kept, passages in [(IndexSpec(corpus="c", out="o", device="cpu", precision="int8"), LARGE_BUILD),
+                           (spec, LARGE_BUILD - 1),
+                           (IndexSpec(corpus="c", out="o", device="cpu", encoder="minilm"), LARGE_BUILD),
+                           (IndexSpec(corpus="c", out="o", device="cuda"), LARGE_BUILD)]:
+        assert auto_passage_encoder(kept, passages) is kept
+    _machine(monkeypatch, fast_bf16=True, prefers_int8=False)  # AMX: the 6-layer encoder in bf16 is fast enough
+    assert auto_passage_encoder(spec, LARGE_BUILD) is spec
+    assert capsys.readouterr().err == ""
+
+
 def test_index_builds_encode_passages_in_int8_where_only_passage_int8_was_measured(monkeypatch):
     from odqa.core.encoder import TextEncoder
     from odqa.core.text_encoding import int8_measured
@@ -313,3 +334,25 @@ def test_index_builds_encode_passages_in_int8_where_only_passage_int8_was_measur
     assert passage_precision(IndexSpec(corpus="c", out="o", device="cuda")) == "fp16"
     _machine(monkeypatch, fast_bf16=True)
     assert passage_precision(spec) == "bf16"
+
+
+def test_a_large_auto_build_records_the_fast_passage_encoder_and_is_searched_with_the_teachers_questions(
+        monkeypatch, tmp_path):
+    import json
+
+    import odqa.indexing
+    from odqa.indexing import IndexSpec, build_index
+    from retriever.loading import IndexBundle
+
+    _machine(monkeypatch, onnx=True, fast_bf16=False)
+    monkeypatch.setattr(odqa.indexing, "LARGE_BUILD", 4)  # four passages stand for a large corpus
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"id": str(i), "title": t, "text": f"{t} is a subject of passage {i}."}) + "\n"
+                              for i, t in enumerate(["Rivers", "Volcanoes", "Opera", "Bridges", "Chemistry"])))
+    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "index"), backends=["dense"], device="cpu"))
+    manifest = json.loads((tmp_path / "index" / "dense" / "manifest.json").read_text())
+    assert manifest["encoder"] == "fast-passage-encoder" and manifest["params"]["query_encoder"] == "retriever"
+    assert manifest["params"]["passage_precision"] == "int8"
+    dense = IndexBundle.open(tmp_path / "index").dense(device="cpu")
+    assert dense.encoder.name == "retriever"
+    assert dense.search(["Which passage is about volcanoes?"], 1)[0][0].row == 1
