@@ -63,7 +63,7 @@ def sample_passages(index: str | Path, count: int, exclude: Sequence[str | Path]
     from retriever.loading import IndexBundle
 
     excluded = squad_article_keys(exclude)
-    if not (Path(index) / "manifest.json").is_file():
+    if not _is_index_folder(Path(index)):
         return _sample_corpus(index, count, excluded, seed)
     store = IndexBundle.open(index).store
     rng = np.random.default_rng(seed)
@@ -79,6 +79,15 @@ def sample_passages(index: str | Path, count: int, exclude: Sequence[str | Path]
             break
     np.random.default_rng(seed + 1).shuffle(chosen)  # `take` returned each slice in store order
     return chosen[:count]
+
+
+def _is_index_folder(path: Path) -> bool:
+    """An index folder, whole or damaged (its manifest or one of its parts is there): IndexBundle.open names the
+    damage rather than the folder being read as a corpus."""
+    from indexes.layout import PASSAGES, SEARCH_PARTS
+    from indexes.manifest import MANIFEST
+
+    return path.is_dir() and any((path / name).exists() for name in (MANIFEST, PASSAGES, *SEARCH_PARTS))
 
 
 def _sample_corpus(corpus: str | Path, count: int, excluded: set[str], seed: int) -> list[tuple[str, str]]:

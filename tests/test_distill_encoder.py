@@ -145,6 +145,17 @@ def test_passages_are_sampled_from_a_corpus_file_as_from_an_index(tmp_path):
         sample_passages(tmp_path / "missing", 5)
 
 
+def test_a_damaged_index_folder_is_named_not_read_as_a_corpus(store_index, tmp_path):
+    import shutil
+
+    damaged = tmp_path / "index"
+    shutil.copytree(store_index, damaged)
+    (damaged / "manifest.json").unlink()
+    with pytest.raises(OdqaError) as caught:
+        sample_passages(damaged, 5)
+    assert "manifest" in str(caught.value).lower() or "damaged" in str(caught.value).lower()
+
+
 def test_recall_check_ranks_gold_paragraphs_among_distractors(tmp_path):
     squad = tmp_path / "tuning-dev.json"
     paragraphs = [{"context": d["text"], "qas": [{"id": d["id"], "question": f"Which passage is numbered {d['id']}?",
