@@ -348,15 +348,23 @@ def auto_passage_encoder(spec: IndexSpec, passages: int) -> IndexSpec:
     from odqa.core.device import device_type
     from odqa.core.text_encoding import paired_query_encoder
 
-    if (spec.precision != "auto" or spec.encoder != DEFAULT_ENCODER or passages < LARGE_BUILD
-            or device_type(spec.device) != "cpu" or passage_precision(spec) not in ("fp32", "int8")):
+    if spec.precision != "auto" or device_type(spec.device) != "cpu":
+        return spec
+    precision = passage_precision(spec)
+    if not _fast_encoder_serves(spec, passages, precision):
         return spec
     fast = replace(spec, encoder=FAST_PASSAGE_ENCODER, query_encoder=paired_query_encoder(FAST_PASSAGE_ENCODER))
     print(f"odqa: {passages:,} passages on this CPU: `auto` encodes them with {FAST_PASSAGE_ENCODER} "
           f"({passage_precision(fast)}; distilled from {DEFAULT_ENCODER}, searched with its questions, recall "
-          f"measured level: models/{FAST_PASSAGE_ENCODER}/README.md); --precision {passage_precision(spec)} keeps "
+          f"measured level: models/{FAST_PASSAGE_ENCODER}/README.md); --precision {precision} keeps "
           f"{DEFAULT_ENCODER}", file=sys.stderr, flush=True)
     return fast
+
+
+def _fast_encoder_serves(spec: IndexSpec, passages: int, cpu_precision: str) -> bool:
+    """A large CPU build with the default encoder, which would run in `cpu_precision` there: where the distilled
+    student is the faster way to write the same vectors (no native bf16 for the 6-layer model)."""
+    return spec.encoder == DEFAULT_ENCODER and passages >= LARGE_BUILD and cpu_precision in ("fp32", "int8")
 
 
 def _suggest_fast_encoder(spec: IndexSpec, encoder, passages: int) -> None:
@@ -365,8 +373,7 @@ def _suggest_fast_encoder(spec: IndexSpec, encoder, passages: int) -> None:
     shipped distilled passage encoder, which writes the same vector space faster (its card gives speed and
     recall)."""
     precision = encoder.plan().precision
-    if (spec.encoder != DEFAULT_ENCODER or passages < LARGE_BUILD or encoder.device_type != "cpu"
-            or precision not in ("fp32", "int8")):
+    if encoder.device_type != "cpu" or not _fast_encoder_serves(spec, passages, precision):
         return
     print(f"odqa: {passages:,} passages to encode in {precision} on this CPU; `--encoder {FAST_PASSAGE_ENCODER}` "
           f"(distilled from {DEFAULT_ENCODER}, searched with its questions; what `--precision auto` picks here) "

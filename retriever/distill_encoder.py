@@ -115,12 +115,9 @@ def _sample_corpus(corpus: str | Path, count: int, excluded: set[str], seed: int
     return chosen
 
 
-@torch.no_grad()
 def question_vectors(encoder, questions: Sequence[str], batch_size: int = 256, max_length: int = 64) -> torch.Tensor:
     """fp32 vectors of `questions` (with the encoder's query prefix) from the torch model."""
-    texts = [encoder.query_prefix + q for q in questions]
-    return torch.cat([encoder(encoder.tokenize(texts[i : i + batch_size], max_length)).float()
-                      for i in range(0, len(texts), batch_size)])
+    return _torch_vectors(encoder, [encoder.query_prefix + q for q in questions], max_length, batch_size)
 
 
 def probe_second_moment(teacher, files: Sequence[str | Path]) -> torch.Tensor | None:
@@ -171,14 +168,19 @@ class RecallCheck:
                 "teacher": self.teacher, "questions": len(self.gold), "passages": len(self.passages)}
 
 
-@torch.no_grad()
 def passage_vectors(encoder, passages: Sequence[tuple[str, str]], max_length: int, batch_size: int = 64) -> torch.Tensor:
-    """fp32 vectors of `passages` from the torch model (train mode switched off while encoding)."""
+    """fp32 vectors of `passages` (with the encoder's passage prefix) from the torch model."""
+    return _torch_vectors(encoder, encoder.with_passage_prefix(passages), max_length, batch_size)
+
+
+@torch.no_grad()
+def _torch_vectors(encoder, texts: Sequence, max_length: int, batch_size: int) -> torch.Tensor:
+    """fp32 vectors of `texts`, prefixes already added, batch by batch (train mode switched off while encoding)."""
     was_training = encoder.training
     encoder.eval()
     try:
-        return torch.cat([encoder(encoder.tokenize(encoder.with_passage_prefix(passages[i : i + batch_size]), max_length))
-                          for i in range(0, len(passages), batch_size)])
+        return torch.cat([encoder(encoder.tokenize(texts[i : i + batch_size], max_length)).float()
+                          for i in range(0, len(texts), batch_size)])
     finally:
         encoder.train(was_training)
 
