@@ -71,15 +71,19 @@ def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str]
 def settings_variants(focus_words: list[int] | None, settings: list[str] | None) -> tuple[dict, ...]:
     """The config overrides of each compared variant: --focus-words values, then --settings arguments."""
     variants: list[dict] = [{"reader.focus_words": f} for f in focus_words or []]
-    for arg in settings or []:
-        variant = {}
-        for pair in arg.split(","):
-            key, sep, value = pair.partition("=")
-            if not sep or not key.strip():
-                raise SystemExit(f"--settings {arg}: give KEY=VALUE pairs joined by commas")
-            variant[key.strip()] = value.strip()  # OdqaConfig.load coerces it to the setting's type
-        variants.append(variant)
+    variants += [parse_settings(arg) for arg in settings or []]
     return tuple(variants) or ({},)
+
+
+def parse_settings(arg: str) -> dict:
+    """One --settings argument, KEY=VALUE pairs joined by commas, as config overrides."""
+    overrides = {}
+    for pair in arg.split(","):
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--settings {arg}: give KEY=VALUE pairs joined by commas")
+        overrides[key.strip()] = value.strip()  # OdqaConfig.load coerces it to the setting's type
+    return overrides
 
 
 def with_answer_retrieved(pipeline, items, k: int) -> list:

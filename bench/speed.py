@@ -157,6 +157,10 @@ def measure_pipeline(runtime: str, precision: str, args, whole_passages: bool = 
     if whole_passages:
         overrides["reader.focus_words"] = 0
         overrides["reader.early_stop_passages"] = 0
+    else:
+        from bench.qa import parse_settings
+
+        overrides.update(parse_settings(args.settings) if args.settings else {})
     # no --index: the demo corpus, with its knowledge base (as `odqa eval-qa` without --index)
     from odqa.demo_corpus import demo_index_path, demo_kb_path
 
@@ -239,6 +243,10 @@ def main(argv=None) -> int:
                     "dev, the shipped models' training data) and sample --e2e-limit of the rest (seed 13; bench/qa.py's "
                     "squad-open test articles)")
     ap.add_argument("--no-e2e", action="store_true", help="reader and encoder only (no index needed)")
+    ap.add_argument("--settings", default="", metavar="KEY=VALUE[,KEY=VALUE]",
+                    help="config overrides for the end-to-end runs of every variant but torch-fp32-whole, e.g. "
+                         "reader.focus_words=40,reader.whole_passages=1,reader.early_stop_passages=0 (an older "
+                         "default; bench/qa.py --settings takes the same form)")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one variant in this process
     ap.add_argument("--out", default="", help="also write the Markdown table here")
     args = ap.parse_args(argv)
