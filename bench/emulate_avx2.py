@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 HIDDEN_FLAG = re.compile(r"^(avx512.*|amx.*|avx_vnni.*|avx_ifma)$")
 XGETBV = b"\x0f\x01\xd0"
@@ -34,7 +35,7 @@ CAPS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_C
         "MKL_ENABLE_INSTRUCTIONS": "AVX2", "FAISS_OPT_LEVEL": "avx2"}
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     print(f"emulate_avx2: error: {message}", file=sys.stderr)
     sys.exit(2)
 

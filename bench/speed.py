@@ -157,10 +157,10 @@ def measure_pipeline(runtime: str, precision: str, args, whole_passages: bool = 
     if whole_passages:
         overrides["reader.focus_words"] = 0
         overrides["reader.early_stop_passages"] = 0
-    else:
+    elif args.settings:
         from bench.qa import parse_settings
 
-        overrides.update(parse_settings(args.settings) if args.settings else {})
+        overrides.update(parse_settings(args.settings))  # checked once in main()
     # no --index: the demo corpus, with its knowledge base (as `odqa eval-qa` without --index)
     from odqa.demo_corpus import demo_index_path, demo_kb_path
 
@@ -266,6 +266,16 @@ def main(argv=None) -> int:
     if unknown:
         print(f"speed.py: error: unknown variant {unknown[0]!r}; choose from {', '.join(VARIANTS)}", file=sys.stderr)
         return 2
+    if args.settings:  # here, before any variant runs, rather than failing in each variant's process
+        from bench.qa import parse_settings
+        from odqa.config import OdqaConfig
+        from odqa.core.errors import OdqaError
+
+        try:
+            OdqaConfig.load(None, parse_settings(args.settings))
+        except OdqaError as exc:
+            print(f"speed.py: error: --settings {args.settings}: {exc}", file=sys.stderr)
+            return 2
     if "torch-bf16" in names and not cpu_has_fast_bf16():
         names.remove("torch-bf16")  # emulated bf16 is slower than fp32: nothing to compare
     plan = plan_inference("cpu", auto_int8=True)  # the reader's default
