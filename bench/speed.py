@@ -21,7 +21,7 @@ passages/s.
         --e2e-held-out ../shared/data/squad/dev-v2.0.json --e2e-limit 1000   # squad-open's held-out articles
 
 The last line with --json is one JSON object: cpu_model, cpu_flags, per-variant reader_ms_median, reader_f1,
-e2e_qps (and the rest), default_variant (what `auto` picks here for the reader), e2e_default_variant (`auto`
+e2e_qps (and the rest), default_variant (what `auto` picks here for the reader; default_reason: why), e2e_default_variant (`auto`
 where it ran, else default_variant), speedup_vs_torch_fp32 (end to end, e2e_default_variant against torch fp32
 on the same pipeline settings) and f1_loss_vs_torch_fp32 (reader F1, default variant); with
 torch-fp32-whole run too, speedup_vs_torch_fp32_whole_passages and e2e_f1_loss_vs_torch_fp32_whole_passages;
@@ -299,7 +299,8 @@ def main(argv=None) -> int:
                "linker_ms_median", "e2e_qps", "e2e_f1", "dense_recall@20_squad_dev_paragraphs", "peak_rss_mb"]
     table = "\n".join(["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] +
                       ["| " + " | ".join(str(r.get(c, "-")) for c in columns) + " |" for r in rows])
-    print(f"\nCPU {model} ({' '.join(flags)}), {args.threads} threads; default (auto) = {default}\n\n{table}\n")
+    print(f"\nCPU {model} ({' '.join(flags)}), {args.threads} threads; default (auto) = {default} ({plan.reason})"
+          f"\n\n{table}\n")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(f"`python bench/speed.py {' '.join(passthrough)}` on {model} "
@@ -308,6 +309,7 @@ def main(argv=None) -> int:
     ref, chosen = by.get("torch-fp32"), by.get(AUTO) or by.get(default)
     summary = {
         "cpu_model": model, "cpu_flags": flags, "threads": args.threads, "default_variant": default,
+        "default_reason": plan.reason,
         "e2e_default_variant": AUTO if AUTO in by else default,
         **{key: {r["variant"]: r.get(key) for r in rows} for key in columns[1:]},
         "speedup_vs_torch_fp32": round(chosen["e2e_qps"] / ref["e2e_qps"], 2)

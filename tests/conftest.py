@@ -37,6 +37,15 @@ def _few_threads():
     yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _cpu_choice_by_flags():
+    # `auto` times int8 against bf16 once per $ODQA_HOME on CPUs with native bf16 (odqa.core.cpu_choice); the
+    # tests start processes with fresh homes, which would each time it again. They take the flags' verdict;
+    # tests/test_cpu_choice.py times it for real.
+    os.environ.setdefault("ODQA_CPU_CHOICE", "flags")
+    yield
+
+
 @pytest.fixture(scope="session")
 def bm25_index_of(tmp_path_factory):
     """`bm25_index_of(docs, name)`: a BM25-only index of `docs` ({"id", "title", "text"} rows) in a new folder."""

@@ -1,9 +1,10 @@
 """Which runtime and precision run a model's inference, and the ONNX Runtime path for CPUs without native bf16.
 
 `precision` (auto | fp32 | bf16 | fp16 | int8) and `runtime` (auto | torch | onnx) are resolved once per model
-into an `InferencePlan`. `auto` on a CPU: torch bf16 where the CPU has native bf16 (AMX, AVX512-BF16), else,
-for the reader, ONNX Runtime int8 (dynamic, one weight scale per output channel; the F1 it costs the reader is in
-bench/speed.py's table). The text encoders and the linker get ONNX Runtime fp32 there: the same arithmetic as
+into an `InferencePlan`. `auto` on a CPU: for the reader, ONNX Runtime int8 (dynamic, one weight scale per output
+channel; the F1 it costs the reader is in bench/speed.py's table) on CPUs without native bf16, and on those with
+it (AMX, AVX512-BF16) where int8 was timed faster than torch bf16 on the CPU itself (odqa.core.cpu_choice: so
+on AVX512-BF16 with VNNI), else torch bf16. The text encoders and the linker get ONNX Runtime fp32 there: the same arithmetic as
 torch fp32 (bench/results/speed-avx2.md: equal recall and F1, the encoder 32 vs 26-29 passages/s, the linker 13
 vs 22 ms a question), and a cached graph answers without importing torch at all, which is most of a fresh
 `odqa ask`'s start. Models reading questions (the linker, a search's question encoder: `question_time`) get
@@ -75,14 +76,14 @@ def plan_inference(device_type: str, precision: str = "auto", runtime: str = "au
                    auto_int8: bool = False, question_time: bool = False) -> InferencePlan:
     """`precision` and `runtime` made concrete for a device type ("cpu", "cuda").
 
-    `auto_int8`: whether `auto` may pick int8 on a CPU without native bf16 (or with AVX512-BF16 and VNNI but no
-    AMX, `cpu_prefers_int8`) — only for a model whose int8 quality was measured (the reader, an encoder marked
+    `auto_int8`: whether `auto` may pick int8 on a CPU without native bf16 (or with it, where int8 was timed
+    faster on the CPU: odqa.core.cpu_choice) — only for a model whose int8 quality was measured (the reader, an encoder marked
     so: odqa.core.text_encoding.int8_measured); the others get onnx fp32 (bf16 with native bf16) there.
     `question_time`: the model reads questions (the linker, a search's question encoder), a few short texts a
     call, not an index build's passages: `auto` runs it on onnx fp32 on every CPU where onnxruntime is installed,
     bf16 ones included, since a cached graph answers without importing torch (seconds of a fresh `odqa ask`) and
     fp32 is the reference arithmetic; bulk work (passages, entities) keeps bf16 there."""
-    from odqa.core.device import cpu_has_fast_bf16, cpu_prefers_int8
+    from odqa.core.device import cpu_has_fast_bf16
 
     if precision not in PRECISIONS:
         raise OdqaError(f"unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}")
@@ -100,13 +101,19 @@ def plan_inference(device_type: str, precision: str = "auto", runtime: str = "au
         raise OdqaError("runtime onnx runs fp32 or int8; use --runtime torch for bf16")
     if precision == "auto":
         native_bf16 = cpu_has_fast_bf16()
+        bf16_reason = "auto: CPU with native bf16"
         if native_bf16 and runtime == "auto" and onnx_runtime_available():
-            if auto_int8 and cpu_prefers_int8():
-                return InferencePlan("onnx", "int8", "auto: CPU with AVX512-BF16 and VNNI, no AMX: int8 is faster")
+            if auto_int8:
+                from odqa.core.cpu_choice import int8_or_bf16
+
+                choice = int8_or_bf16()
+                if choice.prefers_int8:
+                    return InferencePlan("onnx", "int8", f"{bf16_reason}, {choice.reason}")
+                bf16_reason += f", {choice.reason}"
             if question_time:
                 return InferencePlan("onnx", "fp32", "auto: questions, read without importing torch")
         if native_bf16 and runtime != "onnx":
-            return InferencePlan("torch", "bf16", "auto: CPU with native bf16")
+            return InferencePlan("torch", "bf16", bf16_reason)
         cpu = "runtime onnx asked for" if native_bf16 else "CPU without native bf16"
         if runtime == "torch":
             return InferencePlan("torch", "fp32", "auto: torch runtime asked for, CPU without native bf16")
