@@ -21,8 +21,8 @@ passages/s.
         --e2e-held-out ../shared/data/squad/dev-v2.0.json --e2e-limit 1000   # squad-open's held-out articles
 
 The last line with --json is one JSON object: cpu_model, cpu_flags, per-variant reader_ms_median, reader_f1,
-e2e_qps (and the rest), default_variant (what `auto` picks here for the reader; default_reason: why), e2e_default_variant (`auto`
-where it ran, else default_variant), speedup_vs_torch_fp32 (end to end, e2e_default_variant against torch fp32
+e2e_qps (and the rest), default_variant (what `auto` picks here for the reader; default_reason: why),
+e2e_default_variant (`auto` where it ran, else default_variant), speedup_vs_torch_fp32 (end to end, e2e_default_variant against torch fp32
 on the same pipeline settings) and f1_loss_vs_torch_fp32 (reader F1, default variant); with
 torch-fp32-whole run too, speedup_vs_torch_fp32_whole_passages and e2e_f1_loss_vs_torch_fp32_whole_passages;
 with torch-bf16 run on a CPU with native bf16 where the default differs, speedup_vs_torch_bf16,

@@ -49,7 +49,7 @@ def _machine(monkeypatch, *, fast_bf16: bool | None = None, prefers_int8: bool |
             monkeypatch.setattr(module, name, lambda value=value: value)
     if prefers_int8 is not None:
         choice = odqa.core.cpu_choice.CpuChoice(prefers_int8, "measured", 100.0, 100.0 / (1.5 if prefers_int8 else 1.0))
-        monkeypatch.setattr(odqa.core.cpu_choice, "int8_or_bf16", lambda: choice)
+        monkeypatch.setattr(odqa.core.runtime, "int8_or_bf16", lambda timer: choice)
 
 
 def test_auto_picks_bf16_with_native_bf16_else_onnx_int8(monkeypatch):

@@ -4,15 +4,18 @@ On a CPU with native bf16 `auto` has two paths for the models whose int8 quality
 encoders marked so): torch bf16 and ONNX Runtime int8. Which is faster depends on the matrix units: with
 AVX512-BF16 and VNNI but no AMX, int8 was measured faster (bench/results/speed-avx512-bf16.md); AMX has both
 bf16 and int8 tiles, and other CPUs will come. So `auto` does not guess from the flags: the first time it needs
-the answer on a CPU, it times both paths on the reader's shape (a 6-layer, 384-wide BERT encoder reading 10
-passages of 128 tokens; the weights random, which costs the same arithmetic as trained ones), interleaved, and
-keeps the medians and the verdict in a small JSON file named by the CPU, its core count and the two runtimes'
-versions. Later processes read the verdict (no torch import). int8 wins only when it is at least
-`INT8_MARGIN` times faster: it gives up a little F1 that bf16 keeps (at most 1 F1, which is what `auto` accepts),
-so near a tie bf16 stays.
+the answer on a CPU, it times both paths on a 6-layer, 384-wide BERT encoder (the shipped models' shape; random
+weights cost the same arithmetic as trained ones) over 32 texts of 128 tokens, taking turns, and keeps the
+medians and the verdict in a small JSON file named by the CPU, its core count and the two runtimes' versions.
+Later processes read the verdict (no torch import). int8 wins only when it is at least `INT8_MARGIN` times
+faster: it gives up a little F1 that bf16 keeps (at most 1 F1, which is what `auto` accepts), so near a tie bf16
+stays. The batch is an index build's: at the reader's 10 short texts torch's per-call overheads made int8 look
+faster than the reader and the encoder found it (bench/results/speed-avx512-bf16.md, "int8 or bf16, timed").
 
-Without onnxruntime, or with `ODQA_CPU_CHOICE=flags`, the flags decide as before the measurement existed
-(`odqa.core.device.flags_prefer_int8`); `ODQA_CPU_CHOICE=int8|bf16` sets the verdict.
+The timing itself runs in odqa.core.runtime (`time_bf16_and_int8`), beside the graphs it builds.
+Without onnxruntime, with `ODQA_CPU_CHOICE=flags`, or where the timing fails, the flags decide as before the
+measurement existed (`odqa.core.device.flags_prefer_int8`); `ODQA_CPU_CHOICE=int8|bf16` sets the verdict. Remove
+the folder to time again (after moving the cache to another machine of the same CPU model under load, say).
 """
 
 from __future__ import annotations
@@ -21,12 +24,11 @@ import hashlib
 import json
 import os
 import platform
-import statistics
 import sys
-import time
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 from odqa.core.atomic import write_json_atomic
 from odqa.core.paths import odqa_home
@@ -37,7 +39,7 @@ INT8_MARGIN = 1.10
 PROBE_ROUNDS = 5
 PROBE_SHAPE = {"hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12, "intermediate_size": 1536,
                "vocab_size": 2048, "max_position_embeddings": 512}
-PROBE_BATCH = (10, 128)  # the reader's top 10 passages; an index build's batches are as long
+PROBE_BATCH = (32, 128)  # an index build's batch at bench/speed.py's 128 tokens; see the module's note
 CHOICE_VERSION = 1  # bump when the probe changes: older verdicts are then measured again
 
 
@@ -86,15 +88,16 @@ def choice_path() -> Path:
 
 
 @lru_cache(maxsize=1)
-def int8_or_bf16() -> CpuChoice:
-    """The verdict for this CPU (which has native bf16; the caller checks): set, kept, or measured now."""
+def int8_or_bf16(timer: Callable[[], tuple[float, float]]) -> CpuChoice:
+    """The verdict for this CPU (which has native bf16 and onnxruntime; the caller checks): set, kept, or timed
+    now by `timer`, which returns the median ms of bf16 and of int8 on `PROBE_BATCH`
+    (odqa.core.runtime.time_bf16_and_int8)."""
     from odqa.core.device import _cpuinfo, flags_prefer_int8
-    from odqa.core.runtime import onnx_runtime_available
 
     setting = os.environ.get("ODQA_CPU_CHOICE", "measure")
     if setting in ("int8", "bf16"):
         return CpuChoice(setting == "int8", f"ODQA_CPU_CHOICE={setting}")
-    if setting == "flags" or not onnx_runtime_available():
+    if setting == "flags":
         return CpuChoice(flags_prefer_int8(_cpuinfo()), "flags")
     if setting != "measure":
         from odqa.core.errors import OdqaError
@@ -104,9 +107,13 @@ def int8_or_bf16() -> CpuChoice:
     kept = _read(path)
     if kept is not None:
         return kept
-    print("odqa: timing bf16 against int8 on this CPU, once (a few seconds; kept in "
+    print("odqa: timing bf16 against int8 on this CPU, once (5-10 s; kept in "
           f"{path.parent})...", file=sys.stderr, flush=True)
-    bf16_ms, int8_ms = measure()
+    try:
+        bf16_ms, int8_ms = timer()
+    except Exception as exc:  # noqa: BLE001 - a failed timing must not cost the answer: the flags decide, unkept
+        print(f"odqa: the timing failed ({type(exc).__name__}: {exc}); the CPU flags decide", file=sys.stderr)
+        return CpuChoice(flags_prefer_int8(_cpuinfo()), "flags")
     choice = CpuChoice(bf16_ms / int8_ms >= INT8_MARGIN, "measured", round(bf16_ms, 2), round(int8_ms, 2))
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, {**asdict(choice), "version": CHOICE_VERSION})
@@ -122,43 +129,3 @@ def _read(path: Path) -> CpuChoice | None:
         return CpuChoice(bool(data["prefers_int8"]), "measured", float(data["bf16_ms"]), float(data["int8_ms"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def measure(rounds: int = PROBE_ROUNDS) -> tuple[float, float]:
-    """Median ms of torch bf16 and of ONNX Runtime int8 running the probe encoder on `PROBE_BATCH`, taking turns
-    so that a change in the machine's load falls on both."""
-    import numpy as np
-    import torch
-    from transformers import BertConfig, BertModel
-
-    from odqa.core.runtime import OnnxModel
-
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        model = BertModel(BertConfig(**PROBE_SHAPE), add_pooling_layer=False).eval()
-    onnx = OnnxModel.for_module(model, "cpu-probe", ["last_hidden_state"], int8=True, quiet=True,
-                                forward=lambda m, **inputs: m(**inputs).last_hidden_state)
-    # the reader's bf16 path on CPU: bf16 weights, eager attention (reader.model.ReaderModel._inference_module)
-    bf16 = model.to(torch.bfloat16)
-    bf16.set_attn_implementation("eager")
-    rows, tokens = PROBE_BATCH
-    ids = np.random.default_rng(0).integers(1, PROBE_SHAPE["vocab_size"], size=(rows, tokens), dtype=np.int64)
-    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
-    torch_feeds = {k: torch.from_numpy(v) for k, v in feeds.items()}
-
-    def run_bf16() -> None:
-        with torch.inference_mode():
-            bf16(**torch_feeds)
-
-    def run_int8() -> None:
-        onnx.run(feeds)
-
-    times: dict[str, list[float]] = {"bf16": [], "int8": []}
-    for run in (run_bf16, run_int8, run_bf16, run_int8):
-        run()  # warm: the first calls allocate and pick kernels
-    for _ in range(rounds):
-        for name, run in (("bf16", run_bf16), ("int8", run_int8)):
-            start = time.perf_counter()
-            run()
-            times[name].append((time.perf_counter() - start) * 1000)
-    return statistics.median(times["bf16"]), statistics.median(times["int8"])

@@ -1,20 +1,20 @@
 """Which runtime and precision run a model's inference, and the ONNX Runtime path for CPUs without native bf16.
 
-`precision` (auto | fp32 | bf16 | fp16 | int8) and `runtime` (auto | torch | onnx) are resolved once per model
-into an `InferencePlan`. `auto` on a CPU: for the reader, ONNX Runtime int8 (dynamic, one weight scale per output
-channel; the F1 it costs the reader is in bench/speed.py's table) on CPUs without native bf16, and on those with
-it (AMX, AVX512-BF16) where int8 was timed faster than torch bf16 on the CPU itself (odqa.core.cpu_choice: so
-on AVX512-BF16 with VNNI), else torch bf16. The text encoders and the linker get ONNX Runtime fp32 there: the same arithmetic as
-torch fp32 (bench/results/speed-avx2.md: equal recall and F1, the encoder 32 vs 26-29 passages/s, the linker 13
-vs 22 ms a question), and a cached graph answers without importing torch at all, which is most of a fresh
-`odqa ask`'s start. Models reading questions (the linker, a search's question encoder: `question_time`) get
-onnx fp32 on CPUs with native bf16 too, for that start (time to first answer: bench/results/speed-avx512-bf16.md);
-bulk work there (an index build's passages, a knowledge base's entities) keeps bf16. An encoder gets int8 under
-`auto` only where its retriever_info.json says its int8 recall was measured (`"auto_int8": true`:
-models/fast-passage-encoder), or, for the passages of an index build alone, `"auto_int8_passages": true`
-(models/retriever: its int8 passage vectors measured, its questions not); for the others it stays opt-in
-(`--precision int8`). Without onnxruntime installed, `auto` falls back to torch fp32.
-CUDA keeps torch (fp16 under `auto`).
+`precision` (auto | fp32 | bf16 | fp16 | int8) and `runtime` (auto | torch | onnx) are resolved once per model into
+an `InferencePlan`. `auto` on a CPU: for the reader, ONNX Runtime int8 (dynamic, one weight scale per output
+channel; the F1 it costs the reader is in bench/speed.py's table) on CPUs without native bf16, and on those with it
+(AMX, AVX512-BF16) where int8 was timed faster than torch bf16 on the CPU itself (odqa.core.cpu_choice: so far
+AVX512-BF16 with VNNI), else torch bf16. On CPUs without native bf16 the text encoders and the linker get ONNX
+Runtime fp32: the same arithmetic as torch fp32 (bench/results/speed-avx2.md: equal recall and F1, the encoder 32 vs
+26-29 passages/s, the linker 13 vs 22 ms a question), and a cached graph answers without importing torch at all,
+which is most of a fresh `odqa ask`'s start. Models reading questions (the linker, a search's question encoder:
+`question_time`) get onnx fp32 on CPUs with native bf16 too, for that start (time to first answer:
+bench/results/speed-avx512-bf16.md); bulk work there (an index build's passages, a knowledge base's entities) keeps
+bf16, or int8 where that was timed faster and the model's int8 quality measured. An encoder gets int8 under `auto`
+only where its retriever_info.json says its int8 recall was measured (`"auto_int8": true`:
+models/fast-passage-encoder), or, for the passages of an index build alone, `"auto_int8_passages": true` (models/retriever: its int8
+passage vectors measured, its questions not); for the others it stays opt-in (`--precision int8`). Without
+onnxruntime installed, `auto` falls back to torch fp32. CUDA keeps torch (fp16 under `auto`).
 Training never goes through here.
 
 ONNX graphs are exported from the live torch module, optimised (fused attention, layer norms, GELU) and, for
@@ -40,6 +40,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from odqa.core.cpu_choice import PROBE_BATCH, PROBE_ROUNDS, PROBE_SHAPE, int8_or_bf16
 from odqa.core.errors import OdqaError
 from odqa.core.paths import odqa_home
 
@@ -77,8 +78,9 @@ def plan_inference(device_type: str, precision: str = "auto", runtime: str = "au
     """`precision` and `runtime` made concrete for a device type ("cpu", "cuda").
 
     `auto_int8`: whether `auto` may pick int8 on a CPU without native bf16 (or with it, where int8 was timed
-    faster on the CPU: odqa.core.cpu_choice) — only for a model whose int8 quality was measured (the reader, an encoder marked
-    so: odqa.core.text_encoding.int8_measured); the others get onnx fp32 (bf16 with native bf16) there.
+    faster on the CPU: odqa.core.cpu_choice) — only for a model whose int8 quality was measured (the reader, an
+    encoder marked so: odqa.core.text_encoding.int8_measured); the others get onnx fp32 (bf16 with native bf16)
+    there.
     `question_time`: the model reads questions (the linker, a search's question encoder), a few short texts a
     call, not an index build's passages: `auto` runs it on onnx fp32 on every CPU where onnxruntime is installed,
     bf16 ones included, since a cached graph answers without importing torch (seconds of a fresh `odqa ask`) and
@@ -104,9 +106,7 @@ def plan_inference(device_type: str, precision: str = "auto", runtime: str = "au
         bf16_reason = "auto: CPU with native bf16"
         if native_bf16 and runtime == "auto" and onnx_runtime_available():
             if auto_int8:
-                from odqa.core.cpu_choice import int8_or_bf16
-
-                choice = int8_or_bf16()
+                choice = int8_or_bf16(time_bf16_and_int8)
                 if choice.prefers_int8:
                     return InferencePlan("onnx", "int8", f"{bf16_reason}, {choice.reason}")
                 bf16_reason += f", {choice.reason}"
@@ -384,6 +384,46 @@ def _quantise(source: Path, target: Path) -> None:
     # fused nodes (Attention, SkipLayerNormalization) have no shape-inferred types; their outputs are float
     quantize_dynamic(str(source), str(target), per_channel=True, weight_type=QuantType.QInt8,
                      extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+
+
+def time_bf16_and_int8(rounds: int = PROBE_ROUNDS) -> tuple[float, float]:
+    """Median ms of torch bf16 and of ONNX Runtime int8 running the probe encoder of odqa.core.cpu_choice
+    (`PROBE_SHAPE`) on `PROBE_BATCH`, taking turns so that a change in the machine's load falls on both."""
+    import statistics
+    import time
+
+    import torch
+    from transformers import BertConfig, BertModel
+
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = BertModel(BertConfig(**PROBE_SHAPE), add_pooling_layer=False).eval()
+    onnx = OnnxModel.for_module(model, "cpu-probe", ["last_hidden_state"], int8=True, quiet=True,
+                                forward=lambda m, **inputs: m(**inputs).last_hidden_state)
+    # the reader's bf16 path on CPU: bf16 weights, eager attention (reader.model.ReaderModel._inference_module)
+    bf16 = model.to(torch.bfloat16)
+    bf16.set_attn_implementation("eager")
+    rows, tokens = PROBE_BATCH
+    ids = np.random.default_rng(0).integers(1, PROBE_SHAPE["vocab_size"], size=(rows, tokens), dtype=np.int64)
+    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+    torch_feeds = {k: torch.from_numpy(v) for k, v in feeds.items()}
+
+    def run_bf16() -> None:
+        with torch.inference_mode():
+            bf16(**torch_feeds)
+
+    def run_int8() -> None:
+        onnx.run(feeds)
+
+    times: dict[str, list[float]] = {"bf16": [], "int8": []}
+    for run in (run_bf16, run_int8, run_bf16, run_int8):
+        run()  # warm: the first calls allocate and pick kernels
+    for _ in range(rounds):
+        for name, run in (("bf16", run_bf16), ("int8", run_int8)):
+            start = time.perf_counter()
+            run()
+            times[name].append((time.perf_counter() - start) * 1000)
+    return statistics.median(times["bf16"]), statistics.median(times["int8"])
 
 
 def pad_batch(rows: Sequence[Sequence[int]], pad_id: int, type_rows: Sequence[Sequence[int]] | None = None):
