@@ -81,7 +81,9 @@ def parse_settings(arg: str) -> dict:
     for pair in arg.split(","):
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise SystemExit(f"--settings {arg}: give KEY=VALUE pairs joined by commas")
+            print(f"{Path(sys.argv[0]).name}: error: --settings {arg}: give KEY=VALUE pairs joined by commas",
+                  file=sys.stderr)
+            raise SystemExit(2)
         overrides[key.strip()] = value.strip()  # OdqaConfig.load coerces it to the setting's type
     return overrides
 
