@@ -3,6 +3,7 @@
 retrieval (BM25 with and without the linked entities' passages) on WebQuestions and NQ test.
 
     python bench/linker.py --kb work_indexes/kb --index work_indexes/wiki --threads 2 [--json out.json]
+    python bench/linker.py --kb work_indexes/kb --skip-retrieval --precisions fp32,int8   # int8 beside fp32
 
 Test set: QALD 1-4 gold mentions (never trained on). Dev: the held-out 10% of LC-QuAD (every 10th id).
 The entity bonus for guided retrieval is chosen on WebQuestions val and reported on WebQuestions devtest and NQ test.
@@ -23,7 +24,7 @@ DATA = ROOT.parent / "shared" / "data"
 KEYS = ("strong_f1", "weak_f1", "strong_f1_in_kb", "weak_f1_in_kb", "weak_precision_in_kb", "weak_recall_in_kb")
 
 
-def linking_table(elq, baseline, kb, threads: int) -> dict:
+def linking_table(linkers: dict, kb) -> dict:
     from odqa.eval.evaluators import LinkingEvaluator
     from odqa.eval.linking import load_eval_examples
 
@@ -34,7 +35,7 @@ def linking_table(elq, baseline, kb, threads: int) -> dict:
     results = {}
     for set_name, (paths, split) in sets.items():
         evaluator = LinkingEvaluator(load_eval_examples(paths, kb, split), speed=True, n_single=100, n_batch=256)
-        for name, linker in (("ELQ", elq), ("spaCy + alias", baseline)):
+        for name, linker in linkers.items():
             results[f"{set_name} | {name}"] = evaluator(linker)
     return results
 
@@ -101,6 +102,8 @@ def main(argv=None) -> int:
     parser.add_argument("--index", default=str(ROOT / "work_indexes" / "wiki"))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-retrieval", action="store_true")
+    parser.add_argument("--precisions", default="auto",
+                        help="comma-separated precisions of the ELQ linker to compare, e.g. fp32,int8 (default auto)")
     parser.add_argument("--json", help="write all numbers to this JSON file")
     args = parser.parse_args(argv)
 
@@ -112,10 +115,15 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     kb = KnowledgeBase.load(args.kb)
-    elq = Linker.from_pretrained(args.model, kb=kb)
-    baseline = SpacyAliasLinker(kb)
+    precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
+    linkers = {}
+    for precision in precisions:
+        linker = Linker.from_pretrained(args.model, kb=kb, precision=precision)
+        linkers["ELQ" if precisions == ["auto"] else f"ELQ {precision} ({linker.plan.label})"] = linker
+    elq = next(iter(linkers.values()))  # entity-guided retrieval: the first
+    linkers["spaCy + alias"] = SpacyAliasLinker(kb)
     report = {"threads": args.threads, "mention_threshold": elq.mention_threshold, "entity_threshold": elq.entity_threshold}
-    report["linking"] = linking_table(elq, baseline, kb, args.threads)
+    report["linking"] = linking_table(linkers, kb)
     print_linking(report["linking"])
     if not args.skip_retrieval:
         if (Path(args.index) / "manifest.json").is_file():
