@@ -22,8 +22,9 @@ passages/s.
 
 The last line with --json is one JSON object: cpu_model, cpu_flags, per-variant reader_ms_median, reader_f1,
 e2e_qps (and the rest), default_variant (what `auto` picks here for the reader; default_reason: why),
-e2e_default_variant (`auto` where it ran, else default_variant), speedup_vs_torch_fp32 (end to end, e2e_default_variant against torch fp32
-on the same pipeline settings) and f1_loss_vs_torch_fp32 (reader F1, default variant); with
+cpu_choice (the int8-or-bf16 timing kept for this CPU, on CPUs with native bf16), e2e_default_variant
+(`auto` where it ran, else default_variant), speedup_vs_torch_fp32 (end to end, e2e_default_variant against
+torch fp32 on the same pipeline settings) and f1_loss_vs_torch_fp32 (reader F1, default variant); with
 torch-fp32-whole run too, speedup_vs_torch_fp32_whole_passages and e2e_f1_loss_vs_torch_fp32_whole_passages;
 with torch-bf16 run on a CPU with native bf16 where the default differs, speedup_vs_torch_bf16,
 f1_loss_vs_torch_bf16 (reader) and e2e_f1_loss_vs_torch_bf16;
@@ -224,6 +225,15 @@ def run_variant(name: str, args) -> dict:
     return row
 
 
+def kept_cpu_choice() -> dict | None:
+    """The int8-or-bf16 timing `auto` keeps for this CPU (odqa.core.cpu_choice), where it has one: on a CPU with
+    native bf16 the run then records what decided its default."""
+    from odqa.core.cpu_choice import choice_path
+
+    path = choice_path()
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer timing samples, no dense recall")
@@ -309,7 +319,7 @@ def main(argv=None) -> int:
     ref, chosen = by.get("torch-fp32"), by.get(AUTO) or by.get(default)
     summary = {
         "cpu_model": model, "cpu_flags": flags, "threads": args.threads, "default_variant": default,
-        "default_reason": plan.reason,
+        "default_reason": plan.reason, "cpu_choice": kept_cpu_choice(),
         "e2e_default_variant": AUTO if AUTO in by else default,
         **{key: {r["variant"]: r.get(key) for r in rows} for key in columns[1:]},
         "speedup_vs_torch_fp32": round(chosen["e2e_qps"] / ref["e2e_qps"], 2)
