@@ -59,7 +59,9 @@ def test_int8_must_be_clearly_faster_since_it_costs_f1(fresh):
 def test_a_damaged_or_older_verdict_is_timed_again(fresh):
     path = cpu_choice.choice_path()
     path.parent.mkdir(parents=True)
-    for text in ("{not json", json.dumps({"prefers_int8": True, "bf16_ms": 2.0, "int8_ms": 1.0, "version": 0})):
+    older = {"prefers_int8": True, "bf16_ms": 2.0, "int8_ms": 1.0, "version": 0}
+    for text in ("{not json", json.dumps(older), json.dumps({**older, "version": cpu_choice.CHOICE_VERSION,
+                                                             "int8_ms": 0})):
         path.write_text(text)
         cpu_choice.int8_or_bf16.cache_clear()
         timer = Timer(100.0, 100.0)

@@ -126,6 +126,9 @@ def _read(path: Path) -> CpuChoice | None:
         data = json.loads(path.read_text())
         if data.get("version") != CHOICE_VERSION:
             return None
-        return CpuChoice(bool(data["prefers_int8"]), "measured", float(data["bf16_ms"]), float(data["int8_ms"]))
+        bf16_ms, int8_ms = float(data["bf16_ms"]), float(data["int8_ms"])
+        if not (bf16_ms > 0 and int8_ms > 0):
+            return None
+        return CpuChoice(bool(data["prefers_int8"]), "measured", bf16_ms, int8_ms)
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -12,9 +12,10 @@ which is most of a fresh `odqa ask`'s start. Models reading questions (the linke
 bench/results/speed-avx512-bf16.md); bulk work there (an index build's passages, a knowledge base's entities) keeps
 bf16, or int8 where that was timed faster and the model's int8 quality measured. An encoder gets int8 under `auto`
 only where its retriever_info.json says its int8 recall was measured (`"auto_int8": true`:
-models/fast-passage-encoder), or, for the passages of an index build alone, `"auto_int8_passages": true` (models/retriever: its int8
-passage vectors measured, its questions not); for the others it stays opt-in (`--precision int8`). Without
-onnxruntime installed, `auto` falls back to torch fp32. CUDA keeps torch (fp16 under `auto`).
+models/fast-passage-encoder), or, for the passages of an index build alone, `"auto_int8_passages": true`
+(models/retriever: its int8 passage vectors measured, its questions not); for the others it stays opt-in
+(`--precision int8`). Without onnxruntime installed, `auto` falls back to torch fp32. CUDA keeps torch (fp16 under
+`auto`).
 Training never goes through here.
 
 ONNX graphs are exported from the live torch module, optimised (fused attention, layer norms, GELU) and, for
@@ -84,7 +85,7 @@ def plan_inference(device_type: str, precision: str = "auto", runtime: str = "au
     `question_time`: the model reads questions (the linker, a search's question encoder), a few short texts a
     call, not an index build's passages: `auto` runs it on onnx fp32 on every CPU where onnxruntime is installed,
     bf16 ones included, since a cached graph answers without importing torch (seconds of a fresh `odqa ask`) and
-    fp32 is the reference arithmetic; bulk work (passages, entities) keeps bf16 there."""
+    fp32 is the reference arithmetic; bulk work (passages, entities) keeps bf16 there (or int8, as above)."""
     from odqa.core.device import cpu_has_fast_bf16
 
     if precision not in PRECISIONS:
