@@ -63,13 +63,11 @@ class CpuChoice:
 def cpu_key() -> str:
     """Names what the verdict depends on: the CPU model and flags, the core count, torch's and ONNX Runtime's
     versions (new kernels can turn it)."""
-    from odqa.core.device import _cpuinfo
+    from odqa.core.device import _cpuinfo, _flags, cpu_model_name
 
     info = _cpuinfo()
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
-                 platform.processor() or "unknown")
-    flags = " ".join(sorted(next((line.split(":", 1)[1].split() for line in info.splitlines()
-                                  if line.startswith("flags")), [])))
+    model = cpu_model_name(info, platform.processor() or "unknown")
+    flags = " ".join(sorted(_flags(info)))
     parts = [f"v{CHOICE_VERSION}", model, flags, str(os.cpu_count()), _version("torch"), _version("onnxruntime")]
     return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
 

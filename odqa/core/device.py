@@ -110,14 +110,19 @@ def autocast_for(device: "torch.device", precision: str):
     return torch.autocast(device.type, dtype=dtype)
 
 
+def cpu_model_name(cpuinfo: str, default: str = "?") -> str:
+    """The CPU's model name in a /proc/cpuinfo text (`default` where it names none)."""
+    return next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
+                default)
+
+
 def cpu_description() -> str:
     """The CPU model, its widest vector unit and whether it has native bf16 (benchmarks' timings depend on all)."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
+    info = _cpuinfo()
+    if not info:
         return "CPU model unknown"
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
-    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+    model = cpu_model_name(info)
+    flags = _flags(info)
     vector = "AVX512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
     native = native_bf16_flags(info)
     return f"CPU {model}, {vector} ({'native bf16: ' + ', '.join(native) if native else 'no native bf16'})"
