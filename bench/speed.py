@@ -228,10 +228,12 @@ def run_variant(name: str, args) -> dict:
 def kept_cpu_choice() -> dict | None:
     """The int8-or-bf16 timing `auto` keeps for this CPU (odqa.core.cpu_choice), where it has one: on a CPU with
     native bf16 the run then records what decided its default."""
-    from odqa.core.cpu_choice import choice_path
+    from dataclasses import asdict
 
-    path = choice_path()
-    return json.loads(path.read_text()) if path.is_file() else None
+    from odqa.core.cpu_choice import kept_choice
+
+    kept = kept_choice()
+    return asdict(kept) if kept is not None else None
 
 
 def main(argv=None) -> int:

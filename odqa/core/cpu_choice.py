@@ -102,7 +102,7 @@ def int8_or_bf16(timer: Callable[[], tuple[float, float]]) -> CpuChoice:
 
         raise OdqaError(f"ODQA_CPU_CHOICE={setting!r}: use measure (the default), flags, int8 or bf16")
     path = choice_path()
-    kept = _read(path)
+    kept = kept_choice(path)
     if kept is not None:
         return kept
     print("odqa: timing bf16 against int8 on this CPU, once (5-10 s; kept in "
@@ -118,8 +118,10 @@ def int8_or_bf16(timer: Callable[[], tuple[float, float]]) -> CpuChoice:
     return choice
 
 
-def _read(path: Path) -> CpuChoice | None:
-    """The kept verdict, or None where there is none or it is unreadable (measured again and rewritten)."""
+def kept_choice(path: Path | None = None) -> CpuChoice | None:
+    """The verdict kept for this CPU (at `path`, default `choice_path()`), or None where there is none or it is
+    unreadable (then timed again and rewritten)."""
+    path = choice_path() if path is None else path
     try:
         data = json.loads(path.read_text())
         if data.get("version") != CHOICE_VERSION:
