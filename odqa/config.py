@@ -198,10 +198,11 @@ class OdqaConfig:
     elastic: ElasticConfig = field(default_factory=ElasticConfig)
     # inference of the reader, the encoders and the linker (odqa.core.runtime.plan_inference): auto = fp16 on
     # CUDA; on CPUs, questions (linker, question encoder) on onnx fp32, the reader and index builds in bf16 where
-    # the CPU has native bf16, else onnx int8 for the reader (bench/speed.py measures its F1 against torch fp32)
+    # the CPU has native bf16 and int8 was not timed faster there (odqa.core.cpu_choice), else onnx int8 for the
+    # reader (bench/speed.py measures its F1 against torch fp32)
     precision: str = field(default="auto", metadata=_help(
-        "inference precision of all models (auto: on CPUs questions onnx fp32, the reader bf16 where native, "
-        "else onnx int8)", choices=PRECISIONS))
+        "inference precision of all models (auto: on CPUs questions onnx fp32, the reader bf16 where native "
+        "unless int8 was timed faster there, else onnx int8)", choices=PRECISIONS))
     runtime: str = field(default="auto", metadata=_help("inference runtime (auto: see --precision)", choices=RUNTIMES))
 
     def validate(self) -> "OdqaConfig":

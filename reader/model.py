@@ -41,8 +41,9 @@ class ReaderSettings:
     temperature: float = 1.0
     batch_size: int = 16  # windows per forward pass
     spans_per_window: int = 20
-    # auto: bf16 on CPUs with native bf16 (AMX: 2x faster, AVX512-BF16: 1.7x; same F1), fp16 on CUDA, else
-    # onnx int8 (odqa.core.runtime; its F1 against torch fp32 is in bench/speed.py's table)
+    # auto: bf16 on CPUs with native bf16 (AMX: 2x faster, AVX512-BF16: 1.7x; same F1) unless onnx int8 was
+    # timed faster there (odqa.core.cpu_choice), fp16 on CUDA, else onnx int8 (odqa.core.runtime; its F1
+    # against torch fp32 is in bench/speed.py's table)
     precision: str = "auto"  # auto | fp32 | bf16 | fp16 | int8
     runtime: str = "auto"  # auto | torch | onnx (odqa.core.runtime.plan_inference)
     # read the first N passages of each question, the rest only when the best answer's calibrated probability
