@@ -44,19 +44,10 @@ FUSION_GRID = [("rrf", 0.5, k) for k in (10, 30, 60, 100)] + [("minmax", a / 10,
 SEED = 13
 
 
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+def cpu_model_and_flags() -> tuple[str, list[str]]:
+    from odqa.core.device import FAST_BF16_FLAGS, cpu_model_and_flags
 
-
-def cpu_flags() -> list[str]:
-    from odqa.core.device import native_bf16_flags
-
-    text = Path("/proc/cpuinfo").read_text()
-    flags = {f for line in text.splitlines() if line.startswith("flags") for f in line.split(":", 1)[1].split()}
-    return [f for f in ("avx2", "avx512f", "avx512_vnni") if f in flags] + native_bf16_flags(text)
+    return cpu_model_and_flags(("avx2", "avx512f", "avx512_vnni", *FAST_BF16_FLAGS))
 
 
 def log(msg: str) -> None:
@@ -208,7 +199,8 @@ def write_table(results: dict, tuning: list, chosen, args, argv) -> None:
             lines.append(f"| {fusion_label(*setting)} | {m['recall@1']:.2f} | {m['recall@5']:.2f} | "
                          f"{m['recall@20']:.2f} | {m['mrr']:.4f} |")
         lines.append("")
-    lines.append(f"Machine: {cpu_model()}, {os.cpu_count()} cores, flags {' '.join(cpu_flags())}; Python "
+    model, flags = cpu_model_and_flags()
+    lines.append(f"Machine: {model}, {os.cpu_count()} cores, flags {' '.join(flags)}; Python "
                  f"{platform.python_version()}; load average {os.getloadavg()[0]:.1f} (shared with other jobs: q/s "
                  f"indicative only). Command: `python bench/retrieval_cjk.py {' '.join(argv or sys.argv[1:])}`")
     table = "\n".join(lines) + "\n"

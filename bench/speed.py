@@ -71,18 +71,9 @@ SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "av
 
 def cpu_info() -> tuple[str, list[str]]:
     """The CPU's model name and its SIMD/matrix flags that matter for these kernels."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "unknown", []
-    model, flags = "unknown", set()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name":
-            model = value.strip()
-        elif key.strip() == "flags":
-            flags.update(value.split())
-    return model, [f for f in SIMD_FLAGS if f in flags]
+    from odqa.core.device import cpu_model_and_flags
+
+    return cpu_model_and_flags(SIMD_FLAGS)
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -5,11 +5,12 @@ encoders marked so): torch bf16 and ONNX Runtime int8. Which is faster depends o
 AVX512-BF16 and VNNI but no AMX, int8 was measured faster (bench/results/speed-avx512-bf16.md); AMX has both
 bf16 and int8 tiles, and other CPUs will come. So `auto` does not guess from the flags: the first time it needs
 the answer on a CPU, it times both paths on a 6-layer, 384-wide BERT encoder (the shipped models' shape; random
-weights cost the same arithmetic as trained ones) over 32 texts of 128 tokens, taking turns, and keeps the
-medians and the verdict in a small JSON file named by the CPU, its core count and the two runtimes' versions.
-Later processes read the verdict (no torch import). int8 wins only when it is at least `INT8_MARGIN` times
-faster: it gives up a little F1 that bf16 keeps (at most 1 F1, which is what `auto` accepts), so near a tie bf16
-stays. The batch is an index build's: at the reader's 10 short texts torch's per-call overheads made int8 look
+weights cost the same arithmetic as trained ones) over 32 texts of 128 tokens, in rounds of one call each, and
+keeps the timings and the verdict in a small JSON file named by the CPU, its core count and the two runtimes'
+versions. Later processes read the verdict (no torch import). int8 wins only when it is at least `INT8_MARGIN`
+times faster in the median round and faster in every round but one: it gives up a little F1 that bf16 keeps (at
+most 1 F1, which is what `auto` accepts), so near a tie, or where other work on the machine made the rounds
+disagree, bf16 (the path `auto` took before the timing existed) stays. The batch is an index build's: at the reader's 10 short texts torch's per-call overheads made int8 look
 faster than the reader and the encoder found it (bench/results/speed-avx512-bf16.md, "int8 or bf16, timed").
 
 The timing itself runs in odqa.core.runtime (`time_bf16_and_int8`), beside the graphs it builds.
@@ -40,21 +41,22 @@ PROBE_ROUNDS = 5
 PROBE_SHAPE = {"hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12, "intermediate_size": 1536,
                "vocab_size": 2048, "max_position_embeddings": 512}
 PROBE_BATCH = (32, 128)  # an index build's batch at bench/speed.py's 128 tokens; see the module's note
-CHOICE_VERSION = 1  # bump when the probe changes: older verdicts are then measured again
+CHOICE_VERSION = 2  # bump when the probe or the rule changes: older verdicts are then measured again
 
 
 @dataclass(frozen=True)
 class CpuChoice:
     prefers_int8: bool
     how: str  # "measured", "flags", or "ODQA_CPU_CHOICE=int8|bf16"
-    bf16_ms: float | None = None
+    bf16_ms: float | None = None  # the medians of the rounds
     int8_ms: float | None = None
+    int8_speedup: float | None = None  # the median round's bf16 time over its int8 time
 
     @property
     def reason(self) -> str:
         """Why, for the plan's line: "int8 timed 1.53x bf16's speed on this CPU", "ODQA_CPU_CHOICE=bf16", ..."""
         if self.how == "measured":
-            return f"int8 timed {self.bf16_ms / self.int8_ms:.2f}x bf16's speed on this CPU"
+            return f"int8 timed {self.int8_speedup:.2f}x bf16's speed on this CPU"
         if self.how == "flags":
             return f"by the flags, int8 {'faster' if self.prefers_int8 else 'not faster'} (not timed)"
         return self.how
@@ -86,9 +88,9 @@ def choice_path() -> Path:
 
 
 @lru_cache(maxsize=1)
-def int8_or_bf16(timer: Callable[[], tuple[float, float]]) -> CpuChoice:
+def int8_or_bf16(timer: Callable[[], tuple[list[float], list[float]]]) -> CpuChoice:
     """The verdict for this CPU (which has native bf16 and onnxruntime; the caller checks): set, kept, or timed
-    now by `timer`, which returns the median ms of bf16 and of int8 on `PROBE_BATCH`
+    now by `timer`, which returns the ms of bf16 and of int8 on `PROBE_BATCH`, one of each per round
     (odqa.core.runtime.time_bf16_and_int8)."""
     from odqa.core.device import _cpuinfo, flags_prefer_int8
 
@@ -108,14 +110,28 @@ def int8_or_bf16(timer: Callable[[], tuple[float, float]]) -> CpuChoice:
     print("odqa: timing bf16 against int8 on this CPU, once (5-10 s; kept in "
           f"{path.parent})...", file=sys.stderr, flush=True)
     try:
-        bf16_ms, int8_ms = timer()
+        choice = verdict(*timer())
     except Exception as exc:  # noqa: BLE001 - a failed timing must not cost the answer: the flags decide, unkept
         print(f"odqa: the timing failed ({type(exc).__name__}: {exc}); the CPU flags decide", file=sys.stderr)
         return CpuChoice(flags_prefer_int8(_cpuinfo()), "flags")
-    choice = CpuChoice(bf16_ms / int8_ms >= INT8_MARGIN, "measured", round(bf16_ms, 2), round(int8_ms, 2))
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, {**asdict(choice), "version": CHOICE_VERSION})
     return choice
+
+
+def verdict(bf16_rounds: list[float], int8_rounds: list[float]) -> CpuChoice:
+    """int8 or bf16 from paired rounds (ms): int8 when it is `INT8_MARGIN` times faster in the median round and
+    faster in all rounds but one, which a burst of other work may have slowed."""
+    import statistics
+
+    if not bf16_rounds or len(bf16_rounds) != len(int8_rounds) or min(bf16_rounds + int8_rounds) <= 0:
+        raise ValueError(f"unusable timings: bf16 {bf16_rounds}, int8 {int8_rounds}")
+    speedups = sorted(b / i for b, i in zip(bf16_rounds, int8_rounds))
+    speedup = statistics.median(speedups)
+    all_but_one = speedups[1] if len(speedups) > 1 else speedups[0]
+    return CpuChoice(speedup >= INT8_MARGIN and all_but_one > 1.0, "measured",
+                     round(statistics.median(bf16_rounds), 2), round(statistics.median(int8_rounds), 2),
+                     round(speedup, 3))
 
 
 def kept_choice(path: Path | None = None) -> CpuChoice | None:
@@ -126,9 +142,9 @@ def kept_choice(path: Path | None = None) -> CpuChoice | None:
         data = json.loads(path.read_text())
         if data.get("version") != CHOICE_VERSION:
             return None
-        bf16_ms, int8_ms = float(data["bf16_ms"]), float(data["int8_ms"])
-        if not (bf16_ms > 0 and int8_ms > 0):
+        bf16_ms, int8_ms, speedup = (float(data[k]) for k in ("bf16_ms", "int8_ms", "int8_speedup"))
+        if not (bf16_ms > 0 and int8_ms > 0 and speedup > 0):
             return None
-        return CpuChoice(bool(data["prefers_int8"]), "measured", bf16_ms, int8_ms)
+        return CpuChoice(bool(data["prefers_int8"]), "measured", bf16_ms, int8_ms, speedup)
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -6,7 +6,7 @@ import contextlib
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from odqa.core.errors import OdqaError
 
@@ -114,6 +114,14 @@ def cpu_model_name(cpuinfo: str, default: str = "?") -> str:
     """The CPU's model name in a /proc/cpuinfo text (`default` where it names none)."""
     return next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
                 default)
+
+
+def cpu_model_and_flags(wanted: Sequence[str]) -> tuple[str, list[str]]:
+    """This CPU's model name ("unknown" where /proc/cpuinfo names none) and which of the `wanted` flags it has,
+    in their order: what a benchmark records beside its timings."""
+    info = _cpuinfo()
+    flags = _flags(info)
+    return cpu_model_name(info, "unknown"), [flag for flag in wanted if flag in flags]
 
 
 def cpu_description() -> str:

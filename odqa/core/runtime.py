@@ -387,10 +387,10 @@ def _quantise(source: Path, target: Path) -> None:
                      extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
 
 
-def time_bf16_and_int8(rounds: int = PROBE_ROUNDS) -> tuple[float, float]:
-    """Median ms of torch bf16 and of ONNX Runtime int8 running the probe encoder of odqa.core.cpu_choice
-    (`PROBE_SHAPE`) on `PROBE_BATCH`, taking turns so that a change in the machine's load falls on both."""
-    import statistics
+def time_bf16_and_int8(rounds: int = PROBE_ROUNDS) -> tuple[list[float], list[float]]:
+    """ms of torch bf16 and of ONNX Runtime int8 running the probe encoder of odqa.core.cpu_choice
+    (`PROBE_SHAPE`) on `PROBE_BATCH`, one call of each per round, so that a change in the machine's load falls on
+    both of a round."""
     import time
 
     import torch
@@ -424,7 +424,7 @@ def time_bf16_and_int8(rounds: int = PROBE_ROUNDS) -> tuple[float, float]:
             start = time.perf_counter()
             run()
             times[name].append((time.perf_counter() - start) * 1000)
-    return statistics.median(times["bf16"]), statistics.median(times["int8"])
+    return times["bf16"], times["int8"]
 
 
 def pad_batch(rows: Sequence[Sequence[int]], pad_id: int, type_rows: Sequence[Sequence[int]] | None = None):
