@@ -26,20 +26,21 @@ class Timer:
     """Stands in for odqa.core.runtime.time_bf16_and_int8 with set timings (ms per round, or one for all of 5
     rounds), counting its calls."""
 
-    def __init__(self, bf16_ms: float | list[float], int8_ms: float | list[float]) -> None:
-        self.timings = tuple(list(t) if isinstance(t, list) else [t] * 5 for t in (bf16_ms, int8_ms))
-        self.calls = 0
+    def __init__(self, bf16_ms: float | list[float], int8_ms: float | list[float], cpu_share: float = 0.98) -> None:
+        bf16, int8 = (list(t) if isinstance(t, list) else [t] * 5 for t in (bf16_ms, int8_ms))
+        self.timing, self.calls = cpu_choice.ProbeTiming(bf16, int8, cpu_share), 0
 
-    def __call__(self) -> tuple[list[float], list[float]]:
+    def __call__(self) -> cpu_choice.ProbeTiming:
         self.calls += 1
-        return self.timings
+        return self.timing
 
 
 def test_the_probe_times_both_paths_on_this_cpu(fresh):
     from odqa.core.runtime import time_bf16_and_int8
 
-    bf16_ms, int8_ms = time_bf16_and_int8(rounds=2)
-    assert len(bf16_ms) == len(int8_ms) == 2 and min(bf16_ms + int8_ms) > 0
+    timing = time_bf16_and_int8(rounds=2)
+    assert len(timing.bf16_ms) == len(timing.int8_ms) == 2 and min(timing.bf16_ms + timing.int8_ms) > 0
+    assert 0 < timing.cpu_share < 1.5
     assert any(fresh.glob("onnx/cpu-probe-*/model.int8.onnx"))  # its graph is cached like any model's
 
 
@@ -66,6 +67,29 @@ def test_int8_must_win_all_rounds_but_one_since_other_work_can_disturb_some():
     assert two_disturbed.int8_speedup == 1.5 and not two_disturbed.prefers_int8
     with pytest.raises(ValueError, match="unusable timings"):
         cpu_choice.verdict([150.0, 0.0], [100.0, 100.0])
+
+
+def test_int8_timed_on_a_busy_machine_is_timed_again_since_load_favours_int8(fresh):
+    busy = Timer(150.0, 100.0, cpu_share=0.6)
+    for attempt in range(1, cpu_choice.BUSY_TIMINGS):
+        cpu_choice.int8_or_bf16.cache_clear()
+        choice = cpu_choice.int8_or_bf16(busy)
+        assert not choice.prefers_int8 and "busy machine" in choice.reason and busy.calls == attempt
+        assert not cpu_choice.choice_path().exists()
+    cpu_choice.int8_or_bf16.cache_clear()
+    assert cpu_choice.int8_or_bf16(busy).prefers_int8  # always this busy: what it measures is what it gets
+    assert json.loads(cpu_choice.choice_path().read_text())["cpu_share"] == 0.6
+
+
+def test_a_quiet_timing_after_a_busy_one_is_kept_and_bf16_is_kept_however_busy(fresh):
+    cpu_choice.int8_or_bf16(Timer(150.0, 100.0, cpu_share=0.6))
+    cpu_choice.int8_or_bf16.cache_clear()
+    assert cpu_choice.int8_or_bf16(Timer(150.0, 100.0)).prefers_int8
+    assert cpu_choice.kept_choice() is not None and not cpu_choice.choice_path().with_suffix(".busy").exists()
+    cpu_choice.choice_path().unlink()
+    cpu_choice.int8_or_bf16.cache_clear()
+    assert not cpu_choice.int8_or_bf16(Timer(100.0, 100.0, cpu_share=0.5)).prefers_int8
+    assert cpu_choice.kept_choice() is not None
 
 
 def test_a_damaged_or_older_verdict_is_timed_again(fresh):
@@ -98,7 +122,7 @@ def test_the_environment_sets_or_skips_the_timing(fresh, monkeypatch):
 
 
 def test_a_failed_timing_leaves_the_flags_to_decide_and_keeps_nothing(fresh):
-    def broken() -> tuple[list[float], list[float]]:
+    def broken() -> cpu_choice.ProbeTiming:
         raise RuntimeError("no kernel")
 
     assert cpu_choice.int8_or_bf16(broken).how == "flags"

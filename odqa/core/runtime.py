@@ -41,7 +41,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from odqa.core.cpu_choice import PROBE_BATCH, PROBE_ROUNDS, PROBE_SHAPE, int8_or_bf16
+from odqa.core.cpu_choice import PROBE_BATCH, PROBE_ROUNDS, PROBE_SHAPE, ProbeTiming, int8_or_bf16
 from odqa.core.errors import OdqaError
 from odqa.core.paths import odqa_home
 
@@ -387,10 +387,10 @@ def _quantise(source: Path, target: Path) -> None:
                      extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
 
 
-def time_bf16_and_int8(rounds: int = PROBE_ROUNDS) -> tuple[list[float], list[float]]:
+def time_bf16_and_int8(rounds: int = PROBE_ROUNDS) -> ProbeTiming:
     """ms of torch bf16 and of ONNX Runtime int8 running the probe encoder of odqa.core.cpu_choice
     (`PROBE_SHAPE`) on `PROBE_BATCH`, one call of each per round, so that a change in the machine's load falls on
-    both of a round."""
+    both of a round; and the share of its threads' time the process got meanwhile (other work lowers it)."""
     import time
 
     import torch
@@ -419,12 +419,14 @@ def time_bf16_and_int8(rounds: int = PROBE_ROUNDS) -> tuple[list[float], list[fl
     times: dict[str, list[float]] = {"bf16": [], "int8": []}
     for run in (run_bf16, run_int8, run_bf16, run_int8):
         run()  # warm: the first calls allocate and pick kernels
+    wall, cpu = time.perf_counter(), time.process_time()
     for _ in range(rounds):
         for name, run in (("bf16", run_bf16), ("int8", run_int8)):
             start = time.perf_counter()
             run()
             times[name].append((time.perf_counter() - start) * 1000)
-    return times["bf16"], times["int8"]
+    cpu_share = (time.process_time() - cpu) / ((time.perf_counter() - wall) * torch.get_num_threads())
+    return ProbeTiming(times["bf16"], times["int8"], cpu_share)
 
 
 def pad_batch(rows: Sequence[Sequence[int]], pad_id: int, type_rows: Sequence[Sequence[int]] | None = None):
