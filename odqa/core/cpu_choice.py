@@ -15,8 +15,9 @@ timing favours int8 (two busy-looping processes on the 2-core EPYC moved the med
 torch's threads lose more to a shared core), so an int8 verdict timed while the process got less than
 `QUIET_CPU_SHARE` of its threads' time is not kept: that run takes bf16 and the next one times again, up to
 `BUSY_TIMINGS` times, after which a machine that is always this busy keeps what it measured. A bf16 verdict is
-kept however busy the machine was. The batch is an index build's: at the reader's 10 short texts torch's per-call overheads made int8 look
-faster than the reader and the encoder found it (bench/results/speed-avx512-bf16.md, "int8 or bf16, timed").
+kept however busy the machine was. The batch is an index build's: at the reader's 10 short texts torch's per-call
+overheads made int8 look faster than the reader and the encoder found it (bench/results/speed-avx512-bf16.md,
+"int8 or bf16, timed"; the busy machine is its section of the eighteenth session).
 
 The timing itself runs in odqa.core.runtime (`time_bf16_and_int8`), beside the graphs it builds.
 Without onnxruntime, with `ODQA_CPU_CHOICE=flags`, or where the timing fails, the flags decide as before the
@@ -133,26 +134,28 @@ def int8_or_bf16(timer: Callable[[], ProbeTiming]) -> CpuChoice:
     except Exception as exc:  # noqa: BLE001 - a failed timing must not cost the answer: the flags decide, unkept
         print(f"odqa: the timing failed ({type(exc).__name__}: {exc}); the CPU flags decide", file=sys.stderr)
         return CpuChoice(flags_prefer_int8(_cpuinfo()), "flags")
-    busy_marker = path.with_suffix(".busy")
+    return _kept_unless_busy(path, choice, timing.cpu_share)
+
+
+def _kept_unless_busy(path: Path, choice: CpuChoice, cpu_share: float) -> CpuChoice:
+    """`choice` kept at `path`; but an int8 verdict timed at a CPU share under `QUIET_CPU_SHARE` gives bf16 for
+    this run and is timed again by the next, until `BUSY_TIMINGS` such timings (counted beside `path`)."""
+    busy_count = path.with_suffix(".busy")
     path.parent.mkdir(parents=True, exist_ok=True)
-    if choice.prefers_int8 and timing.cpu_share < QUIET_CPU_SHARE:
-        busy = _count(busy_marker) + 1
+    if choice.prefers_int8 and cpu_share < QUIET_CPU_SHARE:
+        try:
+            busy = int(busy_count.read_text()) + 1
+        except (OSError, ValueError):
+            busy = 1
         if busy < BUSY_TIMINGS:
-            busy_marker.write_text(str(busy))
-            print(f"odqa: other work had {1 - timing.cpu_share:.0%} of the cores while timing, which favours int8: "
+            busy_count.write_text(str(busy))
+            print(f"odqa: other work had {1 - cpu_share:.0%} of the cores while timing, which favours int8: "
                   "bf16 this run, timed again next run", file=sys.stderr)
             return CpuChoice(False, f"int8 timed {choice.int8_speedup:.2f}x bf16's speed on a busy machine, "
                                     "not trusted: timed again next run")
-    write_json_atomic(path, {**asdict(choice), "version": CHOICE_VERSION, "cpu_share": round(timing.cpu_share, 3)})
-    busy_marker.unlink(missing_ok=True)
+    write_json_atomic(path, {**asdict(choice), "version": CHOICE_VERSION, "cpu_share": round(cpu_share, 3)})
+    busy_count.unlink(missing_ok=True)
     return choice
-
-
-def _count(path: Path) -> int:
-    try:
-        return int(path.read_text())
-    except (OSError, ValueError):
-        return 0
 
 
 def verdict(bf16_rounds: list[float], int8_rounds: list[float]) -> CpuChoice:
