@@ -76,6 +76,26 @@ def test_flat_search_in_blocks_equals_one_block(tmp_path):
     assert np.array_equal(a[1], b[1]) and np.allclose(a[0], b[0])
 
 
+def test_float16_vectors_are_searched_from_memory_with_the_scores_of_the_memmap(tmp_path, monkeypatch):
+    import indexes.vector
+
+    vectors = _vectors(700).astype(np.float16)
+    np.save(tmp_path / "emb.npy", vectors)
+    index = VectorIndex.build(tmp_path / "emb.npy", tmp_path / "flat", Manifest(kind="faiss"))
+    q = _vectors(5, seed=4)
+    scores, rows = index.search(q, 9)
+    assert index._resident is not None and index._resident.ntotal == 700
+    truth = q @ vectors.astype(np.float32).T
+    assert np.array_equal(rows, np.argsort(-truth, axis=1)[:, :9])
+    assert np.allclose(scores, np.take_along_axis(truth, rows, axis=1), atol=1e-5)
+
+    monkeypatch.setattr(indexes.vector, "RESIDENT_FP16_BYTES", vectors.nbytes - 1)  # too large: the memmap
+    again = VectorIndex.load(tmp_path / "flat")
+    blocked = again.search(q, 9, block_rows=100)
+    assert again._resident is None
+    assert np.array_equal(blocked[1], rows) and np.allclose(blocked[0], scores, atol=1e-5)
+
+
 def test_manifest_checks(tmp_path):
     m = Manifest(kind="faiss", corpus_fingerprint="abc", encoder="minilm", dim=384)
     m.save(tmp_path)
