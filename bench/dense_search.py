@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Dense search per question: a flat float16 index searched from memory (the default up to
-`indexes.vector.RESIDENT_FP16_BYTES`) against the memmap in blocks (larger indexes), both exact.
+`indexes.vector.RESIDENT_FP16_BYTES`) against the memmap in blocks (larger indexes), both exact; and the
+linker's entity search, float16 copies against the exact float32 scan.
 
     python bench/dense_search.py --index $ODQA_HOME/bench/squad-open/index-retriever-int8
     python bench/dense_search.py --synthetic 759461      # random 384-d vectors of the Wikipedia subset's size
+    python bench/dense_search.py --kb work_indexes/kb --link ../shared/data/squad/dev-v1.1.json   # linking
 
 Times `VectorIndex.search` for one question at a time (what `ask` and the shell do; `eval-qa` batches) and for
 batches of 8, top 100, after one warm-up search (the copy in memory is built there: its time is given apart),
-and checks both paths return the same rows. With `--ask QUESTIONS` it also times whole `ask`s over `--index` with
+and checks both paths return the same rows. `--kb` links `--link-limit` questions one at a time with the shipped
+linker on both entity searches (each question on both, which goes first alternating) and counts equal links.
+With `--ask QUESTIONS` it also times whole `ask`s over `--index` with
 the default settings (hybrid retrieval, reader; the linker off, as an index may have no knowledge base), one
 question at a time, each question on both paths (which goes first alternates).
 """
@@ -79,9 +83,43 @@ def time_asks(index: Path, questions: Path, limit: int) -> dict[str, float]:
     return {name: round(1000 * statistics.median(s), 1) for name, s in seconds.items()}
 
 
+def time_links(kb_path: Path, questions: Path, limit: int) -> dict:
+    """Median ms of linking one question with the KB searched through float16 copies (the default) and by an
+    exact float32 scan, each question on both; and how many questions got the same links."""
+    import faiss
+
+    from linker.kb import KnowledgeBase
+    from linker.linker import Linker
+    from odqa.corpus.questions import load_questions
+
+    kb = KnowledgeBase.load(kb_path)
+    linker = Linker.from_pretrained("linker", kb=kb)
+    texts = [item.question for item in load_questions(questions)[:limit]]
+    linker.link(texts[:3])  # loads the model and builds the default search
+    exact = faiss.IndexFlatIP(kb.vectors.shape[1])
+    exact.add(kb.vectors)
+    searches = {"float16 copies": kb._flat, "float32 exact": exact}
+    seconds: dict[str, list[float]] = {name: [] for name in searches}
+    same = 0
+    for n, text in enumerate(texts):
+        links = {}
+        for name in list(searches)[:: 1 if n % 2 else -1]:
+            kb._flat = searches[name]
+            t0 = time.perf_counter()
+            links[name] = linker.link([text])
+            seconds[name].append(time.perf_counter() - t0)
+        same += links["float16 copies"] == links["float32 exact"]
+    kb._flat = searches["float16 copies"]
+    return {"questions": len(texts), "same_links": same,
+            "link_ms_median": {name: round(1000 * statistics.median(s), 2) for name, s in seconds.items()}}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     source = ap.add_mutually_exclusive_group(required=True)
+    source.add_argument("--kb", type=Path, help="a knowledge base folder (build-kb): time linking, with --link")
+    ap.add_argument("--link", type=Path, metavar="QUESTIONS", help="with --kb: the questions to link")
+    ap.add_argument("--link-limit", type=int, default=400)
     source.add_argument("--index", type=Path, help="an index folder with a flat float16 dense index")
     source.add_argument("--synthetic", type=int, metavar="ROWS", help="random unit vectors, this many")
     ap.add_argument("--dim", type=int, default=384, help="with --synthetic")
@@ -94,6 +132,17 @@ def main(argv=None) -> int:
 
     from indexes.vector import VectorIndex, _blocked_flat_search
     from odqa.core.device import cpu_description
+
+    if args.kb:
+        if not args.link:
+            ap.error("--kb needs --link QUESTIONS")
+        result = {"kb": str(args.kb), "cpu": cpu_description(), **time_links(args.kb, args.link, args.link_limit)}
+        print(f"{args.kb}; {result['cpu']}; linking {result['questions']} questions one at a time, median ms: "
+              + ", ".join(f"{name} {ms}" for name, ms in result["link_ms_median"].items())
+              + f"; the same links for {result['same_links']} of them")
+        if args.json:
+            print(json.dumps(result))
+        return 0
 
     with tempfile.TemporaryDirectory() as tmp:
         if args.synthetic:

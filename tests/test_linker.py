@@ -99,6 +99,14 @@ def test_kb_contents_and_manifest(tiny_kb):
     assert reloaded.manifest.corpus_fingerprint == tiny_kb.manifest.corpus_fingerprint
 
 
+def test_kb_search_ranks_entities_as_the_float32_inner_product_does(tiny_kb):
+    queries = np.random.default_rng(5).normal(size=(6, 384)).astype(np.float32)
+    scores, rows = tiny_kb.search(queries, 5)
+    exact = queries @ tiny_kb.vectors.T
+    assert np.array_equal(rows, np.argsort(-exact, axis=1)[:, :5])
+    assert np.allclose(scores, np.take_along_axis(exact, rows, axis=1), atol=1e-2)  # float16 copies of the vectors
+
+
 def test_describe_and_disambiguation():
     assert describe("Alabama () is a state.\nSecond paragraph.") == "Alabama is a state."
     assert len(describe(" ".join(["word"] * 300)).split()) == 128
