@@ -251,6 +251,10 @@ class OnnxModel:
         options.intra_op_num_threads = threads or _torch_threads()
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # threads that spin after a run take the cores from what comes next: a question's encoder, FAISS search,
+        # linker and reader take turns on them (2 cores: a whole `ask` 30-34 instead of 55-56 ms median; one
+        # session alone, or eval-qa's batches, ran as fast either way: bench/results/speed-avx2.md)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.path = Path(path)
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.input_names = [i.name for i in self.session.get_inputs()]
