@@ -98,18 +98,18 @@ def time_links(kb_path: Path, questions: Path, limit: int) -> dict:
     linker.link(texts[:3])  # loads the model and builds the default search
     exact = faiss.IndexFlatIP(kb.vectors.shape[1])
     exact.add(kb.vectors)
-    searches = {"float16 copies": kb._flat, "float32 exact": exact}
+    searches = {"float16 copies": kb._candidate_index, "float32 exact": exact}
     seconds: dict[str, list[float]] = {name: [] for name in searches}
     same = 0
     for n, text in enumerate(texts):
         links = {}
         for name in list(searches)[:: 1 if n % 2 else -1]:
-            kb._flat = searches[name]
+            kb._candidate_index = searches[name]
             t0 = time.perf_counter()
             links[name] = linker.link([text])
             seconds[name].append(time.perf_counter() - t0)
         same += links["float16 copies"] == links["float32 exact"]
-    kb._flat = searches["float16 copies"]
+    kb._candidate_index = searches["float16 copies"]
     return {"questions": len(texts), "same_links": same,
             "link_ms_median": {name: round(1000 * statistics.median(s), 2) for name, s in seconds.items()}}
 
@@ -156,8 +156,8 @@ def main(argv=None) -> int:
             return 2
         rng = np.random.default_rng(1)
         picks = rng.choice(len(index), args.queries)
-        noise = 0.1 * rng.standard_normal((args.queries, index.dim)).astype(np.float32)
-        queries = np.asarray(index.embeddings[picks], dtype=np.float32) + noise  # near a stored vector, as a question is
+        noise = 0.1 * rng.standard_normal((args.queries, index.dim)).astype(np.float32)  # near a stored vector
+        queries = np.asarray(index.embeddings[picks], dtype=np.float32) + noise
 
         t0 = time.perf_counter()
         index.search(queries[:1], args.k)

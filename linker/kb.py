@@ -104,7 +104,7 @@ class KnowledgeBase:
         self._matcher: AliasMatcher | None = None
         self._vectors = None
         self._alias_keys = None
-        self._flat = None
+        self._candidate_index = None
         self._priors = None
 
     def __len__(self) -> int:
@@ -180,16 +180,18 @@ class KnowledgeBase:
             raise OdqaError("this knowledge base has no entity vectors; build it with `odqa build-kb`")
         if self.index.faiss_index is not None:  # hnsw / ivf built by the vector index
             return self.index.search(np.asarray(vectors, dtype=np.float32), k)
-        if self._flat is None:
-            # float16 copies of the vectors: a question's spans searched the 29 k entities of the Wikipedia
-            # subset's KB in 1.2 ms instead of 4.8-6.2 ms for an exact float32 scan, the same top 16
-            # (bench/results/speed-avx2.md); only the order of near ties can differ
+        if self._candidate_index is None:
+            # float16 copies of the vectors: linking a question over the Wikipedia subset's 29 k entities took
+            # 6.9 ms instead of 9.3 with an exact float32 scan, the same links but for near ties at the 16th
+            # candidate (bench/dense_search.py --kb; bench/results/speed-avx2.md)
             import faiss
 
-            self._flat = faiss.IndexScalarQuantizer(self.vectors.shape[1], faiss.ScalarQuantizer.QT_fp16,
-                                                    faiss.METRIC_INNER_PRODUCT)
-            self._flat.add(self.vectors)
-        scores, rows = self._flat.search(np.ascontiguousarray(vectors, dtype=np.float32), min(k, len(self)))
+            index = faiss.IndexScalarQuantizer(self.vectors.shape[1], faiss.ScalarQuantizer.QT_fp16,
+                                               faiss.METRIC_INNER_PRODUCT)
+            index.add(self.vectors)
+            self._candidate_index = index
+        queries = np.ascontiguousarray(vectors, dtype=np.float32)
+        scores, rows = self._candidate_index.search(queries, min(k, len(self)))
         return scores, rows.astype(np.int64)
 
     def check_encoder(self, encoder: str, dim: int) -> None:
