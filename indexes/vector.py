@@ -34,8 +34,8 @@ def load_faiss():
 
 
 FAISS_FILE = "index.faiss"
-# A float16 memmap searched in blocks is converted to float32 at every query: one question took 46 ms over
-# squad-open's 43,380 passages and 0.7-1.5 s over 759,461 (2 cores), against 2.3 ms and 32 ms from the copy in
+# A float16 memmap searched in blocks is converted to float32 at every query: one question took 42-46 ms over
+# squad-open's 43,380 passages and 0.7-1.5 s over 759,461 (2 cores), against 1.6-1.9 ms and 31 ms from the copy in
 # memory (bench/dense_search.py). 2 GiB holds about 2.8 M 384-d passages; larger indexes keep RAM bounded.
 RESIDENT_FP16_BYTES = 2 * 1024**3
 
