@@ -11,8 +11,8 @@ versions. Later processes read the verdict (no torch import). int8 wins only whe
 times faster in the median round and faster in every round but one: it gives up a little F1 that bf16 keeps (at
 most 1 F1, which is what `auto` accepts), so near a tie, or where other work on the machine made the rounds
 disagree, bf16 (the path `auto` took before the timing existed) stays. Other work on the machine all through the
-timing favours int8 (two busy-looping processes on the 2-core EPYC moved the median from 1.34-1.58x to 1.63-1.99x:
-torch's threads lose more to a shared core), so an int8 verdict timed while the process got less than
+timing favours int8 (one or two busy-looping processes on the 2-core EPYC moved the median from 1.21-1.27x to
+1.68-1.86x: torch's threads lose more to a shared core), so an int8 verdict timed while the process got less than
 `QUIET_CPU_SHARE` of its threads' time is not kept: that run takes bf16 and the next one times again, up to
 `BUSY_TIMINGS` times, after which a machine that is always this busy keeps what it measured. A bf16 verdict is
 kept however busy the machine was. The batch is an index build's: at the reader's 10 short texts torch's per-call
@@ -47,11 +47,14 @@ PROBE_ROUNDS = 5
 PROBE_SHAPE = {"hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12, "intermediate_size": 1536,
                "vocab_size": 2048, "max_position_embeddings": 512}
 PROBE_BATCH = (32, 128)  # an index build's batch at bench/speed.py's 128 tokens; see the module's note
-# the share of its threads' time the timing got: 0.98 on the idle 2-core EPYC, 0.63 and 0.50 beside one and two
+# the share of its threads' time the timing got: 0.98 on the idle 2-core EPYC, 0.63 and 0.49 beside one and two
 # busy-looping processes
 QUIET_CPU_SHARE = 0.85
 BUSY_TIMINGS = 3
-CHOICE_VERSION = 2  # bump when the probe or the rule changes: older verdicts are then measured again
+# bump when the probe or the rule changes: older verdicts are then measured again. 3: ONNX Runtime's threads no
+# longer spin after a run; spinning, they slowed the torch call that followed (1.36-1.49x for int8 then, 1.26-1.27x
+# now on the same CPU)
+CHOICE_VERSION = 3
 
 
 @dataclass(frozen=True)
