@@ -16,10 +16,11 @@ class BM25Retriever:
         self.index = index
         self.store = store
 
-    def search(self, questions: Sequence[str], k: int) -> list[list[SearchHit]]:
+    def search(self, questions: Sequence[str], k: int, passages: bool = True) -> list[list[SearchHit]]:
+        """passages False: rows and scores only (a hybrid reads the passages of its fused top k alone)."""
         check_k(k, len(self.store))
         results = [
             [SearchHit(row=row, score=score, source=self.name) for row, score in hits]
             for hits in self.index.search(list(questions), k)
         ]
-        return attach_passages(self.store, results)
+        return attach_passages(self.store, results) if passages else results

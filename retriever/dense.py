@@ -25,7 +25,8 @@ class DenseRetriever:
         self.store = store
         self.batch_size = batch_size
 
-    def search(self, questions: Sequence[str], k: int) -> list[list[SearchHit]]:
+    def search(self, questions: Sequence[str], k: int, passages: bool = True) -> list[list[SearchHit]]:
+        """passages False: rows and scores only (a hybrid reads the passages of its fused top k alone)."""
         check_k(k, len(self.store))
         vectors = self.encoder.encode_queries(list(questions), batch_size=self.batch_size)
         scores, rows = self.index.search(vectors, k)
@@ -33,4 +34,4 @@ class DenseRetriever:
             [SearchHit(row=int(r), score=float(s), source=self.name) for s, r in zip(qs, qr) if r >= 0]
             for qs, qr in zip(scores, rows)
         ]
-        return attach_passages(self.store, results)
+        return attach_passages(self.store, results) if passages else results

@@ -7,7 +7,7 @@ from typing import Sequence
 
 from odqa.core.fusion import Fusion, minmax_fuse, rrf_fuse
 from odqa.core.types import SearchHit
-from retriever.base import check_k
+from retriever.base import attach_passages, check_k
 
 __all__ = ["HybridRetriever", "minmax_fuse", "rrf_fuse"]  # the fusion functions, where they were first written
 
@@ -25,9 +25,12 @@ class HybridRetriever:
     def search(self, questions: Sequence[str], k: int) -> list[list[SearchHit]]:
         check_k(k, len(self.dense.store))
         depth = max(k, self.candidates)
-        dense_results = self.dense.search(questions, min(depth, len(self.dense.store)))
-        sparse_results = self.sparse.search(questions, min(depth, len(self.sparse.store)))
-        return [self.fuse(d, s, k) for d, s in zip(dense_results, sparse_results)]
+        # the passages of the fused top k only: reading those of every candidate (2 x 100) cost a question
+        # about 6 ms of the passage store's time
+        dense_results = self.dense.search(questions, min(depth, len(self.dense.store)), passages=False)
+        sparse_results = self.sparse.search(questions, min(depth, len(self.sparse.store)), passages=False)
+        fused = [self.fuse(d, s, k) for d, s in zip(dense_results, sparse_results)]
+        return attach_passages(self.dense.store, fused)
 
     def fuse(self, dense_hits: list[SearchHit], sparse_hits: list[SearchHit], k: int) -> list[SearchHit]:
         return self.fusion([dense_hits, sparse_hits], k)

@@ -67,3 +67,19 @@ def test_hybrid_on_a_bm25_only_index_falls_back_to_bm25(corpus, tmp_path, capsys
     retriever = IndexBundle.open(tmp_path / "b").retriever("hybrid")
     assert retriever.name == "bm25"
     assert "falls back to bm25" in capsys.readouterr().err
+
+
+def test_hybrid_reads_the_passages_of_its_fused_top_k_only(corpus, tmp_path):
+    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "b"), backends=["bm25", "dense"]))
+    retriever = IndexBundle.open(tmp_path / "b").retriever("hybrid", candidates=7)
+    store = retriever.dense.store
+    asked: list[list[int]] = []
+    get_rows = store.get_rows
+    store.get_rows = lambda rows: asked.append(list(rows)) or get_rows(rows)
+    questions = ["topic 3", "document number 5"]
+    hits = retriever.search(questions, 2)
+    assert asked == [sorted({h.row for q in hits for h in q})] and len(asked[0]) <= 4
+    assert all(h.passage is not None and h.passage.text == DOCS[h.row]["text"] for q in hits for h in q)
+    store.get_rows = get_rows
+    dense, sparse = retriever.dense.search(questions, 7), retriever.sparse.search(questions, 7)
+    assert [[h.row for h in q] for q in hits] == [[h.row for h in retriever.fuse(d, s, 2)] for d, s in zip(dense, sparse)]
