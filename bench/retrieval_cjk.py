@@ -44,12 +44,6 @@ FUSION_GRID = [("rrf", 0.5, k) for k in (10, 30, 60, 100)] + [("minmax", a / 10,
 SEED = 13
 
 
-def cpu_model_and_flags() -> tuple[str, list[str]]:
-    from odqa.core.device import FAST_BF16_FLAGS, cpu_model_and_flags
-
-    return cpu_model_and_flags(("avx2", "avx512f", "avx512_vnni", *FAST_BF16_FLAGS))
-
-
 def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -199,7 +193,9 @@ def write_table(results: dict, tuning: list, chosen, args, argv) -> None:
             lines.append(f"| {fusion_label(*setting)} | {m['recall@1']:.2f} | {m['recall@5']:.2f} | "
                          f"{m['recall@20']:.2f} | {m['mrr']:.4f} |")
         lines.append("")
-    model, flags = cpu_model_and_flags()
+    from odqa.core.device import FAST_BF16_FLAGS, cpu_model_and_flags
+
+    model, flags = cpu_model_and_flags(("avx2", "avx512f", "avx512_vnni", *FAST_BF16_FLAGS))
     lines.append(f"Machine: {model}, {os.cpu_count()} cores, flags {' '.join(flags)}; Python "
                  f"{platform.python_version()}; load average {os.getloadavg()[0]:.1f} (shared with other jobs: q/s "
                  f"indicative only). Command: `python bench/retrieval_cjk.py {' '.join(argv or sys.argv[1:])}`")

@@ -140,12 +140,18 @@ class VectorIndex:
         if self.embeddings.dtype != np.float16 or self.embeddings.nbytes > RESIDENT_FP16_BYTES:
             return None
         if self._resident is None:
-            faiss = load_faiss()
-            index = faiss.IndexScalarQuantizer(self.dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
-            for start in range(0, len(self), 65536):
-                index.add(np.ascontiguousarray(self.embeddings[start : start + 65536], dtype=np.float32))
-            self._resident = index
+            self._resident = float16_copy_index(self.embeddings)
         return self._resident
+
+
+def float16_copy_index(vectors: np.ndarray, block_rows: int = 65536):
+    """A FAISS inner-product index over float16 copies of `vectors` (FAISS's float16 scalar quantiser: exact for
+    vectors stored in float16), filled block by block so that a memmap is read once."""
+    faiss = load_faiss()
+    index = faiss.IndexScalarQuantizer(vectors.shape[1], faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
+    for start in range(0, len(vectors), block_rows):
+        index.add(np.ascontiguousarray(vectors[start : start + block_rows], dtype=np.float32))
+    return index
 
 
 def _blocked_flat_search(embeddings: np.ndarray, queries: np.ndarray, k: int, block_rows: int):

@@ -22,7 +22,7 @@ import numpy as np
 
 from indexes.manifest import Manifest
 
-from indexes.vector import VectorIndex
+from indexes.vector import VectorIndex, float16_copy_index
 from linker.aliases import AliasMatcher, alias_key, make_aliases
 from linker.encoder import entity_text
 from odqa.core.atomic import atomic_folder
@@ -184,12 +184,7 @@ class KnowledgeBase:
             # float16 copies of the vectors: linking a question over the Wikipedia subset's 29 k entities took
             # 6.9 ms instead of 9.3 with an exact float32 scan, the same links but for near ties at the 16th
             # candidate (bench/dense_search.py --kb; bench/results/speed-avx2.md)
-            import faiss
-
-            index = faiss.IndexScalarQuantizer(self.vectors.shape[1], faiss.ScalarQuantizer.QT_fp16,
-                                               faiss.METRIC_INNER_PRODUCT)
-            index.add(self.vectors)
-            self._candidate_index = index
+            self._candidate_index = float16_copy_index(self.vectors)
         queries = np.ascontiguousarray(vectors, dtype=np.float32)
         scores, rows = self._candidate_index.search(queries, min(k, len(self)))
         return scores, rows.astype(np.int64)

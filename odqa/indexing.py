@@ -71,8 +71,8 @@ class IndexSpec:
     device: str | None = field(default=None, metadata={"help": "cpu or cuda (default: cuda when available)"})
     precision: str = field(default="auto", metadata={  # of passage encoding (odqa.core.runtime.plan_inference)
         "help": "passage encoding precision (auto: the fastest measured equal here: bf16 on CPUs with native bf16 "
-                "unless int8 was timed faster there, fp16 on a GPU, else int8 where measured, and for 50,000 passages or more with the default encoder, "
-                "fast-passage-encoder; int8: ONNX Runtime dynamic int8, bench/encoder_int8.py measures its speed and "
+                "unless int8 was timed faster there, fp16 on a GPU, else int8 where measured, and for 50,000 "
+                "passages or more with the default encoder, fast-passage-encoder; int8: ONNX Runtime dynamic int8, bench/encoder_int8.py measures its speed and "
                 "recall)",
         "choices": PRECISIONS})
 
