@@ -23,6 +23,7 @@ from typing import Callable, Sequence
 from odqa.core.answers import has_answer, normalize_answer
 from odqa.core.atomic import atomic_file
 from odqa.core.types import SearchHit
+from odqa.corpus.open_dev import drop_open_dev
 from odqa.corpus.questions import QAItem, article_key, check_not_test_set, load_questions, squad_article_keys
 
 log = logging.getLogger("odqa.reader.distant")
@@ -149,8 +150,8 @@ def build_distant_data(
     paragraphs: list[dict] = []
     per_file: dict[str, dict] = {}
     for i, f in enumerate(question_files):
-        items = load_questions(f, limit=limit or None)
-        stats: dict = {}
+        items, held_out = drop_open_dev(load_questions(f, limit=limit or None))
+        stats: dict = {"open_dev_skipped": held_out}
         paragraphs += distant_examples(items, search, k, positives, negatives, stats=stats, prefix=f"d{i}-",
                                        excluded_articles=excluded)
         per_file[Path(f).name] = stats

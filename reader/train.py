@@ -35,6 +35,7 @@ import torch
 from odqa.core.errors import DataFormatError, OdqaError
 from odqa.core.models import resolve_model
 from odqa.core.training import LoopSettings, TrainingLoop, latest_checkpoint, set_seed, training_device
+from odqa.corpus.open_dev import is_open_dev
 from odqa.corpus.questions import check_not_test_set
 from reader.features import char_span_to_tokens, tokenize_windows
 from reader.train_config import TrainConfig  # there so the command line reads it without torch
@@ -60,6 +61,7 @@ class LoadStats:
     skipped_bad_offset: int = 0
     kept_traditional: int = 0  # with to_simplified: contexts whose conversion changed their length
     skipped_examples: list[str] = field(default_factory=list)
+    open_dev: int = 0  # questions of the open-dev split, never trained on
 
 
 def load_squad_examples(
@@ -88,6 +90,9 @@ def load_squad_examples(
                     return out
                 read += 1
                 stats.questions += 1
+                if is_open_dev(qa["question"]):
+                    stats.open_dev += 1
+                    continue
                 qid = str(qa.get("id", stats.questions))
                 answers = qa.get("answers") or []
                 if qa.get("is_impossible") or not answers:
@@ -237,9 +242,9 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
                  stats.kept_traditional)
     log.info(
         "loaded %d questions: %d answerable, %d unanswerable, %d negatives dropped (ratio %.2f), "
-        "%d skipped because the answer is not at answer_start%s",
+        "%d skipped because the answer is not at answer_start, %d open-dev questions skipped%s",
         stats.questions, stats.answerable, stats.unanswerable, stats.dropped_negatives, cfg.negative_ratio,
-        stats.skipped_bad_offset,
+        stats.skipped_bad_offset, stats.open_dev,
         f" (e.g. {', '.join(stats.skipped_examples[:5])})" if stats.skipped_examples else "",
     )
     feats = build_features(tokenizer, examples, cfg)

@@ -40,6 +40,7 @@ from tqdm.auto import tqdm
 from odqa.core.answers import has_answer
 from odqa.core.atomic import atomic_file
 from odqa.core.errors import DataFormatError, OdqaError
+from odqa.corpus.open_dev import is_open_dev
 from odqa.corpus.questions import QAItem, check_not_test_set, load_questions
 from retriever.loading import load_retriever
 
@@ -179,9 +180,13 @@ def build_dpr_data(
     for src in sources:
         items = load_questions(src, limit=limit or None)
         name = Path(src).name
-        counts = stats.per_source.setdefault(name, {"questions": len(items), "written": 0, "dropped": 0, "dev": 0})
+        counts = stats.per_source.setdefault(name, {"questions": len(items), "written": 0, "dropped": 0, "dev": 0,
+                                                    "open_dev_skipped": 0})
         stats.questions += len(items)
         for i, item in enumerate(items):
+            if is_open_dev(item.question):
+                counts["open_dev_skipped"] += 1
+                continue
             key = f"{name}:{i}"
             if in_dev_split(key, dev_fraction):
                 if key in done:

@@ -227,6 +227,7 @@ def _fit_calibration(args) -> int:
     from odqa.config import OdqaConfig
     from odqa.core.errors import OdqaError
     from odqa.eval.confidence import article_split, confidence_metrics, judge_pipeline, judge_reader, sample_questions
+    from odqa.corpus.open_dev import drop_open_dev
     from odqa.corpus.questions import load_questions
     from odqa.pipeline import Pipeline
     from reader.calibration import Calibration, fit_calibration
@@ -244,13 +245,13 @@ def _fit_calibration(args) -> int:
     reader.calibration = Calibration()  # judge with raw scores; the fit replaces it
     judged, sources = [], []
     if args.data:
-        items = sample_questions(article_split(load_questions(args.data, include_impossible=True), args.part),
-                                 args.limit, args.seed)
+        items = sample_questions(article_split(drop_open_dev(load_questions(args.data, include_impossible=True))[0],
+                                               args.part), args.limit, args.seed)
         judged += judge_reader(reader, items, distractors=args.distractors, seed=args.seed, progress=not args.json)
         sources.append({"data": args.data, "part": args.part, "distractors": args.distractors,
                         "questions": len(judged)})
     if args.questions:
-        items = sample_questions(load_questions(args.questions), args.limit, args.seed)
+        items = sample_questions(drop_open_dev(load_questions(args.questions))[0], args.limit, args.seed)
         before = len(judged)
         judged += judge_pipeline(pipeline, items, progress=not args.json)
         sources.append({"questions_file": args.questions, "index": args.index, "retriever": args.retriever,

@@ -164,7 +164,8 @@ def _build(args) -> int:
           f"in the top {args.k}, {stats.dropped_no_answers} without answers, {stats.already_done} done before"
           + (f", {stats.dev} set aside for dev in {args.dev_dir}" if stats.dev else ""))
     for name, c in stats.per_source.items():
-        print(f"  {name}: {c['written']} written, {c['dropped']} dropped, {c['dev']} dev of {c['questions']}")
+        print(f"  {name}: {c['written']} written, {c['dropped']} dropped, {c['dev']} dev of {c['questions']}, "
+              f"{c.get('open_dev_skipped', 0)} open-dev questions skipped")
     if args.json:
         print_json_last(stats.to_dict())
     return 0
