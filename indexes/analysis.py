@@ -24,11 +24,15 @@ from functools import lru_cache
 from typing import Callable, Sequence
 
 from odqa.core.errors import OdqaError
+from odqa.core.optional import require
 
 LANGUAGES = ("en", "ko", "zh")
 # `en` is Tantivy's native English analyser; the others are Python analysers (names below)
 DEFAULT_ANALYZER = {"en": "en", "ko": "ko-bigram", "zh": "zh-bigram"}
 ANALYZERS = ("en", "whitespace", "ko-kiwi", "ko-bigram", "zh-jieba", "zh-bigram")
+
+# the optional packages (odqa[cjk]) each Python analyser needs
+ANALYZER_NEEDS = {"ko-kiwi": ("kiwipiepy",), "zh-jieba": ("jieba", "opencc"), "zh-bigram": ("opencc",)}
 
 _PUNCT = re.compile(r"[^\w\s]+", flags=re.UNICODE)
 _CJK_RUN = re.compile(r"[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
@@ -44,6 +48,12 @@ def get_analyzer(name: str) -> Callable[[str], list[str]]:
     if name not in makers:
         raise OdqaError(f"unknown analyzer {name!r}; choose one of {', '.join(ANALYZERS)}")
     return makers[name]()
+
+
+def check_analyzer_available(name: str) -> None:
+    """Before a build or a search starts: an analyser whose package is missing is refused in one line."""
+    for module in ANALYZER_NEEDS.get(name, ()):
+        require(module, f"the {name} analyser")
 
 
 def detect_language(texts: Sequence[str]) -> str:
@@ -84,10 +94,8 @@ def _whitespace():
 def _require(module: str, purpose: str):
     import importlib
 
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise OdqaError(f"{purpose} needs {module}: pip install -e '.[cjk]'") from exc
+    require(module, purpose)
+    return importlib.import_module(module)
 
 
 @lru_cache(maxsize=1)

@@ -1,7 +1,8 @@
-"""FAISS inner-product vector index over embeddings kept as a numpy memmap.
+"""Inner-product vector index over embeddings kept as a numpy memmap.
 
 Index types: `flat` (exact, default), `hnsw` (graph; M, efConstruction, efSearch) and `ivf` (IVF-Flat;
-nlist, nprobe). Vectors are stored once as `embeddings.npy` (float32 or float16) and memory-mapped. The flat
+nlist, nprobe). FAISS is optional (odqa[cpu] / odqa[gpu]): without it a flat index is searched as a matrix
+product in numpy (`MatrixProductIndex`, the same exact scores); hnsw, ivf and GPU search need it. Vectors are stored once as `embeddings.npy` (float32 or float16) and memory-mapped. The flat
 index searches float16 vectors of up to `RESIDENT_FP16_BYTES` from a copy in memory (FAISS's scalar quantiser in
 float16, whose codes are those vectors as they are: the same scores), and larger or float32 ones from the memmap
 in blocks, so RAM stays bounded whatever the corpus size.
@@ -11,26 +12,41 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
+from indexes.integrity import file_reader
 from indexes.layout import EMBEDDINGS
 from indexes.manifest import Manifest
 
 from odqa.core.atomic import atomic_folder
-from odqa.core.errors import OdqaError
+from odqa.core.errors import IndexMismatchError, OdqaError
+from odqa.core.optional import installed, require
 from odqa.core.registry import Registry
 
 
-def load_faiss():
-    """The faiss module, imported on first use: commands that never search vectors (train-reader on a machine
-    without FAISS, a BM25-only `ask`) do not need it."""
-    try:
-        import faiss
-    except ImportError as exc:  # the extras odqa[cpu] / odqa[gpu] each bring one FAISS build
-        raise OdqaError("FAISS is not installed: pip install 'odqa[cpu]' (or 'odqa[gpu]' on a CUDA machine)") from exc
+def load_faiss(purpose: str = "this vector search"):
+    """The faiss module, imported on first use: a flat index searches without it (a matrix product), and
+    commands that never search vectors do not load it."""
+    require("faiss", purpose)  # the extras odqa[cpu] / odqa[gpu] each bring one FAISS build
+    import faiss
+
     return faiss
+
+
+def faiss_installed() -> bool:
+    return installed("faiss")
+
+
+# The kinds that are FAISS structures (the flat kind is searched without FAISS where it is missing).
+FAISS_KINDS = ("hnsw", "ivf")
+
+
+def check_kind_available(kind: str) -> None:
+    """Before an index build starts: a FAISS kind without FAISS is refused in one line."""
+    if kind in FAISS_KINDS:
+        require("faiss", f"--vector-index {kind}")
 
 
 FAISS_FILE = "index.faiss"
@@ -62,6 +78,7 @@ class VectorIndex:
         self.faiss_index = faiss_index
         self.path = path
         self._resident = None  # the float16 vectors in memory, built at the first search that wants them
+        self.check = None  # of embeddings.npy (indexes.integrity.FileCheck): whole, before the vectors are read
 
     @property
     def dim(self) -> int:
@@ -96,29 +113,43 @@ class VectorIndex:
         return VectorIndex.load(out)
 
     @staticmethod
-    def load(path: str | Path, use_gpu: bool | None = None) -> "VectorIndex":
+    def load(path: str | Path, use_gpu: bool | None = None, check: Callable | None = None) -> "VectorIndex":
+        """`check(file name, read)`: the FileCheck of one of the folder's files over `read(offset, length)`
+        (indexes.integrity.file_check), or None where nothing was recorded. The FAISS file is checked before it
+        is read; the vectors before they are first read (`verified_embeddings`)."""
         path = Path(path)
         manifest = Manifest.load(path, kind="faiss")
-        embeddings = np.load(path / EMBEDDINGS, mmap_mode="r")
+        source = (path / EMBEDDINGS).open("rb")  # the memory map and its check read this one file
+        embeddings = _memmap_npy(source, path / EMBEDDINGS)
         faiss_index = None
         if (path / FAISS_FILE).exists():
-            faiss_index = load_faiss().read_index(str(path / FAISS_FILE))
+            faiss = load_faiss(f"the {manifest.params.get('kind', 'FAISS')} vector index {path}")
+            data = (path / FAISS_FILE).read_bytes()
+            faiss_check = check and check(FAISS_FILE, lambda offset, length: memoryview(data)[offset : offset + length])
+            if faiss_check:
+                faiss_check.whole()
+            faiss_index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
+            del data
             _set_search_params(faiss_index, manifest.params)
         index = VectorIndex(embeddings, manifest, faiss_index, path)
+        index.check = check and check(EMBEDDINGS, file_reader(source))
+        index._source = source
         if use_gpu is None or use_gpu:
             index.maybe_to_gpu(required=bool(use_gpu))
         return index
 
     def maybe_to_gpu(self, required: bool = False) -> bool:
         """Move the FAISS index to a GPU where faiss-gpu and a device are present."""
-        faiss = load_faiss()
+        if not required and not faiss_installed():
+            return False
+        faiss = load_faiss("GPU vector search")
         if not hasattr(faiss, "StandardGpuResources") or faiss.get_num_gpus() == 0:
             if required:
                 raise OdqaError("no GPU FAISS available: install faiss-gpu (pip install 'odqa[gpu]') on a machine with a GPU")
             return False
         if self.faiss_index is None:
             self.faiss_index = faiss.IndexFlatIP(self.dim)
-            self.faiss_index.add(np.ascontiguousarray(self.embeddings, dtype=np.float32))
+            self.faiss_index.add(np.ascontiguousarray(self.verified_embeddings(), dtype=np.float32))
         self._gpu_resources = faiss.StandardGpuResources()
         self.faiss_index = faiss.index_cpu_to_gpu(self._gpu_resources, 0, self.faiss_index)
         return True
@@ -128,11 +159,22 @@ class VectorIndex:
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
             raise OdqaError(f"query vectors have shape {vectors.shape}; this index holds {self.dim}-d vectors")
         k = min(k, len(self))
+        if self.faiss_index is None:
+            self.verified_embeddings()
+        if self.faiss_index is None and not faiss_installed():
+            return matrix_product_search(self.embeddings, vectors, k)
         index = self.faiss_index if self.faiss_index is not None else self._resident_fp16()
         if index is not None:
             scores, rows = index.search(vectors, k)
             return scores, rows.astype(np.int64)
         return _blocked_flat_search(self.embeddings, vectors, k, block_rows)
+
+    def verified_embeddings(self) -> np.ndarray:
+        """The vectors, checked whole against the build's digests the first time (every flat search reads them
+        all, so a per-block check would cost the same)."""
+        if self.check is not None:
+            self.check.whole()
+        return self.embeddings
 
     def _resident_fp16(self):
         """The flat float16 vectors in a FAISS float16 scalar-quantiser index (exact for them), where they fit
@@ -140,13 +182,63 @@ class VectorIndex:
         if self.embeddings.dtype != np.float16 or self.embeddings.nbytes > RESIDENT_FP16_BYTES:
             return None
         if self._resident is None:
-            self._resident = float16_copy_index(self.embeddings)
+            self._resident = float16_copy_index(self.verified_embeddings())
         return self._resident
+
+
+def _memmap_npy(source, path: Path) -> np.ndarray:
+    """A read-only memory map of the .npy file open as `source` (what np.load(mmap_mode="r") gives, over a file
+    that stays open for its check)."""
+    try:
+        version = np.lib.format.read_magic(source)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(source)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(source)
+        return np.memmap(source, dtype=dtype, mode="r", offset=source.tell(), shape=shape, order="F" if fortran else "C")
+    except (ValueError, OSError) as exc:
+        raise IndexMismatchError(f"{path} is not a readable array of vectors ({str(exc).splitlines()[0][:120]}); "
+                                 "it was damaged: rebuild the index") from None
+
+
+class MatrixProductIndex:
+    """Exact inner-product search without FAISS: `search(queries, k) -> (scores, rows)` as a FAISS index
+    answers, over vectors kept as they are (a memmap is read block by block)."""
+
+    def __init__(self, vectors: np.ndarray):
+        self.vectors = vectors
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        return matrix_product_search(self.vectors, np.ascontiguousarray(queries, dtype=np.float32), k)
+
+
+def matrix_product_search(vectors: np.ndarray, queries: np.ndarray, k: int,
+                          block_rows: int = 65536) -> tuple[np.ndarray, np.ndarray]:
+    """The k rows of highest inner product with each query, best first (ties: the lower row first), computed in
+    float32 one block of `vectors` at a time, keeping each query's best k so far."""
+    n_q = queries.shape[0]
+    k = min(k, len(vectors))
+    best_scores = np.empty((n_q, 0), dtype=np.float32)
+    best_rows = np.empty((n_q, 0), dtype=np.int64)
+    for start in range(0, len(vectors), block_rows):
+        block = np.asarray(vectors[start : start + block_rows], dtype=np.float32)
+        scores = np.concatenate([best_scores, queries @ block.T], axis=1)
+        rows = np.concatenate([best_rows, np.broadcast_to(np.arange(start, start + len(block)), (n_q, len(block)))],
+                              axis=1)
+        if scores.shape[1] > k:
+            keep = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+            scores, rows = np.take_along_axis(scores, keep, 1), np.take_along_axis(rows, keep, 1)
+        best_scores, best_rows = scores, rows
+    order = np.lexsort((best_rows, -best_scores), axis=1)
+    return np.take_along_axis(best_scores, order, 1), np.take_along_axis(best_rows, order, 1)
 
 
 def float16_copy_index(vectors: np.ndarray, block_rows: int = 65536):
     """A FAISS inner-product index over float16 copies of `vectors` (FAISS's float16 scalar quantiser: exact for
-    vectors stored in float16), filled block by block so that a memmap is read once."""
+    vectors stored in float16), filled block by block so that a memmap is read once. Without FAISS: the vectors
+    themselves, searched as a matrix product."""
+    if not faiss_installed():
+        return MatrixProductIndex(vectors)
     faiss = load_faiss()
     index = faiss.IndexScalarQuantizer(vectors.shape[1], faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
     for start in range(0, len(vectors), block_rows):

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from indexes.elastic import settings_for
+from odqa.core.device import DEVICE_HELP, check_device_name
 from odqa.core.errors import OdqaError
 from odqa.core.runtime import PRECISIONS, RUNTIMES
 from retriever.kinds import ELASTIC_FUSIONS, HYBRID_FUSIONS, RETRIEVERS, SERVER_RRF
@@ -98,16 +99,17 @@ class ReaderConfig:
     # settings (bench/results/speed-avx2.md, "Early stopping")
     focus_words: int = field(default=80, metadata=_help(
         "read only the run of each passage's sentences that best matches the question, at most this many words "
-        "(reader/focus.py; 0: whole passages)"))
+        "(reader/focus.py; 0: whole passages)", minimum=0))
     whole_passages: int = field(default=2, metadata=_help(
-        "with focus_words: read the first N passages of each question (retrieval order) whole, the rest focused"))
+        "with focus_words: read the first N passages of each question (retrieval order) whole, the rest focused",
+        minimum=0))
     # read a question's first N passages, the rest only when the best answer so far is unsure (its calibrated
     # probability below early_stop_probability); a reader without a fitted calibration reads them all
     early_stop_passages: int = field(default=1, metadata=_help(
         "read the first N passages of each question first and the rest only when the best answer so far has a "
-        "calibrated probability below --early-stop-probability (0: read all at once)"))
+        "calibrated probability below --early-stop-probability (0: read all at once)", minimum=0))
     early_stop_probability: float = field(default=0.35, metadata=_help(
-        "with early_stop_passages: how sure the best answer must be to stop reading"))
+        "with early_stop_passages: how sure the best answer must be to stop reading", maximum=1))
     # calibration.json (run_qa.py fit-calibration); empty: the model folder's own, if it has one
     calibration: str = ""
 
@@ -204,10 +206,14 @@ class OdqaConfig:
         "inference precision of all models (auto: on CPUs questions onnx fp32, the reader bf16 where native "
         "unless int8 was timed faster there, else onnx int8)", choices=PRECISIONS))
     runtime: str = field(default="auto", metadata=_help("inference runtime (auto: see --precision)", choices=RUNTIMES))
+    # where the reader, the encoders and the linker run (empty: the question-time models on the cpu unless a
+    # CUDA device is visible, as odqa.core.device.pick_device)
+    device: str = field(default="", metadata=_help(DEVICE_HELP))
 
     def validate(self) -> "OdqaConfig":
         _choice("precision", self.precision, PRECISIONS)
         _choice("runtime", self.runtime, RUNTIMES)
+        check_device_name(self.device, "config: device")
         self.retrieval.validate(self.index)
         self.reader.validate()
         self.linker.validate()
@@ -218,6 +224,14 @@ class OdqaConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def retriever_options(self) -> dict[str, Any]:
+        """The options of an index backend's `retriever(kind, **options)` that this config sets (odqa.core.protocols
+        .IndexBackend; retriever.kinds.configured_retriever): written here once for every command."""
+        r = self.retrieval
+        return {"encoder": r.encoder or None, "fusion": r.fusion, "alpha": r.alpha, "candidates": r.candidates,
+                "rrf_k": r.rrf_k, "precision": self.precision, "runtime": self.runtime, "device": self.device or None,
+                **r.query_settings()}
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> "OdqaConfig":

@@ -16,6 +16,7 @@ from odqa.core.errors import OdqaError
 from odqa.core.fusion import minmax_scale
 from odqa.core.protocols import Linker, Reader, Retriever
 from odqa.core.types import Answer, Mention, SearchHit
+from retriever.kinds import configured_retriever
 from retriever.registry import backend_of, open_index
 
 MAX_QUESTION_CHARS = 500
@@ -125,15 +126,18 @@ class Pipeline:
         return len(self.bundle)
 
     def retriever(self, kind: str | None = None) -> Retriever:
-        r = self.config.retrieval
-        kind = kind or r.retriever
+        kind = kind or self.config.retrieval.retriever
         if kind not in self._retrievers:
-            self._retrievers[kind] = self.bundle.retriever(kind, encoder=r.encoder or None, fusion=r.fusion,
-                                                           alpha=r.alpha, candidates=r.candidates, rrf_k=r.rrf_k,
-                                                           precision=self.config.precision,
-                                                           runtime=self.config.runtime,
-                                                           **r.query_settings())
+            self._retrievers[kind] = configured_retriever(self.bundle, self.config, kind)
         return self._retrievers[kind]
+
+    def check_available(self) -> None:
+        """Before any work: the device the config names exists and the optional packages its retriever needs over
+        this index are installed; else one line names the problem and its fix (OdqaError)."""
+        from odqa.core.device import check_device_available
+
+        check_device_available(self.config.device, "device")
+        self.bundle.check_available(self.config.retrieval.retriever)
 
     @property
     def reader(self) -> Reader:
@@ -141,7 +145,8 @@ class Pipeline:
             from reader.model import Reader
 
             c = self.config.reader
-            self._reader = Reader.from_pretrained(c.model, calibration=c.calibration or None,
+            self._reader = Reader.from_pretrained(c.model, device=self.config.device or None,
+                                                  calibration=c.calibration or None,
                                                   batch_size=c.batch_size, max_answer_tokens=c.max_answer_tokens,
                                                   no_answer_threshold=c.no_answer_threshold,
                                                   retrieval_weight=c.retrieval_weight,
@@ -163,7 +168,8 @@ class Pipeline:
 
                 kb = KnowledgeBase.load(self.kb_path)
                 c = self.config.linker
-                self._linker = Linker.from_pretrained(c.model, kb=kb, mention_threshold=c.mention_threshold,
+                self._linker = Linker.from_pretrained(c.model, kb=kb, device=self.config.device or None,
+                                                      mention_threshold=c.mention_threshold,
                                                       entity_threshold=c.entity_threshold,
                                                       precision=self.config.precision, runtime=self.config.runtime)
             except OdqaError as exc:

@@ -27,7 +27,7 @@ from odqa.core.errors import OdqaError
 from odqa.core.fusion import AUTO, Fusion, resolve_fusion
 from odqa.core.types import SearchHit
 from retriever.base import check_k
-from retriever.kinds import DENSE_OPTIONS, ELASTIC_FUSIONS, SERVER_RRF, make_retriever
+from retriever.kinds import DENSE_OPTIONS, ELASTIC_FUSIONS, SERVER_RRF, configured_retriever, make_retriever
 
 FUSIONS = ELASTIC_FUSIONS
 
@@ -147,6 +147,9 @@ class ElasticBackend:
     def retriever(self, kind: str, **options):
         return make_retriever(self, kind, **options)
 
+    def check_available(self, kind: str) -> None:
+        """The server does the searching: nothing beyond the client (checked when the index was opened)."""
+
     def article_passages(self) -> ElasticArticlePassages:
         """Each article's passages, for the entity bonus (linker.guided), as an index folder's store gives them."""
         if "articles" not in self._cache:
@@ -159,7 +162,8 @@ class ElasticBackend:
         return self._cache["bm25"]
 
     def _encoder(self, encoder: str | None = None, precision: str = "auto", runtime: str = "auto",
-                 query_encoder: str | None = None, settings: dict | None = None, accept_encoder_change: bool = False):
+                 query_encoder: str | None = None, settings: dict | None = None, accept_encoder_change: bool = False,
+                 device: str | None = None):
         from odqa.core.encoder_loading import load_text_encoder
 
         meta = self.index.meta
@@ -169,11 +173,11 @@ class ElasticBackend:
         chosen.update({k: v for k, v in (settings or {}).items() if v not in (None, "")})
         if name != recorded and not (settings or {}).get("pooling"):
             chosen["pooling"] = None  # another model: its own pooling
-        key = (name, precision, runtime, tuple(sorted(chosen.items())))
+        key = (name, precision, runtime, device, tuple(sorted(chosen.items())))
         if key not in self._cache:
             max_length = int(meta["max_length"]) if meta.get("max_length") else None
             self._cache[key] = load_text_encoder(name, max_length=max_length, precision=precision, runtime=runtime,
-                                                 **chosen)
+                                                 device=device, **chosen)
         return self._cache[key], not query_encoder
 
     def dense(self, **options) -> ElasticDenseRetriever:
@@ -198,6 +202,5 @@ def open_elastic_retriever(config, kind: str = "bm25", fusion: str | None = None
                            index: ElasticIndex | None = None):
     """A retriever over the index named by an OdqaConfig's [elastic] section (`es-search`)."""
     backend = ElasticBackend(index or ElasticIndex.open(config.elastic), config)
-    r = config.retrieval
-    return backend.retriever(kind, encoder=encoder or r.encoder or None, fusion=fusion or r.fusion, alpha=r.alpha,
-                             candidates=r.candidates, rrf_k=r.rrf_k)
+    overrides = {"encoder": encoder, "fusion": fusion}
+    return configured_retriever(backend, config, kind, **{k: v for k, v in overrides.items() if v})

@@ -16,7 +16,7 @@ def _bm25(backend, **options):
     return backend.bm25()
 
 
-DENSE_OPTIONS = ("encoder", "precision", "runtime", "accept_encoder_change", "query_encoder", "settings")
+DENSE_OPTIONS = ("encoder", "precision", "runtime", "device", "accept_encoder_change", "query_encoder", "settings")
 
 
 def _dense(backend, **options):
@@ -32,5 +32,13 @@ RETRIEVERS: Registry = Registry("retriever", {"bm25": _bm25, "dense": _dense, "h
 
 def make_retriever(backend, kind: str, **options):
     """The `kind` retriever of an opened index backend; options: encoder, fusion, alpha, candidates, rrf_k,
-    precision, runtime, accept_encoder_change, query_encoder, settings (each backend takes what applies)."""
+    precision, runtime, device, accept_encoder_change, query_encoder, settings (each backend takes what applies)."""
     return RETRIEVERS.get(kind)(backend, **options)
+
+
+def configured_retriever(backend, config, kind: str | None = None, **overrides):
+    """The retriever `config` (an OdqaConfig) asks of an opened index backend: the one mapping from the
+    config's [retrieval] section, `precision`, `runtime` and `device` to retriever options
+    (`OdqaConfig.retriever_options`), for the pipeline, `search`, `eval-retrieval` and `es-search` alike.
+    `kind`: another retriever kind than `retrieval.retriever`; `overrides`: options set apart from the config."""
+    return backend.retriever(kind or config.retrieval.retriever, **{**config.retriever_options(), **overrides})

@@ -8,13 +8,15 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from indexes.analysis import check_analyzer_available
 from indexes.bm25 import load_text_index
 from indexes.integrity import check_part, recover_swap
 from indexes.layout import BM25, DENSE, PASSAGES, IndexLayout
 from indexes.manifest import Manifest
-from indexes.vector import VectorIndex
+from indexes.vector import FAISS_KINDS, VectorIndex
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.fusion import AUTO, resolve_fusion
+from odqa.core.optional import require
 from odqa.corpus.articles import StoreArticlePassages
 from odqa.corpus.store import PassageStore
 from retriever.bm25 import BM25Retriever
@@ -51,6 +53,16 @@ class IndexBundle:
         if not path.exists():
             raise OdqaError(f"index folder not found: {path}; build it with `odqa index --corpus PATH --out {path}`")
         return cls(path, Manifest.load(path, kind="bundle"))
+
+    def check_available(self, kind: str) -> None:
+        """Before any work: the optional packages the `kind` retriever over this index needs (its BM25 analyser,
+        FAISS for an hnsw or ivf vector index) are installed, else one line names the missing one."""
+        if kind in ("bm25", "hybrid") and BM25 in self.backends:
+            check_analyzer_available(self.manifest.params.get("analyzer", "en"))
+        if kind in ("dense", "hybrid") and DENSE in self.backends and self.layout.dense.is_dir():
+            vector_kind = Manifest.load(self.layout.dense).params.get("kind", "flat")
+            if vector_kind in FAISS_KINDS:
+                require("faiss", f"the {vector_kind} vector index of {self.path}")
 
     @property
     def backends(self) -> list[str]:
@@ -132,15 +144,9 @@ class IndexBundle:
             self._cache[key] = DenseRetriever(text_encoder, index, self.store, check_name=bool(encoder) and not query_encoder)
         return self._cache[key]
 
-    def retriever(self, kind: str, encoder: str | None = None, fusion: str = AUTO, alpha: float = 0.5,
-                  candidates: int = 100, rrf_k: int = 60, precision: str = "auto", runtime: str = "auto",
-                  accept_encoder_change: bool = False, query_encoder: str | None = None,
-                  settings: dict | None = None):
-        """The `kind` retriever (`retriever.kinds.RETRIEVERS`) over this index."""
-        return make_retriever(self, kind, encoder=encoder, fusion=fusion, alpha=alpha, candidates=candidates,
-                              rrf_k=rrf_k, precision=precision, runtime=runtime,
-                              accept_encoder_change=accept_encoder_change, query_encoder=query_encoder,
-                              settings=settings)
+    def retriever(self, kind: str, **options):
+        """The `kind` retriever (`retriever.kinds.RETRIEVERS`) over this index (options: `make_retriever`'s)."""
+        return make_retriever(self, kind, **options)
 
     def hybrid(self, fusion: str = AUTO, alpha: float = 0.5, candidates: int = 100, rrf_k: int = 60, **dense_options):
         if DENSE not in self.backends and BM25 in self.backends:

@@ -29,6 +29,9 @@ def _open_folder(location: str, config):
 
 
 def _open_elastic(location: str, config):
+    from odqa.core.optional import require
+
+    require("elasticsearch", f"the Elasticsearch index {location}")
     from retriever.elastic import ElasticBackend
 
     return ElasticBackend.open(location, config)
@@ -40,3 +43,4 @@ INDEX_BACKENDS: Registry = Registry("index backend", {"folder": _open_folder, "e
 def open_index(location, config):
     """The index backend at `location`, opened with `config` (an OdqaConfig: [elastic] and [retrieval])."""
     return INDEX_BACKENDS.get(backend_of(str(location)))(str(location), config)
+

@@ -188,7 +188,7 @@ def test_inverted_and_renamed_flags_keep_their_meaning(tmp_path):
         "index": None, "retrieval.retriever": None, "retrieval.k": None, "reader.model": "r",
         "reader.focus_words": None, "reader.whole_passages": None, "reader.early_stop_passages": None,
         "reader.early_stop_probability": None, "linker.enabled": False, "retrieval.entity_bonus": None, "precision": None,
-        "runtime": None}
+        "runtime": None, "device": None}
 
 
 def test_focus_words_flag_reaches_the_reader_config(tmp_path):

@@ -17,6 +17,8 @@ from retriever.bm25 import BM25Retriever
 from retriever.dense import DenseRetriever
 from retriever.elastic import ElasticBM25Retriever, ElasticDenseRetriever, ElasticHybridRetriever
 from retriever.hybrid import HybridRetriever
+from retriever.elastic import ElasticBackend
+from retriever.loading import IndexBundle
 
 IMPLEMENTATIONS = [
     (protocols.TextIndex, [TantivyIndex, Bm25sIndex, RankBm25Index]),
@@ -26,6 +28,7 @@ IMPLEMENTATIONS = [
     (protocols.Linker, [Linker, SpacyAliasLinker]),
     (protocols.Reader, [Reader]),
     (protocols.ArticlePassages, [StoreArticlePassages, ElasticArticlePassages]),
+    (protocols.IndexBackend, [IndexBundle, ElasticBackend]),
 ]
 CASES = [(protocol, cls) for protocol, classes in IMPLEMENTATIONS for cls in classes]
 

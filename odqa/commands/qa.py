@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
-from odqa.commands.options import add_options, config_overrides
+from odqa.commands.options import POSITIVE_INT, add_options, config_overrides
 from odqa.config import LinkerConfig, OdqaConfig, ReaderConfig, RetrievalConfig
 
 
@@ -21,8 +21,8 @@ def register(subparsers) -> None:
                     "odqa predict questions.txt > answers.jsonl", run_predict)
     p.add_argument("questions", help="one question a line (.txt), JSONL with 'question' (NQ-open) or '_id'/'text' "
                    "(BEIR queries), or any question file eval-qa reads")
-    p.add_argument("--limit", type=int, help="first N questions only")
-    p.add_argument("--batch-size", type=int, default=16, help="questions linked and retrieved together")
+    p.add_argument("--limit", type=POSITIVE_INT, help="first N questions only")
+    p.add_argument("--batch-size", type=POSITIVE_INT, default=16, help="questions linked and retrieved together")
     _pipeline_flags(p)
 
     p = add_command(subparsers, "shell", "Interactive QA shell (reads one line at a time when stdin is not a terminal).",
@@ -32,8 +32,8 @@ def register(subparsers) -> None:
     p = add_command(subparsers, "eval-qa", "End-to-end EM/F1 of the top answer, with retrieval recall@k of the same run.",
                     "odqa eval-qa --questions odqa/demo/questions.jsonl --json", run_eval_qa)
     p.add_argument("--questions", required=True, help="any question file eval-retrieval reads")
-    p.add_argument("--limit", type=int)
-    p.add_argument("--recall-k", type=int, nargs="+", default=[1, 5, 10],
+    p.add_argument("--limit", type=POSITIVE_INT)
+    p.add_argument("--recall-k", type=POSITIVE_INT, nargs="+", default=[1, 5, 10],
                    help="recall@k cut-offs; those above --k (passages read) are dropped")
     add_output(p, "--per-question", help="write per-question predictions (JSONL)")
     p.add_argument("--json", action="store_true")
@@ -51,16 +51,20 @@ def _pipeline_flags(p) -> None:
                                   "early_stop_probability"], rename={"model": "reader"}, section="reader")
     add_options(p, LinkerConfig, ["enabled"], rename={"enabled": "linker"}, section="linker")
     add_options(p, RetrievalConfig, ["entity_bonus"], section="retrieval")
-    add_options(p, OdqaConfig, ["precision", "runtime"], section="")
+    add_options(p, OdqaConfig, ["precision", "runtime", "device"], section="")
     add_config_flag(p)
 
 
 def make_pipeline(args):
+    """The pipeline the flags and the config describe, its device and optional packages checked before any
+    model loads."""
     from odqa.demo_corpus import demo_index_path, demo_kb_path
     from odqa.pipeline import Pipeline
 
     config = OdqaConfig.load(args.config, config_overrides(args))
-    return Pipeline(config, default_index=demo_index_path, default_kb=demo_kb_path)
+    pipeline = Pipeline(config, default_index=demo_index_path, default_kb=demo_kb_path)
+    pipeline.check_available()
+    return pipeline
 
 
 def run_ask(args) -> int:

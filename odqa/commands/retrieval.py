@@ -8,7 +8,7 @@ import textwrap
 
 from indexes.vector import VectorIndexParams
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
-from odqa.commands.options import add_options, config_overrides, dataclass_values
+from odqa.commands.options import POSITIVE_INT, add_options, config_overrides, dataclass_values
 from odqa.config import CorpusConfig, OdqaConfig, RetrievalConfig
 from odqa.core.models import DEFAULT_ENCODER
 from odqa.indexing import BACKENDS, FAST_PASSAGE_ENCODER, IndexSpec
@@ -39,6 +39,9 @@ def register(subparsers) -> None:
                 rename={"kind": "vector-index"})
     add_options(p, IndexSpec, ["batch_size", "max_length", "chunk_size"])
     p.add_argument("--shard", help="i/n: encode only this shard of the chunks (merge by rerunning without it)")
+    p.add_argument("--shards", type=int, help="build the index as N shards, one per consecutive group of the "
+                   "corpus's files, searched as one (BM25 statistics over all shards, dense results merged); each "
+                   "shard resumable, a rerun keeps the finished ones")
     add_options(p, IndexSpec, ["device", "precision"])
 
     p = add_command(subparsers, "verify-index", "Check an index folder whole: every part's files against the digests "
@@ -46,12 +49,12 @@ def register(subparsers) -> None:
                     "python run_qa.py verify-index indexes/wiki", run_verify)
     p.add_argument("index", help="index folder built by `run_qa.py index`")
 
-    p = add_command(subparsers, "search", "Show the top passages for a question.",
+    p = add_command(subparsers, "search", "Show the top passages for each question.",
                     'odqa search --index indexes/wiki-aa "who founded the Visigoth kingdom"', run_search)
-    p.add_argument("question", nargs="+")
+    p.add_argument("question", nargs="+", help="one or more quoted questions; unquoted words make one question")
     _index_flags(p)
-    p.add_argument("--k", type=int, help="passages to show (default 5, or the corpus size if smaller)")
-    p.add_argument("--json", action="store_true", help="print hits as one JSON object")
+    p.add_argument("--k", type=POSITIVE_INT, help="passages to show (default 5, or the corpus size if smaller)")
+    p.add_argument("--json", action="store_true", help="print each question's hits as one JSON object on its own line")
     _run_file_flags(p)
     _retrieval_flags(p)
     add_config_flag(p)
@@ -66,9 +69,9 @@ def register(subparsers) -> None:
     p.add_argument("--qrels", help="relevance judgments (BEIR qrels TSV or TREC qrels): report nDCG@10, MRR@10 and "
                    "R@k by ir-measures over documents instead of answer-match accuracy")
     add_options(p, RetrievalConfig, ["retriever"], section="retrieval")
-    p.add_argument("--limit", type=int, help="first N questions only")
-    p.add_argument("--k", type=int, nargs="+", default=[1, 5, 10, 20, 50, 100])
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--limit", type=POSITIVE_INT, help="first N questions only")
+    p.add_argument("--k", type=POSITIVE_INT, nargs="+", default=[1, 5, 10, 20, 50, 100])
+    p.add_argument("--batch-size", type=POSITIVE_INT, default=32)
     add_output(p, "--per-question", help="write per-question hits (JSONL) here for error analysis")
     add_output(p, "--run-out", help="write every question's top max(--k) passages, scores and answer matches "
                                      "(JSONL) here, for merge-runs")
@@ -83,7 +86,7 @@ def register(subparsers) -> None:
                     "odqa merge-runs runs/nq-test.AB.jsonl runs/nq-test.CD.jsonl --k 1 5 20 100 --json",
                     run_merge)
     p.add_argument("runs", nargs="+", help="run files of the same questions (format detected per file)")
-    p.add_argument("--k", type=int, nargs="+", default=[1, 5, 10, 20, 50, 100])
+    p.add_argument("--k", type=POSITIVE_INT, nargs="+", default=[1, 5, 10, 20, 50, 100])
     p.add_argument("--fusion", choices=["score", "rrf"], default="score",
                    help="score: best score wins (shards of one corpus and model); rrf: reciprocal rank fusion "
                         "(runs of different retrievers, scores not comparable)")
@@ -113,6 +116,7 @@ def _retrieval_flags(p: argparse.ArgumentParser) -> None:
     add_options(p, RetrievalConfig, ["encoder", "query_encoder"], section="retrieval")
     _encoder_setting_flags(p)
     add_options(p, RetrievalConfig, ["fusion", "alpha", "candidates"], section="retrieval")
+    add_options(p, OdqaConfig, ["precision", "runtime", "device"], section="")
     p.add_argument("--accept-encoder-change", action="store_true",
                    help="search a dense index although its encoder's weights changed since it was built")
 
@@ -126,21 +130,22 @@ def _config(args):
 
 
 def open_retriever(config, accept_encoder_change: bool = False):
-    """The index backend the config names (folder or Elasticsearch; else the demo corpus) and its retriever."""
+    """The index backend the config names (folder or Elasticsearch; else the demo corpus) and its retriever, the
+    device and the optional packages checked first."""
+    from odqa.core.device import check_device_available
     from odqa.demo_corpus import demo_index_path
+    from retriever.kinds import configured_retriever
     from retriever.registry import open_index
 
+    check_device_available(config.device, "device")
     bundle = open_index(config.index or demo_index_path(), config)
-    r = config.retrieval
-    retriever = bundle.retriever(r.retriever, encoder=r.encoder or None, fusion=r.fusion, alpha=r.alpha,
-                                 candidates=r.candidates, rrf_k=r.rrf_k,
-                                 accept_encoder_change=accept_encoder_change, **r.query_settings())
-    return bundle, retriever
+    bundle.check_available(config.retrieval.retriever)
+    return bundle, configured_retriever(bundle, config, accept_encoder_change=accept_encoder_change)
 
 
 def run_index(args) -> int:
     from odqa.corpus.readers import CorpusFields
-    from odqa.indexing import build_index, parse_shard
+    from odqa.indexing import build_index, build_sharded_index, parse_shard
 
     config = _config(args)
     r, c = config.retrieval, config.corpus
@@ -152,9 +157,24 @@ def run_index(args) -> int:
         vector=VectorIndexParams(**dataclass_values(args, VectorIndexParams)),
         shard=parse_shard(args.shard), **dataclass_values(args, IndexSpec),
     )
-    report = build_index(spec)
+    _check_index_parts_available(spec)
+    report = build_sharded_index(spec, args.shards) if args.shards is not None else build_index(spec)
     print(report.message)
     return 0
+
+
+def _check_index_parts_available(spec) -> None:
+    """Before the build reads a passage: the device, FAISS for an hnsw or ivf index, the analyser's package."""
+    from indexes.analysis import analyzer_for, check_analyzer_available
+    from indexes.vector import check_kind_available
+    from indexes.layout import BM25, DENSE
+    from odqa.core.device import check_device_available
+
+    if DENSE in spec.backends:
+        check_device_available(spec.device)
+        check_kind_available(spec.vector.kind)
+    if BM25 in spec.backends and (spec.analyzer or spec.language != "auto"):
+        check_analyzer_available(analyzer_for(spec.language, spec.analyzer) if spec.language != "auto" else spec.analyzer)
 
 
 def run_verify(args) -> int:
@@ -167,38 +187,44 @@ def run_verify(args) -> int:
 
 
 def run_search(args) -> int:
-    config = _config(args)
-    bundle, retriever = open_retriever(config, args.accept_encoder_change)
+    from odqa.commands.qa import split_questions
     from odqa.pipeline import clean_question
 
-    question, _ = clean_question(" ".join(args.question))
+    config = _config(args)
+    questions = [clean_question(q)[0] for q in split_questions(args.question)]
+    bundle, retriever = open_retriever(config, args.accept_encoder_change)
     k = args.k if args.k is not None else min(5, len(bundle))
-    hits = retriever.search([question], k)[0]
-    _write_search_run(args, config, question, hits)
-    if args.json:
-        print_json_last({"question": question, "hits": [
-            {"rank": i, "score": h.score, **h.passage.to_dict()} for i, h in enumerate(hits, 1)]})
-        return 0
-    for i, hit in enumerate(hits, 1):
-        print(f"{i:>3}. [{hit.score:.3f}] {hit.passage.title}  ({hit.passage.id})")
-        print(textwrap.indent(textwrap.fill(hit.passage.text, 100), "     "))
+    rankings = retriever.search(questions, k)
+    _write_search_run(args, config, questions, rankings)
+    for question, hits in zip(questions, rankings):
+        if args.json:
+            print_json_last({"question": question, "hits": [
+                {"rank": i, "score": h.score, **h.passage.to_dict()} for i, h in enumerate(hits, 1)]})
+            continue
+        if len(questions) > 1:
+            print(question)
+        for i, hit in enumerate(hits, 1):
+            print(f"{i:>3}. [{hit.score:.3f}] {hit.passage.title}  ({hit.passage.id})")
+            print(textwrap.indent(textwrap.fill(hit.passage.text, 100), "     "))
     return 0
 
 
-def _write_search_run(args, config, question: str, hits) -> None:
-    """search --trec-run / --dpr-json: the one question's ranking (query id "1"; no answers to match)."""
+def _write_search_run(args, config, questions: list[str], rankings) -> None:
+    """search --trec-run / --dpr-json: each question's ranking (query ids 1, 2, ... in order; no answers to match)."""
     from odqa.core.atomic import atomic_file
     from odqa.eval.run_formats import DprJsonWriter, TrecRunWriter, dpr_ctx
 
     if args.trec_run:
         with atomic_file(args.trec_run) as tmp, tmp.open("w", encoding="utf-8") as f:
-            TrecRunWriter(f, args.run_tag or f"odqa-{config.retrieval.retriever}").write(
-                "1", [(h.passage_id, h.score) for h in hits])
+            writer = TrecRunWriter(f, args.run_tag or f"odqa-{config.retrieval.retriever}")
+            for qid, hits in enumerate(rankings, 1):
+                writer.write(str(qid), [(h.passage_id, h.score) for h in hits])
     if args.dpr_json:
         with atomic_file(args.dpr_json) as tmp, tmp.open("w", encoding="utf-8") as f:
             writer = DprJsonWriter(f)
-            writer.write("1", question, [], [dpr_ctx(h.passage_id, h.passage.title, h.passage.text, h.score, False)
-                                             for h in hits])
+            for qid, (question, hits) in enumerate(zip(questions, rankings), 1):
+                writer.write(str(qid), question, [], [dpr_ctx(h.passage_id, h.passage.title, h.passage.text, h.score,
+                                                              False) for h in hits])
             writer.close()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -15,6 +16,36 @@ if TYPE_CHECKING:
 
 # present where a GPU driver is loaded (NVIDIA, AMD ROCm): without one torch sees no CUDA device either
 GPU_DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/kfd")
+
+
+# The help of every `device` setting (odqa.config's, the trainers', the index build's): defined here once.
+DEVICE_HELP = "cpu, cuda or cuda:N (empty: cuda when available, else the cpu)"
+_DEVICE_NAME = re.compile(r"(cpu|cuda(:\d+)?)")
+
+
+def check_device_name(device: str | None, setting: str = "device") -> None:
+    """A device name odqa accepts ("", cpu, cuda, cuda:N), checked without importing torch."""
+    if device and not _DEVICE_NAME.fullmatch(device):
+        raise OdqaError(f"{setting} {device!r} is not a device odqa knows; use {DEVICE_HELP}")
+
+
+def check_device_available(device: str | None, setting: str = "--device") -> None:
+    """Before any work: a CUDA device that this torch build or this machine lacks is refused in one line (torch is
+    imported only where a GPU driver is loaded)."""
+    check_device_name(device, setting)
+    if not device or not device.startswith("cuda"):
+        return
+    if sys.platform == "linux" and not any(Path(f).exists() for f in GPU_DRIVER_FILES):
+        raise OdqaError(f"{setting} {device}: this machine has no GPU driver loaded; use {setting} cpu")
+    import torch
+
+    if not torch.backends.cuda.is_built() and getattr(torch.version, "hip", None) is None:
+        raise OdqaError(f"{setting} {device}: the installed torch {torch.__version__} is a CPU-only build; install "
+                        f"a CUDA build of torch, or use {setting} cpu")
+    index = int(device.partition(":")[2] or 0)
+    if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+        raise OdqaError(f"{setting} {device}: torch sees {torch.cuda.device_count()} CUDA device(s); use {setting} "
+                        "cpu or another device")
 
 
 def pick_device(device: str | None = None) -> "torch.device":

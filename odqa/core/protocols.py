@@ -9,6 +9,7 @@ subclassing): a new backend only has to have these methods.
 | `Linker` | linker: Linker (ELQ), SpacyAliasLinker |
 | `Reader` | reader.model.Reader |
 | `ArticlePassages` | odqa.corpus.articles.StoreArticlePassages, indexes.elastic.ElasticArticlePassages |
+| `IndexBackend` | retriever.loading.IndexBundle (a folder), retriever.elastic.ElasticBackend (Elasticsearch) |
 """
 
 from __future__ import annotations
@@ -75,3 +76,25 @@ class ArticlePassages(Protocol):
         the candidates the entity bonus adds for a linked entity (linker.guided). Every index backend gives them
         (`article_passages()`), so the bonus works alike on an index folder and on Elasticsearch."""
         ...
+
+
+@runtime_checkable
+class IndexBackend(Protocol):
+    """Where passages are searched (retriever.registry.INDEX_BACKENDS): it builds each kind of retriever
+    (retriever.kinds.RETRIEVERS) from the options a config gives (`OdqaConfig.retriever_options`,
+    `retriever.registry.configured_retriever`), so a new backend touches its own module and one registry line."""
+
+    def __len__(self) -> int: ...
+
+    def describe(self) -> str: ...
+
+    def retriever(self, kind: str, **options) -> Retriever:
+        """The `kind` retriever over this index; options: encoder, fusion, alpha, candidates, rrf_k, precision,
+        runtime, device, accept_encoder_change, query_encoder, settings (each backend takes what applies)."""
+        ...
+
+    def check_available(self, kind: str) -> None:
+        """Raise one line (OdqaError) when an optional package the `kind` retriever needs here is missing."""
+        ...
+
+    def article_passages(self) -> ArticlePassages: ...

@@ -7,6 +7,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from odqa.core.device import DEVICE_HELP
+
 # Training precisions of the models trained on CPU or GPU (fp16 needs a GPU; auto: fp32 on a CPU without bf16).
 TRAINING_PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 
@@ -26,7 +28,7 @@ class RunOptions:
     threads: int = field(default=0, metadata=field_help("torch CPU threads (0: torch's default)"))
     precision: str = field(default="auto", metadata=field_help("training precision (auto: fp32 on CPU)",
                                                                choices=TRAINING_PRECISIONS))
-    device: str = field(default="", metadata=field_help("cpu or cuda (empty: cuda when available)"))
+    device: str = field(default="", metadata=field_help(DEVICE_HELP))
     progress: bool = field(default=True, metadata=field_help("progress bar (--no-progress: log lines only)"))
 
     def to_dict(self) -> dict[str, Any]:

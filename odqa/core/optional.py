@@ -1,0 +1,49 @@
+"""The optional parts of odqa: which package each brings, and how to install it. `pip install odqa` alone answers
+questions (BM25, exact dense search as a matrix product, the reader and the linker); FAISS (HNSW, IVF, GPU
+search), the Korean and Chinese analysers and the Elasticsearch client are extras. A command checks the parts
+its settings need before it starts any work (`require`), so a missing one costs one line, not a build."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass
+
+from odqa.core.errors import OdqaError
+
+
+@dataclass(frozen=True)
+class OptionalPart:
+    module: str  # the import name
+    package: str  # the distribution that brings it
+    install: str  # the command that installs it
+
+
+FAISS_INSTALL = "pip install 'odqa[cpu]' (or 'odqa[gpu]' on a CUDA machine)"
+CJK_INSTALL = "pip install 'odqa[cjk]'"
+
+PARTS = {part.module: part for part in (
+    OptionalPart("faiss", "FAISS", FAISS_INSTALL),
+    OptionalPart("kiwipiepy", "kiwipiepy", CJK_INSTALL),
+    OptionalPart("jieba", "jieba", CJK_INSTALL),
+    OptionalPart("opencc", "OpenCC", CJK_INSTALL),
+    OptionalPart("elasticsearch", "the Elasticsearch client", "pip install 'elasticsearch>=8.12'"),
+)}
+
+
+def installed(module: str) -> bool:
+    """Whether `module` can be imported, without importing it (a module set to None in sys.modules, as tests
+    do to hide one, counts as missing)."""
+    if module in sys.modules:
+        return sys.modules[module] is not None
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require(module: str, purpose: str) -> None:
+    """Raise one line naming the missing part, what needs it and the install command."""
+    if not installed(module):
+        part = PARTS.get(module, OptionalPart(module, module, f"pip install {module}"))
+        raise OdqaError(f"{purpose} needs {part.package}, which is not installed: {part.install}")
