@@ -6,6 +6,9 @@ Suites:
 * `nq`: NQ test (DPR qas) over the full Wikipedia subset, BM25 (no dense index: encoding 759k passages is
   GPU work).
 * `demo`: the 100 built-in demo questions over the demo corpus.
+* `open-dev`: the open-domain dev split no odqa model trains on (`odqa/corpus/open_dev.json`: TriviaQA dev, NQ
+  dev, WebQuestions val, CuratedTREC train) over the Wikipedia subset, per source and overall; the set every
+  reader decision is made on (`--questions N`: at most N per source).
 
     python bench/qa.py --suite all --questions 500
 """
@@ -68,6 +71,77 @@ def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str]
     return rows
 
 
+def run_open_dev(index: str, data: Path, retrievers: list[str], n: int | None, k: int, linker: bool,
+                 readers: tuple[str, ...], settings: tuple[dict, ...]) -> list[list]:
+    """Every reader (and settings variant) on each open-dev source and on all of them together; the overall
+    figures are the per-source ones weighted by their question counts (EM given answer read: by the answers
+    read). Beside them, how well the calibrated probability of the top answer tells right (EM) from wrong:
+    AUROC and expected calibration error (10 bins), and the share of questions called confident with the EM
+    over those."""
+    import json
+    import tempfile
+
+    import torch
+
+    from odqa.eval.confidence import auroc, expected_calibration_error
+
+    from odqa.config import OdqaConfig
+    from odqa.corpus.open_dev import open_dev_questions
+    from odqa.eval.qa import evaluate_qa
+    from odqa.pipeline import Pipeline
+
+    torch.set_num_threads(2)
+    sources = open_dev_questions(data)
+    if n:
+        sources = {name: random.Random(SEED).sample(items, n) if n < len(items) else items
+                   for name, items in sources.items()}
+    rows = []
+    for kind in retrievers:
+        for reader, variant in [(r, v) for r in readers for v in settings]:
+            overrides = {"index": index, "retrieval.retriever": kind, "retrieval.k": k, "linker.enabled": linker,
+                         "reader.model": reader, **variant}
+            pipeline = Pipeline(OdqaConfig.load(None, overrides))
+            pipeline.retriever(kind), pipeline.reader  # load before the clock starts
+            label = reader + (f" ({', '.join(f'{key} {v}' for key, v in variant.items())})" if variant else "")
+            totals = {"questions": 0, "em": 0.0, "f1": 0.0, "read": 0.0, "em_read": 0.0, "r1": 0.0, "rk": 0.0,
+                      "seconds": 0.0}
+            judged_all: list[dict] = []
+            for name, items in sources.items():
+                started = time.perf_counter()
+                with tempfile.TemporaryDirectory() as tmp:
+                    m = evaluate_qa(pipeline, items, ks=[1, k], per_question=Path(tmp) / "rows.jsonl")
+                    judged = [json.loads(line) for line in (Path(tmp) / "rows.jsonl").open(encoding="utf-8")]
+                seconds = time.perf_counter() - started
+                judged_all += judged
+                q = len(items)
+                read = m["answer_in_read"] * q / 100
+                for key, value in (("questions", q), ("em", m["em"] * q), ("f1", m["f1"] * q), ("read", read),
+                                   ("em_read", m["em_given_answer_read"] * read), ("r1", m["recall@1"] * q),
+                                   ("rk", m[f"recall@{k}"] * q), ("seconds", seconds)):
+                    totals[key] += value
+                rows.append([f"open-dev {name}", kind, label, k, q, f"{m['em']:.2f}", f"{m['f1']:.2f}",
+                             f"{m['em_given_answer_read']:.2f}", f"{m['recall@1']:.2f}", f"{m[f'recall@{k}']:.2f}",
+                             f"{q / seconds:.2f}", *_confidence_cells(judged, auroc, expected_calibration_error)])
+                print(" | ".join(map(str, rows[-1])), flush=True)
+            q = totals["questions"]
+            rows.append(["**open-dev all**", kind, label, k, q, f"{totals['em'] / q:.2f}", f"{totals['f1'] / q:.2f}",
+                         f"{totals['em_read'] / max(totals['read'], 1e-9):.2f}", f"{totals['r1'] / q:.2f}",
+                         f"{totals['rk'] / q:.2f}", f"{q / totals['seconds']:.2f}",
+                         *_confidence_cells(judged_all, auroc, expected_calibration_error)])
+            print(" | ".join(map(str, rows[-1])), flush=True)
+    return rows
+
+
+def _confidence_cells(judged: list[dict], auroc, expected_calibration_error) -> list[str]:
+    probability = [row["probability"] for row in judged]
+    em = [row["em"] for row in judged]
+    area = auroc(probability, em)
+    confident = [row["em"] for row in judged if row["confident"]]
+    return [f"{area:.3f}" if area is not None else "-", f"{expected_calibration_error(probability, em):.3f}",
+            f"{100 * len(confident) / max(len(judged), 1):.1f}",
+            f"{100 * sum(confident) / len(confident):.1f}" if confident else "-"]
+
+
 def settings_variants(focus_words: list[int] | None, settings: list[str] | None) -> tuple[dict, ...]:
     """The config overrides of each compared variant: --focus-words values, then --settings arguments."""
     variants: list[dict] = [{"reader.focus_words": f} for f in focus_words or []]
@@ -106,7 +180,7 @@ def with_answer_retrieved(pipeline, items, k: int) -> list:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--suite", choices=["squad-open", "nq", "efficientqa", "demo", "all"], default="all",
+    parser.add_argument("--suite", choices=["open-dev", "squad-open", "nq", "efficientqa", "demo", "all"], default="all",
                         help="efficientqa: NQ-open's EfficientQA dev over the Wikipedia subset, the NQ-style set for "
                              "choosing settings (no shipped reader trained on it; nq is NQ test)")
     parser.add_argument("--questions", type=int, default=500, help="questions sampled per suite (seed 13); 0: all")
@@ -171,6 +245,14 @@ def main(argv=None) -> int:
                               args.linker, exclude_articles_of=held_out, readers=readers,
                               answer_read_only=args.answer_read_only, settings=variants,
                               only_articles_of=data / "squad" / "dev-v2.0.json" if args.tuning_articles else None)
+        elif suite == "open-dev":
+            index = Path(args.wiki_index)
+            if not (index / "manifest.json").exists():
+                print(f"error: no Wikipedia index at {index}; build it with `python run_qa.py index --corpus "
+                      f"{data / 'wiki'} --out {index} --backends bm25`", file=sys.stderr)
+                return 2
+            rows += run_open_dev(str(index), data, args.retrievers or ["bm25"], n, args.k, args.linker, readers,
+                                 variants)
         else:
             index = Path(args.wiki_index)
             if not (index / "manifest.json").exists():
@@ -182,6 +264,9 @@ def main(argv=None) -> int:
             rows += run_suite(name, str(index), questions, ["bm25"], n, args.k, args.linker,
                               readers=readers, answer_read_only=args.answer_read_only, settings=variants)
     header = ["suite", "retriever", "reader", "k read", "questions", "EM", "F1", "EM given answer read", "R@1", "R@k", "q/s"]
+    if any(len(row) > len(header) for row in rows):
+        header += ["AUROC", "ECE", "% confident", "EM of confident"]
+        rows = [row + [""] * (len(header) - len(row)) for row in rows]
     table = "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] +
                       ["| " + " | ".join(map(str, r)) + " |" for r in rows])
     text = (f"# End-to-end QA\n\nWritten by `python bench/qa.py {' '.join(argv or sys.argv[1:])}` "
