@@ -1,0 +1,74 @@
+"""Command: serve (the HTTP API and the page, odqa.serve)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from odqa.commands.common import add_command
+from odqa.commands.options import add_options, dataclass_values
+from odqa.commands.qa import _pipeline_flags, make_pipeline
+from odqa.serve.settings import API_KEY_HEADER, ServeSettings
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "serve", "Answer questions over HTTP: POST /ask, /search, /link, GET /health, /info, "
+                    "/openapi.json, and a page for people at / (built-in demo corpus unless --index/--config).",
+                    "odqa serve --index indexes/wiki --port 8080", run_serve)
+    add_options(p, ServeSettings)
+    _pipeline_flags(p)
+
+
+def run_serve(args) -> int:
+    import logging
+
+    import uvicorn
+
+    from odqa.core.errors import OdqaError
+    from odqa.serve.app import create_app, warm_up
+
+    settings = ServeSettings(**dataclass_values(args, ServeSettings))
+    api_key = None
+    if settings.api_key_env:
+        api_key = os.environ.get(settings.api_key_env, "")
+        if not api_key.strip():
+            raise OdqaError(f"--api-key-env {settings.api_key_env}: that environment variable is unset or empty; "
+                            f"export {settings.api_key_env}=SECRET first, or leave --api-key-env out")
+    if settings.host not in ("127.0.0.1", "localhost", "::1") and not api_key:
+        print(f"odqa serve: listening on {settings.host} without an API key: anyone who reaches the port may ask; "
+              f"set --api-key-env VAR to require the {API_KEY_HEADER} header", file=sys.stderr)
+    check_port_free(settings.host, settings.port)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    pipeline = make_pipeline(args)
+    print("odqa serve: loading the models...", file=sys.stderr, flush=True)
+    warm_up(pipeline)  # a missing index or model is one line here, not a traceback from inside uvicorn's startup
+    app = create_app(pipeline, settings, api_key)
+    print(f"odqa serve: http://{_url_host(settings.host)}:{settings.port}/ (the page; the API schema at "
+          "/openapi.json); Ctrl-C stops it", file=sys.stderr, flush=True)
+    uvicorn.run(app, host=settings.host, port=settings.port, access_log=settings.access_log, log_level="info",
+                timeout_graceful_shutdown=10)
+    return 0
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Before the models load: the address can be bound (else one line, not uvicorn's exit after loading)."""
+    import socket
+
+    from odqa.core.errors import OdqaError
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise OdqaError(f"--host {host}: not an address of this machine ({exc.strerror})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise OdqaError(f"cannot listen on {host}:{port} ({exc.strerror}): another server holds the port, or the "
+                            "address is not this machine's; pass another --port or --host") from None

@@ -1,0 +1,1 @@
+"""`odqa serve`: the pipeline behind HTTP (a JSON API and one page for people), odqa.serve.app."""

@@ -1,0 +1,331 @@
+"""The HTTP API and the page (FastAPI on uvicorn): POST /ask, /search, /link; GET /health, /info, /openapi.json
+and the page at /. One `PipelineWorker` thread owns the models (odqa.serve.worker).
+
+Every error is JSON, `{"error": one line, "field": the request field at fault or null, "detail": [...]}`: 4xx
+for a bad request (the field named), 5xx for a failure inside (no traceback, no secret: those go to the server's
+log under an id the body gives)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+import uuid
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.security import APIKeyHeader
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from indexes.analysis import detect_language
+from odqa import __version__
+from odqa.core.errors import OdqaError
+from odqa.pipeline import Pipeline, clean_question
+from odqa.serve.models import (
+    AUTO_LANGUAGE, AnswerOut, AskRequest, AskResponse, ErrorResponse, FieldProblem, HealthResponse, InfoResponse,
+    LinkRequest, LinkResponse, MentionOut, PassageOut, SearchRequest, SearchResponse,
+)
+from odqa.serve.settings import API_KEY_HEADER, ServeSettings
+from odqa.serve.worker import Answered, PipelineWorker, QueueFull
+from retriever.kinds import RETRIEVERS
+
+log = logging.getLogger("odqa.serve")
+
+STATIC = resources.files("odqa.serve") / "static"
+# a body far beyond any question (a 1 MB question still reaches the field check, which names it); bigger ones
+# are refused before they are read whole
+MAX_BODY_BYTES = 2 * 1024 * 1024
+LANGUAGE_NAMES = {"en": "English", "ko": "Korean", "zh": "Chinese"}
+PAGE_HEADERS = {
+    # the page's script and style are files of this server: an injected inline script would not run
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; base-uri 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse, "description": what} for code, what in (
+        (401, "missing or wrong API key"), (413, "request body too large"), (422, "a field is missing or wrong"),
+        (500, "a failure inside the server"), (503, "too many requests waiting"))
+}
+
+
+class FieldError(Exception):
+    """A request field with a value the types allow but the server does not (too long, k above the limit...)."""
+
+    def __init__(self, field: str, message: str, status: int = 422):
+        super().__init__(message)
+        self.field, self.message, self.status = field, message, status
+
+
+class ServerFailure(Exception):
+    def __init__(self, message: str, status: int = 500, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.message, self.status, self.headers = message, status, headers
+
+
+def error_response(status: int, message: str, field: str | None = None, detail: list[FieldProblem] | None = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    body = ErrorResponse(error=message, field=field, detail=detail or [])
+    return JSONResponse(body.model_dump(), status_code=status, headers=headers)
+
+
+def _field_of(loc: tuple) -> str:
+    parts = [str(p) for p in loc if p != "body"]
+    return ".".join(parts) or "body"
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over `limit` bytes gets 413 (by its Content-Length before it is read;
+    a chunked one as soon as it passes the limit)."""
+
+    def __init__(self, app, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope["headers"]).get(b"content-length", b"0")
+        if length.isdigit() and int(length) > self.limit:
+            return await self._refuse(int(length), scope, receive, send)
+        seen = 0
+
+        async def counted():
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise BodyTooLarge(seen, self.limit)
+            return message
+
+        await self.app(scope, counted, send)
+
+    async def _refuse(self, length: int, scope, receive, send):
+        await error_response(413, BodyTooLarge(length, self.limit).message, "body")(scope, receive, send)
+
+
+class BodyTooLarge(Exception):
+    def __init__(self, length: int, limit: int):
+        self.message = (f"the request body holds {length:,} bytes, over the {limit:,} this server reads; send one "
+                        "question per request")
+        super().__init__(self.message)
+
+
+def index_summary(pipeline: Pipeline) -> dict[str, Any]:
+    """Where the index is and what the manifest says of it (an Elasticsearch index: its `_meta`)."""
+    bundle = pipeline.bundle
+    manifest = getattr(bundle, "manifest", None)
+    summary: dict[str, Any] = {"location": bundle.describe(), "passages": len(bundle)}
+    if manifest is not None:
+        params = manifest.params
+        summary.update(backends=list(params.get("backends", [])), language=params.get("language", "en"),
+                       analyzer=params.get("analyzer", ""), encoder=manifest.encoder, dim=manifest.dim,
+                       built=manifest.created, corpus_fingerprint=manifest.corpus_fingerprint)
+    else:
+        meta = getattr(getattr(bundle, "index", None), "meta", {}) or {}
+        summary.update(language=meta.get("language", "en"), encoder=meta.get("encoder", ""))
+    return summary
+
+
+WARM_UP_QUESTION = "Who wrote it?"
+
+
+def warm_up(pipeline: Pipeline) -> dict[str, Any]:
+    """Load every model once, before the first request, and describe the index. One question goes all the way
+    through: the runtimes open their sessions and graphs on first use, which would otherwise fall on the first
+    person to ask."""
+    pipeline.ask(WARM_UP_QUESTION)
+    return index_summary(pipeline)
+
+
+def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_key: str | None = None) -> FastAPI:
+    """The app over `pipeline` (its models load when the app starts: uvicorn's startup, or entering a TestClient).
+    `api_key`: every request but /health, the page and the schema must send it in the X-API-Key header."""
+    settings = settings or ServeSettings()
+    worker = PipelineWorker(pipeline, max_batch=settings.max_batch, max_queue=settings.max_queue)
+    state: dict[str, Any] = {}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        worker.start()
+        started = time.perf_counter()
+        state["index"] = await asyncio.wrap_future(worker.call(warm_up))
+        log.info("odqa serve: models loaded in %.1f s; %d passages", time.perf_counter() - started,
+                 state["index"]["passages"])
+        try:
+            yield
+        finally:
+            await asyncio.get_running_loop().run_in_executor(None, worker.stop)
+
+    app = FastAPI(title="odqa", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  description="Open-domain question answering over one index: ask, search, link.")
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
+    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    key_header = APIKeyHeader(name=API_KEY_HEADER, auto_error=False,
+                              description="the key named by the server's --api-key-env, where it was started with one")
+
+    async def check_key(sent: str | None = Depends(key_header)) -> None:
+        if api_key and not (sent and secrets.compare_digest(sent.encode(), api_key.encode())):
+            raise FieldError(API_KEY_HEADER, f"{'wrong' if sent else 'missing'} API key: send the server's key in "
+                                             f"the {API_KEY_HEADER} header", status=401)
+
+    # ---- errors -------------------------------------------------------------------------------------------
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [FieldProblem(field=_field_of(tuple(e.get("loc", ()))), message=_message(e), type=e.get("type", ""))
+                    for e in exc.errors()]
+        first = problems[0] if problems else FieldProblem(field="body", message="invalid request")
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        return error_response(422, f"{first.field}: {first.message}{more}", first.field, problems)
+
+    @app.exception_handler(FieldError)
+    async def bad_field(request: Request, exc: FieldError) -> JSONResponse:
+        problem = FieldProblem(field=exc.field, message=exc.message, type="value_error")
+        return error_response(exc.status, f"{exc.field}: {exc.message}", exc.field, [problem])
+
+    @app.exception_handler(BodyTooLarge)
+    async def too_large(request: Request, exc: BodyTooLarge) -> JSONResponse:
+        return error_response(413, exc.message, "body")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = {404: f"no such path {request.url.path}: the API has POST /ask, /search, /link and GET /health, "
+                        "/info, /openapi.json",
+                   405: f"{request.method} is not allowed on {request.url.path}"}.get(exc.status_code, str(exc.detail))
+        return error_response(exc.status_code, message, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(ServerFailure)
+    async def failure(request: Request, exc: ServerFailure) -> JSONResponse:
+        return error_response(exc.status, exc.message, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(500, _log_failure(exc, request.url.path))
+
+    async def answered(future) -> Any:
+        try:
+            return await asyncio.wrap_future(future)
+        except OdqaError as exc:  # one line written for people, secrets scrubbed where they are raised
+            raise ServerFailure(str(exc)) from None
+        except Exception as exc:
+            raise ServerFailure(_log_failure(exc, "the pipeline")) from None
+
+    def submit(call, *args) -> Any:
+        try:
+            return call(*args)
+        except QueueFull as exc:
+            raise ServerFailure(f"the server is busy ({exc}); retry in a moment", 503, {"Retry-After": "1"}) from None
+
+    def checked_question(question: str) -> tuple[str, list[str]]:
+        if len(question) > settings.max_question_chars:
+            raise FieldError("question", f"{len(question):,} characters, over the {settings.max_question_chars:,} "
+                                         "this server accepts; ask a shorter question")
+        try:
+            return clean_question(question)
+        except OdqaError as exc:
+            raise FieldError("question", str(exc)) from None
+
+    def checked_k(k: int | None) -> int | None:
+        if k is not None and k > settings.max_k:
+            raise FieldError("k", f"{k} is over the {settings.max_k} passages this server reads at most; ask for "
+                                  f"1 to {settings.max_k}")
+        return k
+
+    # ---- the API ------------------------------------------------------------------------------------------
+    @app.post("/ask", response_model=AskResponse, responses=ERRORS, dependencies=[Depends(check_key)],
+              summary="Answer a question: answers with calibrated probabilities, their passages, linked entities")
+    async def ask(body: AskRequest) -> AskResponse:
+        text, _ = checked_question(body.question)
+        k = checked_k(body.k)
+        language = detect_language([text]) if body.language == AUTO_LANGUAGE else body.language
+        done: Answered = await answered(submit(worker.ask, body.question, k, body.retriever))
+        result = done.result
+        notices = list(result.notices)
+        index_language = state["index"].get("language", "en")
+        if language != index_language:
+            notices.append(f"the question is {LANGUAGE_NAMES[language]} but the index holds "
+                           f"{LANGUAGE_NAMES.get(index_language, index_language)} passages: answers may be poor")
+        answers = [AnswerOut.of(a) for a in result.answers]
+        timings = {name: round(seconds * 1000, 1) for name, seconds in result.timings.items()}
+        timings["queue"] = round(done.waited * 1000, 1)
+        return AskResponse(question=result.question, language=language, confident=result.confident,
+                           answer=answers[0] if answers else None, answers=answers,
+                           passages=[PassageOut.of(i, h) for i, h in enumerate(result.passages, 1)],
+                           mentions=[MentionOut.of(m) for m in result.mentions], timings_ms=timings,
+                           batch_size=done.batch_size, notices=notices)
+
+    @app.post("/search", response_model=SearchResponse, responses=ERRORS, dependencies=[Depends(check_key)],
+              summary="The passages the retriever ranks first (no reading, no linking)")
+    async def search(body: SearchRequest) -> SearchResponse:
+        text, notices = checked_question(body.question)
+        k = checked_k(body.k)
+        started = time.perf_counter()
+        hits = await answered(submit(worker.search, text, k, body.retriever))
+        return SearchResponse(question=text, passages=[PassageOut.of(i, h) for i, h in enumerate(hits, 1)],
+                              timings_ms={"total": round((time.perf_counter() - started) * 1000, 1)},
+                              notices=notices)
+
+    @app.post("/link", response_model=LinkResponse, responses=ERRORS, dependencies=[Depends(check_key)],
+              summary="The entities of the knowledge base the question mentions")
+    async def link(body: LinkRequest) -> LinkResponse:
+        text, notices = checked_question(body.question)
+        started = time.perf_counter()
+        mentions = await answered(submit(worker.link, text))
+        enabled = await answered(submit(worker.call, lambda p: p.linker is not None))
+        if not enabled:
+            notices.append("entity linking is off on this server (disabled, or no knowledge base beside the index)")
+        return LinkResponse(question=text, mentions=[MentionOut.of(m) for m in mentions], linker_enabled=enabled,
+                            timings_ms={"total": round((time.perf_counter() - started) * 1000, 1)},
+                            notices=notices)
+
+    @app.get("/health", response_model=HealthResponse, summary="The server is up, its models loaded")
+    async def health() -> HealthResponse:
+        return HealthResponse(passages=state["index"]["passages"])
+
+    @app.get("/info", response_model=InfoResponse, responses=ERRORS, dependencies=[Depends(check_key)],
+             summary="The index (manifest summary), the models and how each runs")
+    async def info() -> InfoResponse:
+        plans = await answered(submit(worker.call, lambda p: p.inference_plans()))
+        config = pipeline.config
+        models = {"reader": config.reader.model, "encoder": state["index"].get("encoder", ""),
+                  "linker": config.linker.model if config.linker.enabled else ""}
+        return InfoResponse(
+            version=__version__, index=state["index"], models=models,
+            inference={name: {k: str(v) for k, v in plan.items()} for name, plan in plans.items()},
+            retrievers=list(RETRIEVERS.names),
+            defaults={"retriever": config.retrieval.retriever, "k": config.retrieval.k},
+            limits={"max_k": settings.max_k, "max_question_chars": settings.max_question_chars,
+                    "max_batch": settings.max_batch, "max_body_bytes": MAX_BODY_BYTES},
+            api_key_required=bool(api_key), batches=dict(worker.batches))
+
+    # ---- the page -----------------------------------------------------------------------------------------
+    page = (STATIC / "index.html").read_text(encoding="utf-8")
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def home() -> HTMLResponse:
+        return HTMLResponse(page, headers=PAGE_HEADERS)
+
+    app.state.worker = worker
+    return app
+
+
+def _message(error: dict) -> str:
+    if error.get("type") == "missing":
+        return "required, and missing"
+    if error.get("type") == "extra_forbidden":
+        return "not a field of this request (misspelt?)"
+    if error.get("type") == "value_error" and "error" in error.get("ctx", {}):
+        return str(error["ctx"]["error"])
+    return str(error.get("msg", "invalid"))
+
+
+def _log_failure(exc: BaseException, where: str) -> str:
+    """Log the failure with its traceback under a new id; the client gets the id and nothing of the failure."""
+    failure_id = uuid.uuid4().hex[:12]
+    log.error("failure %s in %s", failure_id, where, exc_info=exc)
+    return f"internal error (id {failure_id}): the server's log has the details under this id"

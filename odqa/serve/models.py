@@ -1,0 +1,174 @@
+"""The HTTP API's request and response bodies (pydantic; FastAPI writes the OpenAPI schema from them).
+
+Requests are strict (a number sent as a string, a boolean as a number: 422) and closed (an unknown field, e.g.
+a misspelt "retreiver", is named instead of ignored)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from indexes.analysis import LANGUAGES
+from odqa.core.types import Mention, SearchHit
+from retriever.kinds import RETRIEVERS
+
+AUTO_LANGUAGE = "auto"
+
+
+class Question(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    question: str = Field(min_length=1, description="the question, in plain language (English, Korean, Chinese)",
+                          examples=["Who discovered penicillin?"])
+
+
+class SearchRequest(Question):
+    k: int | None = Field(None, ge=1, description="passages to return (default: the server's retrieval.k)")
+    retriever: str | None = Field(None, description="the retriever (default: the server's retrieval.retriever)",
+                                  json_schema_extra={"enum": list(RETRIEVERS.names)})
+
+    @field_validator("retriever")
+    @classmethod
+    def _known_retriever(cls, value: str | None) -> str | None:
+        if value is not None and value not in RETRIEVERS:
+            raise ValueError(f"unknown retriever {value!r}; choose one of {', '.join(RETRIEVERS.names)}")
+        return value
+
+
+class AskRequest(SearchRequest):
+    k: int | None = Field(None, ge=1, description="passages read (default: the server's retrieval.k)")
+    language: Literal[(AUTO_LANGUAGE, *LANGUAGES)] = Field(  # type: ignore[valid-type]
+        AUTO_LANGUAGE, description="the question's language (auto: from its script); a question in another language "
+                                   "than the index's gets a notice")
+
+
+class LinkRequest(Question):
+    pass
+
+
+class PassageOut(BaseModel):
+    rank: int
+    id: str
+    title: str
+    text: str
+    doc_id: str = ""
+    start: int = Field(0, description="character offset of the passage in its document")
+    end: int = 0
+    score: float
+    source: str = Field("", description="the retriever that found it: bm25, dense, hybrid, entity")
+
+    @classmethod
+    def of(cls, rank: int, hit: SearchHit) -> "PassageOut":
+        p = hit.passage
+        return cls(rank=rank, id=hit.passage_id, title=p.title if p else "", text=p.text if p else "",
+                   doc_id=p.doc_id if p else "", start=p.start if p else 0, end=p.end if p else 0, score=hit.score,
+                   source=hit.source)
+
+
+class Evidence(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    passage_id: str
+    title: str = ""
+    start: int = Field(description="character offset of the span in the passage's text")
+    end: int
+    text: str
+    score: float = 0.0
+
+
+class AnswerOut(BaseModel):
+    text: str
+    probability: float = Field(description="calibrated probability that the answer is right")
+    confident: bool = Field(description="probability at or above the reader's threshold")
+    score: float
+    passage_id: str
+    title: str
+    start: int = Field(description="character offset of the answer in its passage's text (Unicode code points)")
+    end: int
+    context: str = Field(description="the passage text the offsets refer to")
+    evidence: list[Evidence] = Field(description="every span merged into this answer, with its passage and offsets")
+
+    @classmethod
+    def of(cls, answer) -> "AnswerOut":
+        return cls(text=answer.text, probability=answer.probability, confident=answer.confident, score=answer.score,
+                   passage_id=answer.passage_id, title=answer.title, start=answer.start, end=answer.end,
+                   context=answer.context, evidence=[Evidence.model_validate(e) for e in answer.evidence])
+
+
+class MentionOut(BaseModel):
+    start: int = Field(description="character offset in the question")
+    end: int
+    text: str
+    entity_id: str | None
+    title: str | None
+    description: str = ""
+    mention_score: float
+    entity_score: float
+    score: float
+
+    @classmethod
+    def of(cls, m: Mention) -> "MentionOut":
+        e = m.entity
+        return cls(start=m.start, end=m.end, text=m.text, entity_id=e.id if e else None, title=e.title if e else None,
+                   description=e.description if e else "", mention_score=m.mention_score, entity_score=m.entity_score,
+                   score=m.score)
+
+
+class AskResponse(BaseModel):
+    question: str = Field(description="the question as read (whitespace folded, maybe truncated: see notices)")
+    language: str = Field(description="the question's language, as given or detected")
+    confident: bool = Field(description="the best answer reaches the reader's threshold; else it is a best guess")
+    answer: AnswerOut | None = Field(description="the best answer (or best guess), None when nothing was found")
+    answers: list[AnswerOut]
+    passages: list[PassageOut]
+    mentions: list[MentionOut]
+    timings_ms: dict[str, float] = Field(description="milliseconds per stage (link, retrieve, read, total), and "
+                                                     "queue: the wait for the models")
+    batch_size: int = Field(description="questions read in the same batch as this one")
+    notices: list[str]
+
+
+class SearchResponse(BaseModel):
+    question: str
+    passages: list[PassageOut]
+    timings_ms: dict[str, float]
+    notices: list[str]
+
+
+class LinkResponse(BaseModel):
+    question: str
+    mentions: list[MentionOut]
+    linker_enabled: bool
+    timings_ms: dict[str, float]
+    notices: list[str]
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+    passages: int
+
+
+class InfoResponse(BaseModel):
+    version: str
+    index: dict[str, Any] = Field(description="the index: where, passages, backends, language, encoder, built")
+    models: dict[str, str] = Field(description="reader, linker and encoder in use")
+    inference: dict[str, dict[str, str]] = Field(description="runtime and precision of each model loaded")
+    retrievers: list[str]
+    languages: list[str] = Field(default_factory=lambda: [AUTO_LANGUAGE, *LANGUAGES])
+    defaults: dict[str, Any]
+    limits: dict[str, int]
+    api_key_required: bool
+    batches: dict[int, int] = Field(description="batch size -> batches read since start")
+
+
+class FieldProblem(BaseModel):
+    field: str
+    message: str
+    type: str = ""
+
+
+class ErrorResponse(BaseModel):
+    error: str = Field(description="one line: what is wrong and what to do")
+    field: str | None = Field(None, description="the request field at fault, if one is")
+    detail: list[FieldProblem] = Field(default_factory=list)
