@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "odqa.commands.linker",  # build-kb, link, train-linker, eval-linker
     "odqa.commands.train_retriever",  # build-dpr-data, train-retriever
     "odqa.commands.elastic",  # es-index
+    "odqa.commands.serve",  # serve
 )
 
 
