@@ -92,6 +92,11 @@ class TantivyIndex:
         self.analyzer = self._analyzer()
         name = manifest.params.get("analyzer", "en")
         self.analyze = None if name == "en" else get_analyzer(name)
+        # a sharded index's shards (indexes/shards.py) number rows from 0: each segment's offset, by ordinal
+        self.segment_rows = manifest.params.get("segment_row_offsets")
+        if self.segment_rows is not None and len(self.segment_rows) != self.searcher.num_segments:
+            raise OdqaError(f"the sharded BM25 index lists {len(self.segment_rows)} segments but holds "
+                            f"{self.searcher.num_segments}; rebuild it with `run_qa.py index --shards N`")
 
     @staticmethod
     def _schema(tokenizer_name: str = ANALYZER):
@@ -197,6 +202,9 @@ class TantivyIndex:
         return rank_with_ties(lambda n: self._rows(self.searcher.search(query, n)), k)
 
     def _rows(self, result) -> Hits:
+        if self.segment_rows is not None:
+            return [(int(self.searcher.doc(addr)["row"][0]) + self.segment_rows[addr.segment_ord], float(score))
+                    for score, addr in result.hits]
         return [(int(self.searcher.doc(addr)["row"][0]), float(score)) for score, addr in result.hits]
 
 

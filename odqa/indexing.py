@@ -11,6 +11,8 @@ need a shared `OUT.work/`, or copy their chunk files into one before the final r
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -33,7 +35,7 @@ from odqa.core.atomic import publish_folder
 from odqa.core.errors import DiskFullError, OdqaError, is_disk_full, no_room_reason
 from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
 from odqa.core.runtime import PRECISIONS
-from odqa.corpus.readers import CorpusFields, corpus_files, iter_passages
+from odqa.corpus.readers import CorpusFields, corpus_files, corpus_sources, iter_passages
 
 if TYPE_CHECKING:  # the store loads `datasets` (seconds): imported where an index is built, not by the CLI's parser
     from odqa.corpus.store import PassageStore
@@ -68,6 +70,7 @@ class IndexSpec:
         "help": "encoder max tokens per passage (default: the encoder's own: multilingual e5 512, others 256)"})
     chunk_size: int = field(default=20000, metadata={"help": "passages per resumable encoding chunk"})
     shard: tuple[int, int] | None = None  # (i, n): encode only chunks i, i+n, ...
+    part: tuple[int, int] | None = None  # (i, n): only the i-th of n consecutive groups of the corpus's files
     device: str | None = field(default=None, metadata={"help": "cpu or cuda (default: cuda when available)"})
     precision: str = field(default="auto", metadata={  # of passage encoding (odqa.core.runtime.plan_inference)
         "help": "passage encoding precision (auto: the fastest measured equal here: bf16 on CPUs with native bf16 "
@@ -180,6 +183,7 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
                     encoder=spec.encoder if DENSE in backends else "",
                     dim=Manifest.load(staged.dense, kind="faiss").dim if DENSE in backends else 0,
                     params={"backends": backends, "words": spec.words, "corpus": str(spec.corpus), "parts": parts,
+                            **({"part": list(spec.part)} if spec.part else {}),
                             "language": language, **({"analyzer": analyzer} if BM25 in backends else {}),
                             **({"query_encoder": spec.query_encoder or spec.encoder} if DENSE in backends else {})},
                 ).save(tmp)
@@ -249,8 +253,21 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
+def corpus_part(corpus: str | Path, part: tuple[int, int] | None) -> list[Path]:
+    """The corpus sources (files; a `datasets` folder counts as one) that `part` (i, n) names: the i-th of n
+    consecutive groups, as even in count as they divide; all of them where `part` is None."""
+    sources = corpus_sources(corpus)
+    if part is None:
+        return sources
+    i, n = part
+    if len(sources) < n:
+        raise OdqaError(f"--shards {n} needs a corpus of at least {n} files, and {corpus} has {len(sources)}: split "
+                        "it into files (one shard takes whole files) or ask for fewer shards")
+    return [Path(p) for p in np.array_split(np.array([str(s) for s in sources], dtype=object), n)[i]]
+
+
 def _source_key(spec: IndexSpec) -> dict:
-    files = corpus_files(spec.corpus)
+    files = [f for source in corpus_part(spec.corpus, spec.part) for f in corpus_files(source)]
     return {
         "files": [[str(f.resolve()), f.stat().st_size, int(f.stat().st_mtime)] for f in files],
         "words": spec.words,
@@ -269,7 +286,9 @@ def _passages(spec: IndexSpec, work: IndexLayout) -> tuple[PassageStore, str]:
             return PassageStore.open(work.passages), saved["fingerprint"]
     shutil.rmtree(work.root, ignore_errors=True)  # another corpus: nothing in the work folder is valid
     work.root.mkdir(parents=True)
-    passages = tqdm(iter_passages(spec.corpus, words=spec.words, fields=spec.fields), desc="passages", unit=" psg", mininterval=2)
+    sources = corpus_part(spec.corpus, spec.part)
+    passages = tqdm(itertools.chain.from_iterable(iter_passages(source, words=spec.words, fields=spec.fields)
+                                                  for source in sources), desc="passages", unit=" psg", mininterval=2)
     store, fingerprint = PassageStore.write(passages, work.passages)
     Manifest(kind="passages", corpus_fingerprint=fingerprint, count=len(store), params={"words": spec.words}).save(work.passages)
     marker.write_text(json.dumps({"source": key, "fingerprint": fingerprint}))
@@ -429,3 +448,68 @@ def _dense(spec: IndexSpec, work: IndexLayout, store: PassageStore, fingerprint:
                                 "encoder_settings": passage_encoder(spec, load=False)})
     VectorIndex.build(merged_path, work.dense, manifest, spec.vector)
     shutil.rmtree(chunks, ignore_errors=True)
+
+def build_sharded_index(spec: IndexSpec, shards: int) -> BuildReport:
+    """`index --shards N`: the corpus's files in N consecutive groups, each indexed as a whole index folder
+    `OUT/shards/NNN` (resumable as any build; a rerun keeps the shards finished from the same files and settings),
+    then their BM25 segments joined into `OUT/bm25` and `OUT/manifest.json` written: one index to search
+    (retriever.loading.ShardedBundle; indexes/shards.py)."""
+    from indexes.shards import union_text_index
+
+    if shards < 1:
+        raise OdqaError(f"--shards must be a positive number, got {shards}")
+    if spec.shard is not None:
+        raise OdqaError("--shard i/n (encoding chunks) and --shards N (index parts) do not combine; build without --shard")
+    backends = validate_spec(spec)
+    if BM25 in backends and spec.bm25_engine != "tantivy":
+        raise OdqaError(f"--shards needs the tantivy BM25 engine (its shards' segments are searched as one index), "
+                        f"not {spec.bm25_engine}: drop --bm25-engine or pass --bm25-engine tantivy")
+    corpus_part(spec.corpus, (0, shards))  # enough files: refused before any work
+    out = Path(spec.out)
+    layout = IndexLayout(out)
+    if layout.manifest.exists() and not Manifest.load(out).params.get("shards"):
+        raise OdqaError(f"{out} holds an index built in one piece; choose another --out or remove it")
+    if out.exists() and not layout.manifest.exists() and any(p.name != "shards" for p in out.iterdir()):
+        raise OdqaError(f"{out} exists and is not an odqa index; choose another --out or remove it")
+    names = [f"shards/{i:03d}" for i in range(shards)]
+    seconds: dict[str, float] = {}
+    language = spec.language
+    with build_lock(out):
+        for i, name in enumerate(names):
+            shard_spec = replace(spec, out=str(out / name), part=(i, shards), language=language,
+                                 vector=replace(spec.vector))  # a build may set its nlist: each shard its own
+            key = out / f"{name}.source.json"
+            wanted = {"source": _source_key(shard_spec), "spec": _shard_settings(shard_spec)}
+            if key.exists() and (out / name / MANIFEST).exists() and json.loads(key.read_text()) == wanted:
+                print(f"odqa: shard {i + 1}/{shards} kept: built earlier from the same files", file=sys.stderr)
+            else:
+                key.unlink(missing_ok=True)
+                print(f"odqa: shard {i + 1}/{shards}", file=sys.stderr, flush=True)
+                report = build_index(shard_spec)
+                for stage, value in report.seconds.items():
+                    seconds[stage] = round(seconds.get(stage, 0.0) + value, 2)
+                key.write_text(json.dumps(wanted))
+            language = Manifest.load(out / name, kind="bundle").params.get("language", language)
+        bundles = [Manifest.load(out / name, kind="bundle") for name in names]
+        counts = [bundle.count for bundle in bundles]
+        fingerprint = hashlib.sha1(" ".join(b.corpus_fingerprint for b in bundles).encode()).hexdigest()[:16]
+        parts = {}
+        if BM25 in backends:
+            with _timed(seconds, "bm25_union_s"):
+                offsets = np.cumsum([0] + counts[:-1]).tolist()
+                union_text_index([out / name / BM25 for name in names], offsets, layout.bm25, fingerprint)
+                parts[BM25] = describe_part(layout.bm25, sum(counts))
+        first = bundles[0].params
+        Manifest(kind="bundle", corpus_fingerprint=fingerprint, count=sum(counts), encoder=bundles[0].encoder,
+                 dim=bundles[0].dim,
+                 params={"backends": backends, "words": spec.words, "corpus": str(spec.corpus), "parts": parts,
+                         "shards": names, **{k: first[k] for k in ("language", "analyzer", "query_encoder") if k in first}},
+                 ).save(out)
+    return BuildReport(True, sum(counts), f"index ready in {out}: {sum(counts)} passages in {shards} shards, backends "
+                       f"{', '.join(backends)}", seconds)
+
+
+def _shard_settings(spec: IndexSpec) -> dict:
+    """What a shard was built with, beyond its files: a rerun with other settings rebuilds it."""
+    settings = {k: v for k, v in vars(spec).items() if k not in ("out", "device", "batch_size", "fields", "vector")}
+    return json.loads(json.dumps({**settings, "fields": vars(spec.fields), "vector": vars(spec.vector)}, default=str))

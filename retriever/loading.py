@@ -23,6 +23,7 @@ from retriever.bm25 import BM25Retriever
 from retriever.hybrid import HybridRetriever
 from retriever.kinds import make_retriever
 
+SHARDS = "shards"  # a sharded bundle manifest's list of its shard folders (indexes/shards.py)
 TUNED_FUSION = "fusion"  # the bundle manifest's record of `tune-hybrid --record`
 
 
@@ -52,7 +53,8 @@ class IndexBundle:
             pass  # a read-only parent folder: nothing a reader may repair
         if not path.exists():
             raise OdqaError(f"index folder not found: {path}; build it with `odqa index --corpus PATH --out {path}`")
-        return cls(path, Manifest.load(path, kind="bundle"))
+        manifest = Manifest.load(path, kind="bundle")
+        return (ShardedBundle if manifest.params.get(SHARDS) else cls)(path, manifest)
 
     def check_available(self, kind: str) -> None:
         """Before any work: the optional packages the `kind` retriever over this index needs (its BM25 analyser,
@@ -128,9 +130,8 @@ class IndexBundle:
 
         key = ("dense", encoder or "", query_encoder or "", json.dumps(settings or {}, sort_keys=True))
         if key not in self._cache:
-            folder = self._require(DENSE)
-            index = VectorIndex.load(folder, use_gpu=None)
-            self._check_rows(DENSE, len(index))
+            index = self.vector_index()
+            folder = index.path
             params = index.manifest.params
             name = query_encoder or encoder or params.get("query_encoder") or index.manifest.encoder
             _check_encoder_weights(index.manifest, encoder or index.manifest.encoder, folder, accept_encoder_change)
@@ -143,6 +144,12 @@ class IndexBundle:
                                                        device=device, precision=precision, runtime=runtime, **chosen)
             self._cache[key] = DenseRetriever(text_encoder, index, self.store, check_name=bool(encoder) and not query_encoder)
         return self._cache[key]
+
+    def vector_index(self):
+        """The dense part's vector index (`search(vectors, k)`, `dim`, `manifest`), checked against the bundle."""
+        index = VectorIndex.load(self._require(DENSE), use_gpu=None)
+        self._check_rows(DENSE, len(index))
+        return index
 
     def retriever(self, kind: str, **options):
         """The `kind` retriever (`retriever.kinds.RETRIEVERS`) over this index (options: `make_retriever`'s)."""
@@ -197,6 +204,45 @@ class IndexBundle:
             index = VectorIndex.load(self._require(DENSE), use_gpu=False)
             self._check_rows(DENSE, len(index))
             lines.append(f"dense: {len(index)} x {index.dim} vectors ok")
+        return lines
+
+
+class ShardedBundle(IndexBundle):
+    """An index built as shards (`odqa index --shards N`, indexes/shards.py), searched as one: `OUT/shards/*` are
+    whole index folders over consecutive groups of the corpus files, `OUT/bm25` joins their BM25 segments (whole-
+    corpus statistics), the passage store is theirs in order, and dense search merges theirs."""
+
+    @cached_property
+    def shards(self) -> list[IndexBundle]:
+        return [IndexBundle(self.path / name, Manifest.load(self.path / name, kind="bundle"))
+                for name in self.manifest.params[SHARDS]]
+
+    @cached_property
+    def store(self) -> PassageStore:
+        import pyarrow as pa
+
+        store = PassageStore(pa.concat_tables([shard.store.table for shard in self.shards]))
+        self._check_rows(PASSAGES, len(store))
+        return store
+
+    def vector_index(self):
+        from indexes.shards import ShardedVectorIndex
+
+        if DENSE not in self.backends:
+            self._require(DENSE)  # names the fix
+        index = ShardedVectorIndex([shard.vector_index() for shard in self.shards], self.path)
+        index.manifest.corpus_fingerprint = self.manifest.corpus_fingerprint
+        self._check_rows(DENSE, len(index))
+        return index
+
+    def verify(self) -> list[str]:
+        lines = []
+        for shard in self.shards:
+            lines += [f"{shard.path.name}: {line}" for line in shard.verify()]
+        if BM25 in self.backends:
+            check_part(self.layout.bm25, self.parts.get(BM25), rows=None, full=True)
+            self.bm25()
+            lines.append(f"bm25 (the shards' segments as one index): {self.manifest.count} documents ok")
         return lines
 
 
