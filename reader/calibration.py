@@ -52,7 +52,9 @@ class Calibration:
         return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
 
     def confident(self, probability: float) -> bool:
-        return probability >= self.threshold
+        """Only a fitted calibration calls an answer confident: the unfitted sigmoid(margin) is no probability of
+        being right (a reader with random weights scores p > 0.5 as often as not)."""
+        return self.fitted and probability >= self.threshold
 
     def save(self, path: str | Path) -> None:
         with atomic_file(Path(path)) as tmp:
@@ -122,12 +124,36 @@ def choose_threshold(probabilities: Sequence[float], correct: Sequence[float]) -
     return best_t
 
 
+def threshold_for_precision(probabilities: Sequence[float], correct: Sequence[float], precision: float,
+                            min_answers: int = 20) -> float:
+    """The lowest probability threshold at which the answers at or above it are right at least `precision` of
+    the time on dev (at least `min_answers` of them, so a handful of lucky answers cannot set it); 1.0 when no
+    threshold reaches it. The lowest such threshold withholds the fewest answers."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    y = np.asarray(correct, dtype=np.float64)
+    order = np.argsort(-p, kind="stable")
+    right = np.cumsum(y[order])
+    count = np.arange(1, len(p) + 1)
+    best = 1.0
+    for i in range(len(p)):
+        last_of_tie = i == len(p) - 1 or p[order[i + 1]] < p[order[i]]
+        if last_of_tie and count[i] >= min_answers and right[i] / count[i] >= precision:
+            best = float(p[order[i]])
+    return best
+
+
 def fit_calibration(margins: Sequence[float], shares: Sequence[float], correct: Sequence[float],
-                    source: dict | None = None) -> Calibration:
-    """Fit weights and threshold on judged dev answers (one top answer per question)."""
+                    source: dict | None = None, target_precision: float | None = None) -> Calibration:
+    """Fit weights and threshold on judged dev answers (one top answer per question). The threshold: with
+    `target_precision`, the lowest at which the answers called confident are right that often on dev; else the
+    one that best separates right from wrong."""
     x = np.array([confidence_features(m, s) for m, s in zip(margins, shares)])
     weights, bias = fit_platt(x, np.asarray(correct))
     cal = Calibration(weights=weights, bias=bias, fitted=True, source=dict(source or {}))
     probabilities = [cal.probability(m, s) for m, s in zip(margins, shares)]
-    cal.threshold = round(choose_threshold(probabilities, correct), 4)
+    if target_precision is None:
+        cal.threshold = round(choose_threshold(probabilities, correct), 4)
+    else:
+        cal.threshold = round(threshold_for_precision(probabilities, correct, target_precision), 4)
+        cal.source["target_precision"] = target_precision
     return cal

@@ -13,7 +13,8 @@ from odqa.eval.confidence import (
     article_split, auroc, em_at_coverage, expected_calibration_error, judge, passages_with_distractors,
 )
 from odqa.corpus.questions import QAItem
-from reader.calibration import Calibration, choose_threshold, confidence_features, fit_calibration, fit_platt
+from reader.calibration import (Calibration, choose_threshold, confidence_features, fit_calibration, fit_platt,
+                                threshold_for_precision)
 
 
 def test_unfitted_calibration_is_the_sigmoid_of_the_margin():
@@ -62,6 +63,30 @@ def test_threshold_separates_right_from_wrong_answers():
     assert choose_threshold([0.9, 0.7, 0.4, 0.1], [1, 1, 1, 0]) == 0.4
     # nothing is ever right: withholding everything is best
     assert choose_threshold([0.9, 0.2], [0, 0]) == 1.0
+
+
+def test_threshold_for_a_stated_precision_is_the_lowest_that_reaches_it():
+    # 40 answers: p = 1.0, 0.975, ...; the top 20 all right, then right and wrong alternate
+    p = [1 - i / 40 for i in range(40)]
+    y = [1] * 20 + [i % 2 for i in range(20)]
+    t = threshold_for_precision(p, y, 0.8)
+    above = [c for q, c in zip(p, y) if q >= t]
+    assert sum(above) / len(above) >= 0.8 and len(above) >= 20
+    lower = max(q for q in p if q < t)  # one answer more would bring precision under 0.8
+    below_too = [c for q, c in zip(p, y) if q >= lower]
+    assert sum(below_too) / len(below_too) < 0.8
+    # too few answers reach it, or none: withhold everything
+    assert threshold_for_precision(p[:10], y[:10], 0.8) == 1.0
+    assert threshold_for_precision(p, [0] * 40, 0.5) == 1.0
+
+
+def test_fit_with_a_target_precision_records_it():
+    margins = [4.0 - i / 5 for i in range(40)]
+    correct = [1] * 20 + [i % 2 for i in range(20)]
+    cal = fit_calibration(margins, [0.5] * 40, correct, target_precision=0.8)
+    confident = [c for m, c in zip(margins, correct) if cal.confident(cal.probability(m, 0.5))]
+    assert cal.source["target_precision"] == 0.8 and len(confident) >= 20
+    assert sum(confident) / len(confident) >= 0.8
 
 
 def test_calibration_file_round_trip_and_bad_files(tmp_path):

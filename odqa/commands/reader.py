@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
-from odqa.commands.options import add_options, dataclass_values
-from odqa.config import ReaderConfig, RetrievalConfig
+from odqa.commands.options import COUNT, FRACTION, NON_NEGATIVE, POSITIVE_INT, SEED, add_options, dataclass_values
+from odqa.config import OdqaConfig, ReaderConfig, RetrievalConfig
 from reader.train_config import TrainConfig
 from retriever.kinds import RETRIEVERS
 
@@ -34,7 +34,7 @@ def register(subparsers) -> None:
         _average,
     )
     p.add_argument("--models", nargs="+", required=True, metavar="MODEL", help="two or more readers of one architecture")
-    p.add_argument("--shares", nargs="+", type=float, metavar="SHARE",
+    p.add_argument("--shares", nargs="+", type=NON_NEGATIVE, metavar="SHARE",
                    help="weight of each reader in the average, summing to 1 (default: equal)")
     add_output(p, "--output", folder=True, required=True, help="folder for the averaged reader (fp32)")
 
@@ -48,11 +48,11 @@ def register(subparsers) -> None:
     p.add_argument("--questions", nargs="+", required=True, metavar="FILE", help="question files with answers")
     p.add_argument("--index", required=True, help="index folder (BM25 is used)")
     p.add_argument("--retriever", choices=RETRIEVERS.names, default="bm25")
-    p.add_argument("--k", type=int, default=10, help="passages retrieved per question")
-    p.add_argument("--limit", type=int, default=0, help="questions per file (0: all)")
-    p.add_argument("--negatives", type=int, default=1, help="no-answer examples kept per question")
-    p.add_argument("--positives", type=int, default=2, help="answer-bearing passages kept per question")
-    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--k", type=POSITIVE_INT, default=10, help="passages retrieved per question")
+    p.add_argument("--limit", type=COUNT, default=0, help="questions per file (0: all)")
+    p.add_argument("--negatives", type=COUNT, default=1, help="no-answer examples kept per question")
+    p.add_argument("--positives", type=POSITIVE_INT, default=2, help="answer-bearing passages kept per question")
+    p.add_argument("--seed", type=SEED, default=42)
     p.add_argument("--exclude-articles-of", nargs="+", default=[], metavar="SQUAD_FILE",
                    help="never use passages of the articles of these SQuAD files (test sets, e.g. SQuAD v1.1 dev: "
                         "24 of its 48 articles are in the Wikipedia subset); titles match with underscores as spaces")
@@ -67,8 +67,8 @@ def register(subparsers) -> None:
         _build_topical,
     )
     p.add_argument("--squad", required=True, metavar="SQUAD_FILE", help="SQuAD-format JSON with answers")
-    p.add_argument("--ratio", type=float, default=0.12, help="share of the questions given a negative (0-1)")
-    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--ratio", type=FRACTION, default=0.12, help="share of the questions given a negative (0-1)")
+    p.add_argument("--seed", type=SEED, default=42)
     add_output(p, "--output", required=True, help="SQuAD v2.0-format JSON to write")
 
     p = add_command(
@@ -81,13 +81,13 @@ def register(subparsers) -> None:
     )
     p.add_argument("--corpus", required=True, help="corpus file or folder (any format `index --corpus` reads)")
     add_output(p, "--output", required=True, help="SQuAD-format JSON to write")
-    p.add_argument("--questions", type=int, default=24000)
-    p.add_argument("--every", type=int, default=3, help="use every N-th article (spreads the sample over the corpus)")
-    p.add_argument("--per-paragraph", type=int, default=2, help="questions per paragraph at most")
-    p.add_argument("--per-article", type=int, default=2, help="paragraphs of 60-180 words per article at most")
+    p.add_argument("--questions", type=POSITIVE_INT, default=24000)
+    p.add_argument("--every", type=POSITIVE_INT, default=3, help="use every N-th article (spreads the sample over the corpus)")
+    p.add_argument("--per-paragraph", type=POSITIVE_INT, default=2, help="questions per paragraph at most")
+    p.add_argument("--per-article", type=POSITIVE_INT, default=2, help="paragraphs of 60-180 words per article at most")
     p.add_argument("--exclude", nargs="*", default=[], metavar="SQUAD_FILE",
                    help="skip articles whose title is in these SQuAD files (evaluation sets)")
-    p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--seed", type=SEED, default=13)
 
     p = add_command(
         subparsers, "eval-reader",
@@ -98,12 +98,12 @@ def register(subparsers) -> None:
     )
     p.add_argument("--data", required=True, help="SQuAD-format JSON (v1.1 or v2.0)")
     add_options(p, ReaderConfig, ["model"])
-    p.add_argument("--limit", type=int, default=0, help="first N questions (0: all)")
-    p.add_argument("--batch-size", type=int, default=32, help="windows per forward pass")
+    p.add_argument("--limit", type=COUNT, default=0, help="first N questions (0: all)")
+    p.add_argument("--batch-size", type=POSITIVE_INT, default=32, help="windows per forward pass")
     add_options(p, ReaderConfig, ["max_answer_tokens"])
     p.add_argument("--allow-null", action="store_true",
                    help="SQuAD v2: score unanswerable questions; predict no answer when the null span wins")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    p.add_argument("--threads", type=COUNT, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--int8", action="store_true", help="dynamic int8 quantisation of the linear layers (CPU)")
     p.add_argument("--precision", choices=("auto", "fp32", "bf16"),
                    help="inference precision (default: the model's, `auto`: bf16 autocast on CPUs with AMX or AVX512-BF16)")
@@ -114,6 +114,7 @@ def register(subparsers) -> None:
     add_output(p, "--predictions", help="write {question id: answer} JSON here")
     p.add_argument("--metric", default="auto", choices=("auto", "squad", "korquad", "cmrc2018"),
                    help="EM/F1 definition (auto: KorQuAD's for Korean data, CMRC 2018's for Chinese, else SQuAD's)")
+    add_options(p, OdqaConfig, ["device"])
     p.add_argument("--json", action="store_true", help="print the metrics as JSON on the last line")
 
     p = add_command(
@@ -132,14 +133,18 @@ def register(subparsers) -> None:
                         "other paragraphs of its article (unanswerable questions: any answer is wrong)")
     p.add_argument("--part", choices=("fit", "check", "all"), default="fit",
                    help="articles of --data used: fit (even positions; bench/calibration.py measures on check)")
-    p.add_argument("--distractors", type=int, default=3, help="other paragraphs of the same article read per question")
+    p.add_argument("--distractors", type=COUNT, default=3, help="other paragraphs of the same article read per question")
     p.add_argument("--questions", metavar="FILE", help="open-domain dev questions (with answers) read over --index")
     p.add_argument("--index", help="index folder for --questions")
     p.add_argument("--retriever", choices=RETRIEVERS.names, default="bm25")
     add_options(p, RetrievalConfig, ["k"], help={"k": "passages read per open-domain question"})
-    p.add_argument("--limit", type=int, default=0, help="questions sampled (seeded) from each source (0: all)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    p.add_argument("--limit", type=COUNT, default=0, help="questions sampled (seeded) from each source (0: all)")
+    p.add_argument("--seed", type=SEED, default=0)
+    p.add_argument("--threads", type=COUNT, default=0, help="torch CPU threads (0: torch's default)")
+    p.add_argument("--target-precision", type=float, metavar="P",
+                   help="choose the 'no confident answer' threshold as the lowest at which answers called confident "
+                        "are right (EM) at least this share of the time on the dev questions, e.g. 0.8 (default: the "
+                        "threshold that best separates right from wrong answers)")
     add_output(p, "--output", required=True, help="calibration JSON to write")
     p.add_argument("--json", action="store_true", help="print the fit's summary as JSON on the last line")
     add_config_flag(p)
@@ -194,12 +199,15 @@ def _build_cloze(args) -> int:
 def _eval(args) -> int:
     import torch
 
+    from odqa.core.device import check_device_available
     from odqa.eval.evaluators import ReaderEvaluator
     from reader.model import Reader
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    reader = Reader.from_pretrained(args.model, batch_size=args.batch_size, max_answer_tokens=args.max_answer_tokens)
+    check_device_available(args.device)
+    reader = Reader.from_pretrained(args.model, device=args.device or None, batch_size=args.batch_size,
+                                    max_answer_tokens=args.max_answer_tokens)
     if args.int8:
         reader.quantize_int8()
     if args.precision or args.bf16:
@@ -209,6 +217,7 @@ def _eval(args) -> int:
         progress=not args.json, exclude_articles_of=args.exclude_articles_of, metric=args.metric,
     )
     metrics = evaluator(reader)
+    metrics["inference"] = {"reader": reader.plan.to_dict()}  # as ask's and eval-qa's
     _print_metrics(metrics, args.json)
     return 0
 
@@ -234,6 +243,8 @@ def _fit_calibration(args) -> int:
 
     if not args.data and not args.questions:
         raise OdqaError("give dev data: --data SQUAD_FILE and/or --questions FILE --index DIR")
+    if args.target_precision is not None and not 0.0 < args.target_precision < 1.0:
+        raise OdqaError(f"--target-precision must be between 0 and 1 (exclusive), got {args.target_precision}")
     if args.questions and not args.index:
         raise OdqaError("--questions needs --index (the index the questions are answered over)")
     if args.threads:
@@ -257,7 +268,7 @@ def _fit_calibration(args) -> int:
         sources.append({"questions_file": args.questions, "index": args.index, "retriever": args.retriever,
                         "k": args.k, "questions": len(judged) - before})
     cal = fit_calibration([j.margin for j in judged], [j.share for j in judged], [j.em for j in judged],
-                          source={"model": args.model, "sources": sources})
+                          source={"model": args.model, "sources": sources}, target_precision=args.target_precision)
     for j in judged:
         j.probability = cal.probability(j.margin, j.share)
     cal.source["dev"] = confidence_metrics(judged, cal.threshold)
