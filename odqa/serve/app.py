@@ -75,14 +75,17 @@ def error_response(status: int, message: str, field: str | None = None, detail: 
     return JSONResponse(body.model_dump(), status_code=status, headers=headers)
 
 
-def _field_of(loc: tuple) -> str:
-    parts = [str(p) for p in loc if p != "body"]
-    return ".".join(parts) or "body"
+def _field_of(error: dict) -> str:
+    """The request field a pydantic error is about: ("body", "question") -> question; the body itself (not JSON,
+    not an object): body."""
+    if error.get("type") == "json_invalid":
+        return "body"  # its loc holds the character position, not a field
+    return ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
 
 
 class BodyLimit:
-    """ASGI middleware: a request body over `limit` bytes gets 413 (by its Content-Length before it is read;
-    a chunked one as soon as it passes the limit)."""
+    """ASGI middleware: a request body over `limit` bytes gets 413, by its Content-Length before it is read, a
+    chunked one as soon as it passes the limit. A body within it is read here and handed on whole."""
 
     def __init__(self, app, limit: int):
         self.app, self.limit = app, limit
@@ -93,27 +96,30 @@ class BodyLimit:
         length = dict(scope["headers"]).get(b"content-length", b"0")
         if length.isdigit() and int(length) > self.limit:
             return await self._refuse(int(length), scope, receive, send)
-        seen = 0
-
-        async def counted():
-            nonlocal seen
+        parts, size, more = [], 0, True
+        while more:
             message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise BodyTooLarge(seen, self.limit)
-            return message
+            if message["type"] != "http.request":
+                return await self.app(scope, _replay([message], receive), send)  # the client left
+            parts.append(message.get("body", b""))
+            size += len(parts[-1])
+            more = message.get("more_body", False)
+            if size > self.limit:
+                return await self._refuse(size, scope, receive, send)
+        await self.app(scope, _replay([{"type": "http.request", "body": b"".join(parts), "more_body": False}],
+                                      receive), send)
 
-        await self.app(scope, counted, send)
+    async def _refuse(self, size: int, scope, receive, send):
+        message = (f"the request body holds {size:,} bytes or more, over the {self.limit:,} this server reads; send "
+                   "one question per request")
+        await error_response(413, message, "body")(scope, receive, send)
 
-    async def _refuse(self, length: int, scope, receive, send):
-        await error_response(413, BodyTooLarge(length, self.limit).message, "body")(scope, receive, send)
 
+def _replay(messages: list[dict], receive):
+    async def replayed():
+        return messages.pop(0) if messages else await receive()
 
-class BodyTooLarge(Exception):
-    def __init__(self, length: int, limit: int):
-        self.message = (f"the request body holds {length:,} bytes, over the {limit:,} this server reads; send one "
-                        "question per request")
-        super().__init__(self.message)
+    return replayed
 
 
 def index_summary(pipeline: Pipeline) -> dict[str, Any]:
@@ -177,8 +183,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
     # ---- errors -------------------------------------------------------------------------------------------
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = [FieldProblem(field=_field_of(tuple(e.get("loc", ()))), message=_message(e), type=e.get("type", ""))
-                    for e in exc.errors()]
+        problems = [FieldProblem(field=_field_of(e), message=_message(e), type=e.get("type", "")) for e in exc.errors()]
         first = problems[0] if problems else FieldProblem(field="body", message="invalid request")
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         return error_response(422, f"{first.field}: {first.message}{more}", first.field, problems)
@@ -187,10 +192,6 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
     async def bad_field(request: Request, exc: FieldError) -> JSONResponse:
         problem = FieldProblem(field=exc.field, message=exc.message, type="value_error")
         return error_response(exc.status, f"{exc.field}: {exc.message}", exc.field, [problem])
-
-    @app.exception_handler(BodyTooLarge)
-    async def too_large(request: Request, exc: BodyTooLarge) -> JSONResponse:
-        return error_response(413, exc.message, "body")
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -319,6 +320,9 @@ def _message(error: dict) -> str:
         return "required, and missing"
     if error.get("type") == "extra_forbidden":
         return "not a field of this request (misspelt?)"
+    if error.get("type") == "json_invalid":
+        position = error.get("loc", (None, None))[-1]
+        return f"not valid JSON (at character {position}: {error.get('ctx', {}).get('error', 'unreadable')})"
     if error.get("type") == "value_error" and "error" in error.get("ctx", {}):
         return str(error["ctx"]["error"])
     return str(error.get("msg", "invalid"))

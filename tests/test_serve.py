@@ -1,0 +1,327 @@
+"""`odqa serve`: every endpoint, every kind of bad request, failures inside, the API key, concurrent requests and
+the batching queue, Korean and Chinese text; over the demo corpus (FastAPI's TestClient, and once the real
+`odqa serve` command on a free port of 127.0.0.1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from odqa.serve.app import MAX_BODY_BYTES, create_app
+from odqa.serve.settings import API_KEY_HEADER, ServeSettings
+from odqa.serve.worker import Job, PipelineWorker
+from tests.conftest import REPO_ROOT
+from tests.es_server import free_port
+from tests.serve_fixtures import serve_pipeline  # noqa: F401 (a fixture)
+
+SETTINGS = ServeSettings()
+
+
+@pytest.fixture(scope="module")
+def client(serve_pipeline):  # noqa: F811
+    with TestClient(create_app(serve_pipeline, SETTINGS), raise_server_exceptions=False) as c:
+        yield c
+
+
+def _passage(result: dict, passage_id: str) -> dict:
+    return next(p for p in result["passages"] if p["id"] == passage_id)
+
+
+def test_ask_answers_with_offsets_into_its_passage(client):
+    response = client.post("/ask", json={"question": "In what year did Alexander Fleming discover penicillin?"})
+    assert response.status_code == 200 and response.headers["content-type"] == "application/json"
+    result = response.json()
+    best = result["answer"]
+    assert "1928" in best["text"] and 0.0 <= best["probability"] <= 1.0
+    assert result["confident"] == best["confident"] and result["answers"][0] == best
+    # the offsets cut the answer out of its passage as the response gives it, and out of every evidence passage
+    assert _passage(result, best["passage_id"])["text"][best["start"]:best["end"]] == best["text"]
+    for evidence in best["evidence"]:
+        assert _passage(result, evidence["passage_id"])["text"][evidence["start"]:evidence["end"]] == evidence["text"]
+    assert [p["rank"] for p in result["passages"]] == list(range(1, len(result["passages"]) + 1))
+    assert {m["title"] for m in result["mentions"]} >= {"Alexander Fleming"}
+    assert set(result["timings_ms"]) >= {"link", "retrieve", "read", "total", "queue"}
+    assert result["language"] == "en" and result["batch_size"] == 1
+
+
+def test_ask_takes_retriever_and_k(client):
+    result = client.post("/ask", json={"question": "Who painted the Mona Lisa?", "retriever": "bm25", "k": 3}).json()
+    assert len(result["passages"]) == 3 and {p["source"] for p in result["passages"]} <= {"bm25", "entity"}
+    assert result["answer"]["text"] == "Leonardo da Vinci"
+
+
+def test_unsure_answer_is_a_best_guess_with_a_notice(client):
+    result = client.post("/ask", json={"question": "What is the colour of the wind on Tuesdays?"}).json()
+    if result["answer"] is None:
+        assert "no answer found in the retrieved passages" in result["notices"]
+    else:
+        assert not result["confident"] and any(n.startswith("no confident answer") for n in result["notices"])
+
+
+def test_search_returns_passages_only(client):
+    result = client.post("/search", json={"question": "penicillin discovery", "k": 4, "retriever": "bm25"}).json()
+    assert len(result["passages"]) == 4 and "answers" not in result
+    assert result["passages"][0]["title"] in ("Penicillin", "Alexander Fleming")
+    assert all(p["source"] == "bm25" for p in result["passages"])
+
+
+def test_link_returns_entities(client):
+    result = client.post("/link", json={"question": "Who painted the Mona Lisa?"}).json()
+    assert result["linker_enabled"] and [m["title"] for m in result["mentions"]] == ["Mona Lisa"]
+    mention = result["mentions"][0]
+    assert "Who painted the Mona Lisa?"[mention["start"]:mention["end"]] == mention["text"] == "Mona Lisa"
+
+
+def test_health_and_info(client, serve_pipeline):  # noqa: F811
+    assert client.get("/health").json() == {"status": "ok", "passages": serve_pipeline.corpus_size}
+    info = client.get("/info").json()
+    assert info["index"]["passages"] == 308 and info["index"]["language"] == "en"
+    assert info["index"]["backends"] == ["bm25", "dense"] and info["index"]["corpus_fingerprint"]
+    assert info["models"]["reader"] == "reader" and set(info["inference"]) == {"reader", "linker", "encoder"}
+    assert info["retrievers"] == ["bm25", "dense", "hybrid"] and info["api_key_required"] is False
+    assert info["limits"]["max_k"] == SETTINGS.max_k and info["defaults"]["retriever"] == "hybrid"
+
+
+def test_openapi_schema_is_typed(client):
+    schema = client.get("/openapi.json").json()
+    assert {"/ask", "/search", "/link", "/health", "/info"} <= set(schema["paths"])
+    ask = schema["components"]["schemas"]["AskRequest"]
+    assert ask["required"] == ["question"] and ask["additionalProperties"] is False
+    assert ask["properties"]["retriever"]["enum"] == ["bm25", "dense", "hybrid"]
+    response = schema["paths"]["/ask"]["post"]["responses"]
+    assert response["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/AskResponse")
+    assert response["422"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorResponse")
+
+
+def test_page_ships_everything_it_needs(client):
+    page = client.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert page.headers["content-security-policy"].startswith("default-src 'self'")
+    assets = ["/static/page.js", "/static/page.css"]
+    for path in assets:
+        assert path in page.text and client.get(path).status_code == 200
+    for text in [page.text, *(client.get(p).text for p in assets)]:
+        assert "http://" not in text and "https://" not in text  # no CDN, nothing fetched from elsewhere
+    assert "innerHTML" not in client.get("/static/page.js").text  # untrusted passages go in as text
+
+
+BIG = "x" * 1_000_000
+BAD_REQUESTS = [
+    ("/ask", {}, "question", "missing"),
+    ("/ask", {"question": ""}, "question", "empty"),
+    ("/ask", {"question": "   ?! "}, "question", "only punctuation"),
+    ("/ask", {"question": BIG}, "question", "1 MB question"),
+    ("/ask", {"question": 42}, "question", "question not a string"),
+    ("/ask", {"question": ["Who wrote Hamlet?"]}, "question", "question a list"),
+    ("/ask", {"question": "Who wrote Hamlet?", "k": "5"}, "k", "k a string"),
+    ("/ask", {"question": "Who wrote Hamlet?", "k": 2.5}, "k", "k a fraction"),
+    ("/ask", {"question": "Who wrote Hamlet?", "k": True}, "k", "k a boolean"),
+    ("/ask", {"question": "Who wrote Hamlet?", "k": 0}, "k", "k zero"),
+    ("/ask", {"question": "Who wrote Hamlet?", "k": -3}, "k", "k negative"),
+    ("/ask", {"question": "Who wrote Hamlet?", "k": SETTINGS.max_k + 1}, "k", "k above the limit"),
+    ("/ask", {"question": "Who wrote Hamlet?", "retriever": "sparse"}, "retriever", "unknown retriever"),
+    ("/ask", {"question": "Who wrote Hamlet?", "retriever": 1}, "retriever", "retriever not a string"),
+    ("/ask", {"question": "Who wrote Hamlet?", "language": "fr"}, "language", "unknown language"),
+    ("/ask", {"question": "Who wrote Hamlet?", "retreiver": "bm25"}, "retreiver", "misspelt field"),
+    ("/ask", ["Who wrote Hamlet?"], "body", "body not an object"),
+    ("/search", {}, "question", "search: missing"),
+    ("/search", {"question": "Hamlet", "k": 0}, "k", "search: k zero"),
+    ("/search", {"question": "Hamlet", "retriever": "sparse"}, "retriever", "search: unknown retriever"),
+    ("/search", {"question": BIG}, "question", "search: 1 MB question"),
+    ("/link", {"question": ""}, "question", "link: empty"),
+    ("/link", {"question": None}, "question", "link: null"),
+]
+
+
+@pytest.mark.parametrize("path, body, field, kind", BAD_REQUESTS, ids=[case[3] for case in BAD_REQUESTS])
+def test_bad_request_is_a_4xx_naming_the_field(client, path, body, field, kind):
+    response = client.post(path, json=body)
+    assert response.status_code == 422 and response.headers["content-type"] == "application/json"
+    error = response.json()
+    assert error["field"] == field and error["error"].startswith(f"{field}: ")
+    assert len(error["error"]) < 300 and "\n" not in error["error"]  # one line, never the 1 MB echoed back
+    assert client.post("/search", json={"question": "Hamlet", "k": 1}).status_code == 200  # still serving
+
+
+def test_unreadable_or_oversized_body(client):
+    response = client.post("/ask", content=b'{"question": "Who wrote', headers={"content-type": "application/json"})
+    assert response.status_code == 422 and response.json()["field"] == "body"
+    response = client.post("/ask", content=b"x" * (MAX_BODY_BYTES + 1), headers={"content-type": "application/json"})
+    assert response.status_code == 413 and response.json()["field"] == "body"
+
+    def chunks():  # no Content-Length: refused as it passes the limit
+        for _ in range(MAX_BODY_BYTES // 65536 + 2):
+            yield b"x" * 65536
+
+    response = client.post("/ask", content=chunks(), headers={"content-type": "application/json"})
+    assert response.status_code == 413 and "bytes" in response.json()["error"]
+    assert client.get("/nowhere").json()["error"].startswith("no such path /nowhere")
+    assert client.get("/ask").status_code == 405 and "error" in client.get("/ask").json()
+    assert client.get("/health").status_code == 200
+
+
+def test_internal_failure_is_a_500_without_traceback_or_secret(client, serve_pipeline, monkeypatch):  # noqa: F811
+    secret = "sk-live-4f9a1c77"
+
+    def fail(*args, **kwargs):
+        raise RuntimeError(f"connection to https://admin:{secret}@db.internal failed")
+
+    monkeypatch.setattr(serve_pipeline.reader, "read_many", fail)
+    response = client.post("/ask", json={"question": "Who wrote Hamlet?"})
+    assert response.status_code == 500 and response.headers["content-type"] == "application/json"
+    body = response.text
+    assert secret not in body and "Traceback" not in body and "RuntimeError" not in body and "db.internal" not in body
+    assert response.json()["error"].startswith("internal error (id ")
+    monkeypatch.undo()
+    assert client.post("/ask", json={"question": "Who wrote Hamlet?"}).json()["answer"]["text"] == "William Shakespeare"
+
+
+def test_api_key(serve_pipeline):  # noqa: F811
+    key = "k3y-of-the-test"
+    with TestClient(create_app(serve_pipeline, SETTINGS, api_key=key)) as keyed:
+        for sent in (None, "wrong"):
+            response = keyed.post("/ask", json={"question": "Who wrote Hamlet?"},
+                                  headers={API_KEY_HEADER: sent} if sent else {})
+            assert response.status_code == 401 and response.json()["field"] == API_KEY_HEADER
+            assert key not in response.text
+        assert keyed.get("/info").status_code == 401
+        assert keyed.get("/health").status_code == 200 and keyed.get("/").status_code == 200
+        good = keyed.post("/search", json={"question": "Hamlet", "k": 1}, headers={API_KEY_HEADER: key})
+        assert good.status_code == 200 and keyed.get("/info", headers={API_KEY_HEADER: key}).json()["api_key_required"]
+
+
+def test_concurrent_requests_get_their_own_answers(client, serve_pipeline):  # noqa: F811
+    from odqa.corpus.questions import load_questions
+    from odqa.demo_corpus import DEMO_QUESTIONS
+
+    questions = [item.question for item in load_questions(str(DEMO_QUESTIONS))[:8]]
+    alone = {r.question: r.answers[0].text for r in (serve_pipeline.ask(q) for q in questions)}
+    with ThreadPoolExecutor(len(questions)) as pool:
+        responses = list(pool.map(lambda q: client.post("/ask", json={"question": q}), questions * 2))
+    assert all(r.status_code == 200 for r in responses)
+    for question, response in zip(questions * 2, responses):
+        result = response.json()
+        assert result["question"] == question and result["answer"]["text"] == alone[question]
+
+
+def test_worker_reads_waiting_questions_in_one_batch_and_isolates_a_failure(serve_pipeline, monkeypatch):  # noqa: F811
+    worker = PipelineWorker(serve_pipeline, max_batch=3)
+    asked = ["Who wrote Hamlet?", "Who painted the Mona Lisa?", "Who assassinated Abraham Lincoln?",
+             "Which philosopher tutored Alexander the Great?"]
+    futures = [worker.ask(q, None, None) for q in asked]
+    other = worker.ask("Who wrote Hamlet?", 3, "bm25")  # another k and retriever: not in the same batch
+    worker.start()
+    try:
+        done = [f.result(timeout=120) for f in futures]
+        assert [d.batch_size for d in done] == [3, 3, 3, 1]
+        assert [d.result.question for d in done] == asked
+        assert other.result(timeout=120).batch_size == 1 and len(other.result().result.passages) == 3
+        read_many = serve_pipeline.reader.read_many
+
+        def fail_on_one(questions, *args, **kwargs):
+            if "Who wrote Hamlet?" in questions:
+                raise RuntimeError("this question breaks the reader")
+            return read_many(questions, *args, **kwargs)
+
+        monkeypatch.setattr(serve_pipeline.reader, "read_many", fail_on_one)
+        with worker._ready:  # three waiting together: the batch fails, then each is read alone
+            futures = [worker.submit(Job("ask", q)) for q in asked[:3]]
+        with pytest.raises(RuntimeError, match="breaks the reader"):
+            futures[0].result(timeout=120)
+        assert [f.result(timeout=120).result.answers[0].text for f in futures[1:]] == [
+            "Leonardo da Vinci", "John Wilkes Booth"]
+    finally:
+        worker.stop()
+
+
+def test_korean_and_chinese_text(bm25_index_of):
+    from odqa.config import OdqaConfig
+    from odqa.pipeline import Pipeline
+
+    docs = [
+        {"id": "ko1", "title": "임진왜란", "text": "임진왜란은 1592년 일본이 조선을 침략하면서 시작된 전쟁이다. 이순신 장군이 "
+                                               "한산도 대첩에서 승리하였다."},
+        {"id": "ko2", "title": "한글", "text": "한글은 1443년 세종대왕이 창제한 문자이다. 훈민정음이라고도 부른다."},
+        {"id": "ko3", "title": "서울", "text": "서울은 대한민국의 수도이며 한강이 도시를 가로지른다."},
+        {"id": "zh1", "title": "长城", "text": "长城是中国古代的军事防御工程，秦始皇统一六国后修筑了万里长城。"},
+    ]
+    index = bm25_index_of(docs, "cjk")
+    pipeline = Pipeline(OdqaConfig.load(None, {"index": str(index), "retrieval.retriever": "bm25",
+                                               "linker.enabled": False}))
+    with TestClient(create_app(pipeline, SETTINGS)) as cjk:
+        found = cjk.post("/search", json={"question": "세종대왕이 창제한 문자는?", "k": 2}).json()
+        assert found["question"] == "세종대왕이 창제한 문자는?" and found["passages"][0]["text"] == docs[1]["text"]
+        found = cjk.post("/search", json={"question": "谁修筑了万里长城？", "k": 1}).json()
+        assert found["passages"][0]["title"] == "长城" and found["passages"][0]["text"] == docs[3]["text"]
+        response = cjk.post("/ask", json={"question": "임진왜란은 몇 년에 시작되었나?", "k": 2})
+        assert response.status_code == 200 and response.headers["content-type"] == "application/json"
+        result = json.loads(response.content.decode("utf-8"))
+        assert result["language"] == "ko" and result["passages"][0]["title"] == "임진왜란"
+        for answer in result["answers"]:
+            assert _passage(result, answer["passage_id"])["text"][answer["start"]:answer["end"]] == answer["text"]
+        assert cjk.post("/ask", json={"question": "谁修筑了长城？", "language": "zh"}).json()["language"] == "zh"
+        assert cjk.get("/info").json()["index"]["language"] == "ko"
+        assert cjk.post("/link", json={"question": "서울"}).json()["linker_enabled"] is False
+
+
+def _serve(*args, env=None):
+    return subprocess.Popen([sys.executable, "run_qa.py", "serve", *args], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, **(env or {})})
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_serve_command_starts_answers_and_stops():
+    port = free_port()
+    server = _serve("--port", str(port), "--no-access-log", "--api-key-env", "ODQA_TEST_KEY",
+                    env={"ODQA_TEST_KEY": "local-key"})
+    try:
+        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 600
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert server.poll() is None and time.monotonic() < deadline, server.stdout.read() if server.poll() else ""
+            time.sleep(0.5)
+        response = httpx.post(f"{url}/ask", json={"question": "Who wrote Hamlet?"}, headers={API_KEY_HEADER: "local-key"},
+                              timeout=60)
+        assert response.json()["answer"]["text"] == "William Shakespeare"
+        assert httpx.post(f"{url}/ask", json={"question": "Who wrote Hamlet?"}, timeout=60).status_code == 401
+    finally:
+        server.send_signal(signal.SIGINT)
+        output = server.communicate(timeout=60)[0]
+    assert server.returncode == 0, output
+    assert f"http://127.0.0.1:{port}/" in output and "local-key" not in output
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("args, env, says", [
+    (["--api-key-env", "ODQA_UNSET_KEY_VAR"], {}, "ODQA_UNSET_KEY_VAR: that environment variable is unset"),
+    (["--port", "0"], {}, "expected a whole number >= 1 <= 65535"),
+], ids=["api-key-env unset", "port 0"])
+def test_serve_refuses_bad_settings_in_one_line(args, env, says):
+    server = _serve(*args, env=env)
+    output = server.communicate(timeout=300)[0]
+    assert server.returncode == 2 and says in output and "Traceback" not in output
+
+
+@pytest.mark.subprocess
+def test_serve_refuses_a_port_in_use():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        server = _serve("--port", str(taken.getsockname()[1]))
+        output = server.communicate(timeout=300)[0]
+    assert server.returncode == 2 and "cannot listen on 127.0.0.1" in output and "Traceback" not in output

@@ -1,0 +1,124 @@
+"""The page of `odqa serve` in a real browser: headless Chromium (Debian's `chromium` and `chromium-driver`) driven
+by Selenium against a uvicorn server on a free port of 127.0.0.1 over the demo corpus. It types a demo question and
+checks the answer, its probability and its highlight in the passage on the rendered page, then that untrusted text
+(HTML, Korean, Chinese) shows as text. The screenshots' paths are listed at the end of the run.
+
+Without Chromium or its driver the test skips and says why; where the environment variable CI is set (.ci/run
+sets it, and installs both) it fails instead."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import httpx
+import pytest
+
+from odqa.serve.app import create_app
+from tests.serve_fixtures import running_server, screenshots, serve_pipeline  # noqa: F401 (fixtures)
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage", "--window-size=1100,1500"]
+QUESTION = "In what year did Alexander Fleming discover penicillin?"
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    missing = [name for name, path in (("chromium", CHROMIUM), ("chromedriver", CHROMEDRIVER)) if not path]
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        missing.append("selenium (pip install -e '.[test]')")
+    if missing:
+        why = (f"{' and '.join(missing)} not found: apt-get install chromium chromium-driver (Debian) for the browser "
+               "test")
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set but {why}")
+        pytest.skip(why)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in [*FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(120)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def server(serve_pipeline):  # noqa: F811
+    with running_server(create_app(serve_pipeline)) as url:
+        yield url
+
+
+def _ask(browser, question: str):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    box = browser.find_element(By.ID, "question")
+    box.clear()
+    box.send_keys(question)
+    before = browser.find_element(By.ID, "question-echo").get_attribute("textContent")
+    box.send_keys(Keys.ENTER)
+    WebDriverWait(browser, 300).until(
+        lambda d: d.find_element(By.ID, "question-echo").get_attribute("textContent") not in ("", before)
+        or d.find_element(By.ID, "error").is_displayed())
+    assert not browser.find_element(By.ID, "error").is_displayed(), browser.find_element(By.ID, "error").text
+
+
+def test_page_answers_a_demo_question_with_the_answer_highlighted(browser, server, tmp_path, screenshots):  # noqa: F811
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    expected = httpx.post(f"{server}/ask", json={"question": QUESTION}, timeout=120).json()
+    best = expected["answer"]
+    assert "1928" in best["text"]
+
+    browser.get(server + "/")
+    # the settings come from /info: the retrievers, the default selected
+    WebDriverWait(browser, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#retriever option"))
+    assert browser.find_element(By.ID, "retriever").get_attribute("value") == "hybrid"
+    assert "308 passages" in browser.find_element(By.ID, "index-line").text
+    _ask(browser, QUESTION)
+
+    assert browser.find_element(By.ID, "answer").text == best["text"]
+    assert browser.find_element(By.ID, "probability").text == f"p = {best['probability']:.2f}"
+    verdict = browser.find_element(By.ID, "verdict").text
+    assert verdict == ("Answer" if expected["confident"] else "No confident answer. Best guess:")
+    # the highlight: the answer's own span, in the passage the answer came from, cut at the answer's offsets
+    holder = browser.find_element(By.CSS_SELECTOR, f"#passages li[data-passage-id='{best['passage_id']}']")
+    marks = holder.find_elements(By.CSS_SELECTOR, "mark.answer")
+    assert marks and marks[0].text == best["text"]
+    text = holder.find_element(By.CSS_SELECTOR, ".passage-text").get_attribute("textContent")
+    passage = next(p for p in expected["passages"] if p["id"] == best["passage_id"])
+    assert text == passage["text"]  # highlighting added marks, lost nothing
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#passages > li")) == len(expected["passages"])
+    assert "Alexander Fleming" in browser.find_element(By.ID, "entities").text
+    timings = browser.find_element(By.ID, "timings").text
+    assert all(f"{stage} " in timings for stage in ("link", "retrieve", "read", "total")) and " ms" in timings
+
+    shot = tmp_path / "serve-page.png"
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+    screenshots.append(str(shot))
+
+
+def test_page_shows_untrusted_text_as_text(browser, server, tmp_path, screenshots):  # noqa: F811
+    from selenium.webdriver.common.by import By
+
+    browser.get(server + "/")
+    title = browser.title
+    question = '<img src=x onerror="document.title=\'pwned\'"> 서울은 어느 나라의 수도인가? 长城在哪里？'
+    _ask(browser, question)
+    assert browser.find_element(By.ID, "question-echo").text == question
+    assert not browser.find_elements(By.CSS_SELECTOR, "#result img") and browser.title == title
+    assert browser.find_element(By.ID, "result").get_attribute("lang") in ("ko", "zh")
+    shot = tmp_path / "serve-page-cjk.png"
+    assert browser.save_screenshot(str(shot))
+    screenshots.append(str(shot))
