@@ -213,6 +213,29 @@ def load_qa_model(name_or_path: str):
     return model, tokenizer
 
 
+def parse_layers(spec: str) -> list[int]:
+    try:
+        layers = [int(part) for part in spec.split(",") if part.strip()]
+    except ValueError:
+        raise OdqaError(f"--keep-layers {spec!r}: give layer numbers joined by commas, e.g. 0,2,4,6,8,10") from None
+    if not layers or layers != sorted(set(layers)) or layers[0] < 0:
+        raise OdqaError(f"--keep-layers {spec!r}: give distinct layer numbers from 0 up, in increasing order")
+    return layers
+
+
+def keep_encoder_layers(model, layers: list[int]) -> None:
+    """Keep only `layers` of the model's transformer encoder (a student initialised from every other layer, as
+    `distill-encoder` does for the passage encoder), and record the new depth in its config."""
+    encoder = getattr(model.base_model, "encoder", None)
+    blocks = getattr(encoder, "layer", None)
+    if blocks is None:
+        raise OdqaError(f"--keep-layers: {type(model.base_model).__name__} has no encoder.layer list to reduce")
+    if layers[-1] >= len(blocks):
+        raise OdqaError(f"--keep-layers: the model has {len(blocks)} layers (0-{len(blocks) - 1}), asked for {layers}")
+    encoder.layer = torch.nn.ModuleList(blocks[i] for i in layers)
+    model.config.num_hidden_layers = len(layers)
+
+
 def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None) -> Path:
     """Train (or resume) and return the folder of the final model."""
     from transformers import get_linear_schedule_with_warmup
@@ -227,6 +250,10 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     set_seed(cfg.seed)
     resume = latest_checkpoint(out)
     model, tokenizer = load_qa_model(str(resume) if resume else cfg.init)
+    if cfg.keep_layers and not resume:  # a checkpoint has the reduced layers already
+        keep_encoder_layers(model, parse_layers(cfg.keep_layers))
+    if cfg.freeze_embeddings:
+        model.get_input_embeddings().weight.requires_grad_(False)
     model.to(device)
 
     t0 = time.time()
@@ -256,10 +283,10 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     per_epoch = math.ceil(len(lengths) / batch_size)
     total = cfg.max_steps if cfg.max_steps > 0 else math.ceil(cfg.epochs * per_epoch)
     no_decay = ("bias", "LayerNorm.weight", "layer_norm", "norm.weight")
+    trained = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     groups = [
-        {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
-         "weight_decay": cfg.weight_decay},
-        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0},
+        {"params": [p for n, p in trained if not any(k in n for k in no_decay)], "weight_decay": cfg.weight_decay},
+        {"params": [p for n, p in trained if any(k in n for k in no_decay)], "weight_decay": 0.0},
     ]
     optimizer = torch.optim.AdamW(groups, lr=cfg.lr)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup * total), total)

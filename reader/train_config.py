@@ -26,7 +26,7 @@ class TrainConfig(RunOptions):
     max_steps: int = field(default=0, metadata=_help("stop after this many steps (overrides --epochs)"))
     max_minutes: float = field(default=0.0, metadata=_help(
         "stop after this much training time, resumed runs included, and save the model reached (0: no budget)"))
-    seed: int = field(default=42, metadata=_help("seed of the batch order and dropout"))
+    seed: int = field(default=42, metadata=_help("seed of the batch order and dropout", minimum=0))
     save_every: int = field(default=500, metadata=_help("checkpoint every N steps"))
     keep_checkpoints: int = field(default=3, kw_only=True)
     negative_ratio: float = field(default=1.0, metadata=_help("fraction of unanswerable questions kept"))
@@ -36,3 +36,8 @@ class TrainConfig(RunOptions):
     limit: int = field(default=0, metadata=_help("first N questions of each file (smoke tests)"))
     to_simplified: bool = field(default=False, metadata=_help(
         "fold Traditional Chinese (e.g. DRCD) to Simplified with OpenCC, answer offsets kept (needs .[cjk])"))
+    keep_layers: str = field(default="", metadata=_help(
+        "a layer-reduced student: the encoder layers of --init kept, e.g. 0,2,4,6,8,10 (default: all)"))
+    freeze_embeddings: bool = field(default=False, metadata=_help(
+        "keep the word embeddings as --init has them: no gradient or optimiser state for the vocabulary (large "
+        "for multilingual encoders)"))

@@ -122,3 +122,34 @@ def test_a_time_budget_ends_training_with_the_model_reached_and_says_so(tmp_path
     info = json.loads((final / "train_info.json").read_text())
     assert (info["steps"], info["planned_steps"], info["stopped_by"]) == (1, 4, "time budget")
     assert _weights(final).keys() == _weights(init).keys()
+
+
+def test_a_layer_reduced_student_with_frozen_embeddings(tmp_path):
+    """--keep-layers keeps the named layers of --init (their weights as they were); --freeze-embeddings leaves the
+    vocabulary as --init has it while the rest trains."""
+    from transformers import AutoConfig
+
+    torch.set_num_threads(1)
+    init = save_tiny_qa(tmp_path / "init")
+    depth = AutoConfig.from_pretrained(str(init)).num_hidden_layers
+    cfg = TrainConfig(train_files=[str(_squad(tmp_path / "t.json"))], output_dir=str(tmp_path / "run"),
+                      init=str(init), batch_size=2, max_steps=2, lr=1e-2, warmup=0.0, progress=False, max_length=64,
+                      stride=16, keep_layers=str(depth - 1), freeze_embeddings=True)
+    final = train(cfg)
+    assert AutoConfig.from_pretrained(str(final)).num_hidden_layers == 1
+    before, after = _weights(init), _weights(final)
+    word = next(k for k in after if k.endswith("word_embeddings.weight"))
+    assert torch.equal(before[word], after[word])
+    last = f".layer.{depth - 1}."
+    trained_layer = [k for k in after if ".layer.0." in k]
+    assert trained_layer and any(not torch.equal(after[k], before[k.replace(".layer.0.", last)]) for k in trained_layer)
+    assert not any(f".layer.{i}." in k for k in after for i in range(1, depth))
+
+
+def test_bad_layer_lists_are_refused(tmp_path):
+    init = save_tiny_qa(tmp_path / "init")
+    for spec in ("0,x", "2,1", "0,99"):
+        cfg = TrainConfig(train_files=[str(_squad(tmp_path / "t.json"))], output_dir=str(tmp_path / spec),
+                          init=str(init), max_steps=1, progress=False, keep_layers=spec)
+        with pytest.raises(OdqaError, match="keep-layers"):
+            train(cfg)
