@@ -1,7 +1,9 @@
 """Inner-product vector index over embeddings kept as a numpy memmap.
 
-Index types: `flat` (exact, default), `hnsw` (graph; M, efConstruction, efSearch) and `ivf` (IVF-Flat;
-nlist, nprobe). FAISS is optional (odqa[cpu] / odqa[gpu]): without it a flat index is searched as a matrix
+Index types: `flat` (exact), `hnsw` (graph; M, efConstruction, efSearch), `ivf` (IVF-Flat; nlist, nprobe) and
+`ivfpq` (IVF over product-quantised codes, its candidates rescored exactly from the float16 vectors on disk;
+nlist, nprobe, rerank). `auto` (the default) picks by the number of vectors (`auto_kind`): flat up to
+`FLAT_MAX_VECTORS`, ivfpq above (bench/results/scale.md). FAISS is optional (odqa[cpu] / odqa[gpu]): without it a flat index is searched as a matrix
 product in numpy (`MatrixProductIndex`, the same exact scores); hnsw, ivf and GPU search need it. Vectors are stored once as `embeddings.npy` (float32 or float16) and memory-mapped. The flat
 index searches float16 vectors of up to `RESIDENT_FP16_BYTES` from a copy in memory (FAISS's scalar quantiser in
 float16, whose codes are those vectors as they are: the same scores), and larger or float32 ones from the memmap
@@ -40,7 +42,7 @@ def faiss_installed() -> bool:
 
 
 # The kinds that are FAISS structures (the flat kind is searched without FAISS where it is missing).
-FAISS_KINDS = ("hnsw", "ivf")
+FAISS_KINDS = ("hnsw", "ivf", "ivfpq")
 
 
 def check_kind_available(kind: str) -> None:
@@ -54,18 +56,32 @@ FAISS_FILE = "index.faiss"
 # squad-open's 43,380 passages and 0.7-1.5 s over 759,461 (2 cores), against 1.6-1.9 ms and 31 ms from the copy in
 # memory (bench/dense_search.py). 2 GiB holds about 2.8 M 384-d passages; larger indexes keep RAM bounded.
 RESIDENT_FP16_BYTES = 2 * 1024**3
+# `auto`: exact flat search up to this many vectors, ivfpq above, where one flat search costs more than the
+# ivfpq's at the recall measured in bench/results/scale.md (bench/scale.py vectors)
+FLAT_MAX_VECTORS = 1_000_000
+AUTO = "auto"
+
+
+def auto_kind(vectors: int) -> str:
+    """The index kind `auto` builds for this many vectors."""
+    return "flat" if vectors <= FLAT_MAX_VECTORS or not faiss_installed() else "ivfpq"
 
 
 @dataclass
 class VectorIndexParams:
     # the metadata's help and choices are the `index` command's (odqa.commands.options); the kinds are the
     # registry's below, read when the command line is built
-    kind: str = field(default="flat", metadata={"help": "FAISS index kind", "choices": lambda: VECTOR_INDEXES})
+    kind: str = field(default=AUTO, metadata={
+        "help": f"vector index kind (auto: flat up to {FLAT_MAX_VECTORS:,} passages, else ivfpq)",
+        "choices": lambda: (AUTO, *VECTOR_INDEXES.names)})
     hnsw_m: int = field(default=32, metadata={"help": "hnsw: links per node"})
     ef_construction: int = 80
     ef_search: int = field(default=128, metadata={"help": "hnsw: candidates kept while searching"})
     nlist: int = field(default=0, metadata={"help": "IVF lists (0: 4*sqrt(n))"})
-    nprobe: int = field(default=32, metadata={"help": "ivf: lists searched per query"})
+    nprobe: int = field(default=32, metadata={"help": "ivf, ivfpq: lists searched per query"})
+    pq_m: int = field(default=0, metadata={"help": "ivfpq: bytes per vector code (0: dimension / 8)"})
+    rerank: int = field(default=100, metadata={
+        "help": "ivfpq: candidates rescored exactly from the float16 vectors (0: the codes' approximate scores)"})
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -102,6 +118,8 @@ class VectorIndex:
         with atomic_folder(out) as tmp:
             Path(embeddings_path).replace(tmp / EMBEDDINGS)
             embeddings = np.load(tmp / EMBEDDINGS, mmap_mode="r")
+            if params.kind == AUTO:
+                params.kind = auto_kind(len(embeddings))
             index = _train_and_fill(embeddings, params)
             if index is not None:
                 load_faiss().write_index(index, str(tmp / FAISS_FILE))
@@ -165,7 +183,10 @@ class VectorIndex:
             return matrix_product_search(self.embeddings, vectors, k)
         index = self.faiss_index if self.faiss_index is not None else self._resident_fp16()
         if index is not None:
-            scores, rows = index.search(vectors, k)
+            rerank = int(self.manifest.params.get("rerank", 0)) if self.manifest.params.get("kind") == "ivfpq" else 0
+            scores, rows = index.search(vectors, max(k, min(rerank, len(self))))
+            if rerank:
+                return rescore(self.embeddings, vectors, rows.astype(np.int64), k)
             return scores, rows.astype(np.int64)
         return _blocked_flat_search(self.embeddings, vectors, k, block_rows)
 
@@ -259,6 +280,19 @@ def _blocked_flat_search(embeddings: np.ndarray, queries: np.ndarray, k: int, bl
     return result.D, result.I.astype(np.int64)
 
 
+def rescore(embeddings: np.ndarray, queries: np.ndarray, candidates: np.ndarray, k: int):
+    """The best `k` of each query's candidate rows by exact inner product with their stored vectors (read from
+    the memmap in row order); missing candidates (-1) last."""
+    scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
+    rows = np.full((len(queries), k), -1, dtype=np.int64)
+    for q, (query, found) in enumerate(zip(queries, candidates)):
+        found = np.unique(found[found >= 0])
+        exact = np.asarray(embeddings[found], dtype=np.float32) @ query
+        best = np.lexsort((found, -exact))[:k]
+        scores[q, : len(best)], rows[q, : len(best)] = exact[best], found[best]
+    return scores, rows
+
+
 def _flat(embeddings: np.ndarray, params: VectorIndexParams):
     return None  # searched straight from the memmap
 
@@ -283,9 +317,25 @@ def _ivf(embeddings: np.ndarray, params: VectorIndexParams):
     return index
 
 
+def _ivfpq(embeddings: np.ndarray, params: VectorIndexParams):
+    n, dim = embeddings.shape
+    nlist = params.nlist or max(1, int(4 * np.sqrt(n)))
+    m = params.pq_m or dim // 8
+    if dim % m:
+        raise OdqaError(f"--pq-m {m} does not divide the vectors' dimension {dim}; pick a divisor of {dim}")
+    faiss = load_faiss()
+    index = faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, nlist, m, 8, faiss.METRIC_INNER_PRODUCT)
+    rng = np.random.default_rng(0)
+    # FAISS trains the coarse k-means on at most 256 points a list, the codebooks on 256 x 256
+    sample = np.sort(rng.choice(n, size=min(n, max(nlist * 64, 65536)), replace=False))
+    index.train(np.ascontiguousarray(embeddings[sample], dtype=np.float32))
+    params.nlist, params.pq_m = nlist, m
+    return index
+
+
 # The vector index kinds by name (`--vector-index`, VectorIndexParams.kind): a function of (embeddings, params)
 # giving an empty trained FAISS index, or None to search the memmap itself. A new kind: one function, one line.
-VECTOR_INDEXES: Registry = Registry("vector index kind", {"flat": _flat, "hnsw": _hnsw, "ivf": _ivf})
+VECTOR_INDEXES: Registry = Registry("vector index kind", {"flat": _flat, "hnsw": _hnsw, "ivf": _ivf, "ivfpq": _ivfpq})
 
 
 def _train_and_fill(embeddings: np.ndarray, params: VectorIndexParams):

@@ -29,7 +29,7 @@ def test_unknown_name_is_one_line_with_the_choices():
 
 def test_the_registries_hold_the_backends():
     assert TEXT_ENGINES.names == ("tantivy", "bm25s", "rank-bm25")
-    assert VECTOR_INDEXES.names == ("flat", "hnsw", "ivf")
+    assert VECTOR_INDEXES.names == ("flat", "hnsw", "ivf", "ivfpq")
     assert RETRIEVERS.names == ("bm25", "dense", "hybrid")
     assert FUSIONS.names == ("rrf", "minmax") and ELASTIC_FUSIONS == ("auto", "rrf", "minmax", "es-rrf")
     assert INDEX_BACKENDS.names == ("folder", "es")
@@ -47,7 +47,7 @@ def test_cli_choices_come_from_the_registries():
     for command in ("ask", "shell", "eval-qa", "search", "eval-retrieval", "es-search", "build-reader-data"):
         assert _choices(parser, command, "--retriever") == RETRIEVERS.names, command
     assert _choices(parser, "index", "--bm25-engine") == TEXT_ENGINES.names
-    assert _choices(parser, "index", "--vector-index") == VECTOR_INDEXES.names
+    assert _choices(parser, "index", "--vector-index") == ("auto", *VECTOR_INDEXES.names)
     assert _choices(parser, "search", "--fusion") == ELASTIC_FUSIONS
 
 
