@@ -186,7 +186,7 @@ class VectorIndex:
             rerank = int(self.manifest.params.get("rerank", 0)) if self.manifest.params.get("kind") == "ivfpq" else 0
             scores, rows = index.search(vectors, max(k, min(rerank, len(self))))
             if rerank:
-                return rescore(self.embeddings, vectors, rows.astype(np.int64), k)
+                return rescore(self.verified_embeddings(), vectors, rows.astype(np.int64), k)
             return scores, rows.astype(np.int64)
         return _blocked_flat_search(self.embeddings, vectors, k, block_rows)
 

@@ -16,7 +16,7 @@ def load_entities(index: ElasticIndex, kb_path: str | Path, *, recreate: bool = 
     """A linker knowledge base (linker/kb.py) as an entity index: `title` holds the title and its aliases
     (joined with " | "), `text` the description, `vector` the entity vector; `row` = the entity's KB row."""
     kb = KnowledgeBase.load(kb_path)
-    vectors = kb.index.embeddings if kb.index is not None else None
+    vectors = kb.index.verified_embeddings() if kb.index is not None else None
     dim = int(vectors.shape[1]) if vectors is not None else 0
     meta = {"corpus_fingerprint": kb.manifest.corpus_fingerprint, "encoder": kb.encoder, "count": len(kb), "kind": "kb"}
     if recreate:

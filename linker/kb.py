@@ -5,6 +5,12 @@ On disk (a folder, written atomically):
   manifest.json    kind "kb": entity encoder, dim, count, KB fingerprint, description length
   entities.jsonl   one entity a line: id, title, description, aliases, doc_id, length
   vectors/         indexes.vector.VectorIndex (embeddings.npy + its own manifest)
+
+The KB manifest records every other file's size and digests (`files`, indexes.integrity.describe_file), and
+its own digest: loading checks sizes and the whole of entities.jsonl, the vectors before they are first read,
+and the entities against the KB fingerprint, so swapped vector rows, an edited title or a truncated file are
+refused in one line naming the file and the fix (build the KB again). A KB built before these records is
+refused likewise.
 """
 
 from __future__ import annotations
@@ -20,12 +26,12 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from indexes.manifest import Manifest
-
+from indexes.integrity import FileCheck, check_part, describe_file, part_files
+from indexes.manifest import MANIFEST, Manifest
 from indexes.vector import VectorIndex, float16_copy_index
 from linker.aliases import AliasMatcher, alias_key, make_aliases
 from linker.encoder import entity_text
-from odqa.core.atomic import atomic_folder
+from odqa.core.atomic import atomic_folder, write_npy
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.types import Document, Entity
 
@@ -170,7 +176,7 @@ class KnowledgeBase:
         if self.index is None:
             raise OdqaError("this knowledge base has no entity vectors; build it with `odqa build-kb`")
         if self._vectors is None:
-            self._vectors = np.array(self.index.embeddings, dtype=np.float32)
+            self._vectors = np.array(self.index.verified_embeddings(), dtype=np.float32)
         return self._vectors
 
     def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -211,15 +217,31 @@ class KnowledgeBase:
         if not (path / ENTITIES).is_file():
             raise OdqaError(f"{path} is not a knowledge base (no {ENTITIES}); build one with `odqa build-kb --corpus PATH --out {path}`")
         manifest = Manifest.load(path, kind="kb")
+        where, fix = f"knowledge base {path}", f"rebuild it with `run_qa.py build-kb --corpus CORPUS --out {path}`"
+        files = manifest.params.get("files")
+        if not isinstance(files, dict) or ENTITIES not in files:
+            raise IndexMismatchError(f"{where} was built before its files were recorded, so damage in it cannot be "
+                                     f"seen; {fix}")
+        check_part(path, {"count": manifest.count, "files": files}, rows=None, name=where, fix=fix)
+        data = (path / ENTITIES).read_bytes()
+        FileCheck(files[ENTITIES], lambda offset, length: memoryview(data)[offset : offset + length],
+                  f"{where}: {ENTITIES}", fix).whole()
         entries = []
-        with (path / ENTITIES).open(encoding="utf-8") as f:
-            for line in f:
-                row = json.loads(line)
-                row["aliases"] = tuple(row.get("aliases", ()))
-                entries.append(KBEntry(**row))
-        index = VectorIndex.load(path / VECTORS, use_gpu=False) if (path / VECTORS).is_dir() else None
+        for line in data.decode("utf-8").splitlines():
+            row = json.loads(line)
+            row["aliases"] = tuple(row.get("aliases", ()))
+            entries.append(KBEntry(**row))
+        del data
+        if len(entries) != manifest.count or kb_fingerprint(entries) != manifest.corpus_fingerprint:
+            raise IndexMismatchError(f"{where}: {ENTITIES} holds other entities than the KB was built with; {fix}")
+
+        def check(name: str, read):
+            record = files.get(f"{VECTORS}/{name}")
+            return record and FileCheck(record, read, f"{where}: {VECTORS}/{name}", fix)
+
+        index = VectorIndex.load(path / VECTORS, use_gpu=False, check=check) if (path / VECTORS).is_dir() else None
         if index is not None and len(index) != len(entries):
-            raise IndexMismatchError(f"{path}: {len(entries)} entities but {len(index)} vectors; rebuild the knowledge base")
+            raise IndexMismatchError(f"{where}: {len(entries)} entities but {len(index)} vectors; {fix}")
         return cls(entries, index, manifest, path)
 
     @classmethod
@@ -250,7 +272,7 @@ class KnowledgeBase:
                     row["aliases"] = list(e.aliases)
                     f.write(json.dumps(row, ensure_ascii=False) + "\n")
             staging = tmp / "entity_vectors.npy"
-            np.save(staging, vectors)
+            write_npy(staging, vectors)
             vec_manifest = Manifest(kind="faiss", corpus_fingerprint=fingerprint, encoder=encoder, dim=model.dim)
             VectorIndex.build(staging, tmp / VECTORS, vec_manifest)
             Manifest(
@@ -259,7 +281,9 @@ class KnowledgeBase:
                 count=len(entries),
                 encoder=encoder,
                 dim=model.dim,
-                params={"max_length": max_length, "description_words": DESCRIPTION_WORDS, "text": "title [SEP] description"},
+                params={"max_length": max_length, "description_words": DESCRIPTION_WORDS, "text": "title [SEP] description",
+                        "files": {str(p.relative_to(tmp)): describe_file(p) for p in part_files(tmp) if p.name != MANIFEST
+                                  or p.parent != tmp}},
             ).save(tmp)
         return cls.load(out)
 

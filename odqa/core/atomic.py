@@ -8,7 +8,9 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
+
+import numpy as np
 
 from odqa.core.errors import DiskFullError, is_disk_full, no_room_reason
 
@@ -98,3 +100,28 @@ def fsync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_npy(path: str | Path, array: np.ndarray) -> None:
+    """`np.save` through Python's own file writes: a full disk raises OSError(ENOSPC) naming the file (numpy's C
+    writer raises a bare "N requested and M written" without an errno, which reads as a bug)."""
+    array = np.ascontiguousarray(array)
+    write_npy_blocks(path, array.dtype, array.shape, [array])
+
+
+def write_npy_blocks(path: str | Path, dtype, shape: tuple[int, ...], blocks: Iterable[np.ndarray]) -> None:
+    """A .npy file of `shape` written block after block (C order), never through a memory map: a memory-mapped
+    write that finds the disk full kills the process with SIGBUS, where a write raises ENOSPC."""
+    dtype = np.dtype(dtype)
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)}
+    expected = int(np.prod(shape)) * dtype.itemsize
+    written = 0
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_2_0(f, header)
+        for block in blocks:
+            data = np.ascontiguousarray(block, dtype=dtype)
+            f.write(memoryview(data.reshape(-1)).cast("B"))
+            written += data.nbytes
+    if written != expected:
+        Path(path).unlink(missing_ok=True)
+        raise ValueError(f"{path}: wrote {written} bytes of vectors where its shape {tuple(shape)} holds {expected}")

@@ -3,15 +3,21 @@
 Opening is a memory map, so a 660 k-passage corpus opens in well under a second and costs little RSS. Reading
 goes through pyarrow alone: `datasets` (about a second to import) is imported only by what needs a `Dataset`
 (`PassageStore.dataset`), never on the way to an answer.
+
+An index's store checks the bytes it reads before using them (`verify_with`): the rows a search returns are
+located in the file (each column's offsets, values and validity bits) and those bytes' blocks are checked the
+first time; the file's layout (its batches and their buffers, `layout_digest`) is compared with the build's.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from odqa.core.atomic import atomic_folder
@@ -58,9 +64,12 @@ class Fingerprint:
 
 
 class PassageStore:
-    def __init__(self, table: pa.Table, path: Path | None = None):
+    def __init__(self, table: pa.Table, path: Path | None = None, mapped: pa.Buffer | None = None):
         self.table = table
         self.path = path
+        self._mapped = mapped  # the whole file as memory-mapped: the bytes the table's buffers point into
+        self._check = None
+        self._chunk_starts: np.ndarray | None = None
 
     @classmethod
     def open(cls, path: str | Path) -> "PassageStore":
@@ -68,7 +77,84 @@ class PassageStore:
         if not (path / DATA_FILE).exists():
             raise OdqaError(f"{path} holds no passage store; build one with `odqa index --corpus ... --out ...`")
         # what datasets.Dataset.from_file(in_memory=False) does: the record batches stay in the memory map
-        return cls(pa.ipc.open_stream(pa.memory_map(str(path / DATA_FILE))).read_all(), path)
+        source = pa.memory_map(str(path / DATA_FILE))
+        mapped = source.read_buffer(source.size())
+        source.seek(0)
+        return cls(pa.ipc.open_stream(source).read_all(), path, mapped)
+
+    # ---- checking what is read -----------------------------------------------------------------------
+    def read_bytes(self, offset: int, length: int) -> memoryview:
+        """Bytes of the memory-mapped file, as the table reads them."""
+        return memoryview(self._mapped)[offset : offset + length]
+
+    def verify_with(self, check) -> None:
+        """From now on every read first passes the byte ranges it uses to `check` (`ranges(starts, ends)`,
+        `whole()`; indexes.integrity.FileCheck), which raises when they differ from the build's."""
+        self._check = check
+
+    def _offset(self, buffer: pa.Buffer) -> int:
+        return buffer.address - self._mapped.address
+
+    def _buffers(self, columns: Sequence[str]):
+        """(column, chunk index, array, buffers) of `columns`, every chunk."""
+        for name in columns:
+            for c, array in enumerate(self.table.column(name).chunks):
+                yield name, c, array, array.buffers()
+
+    def layout_digest(self) -> str:
+        """A digest of the file's structure as read: the schema, and each batch's rows, null counts and
+        buffer positions, so that a damaged batch header (which moves what the checked bytes mean) is seen."""
+        layout = [[f.name, str(f.type), f.nullable] for f in self.table.schema]
+        layout.append(hashlib.sha1(json.dumps({k.decode(errors="replace"): v.decode(errors="replace") for k, v in
+                                               (self.table.schema.metadata or {}).items()}, sort_keys=True)
+                                   .encode()).hexdigest())
+        for name, c, array, buffers in self._buffers(self.table.column_names):
+            layout.append([name, c, len(array), array.null_count, array.offset,
+                           [None if b is None else [self._offset(b), b.size] for b in buffers]])
+        return hashlib.sha1(json.dumps(layout).encode()).hexdigest()[:16]
+
+    def _check_columns(self, columns: Sequence[str]) -> None:
+        if self._check is None:
+            return
+        spans = [(self._offset(b), self._offset(b) + b.size) for _, _, _, buffers in self._buffers(columns)
+                 for b in buffers if b is not None]
+        self._check.ranges(np.asarray([s for s, _ in spans], dtype=np.int64), np.asarray([e for _, e in spans], dtype=np.int64))
+
+    def _check_rows(self, rows: np.ndarray) -> None:
+        """The bytes of `rows` in every column: validity bits, fixed-width values and string offsets first,
+        then (read from those checked offsets) the string bytes."""
+        if self._chunk_starts is None:
+            self._chunk_starts = np.cumsum([0] + [len(a) for a in self.table.column(0).chunks])
+        chunk_of = np.searchsorted(self._chunk_starts, rows, side="right") - 1
+        fixed: list[tuple[np.ndarray, np.ndarray]] = []
+        strings = []
+        for name, c, array, buffers in self._buffers(COLUMNS):
+            mine = chunk_of == c
+            if not mine.any():
+                continue
+            local = rows[mine] - self._chunk_starts[c] + array.offset
+            if buffers[0] is not None:
+                starts = self._offset(buffers[0]) + local // 8
+                fixed.append((starts, starts + 1))
+            if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+                width = 4 if pa.types.is_string(array.type) else 8
+                starts = self._offset(buffers[1]) + local * width
+                fixed.append((starts, starts + 2 * width))
+                strings.append((buffers, local, np.int32 if width == 4 else np.int64))
+            else:
+                width = array.type.bit_width // 8
+                starts = self._offset(buffers[1]) + local * width
+                fixed.append((starts, starts + width))
+        if not fixed:
+            return  # rows outside the store: the read itself refuses them
+        self._check.ranges(np.concatenate([s for s, _ in fixed]), np.concatenate([e for _, e in fixed]))
+        data = []
+        for buffers, local, dtype in strings:
+            offsets = np.frombuffer(buffers[1], dtype=dtype)
+            base = self._offset(buffers[2]) if buffers[2] is not None else 0
+            data.append((base + offsets[local].astype(np.int64), base + offsets[local + 1].astype(np.int64)))
+        if data:
+            self._check.ranges(np.concatenate([s for s, _ in data]), np.concatenate([e for _, e in data]))
 
     @cached_property
     def dataset(self):
@@ -78,6 +164,8 @@ class PassageStore:
         datasets.disable_progress_bars()
         if self.path is None:
             return datasets.Dataset(self.table)
+        if self._check is not None:
+            self._check.whole()
         return datasets.Dataset.from_file(str(self.path / DATA_FILE), in_memory=False)
 
     @classmethod
@@ -113,14 +201,18 @@ class PassageStore:
     def get_rows(self, rows: Sequence[int]) -> list[Passage]:
         if len(rows) == 0:
             return []
+        if self._check is not None:
+            self._check_rows(np.asarray(rows, dtype=np.int64))
         batch = self.table.take(pa.array([int(r) for r in rows], type=pa.int64())).select(list(COLUMNS)).to_pydict()
         return [Passage(**{c: batch[c][i] for c in COLUMNS}) for i in range(len(rows))]
 
     def iter_batches(self, batch_size: int = 1000, columns: Sequence[str] = ("title", "text")) -> Iterator[dict]:
         """Column batches in row order, streamed from the memory map."""
+        self._check_columns(columns)
         table = self.table.select(list(columns))
         for start in range(0, table.num_rows, batch_size):
             yield table.slice(start, batch_size).to_pydict()
 
     def column(self, name: str):
+        self._check_columns([name])
         return self.table.column(name)

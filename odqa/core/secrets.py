@@ -1,0 +1,118 @@
+"""Credentials never reach the terminal: they are checked before use, and the CLI's output is scrubbed of them.
+
+`check_credential` refuses a credential with a control character (a pasted line break), or a non-ASCII
+character where it goes into a header or URL as it is (an API key, a password inside a host URL), before any
+request is made, naming the setting and never the value: HTTP clients reject such header values with an
+error that quotes the whole header (`ApiKey <the key>`). A basic-auth user and password are sent base64-coded
+UTF-8, so non-ASCII ones stay allowed. `remember` keeps every wire
+form of a credential (as given, URL-quoted, base64 as in a Basic or ApiKey header); `scrub` removes them, any
+Authorization header value and any password written into a URL from a text. `scrubbed_output` wraps stdout
+and stderr so that whatever is printed (messages, warnings, log lines, tracebacks and their exception chains)
+passes `scrub` first: the last resort for a credential some library quotes in its own words.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import re
+import sys
+from typing import Iterable, Iterator, TextIO
+from urllib.parse import quote, unquote, urlsplit
+
+from odqa.core.errors import OdqaError
+
+# The environment variables that may hold a credential (read by indexes.elastic.connect).
+API_KEY_ENV = "ODQA_ES_API_KEY"
+PASSWORD_ENV = "ODQA_ES_PASSWORD"
+SECRET_ENVS = (API_KEY_ENV, PASSWORD_ENV)
+MIN_SECRET = 4  # shorter values are not replaced everywhere in the output: that would garble it, not protect it
+
+_known: set[str] = set()
+_AUTH_VALUE = re.compile(r"(?i)\b(Basic|ApiKey|Bearer)(\s+)[A-Za-z0-9+/=_.~-]{8,}")
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*):[^/\s@]+@")
+
+
+def check_credential(setting: str, value: str, ascii_only: bool = True) -> None:
+    """Refuse a credential that no HTTP request can carry, in one line naming `setting`, not the value."""
+    if not value:
+        return
+    bad = next((ch for ch in value if ord(ch) < 32 or ord(ch) == 127 or (ascii_only and ord(ch) > 126)), None)
+    if bad is None:
+        return
+    what = ("a line break" if bad in "\r\n" else "a control character" if ord(bad) < 32 or ord(bad) == 127
+            else "a non-ASCII character")
+    raise OdqaError(f"{setting} holds {what}, which no HTTP request can carry; set it again as the server gave it "
+                    f"({'printable ASCII' if ascii_only else 'printable characters'}, no line break)")
+
+
+def wire_forms(passwords: Iterable[str] = (), users: Iterable[str] = (), keys: Iterable[str] = ()) -> set[str]:
+    """Every form a credential takes on the wire: as given, URL-quoted and -unquoted, and base64 as in the
+    Authorization header (`Basic b64(user:password)`, `ApiKey b64(id:key)`), which a server or proxy may echo."""
+    passwords = {p for p in passwords if p} | {unquote(p) for p in passwords if p}
+    keys = {k for k in keys if k}
+    users = {u for u in users} | {"", "elastic"}
+    out = passwords | keys | {quote(p, safe="") for p in passwords}
+    out |= {base64.b64encode(f"{u}:{p}".encode()).decode() for u in users for p in passwords}
+    out |= {base64.b64encode(k.encode()).decode() for k in keys if ":" in k}
+    return {s for s in out if s}
+
+
+def url_credentials(url: str) -> tuple[str, str]:
+    """(user, password) written into a URL, unquoted; empty where there are none or it does not parse."""
+    try:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        return unquote(parts.username or ""), unquote(parts.password or "")
+    except ValueError:
+        return "", ""
+
+
+def remember(*forms: str) -> None:
+    """Scrub these values (give `wire_forms`) from all output from now on."""
+    _known.update(f for f in forms if f and len(f) >= MIN_SECRET)
+
+
+def known() -> list[str]:
+    """The values to scrub, longest first: those remembered and the credentials in the environment."""
+    env = [os.environ.get(name, "") for name in SECRET_ENVS]
+    forms = _known | {f for f in wire_forms(passwords=[env[1]], keys=[env[0]]) if len(f) >= MIN_SECRET}
+    return sorted(forms, key=len, reverse=True)
+
+
+def scrub(text: str, secrets: Iterable[str] = ()) -> str:
+    """`text` without the known credentials, those in `secrets`, Authorization header values and URL
+    passwords."""
+    for secret in sorted({*known(), *(s for s in secrets if s)}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    text = _URL_PASSWORD.sub(r"\1:***@", text)
+    return _AUTH_VALUE.sub(r"\1\2***", text)
+
+
+class ScrubbingStream:
+    """A text stream that writes through `scrub`; everything else is the wrapped stream's."""
+
+    def __init__(self, stream: TextIO):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(scrub(text))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def scrubbed_output() -> Iterator[None]:
+    """stdout and stderr pass through `scrub` for the duration."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = ScrubbingStream(sys.stdout), ScrubbingStream(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
