@@ -10,7 +10,8 @@ from pathlib import Path
 
 from indexes.analysis import check_analyzer_available
 from indexes.bm25 import load_text_index
-from indexes.integrity import check_part, recover_swap
+from indexes.integrity import (add_block_digests, check_bundle_manifest, check_files_whole, check_part, file_check,
+                               note_unchecked, recover_swap)
 from indexes.layout import BM25, DENSE, PASSAGES, IndexLayout
 from indexes.manifest import Manifest
 from indexes.vector import FAISS_KINDS, VectorIndex
@@ -18,7 +19,7 @@ from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.fusion import AUTO, resolve_fusion
 from odqa.core.optional import require
 from odqa.corpus.articles import StoreArticlePassages
-from odqa.corpus.store import PassageStore
+from odqa.corpus.store import DATA_FILE, PassageStore
 from retriever.bm25 import BM25Retriever
 from retriever.hybrid import HybridRetriever
 from retriever.kinds import make_retriever
@@ -54,6 +55,7 @@ class IndexBundle:
         if not path.exists():
             raise OdqaError(f"index folder not found: {path}; build it with `odqa index --corpus PATH --out {path}`")
         manifest = Manifest.load(path, kind="bundle")
+        check_bundle_manifest(manifest, path)
         return (ShardedBundle if manifest.params.get(SHARDS) else cls)(path, manifest)
 
     def check_available(self, kind: str) -> None:
@@ -89,6 +91,19 @@ class IndexBundle:
     def _article_passages(self) -> StoreArticlePassages:
         return StoreArticlePassages(self.store)
 
+    def _checker(self, part: str):
+        """`check(file name, read)` for the files of `part` (indexes.integrity.file_check); an index built
+        before parts or block digests were recorded is said so, once."""
+        recorded = self.parts.get(part)
+        if not recorded:
+            note_unchecked(str(self.path), "records no file digests, so damage inside its files cannot be seen; "
+                           "rebuild it with `run_qa.py index`")
+        elif any("blocks" not in info for info in recorded["files"].values()):
+            note_unchecked(str(self.path), "was built before block digests: each file is checked whole against its "
+                           f"SHA-256 at first use (slower); `run_qa.py verify-index {self.path}` records them")
+        folder = self.layout.part(part)
+        return lambda name, read: file_check(folder, recorded, name, read)
+
     @cached_property
     def store(self) -> PassageStore:
         folder = self.layout.passages
@@ -96,7 +111,15 @@ class IndexBundle:
         store = PassageStore.open(folder)
         self._check_rows(PASSAGES, len(store))
         if (folder / "manifest.json").exists():
-            Manifest.load(folder).check_corpus(self.manifest.corpus_fingerprint, where=str(folder))
+            part = Manifest.load(folder)
+            part.check_corpus(self.manifest.corpus_fingerprint, where=str(folder))
+            if part.params.get("layout", store.layout_digest()) != store.layout_digest():
+                raise IndexMismatchError(f"index part {self.path.name}/passages: {DATA_FILE} is laid out otherwise "
+                                         f"than when it was built (a damaged batch header); rebuild it with "
+                                         f"`run_qa.py index --corpus CORPUS --out {self.path}`")
+        check = self._checker(PASSAGES)(DATA_FILE, store.read_bytes)
+        if check is not None:
+            store.verify_with(check)
         return store
 
     def _require(self, backend: str) -> Path:
@@ -114,7 +137,10 @@ class IndexBundle:
 
     def bm25(self):
         if BM25 not in self._cache:
-            index = load_text_index(self._require(BM25))
+            folder = self._require(BM25)
+            self._checker(BM25)  # the note on an older index
+            check_files_whole(folder, self.parts.get(BM25))  # the engines read their files themselves
+            index = load_text_index(folder)
             self._check_rows(BM25, index.num_docs())
             self._cache[BM25] = BM25Retriever(index, self.store)
         return self._cache[BM25]
@@ -147,7 +173,7 @@ class IndexBundle:
 
     def vector_index(self):
         """The dense part's vector index (`search(vectors, k)`, `dim`, `manifest`), checked against the bundle."""
-        index = VectorIndex.load(self._require(DENSE), use_gpu=None)
+        index = VectorIndex.load(self._require(DENSE), use_gpu=None, check=self._checker(DENSE))
         self._check_rows(DENSE, len(index))
         return index
 
@@ -204,6 +230,11 @@ class IndexBundle:
             index = VectorIndex.load(self._require(DENSE), use_gpu=False)
             self._check_rows(DENSE, len(index))
             lines.append(f"dense: {len(index)} x {index.dim} vectors ok")
+        parts = [part for part in [PASSAGES, *self.backends] if self.parts.get(part)]
+        if [part for part in parts if add_block_digests(self.layout.part(part), self.parts[part])]:
+            self.manifest.save(self.path)  # atomically; the files are untouched
+            lines.append("recorded the block digests this index was built without: searches now check the "
+                         "blocks they read instead of whole files")
         return lines
 
 
