@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +42,8 @@ import numpy as np
 from indexes.layout import IndexLayout
 from indexes.manifest import Manifest
 from odqa.core.errors import IndexMismatchError, OdqaError
+from odqa.core.secrets import API_KEY_ENV, PASSWORD_ENV, check_credential, remember, url_credentials, wire_forms
+from odqa.core.secrets import scrub as scrub_known
 from odqa.core.types import Passage
 
 log = logging.getLogger(__name__)
@@ -105,38 +106,36 @@ def settings_for(location: str, elastic):
     return dataclasses.replace(elastic, hosts=hosts or elastic.hosts, index_name=name or elastic.index_name)
 
 
-def _secrets(config) -> list[str]:
-    """Every form a credential can take on the wire: as given, URL-quoted, and base64 as in the
-    Authorization header (`Basic b64(user:password)`, `ApiKey b64(id:key)`), which a server or proxy may echo."""
-    import base64
-    from urllib.parse import quote, unquote
-
-    passwords = [config.password, os.environ.get("ODQA_ES_PASSWORD", "")]
-    users = {config.username or "", "elastic"}
-    keys = [config.api_key, os.environ.get("ODQA_ES_API_KEY", "")]
+def credentials(config) -> tuple[str, str, str]:
+    """(api key, user, password) of an ElasticConfig, the environment's where the config has none, each checked
+    (odqa.core.secrets.check_credential) before any request and remembered for scrubbing."""
+    api_key = config.api_key or os.environ.get(API_KEY_ENV, "")
+    password = config.password or os.environ.get(PASSWORD_ENV, "")
+    check_credential("elastic.api_key" if config.api_key else API_KEY_ENV, api_key)
+    check_credential("elastic.password" if config.password else PASSWORD_ENV, password, ascii_only=False)
+    check_credential("elastic.username", config.username, ascii_only=False)
     for host in parse_hosts(config.hosts):
-        try:
-            parts = urlsplit(host)
-        except ValueError:
-            continue
-        if parts.password:
-            passwords += [parts.password, unquote(parts.password)]
-            users |= {parts.username or "", unquote(parts.username or "")}
-    out = [*passwords, *keys]
-    out += [quote(p, safe="") for p in passwords if p]
-    out += [base64.b64encode(f"{u}:{p}".encode()).decode() for u in users for p in passwords if p]
-    out += [base64.b64encode(k.encode()).decode() for k in keys if k and ":" in k]
-    return sorted({s for s in out if s}, key=len, reverse=True)
+        user, secret = url_credentials(host)
+        check_credential("the user in an elastic.hosts URL", user)
+        check_credential("the password in an elastic.hosts URL", secret)
+    remember(*_secrets(config))
+    return api_key, config.username, password
 
 
-_AUTH_VALUE = re.compile(r"(?i)\b(Basic|ApiKey|Bearer)(\s+)[A-Za-z0-9+/=_.~-]{8,}")
+def _secrets(config) -> list[str]:
+    """Every form the config's credentials can take on the wire (odqa.core.secrets.wire_forms)."""
+    passwords = [config.password, os.environ.get(PASSWORD_ENV, "")]
+    users = [config.username or ""]
+    for host in parse_hosts(config.hosts):
+        user, password = url_credentials(host)
+        passwords.append(password)
+        users.append(user)
+    keys = [config.api_key, os.environ.get(API_KEY_ENV, "")]
+    return sorted(wire_forms(passwords, users, keys), key=len, reverse=True)
 
 
 def scrub(text: str, secrets: Sequence[str]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return _AUTH_VALUE.sub(r"\1\2***", text)
+    return scrub_known(text, secrets)
 
 
 def connect(config, *, request_timeout: float = 30.0, check: bool = True):
@@ -147,8 +146,7 @@ def connect(config, *, request_timeout: float = 30.0, check: bool = True):
     if not hosts:
         raise OdqaError("no Elasticsearch hosts configured; set elastic.hosts (e.g. http://127.0.0.1:9200)")
     kwargs: dict[str, Any] = {"hosts": hosts, "request_timeout": request_timeout, "verify_certs": config.verify_certs}
-    api_key = config.api_key or os.environ.get("ODQA_ES_API_KEY", "")
-    password = config.password or os.environ.get("ODQA_ES_PASSWORD", "")
+    api_key, _, password = credentials(config)
     if api_key:
         kwargs["api_key"] = api_key
     elif config.username:
