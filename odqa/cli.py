@@ -6,9 +6,11 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
 
 from odqa.commands.common import HelpFormatter, check_outputs
 from odqa.core.errors import OdqaError, is_disk_full, no_room_reason
+from odqa.core.secrets import scrubbed_output
 
 # Each module defines register(subparsers); order is the order of `--help`.
 COMMAND_MODULES = (
@@ -45,6 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # whatever is printed, by odqa or a library (a client quoting a credential in its error, a traceback),
+    # passes odqa.core.secrets.scrub on its way out
+    with scrubbed_output():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # transformers' per-weight loading bars drown the commands' own progress; a library user keeps them
     from transformers.utils import logging as hf_logging
@@ -66,9 +75,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except (OSError, ValueError, RuntimeError) as exc:
+    except Exception as exc:
         if not is_disk_full(exc):
-            raise
+            # a bug: its traceback, scrubbed like all output (Python's own printing would come after the scrub)
+            traceback.print_exc()
+            print("odqa: internal error (the traceback above); please report it", file=sys.stderr)
+            return 1
         where = f" to write {exc.filename}" if getattr(exc, "filename", None) else ""
         print(f"odqa: error: no room left on the device{where} ({no_room_reason(exc)}): free some space or write "
               "elsewhere, then rerun", file=sys.stderr)

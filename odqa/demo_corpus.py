@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from indexes.manifest import FORMAT_VERSION
 from odqa.core.errors import OdqaError
 from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
 from odqa.core.paths import odqa_home  # noqa: F401 (re-exported: odqa.commands.qa and tests use it here)
@@ -24,7 +25,9 @@ DEMO_QUESTIONS = DEMO_DIR / "questions.jsonl"
 def _cached_build(kind: str, encoder: str, quiet: bool, build: Callable[[Path], object]) -> Path:
     if not DEMO_ARTICLES.is_file():
         raise OdqaError(f"the demo corpus is missing ({DEMO_ARTICLES}); reinstall odqa or pass --index")
-    digest = hashlib.sha1(DEMO_ARTICLES.read_bytes() + model_fingerprint(encoder).encode()).hexdigest()[:12]
+    # the manifest format is part of the key: an index or KB written before its integrity records is built again
+    digest = hashlib.sha1(DEMO_ARTICLES.read_bytes() + model_fingerprint(encoder).encode()
+                          + str(FORMAT_VERSION).encode()).hexdigest()[:12]
     path = odqa_home() / f"demo-{kind}-{digest}"
     if not (path / "manifest.json").exists():
         if not quiet:

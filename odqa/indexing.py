@@ -31,7 +31,7 @@ from indexes.integrity import build_lock, describe_part, recover_swap
 from indexes.layout import BM25, DENSE, PASSAGES, SEARCH_PARTS, IndexLayout
 from indexes.manifest import MANIFEST, Manifest
 from indexes.vector import VectorIndex, VectorIndexParams
-from odqa.core.atomic import publish_folder
+from odqa.core.atomic import publish_folder, write_npy, write_npy_blocks
 from odqa.core.errors import DiskFullError, OdqaError, is_disk_full, no_room_reason
 from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
 from odqa.core.runtime import PRECISIONS
@@ -290,7 +290,8 @@ def _passages(spec: IndexSpec, work: IndexLayout) -> tuple[PassageStore, str]:
     passages = tqdm(itertools.chain.from_iterable(iter_passages(source, words=spec.words, fields=spec.fields)
                                                   for source in sources), desc="passages", unit=" psg", mininterval=2)
     store, fingerprint = PassageStore.write(passages, work.passages)
-    Manifest(kind="passages", corpus_fingerprint=fingerprint, count=len(store), params={"words": spec.words}).save(work.passages)
+    Manifest(kind="passages", corpus_fingerprint=fingerprint, count=len(store),
+             params={"words": spec.words, "layout": store.layout_digest()}).save(work.passages)
     marker.write_text(json.dumps({"source": key, "fingerprint": fingerprint}))
     return store, fingerprint
 
@@ -348,7 +349,7 @@ def _encode_chunks(spec: IndexSpec, work: IndexLayout, store: PassageStore) -> t
                 texts = list(zip(rows["title"], rows["text"]))
                 vectors = encoder.encode_passages(texts, batch_size=spec.batch_size, on_batch=bar.update)
                 tmp = chunks / f".chunk-{c:05d}.tmp.npy"
-                np.save(tmp, vectors.astype(np.float16))  # fp16 halves disk; search upcasts
+                write_npy(tmp, vectors.astype(np.float16))  # fp16 halves disk; search upcasts
                 tmp.replace(chunks / f"chunk-{c:05d}.npy")
     done = sum((chunks / f"chunk-{c:05d}.npy").exists() for c in range(total))
     return done, total
@@ -435,12 +436,17 @@ def _dense(spec: IndexSpec, work: IndexLayout, store: PassageStore, fingerprint:
     chunks = work.dense_chunks
     first = np.load(chunks / "chunk-00000.npy", mmap_mode="r")
     merged_path = work.merged_embeddings
-    merged = np.lib.format.open_memmap(merged_path, mode="w+", dtype=np.float16, shape=(len(store), first.shape[1]))
-    for c in range(total):
-        part = np.load(chunks / f"chunk-{c:05d}.npy", mmap_mode="r")
-        merged[c * spec.chunk_size : c * spec.chunk_size + len(part)] = part
-    merged.flush()
-    del merged
+
+    def parts():
+        for c in range(total):
+            part = np.load(chunks / f"chunk-{c:05d}.npy", mmap_mode="r")
+            if len(part) != min(spec.chunk_size, len(store) - c * spec.chunk_size):
+                raise OdqaError(f"{chunks}/chunk-{c:05d}.npy holds {len(part)} vectors, not those of its passages; "
+                                f"remove it and rerun to encode it again")
+            yield part
+
+    # written, not memory-mapped: a full disk is then an error to report, not SIGBUS
+    write_npy_blocks(merged_path, np.float16, (len(store), first.shape[1]), parts())
     manifest = Manifest(kind="faiss", corpus_fingerprint=fingerprint, encoder=spec.encoder,
                         params={"max_length": spec.max_length, "encoder_weights": model_fingerprint(spec.encoder),
                                 "query_encoder": spec.query_encoder or spec.encoder,
