@@ -39,7 +39,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from indexes.layout import IndexLayout
+from indexes.integrity import check_bundle_manifest, check_part, file_check, file_reader
+from indexes.layout import DENSE, EMBEDDINGS, PASSAGES, IndexLayout
 from indexes.manifest import Manifest
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.secrets import API_KEY_ENV, PASSWORD_ENV, check_credential, remember, url_credentials, wire_forms
@@ -795,17 +796,28 @@ def _interrupted(index: ElasticIndex, report: BulkReport, exc: BaseException, op
 
 def passage_docs(bundle_path: str | Path, limit: int | None = None, with_vectors: bool = True):
     """(total, docs(start), meta, dim) for an odqa index folder: passages plus dense/embeddings.npy if present."""
-    from odqa.corpus.store import PassageStore  # datasets/pyarrow: only when loading passages
+    from odqa.corpus.store import DATA_FILE, PassageStore  # datasets/pyarrow: only when loading passages
 
     bundle_path = Path(bundle_path)
     layout = IndexLayout(bundle_path)
     manifest = Manifest.load(bundle_path, kind="bundle")
+    check_bundle_manifest(manifest, bundle_path)
+    parts = manifest.params.get("parts", {})
+    check_part(layout.passages, parts.get(PASSAGES), rows=None)
     store = PassageStore.open(layout.passages)
+    check = file_check(layout.passages, parts.get(PASSAGES), DATA_FILE, store.read_bytes)
+    if check is not None:
+        store.verify_with(check)  # what is uploaded is checked as what is served
     embeddings = None
     encoder = ""
     if with_vectors and layout.embeddings.exists():
         dense = Manifest.load(layout.dense, kind="faiss")
         dense.check_corpus(manifest.corpus_fingerprint, where=str(layout.dense))
+        check_part(layout.dense, parts.get(DENSE), rows=None)
+        with layout.embeddings.open("rb") as f:
+            vectors_check = file_check(layout.dense, parts.get(DENSE), EMBEDDINGS, file_reader(f))
+            if vectors_check is not None:
+                vectors_check.whole()
         embeddings = np.load(layout.embeddings, mmap_mode="r")
         if embeddings.shape[0] != len(store):
             raise IndexMismatchError(f"{bundle_path}: {len(store)} passages but {embeddings.shape[0]} vectors; rebuild the index")
