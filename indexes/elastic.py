@@ -71,9 +71,32 @@ def redact_url(url: str) -> str:
     except ValueError:
         return "<unparseable host>"
     netloc = parts.hostname or ""
-    if parts.port:
-        netloc = f"{netloc}:{parts.port}"
+    port = _port_text(parts)
+    if port:
+        netloc = f"{netloc}:{port}"
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _port_text(parts) -> str:
+    """The port as written after the host (never the credentials before it), valid or not."""
+    host_port = parts.netloc.rpartition("@")[2]
+    return host_port.rpartition(":")[2] if ":" in host_port.rpartition("]")[2] else ""
+
+
+def check_hosts(hosts: Sequence[str]) -> None:
+    """Refuse, in one line naming the host without its credentials, a host URL whose port is not a number from
+    1 to 65535 or that names no host, before any client is made."""
+    for url in hosts:
+        try:
+            parts = urlsplit(url if "://" in url else f"http://{url}")
+            port = parts.port
+        except ValueError:
+            parts, port = None, None
+        if parts is None or port == 0 or (_port_text(parts) and port is None):
+            raise OdqaError(f"Elasticsearch host {redact_url(url)}: the port must be a number from 1 to 65535 "
+                            "(e.g. http://127.0.0.1:9200)")
+        if not parts.hostname:
+            raise OdqaError(f"Elasticsearch host {redact_url(url)} names no host; write it like http://127.0.0.1:9200")
 
 
 def describe_hosts(hosts: str | Sequence[str]) -> str:
@@ -146,6 +169,7 @@ def connect(config, *, request_timeout: float = 30.0, check: bool = True):
     hosts = parse_hosts(config.hosts)
     if not hosts:
         raise OdqaError("no Elasticsearch hosts configured; set elastic.hosts (e.g. http://127.0.0.1:9200)")
+    check_hosts(hosts)
     kwargs: dict[str, Any] = {"hosts": hosts, "request_timeout": request_timeout, "verify_certs": config.verify_certs}
     api_key, _, password = credentials(config)
     if api_key:
@@ -281,7 +305,7 @@ def _version(info: dict) -> tuple[int, ...]:
 
 
 def mapping(dim: int, analyzer: str = "english", similarity: str = "dot_product", hnsw_m: int = 16,
-            ef_construction: int = 100, meta: dict | None = None) -> dict:
+            ef_construction: int = 100, meta: dict | None = None, knn_type: str = "hnsw") -> dict:
     if similarity not in SIMILARITIES:
         raise OdqaError(f"unknown vector similarity {similarity!r}; use {' or '.join(SIMILARITIES)}")
     properties: dict[str, Any] = {
@@ -295,7 +319,7 @@ def mapping(dim: int, analyzer: str = "english", similarity: str = "dot_product"
     if dim:
         properties["vector"] = {
             "type": "dense_vector", "dims": int(dim), "index": True, "similarity": similarity,
-            "index_options": {"type": "hnsw", "m": int(hnsw_m), "ef_construction": int(ef_construction)},
+            "index_options": {"type": knn_type, "m": int(hnsw_m), "ef_construction": int(ef_construction)},
         }
     return {"dynamic": "strict", "_meta": meta or {}, "properties": properties}
 
@@ -387,9 +411,10 @@ class ElasticIndex:
         return str(self.meta.get("similarity", "dot_product"))
 
     def create(self, meta: dict, dim: int, analyzer: str = "english", similarity: str = "dot_product",
-               shards: int = 1, replicas: int = 1, hnsw_m: int = 16, ef_construction: int = 100) -> None:
+               shards: int = 1, replicas: int = 1, hnsw_m: int = 16, ef_construction: int = 100,
+               knn_type: str = "hnsw") -> None:
         meta = {"format": FORMAT, **meta, "dim": int(dim), "similarity": similarity, "analyzer": analyzer}
-        body = mapping(dim, analyzer, similarity, hnsw_m, ef_construction, meta)
+        body = mapping(dim, analyzer, similarity, hnsw_m, ef_construction, meta, knn_type)
         settings = {"number_of_shards": int(shards), "number_of_replicas": int(replicas)}
         self._call(lambda: self.client.indices.create(index=self.name, settings=settings, mappings=body),
                    f"creating index {self.name!r}")
@@ -847,10 +872,11 @@ def passage_docs(bundle_path: str | Path, limit: int | None = None, with_vectors
 
 
 def load_passages(index: ElasticIndex, bundle_path: str | Path, *, recreate: bool = False, limit: int | None = None,
-                  with_vectors: bool = True, analyzer: str = "english", similarity: str = "dot_product", shards: int = 1,
-                  replicas: int = 1, hnsw_m: int = 16, ef_construction: int = 100,
-                  options: BulkOptions | None = None) -> BulkReport:
-    """Create (or reuse and check) the index, then bulk-load an odqa index folder into it, resumably."""
+                  with_vectors: bool = True, analyzer: str = "english", similarity: str = "dot_product",
+                  shards: int | None = 1, replicas: int = 1, hnsw_m: int = 16, ef_construction: int = 100,
+                  options: BulkOptions | None = None, knn_type: str | None = "hnsw") -> BulkReport:
+    """Create (or reuse and check) the index, then bulk-load an odqa index folder into it, resumably. `shards`
+    or `knn_type` None: picked from the corpus size (indexes.elastic_capacity.plan_elastic)."""
     total, docs, meta, dim = passage_docs(bundle_path, limit, with_vectors)
     if recreate:
         index.delete()
@@ -859,6 +885,10 @@ def load_passages(index: ElasticIndex, bundle_path: str | Path, *, recreate: boo
         if dim and not index.dim:
             raise IndexMismatchError(f"Elasticsearch index {index.name!r} was created without vectors; pass --recreate")
     else:
-        index.create(meta, dim, analyzer=analyzer, similarity=similarity, shards=shards, replicas=replicas,
-                     hnsw_m=hnsw_m, ef_construction=ef_construction)
+        from indexes.elastic_capacity import plan_elastic
+
+        plan = plan_elastic(total, dim, shards=shards, knn_type=knn_type)
+        log.info("creating %s for %s", index.name, plan.summary())
+        index.create(meta, dim, analyzer=analyzer, similarity=similarity, shards=plan.shards, replicas=replicas,
+                     hnsw_m=hnsw_m, ef_construction=ef_construction, knn_type=plan.knn_type)
     return bulk_load(index, docs, total, options)

@@ -25,10 +25,10 @@ class TrainConfig(RunOptions):
     head_lr: float = field(default=1e-3, metadata=_help("learning rate of the mention and entity heads"))
     warmup: int = 100
     hard_negatives: int = field(default=24, metadata=_help("hard negative entities per mention"))
-    weak: int = field(default=6000, metadata=_help("weak-supervision sentences from the KB's articles (0: none)"))
+    weak: int = field(default=6000, metadata=_help("weak-supervision sentences from the KB's articles (0: none)", minimum=0))
     dev_every: int = 10  # every 10th LC-QuAD question (by id) is held out as dev
-    threads: int = field(default=2, kw_only=True, metadata=_help("torch CPU threads (0: torch's default)"))
-    seed: int = field(default=13, metadata=_help("seed of the data order and the heads' initialisation"))
+    threads: int = field(default=2, kw_only=True, metadata=_help("torch CPU threads (0: torch's default)", minimum=0))
+    seed: int = field(default=13, metadata=_help("seed of the data order and the heads' initialisation", minimum=0))
     init: str = field(default="", metadata=_help("continue training this trained linker (folder) instead"))
     save_every: int = field(default=500, metadata=_help(
         "checkpoint every N steps into OUTPUT/checkpoint-STEP; a rerun with the same --output resumes from the "

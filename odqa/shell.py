@@ -6,9 +6,12 @@ from __future__ import annotations
 import sys
 import textwrap
 import time
+from argparse import ArgumentTypeError
 from typing import IO, Iterable
 
+from odqa.commands.options import POSITIVE_INT
 from odqa.core.errors import OdqaError
+from odqa.core.terminal import printable
 from odqa.pipeline import Pipeline, Result
 from retriever.kinds import RETRIEVERS
 
@@ -23,6 +26,9 @@ HELP = """Type a question and press Enter. Commands:
   :quit                     leave (so do `exit`, `quit` and Ctrl-D)"""
 
 SNIPPET_CHARS = 110
+# the shell's styles stand in text as private-use characters until `say` has escaped every control character
+_BOLD, _DIM, _PLAIN = "\ue000", "\ue001", "\ue002"
+_STYLES = {_BOLD: "\033[1;33m", _DIM: "\033[2m", _PLAIN: "\033[0m"}
 
 
 def question_history(path: str):
@@ -48,13 +54,18 @@ class Shell:
 
     # ---- output helpers ---------------------------------------------------------------------------------
     def say(self, text: str = "") -> None:
+        """Print a line: its control characters (passages, titles and questions quote the corpus) escaped,
+        then the shell's own styles put in."""
+        text = printable(text)
+        for style, code in _STYLES.items():
+            text = text.replace(style, code)
         print(text, file=self.out, flush=True)
 
     def _mark(self, text: str) -> str:
-        return f"\033[1;33m{text}\033[0m" if self.color else f"**{text}**"
+        return f"{_BOLD}{text}{_PLAIN}" if self.color else f"**{text}**"
 
     def _dim(self, text: str) -> str:
-        return f"\033[2m{text}\033[0m" if self.color else text
+        return f"{_DIM}{text}{_PLAIN}" if self.color else text
 
     def snippet(self, context: str, start: int, end: int) -> str:
         """The passage around the answer, answer highlighted, on one line."""
@@ -90,10 +101,11 @@ class Shell:
         if name in ("h", "help", "?"):
             self.say(HELP.format(k=self.k, retriever=self.retriever, retrievers="|".join(RETRIEVERS.names)))
         elif name == "k":
-            if not arg.isdigit() or int(arg) <= 0:
+            try:
+                self.k = POSITIVE_INT(arg)
+            except ArgumentTypeError:
                 self.say("  ! :k needs a positive number, e.g. :k 20")
             else:
-                self.k = int(arg)
                 self.say(f"  k = {self.k}")
         elif name == "retriever":
             if arg not in RETRIEVERS:

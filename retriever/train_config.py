@@ -42,7 +42,7 @@ class RetrieverTrainConfig(RunOptions):
         "teacher encoder for --distill-weight (empty: --init, the model training starts from)"))
     pool_validation: bool = field(default=True, metadata=_help(
         "validate also by retrieval over every held-out context (--no-pool-validation: by in-batch rank only)"))
-    seed: int = field(default=42, metadata=_help("seed of the batch order and dropout"))
+    seed: int = field(default=42, metadata=_help("seed of the batch order and dropout", minimum=0))
     save_every: int = field(default=200, metadata=_help("checkpoint every N steps"))
     eval_every: int = field(default=100, metadata=_help("validate every N steps"))
     eval_batch_size: int = field(default=64, metadata=_help("texts encoded per validation batch"))
@@ -89,5 +89,5 @@ class EncoderDistillConfig(RunOptions):
                                                            "included (0: no budget)"))
     holdout: int = field(default=512, metadata=_help("passages kept out of training to measure the cosine with "
                                                      "the teacher's vectors"))
-    seed: int = field(default=42, metadata=_help("seed of the passage sample and order"))
+    seed: int = field(default=42, metadata=_help("seed of the passage sample and order", minimum=0))
     save_every: int = field(default=100, metadata=_help("checkpoint every N steps"))

@@ -119,8 +119,10 @@ def test_credentials_are_scrubbed_in_base64_and_quoted_forms():
 def test_zero_sizes_are_refused_before_the_build(tmp_path, capsys, flag):
     corpus = tmp_path / "c.jsonl"
     corpus.write_text(json.dumps({"id": "a", "title": "A", "text": "Some text."}) + "\n")
-    assert main(["index", "--corpus", str(corpus), "--out", str(tmp_path / "out"), flag, "0"]) == 2
-    assert f"{flag} must be a positive number" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:  # argparse, through the options' typed converter
+        main(["index", "--corpus", str(corpus), "--out", str(tmp_path / "out"), flag, "0"])
+    assert refused.value.code == 2
+    assert f"argument {flag}: expected a positive whole number, got 0" in capsys.readouterr().err
     assert not (tmp_path / "out.work").exists()
 
 

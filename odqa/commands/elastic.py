@@ -11,7 +11,7 @@ import textwrap
 
 from indexes.elastic import BulkOptions
 from odqa.commands.common import add_command, add_config_flag, print_json_last
-from odqa.commands.options import add_options, config_overrides, dataclass_values
+from odqa.commands.options import COUNT, POSITIVE_INT, add_options, config_overrides, dataclass_values
 from odqa.config import ElasticConfig, RetrievalConfig
 from retriever.kinds import ELASTIC_FUSIONS, HYBRID_FUSIONS, RETRIEVERS
 
@@ -29,12 +29,15 @@ def register(subparsers) -> None:
     add_options(p, BulkOptions, ["chunk_size", "max_retries", "initial_backoff"], rename={"initial_backoff": "backoff"})
     p.add_argument("--analyzer", default="english", help="analyser of the text and title fields (any built-in one)")
     p.add_argument("--similarity", default="dot_product", choices=["dot_product", "cosine"])
-    p.add_argument("--shards", type=int, default=1)
-    p.add_argument("--replicas", type=int, default=1, help="replicas (0 for a single-node cluster)")
-    p.add_argument("--hnsw-m", type=int, default=16)
-    p.add_argument("--ef-construction", type=int, default=100)
+    p.add_argument("--shards", type=POSITIVE_INT, help="primary shards (default: one per ~30 GB of index, from the "
+                   "corpus size: indexes/elastic_capacity.py)")
+    p.add_argument("--knn-type", choices=["hnsw", "int8_hnsw"], help="the vectors' index_options.type (default: "
+                   "hnsw below 1 M passages, int8_hnsw from there: a quarter of the page cache)")
+    p.add_argument("--replicas", type=COUNT, default=1, help="replicas (0 for a single-node cluster)")
+    p.add_argument("--hnsw-m", type=POSITIVE_INT, default=16)
+    p.add_argument("--ef-construction", type=POSITIVE_INT, default=100)
     p.add_argument("--no-vectors", action="store_true", help="passages only (BM25), even when the folder has vectors")
-    p.add_argument("--limit", type=int, help="first N passages only")
+    p.add_argument("--limit", type=POSITIVE_INT, help="first N passages only")
     add_options(p, BulkOptions, ["progress"])
     p.add_argument("--json", action="store_true", help="print the load report as one JSON object on the last line")
     add_config_flag(p)
@@ -50,7 +53,7 @@ def register(subparsers) -> None:
     add_options(p, RetrievalConfig, ["encoder"], section="retrieval",
                 help={"encoder": "question encoder (empty: the one recorded in the index)"})
     add_options(p, ElasticConfig, ["num_candidates"], section="elastic")
-    p.add_argument("--k", type=int, default=5)
+    p.add_argument("--k", type=POSITIVE_INT, default=5)
     p.add_argument("--json", action="store_true", help="print hits as one JSON object")
     add_config_flag(p)
 
@@ -88,7 +91,7 @@ def run_es_index(args) -> int:
         report = load_passages(index, args.index, recreate=args.recreate, limit=args.limit,
                                with_vectors=not args.no_vectors, analyzer=args.analyzer, similarity=args.similarity,
                                shards=args.shards, replicas=args.replicas, hnsw_m=args.hnsw_m,
-                               ef_construction=args.ef_construction, options=options)
+                               ef_construction=args.ef_construction, options=options, knn_type=args.knn_type)
     print(f"{describe_hosts(config.elastic.hosts)} index {index.name!r}: {report.summary()}")
     if args.json:
         print_json_last({"index_name": index.name, **report.to_dict()})

@@ -10,7 +10,7 @@ from pathlib import Path
 from indexes.layout import IndexLayout
 from linker.train_config import TrainConfig
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
-from odqa.commands.options import add_options, config_overrides, dataclass_values
+from odqa.commands.options import COUNT, POSITIVE_INT, add_options, config_overrides, dataclass_values
 from odqa.config import LinkerConfig, OdqaConfig
 from odqa.core.errors import OdqaError
 from retriever.registry import backend_of
@@ -22,9 +22,9 @@ def register(subparsers) -> None:
     p.add_argument("--corpus", required=True, help="corpus file or folder (JSONL(.xz) with id/title/text, WikiExtractor output, ...)")
     add_output(p, "--out", folder=True, required=True, help="knowledge-base folder to create (replaced atomically)")
     p.add_argument("--encoder", default="minilm", help="entity encoder; must be the linker's entity encoder")
-    p.add_argument("--max-length", type=int, default=64, help="tokens of 'title [SEP] description' encoded")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--limit", type=int, help="first N documents only")
+    p.add_argument("--max-length", type=POSITIVE_INT, default=64, help="tokens of 'title [SEP] description' encoded")
+    p.add_argument("--batch-size", type=POSITIVE_INT, default=64)
+    p.add_argument("--limit", type=POSITIVE_INT, help="first N documents only")
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
 
     p = add_command(subparsers, "link", "Link the entities of a question to the knowledge base.",
@@ -46,7 +46,7 @@ def register(subparsers) -> None:
     p.add_argument("--data", nargs="+", required=True, help="QALD mentions JSON, Complex-EL4QA JSON or LC-QuAD JSON (one or more)")
     p.add_argument("--split", choices=["all", "dev"], default="all", help="dev: only the held-out LC-QuAD questions (every 10th id)")
     p.add_argument("--baseline", choices=["elq", "spacy"], default="elq", help="spacy: the spaCy NER + alias-table baseline")
-    p.add_argument("--limit", type=int)
+    p.add_argument("--limit", type=POSITIVE_INT)
     p.add_argument("--no-speed", action="store_true", help="skip the timing runs")
     add_output(p, "--per-question", help="write per-question predictions (JSONL) here")
     _model_flags(p)
@@ -57,7 +57,8 @@ def register(subparsers) -> None:
 def _model_flags(p) -> None:
     add_options(p, LinkerConfig, ["model", "kb", "mention_threshold", "entity_threshold"], section="linker", help={
         "kb": "knowledge-base folder (`link`: else the KB `ask` uses; eval-linker: else work_indexes/kb)"})
-    p.add_argument("--threads", type=int, help="torch CPU threads")
+    add_options(p, OdqaConfig, ["device"], section="")
+    p.add_argument("--threads", type=COUNT, help="torch CPU threads")
 
 
 def _config(args):
@@ -123,8 +124,11 @@ def _open(args, kb_as_ask: bool = False):
         kb_path = Pipeline(config, default_index=demo_index_path, default_kb=demo_kb_path).kb_path
     else:
         kb_path = default_kb_path(config)
+    from odqa.core.device import check_device_available
+
+    check_device_available(config.device, "device")
     kb = KnowledgeBase.load(kb_path)
-    return Linker.from_pretrained(config.linker.model, kb=kb, **thresholds), kb
+    return Linker.from_pretrained(config.linker.model, kb=kb, device=config.device or None, **thresholds), kb
 
 
 def run_build_kb(args) -> int:
@@ -217,14 +221,17 @@ def run_eval(args) -> int:
             for ex, preds in zip(examples, predictions):
                 gold = [{"start": g.start, "end": g.end, "title": g.title, "in_kb": g.in_kb} for g in ex.mentions]
                 f.write(json.dumps({"question": ex.question, "gold": gold, "pred": [_mention_json(m) for m in preds]}, ensure_ascii=False) + "\n")
-    print(f"{name} on {len(examples)} questions ({metrics['gold_mentions']} gold mentions, {metrics['gold_mentions_in_kb']} in KB)")
+    out = sys.stderr if args.json else sys.stdout  # under --json standard output holds the JSON alone
+    print(f"{name} on {len(examples)} questions ({metrics['gold_mentions']} gold mentions, {metrics['gold_mentions_in_kb']} in KB)",
+          file=out)
     for scope in ("", "_in_kb"):
         for kind in ("strong", "weak", "entity"):
             print(f"  {kind + scope:16s} P {metrics[f'{kind}_precision{scope}']:.3f}  R {metrics[f'{kind}_recall{scope}']:.3f}  "
-                  f"F1 {metrics[f'{kind}_f1{scope}']:.3f}")
+                  f"F1 {metrics[f'{kind}_f1{scope}']:.3f}", file=out)
     if "ms_per_question_batch1" in metrics:
         print(f"  speed: {metrics['ms_per_question_batch1']:.1f} ms/question at batch 1, "
-              f"{metrics['questions_per_second_batch64']:.0f} questions/s at batch 64 ({metrics['threads']} threads)")
+              f"{metrics['questions_per_second_batch64']:.0f} questions/s at batch 64 ({metrics['threads']} threads)",
+              file=out)
     if args.json:
         print_json_last(metrics)
     return 0

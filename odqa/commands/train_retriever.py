@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from odqa.commands.common import add_command, add_output, print_json_last
-from odqa.commands.options import add_options, dataclass_values
+from odqa.commands.options import COUNT, FRACTION, POSITIVE_INT, add_options, dataclass_values
 from retriever.train_config import EncoderDistillConfig, RetrieverTrainConfig
 
 
@@ -24,12 +24,12 @@ def register(subparsers) -> None:
                         "test sets are refused")
     p.add_argument("--index", required=True, help="index folder with a BM25 index")
     add_output(p, "--output", required=True, help="JSON Lines to write; a rerun appends and skips finished questions")
-    p.add_argument("--k", type=int, default=20, help="passages retrieved per question")
-    p.add_argument("--limit", type=int, default=0, help="first N questions of each file (0: all)")
-    p.add_argument("--max-positives", type=int, default=0, help="positives kept per question (0: all in the top k)")
-    p.add_argument("--max-hard-negatives", type=int, default=0, help="hard negatives kept per question (0: all in the top k)")
-    p.add_argument("--batch-size", type=int, default=64, help="questions per BM25 batch (and per append)")
-    p.add_argument("--dev-fraction", type=float, default=0.0,
+    p.add_argument("--k", type=POSITIVE_INT, default=20, help="passages retrieved per question")
+    p.add_argument("--limit", type=COUNT, default=0, help="first N questions of each file (0: all)")
+    p.add_argument("--max-positives", type=COUNT, default=0, help="positives kept per question (0: all in the top k)")
+    p.add_argument("--max-hard-negatives", type=COUNT, default=0, help="hard negatives kept per question (0: all in the top k)")
+    p.add_argument("--batch-size", type=POSITIVE_INT, default=64, help="questions per BM25 batch (and per append)")
+    p.add_argument("--dev-fraction", type=FRACTION, default=0.0,
                    help="share of each source set aside before the positive filter as an unbiased dev split "
                         "(for choosing hybrid fusion); never trained on")
     add_output(p, "--dev-dir", folder=True, help="folder for the dev split, one SOURCE.dev.jsonl per source file")
@@ -46,13 +46,13 @@ def register(subparsers) -> None:
     p.add_argument("--train", required=True, help="DPR-format JSONL or JSON")
     add_output(p, "--output", required=True, help="JSON Lines to write (written whole, then renamed into place)")
     p.add_argument("--encoder", default="retriever", help="encoder that ranks the pool (name, shipped model or path)")
-    p.add_argument("--per-question", type=int, default=3, help="dense negatives appended per question")
-    p.add_argument("--depth", type=int, default=50, help="ranked contexts looked at per question")
-    p.add_argument("--skip-top", type=int, default=0,
+    p.add_argument("--per-question", type=POSITIVE_INT, default=3, help="dense negatives appended per question")
+    p.add_argument("--depth", type=POSITIVE_INT, default=50, help="ranked contexts looked at per question")
+    p.add_argument("--skip-top", type=COUNT, default=0,
                    help="acceptable candidates skipped at the top of each ranking (likely false negatives)")
     p.add_argument("--exclude", help="DPR file whose questions are left out (e.g. train-retriever's heldout.jsonl)")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--batch-size", type=POSITIVE_INT, default=64)
+    p.add_argument("--threads", type=COUNT, default=0)
     p.add_argument("--precision", default=None, choices=("auto", "fp32", "fp16", "bf16"),
                    help="autocast while encoding (default: the encoder's)")
     p.add_argument("--no-progress", action="store_true")
@@ -86,11 +86,11 @@ def register(subparsers) -> None:
     p.add_argument("--data", required=True, help="DPR-format JSONL/JSON (e.g. OUTPUT/heldout.jsonl of train-retriever)")
     p.add_argument("--encoder", nargs="+", default=["minilm"], help="encoder(s) to compare")
     p.add_argument("--question-encoder", help="separate question encoder (for a model trained with --separate-encoders)")
-    p.add_argument("--k", type=int, nargs="+", default=[1, 5, 20])
-    p.add_argument("--q-max-length", type=int, default=32)
-    p.add_argument("--p-max-length", type=int, default=160)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--k", type=POSITIVE_INT, nargs="+", default=[1, 5, 20])
+    p.add_argument("--q-max-length", type=POSITIVE_INT, default=32)
+    p.add_argument("--p-max-length", type=POSITIVE_INT, default=160)
+    p.add_argument("--batch-size", type=POSITIVE_INT, default=64)
+    p.add_argument("--threads", type=COUNT, default=0)
     p.add_argument("--bf16", action="store_true", help="bf16 autocast while encoding (fast on CPUs with AMX or AVX512-BF16)")
     p.add_argument("--json", action="store_true")
 
@@ -103,14 +103,14 @@ def register(subparsers) -> None:
     )
     p.add_argument("--index", required=True, help="index folder with bm25 and dense")
     p.add_argument("--questions", required=True, help="dev question file (test sets are refused)")
-    p.add_argument("--limit", type=int, default=0)
+    p.add_argument("--limit", type=COUNT, default=0)
     p.add_argument("--encoder", help="question encoder (default: the index's)")
-    p.add_argument("--alphas", type=float, nargs="+", default=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
-    p.add_argument("--rrf-k", type=int, nargs="+", default=[60])
-    p.add_argument("--candidates", type=int, default=100)
-    p.add_argument("--k", type=int, nargs="+", default=[1, 5, 20])
+    p.add_argument("--alphas", type=FRACTION, nargs="+", default=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+    p.add_argument("--rrf-k", type=COUNT, nargs="+", default=[60])
+    p.add_argument("--candidates", type=POSITIVE_INT, default=100)
+    p.add_argument("--k", type=POSITIVE_INT, nargs="+", default=[1, 5, 20])
     p.add_argument("--select", default="recall@20", help="metric to maximise (ties: mrr)")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=POSITIVE_INT, default=32)
     add_output(p, "--output", help="JSON file recording every setting's metrics and the choice")
     p.add_argument("--record", action="store_true",
                    help="write the choice into the index, where `--fusion auto` (the default) uses it")
@@ -126,7 +126,7 @@ def register(subparsers) -> None:
     )
     p.add_argument("--base", default="minilm", help="the model fine-tuning started from")
     p.add_argument("--tuned", required=True, help="the fine-tuned encoder")
-    p.add_argument("--weight", type=float, default=0.5, help="share of the tuned model (0: base, 1: tuned)")
+    p.add_argument("--weight", type=FRACTION, default=0.5, help="share of the tuned model (0: base, 1: tuned)")
     add_output(p, "--output", folder=True, required=True, help="folder for the interpolated encoder")
 
     p = add_command(

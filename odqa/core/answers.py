@@ -19,6 +19,8 @@ from typing import Iterable, Sequence
 
 import regex
 
+from odqa.core.errors import DataFormatError
+
 # DPR's SimpleTokenizer: runs of letters/digits/marks, or any single non-space non-control char.
 _TOKEN = regex.compile(r"[\p{L}\p{N}\p{M}]+|[^\p{Z}\p{C}]", flags=regex.IGNORECASE | regex.UNICODE | regex.MULTILINE)
 
@@ -33,20 +35,49 @@ def _answer_tokens(answer: str) -> tuple[str, ...]:
     return tuple(dpr_tokens(answer))
 
 
+_ESCAPE = re.compile(r"\\(.)", flags=re.DOTALL)
+
+
+def _answer_pattern(pattern: str, nfd: bool) -> str:
+    """`pattern` as matched: a backslash before a non-ASCII letter (CuratedTREC writes `Fran\\çois`) escapes
+    nothing in Python's `re` and is dropped, so that NFD, which splits `\\ç` into `\\c` and a combining mark,
+    cannot turn it into a bad escape."""
+    pattern = _ESCAPE.sub(lambda m: m.group(1) if not m.group(1).isascii() else m.group(0), pattern)
+    return unicodedata.normalize("NFD", pattern) if nfd else pattern
+
+
 @lru_cache(maxsize=4096)
-def _compile_regex(pattern: str) -> re.Pattern | None:
+def _compiled(pattern: str) -> re.Pattern | str:
+    """The pattern compiled, or why it does not compile."""
     try:
         return re.compile(pattern, flags=re.IGNORECASE | re.UNICODE | re.MULTILINE)
-    except re.error:
-        return None
+    except re.error as exc:
+        return str(exc)
+
+
+def _compile_regex(pattern: str) -> re.Pattern:
+    compiled = _compiled(pattern)
+    if isinstance(compiled, str):
+        raise DataFormatError(f"the answer regular expression {pattern!r} does not compile ({compiled})")
+    return compiled
+
+
+def answer_regex_error(pattern: str) -> str | None:
+    """Why a regex answer (CuratedTREC) cannot be used, or None: the question files refuse such a line, since
+    a pattern that does not compile could only ever count as a miss."""
+    for nfd in (False, True):
+        compiled = _compiled(_answer_pattern(pattern, nfd))
+        if isinstance(compiled, str):
+            return compiled
+    return None
 
 
 def has_answer(text: str, answers: Sequence[str], regex_answers: bool = False) -> bool:
     if regex_answers:
         text = unicodedata.normalize("NFD", text)
         for pattern in answers:
-            compiled = _compile_regex(unicodedata.normalize("NFD", pattern))
-            if compiled is not None and compiled.search(text):
+            compiled = _compile_regex(_answer_pattern(pattern, nfd=True))
+            if compiled.search(text):
                 return True
         return False
     return bool(answered_questions([text], [answers]))
@@ -130,7 +161,7 @@ def regex_match(prediction: str, patterns: Iterable[str]) -> float:
     """EM for regex answers (CuratedTREC), DrQA's and ORQA's official rule: a pattern matches at the start of
     the prediction (`re.match`, so "Sept 1987" counts for "Sept?(ember)?")."""
     for pattern in patterns:
-        compiled = _compile_regex(pattern)
-        if compiled is not None and compiled.match(prediction):
+        compiled = _compile_regex(_answer_pattern(pattern, nfd=False))
+        if compiled.match(prediction):
             return 1.0
     return 0.0

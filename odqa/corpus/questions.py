@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from odqa.core.answers import answer_regex_error
 from odqa.core.errors import DataFormatError
 
 
@@ -25,17 +26,21 @@ class QAItem:
     title: str = ""
     answer_starts: list[int] = field(default_factory=list)
     impossible: bool = False
+    line: int = 0  # where the file has lines (JSONL, TSV, text): the question's, for messages
 
 
 def load_questions(path: str | Path, limit: int | None = None, include_impossible: bool = False) -> list[QAItem]:
     path = Path(path)
+    if path.is_dir():
+        raise DataFormatError(f"{path} is a folder; pass a question file (one of the formats below --help names)")
     if not path.is_file():
         raise DataFormatError(f"question file not found: {path} (check the path)")
     items: list[QAItem] = []
     try:
         for item in _read(path, include_impossible):
             if not isinstance(item.question, str) or not item.question.strip():
-                raise DataFormatError(f"{path}: question {item.id!r} is empty or not a string ({item.question!r:.40}); "
+                where = f"{path}:{item.line}" if item.line else str(path)
+                raise DataFormatError(f"{where}: question {item.id!r} is empty or not a string ({item.question!r:.40}); "
                                       "fix or remove it")
             items.append(item)
             if limit is not None and len(items) >= limit:
@@ -46,6 +51,9 @@ def load_questions(path: str | Path, limit: int | None = None, include_impossibl
     except (KeyError, TypeError, AttributeError) as exc:
         raise DataFormatError(f"{path}: question {len(items) + 1} lacks a field its format needs "
                               f"({exc.__class__.__name__}: {exc}); fix or remove it") from exc
+    except RecursionError:
+        raise DataFormatError(f"{path}: JSON nested too deeply to read (after question {len(items)}); is it a "
+                              "question file?") from None
     if not items:
         raise DataFormatError(f"{path}: no questions found; is it a question file in a supported format?")
     return items
@@ -69,17 +77,17 @@ def _read(path: Path, include_impossible: bool) -> Iterator[QAItem]:
 
 def _text_lines(path: Path) -> Iterator[QAItem]:
     """One question a line, no answers (`odqa predict`); ids count lines from 0 as DPR's qas files do."""
-    with path.open(encoding="utf-8") as f:
+    with path.open(encoding="utf-8-sig") as f:  # -sig: a byte-order mark at the start is no question
         for lineno, line in enumerate(f, 1):
             if line.strip():
-                yield QAItem(str(lineno - 1), line.strip(), [])
+                yield QAItem(str(lineno - 1), line.strip(), [], line=lineno)
 
 
 def _jsonl(path: Path) -> Iterator[QAItem]:
     with path.open("rb") as f:
         for lineno, raw in enumerate(f, 1):
             try:
-                line = raw.decode("utf-8")
+                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
             except UnicodeDecodeError as exc:
                 raise DataFormatError(f"{path}:{lineno}: not UTF-8 text ({exc.reason}); re-encode the file "
                                       "as UTF-8") from exc
@@ -88,7 +96,7 @@ def _jsonl(path: Path) -> Iterator[QAItem]:
             try:
                 row = json.loads(line)
                 if "question" not in row and "_id" in row and "text" in row:  # BEIR queries.jsonl
-                    yield QAItem(str(row["_id"]), row["text"], [])
+                    yield QAItem(str(row["_id"]), row["text"], [], line=lineno)
                     continue
                 question = row["question"]
                 answers = row.get("answer", row.get("answers"))
@@ -97,14 +105,17 @@ def _jsonl(path: Path) -> Iterator[QAItem]:
                     f"{path}:{lineno}: expected a JSON object with 'question' (and 'answer'), or BEIR's '_id' and "
                     f"'text' ({exc.__class__.__name__}: {exc})"
                 ) from exc
+            except RecursionError:
+                raise DataFormatError(f"{path}:{lineno}: JSON nested too deeply to read; fix or remove this line") from None
+            regex = bool(row.get("regex", False))
+            answers = [] if answers is None else _answer_list(answers, path, lineno)
             yield QAItem(str(row.get("id", lineno - 1)), question,
-                         [] if answers is None else _answer_list(answers, path, lineno),
-                         regex=bool(row.get("regex", False)))
+                         _regex_answers(answers, path, lineno) if regex else answers, regex=regex, line=lineno)
 
 
 def _tsv(path: Path) -> Iterator[QAItem]:
     # csv handles the quoted fields some published qas files carry (TriviaQA dev), as DPR reads them
-    with path.open(encoding="utf-8", newline="") as f:
+    with path.open(encoding="utf-8-sig", newline="") as f:
         for lineno, cols in enumerate(csv.reader(f, delimiter="\t"), 1):
             if not any(c.strip() for c in cols):
                 continue
@@ -115,9 +126,9 @@ def _tsv(path: Path) -> Iterator[QAItem]:
                     raise DataFormatError(
                         f"{path}:{lineno}: second column must be a Python list of answers, got {cols[1][:60]!r}"
                     ) from exc
-                yield QAItem(str(lineno - 1), cols[0], _answer_list(answers, path, lineno))
+                yield QAItem(str(lineno - 1), cols[0], _answer_list(answers, path, lineno), line=lineno)
             elif len(cols) == 4:  # CuratedTREC: id, type, question, answer regex
-                yield QAItem(cols[0], cols[2], [cols[3]], regex=True)
+                yield QAItem(cols[0], cols[2], _regex_answers([cols[3]], path, lineno), regex=True, line=lineno)
             else:
                 raise DataFormatError(
                     f"{path}:{lineno}: expected 2 tab-separated columns (DPR qas) or 4 (CuratedTREC), got {len(cols)}"
@@ -126,7 +137,7 @@ def _tsv(path: Path) -> Iterator[QAItem]:
 
 def _json(path: Path, include_impossible: bool) -> Iterator[QAItem]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as exc:
         raise DataFormatError(f"{path}: not valid JSON ({exc})") from exc
     if isinstance(data, dict) and "data" in data:
@@ -292,6 +303,15 @@ def _squad_items(articles: list, include_impossible: bool) -> Iterator[QAItem]:
                     str(qa.get("id", "")), qa["question"], answers, context=context, title=title,
                     answer_starts=starts, impossible=impossible,
                 )
+
+
+def _regex_answers(patterns: list[str], path: Path, lineno: int) -> list[str]:
+    for pattern in patterns:
+        error = answer_regex_error(pattern)
+        if error:
+            raise DataFormatError(f"{path}:{lineno}: the answer {pattern!r} is not a valid regular expression "
+                                  f"({error}); fix or remove the line")
+    return patterns
 
 
 def _answer_list(answers, path: Path, lineno: int) -> list[str]:
