@@ -155,6 +155,21 @@ class AggregatedAnswer:
         to "no answer here", on one scale for every question (the input of calibration)."""
         return self.best.score - self.best.null_score
 
+    @property
+    def evidence(self) -> list[PassageSpan]:
+        """The places this very answer was found: the merged spans whose text is the answer's (normalised), one
+        per passage offset, best first. Spans merged because they hold the answer or lie inside it ("Portugal
+        and Brazil" for "Brazil") add to its share but are other answers, not evidence of this one."""
+        key = normalize_answer(self.best.text) or self.best.text.strip()
+        seen: set[tuple[int, int, int]] = set()
+        out = []
+        for sp in self.spans:
+            place = (sp.passage_index, sp.start_char, sp.end_char)
+            if place not in seen and (normalize_answer(sp.text) or sp.text.strip()) == key:
+                seen.add(place)
+                out.append(sp)
+        return out
+
 
 def _nested(start: int, end: int, sp: PassageSpan) -> bool:
     """The span [start, end) inside `sp` or `sp` inside it (both of one passage)."""

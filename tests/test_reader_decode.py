@@ -235,3 +235,20 @@ def test_decoding_snaps_a_subword_span_to_its_word():
     assert spans[0].text == "Tolstoy" and (spans[0].start_char, spans[0].end_char) == (11, 18)
     # "Tol" and "stoy" and "Tolstoy" are one character span, listed once
     assert [s.text for s in spans].count("Tolstoy") == 1
+
+
+def test_evidence_lists_only_the_places_the_same_answer_was_found():
+    """A longer span merged into an answer because it holds it ("Portugal and Brazil" for "Brazil") adds to its
+    share but is not evidence of it; the same answer found twice at one offset is listed once."""
+    text = "Portugal and Brazil"
+    spans = [
+        _span(0, "Brazil", 6.0, start=13),
+        _span(0, text, 5.0),
+        _span(1, "brazil", 4.0, start=20),
+        _span(2, "Brazil", 3.0, start=2),
+        _span(2, "Brazil", 2.0, start=2),  # the same place again
+    ]
+    top = aggregate(spans, [0.0] * 3, no_answer_threshold=None, top_n=1)[0]
+    assert top.text == "Brazil" and len(top.spans) == 5  # all of them add to the share
+    assert [(sp.passage_index, sp.start_char) for sp in top.evidence] == [(0, 13), (1, 20), (2, 2)]
+    assert all(normalize(sp.text) == "brazil" for sp in top.evidence)
