@@ -354,7 +354,7 @@ def run_squad_open(args) -> str:
             metrics = evaluate_retrieval(timed, items, KS_SQUAD, batch_size=32)
             search_qps = n_q / timed.seconds if timed.seconds else float("nan")
             log(f"{label}: {metrics}")
-            rows.append([label] + [fmt(metrics[f"recall@{k}"]) for k in KS_SQUAD] + [f"{metrics['mrr']:.4f}"]
+            rows.append([label] + [fmt(metrics[f"recall@{k}"]) for k in KS_SQUAD] + [f"{metrics['mrr']:.2f}"]
                         + [fmt(metrics[f"gold_recall@{k}"]) for k in KS_SQUAD]
                         + [fmt(search_qps, 1), fmt(metrics["questions_per_second"], 1)])
     timings = all_timings[encoders[0]] if encoders else all_timings["bm25"]
@@ -668,7 +668,7 @@ def nq_markdown(engines, timings, n_q, n_sub, n_passages, notes, args) -> str:
     for name in ("tantivy", "bm25s", "lucene"):
         if name in engines:
             m = engines[name]["metrics"]
-            rows.append([ENGINE_LABELS[name]] + [fmt(m[f"recall@{k}"]) for k in KS_NQ] + [f"{m['mrr']:.4f}", fmt(m["questions"])])
+            rows.append([ENGINE_LABELS[name]] + [fmt(m[f"recall@{k}"]) for k in KS_NQ] + [f"{m['mrr']:.2f}", fmt(m["questions"])])
     lines += [md_table(header, rows), ""]
     if "lucene" in engines:
         ref = engines["lucene"]["metrics"]
@@ -686,7 +686,7 @@ def nq_markdown(engines, timings, n_q, n_sub, n_passages, notes, args) -> str:
     for name in ("tantivy", "bm25s", "lucene", "rank-bm25"):
         if name in engines:
             m = engines[name]["sample"]
-            rows.append([ENGINE_LABELS[name]] + [fmt(m[f"recall@{k}"]) for k in KS_NQ] + [f"{m['mrr']:.4f}", fmt(m["questions"])])
+            rows.append([ENGINE_LABELS[name]] + [fmt(m[f"recall@{k}"]) for k in KS_NQ] + [f"{m['mrr']:.2f}", fmt(m["questions"])])
     lines += [md_table(header, rows), ""]
 
     lines += ["Speed and footprint. Search: a single-threaded loop of one query at a time, top 100, row ids only "
@@ -849,7 +849,7 @@ def run_nq_pool(args) -> str:
         for label, make in configs:
             metrics = evaluate_retrieval(make(), test_items, ks, batch_size=32)
             log(f"{label}: {metrics}")
-            rows.append([label] + [fmt(metrics[f"recall@{k}"]) for k in ks] + [f"{metrics['mrr']:.4f}"])
+            rows.append([label] + [fmt(metrics[f"recall@{k}"]) for k in ks] + [f"{metrics['mrr']:.2f}"])
     lines = [
         "## nq-pool: NQ test over the BM25 pool of its questions",
         "",

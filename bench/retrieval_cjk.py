@@ -181,7 +181,7 @@ def write_table(results: dict, tuning: list, chosen, args, argv) -> None:
             speed = f"{m['questions_per_second']:.1f}" if not label.startswith("hybrid") else "-"
             lines.append(f"| {label} | " + " | ".join(f"{m[f'recall@{k}']:.2f}" for k in KS) + " | "
                          + " | ".join(f"{m.get(f'gold_recall@{k}', float('nan')):.2f}" for k in KS)
-                         + f" | {m['mrr']:.4f} | {speed} |")
+                         + f" | {m['mrr']:.2f} | {speed} |")
         lines.append("")
     if tuning:
         name, count = tuning[0][0], tuning[0][1]
@@ -191,7 +191,7 @@ def write_table(results: dict, tuning: list, chosen, args, argv) -> None:
                   "| fusion | R@1 | R@5 | R@20 | MRR |", "|---|---|---|---|---|"]
         for _, _, setting, m in tuning:
             lines.append(f"| {fusion_label(*setting)} | {m['recall@1']:.2f} | {m['recall@5']:.2f} | "
-                         f"{m['recall@20']:.2f} | {m['mrr']:.4f} |")
+                         f"{m['recall@20']:.2f} | {m['mrr']:.2f} |")
         lines.append("")
     from odqa.core.device import FAST_BF16_FLAGS, cpu_model_and_flags
 

@@ -64,6 +64,9 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from odqa.core.logs import configure_cli_logging
+
+    configure_cli_logging(-1 if args.quiet else 1 if args.verbose else 0)
     try:
         check_outputs(args)  # every output path, before any work
         return int(args.func(args) or 0)

@@ -14,6 +14,7 @@ from odqa.core.device import DEVICE_HELP, check_device_name
 from odqa.core.errors import OdqaError
 from odqa.core.runtime import PRECISIONS, RUNTIMES
 from retriever.kinds import ELASTIC_FUSIONS, HYBRID_FUSIONS, RETRIEVERS, SERVER_RRF
+from reader.settings import ReaderSettings
 from retriever.registry import backend_of
 from odqa.core.settings import field_help as _help
 
@@ -79,36 +80,29 @@ class RetrievalConfig:
             raise OdqaError(f"config: retrieval.alpha must lie in [0, 1], got {self.alpha}")
 
 
+# the reader's defaults are its own (reader.settings.ReaderSettings): the [reader] section starts from them
+_READER = ReaderSettings()
+
+
 @dataclass
 class ReaderConfig:
     model: str = field(default="reader", metadata=_help(
         "reader checkpoint: 'reader' (shipped models/reader) or any extractive-QA name/path"))
     top_n: int = 5
-    max_answer_tokens: int = field(default=30, metadata=_help("longest answer span, in tokens"))
-    # "no answer" when no span beats its passage's null score minus 2. Chosen on dev with the weight below
-    # (figures in models/reader/README.md): it abstains mostly on questions their passages do not answer
-    # and almost never on questions they do
-    no_answer_threshold: float = -2.0
-    # span-logit bonus of a question's best-retrieved passage over its worst (scores min-max scaled per
-    # question). On dev 5 and 10 tie and beat 0 (retrieval ignored) and 20 (nearly retrieval order); 10
-    # reads the demo corpus's hybrid rankings better (both in models/reader/README.md)
-    retrieval_weight: float = 10.0
-    batch_size: int = 16
-    # with early stopping below: the best-ranked passage read first, whole; where its answer is unsure, the
-    # second whole and 80-word windows of the others. Chosen on the squad-open articles kept for choosing
-    # settings (bench/results/speed-avx2.md, "Early stopping")
-    focus_words: int = field(default=80, metadata=_help(
+    max_answer_tokens: int = field(default=_READER.max_answer_tokens, metadata=_help("longest answer span, in tokens"))
+    no_answer_threshold: float = _READER.no_answer_threshold
+    retrieval_weight: float = _READER.retrieval_weight
+    batch_size: int = _READER.batch_size
+    focus_words: int = field(default=_READER.focus_words, metadata=_help(
         "read only the run of each passage's sentences that best matches the question, at most this many words "
         "(reader/focus.py; 0: whole passages)", minimum=0))
-    whole_passages: int = field(default=2, metadata=_help(
+    whole_passages: int = field(default=_READER.whole_passages, metadata=_help(
         "with focus_words: read the first N passages of each question (retrieval order) whole, the rest focused",
         minimum=0))
-    # read a question's first N passages, the rest only when the best answer so far is unsure (its calibrated
-    # probability below early_stop_probability); a reader without a fitted calibration reads them all
-    early_stop_passages: int = field(default=1, metadata=_help(
+    early_stop_passages: int = field(default=_READER.early_stop_passages, metadata=_help(
         "read the first N passages of each question first and the rest only when the best answer so far has a "
         "calibrated probability below --early-stop-probability (0: read all at once)", minimum=0))
-    early_stop_probability: float = field(default=0.35, metadata=_help(
+    early_stop_probability: float = field(default=_READER.early_stop_probability, metadata=_help(
         "with early_stop_passages: how sure the best answer must be to stop reading", maximum=1))
     # calibration.json (run_qa.py fit-calibration); empty: the model folder's own, if it has one
     calibration: str = ""

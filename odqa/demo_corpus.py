@@ -8,15 +8,16 @@ encoder or a retrained one under the same name gets fresh ones.
 from __future__ import annotations
 
 import hashlib
-import sys
 from pathlib import Path
 from typing import Callable
 
 from indexes.manifest import FORMAT_VERSION
 from odqa.core.errors import OdqaError
+from odqa.core.logs import get_logger
 from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
 from odqa.core.paths import odqa_home  # noqa: F401 (re-exported: odqa.commands.qa and tests use it here)
 
+log = get_logger(__name__)
 DEMO_DIR = Path(__file__).resolve().parent / "demo"
 DEMO_ARTICLES = DEMO_DIR / "articles.jsonl"
 DEMO_QUESTIONS = DEMO_DIR / "questions.jsonl"
@@ -31,7 +32,7 @@ def _cached_build(kind: str, encoder: str, quiet: bool, build: Callable[[Path], 
     path = odqa_home() / f"demo-{kind}-{digest}"
     if not (path / "manifest.json").exists():
         if not quiet:
-            print(f"odqa: building the demo {kind} in {path} (first use only)...", file=sys.stderr, flush=True)
+            log.info("building the demo %s in %s (first use only)...", kind, path)
         build(path)
     return path
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import re
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,11 +13,13 @@ from indexes.layout import IndexLayout
 from odqa.config import OdqaConfig
 from odqa.core.errors import OdqaError
 from odqa.core.fusion import minmax_scale
+from odqa.core.logs import get_logger
 from odqa.core.protocols import Linker, Reader, Retriever
 from odqa.core.types import Answer, Mention, SearchHit
 from retriever.kinds import configured_retriever
 from retriever.registry import backend_of, open_index
 
+log = get_logger(__name__)
 MAX_QUESTION_CHARS = 500
 _HAS_WORD = re.compile(r"\w", re.UNICODE)
 
@@ -174,7 +175,7 @@ class Pipeline:
                                                       precision=self.config.precision, runtime=self.config.runtime)
             except OdqaError as exc:
                 self._linker_failed = str(exc)
-                print(f"odqa: entity linking is off: {exc}", file=sys.stderr)
+                log.warning("entity linking is off: %s", exc)
                 return None
         return self._linker
 
@@ -258,6 +259,11 @@ class Pipeline:
             result.timings["total"] = sum(result.timings.values())
             if not result.answers:
                 result.notices.append("no answer found in the retrieved passages")
+            elif not result.answers[0].calibrated:
+                result.notices.append(
+                    f"uncalibrated reader: {self.config.reader.model!r} has no calibration.json, so its score "
+                    f"{result.answers[0].probability:.2f} is no probability of being right and no answer is called "
+                    "confident (fit one with `odqa fit-calibration`)")
             elif not result.confident:
                 result.notices.append(
                     f"no confident answer: the best guess has p={result.answers[0].probability:.2f}, below the "

@@ -129,7 +129,8 @@ class Shell:
         if result.answers and not result.confident:
             self.say("  no confident answer; best guess:")
         for i, a in enumerate(result.answers, 1):
-            self.say(f"  {i}. {self._mark(a.text) if i == 1 else a.text}   p={a.probability:.2f}  score={a.score:.2f}  — {a.title}")
+            p = f"p={a.probability:.2f}" if a.calibrated else f"uncalibrated {a.probability:.2f}"
+            self.say(f"  {i}. {self._mark(a.text) if i == 1 else a.text}   {p}  score={a.score:.2f}  — {a.title}")
             if i == 1:
                 self.say(f"     {self.snippet(a.context, a.start, a.end)}")
                 if len({e["passage_id"] for e in a.evidence}) > 1:
@@ -166,7 +167,8 @@ class Shell:
                  f"({', '.join(sorted({h.source for h in result.passages}))})")
         rank = {h.passage.id: i for i, h in enumerate(result.passages, 1)}
         for a in result.answers:
-            self.say(f"  {a.text!r}: score {a.score:.2f}, p={a.probability:.2f}, from passage #{rank.get(a.passage_id, '?')} "
+            p = f"p={a.probability:.2f}" if a.calibrated else f"uncalibrated {a.probability:.2f}"
+            self.say(f"  {a.text!r}: score {a.score:.2f}, {p}, from passage #{rank.get(a.passage_id, '?')} "
                      f"{a.title} [{a.start}:{a.end}]")
         self.say("  " + " · ".join(f"{k} {v * 1000:.0f} ms" for k, v in result.timings.items()))
 

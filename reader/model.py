@@ -19,7 +19,8 @@ from odqa.core.runtime import (InferencePlan, LoadedFrom, OnnxModel, PerWeights,
 from odqa.core.types import Answer, Passage
 from reader.calibration import CALIBRATION_FILE, Calibration
 from reader.decode import AggregatedAnswer, PassageSpan, aggregate, decode_passage
-from reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS, DEFAULT_STRIDE, require_fast, tokenize_windows
+from reader.features import require_fast, tokenize_windows
+from reader.settings import QUESTION_TIME_SETTINGS, ReaderSettings
 
 if TYPE_CHECKING:
     import torch
@@ -28,33 +29,6 @@ DEFAULT_READER = "reader"  # resolves to models/reader
 # readers odqa ships (models/<name>), or will: a missing one is named as such rather than looked up on the hub
 SHIPPED_READERS = (DEFAULT_READER, "reader-multilingual")
 SETTINGS_FILE = "reader_config.json"
-
-
-@dataclass
-class ReaderSettings:
-    max_length: int = DEFAULT_MAX_LENGTH
-    stride: int = DEFAULT_STRIDE
-    max_query_tokens: int = DEFAULT_MAX_QUERY_TOKENS
-    max_answer_tokens: int = 30
-    no_answer_threshold: float | None = 0.0  # None: always answer
-    retrieval_weight: float = 0.0
-    temperature: float = 1.0
-    batch_size: int = 16  # windows per forward pass
-    spans_per_window: int = 20
-    # auto: bf16 on CPUs with native bf16 (AMX: 2x faster, AVX512-BF16: 1.7x; same F1) unless onnx int8 was
-    # timed faster there (odqa.core.cpu_choice), fp16 on CUDA, else onnx int8 (odqa.core.runtime; its F1
-    # against torch fp32 is in bench/speed.py's table)
-    precision: str = "auto"  # auto | fp32 | bf16 | fp16 | int8
-    runtime: str = "auto"  # auto | torch | onnx (odqa.core.runtime.plan_inference)
-    # read the first N passages of each question, the rest only when the best answer's calibrated probability
-    # is below early_stop_probability (0: read everything at once)
-    early_stop_passages: int = 0
-    early_stop_probability: float = 1.0
-    # read only the run of each passage's sentences that best matches the question, at most this many words
-    # (reader.focus; 0: whole passages)
-    focus_words: int = 0
-    # ... except the first N passages of each question (retrieval order), which are read whole
-    whole_passages: int = 0
 
 
 def _check_qa_architectures(name: str, architectures: list[str] | None) -> None:
@@ -138,8 +112,9 @@ class Reader:
     def from_pretrained(cls, name_or_path: str = DEFAULT_READER, device: str | None = None,
                         calibration: str | Path | None = None, **overrides) -> "Reader":
         """Load an extractive-QA checkpoint: a name (`reader` = the shipped models/reader), a folder, or a hub
-        name. Settings saved with the model (reader_config.json) apply unless overridden by keyword; so does
-        its calibration.json unless `calibration` names another file."""
+        name. Settings saved with the model (reader_config.json) apply unless overridden by keyword, but for the
+        question-time ones (reader.settings.QUESTION_TIME_SETTINGS: ReaderSettings' defaults unless overridden);
+        so does its calibration.json unless `calibration` names another file."""
         if not name_or_path or not str(name_or_path).strip():
             raise OdqaError("reader model name is empty; pass 'reader' or a checkpoint path")
         path = resolve_model(str(name_or_path))
@@ -152,7 +127,7 @@ class Reader:
         if cfg_file.is_file():
             saved = json.loads(cfg_file.read_text())
             for key, value in saved.items():
-                if hasattr(settings, key):
+                if hasattr(settings, key) and key not in QUESTION_TIME_SETTINGS:
                     setattr(settings, key, value)
         for key, value in overrides.items():
             if not hasattr(settings, key):
@@ -426,6 +401,7 @@ class Reader:
             text=a.best.text, score=float(a.score), probability=probability, passage_id=p.id, title=p.title,
             start=a.best.start_char, end=a.best.end_char, context=p.text, margin=float(a.margin),
             share=float(min(1.0, a.probability)), confident=not guessing and self.calibration.confident(probability),
+            calibrated=self.calibration.fitted,
             evidence=evidence,
         )
 

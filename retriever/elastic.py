@@ -18,18 +18,19 @@ document), and `hit.passage` is filled from the document's source, so no local s
 
 from __future__ import annotations
 
-import sys
 from typing import Sequence
 
 from indexes.elastic import (DEFAULT_TITLE_BOOST, ElasticArticlePassages, ElasticIndex, describe_hosts, passage_of,
                              settings_for)
 from odqa.core.errors import OdqaError
 from odqa.core.fusion import AUTO, Fusion, resolve_fusion
+from odqa.core.logs import get_logger
 from odqa.core.types import SearchHit
 from retriever.base import check_k
 from retriever.kinds import DENSE_OPTIONS, ELASTIC_FUSIONS, SERVER_RRF, configured_retriever, make_retriever
 
 FUSIONS = ELASTIC_FUSIONS
+log = get_logger(__name__)
 
 
 def to_hits(results: list[list[dict]], source: str) -> list[list[SearchHit]]:
@@ -189,7 +190,7 @@ class ElasticBackend:
                **dense_options):
         if not self.index.dim:
             # as an index folder built with --backends bm25: hybrid (the default) still answers
-            print(f"odqa: {self.describe()} holds no vectors, so hybrid retrieval falls back to bm25", file=sys.stderr)
+            log.warning("%s holds no vectors, so hybrid retrieval falls back to bm25", self.describe())
             return self.bm25()
         encoder, check_name = self._encoder(**{k: v for k, v in dense_options.items() if k in DENSE_OPTIONS})
         fusion, alpha, rrf_k = resolve_fusion(fusion, alpha, rrf_k, language=self.index.meta.get("language", "en"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -17,6 +16,7 @@ from indexes.manifest import Manifest
 from indexes.vector import FAISS_KINDS, VectorIndex
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.fusion import AUTO, resolve_fusion
+from odqa.core.logs import get_logger
 from odqa.core.optional import require
 from odqa.corpus.articles import StoreArticlePassages
 from odqa.corpus.store import DATA_FILE, PassageStore
@@ -25,6 +25,7 @@ from retriever.hybrid import HybridRetriever
 from retriever.kinds import make_retriever
 
 SHARDS = "shards"  # a sharded bundle manifest's list of its shard folders (indexes/shards.py)
+log = get_logger(__name__)
 TUNED_FUSION = "fusion"  # the bundle manifest's record of `tune-hybrid --record`
 
 
@@ -184,7 +185,7 @@ class IndexBundle:
     def hybrid(self, fusion: str = AUTO, alpha: float = 0.5, candidates: int = 100, rrf_k: int = 60, **dense_options):
         if DENSE not in self.backends and BM25 in self.backends:
             # hybrid is the default; an index built with --backends bm25 should still answer
-            print(f"odqa: {self.path} has no dense index, so hybrid retrieval falls back to bm25", file=sys.stderr)
+            log.warning("%s has no dense index, so hybrid retrieval falls back to bm25", self.path)
             return self.bm25()
         method, alpha, rrf_k = self.fusion_setting(fusion, alpha, rrf_k)
         return HybridRetriever(self.dense(**dense_options), self.bm25(), method=method, alpha=alpha,
@@ -293,7 +294,7 @@ def _check_encoder_weights(manifest: Manifest, name: str, folder: Path, accept: 
                f"retrained or replaced); rebuild the index with `run_qa.py index --encoder {name}`, or pass "
                "--accept-encoder-change (ODQA_ACCEPT_ENCODER_CHANGE=1) to search it anyway")
     if accept or os.environ.get("ODQA_ACCEPT_ENCODER_CHANGE") == "1":
-        print(f"odqa: warning: {message}", file=sys.stderr)
+        log.warning("warning: %s", message)
         return
     raise IndexMismatchError(message)
 

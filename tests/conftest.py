@@ -46,6 +46,16 @@ def _cpu_choice_by_flags():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _cli_logging_undone():
+    # a test that runs odqa.cli.main in-process installs the command line's handler on the `odqa` logger (which
+    # then stops propagating): the next test sees odqa's records in caplog again, as a library user's code would
+    yield
+    from odqa.core.logs import reset_cli_logging
+
+    reset_cli_logging()
+
+
 @pytest.fixture(scope="session")
 def bm25_index_of(tmp_path_factory):
     """`bm25_index_of(docs, name)`: a BM25-only index of `docs` ({"id", "title", "text"} rows) in a new folder."""

@@ -42,15 +42,24 @@ def test_search_prints_the_right_passage(small_index):
     data = json.loads(run("search", "--index", small_index / "idx", "--retriever", "dense", "--json", "--k", "1",
                           "highest mountain").stdout.strip().splitlines()[-1])
     assert data["hits"][0]["title"] == "Mount Everest"
+    # two quoted questions are searched apart, as `ask` answers them apart
+    lines = run("search", "--index", small_index / "idx", "--retriever", "bm25", "--json", "--k", "1",
+                "who discovered penicillin", "highest mountain").stdout.splitlines()
+    assert [json.loads(line)["hits"][0]["title"] for line in lines] == ["Penicillin", "Mount Everest"]
 
 
 @pytest.mark.parametrize("retriever", ["bm25", "dense", "hybrid"])
 def test_eval_retrieval_json_contract(small_index, retriever):
     proc = run("eval-retrieval", "--index", small_index / "idx", "--questions", small_index / "q.qa.tsv",
                "--retriever", retriever, "--k", "1", "2", "--json", "--per-question", small_index / f"{retriever}.jsonl")
-    metrics = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(proc.stdout.splitlines()) == 1  # under --json standard output holds the JSON alone
+    metrics = json.loads(proc.stdout)
     assert set(metrics) >= {"recall@1", "recall@2", "mrr", "questions", "seconds"}
     assert metrics["questions"] == 3 and metrics["recall@2"] == 100.0
+    # one unit (percent) and the JSON's names in the table, which goes to standard error
+    assert metrics["recall@1"] <= metrics["mrr"] <= metrics["recall@2"] and metrics["mrr"] >= 50.0
+    assert "| recall@1 % | recall@2 % | mrr % | questions |" in proc.stderr
+    assert f"| {metrics['recall@1']:.2f} | {metrics['recall@2']:.2f} | {metrics['mrr']:.2f} | 3 |" in proc.stderr
     rows = [json.loads(l) for l in (small_index / f"{retriever}.jsonl").read_text().splitlines()]
     assert len(rows) == 3 and rows[0]["first_hit_rank"] in (1, 2)
 

@@ -67,7 +67,8 @@ def test_evaluate_reader_and_cli_json_last_line(tmp_path, capsys):
     assert rc == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     metrics = json.loads(last)
-    assert set(metrics) == {"em", "f1", "questions", "seconds", "metric"} and metrics["metric"] == "squad"
+    assert set(metrics) == {"em", "f1", "questions", "seconds", "metric", "inference"} and metrics["metric"] == "squad"
+    assert metrics["inference"]["reader"]["runtime"] in ("torch", "onnx")  # as ask's and eval-qa's
     assert metrics["questions"] == 2  # v1 mode: the unanswerable question is left out
     assert 0 <= metrics["em"] <= metrics["f1"] <= 100
     preds = json.loads((tmp_path / "pred.json").read_text())

@@ -74,11 +74,11 @@ def test_rrf_fusion_of_trec_runs_scored_with_qrels(tmp_path):
     metrics = json.loads(proc.stdout.splitlines()[-1])
     # RRF: d1 1/61+1/62 > d3 1/63+1/61 > d2 1/62 > d4 1/63
     assert [line.split()[2] for line in (tmp_path / "fused.trec").read_text().splitlines()] == ["d1", "d3"]
-    assert (metrics["RR@10"], metrics["R@1"], metrics["R@2"], metrics["fusion"]) == (0.5, 0.0, 1.0, "rrf")
+    assert (metrics["MRR@10"], metrics["R@1"], metrics["R@2"], metrics["fusion"]) == (0.5, 0.0, 1.0, "rrf")
     # score fusion keeps the best score: the BM25 run's scale wins here
     proc = run("merge-runs", tmp_path / "a.trec", tmp_path / "b.trec", "--qrels", tmp_path / "qrels.tsv", "--k", "3",
                "--json")
-    assert json.loads(proc.stdout.splitlines()[-1])["RR@10"] == pytest.approx(1 / 3, abs=1e-4)
+    assert json.loads(proc.stdout.splitlines()[-1])["MRR@10"] == pytest.approx(1 / 3, abs=1e-4)
 
 
 def test_ids_with_whitespace_survive_a_trec_run(tmp_path):
@@ -111,7 +111,8 @@ def test_eval_retrieval_with_qrels_on_a_beir_style_set(tmp_path):
     proc = run("eval-retrieval", "--index", tmp_path / "idx", "--queries", tmp_path / "queries.jsonl", "--qrels",
                tmp_path / "test.tsv", "--retriever", "bm25", "--k", "1", "4", "--json", "--trec-run", tmp_path / "run.trec")
     metrics = json.loads(proc.stdout.splitlines()[-1])
-    assert "nDCG@10 | MRR@10 | R@1 | R@4" in proc.stdout and "1 of 3 questions have no relevance judgments" in proc.stderr
+    assert len(proc.stdout.splitlines()) == 1  # the table and the summaries go to standard error under --json
+    assert "nDCG@10 | MRR@10 | R@1 | R@4" in proc.stderr and "1 of 3 questions have no relevance judgments" in proc.stderr
     lines = [line.split() for line in (tmp_path / "run.trec").read_text().splitlines()]
     q1_docs = [line[2] for line in lines if line[0] == "q1"]
     # documents (what qrels judge), each once, though the index holds several passages of doc-a
@@ -123,7 +124,7 @@ def test_eval_retrieval_with_qrels_on_a_beir_style_set(tmp_path):
     qrels = {"q1": {"doc-a": 2, "doc-d": 1}, "q2": {"doc-b": 1}}
     expected = ir_measures.calc_aggregate([ir_measures.nDCG @ 10, ir_measures.RR @ 10, ir_measures.R @ 1],
                                           qrels, ir_measures.read_trec_run(str(tmp_path / "run.trec")))
-    assert metrics["questions"] == 2 and metrics["RR@10"] == 1.0 and metrics["R@4"] == 1.0
+    assert metrics["questions"] == 2 and metrics["MRR@10"] == 1.0 and metrics["R@4"] == 1.0
     assert metrics["R@1"] == pytest.approx(0.75)  # q1: one of its two relevant documents at 1; q2: its only one
     assert metrics["nDCG@10"] == pytest.approx(expected[ir_measures.nDCG @ 10], abs=1e-4)
     assert metrics["R@1"] == pytest.approx(expected[ir_measures.R @ 1], abs=1e-4)

@@ -120,7 +120,7 @@ def test_questions_run_onnx_fp32_under_auto_even_where_bulk_work_runs_bf16(monke
     assert plan_inference("cpu", question_time=True).label == "torch bf16"
 
 
-def test_an_encoder_reads_questions_and_passages_on_their_own_plans(monkeypatch, tmp_path, home, capsys):
+def test_an_encoder_reads_questions_and_passages_on_their_own_plans(monkeypatch, tmp_path, home, caplog):
     """One encoder, native bf16: encode_queries on onnx fp32, encode_passages (an index build) in bf16."""
     from linker.linker import Linker
     from odqa.core.encoder import TextEncoder
@@ -128,10 +128,11 @@ def test_an_encoder_reads_questions_and_passages_on_their_own_plans(monkeypatch,
 
     _machine(monkeypatch, fast_bf16=True, onnx=True)
     encoder = TextEncoder.from_pretrained(str(save_tiny_qa(tmp_path / "enc", qa=False)), device="cpu")
+    caplog.set_level("INFO", logger="odqa")
     encoder.encode_queries(["who built the eiffel tower?"])
-    assert "runs onnx fp32" in capsys.readouterr().err
+    assert "runs onnx fp32" in caplog.text
     encoder.encode_passages([p.text for p in PASSAGES])
-    assert "runs torch bf16" in capsys.readouterr().err
+    assert "runs torch bf16" in caplog.text
     linker = Linker.__new__(Linker)  # plan reads only the device, precision and runtime
     linker.device, linker.precision, linker.runtime = "cpu", "auto", "auto"
     assert linker.plan.label == "onnx fp32"
@@ -201,8 +202,13 @@ def _logits(reader, precision, runtime):
     return np.concatenate(starts), np.concatenate(ends)
 
 
-def test_onnx_reader_matches_torch_and_its_graph_is_cached_by_weights(tiny_dir, home, capsys):
+def test_onnx_reader_matches_torch_and_its_graph_is_cached_by_weights(tiny_dir, home, caplog):
+    import logging
+
     from reader.model import Reader
+
+    caplog.set_level("INFO", logger="odqa")
+    root_handlers = logging.getLogger().handlers[:]
 
     reader = Reader.from_pretrained(str(tiny_dir), device="cpu")
     ref_start, ref_end = _logits(reader, "fp32", "torch")
@@ -214,11 +220,13 @@ def test_onnx_reader_matches_torch_and_its_graph_is_cached_by_weights(tiny_dir, 
     assert reader.read("Who built the Eiffel Tower?", PASSAGES, no_answer_threshold=None)
     graphs = sorted(home.glob("onnx/reader-*"))
     assert len(graphs) == 1 and (graphs[0] / "model.onnx").is_file() and (graphs[0] / "model.int8.onnx").is_file()
-    assert "building" in capsys.readouterr().err
+    assert "building" in caplog.text
+    assert logging.getLogger().handlers == root_handlers  # the int8 export left no root handler behind
+    caplog.clear()
 
     again = Reader.from_pretrained(str(tiny_dir), device="cpu", precision="int8", runtime="onnx")
     again.read("Who built the Eiffel Tower?", PASSAGES)
-    assert "building" not in capsys.readouterr().err  # same weights: the cached graph
+    assert "building" not in caplog.text  # same weights: the cached graph
     assert sorted(home.glob("onnx/reader-*")) == graphs
 
     with torch.no_grad():  # weights changed in place (as an optimiser step does): a new graph, new logits

@@ -25,18 +25,31 @@ def _run(cmd, **kwargs):
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """(venv python, env): odqa from the wheel; its dependencies (torch, ...) from this interpreter's
-    site-packages, so nothing is downloaded."""
+    site-packages, so nothing is downloaded. The venv is made without --system-site-packages, which from a venv's
+    interpreter would expose the base interpreter's packages instead: a .pth file names this interpreter's own
+    site-packages folders (plain paths: their .pth files, an editable odqa's among them, are not run)."""
     root = tmp_path_factory.mktemp("wheel")
     _run([sys.executable, "-m", "pip", "wheel", str(REPO_ROOT), "--no-deps", "--no-build-isolation", "-q",
           "-w", str(root / "dist")])
     wheel, = (root / "dist").glob("odqa-*.whl")
-    _run([sys.executable, "-m", "venv", "--system-site-packages", str(root / "venv")])
+    _run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")])
     python = root / "venv" / "bin" / "python"
+    venv_site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
+    (venv_site / "odqa-test-dependencies.pth").write_text("".join(f"{p}\n" for p in _dependency_folders()))
     # --ignore-installed: this interpreter may hold an editable odqa; the venv gets its own from the wheel
     _run([str(python), "-m", "pip", "install", "--no-deps", "--ignore-installed", "-q", str(wheel)])
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PATH=f"{python.parent}:{env['PATH']}")
     return python, env, root
+
+
+def _dependency_folders() -> list[str]:
+    """The folders this interpreter imports installed packages from (a venv's own and, where it sees them, the
+    base interpreter's), without the source tree."""
+    import site
+
+    folders = [*site.getsitepackages(), site.getusersitepackages()]
+    return [f for f in dict.fromkeys(folders) if Path(f).is_dir() and Path(f).resolve() != REPO_ROOT]
 
 
 def test_wheel_runs_outside_the_source_tree(installed, tmp_path):

@@ -22,6 +22,10 @@ def add_command(subparsers, name: str, help: str, example: str, func) -> argpars
         name, help=help, description=help, epilog=f"Example:\n  {example}", formatter_class=HelpFormatter
     )
     parser.set_defaults(func=func)
+    chatter = parser.add_mutually_exclusive_group()
+    chatter.add_argument("-q", "--quiet", action="store_true",
+                         help="odqa's notes on standard error: warnings and errors only")
+    chatter.add_argument("-v", "--verbose", action="store_true", help="debug messages too, on standard error")
     return parser
 
 

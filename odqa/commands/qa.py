@@ -26,7 +26,7 @@ def register(subparsers) -> None:
     _pipeline_flags(p)
 
     p = add_command(subparsers, "shell", "Interactive QA shell (reads one line at a time when stdin is not a terminal).",
-                    "odqa shell --index indexes/wiki --retriever hybrid", run_shell)
+                    "odqa shell --index work_indexes/wiki --retriever hybrid", run_shell)
     _pipeline_flags(p)
 
     p = add_command(subparsers, "eval-qa", "End-to-end EM/F1 of the top answer, with retrieval recall@k of the same run.",
@@ -103,7 +103,7 @@ def run_predict(args) -> int:
                 print(json.dumps({
                     "id": item.id, "question": item.question, "answer": best.text if best else None,
                     "probability": round(best.probability, 4) if best else None, "confident": result.confident,
-                    "passages": [hit.passage_id for hit in result.passages],
+                    "calibrated": best.calibrated if best else None, "passages": [hit.passage_id for hit in result.passages],
                 }, ensure_ascii=False), flush=True)
             bar.update(len(batch))
     return 0
@@ -148,9 +148,11 @@ def _eval(pipeline, path, limit, ks, per_question, as_json) -> dict:
         ks = [k for k in ks if k <= depth] or [depth]
     items = with_answers(load_questions(path, limit=limit), path)
     metrics = QAEvaluator(items, ks, k=depth, per_question=per_question)(pipeline)
-    print(f"EM {metrics['em']:.2f}  F1 {metrics['f1']:.2f}  " +
-          "  ".join(f"R@{k} {metrics[f'recall@{k}']:.2f}" for k in ks) +
-          f"  ({metrics['questions']} questions, {metrics['questions_per_second']} q/s)")
+    # the JSON's names and units (percent); under --json standard output holds the JSON alone
+    print(f"em {metrics['em']:.2f}  f1 {metrics['f1']:.2f}  " +
+          "  ".join(f"recall@{k} {metrics[f'recall@{k}']:.2f}" for k in ks) +
+          f"  (percent; {metrics['questions']} questions, {metrics['questions_per_second']} q/s)",
+          file=sys.stderr if as_json else sys.stdout)
     metrics["inference"] = pipeline.inference_plans()
     if as_json:
         print_json_last(metrics)
@@ -167,6 +169,6 @@ def run_demo(args) -> int:
 
     if sys.stdin.isatty() and sys.stdout.isatty():
         return run_shell(args)
-    print("odqa demo: no terminal, so answering the 100 demo questions instead of opening the shell.")
+    print("odqa demo: no terminal, so answering the 100 demo questions instead of opening the shell.", file=sys.stderr)
     _eval(make_pipeline(args), DEMO_QUESTIONS, None, [1, 5, 10], None, True)
     return 0

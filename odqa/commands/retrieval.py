@@ -16,7 +16,7 @@ from odqa.indexing import BACKENDS, FAST_PASSAGE_ENCODER, IndexSpec
 
 def register(subparsers) -> None:
     p = add_command(subparsers, "index", "Build BM25 and dense indexes for a corpus file or folder.",
-                    "odqa index --corpus ../shared/data/wiki/enwiki-AA.jsonl.xz --out indexes/wiki-aa", run_index)
+                    "odqa index --corpus ../shared/data/wiki/enwiki-AA.jsonl.xz --out work_indexes/wiki-aa", run_index)
     p.add_argument("--corpus", required=True, help="JSONL (.gz/.xz/.bz2; BEIR corpus.jsonl, Pyserini contents), "
                    "WikiExtractor folder, DPR passage TSV, SQuAD JSON, CSV/TSV with a header, Parquet, Arrow, or a "
                    "datasets save_to_disk folder")
@@ -50,7 +50,7 @@ def register(subparsers) -> None:
     p.add_argument("index", help="index folder built by `run_qa.py index`")
 
     p = add_command(subparsers, "search", "Show the top passages for each question.",
-                    'odqa search --index indexes/wiki-aa "who founded the Visigoth kingdom"', run_search)
+                    'odqa search --index work_indexes/wiki-aa "who founded the Visigoth kingdom"', run_search)
     p.add_argument("question", nargs="+", help="one or more quoted questions; unquoted words make one question")
     _index_flags(p)
     p.add_argument("--k", type=POSITIVE_INT, help="passages to show (default 5, or the corpus size if smaller)")
@@ -60,7 +60,7 @@ def register(subparsers) -> None:
     add_config_flag(p)
 
     p = add_command(subparsers, "eval-retrieval", "Top-k retrieval accuracy (DPR-style answer match), MRR, gold-passage recall.",
-                    "odqa eval-retrieval --index indexes/wiki --questions ../shared/data/dpr-qas/nq-test.qa.tsv "
+                    "odqa eval-retrieval --index work_indexes/wiki --questions ../shared/data/dpr-qas/nq-test.qa.tsv "
                     "--retriever bm25 --limit 500 --k 1 5 20 100 --json", run_eval)
     _index_flags(p, retriever=False)
     p.add_argument("--questions", "--queries", dest="questions", required=True,
@@ -262,8 +262,9 @@ def run_eval(args) -> int:
 def _report(metrics: dict, config, ks, format_table, args) -> int:
     """The metrics table, the speed line and, with --json, the metrics as the last line (both kinds of evaluation)."""
     metrics["retriever"] = config.retrieval.retriever
-    print(format_table(metrics, ks))
-    print(f"{metrics['questions']} questions in {metrics['seconds']} s ({metrics['questions_per_second']} q/s)")
+    out = sys.stderr if args.json else sys.stdout  # under --json standard output holds the JSON alone
+    print(format_table(metrics, ks), file=out)
+    print(f"{metrics['questions']} questions in {metrics['seconds']} s ({metrics['questions_per_second']} q/s)", file=out)
     if args.json:
         print_json_last(metrics)
     return 0
@@ -327,7 +328,7 @@ def run_merge(args) -> int:
                         "FILE, or merge eval-retrieval --run-out / --dpr-json runs")
     metrics["runs"] = len(args.runs)
     metrics["fusion"] = args.fusion
-    print(table)
+    print(table, file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print_json_last(metrics)
     return 0

@@ -31,14 +31,16 @@ import hashlib
 import json
 import os
 import platform
-import sys
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
 from odqa.core.atomic import write_json_atomic
+from odqa.core.logs import get_logger
 from odqa.core.paths import odqa_home
+
+log = get_logger(__name__)
 
 # bf16 keeps the reader's F1 (bench/results/speed-avx512-bf16.md: 87.43 vs 86.53 in int8); int8 must be clearly
 # faster to be worth that, beyond the few per cent two timings on a busy machine differ by
@@ -129,13 +131,12 @@ def int8_or_bf16(timer: Callable[[], ProbeTiming]) -> CpuChoice:
     kept = kept_choice(path)
     if kept is not None:
         return kept
-    print("odqa: timing bf16 against int8 on this CPU, once (5-10 s; kept in "
-          f"{path.parent})...", file=sys.stderr, flush=True)
+    log.info("timing bf16 against int8 on this CPU, once (5-10 s; kept in %s)...", path.parent)
     try:
         timing = timer()
         choice = verdict(timing.bf16_ms, timing.int8_ms)
     except Exception as exc:  # noqa: BLE001 - a failed timing must not cost the answer: the flags decide, unkept
-        print(f"odqa: the timing failed ({type(exc).__name__}: {exc}); the CPU flags decide", file=sys.stderr)
+        log.warning("the timing failed (%s: %s); the CPU flags decide", type(exc).__name__, exc)
         return CpuChoice(flags_prefer_int8(_cpuinfo()), "flags")
     return _kept_unless_busy(path, choice, timing.cpu_share)
 
@@ -152,8 +153,8 @@ def _kept_unless_busy(path: Path, choice: CpuChoice, cpu_share: float) -> CpuCho
             busy = 1
         if busy < BUSY_TIMINGS:
             busy_count.write_text(str(busy))
-            print(f"odqa: other work had {1 - cpu_share:.0%} of the cores while timing, which favours int8: "
-                  "bf16 this run, timed again next run", file=sys.stderr)
+            log.info("other work had %.0f%% of the cores while timing, which favours int8: bf16 this run, timed "
+                     "again next run", 100 * (1 - cpu_share))
             return CpuChoice(False, f"int8 timed {choice.int8_speedup:.2f}x bf16's speed on a busy machine, "
                                     "not trusted: timed again next run")
     write_json_atomic(path, {**asdict(choice), "version": CHOICE_VERSION, "cpu_share": round(cpu_share, 3)})

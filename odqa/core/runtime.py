@@ -43,7 +43,10 @@ import numpy as np
 
 from odqa.core.cpu_choice import PROBE_BATCH, PROBE_ROUNDS, PROBE_SHAPE, ProbeTiming, int8_or_bf16
 from odqa.core.errors import OdqaError
+from odqa.core.logs import get_logger, root_logging_kept
 from odqa.core.paths import odqa_home
+
+log = get_logger(__name__)
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
 RUNTIMES = ("auto", "torch", "onnx")
@@ -133,11 +136,12 @@ _announced: set[tuple[str, str]] = set()
 
 
 def announce(component: str, plan: InferencePlan) -> None:
-    """Print the plan of a component once per process (stderr keeps stdout's answers and JSON clean)."""
+    """Log the plan of a component once per process (the command line shows it on stderr, which keeps stdout's
+    answers and JSON clean)."""
     if (component, plan.label) in _announced:
         return
     _announced.add((component, plan.label))
-    print(f"odqa: {component} runs {plan.label} ({plan.reason})", file=sys.stderr, flush=True)
+    log.info("%s runs %s (%s)", component, plan.label, plan.reason)
 
 
 def weights_fingerprint(module) -> str:
@@ -280,8 +284,8 @@ class OnnxModel:
         folder = target.parent
         if not target.is_file():
             if not quiet:
-                print(f"odqa: building the {'int8 ' if int8 else ''}ONNX graph of the {kind} in {folder} "
-                      "(once per model)...", file=sys.stderr, flush=True)
+                log.info("building the %sONNX graph of the %s in %s (once per model)...", "int8 " if int8 else "",
+                         kind, folder)
             if int8 and (folder / "model.onnx").is_file():
                 _quantise_cached(folder)
             else:
@@ -374,12 +378,13 @@ def _find_same(clone, original, wanted):
 
 
 def _optimise(source: Path, target: Path, config) -> None:
-    from onnxruntime.transformers.optimizer import MODEL_TYPES, optimize_model
+    with root_logging_kept():  # the optimiser's modules log through the root logger too
+        from onnxruntime.transformers.optimizer import MODEL_TYPES, optimize_model
 
-    model_type = config.model_type if config.model_type in MODEL_TYPES else "bert"
-    optimised = optimize_model(str(source), model_type=model_type, num_heads=int(config.num_attention_heads),
-                               hidden_size=int(config.hidden_size), opt_level=1)
-    optimised.save_model_to_file(str(target))
+        model_type = config.model_type if config.model_type in MODEL_TYPES else "bert"
+        optimised = optimize_model(str(source), model_type=model_type, num_heads=int(config.num_attention_heads),
+                                   hidden_size=int(config.hidden_size), opt_level=1)
+        optimised.save_model_to_file(str(target))
 
 
 def _quantise(source: Path, target: Path) -> None:
@@ -387,8 +392,9 @@ def _quantise(source: Path, target: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     # fused nodes (Attention, SkipLayerNormalization) have no shape-inferred types; their outputs are float
-    quantize_dynamic(str(source), str(target), per_channel=True, weight_type=QuantType.QInt8,
-                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    with root_logging_kept():  # its warnings would install a root handler that outlives the call
+        quantize_dynamic(str(source), str(target), per_channel=True, weight_type=QuantType.QInt8,
+                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
 
 
 def time_bf16_and_int8(rounds: int = PROBE_ROUNDS) -> ProbeTiming:

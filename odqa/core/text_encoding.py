@@ -38,13 +38,44 @@ def encoder_kind(path: str) -> str:
     return "transformers"
 
 
+# the module configuration files sentence-transformers reads, in its order (the older names: its early versions')
+ST_MODULE_CONFIGS = ("sentence_bert_config.json", "sentence_roberta_config.json", "sentence_distilbert_config.json",
+                     "sentence_camembert_config.json", "sentence_albert_config.json",
+                     "sentence_xlm-roberta_config.json", "sentence_xlnet_config.json")
+
+
 def encoder_max_length(name_or_path: str) -> int:
     """The passage length an encoder was made for, as TextEncoder.from_pretrained applies it when given none: a
-    sentence-transformers folder's max_seq_length (multilingual e5: 512), else DEFAULT_MAX_LENGTH."""
-    config = Path(resolve_model(name_or_path)) / "sentence_bert_config.json"
-    if config.is_file():
-        return int(json.loads(config.read_text()).get("max_seq_length") or DEFAULT_MAX_LENGTH)
+    sentence-transformers folder's max_seq_length, found as sentence-transformers finds it (multilingual e5: 512),
+    else DEFAULT_MAX_LENGTH."""
+    folder = Path(resolve_model(name_or_path))
+    if encoder_kind(str(folder)) == "sentence-transformers":
+        return sentence_transformers_max_length(folder) or DEFAULT_MAX_LENGTH
     return DEFAULT_MAX_LENGTH
+
+
+def sentence_transformers_max_length(folder: Path) -> int | None:
+    """sentence-transformers' rules for its Transformer module's limit, from the files alone (no weights loaded):
+    the module configuration's max_seq_length (older versions save it there), else a model_max_length it passes
+    to the tokenizer, else the tokenizer_config.json's model_max_length (where version 6 saves it); capped by the
+    model's max_position_embeddings where the limit came from the tokenizer. None where no file says."""
+    modules = json.loads((folder / "modules.json").read_text())
+    transformer = next((m for m in modules if str(m.get("type", "")).endswith("Transformer")), None)
+    module = folder / (transformer or {}).get("path", "")
+    config = next((json.loads((module / name).read_text()) for name in ST_MODULE_CONFIGS
+                   if (module / name).is_file()), {})
+    if config.get("max_seq_length"):
+        return int(config["max_seq_length"])
+    for kwargs in (config.get("processor_kwargs"), config.get("tokenizer_args")):
+        if isinstance(kwargs, dict) and kwargs.get("model_max_length"):
+            return int(kwargs["model_max_length"])
+    tokenizer = module / "tokenizer_config.json"
+    length = json.loads(tokenizer.read_text()).get("model_max_length") if tokenizer.is_file() else None
+    if not isinstance(length, (int, float)) or length >= 1e9:  # transformers' "no limit" is 1e30
+        return None
+    model = module / "config.json"
+    positions = json.loads(model.read_text()).get("max_position_embeddings", -1) if model.is_file() else -1
+    return int(min(length, positions)) if positions not in (None, -1) else int(length)
 
 
 def _retriever_info(name_or_path: str) -> dict:

@@ -89,6 +89,9 @@ class Answer:
     margin: float = 0.0
     share: float = 0.0
     confident: bool = True  # probability at or above the reader's threshold for "no confident answer"
+    # False: the reader has no fitted calibration (calibration.json), so `probability` is sigmoid(margin), a score
+    # rather than P(correct), and no answer is confident
+    calibrated: bool = True
     evidence: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

@@ -10,7 +10,6 @@ abstracts with a large `index --words`) needs no collapsing.
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from pathlib import Path
 from typing import Sequence
@@ -19,10 +18,12 @@ from tqdm.auto import tqdm
 
 from odqa.core.atomic import atomic_file
 from odqa.core.errors import OdqaError
+from odqa.core.logs import get_logger
 from odqa.core.types import SearchHit
 from odqa.corpus.questions import QAItem
 from odqa.eval.run_formats import TrecRunWriter
 
+log = get_logger(__name__)
 NDCG_AT = 10
 MRR_AT = 10
 PASSAGES_PER_DOCUMENT = 3  # passages asked for per document wanted, before collapsing to documents
@@ -59,7 +60,9 @@ def score_run(run: dict[str, list[tuple[str, float]]], qrels: dict[str, dict[str
     scores = ir_measures.calc_aggregate(measures(ks), {q: qrels[q] for q in judged},
                                         {q: dict(docs) for q, docs in judged.items()})
     metrics = {str(measure): round(float(value), 4) for measure, value in scores.items()}
-    metrics = {name: metrics[name] for name in map(str, measures(ks))}  # in the order of the table
+    # in the order of the table, under its names (ir-measures' RR@10 is MRR@10, the mean over the questions)
+    metrics = {name.replace("RR@", "MRR@") if name.startswith("RR@") else name: metrics[name]
+               for name in map(str, measures(ks))}
     metrics["questions"] = len(judged)
     return metrics
 
@@ -71,8 +74,8 @@ def evaluate_qrels(retriever, items: Sequence[QAItem], qrels: dict[str, dict[str
     rankings as a TREC run."""
     kept = [item for item in items if item.id in qrels]
     if len(kept) < len(items):
-        print(f"odqa: {len(items) - len(kept)} of {len(items)} questions have no relevance judgments in the qrels "
-              "and are left out (as BEIR does)", file=sys.stderr)
+        log.warning("%d of %d questions have no relevance judgments in the qrels and are left out (as BEIR does)",
+                    len(items) - len(kept), len(items))
     if not kept:
         raise OdqaError("no question has relevance judgments: the question ids and the qrels' query ids differ "
                         "(pass the queries and qrels of one set)")
@@ -102,8 +105,9 @@ def evaluate_qrels(retriever, items: Sequence[QAItem], qrels: dict[str, dict[str
 
 
 def format_table(metrics: dict, ks: Sequence[int]) -> str:
-    names = [f"nDCG@{NDCG_AT}", f"RR@{MRR_AT}", *(f"R@{k}" for k in ks)]
-    header = "| " + " | ".join(n.replace("RR@", "MRR@") for n in names) + " | questions |"
+    """The metrics under their JSON names, as fractions (trec_eval's)."""
+    names = [f"nDCG@{NDCG_AT}", f"MRR@{MRR_AT}", *(f"R@{k}" for k in ks)]
+    header = "| " + " | ".join(names) + " | questions |"
     rule = "|" + "---|" * (len(names) + 1)
     row = "| " + " | ".join(f"{metrics[n]:.4f}" for n in names) + f" | {metrics['questions']} |"
     return "\n".join([header, rule, row])

@@ -67,7 +67,8 @@ def summarize(results: Sequence[QuestionResult], ks: Sequence[int]) -> dict:
     metrics: dict = {}
     for k in ks:
         metrics[f"recall@{k}"] = round(100.0 * sum(r.first_hit_rank is not None and r.first_hit_rank <= k for r in results) / n, 2) if n else 0.0
-    metrics["mrr"] = round(sum(1.0 / r.first_hit_rank for r in results if r.first_hit_rank) / n, 4) if n else 0.0
+    # in percent, as the recalls beside it
+    metrics["mrr"] = round(100.0 * sum(1.0 / r.first_hit_rank for r in results if r.first_hit_rank) / n, 2) if n else 0.0
     with_gold = [r for r in results if r.item.context]
     if with_gold:
         for k in ks:
@@ -163,10 +164,11 @@ def run_row(r: QuestionResult) -> dict:
 
 
 def format_table(metrics: dict, ks: Sequence[int]) -> str:
-    header = "| " + " | ".join(f"R@{k}" for k in ks) + " | MRR | questions |"
+    """The metrics under their JSON names, every one in percent."""
+    header = "| " + " | ".join(f"recall@{k} %" for k in ks) + " | mrr % | questions |"
     rule = "|" + "---|" * (len(ks) + 2)
-    row = "| " + " | ".join(f"{metrics[f'recall@{k}']:.2f}" for k in ks) + f" | {metrics['mrr']:.4f} | {metrics['questions']} |"
+    row = "| " + " | ".join(f"{metrics[f'recall@{k}']:.2f}" for k in ks) + f" | {metrics['mrr']:.2f} | {metrics['questions']} |"
     lines = [header, rule, row]
     if f"gold_recall@{ks[0]}" in metrics:
-        lines.append("| " + " | ".join(f"{metrics[f'gold_recall@{k}']:.2f}" for k in ks) + " | (gold passage) | |")
+        lines.append("| " + " | ".join(f"{metrics[f'gold_recall@{k}']:.2f}" for k in ks) + " | (gold_recall@k %) | |")
     return "\n".join(lines)

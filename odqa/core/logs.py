@@ -1,0 +1,75 @@
+"""odqa's messages go through `logging`, under the `odqa` logger: a library call prints nothing itself (Python's
+last-resort handler shows warnings where the application configured none), and the command line installs one
+handler on `odqa` (never on the root logger) that writes `odqa: message` lines to standard error, with
+`--quiet` (warnings and errors only) and `--verbose` (debug messages too)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+
+ROOT = "odqa"
+_CLI_HANDLER = "odqa-cli"
+
+
+def get_logger(module: str) -> logging.Logger:
+    """The logger of a module of this project, under `odqa` (`indexes.vector` -> `odqa.indexes.vector`)."""
+    return logging.getLogger(module if module == ROOT or module.startswith(ROOT + ".") else f"{ROOT}.{module}")
+
+
+def configure_cli_logging(verbosity: int = 0) -> None:
+    """The command line's handler on the `odqa` logger: INFO and up (`verbosity` -1: WARNING, 1: DEBUG) to standard
+    error as `odqa: message`. Installed once; calling again only changes the level."""
+    logger = logging.getLogger(ROOT)
+    logger.setLevel(logging.WARNING if verbosity < 0 else logging.DEBUG if verbosity > 0 else logging.INFO)
+    if not any(h.get_name() == _CLI_HANDLER for h in logger.handlers):
+        handler = logging.StreamHandler(_Stderr())
+        handler.set_name(_CLI_HANDLER)
+        handler.setFormatter(logging.Formatter("odqa: %(message)s"))
+        logger.addHandler(handler)
+    logger.propagate = False  # the root logger's handlers (a user's, a library's) do not repeat the lines
+
+
+def reset_cli_logging() -> None:
+    """Undo `configure_cli_logging` (a process that ran the command line in-process, as the tests do)."""
+    logger = logging.getLogger(ROOT)
+    for handler in [h for h in logger.handlers if h.get_name() == _CLI_HANDLER]:
+        logger.removeHandler(handler)
+    logger.setLevel(logging.NOTSET)
+    logger.propagate = True
+
+
+class _Stderr:
+    """sys.stderr as it is at each write (tests and shells swap it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def root_logging_kept(into: str = "odqa.core.runtime"):
+    """Run third-party code that logs through the root logger (onnxruntime's quantiser and optimiser call
+    `logging.warning`, which installs a root handler where there is none) without leaving a handler behind:
+    their records go to the `into` logger at DEBUG, and the root logger's handlers and level are restored."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    forward = _Forward(get_logger(into))
+    root.handlers = [forward]
+    try:
+        yield
+    finally:
+        root.handlers = handlers
+        root.setLevel(level)
+
+
+class _Forward(logging.Handler):
+    def __init__(self, target: logging.Logger):
+        super().__init__()
+        self.target = target
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.target.debug("%s: %s", record.name, record.getMessage())

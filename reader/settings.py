@@ -1,0 +1,51 @@
+"""How a reader reads: the one owner of its defaults. The pipeline's [reader] config section (odqa.config.ReaderConfig)
+takes its defaults from here, so `ask`, `eval-reader` and a library user's `Reader.from_pretrained` read alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS, DEFAULT_STRIDE
+
+
+@dataclass
+class ReaderSettings:
+    max_length: int = DEFAULT_MAX_LENGTH
+    stride: int = DEFAULT_STRIDE
+    max_query_tokens: int = DEFAULT_MAX_QUERY_TOKENS
+    max_answer_tokens: int = 30
+    # "no answer" when no span beats its passage's null score minus 2. Chosen on dev with the weight below
+    # (figures in models/reader/README.md): it abstains mostly on questions their passages do not answer
+    # and almost never on questions they do. None: always answer
+    no_answer_threshold: float | None = -2.0
+    # span-logit bonus of a question's best-retrieved passage over its worst (scores min-max scaled per
+    # question). On dev 5 and 10 tie and beat 0 (retrieval ignored) and 20 (nearly retrieval order); 10
+    # reads the demo corpus's hybrid rankings better (both in models/reader/README.md)
+    retrieval_weight: float = 10.0
+    temperature: float = 1.0
+    batch_size: int = 16  # windows per forward pass
+    spans_per_window: int = 20
+    # auto: bf16 on CPUs with native bf16 (AMX: 2x faster, AVX512-BF16: 1.7x; same F1) unless onnx int8 was
+    # timed faster there (odqa.core.cpu_choice), fp16 on CUDA, else onnx int8 (odqa.core.runtime; its F1
+    # against torch fp32 is in bench/speed.py's table)
+    precision: str = "auto"  # auto | fp32 | bf16 | fp16 | int8
+    runtime: str = "auto"  # auto | torch | onnx (odqa.core.runtime.plan_inference)
+    # read a question's first N passages, the rest only when the best answer so far is unsure (its calibrated
+    # probability below early_stop_probability; 0: read everything at once); a reader without a fitted
+    # calibration reads them all
+    early_stop_passages: int = 1
+    early_stop_probability: float = 0.35
+    # with early stopping: the best-ranked passage read first, whole; where its answer is unsure, the second
+    # whole and 80-word windows of the others. Chosen on the squad-open articles kept for choosing settings
+    # (bench/results/speed-avx2.md, "Early stopping"). Read only the run of each passage's sentences that best
+    # matches the question, at most this many words (reader.focus; 0: whole passages) ...
+    focus_words: int = 80
+    # ... except the first N passages of each question (retrieval order), which are read whole
+    whole_passages: int = 2
+
+
+# How to read at question time, rather than what a checkpoint was trained with: a model folder's
+# reader_config.json (written with every setting, some of them before these defaults were chosen) does not
+# change them; a caller's keyword or the [reader] config section does.
+QUESTION_TIME_SETTINGS = ("no_answer_threshold", "retrieval_weight", "early_stop_passages", "early_stop_probability",
+                          "focus_words", "whole_passages")

@@ -1,0 +1,78 @@
+"""One owner of the reader's defaults (reader.settings.ReaderSettings): the [reader] config section, `eval-reader` and
+a library user's `Reader.from_pretrained` read alike; and a reader without a fitted calibration labels its score
+uncalibrated and never calls an answer confident."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from odqa.config import OdqaConfig, ReaderConfig
+from odqa.core.types import Passage
+from reader.calibration import Calibration
+from reader.model import Reader
+from reader.settings import QUESTION_TIME_SETTINGS, ReaderSettings
+from tests.reader_fixtures import save_tiny_qa
+
+SHARED = [f.name for f in dataclasses.fields(ReaderConfig) if f.name in ReaderSettings.__dataclass_fields__]
+PASSAGES = [Passage(id=f"p{i}", title="Penicillin", text="Alexander Fleming discovered penicillin in 1928 in London.")
+            for i in range(3)]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    path = save_tiny_qa(tmp_path_factory.mktemp("tiny-reader"))
+    # an older checkpoint's saved settings, with the question-time values of before: they do not apply
+    (path / "reader_config.json").write_text(json.dumps({**dataclasses.asdict(ReaderSettings()), "max_length": 192,
+                                                         "no_answer_threshold": 0.0, "retrieval_weight": 0.0,
+                                                         "focus_words": 0, "whole_passages": 0}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def reader(tiny_dir):
+    return Reader.from_pretrained(str(tiny_dir), precision="fp32", runtime="torch")
+
+
+def test_the_config_section_takes_the_readers_defaults():
+    assert {"no_answer_threshold", "retrieval_weight", "focus_words", "whole_passages", "early_stop_passages",
+            "early_stop_probability", "max_answer_tokens", "batch_size"} <= set(SHARED)
+    config, settings = ReaderConfig(), ReaderSettings()
+    assert {name: getattr(config, name) for name in SHARED} == {name: getattr(settings, name) for name in SHARED}
+    # the values the pipeline has read with all along
+    assert (settings.no_answer_threshold, settings.retrieval_weight, settings.focus_words) == (-2.0, 10.0, 80)
+
+
+def test_a_library_reader_reads_with_the_pipelines_settings(reader):
+    config = OdqaConfig().reader
+    for name in QUESTION_TIME_SETTINGS:
+        assert getattr(reader.settings, name) == getattr(config, name), name
+    assert reader.settings.max_length == 192  # what the checkpoint was trained with still applies
+
+
+def test_an_uncalibrated_reader_is_never_confident_and_says_so(reader, monkeypatch):
+    from odqa.pipeline import Result
+    from odqa.shell import Shell
+
+    monkeypatch.setattr(reader.settings, "no_answer_threshold", None)  # always answer
+    assert not reader.calibration.fitted
+    answers = reader.read("Who discovered penicillin?", PASSAGES, top_n=3)
+    assert answers and all(not a.calibrated and not a.confident for a in answers)
+    assert not Calibration(threshold=0.0).confident(0.99)  # unfitted: no probability reaches "confident"
+    assert Calibration(threshold=0.5, fitted=True).confident(0.6)
+
+    lines = []
+    shell = Shell.__new__(Shell)
+    shell.say, shell.color = lines.append, False
+    shell.show(Result(question="q", answers=answers, passages=[]))
+    shown = "\n".join(lines)
+    assert "uncalibrated" in shown and "p=" not in shown and "no confident answer" in shown
+
+
+def test_a_calibrated_reader_keeps_its_probability(reader, monkeypatch):
+    monkeypatch.setattr(reader.settings, "no_answer_threshold", None)
+    monkeypatch.setattr(reader, "calibration", Calibration(threshold=0.0, fitted=True))
+    answers = reader.read("Who discovered penicillin?", PASSAGES, top_n=1)
+    assert answers[0].calibrated and answers[0].confident
