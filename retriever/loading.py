@@ -251,9 +251,7 @@ class ShardedBundle(IndexBundle):
 
     @cached_property
     def store(self) -> PassageStore:
-        import pyarrow as pa
-
-        store = PassageStore(pa.concat_tables([shard.store.table for shard in self.shards]))
+        store = PassageStore.concat([shard.store for shard in self.shards])  # each shard checks its own rows
         self._check_rows(PASSAGES, len(store))
         return store
 

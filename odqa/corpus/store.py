@@ -70,6 +70,16 @@ class PassageStore:
         self._mapped = mapped  # the whole file as memory-mapped: the bytes the table's buffers point into
         self._check = None
         self._chunk_starts: np.ndarray | None = None
+        self._sources: list[PassageStore] = []  # of a concatenation: the stores that check their own rows
+        self._source_starts = np.zeros(1, dtype=np.int64)
+
+    @classmethod
+    def concat(cls, stores: Sequence["PassageStore"]) -> "PassageStore":
+        """One store over several in order (an index built as shards); each still checks the rows read from it."""
+        store = cls(pa.concat_tables([s.table for s in stores]))
+        store._sources = list(stores)
+        store._source_starts = np.cumsum([0] + [len(s) for s in stores])
+        return store
 
     @classmethod
     def open(cls, path: str | Path) -> "PassageStore":
@@ -114,6 +124,8 @@ class PassageStore:
         return hashlib.sha1(json.dumps(layout).encode()).hexdigest()[:16]
 
     def _check_columns(self, columns: Sequence[str]) -> None:
+        for source in self._sources:
+            source._check_columns(columns)
         if self._check is None:
             return
         spans = [(self._offset(b), self._offset(b) + b.size) for _, _, _, buffers in self._buffers(columns)
@@ -163,6 +175,9 @@ class PassageStore:
 
         datasets.disable_progress_bars()
         if self.path is None:
+            for source in self._sources:
+                if source._check is not None:
+                    source._check.whole()
             return datasets.Dataset(self.table)
         if self._check is not None:
             self._check.whole()
@@ -203,6 +218,12 @@ class PassageStore:
             return []
         if self._check is not None:
             self._check_rows(np.asarray(rows, dtype=np.int64))
+        if self._sources:
+            wanted = np.asarray(rows, dtype=np.int64)
+            for source, start, end in zip(self._sources, self._source_starts, self._source_starts[1:]):
+                mine = wanted[(wanted >= start) & (wanted < end)]
+                if len(mine) and source._check is not None:
+                    source._check_rows(mine - start)
         batch = self.table.take(pa.array([int(r) for r in rows], type=pa.int64())).select(list(COLUMNS)).to_pydict()
         return [Passage(**{c: batch[c][i] for c in COLUMNS}) for i in range(len(rows))]
 
