@@ -53,6 +53,22 @@ def _machine(monkeypatch, *, fast_bf16: bool | None = None, prefers_int8: bool |
         monkeypatch.setattr(odqa.core.runtime, "int8_or_bf16", lambda timer: choice)
 
 
+def test_a_few_questions_read_with_int8_where_bf16_would_import_torch(monkeypatch):
+    """`odqa ask` (expect_few_questions): importing torch for bf16 costs more than it saves on a few questions, so
+    the int8 graph reads where int8 is measured for the model; models without it, and other processes, keep the
+    timed verdict."""
+    from odqa.core.runtime import expect_few_questions
+
+    _machine(monkeypatch, fast_bf16=True, prefers_int8=False, onnx=True)
+    assert plan_inference("cpu", auto_int8=True).label == "torch bf16"
+    monkeypatch.setattr("odqa.core.runtime._few_questions", False)
+    expect_few_questions()
+    plan = plan_inference("cpu", auto_int8=True)
+    assert plan.label == "onnx int8" and "a few questions" in plan.reason
+    assert plan_inference("cpu").label == "torch bf16"  # int8 not measured for this model
+    assert plan_inference("cpu", precision="bf16", auto_int8=True).label == "torch bf16"  # asked for
+
+
 def test_auto_picks_bf16_with_native_bf16_else_onnx_int8(monkeypatch):
     _machine(monkeypatch, fast_bf16=True)
     assert plan_inference("cpu", auto_int8=True).label == "torch bf16"

@@ -68,8 +68,10 @@ def make_pipeline(args):
 
 
 def run_ask(args) -> int:
+    from odqa.core.runtime import expect_few_questions
     from odqa.shell import Shell
 
+    expect_few_questions()  # a one-shot process: int8 graphs rather than importing torch for bf16
     pipeline = make_pipeline(args)
     questions = split_questions(args.question)
     for result in pipeline.ask_batch(questions):

@@ -113,6 +113,9 @@ def plan_inference(device_type: str, precision: str = "auto", runtime: str = "au
                 choice = int8_or_bf16(time_bf16_and_int8)
                 if choice.prefers_int8:
                     return InferencePlan("onnx", "int8", f"{bf16_reason}, {choice.reason}")
+                if _few_questions:
+                    return InferencePlan("onnx", "int8", "auto: a few questions, where importing torch for bf16 "
+                                         f"costs more than bf16 saves ({choice.reason})")
                 bf16_reason += f", {choice.reason}"
             if question_time:
                 return InferencePlan("onnx", "fp32", "auto: questions, read without importing torch")
@@ -133,6 +136,17 @@ def plan_inference(device_type: str, precision: str = "auto", runtime: str = "au
 
 
 _announced: set[tuple[str, str]] = set()
+
+# A process that answers a few questions and exits (`odqa ask`) pays seconds for importing torch, which bf16's
+# faster reads only pay back over many questions: there `auto` reads with the int8 graph wherever int8 is measured
+# for the model (`expect_few_questions`).
+_few_questions = False
+
+
+def expect_few_questions(few: bool = True) -> None:
+    """Mark this process as one that answers a few questions and exits (the command line's `ask`)."""
+    global _few_questions
+    _few_questions = few
 
 
 def announce(component: str, plan: InferencePlan) -> None:
