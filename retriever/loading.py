@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from indexes.analysis import check_analyzer_available
 from indexes.bm25 import load_text_index
-from indexes.integrity import (add_block_digests, check_bundle_manifest, check_files_whole, check_part, file_check,
-                               note_unchecked, recover_swap)
+from indexes.integrity import (add_block_digests, check_bundle_manifest, check_files_whole, check_part, file_check, note_unchecked,
+                               recover_swap, swap_in_progress)
 from indexes.layout import BM25, DENSE, PASSAGES, IndexLayout
-from indexes.manifest import Manifest
+from indexes.manifest import MANIFEST, Manifest
 from indexes.vector import FAISS_KINDS, VectorIndex
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.fusion import AUTO, resolve_fusion
@@ -27,6 +28,22 @@ from retriever.kinds import make_retriever
 SHARDS = "shards"  # a sharded bundle manifest's list of its shard folders (indexes/shards.py)
 log = get_logger(__name__)
 TUNED_FUSION = "fusion"  # the bundle manifest's record of `tune-hybrid --record`
+# A reader that meets a rebuild's swap (two renames) opens the folder again, waiting 0.02, 0.04, ... s between
+# tries: about 2.5 s in all before the error is taken for real
+SWAP_RETRIES = 7
+
+
+def _folder_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of a folder: a swap puts another folder under the same name. None: not there."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _wait_for_swap(attempt: int) -> None:
+    time.sleep(0.02 * 2 ** attempt)
 
 
 @dataclass
@@ -34,6 +51,7 @@ class IndexBundle:
     path: Path
     manifest: Manifest
     _cache: dict = field(default_factory=dict, repr=False)
+    _identity: tuple[int, int] | None = field(default=None, repr=False)  # the folder the manifest was read from
 
     @property
     def layout(self) -> IndexLayout:
@@ -53,11 +71,40 @@ class IndexBundle:
             recover_swap(path)
         except OSError:
             pass  # a read-only parent folder: nothing a reader may repair
-        if not path.exists():
-            raise OdqaError(f"index folder not found: {path}; build it with `odqa index --corpus PATH --out {path}`")
-        manifest = Manifest.load(path, kind="bundle")
-        check_bundle_manifest(manifest, path)
-        return (ShardedBundle if manifest.params.get(SHARDS) else cls)(path, manifest)
+        for attempt in range(SWAP_RETRIES + 1):
+            identity = _folder_identity(path)
+            try:
+                if identity is None:
+                    raise OdqaError(f"index folder not found: {path}; build it with `odqa index --corpus PATH "
+                                    f"--out {path}`")
+                manifest = Manifest.load(path, kind="bundle")
+                check_bundle_manifest(manifest, path)
+            except OdqaError:
+                # a rebuild swapping the folder: between its two renames there is none, or another one
+                if attempt == SWAP_RETRIES or not (swap_in_progress(path) or _folder_identity(path) != identity):
+                    raise
+                _wait_for_swap(attempt)
+                continue
+            if _folder_identity(path) == identity:
+                return (ShardedBundle if manifest.params.get(SHARDS) else cls)(path, manifest, _identity=identity)
+            _wait_for_swap(attempt)
+        raise OdqaError(f"{path} was replaced {SWAP_RETRIES + 1} times while it was opened; open it again when the "
+                        "builds writing it are done")
+
+    def _swapped(self) -> bool:
+        """Whether another folder stands under this index's name than the one it was opened from (a rebuild's
+        swap), or none for now."""
+        return self._identity is not None and (_folder_identity(self.path) != self._identity
+                                               or swap_in_progress(self.path))
+
+    def _reopen(self) -> None:
+        """Read the new index that a rebuild put in place, dropping every part opened from the old one, so that
+        parts of the two are never mixed."""
+        fresh = IndexBundle.open(self.path)
+        self.manifest, self._identity = fresh.manifest, fresh._identity
+        self._cache.clear()
+        for name in ("store", "_article_passages"):
+            self.__dict__.pop(name, None)
 
     def check_available(self, kind: str) -> None:
         """Before any work: the optional packages the `kind` retriever over this index needs (its BM25 analyser,
@@ -130,6 +177,11 @@ class IndexBundle:
                 f"`odqa index --corpus {self.manifest.params.get('corpus', 'PATH')} --out {self.path} --backends bm25,dense`"
             )
         folder = self.layout.part(backend)
+        if not (folder / MANIFEST).is_file():  # Manifest.load would take the part for an index of its own
+            raise IndexMismatchError(
+                f"index part {self.path.name}/{backend} has no {MANIFEST} (deleted, or not copied with the rest); "
+                f"rebuild the index with `odqa index --corpus {self.manifest.params.get('corpus', 'CORPUS')} "
+                f"--out {self.path}`")
         manifest = Manifest.load(folder)
         manifest.check_corpus(self.manifest.corpus_fingerprint, where=str(folder))
         self._check_rows(backend, manifest.count)
@@ -179,8 +231,21 @@ class IndexBundle:
         return index
 
     def retriever(self, kind: str, **options):
-        """The `kind` retriever (`retriever.kinds.RETRIEVERS`) over this index (options: `make_retriever`'s)."""
-        return make_retriever(self, kind, **options)
+        """The `kind` retriever (`retriever.kinds.RETRIEVERS`) over this index (options: `make_retriever`'s). Its
+        parts open now; where a rebuild swaps the folder meanwhile, the parts found are of the new index and the
+        bundle's manifest is the old one's, so it opens the new index and makes the retriever over that."""
+        for attempt in range(SWAP_RETRIES + 1):
+            try:
+                return make_retriever(self, kind, **options)
+            except (OdqaError, OSError):
+                if attempt == SWAP_RETRIES or not self._swapped():
+                    raise
+            _wait_for_swap(attempt)
+            try:
+                self._reopen()
+            except OdqaError:
+                if attempt == SWAP_RETRIES:
+                    raise
 
     def hybrid(self, fusion: str = AUTO, alpha: float = 0.5, candidates: int = 100, rrf_k: int = 60, **dense_options):
         if DENSE not in self.backends and BM25 in self.backends:
