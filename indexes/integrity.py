@@ -244,7 +244,8 @@ def check_bundle_manifest(manifest, path: str | Path) -> None:
         record = parts.get(name) if isinstance(parts, dict) else None
         files = record.get("files") if isinstance(record, dict) else None
         if (not isinstance(files, dict) or not files or not isinstance(record.get("count"), int)
-                or not all(isinstance(info, dict) and {"size", "sample", "sha256"} <= set(info) for info in files.values())):
+                or not all(isinstance(info, dict) and {"size", "sample", "sha256"} <= set(info)
+                           for info in files.values())):
             refuse(f"lacks the record of its part {name}")
 
 
@@ -256,7 +257,8 @@ def part_fix(folder: Path) -> str:
     return f"rebuild the index with `run_qa.py index --corpus CORPUS --out {Path(folder).parent}`"
 
 
-def file_check(folder: str | Path, recorded: dict | None, rel: str, read: Callable[[int, int], bytes]) -> FileCheck | None:
+def file_check(folder: str | Path, recorded: dict | None, rel: str,
+               read: Callable[[int, int], bytes]) -> FileCheck | None:
     """The check of one file of a part against the bundle manifest's record; None where nothing was recorded
     (an index built before parts were recorded)."""
     if not recorded or rel not in recorded.get("files", {}):

@@ -130,7 +130,8 @@ class PassageStore:
             return
         spans = [(self._offset(b), self._offset(b) + b.size) for _, _, _, buffers in self._buffers(columns)
                  for b in buffers if b is not None]
-        self._check.ranges(np.asarray([s for s, _ in spans], dtype=np.int64), np.asarray([e for _, e in spans], dtype=np.int64))
+        self._check.ranges(np.asarray([s for s, _ in spans], dtype=np.int64),
+                           np.asarray([e for _, e in spans], dtype=np.int64))
 
     def _check_rows(self, rows: np.ndarray) -> None:
         """The bytes of `rows` in every column: validity bits, fixed-width values and string offsets first,
