@@ -6,10 +6,8 @@ from __future__ import annotations
 import sys
 import textwrap
 import time
-from argparse import ArgumentTypeError
 from typing import IO, Iterable
 
-from odqa.commands.options import POSITIVE_INT
 from odqa.core.errors import OdqaError
 from odqa.core.terminal import printable
 from odqa.pipeline import Pipeline, Result
@@ -102,10 +100,13 @@ class Shell:
             self.say(HELP.format(k=self.k, retriever=self.retriever, retrievers="|".join(RETRIEVERS.names)))
         elif name == "k":
             try:
-                self.k = POSITIVE_INT(arg)
-            except ArgumentTypeError:
+                k = int(arg)  # raises on "²", which str.isdigit lets through
+            except ValueError:
+                k = 0
+            if k <= 0:
                 self.say("  ! :k needs a positive number, e.g. :k 20")
             else:
+                self.k = k
                 self.say(f"  k = {self.k}")
         elif name == "retriever":
             if arg not in RETRIEVERS:
