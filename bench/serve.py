@@ -46,11 +46,11 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))] if ordered else float("nan")
 
 
-def load_questions(path: str | None) -> list[str]:
+def load_questions(path: str | None, limit: int | None) -> list[str]:
     from odqa.corpus.questions import load_questions as load
     from odqa.demo_corpus import DEMO_QUESTIONS
 
-    return [item.question for item in load(str(path or DEMO_QUESTIONS))]
+    return [item.question for item in load(str(path or DEMO_QUESTIONS), limit=limit)]
 
 
 def eval_qa_throughput(index: str | None, questions_path: str | None, limit: int | None) -> dict:
@@ -180,6 +180,7 @@ def main() -> int:
                         help="server settings compared (1: one question at a time)")
     parser.add_argument("--index", help="an index folder (default: the demo corpus)")
     parser.add_argument("--questions", help="its questions (default: the 100 demo questions)")
+    parser.add_argument("--limit", type=int, help="the first N questions only (eval-qa's and the clients')")
     parser.add_argument("--name", default="", help="the corpus's name in the table")
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--note", default="", help="a line about the machine's state, written under the table")
@@ -190,10 +191,10 @@ def main() -> int:
     from odqa.core.device import cpu_model_and_flags
 
     cpu, flags = cpu_model_and_flags(SIMD_FLAGS)
-    questions = load_questions(args.questions)
+    questions = load_questions(args.questions, args.limit)
     corpus = args.name or (Path(args.index).name if args.index else "demo (308 passages)")
     log(f"{len(questions)} questions; eval-qa first, alone")
-    evaluated = eval_qa_throughput(args.index, args.questions, None)
+    evaluated = eval_qa_throughput(args.index, args.questions, args.limit)
     log(f"eval-qa: {evaluated}")
 
     rows, soak = [], None

@@ -211,7 +211,12 @@ def test_concurrent_requests_get_their_own_answers(client, serve_pipeline):  # n
     assert all(r.status_code == 200 for r in responses)
     for question, response in zip(questions * 2, responses):
         result = response.json()
-        assert result["question"] == question and result["answer"]["text"] == alone[question]
+        best = result["answer"]
+        assert result["question"] == question and _passage(result, best["passage_id"])["text"][
+            best["start"]:best["end"]] == best["text"]
+        # the int8 reader quantises each batch's activations with that batch's own range, so a question read
+        # beside others may end its span a word sooner or later; never another question's answer
+        assert best["text"] in alone[question] or alone[question] in best["text"]
 
 
 def test_worker_reads_waiting_questions_in_one_batch_and_isolates_a_failure(serve_pipeline, monkeypatch):  # noqa: F811
