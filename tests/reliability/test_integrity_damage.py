@@ -1,0 +1,171 @@
+"""Damage inside an index's files is never served (issue 47, items 2 and 5): a byte changed in the middle of
+passages.arrow, embeddings.npy or a BM25 file, an edited part manifest (pooling, similarity, query encoder)
+and a bundle manifest naming no backends are refused by `search`, `eval-retrieval` and `ask` with one line
+(exit 2), and by `verify-index`. The opening checks read only each file's first and last bytes
+(`indexes.integrity.SAMPLE_BYTES`); here they are made tiny (and the demo index's record of its files made
+with them), so that the middle of these small files lies where a large index's middle lies: outside them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import indexes.integrity
+from tests.reliability.test_faults import assert_clean, jsonl, run_cli
+
+QUERY = "Who wrote Hamlet?"
+ANSWERED = b"Prince of Denmark, is a tragedy by William Shakespeare"  # the passage found first
+
+
+@pytest.fixture(autouse=True)
+def _small_samples(monkeypatch):
+    monkeypatch.setattr(indexes.integrity, "SAMPLE_BYTES", 64)
+
+
+@pytest.fixture(scope="module")
+def demo_index() -> Path:
+    from odqa.demo_corpus import demo_index_path
+
+    return demo_index_path(quiet=True)
+
+
+@pytest.fixture()
+def index(demo_index, tmp_path) -> Path:
+    """A copy of the demo index whose record of its files is made with the tiny samples (as a large index's
+    covers only its files' ends)."""
+    from indexes.integrity import describe_part
+    from indexes.manifest import Manifest
+
+    copy = tmp_path / "idx"
+    shutil.copytree(demo_index, copy)
+    manifest = Manifest.load(copy)
+    for part, record in manifest.params["parts"].items():
+        manifest.params["parts"][part] = describe_part(copy / part, record["count"])
+    manifest.save(copy)
+    return copy
+
+
+def _flip(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    assert 64 < offset < len(data) - 64, "the damage must lie outside the sampled first and last bytes"
+    data[offset] ^= 0x20
+    path.write_bytes(bytes(data))
+
+
+def _in_answered_passage(index: Path) -> None:
+    """A letter of the text of the passage the query finds first, in the middle of the store."""
+    path = index / "passages" / "passages.arrow"
+    _flip(path, path.read_bytes().index(ANSWERED) + 12)
+
+
+def _middle_of_vectors(index: Path) -> None:
+    path = index / "dense" / "embeddings.npy"
+    _flip(path, path.stat().st_size // 2)
+
+
+def _middle_of_bm25(index: Path) -> None:
+    files = [p for p in (index / "bm25").iterdir() if p.is_file() and p.suffix in (".term", ".idx", ".pos")]
+    path = max(files, key=lambda p: p.stat().st_size)
+    _flip(path, path.stat().st_size // 2)
+
+
+def _edit_json(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data, indent=2))
+
+
+def _dense_setting(key: str, value: str):
+    def change(index: Path) -> None:
+        def edit(m):
+            if key == "query_encoder":
+                m["params"]["query_encoder"] = value
+            else:
+                m["params"].setdefault("encoder_settings", {})[key] = value
+        _edit_json(index / "dense" / "manifest.json", edit)
+    return change
+
+
+DAMAGE = {  # (the damage, the retriever that reads it, what the refusal names)
+    "a letter of an answered passage": (_in_answered_passage, "bm25", "passages.arrow"),
+    "a byte in the middle of the vectors": (_middle_of_vectors, "dense", "embeddings.npy"),
+    "a byte in the middle of a BM25 file": (_middle_of_bm25, "bm25", "bm25"),
+    "dense manifest: pooling": (_dense_setting("pooling", "cls"), "dense", "manifest.json"),
+    "dense manifest: similarity": (_dense_setting("similarity", "dot"), "dense", "manifest.json"),
+    "dense manifest: query encoder": (_dense_setting("query_encoder", "fast-passage-encoder"), "dense",
+                                      "manifest.json"),
+    "bundle manifest: backends []": (lambda idx: _edit_json(idx / "manifest.json",
+                                                            lambda m: m["params"].update(backends=[])), "bm25",
+                                     "manifest.json"),
+    "bundle manifest: a part's record removed": (lambda idx: _edit_json(
+        idx / "manifest.json", lambda m: m["params"]["parts"].pop("dense")), "dense", "manifest.json"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_damage_inside_files_is_refused_by_every_command(index, tmp_path, capsys, damage):
+    change, retriever, named = DAMAGE[damage]
+    change(index)
+    questions = jsonl(tmp_path / "q.jsonl", [{"question": QUERY, "answer": ["Shakespeare"]}])
+    for argv in (["search", "--index", index, "--retriever", retriever, "--k", "3", QUERY],
+                 ["eval-retrieval", "--index", index, "--questions", questions, "--retriever", retriever, "--k", "3"],
+                 ["verify-index", index]):
+        code, text = run_cli(argv, capsys)
+        assert_clean(code, text)
+        assert code == 2, (argv[0], text[-800:])
+        assert named in text and "rebuild" in text and text.count("odqa: error:") == 1, text[-800:]
+
+
+@pytest.mark.slow
+def test_ask_refuses_a_damaged_passage(index, capsys):
+    _in_answered_passage(index)
+    code, text = run_cli(["ask", "--index", index, "--retriever", "bm25", "--no-linker", QUERY], capsys)
+    assert_clean(code, text)
+    assert code == 2 and "passages.arrow" in text, text[-800:]
+
+
+def test_undamaged_index_answers_and_reads_only_the_blocks_it_needs(index, capsys):
+    from retriever.loading import IndexBundle
+
+    bundle = IndexBundle.open(index)
+    hits = bundle.retriever("bm25").search([QUERY], 3)[0]
+    assert hits[0].passage.id == "demo-123_0"
+    check = bundle.store._check
+    assert check is not None and 0 < check._checked.sum() <= check._checked.size
+    code, text = run_cli(["verify-index", index], capsys)
+    assert code == 0 and "ok" in text, text
+
+
+def _drop_block_digests(index: Path) -> None:
+    """As an index built before block digests (and before manifests carried their own digest) records it."""
+    def drop(m):
+        for part in m["params"]["parts"].values():
+            for info in part["files"].values():
+                info.pop("blocks")
+        m.pop("digest")
+    _edit_json(index / "manifest.json", drop)
+
+
+def test_index_built_before_block_digests_is_checked_whole(index, capsys):
+    _drop_block_digests(index)
+    _in_answered_passage(index)
+    code, text = run_cli(["search", "--index", index, "--retriever", "bm25", QUERY], capsys)
+    assert_clean(code, text)
+    assert code == 2 and "SHA-256" in text and "verify-index" in text, text[-800:]
+
+
+def test_verify_index_records_the_block_digests_of_an_older_index(index, capsys):
+    _drop_block_digests(index)
+    code, text = run_cli(["verify-index", index], capsys)
+    assert code == 0 and "recorded the block digests" in text, text[-800:]
+    parts = json.loads((index / "manifest.json").read_text())["params"]["parts"]
+    assert all("blocks" in info for part in parts.values() for info in part["files"].values())
+    code, text = run_cli(["search", "--index", index, "--retriever", "bm25", QUERY], capsys)
+    assert code == 0 and "demo-123_0" in text and "note:" not in text, text[-800:]
+    _in_answered_passage(index)
+    code, text = run_cli(["search", "--index", index, "--retriever", "bm25", QUERY], capsys)
+    assert code == 2 and "passages.arrow" in text, text[-800:]
