@@ -71,7 +71,13 @@ def _main(argv: list[str] | None) -> int:
         check_outputs(args)  # every output path, before any work
         return int(args.func(args) or 0)
     except OdqaError as exc:
-        print(f"odqa: error: {exc}", file=sys.stderr)
+        from odqa.core.terminal import printable
+
+        print(f"odqa: error: {printable(str(exc))}", file=sys.stderr)  # messages quote corpus text
+        return 2
+    except RecursionError:  # the JSON readers name the file; this is the net under any other nested input
+        print("odqa: error: an input is nested too deeply to read (RecursionError); check the files this command "
+              "reads", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("odqa: interrupted", file=sys.stderr)

@@ -62,6 +62,18 @@ def check_output(path, flag: str, folder: bool = False) -> None:
     if not path:
         return
     path = Path(path)
+    try:
+        resolved = path.resolve()
+    except (RuntimeError, OSError):  # a symbolic link loop (RuntimeError before Python 3.13)
+        raise OdqaError(f"{flag} {path}: a symbolic link on the way leads back to itself (a loop); name a real "
+                        "place") from None
+    if resolved.parent == resolved:
+        raise OdqaError(f"{flag} {path} is the root of the filesystem; name a {'folder' if folder else 'file'} "
+                        "under it")
+    kernel = _kernel_filesystem(resolved)
+    if kernel:
+        raise OdqaError(f"{flag} {path} lies on {kernel}, a view of the kernel's state, where no files can be "
+                        "written; choose a place on a disk")
     if folder and path.exists() and not path.is_dir():
         raise OdqaError(f"{flag} {path} is a file; name a folder to write into")
     if not folder and path.is_dir():
@@ -77,7 +89,30 @@ def check_output(path, flag: str, folder: bool = False) -> None:
                             "(read-only or not yours); choose a writable place")
 
 
+# filesystems that show the kernel's state as files: nothing can be created there, whoever asks
+KERNEL_FILESYSTEMS = {"proc", "sysfs", "devpts", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "pstore",
+                      "bpf", "configfs", "fusectl", "mqueue", "binfmt_misc", "efivarfs", "selinuxfs"}
+
+
+def _kernel_filesystem(path) -> str | None:
+    """`fstype (mount point)` of the kernel filesystem `path` lies on (Linux's /proc/self/mounts), else None."""
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as f:
+            mounts = [line.split()[1:3] for line in f if len(line.split()) > 2]
+    except OSError:
+        return None
+    best = ("", "")
+    for point, fstype in mounts:
+        point = point.replace("\\040", " ")
+        inside = str(path) == point or str(path).startswith(point.rstrip("/") + "/")
+        if inside and len(point) > len(best[0]):
+            best = (point, fstype)
+    return f"{best[1]} ({best[0]})" if best[1] in KERNEL_FILESYSTEMS else None
+
+
 def print_json_last(metrics: dict[str, Any]) -> None:
     """The machine-readable contract: one JSON object alone on the last output line."""
+    from odqa.core.terminal import printable
+
     sys.stdout.flush()
-    print(json.dumps(metrics, ensure_ascii=False), flush=True)
+    print(printable(json.dumps(metrics, ensure_ascii=False)), flush=True)

@@ -188,6 +188,7 @@ def run_verify(args) -> int:
 
 def run_search(args) -> int:
     from odqa.commands.qa import split_questions
+    from odqa.core.terminal import printable
     from odqa.pipeline import clean_question
 
     config = _config(args)
@@ -202,10 +203,11 @@ def run_search(args) -> int:
                 {"rank": i, "score": h.score, **h.passage.to_dict()} for i, h in enumerate(hits, 1)]})
             continue
         if len(questions) > 1:
-            print(question)
+            print(printable(question))
         for i, hit in enumerate(hits, 1):
-            print(f"{i:>3}. [{hit.score:.3f}] {hit.passage.title}  ({hit.passage.id})")
-            print(textwrap.indent(textwrap.fill(hit.passage.text, 100), "     "))
+            # the corpus's own characters: escaped, so that none of them acts on the terminal
+            print(printable(f"{i:>3}. [{hit.score:.3f}] {hit.passage.title}  ({hit.passage.id})"))
+            print(printable(textwrap.indent(textwrap.fill(hit.passage.text, 100), "     ")))
     return 0
 
 

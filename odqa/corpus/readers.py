@@ -87,10 +87,11 @@ DEFAULT_FIELDS = CorpusFields()
 
 
 def open_text(path: Path) -> IO[str]:
+    """A corpus file as text: UTF-8, a byte-order mark at its start (Windows editors write one) skipped."""
     opener = _COMPRESSED.get(path.suffix)
     if opener is not None:
-        return io.TextIOWrapper(opener(path, "rb"), encoding="utf-8")
-    return path.open(encoding="utf-8")
+        return io.TextIOWrapper(opener(path, "rb"), encoding="utf-8-sig")
+    return path.open(encoding="utf-8-sig")
 
 
 def detect_format(path: Path, fields: CorpusFields = DEFAULT_FIELDS) -> str:
@@ -152,6 +153,9 @@ def corpus_files(path: str | Path) -> list[Path]:
         raise DataFormatError(f"corpus not found: {path} (pass a corpus file or folder with --corpus)")
     if path.is_file():
         return [path]
+    if not path.is_dir():
+        raise DataFormatError(f"corpus {path} is not a regular file or folder (a pipe, socket or device); write the "
+                              "corpus to a file first and pass that")
     files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
     if not files:
         raise DataFormatError(f"corpus folder {path} has no files")
@@ -234,6 +238,9 @@ def _jsonl_located(path: Path, fields: CorpusFields) -> Iterator[tuple[int, Docu
                     f"{path}:{lineno}: expected a JSON object with 'id', 'title' and 'text' (or 'contents'); "
                     f"fix or remove this line ({exc.__class__.__name__})"
                 ) from exc
+            except RecursionError:
+                raise DataFormatError(f"{path}:{lineno}: JSON nested too deeply to read; fix or remove this "
+                                      "line") from None
             yield lineno, _document(row[id_key], row.get(title_key) if title_key else "", row[text_key],
                                     f"{path}:{lineno}")
 
@@ -243,7 +250,14 @@ def _document(doc_id, title, text, where: str) -> Document:
         raise DataFormatError(f"{where}: the document has no {'id' if doc_id is None else 'text'}; fix or remove it")
     if not isinstance(text, str):
         raise DataFormatError(f"{where}: 'text' must be a string, got {type(text).__name__}; fix or remove it")
-    return Document(str(doc_id), "" if title is None else str(title), text)
+    document = Document(str(doc_id), "" if title is None else str(title), text)
+    for name in ("id", "title", "text"):
+        try:
+            getattr(document, name).encode("utf-8")
+        except UnicodeEncodeError as exc:  # a JSON escape such as "\ud800" gives half of a UTF-16 pair
+            raise DataFormatError(f"{where}: the document's {name} holds a lone surrogate ({exc.object[exc.start]!r}, "
+                                  "half of a UTF-16 pair), which is no text; fix or remove it") from None
+    return document
 
 
 def _batches_located(batches: Iterable, fields: CorpusFields, where: str, first_line: int = 1
@@ -391,8 +405,10 @@ def _squad_located(path: Path, fields: CorpusFields) -> Iterator[tuple[int, Docu
     try:
         with open_text(path) as f:
             data = json.load(f)["data"]
-    except (json.JSONDecodeError, KeyError) as exc:
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise DataFormatError(f"{path}: not a SQuAD JSON file with a 'data' list ({exc})") from exc
+    except RecursionError:
+        raise DataFormatError(f"{path}: JSON nested too deeply to read; is it a SQuAD file?") from None
     seen_titles: set[str] = set()
     try:
         for number, article in enumerate(data):

@@ -59,9 +59,9 @@ def read_run(path: str | Path) -> list[dict]:
     if kind == "dpr-json":
         try:
             return _with_run_hits(read_dpr_json(path))
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
             raise OdqaError(f"{path} is not DPR retrieval JSON (a list of question, answers, ctxs): "
-                            f"{e.__class__.__name__} {e}") from None
+                            f"{e.__class__.__name__} {str(e)[:120]}") from None
     if kind != "odqa":
         raise OdqaError(f"{path}: not a run in odqa's JSONL, TREC or DPR JSON format; write runs with "
                         "eval-retrieval --run-out, --trec-run or --dpr-json")
@@ -72,8 +72,9 @@ def read_run(path: str | Path) -> list[dict]:
                 row = json.loads(line)
                 row["hits"] = [_hit(h) for h in row["hits"]]
                 rows.append(row)
-            except (ValueError, KeyError, IndexError, TypeError) as e:
-                raise OdqaError(f"{path} line {n} is not a run row ({e}); write runs with eval-retrieval --run-out") from None
+            except (ValueError, KeyError, IndexError, TypeError, RecursionError) as e:
+                raise OdqaError(f"{path} line {n} is not a run row ({type(e).__name__}: {str(e)[:120]}); write runs "
+                                "with eval-retrieval --run-out") from None
     return rows
 
 
