@@ -239,8 +239,11 @@ class Reader:
             self._bf16_copy = (self.model, bf16)
         return self._bf16_copy[1], contextlib.nullcontext()
 
-    def logits(self, questions: Sequence[str], contexts: Sequence[str]):
-        """Windows of each (question, context) pair and their start/end logits, batched across pairs."""
+    def logits(self, questions: Sequence[str], contexts: Sequence[str], separate_questions: bool = False):
+        """Windows of each (question, context) pair and their start/end logits, batched across pairs. With
+        `separate_questions`, a forward batch never holds windows of two different questions, so a question's
+        logits do not depend on what else is read with it: int8 quantises each batch's activations with one
+        scale, which other questions' windows (and their padding) would move."""
         s = self.settings
         w = tokenize_windows(self.tokenizer, questions, contexts, s.max_length, s.stride, s.max_query_tokens)
         ids = w.encoding["input_ids"]
@@ -260,8 +263,16 @@ class Reader:
                 self.quantize_int8()
             model, context = self._forward_model("fp32" if plan.precision == "int8" else plan.precision)
             dev = self.device
-        for lo in range(0, len(order), max(1, s.batch_size)):
-            idx = order[lo : lo + s.batch_size]
+        if separate_questions:
+            order.sort(key=lambda i: questions[w.sample[i]])  # stable: longest first within each question
+        batches: list[list[int]] = []
+        for i in order:
+            if (batches and len(batches[-1]) < max(1, s.batch_size)
+                    and not (separate_questions and questions[w.sample[batches[-1][0]]] != questions[w.sample[i]])):
+                batches[-1].append(i)
+            else:
+                batches.append([i])
+        for idx in batches:
             feeds = pad_batch([ids[i] for i in idx], pad, [tts[i] for i in idx] if tts is not None else None)
             if plan.runtime == "onnx":
                 sl, el = session.run(feeds)
@@ -335,7 +346,7 @@ class Reader:
         s = self.settings
         parts = self.focus_spans(questions, texts, indexes)
         read = [text[a:b] for text, (a, b) in zip(texts, parts)]
-        w, starts, ends = self.logits(questions, read)
+        w, starts, ends = self.logits(questions, read, separate_questions=True)
         per_pair: list[list] = [[] for _ in texts]
         for i, p in enumerate(w.sample):
             per_pair[p].append((starts[i], ends[i], w.context_start[i], w.context_end[i], w.offsets[i]))
@@ -396,7 +407,7 @@ class Reader:
         probability = self.calibration.probability(a.margin, a.probability)
         evidence = [{"passage_id": passages[sp.passage_index].id, "title": passages[sp.passage_index].title,
                      "start": sp.start_char, "end": sp.end_char, "text": sp.text, "score": round(sp.score, 4)}
-                    for sp in a.spans]
+                    for sp in a.evidence]
         return Answer(
             text=a.best.text, score=float(a.score), probability=probability, passage_id=p.id, title=p.title,
             start=a.best.start_char, end=a.best.end_char, context=p.text, margin=float(a.margin),

@@ -141,6 +141,22 @@ def test_read_many_answers_each_question_as_read_does(fp32_reader):
         fp32_reader.read_many(QUESTIONS, [PASSAGES])
 
 
+def test_an_int8_answer_does_not_depend_on_the_other_questions_read_with_it(tiny_dir):
+    """int8 quantises each forward batch's activations with one scale: windows of other questions (long ones,
+    with their padding) in the batch would move a question's logits, so its probability would change with the
+    batch it happens to be read in (`ask` alone against the same question inside `predict`)."""
+    r = Reader.from_pretrained(str(tiny_dir), device="cpu", precision="fp32", runtime="torch").quantize_int8()
+    r.settings.precision = "int8"
+    question, passages = QUESTIONS[0], PASSAGES[:2]
+    others = [Passage(f"o{i}", "Other", " ".join(["The Rhône meets the Saône at Lyon, a city of silk."] * (6 + i)))
+              for i in range(4)]
+    alone = r.read(question, passages, top_n=3, no_answer_threshold=None)
+    together = r.read_many(["Which river crosses Lyon?", question, "Where is silk woven?"],
+                           [others[:2], passages, others[2:]], top_n=3, no_answer_threshold=None)[1]
+    exact = [(a.passage_id, a.start, a.end, a.score, a.probability) for a in alone]
+    assert exact == [(a.passage_id, a.start, a.end, a.score, a.probability) for a in together]
+
+
 def test_early_stop_reads_the_rest_only_when_the_first_passages_are_not_decisive(fp32_reader):
     """With a fitted calibration; without one (sigmoid of the margin, no probability) every passage is read."""
     import dataclasses
