@@ -39,7 +39,7 @@ def register(subparsers) -> None:
                 rename={"kind": "vector-index"})
     add_options(p, IndexSpec, ["batch_size", "max_length", "chunk_size"])
     p.add_argument("--shard", help="i/n: encode only this shard of the chunks (merge by rerunning without it)")
-    p.add_argument("--shards", type=int, help="build the index as N shards, one per consecutive group of the "
+    p.add_argument("--shards", type=POSITIVE_INT, help="build the index as N shards, one per consecutive group of the "
                    "corpus's files, searched as one (BM25 statistics over all shards, dense results merged); each "
                    "shard resumable, a rerun keeps the finished ones")
     add_options(p, IndexSpec, ["device", "precision"])
