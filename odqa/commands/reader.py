@@ -142,7 +142,7 @@ def register(subparsers) -> None:
     p.add_argument("--limit", type=COUNT, default=0, help="questions sampled (seeded) from each source (0: all)")
     p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--threads", type=COUNT, default=0, help="torch CPU threads (0: torch's default)")
-    p.add_argument("--target-precision", type=float, metavar="P",
+    p.add_argument("--target-precision", type=FRACTION, metavar="P",
                    help="choose the 'no confident answer' threshold as the lowest at which answers called confident "
                         "are right (EM) at least this share of the time on the dev questions, e.g. 0.8 (default: the "
                         "threshold that best separates right from wrong answers)")
