@@ -65,7 +65,7 @@ def test_malformed_password_in_a_host_url_is_refused_unprinted(monkeypatch, caps
     secret = "Pa55word-line\nbreak"
     url = f"es://odqa:{secret}@127.0.0.1:9/passages"
     code, text = run_cli(["search", "--index", url, "who"], capsys)
-    assert code == 2 and "elastic.hosts" in text, text[-800:]
+    assert code == 2 and "the password in an elastic.hosts URL holds a line break" in text, text[-800:]
     assert_no_secret(text, secret)
 
 
