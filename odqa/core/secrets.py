@@ -19,7 +19,7 @@ import os
 import re
 import sys
 from typing import Iterable, Iterator, TextIO
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote
 
 from odqa.core.errors import OdqaError
 
@@ -60,12 +60,14 @@ def wire_forms(passwords: Iterable[str] = (), users: Iterable[str] = (), keys: I
 
 
 def url_credentials(url: str) -> tuple[str, str]:
-    """(user, password) written into a URL, unquoted; empty where there are none or it does not parse."""
-    try:
-        parts = urlsplit(url if "://" in url else f"http://{url}")
-        return unquote(parts.username or ""), unquote(parts.password or "")
-    except ValueError:
+    """(user, password) written into a URL, unquoted; empty where there are none. Read by hand: urlsplit drops
+    line breaks and tabs, which would hide the very characters `check_credential` looks for."""
+    netloc = url.split("://", 1)[-1].split("/", 1)[0]
+    userinfo, at, _ = netloc.rpartition("@")
+    if not at:
         return "", ""
+    user, _, password = userinfo.partition(":")
+    return unquote(user), unquote(password)
 
 
 def remember(*forms: str) -> None:
