@@ -1,7 +1,8 @@
 """The page of `odqa serve` in a real browser: headless Chromium (Debian's `chromium` and `chromium-driver`) driven
 by Selenium against a uvicorn server on a free port of 127.0.0.1 over the demo corpus. It types a demo question and
 checks the answer, its probability and its highlight in the passage on the rendered page, then that untrusted text
-(HTML, Korean, Chinese) shows as text. The screenshots' paths are listed at the end of the run.
+(HTML, Korean, Chinese) shows as text. The screenshots' paths are listed at the end of the run (in the folder
+$ODQA_SCREENSHOTS where set, else the test's temporary folder).
 
 Without Chromium or its driver the test skips and says why; where the environment variable CI is set (.ci/run
 sets it, and installs both) it fails instead."""
@@ -14,6 +15,7 @@ import shutil
 import httpx
 import pytest
 
+from indexes.analysis import detect_language
 from odqa.serve.app import create_app
 from tests.serve_fixtures import running_server, screenshots, serve_pipeline  # noqa: F401 (fixtures)
 
@@ -55,6 +57,14 @@ def browser(tmp_path_factory):
 def server(serve_pipeline):  # noqa: F811
     with running_server(create_app(serve_pipeline)) as url:
         yield url
+
+
+def _shot_folder(tmp_path):
+    from pathlib import Path
+
+    folder = Path(os.environ.get("ODQA_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def _ask(browser, question: str):
@@ -104,7 +114,7 @@ def test_page_answers_a_demo_question_with_the_answer_highlighted(browser, serve
     timings = browser.find_element(By.ID, "timings").text
     assert all(f"{stage} " in timings for stage in ("link", "retrieve", "read", "total")) and " ms" in timings
 
-    shot = tmp_path / "serve-page.png"
+    shot = _shot_folder(tmp_path) / "serve-page.png"
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
     screenshots.append(str(shot))
 
@@ -118,7 +128,7 @@ def test_page_shows_untrusted_text_as_text(browser, server, tmp_path, screenshot
     _ask(browser, question)
     assert browser.find_element(By.ID, "question-echo").text == question
     assert not browser.find_elements(By.CSS_SELECTOR, "#result img") and browser.title == title
-    assert browser.find_element(By.ID, "result").get_attribute("lang") in ("ko", "zh")
-    shot = tmp_path / "serve-page-cjk.png"
+    assert browser.find_element(By.ID, "result").get_attribute("lang") == detect_language([question])
+    shot = _shot_folder(tmp_path) / "serve-page-cjk.png"
     assert browser.save_screenshot(str(shot))
     screenshots.append(str(shot))

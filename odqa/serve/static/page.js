@@ -49,7 +49,7 @@ async function loadInfo() {
     $("question").maxLength = info.limits.max_question_chars;
     const index = info.index;
     $("index-line").textContent = `${index.passages.toLocaleString()} passages · ${index.language || ""} · ` +
-      `reader ${info.models.reader}`;
+      `reader: ${info.models.reader}`;
   } catch (e) {
     showError(`could not read /info: ${e.message}`);
   }
