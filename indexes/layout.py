@@ -72,6 +72,11 @@ class IndexLayout:
     def source_key(self) -> Path:
         return self.root / "passages.source.json"
 
+    @property
+    def encoding(self) -> Path:
+        """The passage encoder and precision a build chose, so that a rerun resumes with them."""
+        return self.root / "encoding.json"
+
     # ---- beside the index -----------------------------------------------------------------------------
     @property
     def kb(self) -> Path:

@@ -113,7 +113,20 @@ def validate_spec(spec: IndexSpec) -> list[str]:
     out = Path(spec.out)
     if out.exists() and not out.is_dir():
         raise OdqaError(f"--out {out} is a file; name a folder for the index")
+    corpus = Path(spec.corpus)
+    if corpus.is_dir() and _within(Path(os.path.abspath(out)), Path(os.path.abspath(corpus))):
+        raise OdqaError(f"--out {out} is inside the corpus folder {corpus}: the build would read its own index files "
+                        "as documents; choose an --out outside the corpus folder")
     return backends
+
+
+def _within(path: Path, folder: Path) -> bool:
+    """Whether `path` is `folder` or under it, symbolic links followed where they resolve."""
+    try:
+        path, folder = path.resolve(), folder.resolve()
+    except (RuntimeError, OSError):
+        pass
+    return path == folder or folder in path.parents
 
 
 def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
@@ -128,7 +141,7 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
         from odqa.core.text_encoding import paired_query_encoder
 
         spec = replace(spec, query_encoder=paired_query_encoder(spec.encoder))
-    out = Path(spec.out)
+    out = Path(os.path.abspath(spec.out))  # `--out .` names the folder by its name, which the work folder takes
     if out.is_symlink():
         out = out.resolve()  # replace what the link points to, and keep the link
     with build_lock(out):
@@ -148,14 +161,16 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
                 store, fingerprint = _passages(spec, work)
             _maybe_crash(crash_after, "passages")
             if DENSE in backends:
-                spec = auto_passage_encoder(spec, len(store))
+                spec = _encoding_choice(spec, work, len(store))
             language = corpus_language(store) if spec.language == "auto" else spec.language
             analyzer = analyzer_for(language, spec.analyzer)
             if BM25 in backends:
                 with _timed(seconds, "bm25_s"):
                     _bm25(spec, work, store, fingerprint, language, analyzer)
                 _maybe_crash(crash_after, "bm25")
-            if DENSE in backends:
+            if DENSE in backends and not IndexLayout(work.dense).manifest.exists():
+                # a dense part finished by an interrupted run of the same settings (_encoding_choice checked them)
+                # is kept whole: nothing is encoded again
                 with _timed(seconds, "encode_s"):
                     done, total = _encode_chunks(spec, work, store)
                 _maybe_crash(crash_after, "encode")
@@ -166,6 +181,9 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
                 with _timed(seconds, "dense_index_s"):
                     _dense(spec, work, store, fingerprint, total)
                 _maybe_crash(crash_after, "dense")
+            elif DENSE in backends and spec.shard:
+                return BuildReport(False, len(store), f"every chunk is encoded and merged in {work.root}; rerun without "
+                                   "--shard to finish", seconds)
 
             tmp = layout.staging(os.getpid())
             shutil.rmtree(tmp, ignore_errors=True)
@@ -267,12 +285,34 @@ def corpus_part(corpus: str | Path, part: tuple[int, int] | None) -> list[Path]:
 
 
 def _source_key(spec: IndexSpec) -> dict:
+    """What the finished passages of a work folder were made from: each corpus file's content digest (not its
+    size and time, which a file replaced within the same second, or copied with its times, keeps), and the
+    settings that split it."""
     files = [f for source in corpus_part(spec.corpus, spec.part) for f in corpus_files(source)]
     return {
-        "files": [[str(f.resolve()), f.stat().st_size, int(f.stat().st_mtime)] for f in files],
+        "files": [[str(f.resolve()), f.stat().st_size, content_digest(f)] for f in files],
         "words": spec.words,
         "fields": [spec.fields.id, spec.fields.title, spec.fields.text],
     }
+
+
+def content_digest(path: Path, block: int = 1 << 20) -> str:
+    """BLAKE2b of a file's bytes (compressed files as stored), read in blocks."""
+    digest = hashlib.blake2b(digest_size=20)
+    with open(path, "rb") as f:
+        while chunk := f.read(block):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _read_record(path: Path) -> dict | None:
+    """A small JSON record the build keeps in its work folder; None where it is missing or damaged (a crash
+    while it was written), which only costs the stage it vouches for."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _passages(spec: IndexSpec, work: IndexLayout) -> tuple[PassageStore, str]:
@@ -280,10 +320,9 @@ def _passages(spec: IndexSpec, work: IndexLayout) -> tuple[PassageStore, str]:
 
     key = _source_key(spec)
     marker = work.source_key
-    if (work.passages / "passages.arrow").exists() and marker.exists():
-        saved = json.loads(marker.read_text())
-        if saved.get("source") == key:
-            return PassageStore.open(work.passages), saved["fingerprint"]
+    saved = _read_record(marker) if (work.passages / "passages.arrow").exists() else None
+    if saved and saved.get("source") == key and "fingerprint" in saved:
+        return PassageStore.open(work.passages), saved["fingerprint"]
     shutil.rmtree(work.root, ignore_errors=True)  # another corpus: nothing in the work folder is valid
     work.root.mkdir(parents=True)
     sources = corpus_part(spec.corpus, spec.part)
@@ -324,18 +363,6 @@ def _bm25(spec: IndexSpec, work: IndexLayout, store: PassageStore, fingerprint: 
 def _encode_chunks(spec: IndexSpec, work: IndexLayout, store: PassageStore) -> tuple[int, int]:
     chunks = work.dense_chunks
     chunks.mkdir(exist_ok=True)
-    meta = chunks / "encoder.json"
-    expected = {"encoder": spec.encoder, "chunk_size": spec.chunk_size, "max_length": spec.max_length,
-                "weights": model_fingerprint(spec.encoder), **_encoder_options(spec),
-                # chunks of one build share a precision (int8 vectors differ slightly from fp32 ones), also where
-                # `auto` would pick another on the machine that resumes it
-                "precision": passage_precision(spec)}
-    if meta.exists() and json.loads(meta.read_text()) != expected:
-        raise OdqaError(
-            f"{chunks} holds chunks from another encoder or chunk size ({meta.read_text()}); "
-            "remove that folder or use the same --encoder/--chunk-size"
-        )
-    meta.write_text(json.dumps(expected))
     total = (len(store) + spec.chunk_size - 1) // spec.chunk_size
     mine = [c for c in range(total) if spec.shard is None or c % spec.shard[1] == spec.shard[0]]
     todo = [c for c in mine if not (chunks / f"chunk-{c:05d}.npy").exists()]
@@ -401,6 +428,52 @@ def _suggest_fast_encoder(spec: IndexSpec, encoder, passages: int) -> None:
           file=sys.stderr, flush=True)
 
 
+def _encoding_choice(spec: IndexSpec, work: IndexLayout, passages: int) -> IndexSpec:
+    """The passage encoder and precision this build encodes with, checked against the work folder's record.
+
+    A rerun of the same command resumes with what the interrupted run chose, recorded in `work.encoding`: its
+    `--precision auto` may choose otherwise now (another CPU timing, a busy machine), and the finished chunks
+    and dense part would be of no use. A record of other settings given explicitly is refused, naming them,
+    since a shared work folder may hold other machines' shards."""
+    asked = {"encoder": spec.encoder, "precision": spec.precision, "device": spec.device or ""}
+    saved = _read_record(work.encoding)
+    encoded = (work.dense_chunks.is_dir() and any(work.dense_chunks.glob("chunk-*.npy"))) or \
+        IndexLayout(work.dense).manifest.exists()
+    if saved and saved.get("asked") == asked and spec.precision == "auto":
+        spec = replace(spec, encoder=saved["encoder"], query_encoder=saved.get("query_encoder") or spec.query_encoder)
+        if saved.get("precision") != passage_precision(spec):
+            spec = replace(spec, precision=saved["precision"])
+        if encoded:
+            print(f"odqa: resuming with the passages encoded by {saved['encoder']} in precision {saved['precision']}, "
+                  f"as `--precision auto` chose when this build started (recorded in {work.encoding})",
+                  file=sys.stderr, flush=True)
+    elif spec.precision == "auto":
+        spec = auto_passage_encoder(spec, passages)
+    key = _encoding_key(spec)
+    if saved and {name: saved.get(name) for name in key} != key:
+        if not encoded:
+            saved = None  # nothing encoded under the old settings yet
+        else:
+            differ = ", ".join(f"{name} {saved.get(name)!r} (now {value!r})" for name, value in key.items()
+                               if saved.get(name) != value)
+            raise OdqaError(f"{work.root} holds passages encoded with other settings: {differ}; rerun with the "
+                            f"settings it was started with to resume it, or remove {work.dense_chunks} and "
+                            f"{work.dense} to encode again with these")
+    if not saved:
+        shutil.rmtree(work.dense, ignore_errors=True)
+        shutil.rmtree(work.dense_chunks, ignore_errors=True)
+        work.encoding.write_text(json.dumps({"asked": asked, "query_encoder": spec.query_encoder, **key}))
+    return spec
+
+
+def _encoding_key(spec: IndexSpec) -> dict:
+    """Everything the passage vectors depend on: chunks and a dense part are reused only under the same key.
+    Chunks of one build share a precision (int8 vectors differ slightly from fp32 ones)."""
+    return {"encoder": spec.encoder, "chunk_size": spec.chunk_size, "max_length": spec.max_length,
+            "weights": model_fingerprint(spec.encoder), **_encoder_options(spec),
+            "precision": passage_precision(spec)}
+
+
 def _encoder_options(spec: IndexSpec) -> dict:
     return {"pooling": spec.pooling or None, "similarity": spec.similarity or None,
             "query_prefix": spec.query_prefix, "passage_prefix": spec.passage_prefix}
@@ -454,6 +527,7 @@ def _dense(spec: IndexSpec, work: IndexLayout, store: PassageStore, fingerprint:
                                 "encoder_settings": passage_encoder(spec, load=False)})
     VectorIndex.build(merged_path, work.dense, manifest, spec.vector)
     shutil.rmtree(chunks, ignore_errors=True)
+
 
 def build_sharded_index(spec: IndexSpec, shards: int) -> BuildReport:
     """`index --shards N`: the corpus's files in N consecutive groups, each indexed as a whole index folder
