@@ -8,12 +8,13 @@ the same questions in the same run, so the cost of HTTP and of answering one req
     python bench/serve.py --max-batch 16 1                  # batching the questions that wait together, and not
     python bench/serve.py --index INDEX --questions FILE    # another index (e.g. squad-open), its questions
 
-For each --max-batch setting the server is started afresh (`run_qa.py serve` in a child process on a free port
-of 127.0.0.1, access log off) and each client level sends --requests questions (the questions cycled): questions
-per second, p50 and p99 latency, errors (anything but 200; must be 0). The soak sends --soak requests at the
-highest level to the first setting's server and reads the server's resident memory (RSS) before and after, and
-every 10% on the way. `eval-qa` runs first, alone: the evaluator `odqa eval-qa` runs (QAEvaluator, batches of 8),
-in this process, on a pipeline warmed by one question, over the same questions.
+Each --max-batch setting gets its own server (`run_qa.py serve` in a child process on a free port of 127.0.0.1,
+access log off), all running at once; each client level sends --requests questions (the questions cycled) to each
+server in turn: questions per second, p50 and p99 latency, errors (anything but 200; must be 0). The soak then
+sends --soak requests at the highest level to the first setting's server (the others stopped) and reads the server's resident memory (RSS) before and after, and
+every 10% on the way. `eval-qa` runs alone before the servers start and again after they stop: the evaluator
+`odqa eval-qa` runs (QAEvaluator, batches of 8), in this process, on a pipeline warmed by one question, over the
+same questions.
 
 The clients are threads of this process and share the machine's cores with the server: on a 2-core machine the
 figures are a floor. Run it on an idle machine for figures to quote; on a shared one, say so.
@@ -199,33 +200,43 @@ def main() -> int:
 
     rows, soak = [], None
     logs = Path(os.environ.get("TMPDIR", "/tmp"))
-    for n, max_batch in enumerate(args.max_batch):
-        server = Server(args.index, max_batch, logs / f"odqa-serve-bench-{max_batch}.log")
-        try:
-            ready = server.wait_ready()
-            log(f"server (max batch {max_batch}) ready in {ready:.0f} s; RSS {server.rss_mib():.0f} MiB")
-            for clients in args.clients:
+    # every setting's server runs at once and the levels alternate between them, so a change in the machine's
+    # load falls on all settings alike; the models of each load while the others do
+    servers = [Server(args.index, max_batch, logs / f"odqa-serve-bench-{max_batch}.log") for max_batch in args.max_batch]
+    try:
+        for max_batch, server in zip(args.max_batch, servers):
+            log(f"server (max batch {max_batch}) ready after {server.wait_ready():.0f} s; RSS {server.rss_mib():.0f} MiB")
+        for clients in args.clients:
+            for max_batch, server in zip(args.max_batch, servers):
                 row = load(server.url, questions, clients, args.requests)
                 row.update(max_batch=max_batch, ratio=round(row["qps"] / evaluated["qps"], 2))
                 rows.append(row)
                 log(json.dumps(row))
-            row_batches = batches(server.url)
-            log(f"batch sizes read (size: count): {row_batches}")
-            if n == 0 and args.soak:
-                before = server.rss_mib()
-                marks: list[tuple[int, float]] = []
-                step = max(1, args.soak // 10)
+        for max_batch, server in zip(args.max_batch, servers):
+            log(f"max batch {max_batch}: batch sizes read (size: count): {batches(server.url)}")
+        if args.soak:
+            server, others = servers[0], servers[1:]
+            for other in others:  # the soak's server alone
+                other.stop()
+            servers = [server]
+            before = server.rss_mib()
+            marks: list[tuple[int, float]] = []
+            step = max(1, args.soak // 10)
 
-                def progress(done: int) -> None:
-                    if done % step == 0:
-                        marks.append((done, round(server.rss_mib(), 1)))
+            def progress(done: int) -> None:
+                if done % step == 0:
+                    marks.append((done, round(server.rss_mib(), 1)))
 
-                result = load(server.url, questions, max(args.clients), args.soak, progress)
-                soak = {**result, "rss_before_mib": round(before, 1), "rss_after_mib": round(server.rss_mib(), 1),
-                        "rss_marks": marks, "max_batch": max_batch}
-                log(json.dumps(soak))
-        finally:
+            result = load(server.url, questions, max(args.clients), args.soak, progress)
+            soak = {**result, "rss_before_mib": round(before, 1), "rss_after_mib": round(server.rss_mib(), 1),
+                    "rss_marks": marks, "max_batch": args.max_batch[0]}
+            log(json.dumps(soak))
+    finally:
+        for server in servers:
             server.stop()
+    after = eval_qa_throughput(args.index, args.questions, args.limit)
+    log(f"eval-qa again, after: {after}")
+    evaluated["qps_after"] = after["qps"]
 
     write(args, cpu, flags, corpus, evaluated, rows, soak)
     print(json.dumps({"cpu_model": cpu, "cpu_flags": flags, "eval_qa": evaluated, "levels": rows, "soak": soak}))
@@ -240,8 +251,11 @@ def write(args, cpu: str, flags: list[str], corpus: str, evaluated: dict, rows: 
         f"{corpus}; {evaluated['questions']} questions cycled; the server's defaults (hybrid, k = 10, linker on).",
         f"Command: `python bench/serve.py {' '.join(sys.argv[1:])}`.",
         "",
-        f"`eval-qa` on the same questions, same run (QAEvaluator, batches of 8, warm): **{evaluated['qps']} "
-        "questions/s**. Ratio: the server's questions/s over eval-qa's.",
+        f"`eval-qa` on the same questions, same run (QAEvaluator, batches of 8, warm), alone before the servers start "
+        f"and after they stop: **{evaluated['qps']} and {evaluated.get('qps_after', '-')} questions/s**. Ratio: the "
+        "server's questions/s over eval-qa's first figure. The settings' servers run side by side and the rows "
+        "alternate between them, so a change in the machine's load falls on both; with one client no batch can "
+        "form, so the two settings' one-client rows differ only by that load.",
         "",
         "| server max batch | clients | requests | questions/s | p50 ms | p99 ms | errors | ratio to eval-qa |",
         "|---|---|---|---|---|---|---|---|",

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
-import sys
 
 from odqa.commands.common import add_command
 from odqa.commands.options import add_options, dataclass_values
 from odqa.commands.qa import _pipeline_flags, make_pipeline
+from odqa.core.logs import get_logger
 from odqa.serve.settings import API_KEY_HEADER, ServeSettings
+
+log = get_logger("odqa.serve")
 
 
 def register(subparsers) -> None:
@@ -20,8 +22,6 @@ def register(subparsers) -> None:
 
 
 def run_serve(args) -> int:
-    import logging
-
     import uvicorn
 
     from odqa.core.errors import OdqaError
@@ -35,16 +35,15 @@ def run_serve(args) -> int:
             raise OdqaError(f"--api-key-env {settings.api_key_env}: that environment variable is unset or empty; "
                             f"export {settings.api_key_env}=SECRET first, or leave --api-key-env out")
     if settings.host not in ("127.0.0.1", "localhost", "::1") and not api_key:
-        print(f"odqa serve: listening on {settings.host} without an API key: anyone who reaches the port may ask; "
-              f"set --api-key-env VAR to require the {API_KEY_HEADER} header", file=sys.stderr)
+        log.warning(f"listening on {settings.host} without an API key: anyone who reaches the port may ask; "
+                    f"set --api-key-env VAR to require the {API_KEY_HEADER} header")
     check_port_free(settings.host, settings.port)
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     pipeline = make_pipeline(args)
-    print("odqa serve: loading the models...", file=sys.stderr, flush=True)
+    log.info("loading the models...")
     warm_up(pipeline)  # a missing index or model is one line here, not a traceback from inside uvicorn's startup
     app = create_app(pipeline, settings, api_key)
-    print(f"odqa serve: http://{_url_host(settings.host)}:{settings.port}/ (the page; the API schema at "
-          "/openapi.json); Ctrl-C stops it", file=sys.stderr, flush=True)
+    log.info(f"http://{_url_host(settings.host)}:{settings.port}/ (the page; the API schema at /openapi.json); "
+             "Ctrl-C stops it")
     uvicorn.run(app, host=settings.host, port=settings.port, access_log=settings.access_log, log_level="info",
                 timeout_graceful_shutdown=10)
     return 0

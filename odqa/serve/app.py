@@ -8,7 +8,6 @@ log under an id the body gives)."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import secrets
 import time
 import uuid
@@ -26,6 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from indexes.analysis import detect_language
 from odqa import __version__
 from odqa.core.errors import OdqaError
+from odqa.core.logs import get_logger
 from odqa.pipeline import Pipeline, clean_question
 from odqa.serve.models import (
     AUTO_LANGUAGE, AnswerOut, AskRequest, AskResponse, ErrorResponse, FieldProblem, HealthResponse, InfoResponse,
@@ -35,7 +35,7 @@ from odqa.serve.settings import API_KEY_HEADER, ServeSettings
 from odqa.serve.worker import Answered, PipelineWorker, QueueFull
 from retriever.kinds import RETRIEVERS
 
-log = logging.getLogger("odqa.serve")
+log = get_logger("odqa.serve")
 
 STATIC = resources.files("odqa.serve") / "static"
 # a body far beyond any question (a 1 MB question still reaches the field check, which names it); bigger ones
@@ -161,7 +161,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         worker.start()
         started = time.perf_counter()
         state["index"] = await asyncio.wrap_future(worker.call(warm_up))
-        log.info("odqa serve: models loaded in %.1f s; %d passages", time.perf_counter() - started,
+        log.info("models loaded in %.1f s; %d passages", time.perf_counter() - started,
                  state["index"]["passages"])
         try:
             yield
