@@ -62,8 +62,9 @@ def test_focus_spans_of_several_questions():
 @pytest.fixture(scope="module")
 def reader(tmp_path_factory):
     torch.set_num_threads(1)
+    # whole passages unless a test focuses them (the defaults focus all but the first two: reader.settings)
     return Reader.from_pretrained(str(save_tiny_qa(tmp_path_factory.mktemp("tiny-qa"))), device="cpu",
-                                  precision="fp32", runtime="torch")
+                                  precision="fp32", runtime="torch", focus_words=0, whole_passages=0)
 
 
 def test_reader_reads_the_focused_part_and_answers_with_offsets_into_the_whole_passage(reader):
