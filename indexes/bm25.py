@@ -202,10 +202,16 @@ class TantivyIndex:
         return rank_with_ties(lambda n: self._rows(self.searcher.search(query, n)), k)
 
     def _rows(self, result) -> Hits:
+        addresses = [addr for _, addr in result.hits]
+        # the row's fast field, read as a column: decompressing a stored document per hit cost most of a top
+        # 100's time over a million passages (bench/results/scale.md)
+        if hasattr(self.searcher, "fast_field_values"):  # older tantivy-py: the stored document
+            rows = self.searcher.fast_field_values("row", addresses) if addresses else []
+        else:
+            rows = [self.searcher.doc(addr)["row"][0] for addr in addresses]
         if self.segment_rows is not None:
-            return [(int(self.searcher.doc(addr)["row"][0]) + self.segment_rows[addr.segment_ord], float(score))
-                    for score, addr in result.hits]
-        return [(int(self.searcher.doc(addr)["row"][0]), float(score)) for score, addr in result.hits]
+            rows = [row + self.segment_rows[addr.segment_ord] for row, addr in zip(rows, addresses)]
+        return [(int(row), float(score)) for row, (score, _) in zip(rows, result.hits)]
 
 
 class Bm25sIndex:

@@ -226,7 +226,7 @@ class PassageStore:
                 if len(mine) and source._check is not None:
                     source._check_rows(mine - start)
         # one-row slices, not Table.take: take over a memory-mapped table of many record batches touches whole
-        # columns (0.14-1.4 s of CPU for 20 rows of a million-passage store, bench/scale.py), a slice the row alone
+        # columns, which made reading an answer's passages grow with the store (bench/results/scale.md)
         table = self.table.select(list(COLUMNS))
         for r in rows:
             if not 0 <= int(r) < table.num_rows:
