@@ -1,0 +1,481 @@
+#!/usr/bin/env python3
+"""Full Wikipedia (21 M passages) and beyond, by simulation on this machine (issue 49).
+
+    python bench/scale.py passages --size 1M             # passage store + BM25: build time, peak RSS, disk, latency
+    python bench/scale.py real --passages 20000          # encode real subset passages and NQ questions once
+    python bench/scale.py vectors --size 1M --kinds flat ivf ivfpq opq-ivfpq hnsw
+    python bench/scale.py vectors --real                 # the same kinds over the real vectors: real recall
+    python bench/scale.py kb --size 1M                   # the linker's entity search over simulated entities
+    python bench/scale.py report                         # markdown tables of every result so far
+
+Passages: Wikipedia-like, streamed (never held in memory at once): the subset's articles
+(../shared/data/wiki) drawn again and again, each time with its sentences shuffled, its id renamed (`r{round}-{id}`)
+and its title marked with the round, chunked to about 100 words. Vectors: `--size` x 384 float16 vectors
+clustered like real ones: the real passage vectors (`real`) are split into k-means clusters, and each synthetic
+vector is a cluster centroid plus the residuals of two random members of that cluster (scaled to keep the
+cluster's spread), normalised: new points with the real clusters' shape, not copies. Queries are real NQ-dev
+questions encoded with the index's question encoder; recall@20 is against exact search over the same vectors.
+
+Each build runs in its own process so its peak RSS (wait4's ru_maxrss) is that stage's alone. Results are
+appended as JSON lines to $ODQA_HOME/scale/results.jsonl; `report` prints them as tables with the CPU.
+Everything generated lives under $ODQA_HOME/scale (delete it when done: 21 M passages take tens of GB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+WIKI = ROOT.parent / "shared" / "data" / "wiki"
+QUESTIONS = ROOT.parent / "shared" / "data" / "dpr-qas" / "nq-dev.qa.tsv"
+DIM = 384
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def scale_home() -> Path:
+    from odqa.core.paths import odqa_home
+
+    return odqa_home() / "scale"
+
+
+def parse_size(text: str) -> int:
+    text = text.strip().upper()
+    factor = {"K": 1_000, "M": 1_000_000}.get(text[-1:], 1)
+    return int(float(text[:-1] if factor > 1 else text) * factor)
+
+
+def size_name(n: int) -> str:
+    return f"{n / 1e6:g}M" if n >= 1_000_000 else f"{n / 1e3:g}k"
+
+
+def record(result: dict) -> None:
+    result = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), **result}
+    path = scale_home() / "results.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps(result) + "\n")
+    print(json.dumps(result), flush=True)
+
+
+def percentiles(seconds: list[float], cpu_seconds: list[float] | None = None) -> dict:
+    """p50/p99 in ms of wall time, and of the searching thread's CPU time where given: on a machine shared with
+    other work (a training run here) the CPU time is what the search costs, the wall time what it waited too."""
+    out = {}
+    for name, values in (("", seconds), ("cpu_", cpu_seconds)):
+        if values is not None:
+            ms = np.array(values) * 1000
+            out[f"{name}p50_ms"] = round(float(np.percentile(ms, 50)), 2)
+            out[f"{name}p99_ms"] = round(float(np.percentile(ms, 99)), 2)
+    return out
+
+
+class Timer:
+    """Wall and thread CPU time of one search."""
+
+    def __init__(self):
+        self.wall, self.cpu = [], []
+
+    def __enter__(self):
+        self._wall, self._cpu = time.perf_counter(), time.thread_time()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall.append(time.perf_counter() - self._wall)
+        self.cpu.append(time.thread_time() - self._cpu)
+
+    def summary(self) -> dict:
+        return percentiles(self.wall, self.cpu)
+
+
+def disk_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else path.stat().st_size
+
+
+def run_stage(args: list[str]) -> tuple[dict, int]:
+    """Run `bench/scale.py stage ...` in a child process: (its JSON result with its CPU seconds, its peak RSS in
+    bytes)."""
+    process = subprocess.Popen([sys.executable, __file__, "stage", *args], stdout=subprocess.PIPE, text=True)
+    out = process.stdout.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    if status != 0:
+        raise SystemExit(f"stage {' '.join(args)} failed (status {status})")
+    result = json.loads(out.strip().splitlines()[-1])
+    result[f"{args[0]}_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 1)
+    return result, usage.ru_maxrss * 1024
+
+
+# ---- passages -----------------------------------------------------------------------------------------------
+def article_pool() -> list[tuple[str, str, list[str]]]:
+    """(id, title, sentences) of every subset article with text."""
+    from odqa.corpus.readers import iter_documents
+
+    pool = []
+    for doc in iter_documents(WIKI):
+        sentences = [s for s in _SENTENCE_END.split(doc.text.replace("\n", " ")) if s]
+        if sentences:
+            pool.append((doc.id, doc.title, sentences))
+    return pool
+
+
+def synthetic_passages(size: int, words: int = 100, seed: int = 0):
+    """`size` Wikipedia-like passages (odqa Passages), streamed."""
+    from odqa.core.types import Passage
+
+    pool = article_pool()
+    rng = random.Random(seed)
+    made = 0
+    for round_ in range(1_000_000):
+        order = list(range(len(pool)))
+        rng.shuffle(order)
+        for a in order:
+            doc_id, title, sentences = pool[a]
+            sentences = sentences[:]
+            rng.shuffle(sentences)
+            new_id, new_title = (doc_id, title) if round_ == 0 else (f"r{round_}-{doc_id}", f"{title} ({round_})")
+            chunk: list[str] = []
+            count = 0
+            part = 0
+            for s in sentences + [""]:
+                if s:
+                    chunk.append(s)
+                    count += s.count(" ") + 1
+                if chunk and (count >= words or not s):
+                    text = " ".join(chunk)
+                    yield Passage(id=f"{new_id}-{part}", title=new_title, text=text, doc_id=new_id, start=0, end=len(text))
+                    made += 1
+                    part += 1
+                    chunk, count = [], 0
+                    if made == size:
+                        return
+
+
+def nq_questions(limit: int) -> list[str]:
+    from odqa.corpus.questions import load_questions
+
+    return [q.question for q in load_questions(QUESTIONS, limit=limit)]
+
+
+def stage_store(folder: str, size: int) -> dict:
+    from odqa.corpus.store import PassageStore
+
+    t0 = time.perf_counter()
+    store, _ = PassageStore.write(synthetic_passages(size), folder)
+    return {"store_build_s": round(time.perf_counter() - t0, 1), "rows": len(store)}
+
+
+def stage_bm25(store_folder: str, out: str) -> dict:
+    from indexes.bm25 import build_text_index
+    from indexes.manifest import Manifest
+    from odqa.corpus.store import PassageStore
+
+    store = PassageStore.open(store_folder)
+
+    def texts():
+        for batch in store.iter_batches(5000):
+            for title, text in zip(batch["title"], batch["text"]):
+                yield f"{title} {text}"
+
+    t0 = time.perf_counter()
+    build_text_index(texts(), out, Manifest(kind="bm25"))
+    return {"bm25_build_s": round(time.perf_counter() - t0, 1)}
+
+
+def stage_bm25_query(store_folder: str, bm25_folder: str, questions: int) -> dict:
+    from indexes.bm25 import clean_query, load_text_index
+    from odqa.corpus.store import PassageStore
+
+    t0 = time.perf_counter()
+    store = PassageStore.open(store_folder)
+    open_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    index = load_text_index(bm25_folder)
+    bm25_open_s = time.perf_counter() - t0
+    queries = nq_questions(questions + 10)
+    for q in queries[:10]:
+        index.search([q], 100)  # warm-up
+    search, engine, fetch = Timer(), Timer(), Timer()
+    for q in queries[10:]:
+        with search:
+            hits = index.search([q], 100)[0]
+        text = clean_query(q)
+        if text and index.analyzer.analyze(text):
+            parsed, _ = index.index.parse_query_lenient(text, ["text"])
+            with engine:  # Tantivy's top 100 alone, without reading each hit's row from the document store
+                index.searcher.search(parsed, 100)
+        with fetch:
+            store.get_rows([row for row, _ in hits[:20]])
+    return {"store_open_s": round(open_s, 3), "bm25_open_s": round(bm25_open_s, 3), "questions": len(search.wall),
+            "bm25_top100": search.summary(), "tantivy_top100_no_rows": engine.summary(),
+            "store_fetch20": fetch.summary()}
+
+
+def cmd_passages(args) -> None:
+    size = parse_size(args.size)
+    folder = scale_home() / f"passages-{size_name(size)}"
+    store, bm25 = folder / "passages", folder / "bm25"
+    result = {"what": "passages", "size": size}
+    if not (store / "passages.arrow").exists():
+        out, rss = run_stage(["store", str(store), str(size)])
+        result.update(out, store_peak_rss_gb=round(rss / 2**30, 2))
+    if not (bm25 / "manifest.json").exists():
+        out, rss = run_stage(["bm25", str(store), str(bm25)])
+        result.update(out, bm25_peak_rss_gb=round(rss / 2**30, 2))
+    result.update(store_disk_gb=round(disk_bytes(store) / 1e9, 2), bm25_disk_gb=round(disk_bytes(bm25) / 1e9, 2))
+    out, rss = run_stage(["bm25-query", str(store), str(bm25), str(args.questions)])
+    result.update(out, query_peak_rss_gb=round(rss / 2**30, 2))
+    record(result)
+    if args.delete:
+        shutil.rmtree(folder)
+
+
+# ---- vectors ------------------------------------------------------------------------------------------------
+def cmd_real(args) -> None:
+    """Real passage vectors (the default encoder, the subset's first passages) and NQ-dev question vectors."""
+    from odqa.corpus.readers import iter_passages
+    from odqa.core.encoder_loading import load_text_encoder
+    from odqa.core.models import DEFAULT_ENCODER
+    from odqa.core.text_encoding import paired_query_encoder
+
+    folder = scale_home() / "real"
+    folder.mkdir(parents=True, exist_ok=True)
+    passages = []
+    for p in iter_passages(WIKI):
+        passages.append((p.title, p.text))
+        if len(passages) == args.passages:
+            break
+    rng = random.Random(0)
+    rng.shuffle(passages)  # the first articles alone would be a few topics
+    t0 = time.perf_counter()
+    encoder = load_text_encoder(DEFAULT_ENCODER, max_length=256)
+    vectors = encoder.encode_passages(passages, batch_size=64)
+    encode_s = time.perf_counter() - t0
+    np.save(folder / "passages.npy", vectors.astype(np.float16))
+    queries = load_text_encoder(paired_query_encoder(DEFAULT_ENCODER) or DEFAULT_ENCODER, max_length=64).encode_queries(
+        nq_questions(args.questions))
+    np.save(folder / "queries.npy", queries.astype(np.float32))
+    record({"what": "real-vectors", "passages": len(passages), "questions": len(queries), "encode_s": round(encode_s, 1)})
+
+
+def synthetic_vectors(size: int, path: Path, clusters: int = 1024, block: int = 200_000) -> None:
+    import faiss
+
+    real = np.load(scale_home() / "real" / "passages.npy").astype(np.float32)
+    kmeans = faiss.Kmeans(DIM, min(clusters, len(real) // 20), niter=20, seed=0, spherical=True)
+    kmeans.train(real)
+    _, assign = kmeans.index.search(real, 1)
+    assign = assign[:, 0]
+    residuals = real - kmeans.centroids[assign]
+    members = [np.flatnonzero(assign == c) for c in range(kmeans.k)]
+    weights = np.array([len(m) for m in members], dtype=np.float64)
+    rng = np.random.default_rng(0)
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float16, shape=(size, DIM))
+    for start in range(0, size, block):
+        n = min(block, size - start)
+        cluster = rng.choice(kmeans.k, size=n, p=weights / weights.sum())
+        pick = lambda: np.array([members[c][i] for c, i in zip(cluster, rng.integers(0, 1 << 30, n) % weights[cluster].astype(np.int64))])
+        v = kmeans.centroids[cluster] + (residuals[pick()] + residuals[pick()]) / np.sqrt(2)
+        out[start : start + n] = v / np.linalg.norm(v, axis=1, keepdims=True)
+    out.flush()
+
+
+def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
+    from indexes.vector import _blocked_flat_search
+
+    return _blocked_flat_search(vectors, queries, k, 262144)[1]
+
+
+INDEX_KINDS = ("flat", "ivf", "ivfpq", "opq-ivfpq", "hnsw")
+
+
+def factory(kind: str, n: int) -> str:
+    nlist = 1 << max(6, int(round(np.log2(4 * np.sqrt(n)))))
+    return {"ivf": f"IVF{nlist},Flat", "ivfpq": f"IVF{nlist},PQ48", "opq-ivfpq": f"OPQ48,IVF{nlist},PQ48",
+            "hnsw": "HNSW32,Flat", "hnsw-sq": "HNSW32,SQfp16"}[kind]
+
+
+def stage_vector_build(vectors_path: str, kind: str, out: str) -> dict:
+    import faiss
+
+    vectors = np.load(vectors_path, mmap_mode="r")
+    n = len(vectors)
+    t0 = time.perf_counter()
+    if kind == "flat":
+        from indexes.vector import float16_copy_index
+
+        index = float16_copy_index(vectors)
+    else:
+        index = faiss.index_factory(DIM, factory(kind, n), faiss.METRIC_INNER_PRODUCT)
+        if kind == "hnsw":
+            faiss.downcast_index(index).hnsw.efConstruction = 80
+        if not index.is_trained:
+            rng = np.random.default_rng(0)
+            sample = np.sort(rng.choice(n, size=min(n, 100_000), replace=False))
+            index.train(np.ascontiguousarray(vectors[sample], dtype=np.float32))
+        for start in range(0, n, 65536):
+            index.add(np.ascontiguousarray(vectors[start : start + 65536], dtype=np.float32))
+    build_s = time.perf_counter() - t0
+    faiss.write_index(index, out)
+    return {"build_s": round(build_s, 1), "disk_gb": round(os.path.getsize(out) / 1e9, 3)}
+
+
+def search_settings(kind: str) -> list[tuple[str, int]]:
+    if kind in ("ivf", "ivfpq", "opq-ivfpq"):
+        return [("nprobe", p) for p in (8, 16, 32, 64, 128)]
+    if kind == "hnsw":
+        return [("efSearch", e) for e in (32, 64, 128, 256)]
+    return [("", 0)]
+
+
+def stage_vector_query(vectors_path: str, index_path: str, kind: str, truth_path: str, queries_path: str) -> dict:
+    import faiss
+
+    faiss.omp_set_num_threads(1)  # one question at a time on one thread: its CPU time is its cost
+    vectors = np.load(vectors_path, mmap_mode="r")
+    queries = np.load(queries_path)
+    truth = np.load(truth_path)
+    t0 = time.perf_counter()
+    index = faiss.read_index(index_path)
+    open_s = time.perf_counter() - t0
+    rows = []
+    for name, value in search_settings(kind):
+        if name == "nprobe":
+            faiss.extract_index_ivf(index).nprobe = value
+        elif name == "efSearch":
+            faiss.downcast_index(index).hnsw.efSearch = value
+        for refine in ((0, 100) if "pq" in kind else (0,)):
+            timer, found = Timer(), []
+            for q in queries:
+                with timer:
+                    _, top = index.search(q[None, :], refine or 20)
+                    if refine:  # rerank the candidates with their float16 vectors read from the memmap
+                        cand = np.sort(top[0][top[0] >= 0])
+                        exact = np.asarray(vectors[cand], dtype=np.float32) @ q
+                        top = cand[np.argsort(-exact)[:20]][None, :]
+                found.append(top[0][:20])
+            recall = float(np.mean([len(set(f) & set(t[:20])) / 20 for f, t in zip(found, truth)]))
+            rows.append({"setting": f"{name}={value}" if name else "", "rerank": refine,
+                         "recall20": round(recall, 4), **timer.summary()})
+    return {"open_s": round(open_s, 2), "searches": rows}
+
+
+def cmd_vectors(args) -> None:
+    home = scale_home()
+    if args.real:
+        size, folder = 0, home / "vectors-real"
+        folder.mkdir(parents=True, exist_ok=True)
+        vectors_path = folder / "vectors.npy"
+        if not vectors_path.exists():
+            shutil.copy(home / "real" / "passages.npy", vectors_path)
+        size = len(np.load(vectors_path, mmap_mode="r"))
+    else:
+        size = parse_size(args.size)
+        folder = home / f"vectors-{size_name(size)}"
+        folder.mkdir(parents=True, exist_ok=True)
+        vectors_path = folder / "vectors.npy"
+        if not vectors_path.exists():
+            t0 = time.perf_counter()
+            synthetic_vectors(size, vectors_path)
+            print(f"generated {size} vectors in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    queries_path = home / "real" / "queries.npy"
+    truth_path = folder / "truth.npy"
+    if not truth_path.exists():
+        np.save(truth_path, exact_top(np.load(vectors_path, mmap_mode="r"), np.load(queries_path), 20))
+    for kind in args.kinds:
+        index_path = folder / f"{kind}.faiss"
+        result = {"what": "vectors", "size": size, "real": bool(args.real), "kind": kind,
+                  "factory": "" if kind == "flat" else factory(kind, size)}
+        if not index_path.exists():
+            out, rss = run_stage(["vector-build", str(vectors_path), kind, str(index_path)])
+            result.update(out, build_peak_rss_gb=round(rss / 2**30, 2))
+        result["disk_gb"] = round(index_path.stat().st_size / 1e9, 3)
+        out, rss = run_stage(["vector-query", str(vectors_path), str(index_path), kind, str(truth_path), str(queries_path)])
+        result.update(out, query_peak_rss_gb=round(rss / 2**30, 2))
+        record(result)
+        if not args.keep:
+            index_path.unlink()
+
+
+def cmd_kb(args) -> None:
+    """The linker's dense candidate search (KnowledgeBase.search: float16 copy, or the KB's FAISS index) over
+    `--size` simulated entity vectors, top 16, one mention at a time."""
+    size = parse_size(args.size)
+    folder = scale_home() / f"vectors-{size_name(size)}"
+    if not (folder / "vectors.npy").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        synthetic_vectors(size, folder / "vectors.npy")
+    args.kinds = args.kinds or ["flat", "hnsw"]
+    cmd_vectors(argparse.Namespace(real=False, size=args.size, kinds=args.kinds, keep=False))
+
+
+def stage(argv: list[str]) -> None:
+    name, rest = argv[0], argv[1:]
+    if name == "store":
+        out = stage_store(rest[0], int(rest[1]))
+    elif name == "bm25":
+        out = stage_bm25(rest[0], rest[1])
+    elif name == "bm25-query":
+        out = stage_bm25_query(rest[0], rest[1], int(rest[2]))
+    elif name == "vector-build":
+        out = stage_vector_build(*rest)
+    elif name == "vector-query":
+        out = stage_vector_query(*rest)
+    else:
+        raise SystemExit(f"unknown stage {name}")
+    print(json.dumps(out))
+
+
+def cmd_report(args) -> None:
+    from odqa.core.device import cpu_model_and_flags
+
+    model, flags = cpu_model_and_flags(["avx2", "avx512f", "avx512_bf16", "amx_bf16"])
+    print(f"CPU: {model} ({', '.join(flags)}), {os.cpu_count()} cores\n")
+    for line in (scale_home() / "results.jsonl").read_text().splitlines():
+        print(line)
+
+
+def main(argv=None) -> None:
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "stage":
+        return stage(sys.argv[2:])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("passages")
+    p.add_argument("--size", default="1M")
+    p.add_argument("--questions", type=int, default=300)
+    p.add_argument("--delete", action="store_true", help="remove the generated store and index afterwards")
+    p.set_defaults(run=cmd_passages)
+    p = sub.add_parser("real")
+    p.add_argument("--passages", type=int, default=20000)
+    p.add_argument("--questions", type=int, default=300)
+    p.set_defaults(run=cmd_real)
+    p = sub.add_parser("vectors")
+    p.add_argument("--size", default="1M")
+    p.add_argument("--real", action="store_true", help="the real passage vectors of `real` instead")
+    p.add_argument("--kinds", nargs="+", default=list(INDEX_KINDS), choices=[*INDEX_KINDS, "hnsw-sq"])
+    p.add_argument("--keep", action="store_true", help="keep the built FAISS files")
+    p.set_defaults(run=cmd_vectors)
+    p = sub.add_parser("kb")
+    p.add_argument("--size", default="1M")
+    p.add_argument("--kinds", nargs="+", choices=[*INDEX_KINDS, "hnsw-sq"])
+    p.set_defaults(run=cmd_kb)
+    p = sub.add_parser("report")
+    p.set_defaults(run=cmd_report)
+    args = parser.parse_args(argv)
+    args.run(args)
+
+
+if __name__ == "__main__":
+    main()
