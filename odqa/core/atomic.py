@@ -117,7 +117,12 @@ def write_npy_blocks(path: str | Path, dtype, shape: tuple[int, ...], blocks: It
     expected = int(np.prod(shape)) * dtype.itemsize
     written = 0
     with open(path, "wb") as f:
-        np.lib.format.write_array_header_2_0(f, header)
+        try:  # the header np.save writes (version 1.0 where it fits): the same bytes for the same array
+            np.lib.format.write_array_header_1_0(f, header)
+        except ValueError:
+            f.seek(0)
+            f.truncate()
+            np.lib.format.write_array_header_2_0(f, header)
         for block in blocks:
             data = np.ascontiguousarray(block, dtype=dtype)
             f.write(memoryview(data.reshape(-1)).cast("B"))
