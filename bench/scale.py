@@ -303,7 +303,8 @@ INDEX_KINDS = ("flat", "ivf", "ivfpq", "opq-ivfpq", "hnsw")
 
 def factory(kind: str, n: int) -> str:
     nlist = 1 << max(6, int(round(np.log2(4 * np.sqrt(n)))))
-    return {"ivf": f"IVF{nlist},Flat", "ivfpq": f"IVF{nlist},PQ48", "opq-ivfpq": f"OPQ48,IVF{nlist},PQ48",
+    # "np": no polysemous training (slow, and odqa's ivfpq kind does without it)
+    return {"ivf": f"IVF{nlist},Flat", "ivfpq": f"IVF{nlist},PQ48np", "opq-ivfpq": f"OPQ48,IVF{nlist},PQ48np",
             "hnsw": "HNSW32,Flat", "hnsw-sq": "HNSW32,SQfp16"}[kind]
 
 
