@@ -88,6 +88,6 @@ class EncoderDistillConfig(RunOptions):
     max_minutes: float = field(default=0.0, metadata=_help("stop after this much training time, resumed runs "
                                                            "included (0: no budget)"))
     holdout: int = field(default=512, metadata=_help("passages kept out of training to measure the cosine with "
-                                                     "the teacher's vectors"))
+                                                     "the teacher's vectors (0: none)", minimum=0))
     seed: int = field(default=42, metadata=_help("seed of the passage sample and order", minimum=0))
     save_every: int = field(default=100, metadata=_help("checkpoint every N steps"))
