@@ -29,7 +29,8 @@ def test_answered_questions_agrees_with_has_answer_over_a_corpus():
 def test_has_answer_regex():
     assert has_answer("Fashion week is in September.", ["Sept?(ember)?|Feb(ruary)?"], regex_answers=True)
     assert not has_answer("Fashion week is in May.", ["Sept?(ember)?|Feb(ruary)?"], regex_answers=True)
-    assert not has_answer("anything", ["(unclosed"], regex_answers=True)  # a broken regex never matches
+    with pytest.raises(DataFormatError, match="unclosed"):  # a broken regex is an error, never a silent miss
+        has_answer("anything", ["(unclosed"], regex_answers=True)
 
 
 def test_squad_normalisation_em_f1_by_hand():
