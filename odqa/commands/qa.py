@@ -72,15 +72,18 @@ def run_ask(args) -> int:
     from odqa.shell import Shell
 
     expect_few_questions()  # a one-shot process: int8 graphs rather than importing torch for bf16
-    pipeline = make_pipeline(args)
-    questions = split_questions(args.question)
-    for result in pipeline.ask_batch(questions):
-        if args.json:
-            print_json_last({**result.to_dict(), "inference": pipeline.inference_plans()})
-        else:
-            if len(questions) > 1:
-                print(result.question)
-            Shell(pipeline).show(result)
+    try:
+        pipeline = make_pipeline(args)
+        questions = split_questions(args.question)
+        for result in pipeline.ask_batch(questions):
+            if args.json:
+                print_json_last({**result.to_dict(), "inference": pipeline.inference_plans()})
+            else:
+                if len(questions) > 1:
+                    print(result.question)
+                Shell(pipeline).show(result)
+    finally:  # `main` may run in a process that goes on (the library, tests): later pipelines read as usual
+        expect_few_questions(False)
     return 0
 
 
