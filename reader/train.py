@@ -34,7 +34,8 @@ import torch
 
 from odqa.core.errors import DataFormatError, OdqaError
 from odqa.core.models import resolve_model
-from odqa.core.training import LoopSettings, TrainingLoop, latest_checkpoint, set_seed, training_device
+from odqa.core.training import (LoopSettings, TrainingLoop, keep_transformer_layers, latest_checkpoint, set_seed,
+                                training_device)
 from odqa.corpus.open_dev import is_open_dev
 from odqa.corpus.questions import check_not_test_set
 from reader.features import char_span_to_tokens, tokenize_windows
@@ -223,19 +224,6 @@ def parse_layers(spec: str) -> list[int]:
     return layers
 
 
-def keep_encoder_layers(model, layers: list[int]) -> None:
-    """Keep only `layers` of the model's transformer encoder (a student initialised from every other layer, as
-    `distill-encoder` does for the passage encoder), and record the new depth in its config."""
-    encoder = getattr(model.base_model, "encoder", None)
-    blocks = getattr(encoder, "layer", None)
-    if blocks is None:
-        raise OdqaError(f"--keep-layers: {type(model.base_model).__name__} has no encoder.layer list to reduce")
-    if layers[-1] >= len(blocks):
-        raise OdqaError(f"--keep-layers: the model has {len(blocks)} layers (0-{len(blocks) - 1}), asked for {layers}")
-    encoder.layer = torch.nn.ModuleList(blocks[i] for i in layers)
-    model.config.num_hidden_layers = len(layers)
-
-
 def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None) -> Path:
     """Train (or resume) and return the folder of the final model."""
     from transformers import get_linear_schedule_with_warmup
@@ -251,7 +239,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     resume = latest_checkpoint(out)
     model, tokenizer = load_qa_model(str(resume) if resume else cfg.init)
     if cfg.keep_layers and not resume:  # a checkpoint has the reduced layers already
-        keep_encoder_layers(model, parse_layers(cfg.keep_layers))
+        keep_transformer_layers(model.base_model, parse_layers(cfg.keep_layers), "--keep-layers", cfg.init)
     if cfg.freeze_embeddings:
         model.get_input_embeddings().weight.requires_grad_(False)
     model.to(device)

@@ -31,7 +31,8 @@ import torch
 
 from odqa.core.atomic import atomic_folder
 from odqa.core.errors import OdqaError
-from odqa.core.training import LoopSettings, TrainingLoop, latest_checkpoint, set_seed, training_device
+from odqa.core.training import (LoopSettings, TrainingLoop, keep_transformer_layers, latest_checkpoint, set_seed,
+                                training_device)
 from retriever.probe_loss import probe_weighted_loss
 from retriever.train import epoch_order
 from retriever.train_config import EncoderDistillConfig
@@ -43,15 +44,7 @@ INFO_FILE = "retriever_info.json"
 
 def keep_layers(encoder, layers: Sequence[int]):
     """`encoder` (a TextEncoder over a BERT-style model) with only the transformer layers `layers`, in that order."""
-    blocks = getattr(getattr(encoder.model, "encoder", None), "layer", None)
-    if blocks is None:
-        raise OdqaError(f"{encoder.name} is not a BERT-style encoder (no encoder.layer list); a shallower student "
-                        "is made only from such models")
-    if not layers or any(not 0 <= i < len(blocks) for i in layers) or len(set(layers)) != len(layers):
-        raise OdqaError(f"--layers {' '.join(map(str, layers))}: give distinct layer numbers from 0 to "
-                        f"{len(blocks) - 1} ({encoder.name} has {len(blocks)} layers)")
-    encoder.model.encoder.layer = torch.nn.ModuleList([blocks[i] for i in layers])
-    encoder.model.config.num_hidden_layers = len(layers)
+    keep_transformer_layers(encoder.model, list(layers), "--layers", encoder.name)
     return encoder
 
 

@@ -303,3 +303,18 @@ class TrainingLoop:
             return False
         self.evals_without_gain += 1
         return self.evals_without_gain >= s.early_stop
+
+
+def keep_transformer_layers(model, layers, option: str, name: str) -> None:
+    """Keep only the transformer layers `layers` (in that order) of a BERT-style `model` (one with an
+    encoder.layer list), and record the new depth in its config: a shallower student initialised from the named
+    layers of its teacher. `option` and `name` (the setting and the model) word the errors."""
+    blocks = getattr(getattr(model, "encoder", None), "layer", None)
+    if blocks is None:
+        raise OdqaError(f"{name} is not a BERT-style encoder (no encoder.layer list); a shallower student "
+                        "is made only from such models")
+    if not layers or any(not 0 <= i < len(blocks) for i in layers) or len(set(layers)) != len(layers):
+        raise OdqaError(f"{option} {' '.join(map(str, layers))}: give distinct layer numbers from 0 to "
+                        f"{len(blocks) - 1} ({name} has {len(blocks)} layers)")
+    model.encoder.layer = torch.nn.ModuleList([blocks[i] for i in layers])
+    model.config.num_hidden_layers = len(layers)
