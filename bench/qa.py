@@ -35,11 +35,8 @@ def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str]
               only_articles_of: Path | None = None) -> list[list]:
     import torch
 
-    from odqa.config import OdqaConfig
     from odqa.corpus.questions import drop_articles, keep_articles, load_questions
-    from odqa.demo_corpus import demo_index_path, demo_kb_path
     from odqa.eval.qa import evaluate_qa
-    from odqa.pipeline import Pipeline
 
     torch.set_num_threads(2)
     items = keep_articles(drop_articles(load_questions(questions_path), exclude_articles_of), only_articles_of)
@@ -49,11 +46,7 @@ def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str]
     for kind in retrievers:
         sampled, asked = len(items), items
         for reader, variant in [(r, v) for r in readers for v in settings]:
-            overrides = {"index": index, "retrieval.retriever": kind, "retrieval.k": k, "linker.enabled": linker,
-                         "reader.model": reader}
-            overrides.update(variant)
-            pipeline = Pipeline(OdqaConfig.load(None, overrides), default_index=demo_index_path,
-                                default_kb=demo_kb_path)
+            pipeline, label = variant_pipeline(index, kind, k, linker, reader, variant)
             if answer_read_only and asked is items:
                 asked = with_answer_retrieved(pipeline, items, k)
                 NOTES.append(f"{name} {kind}: {len(asked)} of {sampled} questions have an answer in the top {k} (only "
@@ -63,12 +56,24 @@ def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str]
             started = time.perf_counter()
             m = evaluate_qa(pipeline, asked, ks=[1, 5, k])
             seconds = time.perf_counter() - started
-            label = reader + (f" ({', '.join(f'{k} {v}' for k, v in variant.items())})" if variant else "")
             rows.append([name, kind, label, k, len(asked), f"{m['em']:.2f}", f"{m['f1']:.2f}",
                          f"{m['em_given_answer_read']:.2f}", f"{m['recall@1']:.2f}", f"{m[f'recall@{k}']:.2f}",
                          f"{len(asked) / seconds:.2f}"])
             print(" | ".join(map(str, rows[-1])), flush=True)
     return rows
+
+
+def variant_pipeline(index: str, kind: str, k: int, linker: bool, reader: str, variant: dict):
+    """The pipeline of one compared (retriever, reader, settings variant) and its row label. An empty `index`
+    is the demo corpus's."""
+    from odqa.config import OdqaConfig
+    from odqa.demo_corpus import demo_index_path, demo_kb_path
+    from odqa.pipeline import Pipeline
+
+    overrides = {"index": index, "retrieval.retriever": kind, "retrieval.k": k, "linker.enabled": linker,
+                 "reader.model": reader, **variant}
+    pipeline = Pipeline(OdqaConfig.load(None, overrides), default_index=demo_index_path, default_kb=demo_kb_path)
+    return pipeline, reader + (f" ({', '.join(f'{key} {v}' for key, v in variant.items())})" if variant else "")
 
 
 def run_open_dev(index: str, data: Path, retrievers: list[str], n: int | None, k: int, linker: bool,
@@ -83,12 +88,8 @@ def run_open_dev(index: str, data: Path, retrievers: list[str], n: int | None, k
 
     import torch
 
-    from odqa.eval.confidence import auroc, expected_calibration_error
-
-    from odqa.config import OdqaConfig
     from odqa.corpus.open_dev import open_dev_questions
     from odqa.eval.qa import evaluate_qa
-    from odqa.pipeline import Pipeline
 
     torch.set_num_threads(2)
     sources = open_dev_questions(data)
@@ -98,11 +99,8 @@ def run_open_dev(index: str, data: Path, retrievers: list[str], n: int | None, k
     rows = []
     for kind in retrievers:
         for reader, variant in [(r, v) for r in readers for v in settings]:
-            overrides = {"index": index, "retrieval.retriever": kind, "retrieval.k": k, "linker.enabled": linker,
-                         "reader.model": reader, **variant}
-            pipeline = Pipeline(OdqaConfig.load(None, overrides))
+            pipeline, label = variant_pipeline(index, kind, k, linker, reader, variant)
             pipeline.retriever(kind), pipeline.reader  # load before the clock starts
-            label = reader + (f" ({', '.join(f'{key} {v}' for key, v in variant.items())})" if variant else "")
             totals = {"questions": 0, "em": 0.0, "f1": 0.0, "read": 0.0, "em_read": 0.0, "r1": 0.0, "rk": 0.0,
                       "seconds": 0.0}
             judged_all: list[dict] = []
@@ -121,18 +119,20 @@ def run_open_dev(index: str, data: Path, retrievers: list[str], n: int | None, k
                     totals[key] += value
                 rows.append([f"open-dev {name}", kind, label, k, q, f"{m['em']:.2f}", f"{m['f1']:.2f}",
                              f"{m['em_given_answer_read']:.2f}", f"{m['recall@1']:.2f}", f"{m[f'recall@{k}']:.2f}",
-                             f"{q / seconds:.2f}", *_confidence_cells(judged, auroc, expected_calibration_error)])
+                             f"{q / seconds:.2f}", *_confidence_cells(judged)])
                 print(" | ".join(map(str, rows[-1])), flush=True)
             q = totals["questions"]
             rows.append(["**open-dev all**", kind, label, k, q, f"{totals['em'] / q:.2f}", f"{totals['f1'] / q:.2f}",
                          f"{totals['em_read'] / max(totals['read'], 1e-9):.2f}", f"{totals['r1'] / q:.2f}",
                          f"{totals['rk'] / q:.2f}", f"{q / totals['seconds']:.2f}",
-                         *_confidence_cells(judged_all, auroc, expected_calibration_error)])
+                         *_confidence_cells(judged_all)])
             print(" | ".join(map(str, rows[-1])), flush=True)
     return rows
 
 
-def _confidence_cells(judged: list[dict], auroc, expected_calibration_error) -> list[str]:
+def _confidence_cells(judged: list[dict]) -> list[str]:
+    from odqa.eval.confidence import auroc, expected_calibration_error
+
     probability = [row["probability"] for row in judged]
     em = [row["em"] for row in judged]
     area = auroc(probability, em)
