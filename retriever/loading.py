@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import time
+import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -42,8 +44,28 @@ def _folder_identity(path: Path) -> tuple[int, int] | None:
     return stat.st_dev, stat.st_ino
 
 
+class _PinnedFolder:
+    """An open handle on the folder an index was read from. While it is held the folder's inode cannot be given
+    to another folder, so "another folder stands under this name" is told by (device, inode) for certain: a rebuild
+    that swaps twice cannot bring back the same identity with other files."""
+
+    def __init__(self, path: Path):
+        self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        stat = os.fstat(self.fd)
+        self.identity = (stat.st_dev, stat.st_ino)
+        weakref.finalize(self, os.close, self.fd)
+
+    def replaced(self, path: Path) -> bool:
+        return _folder_identity(path) != self.identity
+
+
 def _wait_for_swap(attempt: int) -> None:
     time.sleep(0.02 * 2 ** attempt)
+
+
+def _swapping(path: Path, pin: "_PinnedFolder | None") -> bool:
+    """Whether a rebuild is swapping `path` now or has swapped it since `pin` was taken."""
+    return swap_in_progress(path) or (pin is not None and pin.replaced(path))
 
 
 @dataclass
@@ -51,7 +73,7 @@ class IndexBundle:
     path: Path
     manifest: Manifest
     _cache: dict = field(default_factory=dict, repr=False)
-    _identity: tuple[int, int] | None = field(default=None, repr=False)  # the folder the manifest was read from
+    _pin: _PinnedFolder | None = field(default=None, repr=False)  # the folder the manifest was read from
 
     @property
     def layout(self) -> IndexLayout:
@@ -72,36 +94,35 @@ class IndexBundle:
         except OSError:
             pass  # a read-only parent folder: nothing a reader may repair
         for attempt in range(SWAP_RETRIES + 1):
-            identity = _folder_identity(path)
+            pin = None
             try:
-                if identity is None:
+                try:
+                    pin = _PinnedFolder(path)
+                except FileNotFoundError:
                     raise OdqaError(f"index folder not found: {path}; build it with `odqa index --corpus PATH "
-                                    f"--out {path}`")
+                                    f"--out {path}`") from None
+                except NotADirectoryError:
+                    raise OdqaError(f"{path} is a file, not an index folder; give the folder that `odqa index "
+                                    "--out` wrote") from None
                 manifest = Manifest.load(path, kind="bundle")
                 check_bundle_manifest(manifest, path)
-            except OdqaError:
+            except (OdqaError, OSError):
                 # a rebuild swapping the folder: between its two renames there is none, or another one
-                if attempt == SWAP_RETRIES or not (swap_in_progress(path) or _folder_identity(path) != identity):
+                if attempt == SWAP_RETRIES or not _swapping(path, pin):
                     raise
                 _wait_for_swap(attempt)
                 continue
-            if _folder_identity(path) == identity:
-                return (ShardedBundle if manifest.params.get(SHARDS) else cls)(path, manifest, _identity=identity)
+            if not pin.replaced(path):
+                return (ShardedBundle if manifest.params.get(SHARDS) else cls)(path, manifest, _pin=pin)
             _wait_for_swap(attempt)
         raise OdqaError(f"{path} was replaced {SWAP_RETRIES + 1} times while it was opened; open it again when the "
                         "builds writing it are done")
-
-    def _swapped(self) -> bool:
-        """Whether another folder stands under this index's name than the one it was opened from (a rebuild's
-        swap), or none for now."""
-        return self._identity is not None and (_folder_identity(self.path) != self._identity
-                                               or swap_in_progress(self.path))
 
     def _reopen(self) -> None:
         """Read the new index that a rebuild put in place, dropping every part opened from the old one, so that
         parts of the two are never mixed."""
         fresh = IndexBundle.open(self.path)
-        self.manifest, self._identity = fresh.manifest, fresh._identity
+        self.manifest, self._pin = fresh.manifest, fresh._pin
         self._cache.clear()
         for name in ("store", "_article_passages"):
             self.__dict__.pop(name, None)
@@ -238,7 +259,7 @@ class IndexBundle:
             try:
                 return make_retriever(self, kind, **options)
             except (OdqaError, OSError):
-                if attempt == SWAP_RETRIES or not self._swapped():
+                if attempt == SWAP_RETRIES or self._pin is None or not _swapping(self.path, self._pin):
                     raise
             _wait_for_swap(attempt)
             try:
