@@ -3,6 +3,7 @@ Ctrl-C cancels the current question, Ctrl-D exits). Piped input is read one line
 
 from __future__ import annotations
 
+import secrets
 import sys
 import textwrap
 import time
@@ -25,7 +26,10 @@ HELP = """Type a question and press Enter. Commands:
 
 SNIPPET_CHARS = 110
 # the shell's styles stand in text as private-use characters until `say` has escaped every control character
-_BOLD, _DIM, _PLAIN = "\ue000", "\ue001", "\ue002"
+# the shell's own style marks, put into a line before it is escaped and swapped for terminal codes at the end:
+# random per process, so that no corpus, question or title can hold one and restyle or hide what is printed
+_MARK = secrets.token_hex(8)
+_BOLD, _DIM, _PLAIN = (f"\ue000{_MARK}{style}\ue000" for style in "bdp")
 _STYLES = {_BOLD: "\033[1;33m", _DIM: "\033[2m", _PLAIN: "\033[0m"}
 
 

@@ -93,6 +93,7 @@ def run_predict(args) -> int:
     from tqdm.auto import tqdm
 
     from odqa.core.errors import OdqaError
+    from odqa.core.terminal import printable
     from odqa.corpus.questions import load_questions
 
     if args.batch_size <= 0:
@@ -105,11 +106,13 @@ def run_predict(args) -> int:
             for item, result in zip(batch, pipeline.ask_batch([item.question for item in batch])):
                 best = result.answers[0] if result.answers else None
                 # each line leaves as soon as it is answered: a long run can be read (or piped) while it goes
-                print(json.dumps({
+                # escaped as JSON escapes (the line still decodes to the same text): questions and passage ids
+                # come from files, and their control characters must not act on the terminal
+                print(printable(json.dumps({
                     "id": item.id, "question": item.question, "answer": best.text if best else None,
                     "probability": round(best.probability, 4) if best else None, "confident": result.confident,
                     "calibrated": best.calibrated if best else None, "passages": [hit.passage_id for hit in result.passages],
-                }, ensure_ascii=False), flush=True)
+                }, ensure_ascii=False)), flush=True)
             bar.update(len(batch))
     return 0
 

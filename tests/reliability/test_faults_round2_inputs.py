@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -162,6 +163,42 @@ def test_control_characters_from_a_corpus_are_escaped_in_output_and_messages(tmp
     code, text = run_cli(["index", "--corpus", bad, "--out", tmp_path / "idx2", "--backends", "bm25"], capsys)
     assert code == 2 and "already used" in text, text[-800:]
     assert not any(c in text for c in RAW), repr(text[-400:])
+
+
+def test_control_characters_in_predict_lines_are_escaped_and_the_lines_decode_to_the_same_text(tmp_path, capsys):
+    docs = [{**d, "id": d["id"] + CONTROL, "text": d["text"] + CONTROL} for d in DOCS]
+    corpus = jsonl(tmp_path / "c.jsonl", docs)
+    code, text = run_cli(["index", "--corpus", corpus, "--out", tmp_path / "idx", "--backends", "bm25"], capsys)
+    assert code == 0, text[-800:]
+    question = "what is subject3?" + CONTROL
+    questions = jsonl(tmp_path / "q.jsonl", [{"id": "q1", "question": question}])
+    code, text = run_cli(["predict", "--index", tmp_path / "idx", "--retriever", "bm25", questions], capsys)
+    assert code == 0, text[-800:]
+    assert not any(c in text for c in RAW), repr(text[-400:])
+    line = json.loads(next(line for line in text.splitlines() if line.startswith('{"id": "q1"')))
+    assert line["question"] == question and line["passages"][0].startswith("d3" + CONTROL)
+
+
+def test_a_corpus_cannot_put_the_shell_style_marks_into_its_lines(tmp_path, capsys):
+    import io
+
+    from odqa.config import OdqaConfig
+    from odqa.pipeline import Pipeline
+    from odqa.shell import Shell
+
+    private = "\ue000\ue001\ue002"  # the private-use characters that were once the shell's style marks
+    docs = [{**d, "title": d["title"] + private, "text": d["text"] + private} for d in DOCS]
+    code, text = run_cli(["index", "--corpus", jsonl(tmp_path / "c.jsonl", docs), "--out", tmp_path / "idx",
+                          "--backends", "bm25"], capsys)
+    assert code == 0, text[-800:]
+    out = io.StringIO()
+    shell = Shell(Pipeline(OdqaConfig.load(overrides={"index": str(tmp_path / "idx"), "retrieval.retriever": "bm25"})),
+                  out=out, color=True)
+    shell.run_lines(["what is subject3?", ":passages"])
+    quoted = [line for line in out.getvalue().splitlines() if private in line]
+    # titles and passage texts come through as they are; the only terminal codes are the shell's bold answer
+    assert any("Title 3" in line for line in quoted) and any("Passage 3" in line for line in quoted), out.getvalue()
+    assert not any("\x1b" in re.sub("\x1b\\[1;33m[^\x1b]*\x1b\\[0m", "", line) for line in quoted), quoted
 
 
 @pytest.mark.parametrize("name", ["run.jsonl", "run.json"])
