@@ -13,6 +13,7 @@ from indexes.elastic import BulkOptions
 from odqa.commands.common import add_command, add_config_flag, print_json_last
 from odqa.commands.options import COUNT, POSITIVE_INT, add_options, config_overrides, dataclass_values
 from odqa.config import ElasticConfig, RetrievalConfig
+from odqa.core.terminal import printable
 from retriever.kinds import ELASTIC_FUSIONS, HYBRID_FUSIONS, RETRIEVERS
 
 
@@ -111,6 +112,7 @@ def run_es_search(args) -> int:
             {"rank": i, "score": h.score, "row": h.row, **h.passage.to_dict()} for i, h in enumerate(hits, 1)]})
         return 0
     for i, hit in enumerate(hits, 1):
-        print(f"{i:>3}. [{hit.score:.3f}] {hit.passage.title}  ({hit.passage.id})")
-        print(textwrap.indent(textwrap.fill(hit.passage.text, 100), "     "))
+        # the corpus's own characters: escaped, so that none of them acts on the terminal
+        print(printable(f"{i:>3}. [{hit.score:.3f}] {hit.passage.title}  ({hit.passage.id})"))
+        print(printable(textwrap.indent(textwrap.fill(hit.passage.text, 100), "     ")))
     return 0

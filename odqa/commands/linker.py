@@ -13,6 +13,7 @@ from odqa.commands.common import add_command, add_config_flag, add_output, print
 from odqa.commands.options import COUNT, POSITIVE_INT, add_options, config_overrides, dataclass_values
 from odqa.config import LinkerConfig, OdqaConfig
 from odqa.core.errors import OdqaError
+from odqa.core.terminal import printable
 from retriever.registry import backend_of
 
 
@@ -155,14 +156,15 @@ def run_link(args) -> int:
     mentions = linker.link([question])[0]
     ms = (time.perf_counter() - start) * 1000
     if args.json:
-        print(json.dumps({"question": question, "mentions": [_mention_json(m) for m in mentions], "ms": round(ms, 1)}, ensure_ascii=False))
+        print_json_last({"question": question, "mentions": [_mention_json(m) for m in mentions], "ms": round(ms, 1)})
         return 0
-    print(question)
+    # the question and the knowledge base's titles and ids: their control characters escaped for the terminal
+    print(printable(question))
     if not mentions:
         print("  (no entities linked)")
     for m in mentions:
-        print(f"  [{m.start}:{m.end}] {m.text!r} -> {m.entity.title} (id {m.entity.id})  "
-              f"mention {m.mention_score:.3f}  entity {m.entity_score:.3f}  joint {m.score:.3f}")
+        print(printable(f"  [{m.start}:{m.end}] {m.text!r} -> {m.entity.title} (id {m.entity.id})  "
+                        f"mention {m.mention_score:.3f}  entity {m.entity_score:.3f}  joint {m.score:.3f}"))
     print(f"  {ms:.1f} ms")
     return 0
 

@@ -79,9 +79,10 @@ def run_ask(args) -> int:
             if args.json:
                 print_json_last({**result.to_dict(), "inference": pipeline.inference_plans()})
             else:
+                shell = Shell(pipeline)
                 if len(questions) > 1:
-                    print(result.question)
-                Shell(pipeline).show(result)
+                    shell.say(result.question)
+                shell.show(result)
     finally:  # `main` may run in a process that goes on (the library, tests): later pipelines read as usual
         expect_few_questions(False)
     return 0

@@ -179,6 +179,17 @@ def test_control_characters_in_predict_lines_are_escaped_and_the_lines_decode_to
     assert line["question"] == question and line["passages"][0].startswith("d3" + CONTROL)
 
 
+def test_control_characters_in_asked_questions_and_their_passages_are_escaped(tmp_path, capsys):
+    docs = [{**d, "title": d["title"] + CONTROL, "text": d["text"] + CONTROL} for d in DOCS]
+    code, text = run_cli(["index", "--corpus", jsonl(tmp_path / "c.jsonl", docs), "--out", tmp_path / "idx",
+                          "--backends", "bm25"], capsys)
+    assert code == 0, text[-800:]
+    code, text = run_cli(["ask", "--index", tmp_path / "idx", "--retriever", "bm25", "what is subject3?" + CONTROL,
+                          "what is subject4?"], capsys)
+    assert code == 0 and "subject3" in text and "Title" in text, text[-800:]
+    assert not any(c in text for c in RAW), repr(text[-400:])
+
+
 def test_a_corpus_cannot_put_the_shell_style_marks_into_its_lines(tmp_path, capsys):
     import io
 
