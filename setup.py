@@ -1,11 +1,16 @@
-"""Packages found as usual, plus models/ installed as `odqa_models` (pyproject's find cannot rename a folder).
+"""The `odqa` package, plus models/ installed as `odqa_models` (pyproject's find cannot rename a folder).
+
+The components keep their folders at the top of the repository (reader/, retriever/, linker/, indexes/) and are
+imported as odqa.reader, odqa.retriever, ... through the links odqa/reader -> ../reader etc., so the checkout, the
+editable install and the wheel import the same names and nothing is installed outside `odqa`: those four names
+belong to other projects on PyPI.
 
 Folders of data inside the packages (odqa/demo, the models' folders) are listed as packages too: setuptools
 installs their files (package-data) and would otherwise warn that they look importable but are not configured."""
 
 from setuptools import find_namespace_packages, setup
 
-CODE = ["odqa*", "retriever*", "reader*", "linker*", "indexes*"]
+CODE = ["odqa", "odqa.*"]
 
 
 def _importable(name: str) -> bool:

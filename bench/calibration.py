@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from retriever.kinds import RETRIEVERS  # noqa: E402 (after the path line)
+from odqa.retriever.kinds import RETRIEVERS  # noqa: E402 (after the path line)
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     from odqa.corpus.questions import load_questions
     from odqa.pipeline import Pipeline
     from odqa.core.device import cpu_description
-    from reader.calibration import Calibration
+    from odqa.reader.calibration import Calibration
 
     torch.set_num_threads(args.threads)
     pipeline = Pipeline(OdqaConfig.load(None, {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Dense search per question: a flat float16 index searched from memory (the default up to
-`indexes.vector.RESIDENT_FP16_BYTES`) against the memmap in blocks (larger indexes), both exact; and the
+`odqa.indexes.vector.RESIDENT_FP16_BYTES`) against the memmap in blocks (larger indexes), both exact; and the
 linker's entity search, float16 copies against the exact float32 scan.
 
     python bench/dense_search.py --index $ODQA_HOME/bench/squad-open/index-retriever-int8
@@ -38,8 +38,8 @@ def dense_folder(path: Path) -> Path:
 
 
 def synthetic_index(rows: int, dim: int, folder: Path):
-    from indexes.manifest import Manifest
-    from indexes.vector import VectorIndex
+    from odqa.indexes.manifest import Manifest
+    from odqa.indexes.vector import VectorIndex
 
     rng = np.random.default_rng(0)
     source = np.lib.format.open_memmap(folder / "vectors.npy", mode="w+", dtype=np.float16, shape=(rows, dim))
@@ -63,7 +63,7 @@ def time_searches(search, queries: np.ndarray, batch: int, k: int) -> tuple[list
 
 def time_asks(index: Path, questions: Path, limit: int) -> dict[str, float]:
     """Median ms of a whole `ask` with the float16 vectors in memory and from the memmap, same questions."""
-    import indexes.vector
+    import odqa.indexes.vector
     from odqa.config import OdqaConfig
     from odqa.corpus.questions import load_questions
     from odqa.pipeline import Pipeline
@@ -71,15 +71,15 @@ def time_asks(index: Path, questions: Path, limit: int) -> dict[str, float]:
     pipeline = Pipeline(OdqaConfig.load(None, {"index": str(index), "linker.enabled": False}))
     items = load_questions(questions)[: limit + 1]
     pipeline.ask(items[0].question)  # loads every model and builds the copy in memory
-    limits = {"in memory": indexes.vector.RESIDENT_FP16_BYTES, "memmap blocks": -1}
+    limits = {"in memory": odqa.indexes.vector.RESIDENT_FP16_BYTES, "memmap blocks": -1}
     seconds: dict[str, list[float]] = {name: [] for name in limits}
     for n, item in enumerate(items[1:]):
         for name in list(limits)[:: 1 if n % 2 else -1]:  # each question on both paths, in turns first
-            indexes.vector.RESIDENT_FP16_BYTES = limits[name]
+            odqa.indexes.vector.RESIDENT_FP16_BYTES = limits[name]
             t0 = time.perf_counter()
             pipeline.ask(item.question)
             seconds[name].append(time.perf_counter() - t0)
-    indexes.vector.RESIDENT_FP16_BYTES = limits["in memory"]
+    odqa.indexes.vector.RESIDENT_FP16_BYTES = limits["in memory"]
     return {name: round(1000 * statistics.median(s), 1) for name, s in seconds.items()}
 
 
@@ -88,8 +88,8 @@ def time_links(kb_path: Path, questions: Path, limit: int) -> dict:
     exact float32 scan, each question on both; and how many questions got the same links."""
     import faiss
 
-    from linker.kb import KnowledgeBase
-    from linker.linker import Linker
+    from odqa.linker.kb import KnowledgeBase
+    from odqa.linker.linker import Linker
     from odqa.corpus.questions import load_questions
 
     kb = KnowledgeBase.load(kb_path)
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="one JSON object as the last line")
     args = ap.parse_args(argv)
 
-    from indexes.vector import VectorIndex, _blocked_flat_search
+    from odqa.indexes.vector import VectorIndex, _blocked_flat_search
     from odqa.core.device import cpu_description
 
     if args.kb:

@@ -70,7 +70,7 @@ def median_ms(fn, items) -> float:
 
 
 def load(index, bundle: Path, limit: int | None, replicas: int, chunk_size: int) -> dict:
-    from indexes.elastic import BulkOptions, load_passages
+    from odqa.indexes.elastic import BulkOptions, load_passages
 
     report = load_passages(index, bundle, recreate=True, limit=limit, replicas=replicas,
                            options=BulkOptions(chunk_size=chunk_size, progress=False))
@@ -79,8 +79,8 @@ def load(index, bundle: Path, limit: int | None, replicas: int, chunk_size: int)
 
 
 def tantivy_build(store, limit: int, folder: Path) -> tuple[object, float]:
-    from indexes.bm25 import build_text_index
-    from indexes.manifest import Manifest
+    from odqa.indexes.bm25 import build_text_index
+    from odqa.indexes.manifest import Manifest
 
     texts = (f"{t} {x}" for batch in store.iter_batches(5000) for t, x in zip(batch["title"], batch["text"]))
     texts = (text for _, text in zip(range(limit), texts))
@@ -90,12 +90,12 @@ def tantivy_build(store, limit: int, folder: Path) -> tuple[object, float]:
 
 
 def demo_suite(config, args, workdir: Path) -> dict:
-    from indexes.elastic import ElasticIndex
+    from odqa.indexes.elastic import ElasticIndex
     from odqa.corpus.questions import load_questions
     from odqa.demo_corpus import DEMO_QUESTIONS, demo_index_path
-    from retriever.elastic import ElasticBM25Retriever, ElasticDenseRetriever, ElasticHybridRetriever
-    from retriever.hybrid import HybridRetriever
-    from retriever.loading import IndexBundle
+    from odqa.retriever.elastic import ElasticBM25Retriever, ElasticDenseRetriever, ElasticHybridRetriever
+    from odqa.retriever.hybrid import HybridRetriever
+    from odqa.retriever.loading import IndexBundle
 
     path = demo_index_path(quiet=True)
     bundle = IndexBundle.open(path)
@@ -119,7 +119,7 @@ def demo_suite(config, args, workdir: Path) -> dict:
 
         def search(self, qs, n):
             from odqa.core.types import SearchHit
-            from retriever.base import attach_passages
+            from odqa.retriever.base import attach_passages
 
             scores, rows = dense.index.search(vectors[qs[0]], n)
             return attach_passages(bundle.store, [[SearchHit(int(r), float(s), source="dense") for s, r in zip(scores[0], rows[0])]])
@@ -145,11 +145,11 @@ def demo_suite(config, args, workdir: Path) -> dict:
 
 
 def wiki_suite(config, args, workdir: Path) -> dict | None:
-    from indexes.elastic import ElasticIndex
+    from odqa.indexes.elastic import ElasticIndex
     from odqa.corpus.questions import load_questions
-    from retriever.bm25 import BM25Retriever
-    from retriever.elastic import ElasticBM25Retriever
-    from retriever.loading import IndexBundle
+    from odqa.retriever.bm25 import BM25Retriever
+    from odqa.retriever.elastic import ElasticBM25Retriever
+    from odqa.retriever.loading import IndexBundle
 
     if not (args.wiki_index / "manifest.json").exists():
         print(f"wiki suite skipped: no index at {args.wiki_index}", file=sys.stderr)

@@ -142,7 +142,7 @@ def pool_recalls(args, encoders: list, reference) -> tuple[list[dict], str]:
     from odqa.core.answers import has_answer
     from odqa.core.text_encoding import passage_text
     from odqa.corpus.questions import load_questions
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     if not args.wiki_index:
         sys.exit("--pool-questions needs --wiki-index (an index of the Wikipedia subset with BM25)")
@@ -183,7 +183,7 @@ def distractor_texts(args, students: list[str]) -> list[str]:
     the training passages of the distilled students given (their sample is drawn again from their recorded
     settings)."""
     from odqa.core.text_encoding import passage_text
-    from retriever.distill_encoder import INFO_FILE, sample_passages
+    from odqa.retriever.distill_encoder import INFO_FILE, sample_passages
 
     if not args.wiki_index:
         sys.exit("--distractors needs --wiki-index (an index of the Wikipedia subset)")

@@ -37,7 +37,7 @@ MEASURE = r"""
 import json, statistics, sys, time
 from pathlib import Path
 index, retriever, k, queries, ask = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4]), sys.argv[5] == "1"
-from retriever.loading import IndexBundle
+from odqa.retriever.loading import IndexBundle
 wall, cpu = time.perf_counter(), time.process_time()
 bundle = IndexBundle.open(index)
 len(bundle.store)

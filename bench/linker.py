@@ -54,10 +54,10 @@ def print_linking(results: dict) -> None:
 def guided_retrieval(elq, kb, index: Path, bonuses=(0.25, 0.5, 1.0, 2.0), per_entity: int = 3) -> dict:
     import torch
 
-    from linker.guided import EntityPassages, entity_hits, fuse_entity_hits
+    from odqa.linker.guided import EntityPassages, entity_hits, fuse_entity_hits
     from odqa.core.answers import has_answer
     from odqa.corpus.questions import load_questions
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     bundle = IndexBundle.open(index)
     bm25 = bundle.bm25()
@@ -110,9 +110,9 @@ def main(argv=None) -> int:
 
     import torch
 
-    from linker.baseline import SpacyAliasLinker
-    from linker.kb import KnowledgeBase
-    from linker.linker import Linker
+    from odqa.linker.baseline import SpacyAliasLinker
+    from odqa.linker.kb import KnowledgeBase
+    from odqa.linker.linker import Linker
 
     torch.set_num_threads(args.threads)
     kb = KnowledgeBase.load(args.kb)

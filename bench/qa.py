@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from retriever.kinds import RETRIEVERS  # noqa: E402 (after the path line)
+from odqa.retriever.kinds import RETRIEVERS  # noqa: E402 (after the path line)
 SEED = 13
 NOTES: list[str] = []  # lines for the written table (e.g. how many questions --answer-read-only kept)
 

@@ -185,9 +185,9 @@ def count_tokens(model: str, items, passages, args) -> int:
     from transformers import AutoTokenizer
 
     from odqa.core.models import hub_options, resolve_model
-    from reader.features import tokenize_windows
+    from odqa.reader.features import tokenize_windows
 
-    from reader.focus import Focus
+    from odqa.reader.focus import Focus
 
     path = resolve_model(model)
     tokenizer = AutoTokenizer.from_pretrained(path, **hub_options(path))
@@ -238,7 +238,7 @@ def count_tokens(model: str, items, passages, args) -> int:
 def window_tokens(reader, question: str, texts: list[str]) -> list[int]:
     """Tokens (question and special tokens included, no padding) the reader computes for each passage: the part
     its focus settings read, in windows as Reader.logits cuts them."""
-    from reader.features import tokenize_windows
+    from odqa.reader.features import tokenize_windows
 
     parts = reader.focus_spans([question] * len(texts), texts, range(len(texts)))
     s = reader.settings
@@ -253,7 +253,7 @@ def window_tokens(reader, question: str, texts: list[str]) -> list[int]:
 def early_grid(reader, items, passages, scores, args) -> list[dict]:
     """EM/F1 and passages read of each early-stopping setting, replayed on passages decoded once."""
     from odqa.eval.qa import score_answer
-    from reader.model import ReadState
+    from odqa.reader.model import ReadState
 
     if not args.early_grid:
         return []

@@ -89,7 +89,7 @@ def main(argv=None) -> int:
 
     from odqa.core.device import cpu_description
     from odqa.corpus.questions import drop_articles, load_questions
-    from reader.model import Reader
+    from odqa.reader.model import Reader
 
     torch.set_num_threads(args.threads)
     items = load_questions(args.data)

@@ -301,11 +301,11 @@ def squad_open_index_dir(cache: str | Path, encoder: str | None) -> Path:
 def run_squad_open(args) -> str:
     import torch
 
-    from indexes.vector import VectorIndexParams
+    from odqa.indexes.vector import VectorIndexParams
     from odqa.corpus.questions import drop_articles, keep_articles, load_questions
     from odqa.eval.retrieval import evaluate_retrieval
     from odqa.indexing import IndexSpec
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     torch.set_num_threads(args.threads)
     corpus, info = squad_open_corpus(args)
@@ -412,7 +412,7 @@ def probe_main(args) -> int:
     """Child process: open a passage store + one BM25 engine, time a single-threaded query loop.
 
     Runs in a fresh process so that its RSS is that of a process holding exactly this index and store."""
-    from indexes.bm25 import load_text_index
+    from odqa.indexes.bm25 import load_text_index
     from odqa.corpus.store import PassageStore
 
     index = Path(args.probe_index)
@@ -455,8 +455,8 @@ def _build_rank_bm25(store):
     from rank_bm25 import BM25Okapi
     from tqdm.auto import tqdm
 
-    from indexes.bm25 import RankBm25Index, english_analyzer
-    from indexes.manifest import Manifest
+    from odqa.indexes.bm25 import RankBm25Index, english_analyzer
+    from odqa.indexes.manifest import Manifest
 
     analyze = english_analyzer()
     intern = sys.intern
@@ -528,8 +528,8 @@ def export_pyserini(store, folder: Path, files: int = 4) -> None:
 
 def time_tantivy_rebuild(store, cache: Path) -> float:
     """Build time of the tantivy BM25 index from the passage store (the index itself already exists)."""
-    from indexes.bm25 import build_text_index
-    from indexes.manifest import Manifest
+    from odqa.indexes.bm25 import build_text_index
+    from odqa.indexes.manifest import Manifest
     from odqa.indexing import passage_texts
 
     folder = cache / "_tantivy-build-timing"
@@ -757,7 +757,7 @@ def nq_pool_folder(args) -> Path:
 def nq_pool_corpus(args, test_items, dev_items) -> tuple[Path, dict]:
     """Write (once) the nq-pool corpus: the union of the BM25 (tantivy, full Wikipedia subset) top-`pool_k`
     passages of every NQ test question and every dev question, as DPR passage TSV."""
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     folder = nq_pool_folder(args)
     path, info_path = folder / "corpus.tsv", folder / "corpus.json"
@@ -814,11 +814,11 @@ def run_nq_pool(args) -> str:
     alpha chosen on dev questions (never on test)."""
     import torch
 
-    from indexes.vector import VectorIndexParams
+    from odqa.indexes.vector import VectorIndexParams
     from odqa.corpus.questions import load_questions
     from odqa.eval.retrieval import evaluate_retrieval
     from odqa.indexing import IndexSpec
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     torch.set_num_threads(args.threads)
     test_items = load_questions(Path(args.data) / "dpr-qas" / "nq-test.qa.tsv")[: args.questions or None]

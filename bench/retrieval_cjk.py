@@ -61,7 +61,7 @@ class PrefixedDense:
         import numpy as np
 
         from odqa.core.types import SearchHit
-        from retriever.base import attach_passages
+        from odqa.retriever.base import attach_passages
 
         queries = self.encoder.encode_queries(list(questions), batch_size=64)
         scores = queries @ self.vectors.T
@@ -110,7 +110,7 @@ def fusion_label(method: str, alpha: float, rrf_k: int) -> str:
 
 def bm25_bundle(path: Path, language: str, analyzer: str, cache: Path):
     from odqa.indexing import IndexSpec, build_index
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     out = cache / f"bm25-{analyzer}"
     if not (out / "manifest.json").exists():
@@ -142,9 +142,9 @@ def questions_of(path: Path) -> tuple[list, int]:
 
 def choose_fusion(args, encoder) -> tuple[tuple[str, float, int], list]:
     """The fusion setting with the best R@1 + R@5 on the tuning split (ties: the earlier in FUSION_GRID)."""
-    from indexes.analysis import DEFAULT_ANALYZER
+    from odqa.indexes.analysis import DEFAULT_ANALYZER
     from odqa.eval.retrieval import evaluate_retrieval
-    from retriever.hybrid import HybridRetriever
+    from odqa.retriever.hybrid import HybridRetriever
 
     rows = []
     for name, (relative, language) in TUNING.items():
@@ -227,10 +227,10 @@ def main(argv=None) -> int:
     parser.add_argument("--out", help="write the Markdown table here")
     args = parser.parse_args(argv)
 
-    from indexes.analysis import DEFAULT_ANALYZER
+    from odqa.indexes.analysis import DEFAULT_ANALYZER
     from odqa.corpus.questions import load_questions
     from odqa.eval.retrieval import evaluate_retrieval
-    from retriever.hybrid import HybridRetriever
+    from odqa.retriever.hybrid import HybridRetriever
 
     encoder = None
     if not args.no_dense:

@@ -178,8 +178,8 @@ def stage_store(folder: str, size: int) -> dict:
 
 
 def stage_bm25(store_folder: str, out: str) -> dict:
-    from indexes.bm25 import build_text_index
-    from indexes.manifest import Manifest
+    from odqa.indexes.bm25 import build_text_index
+    from odqa.indexes.manifest import Manifest
     from odqa.corpus.store import PassageStore
 
     store = PassageStore.open(store_folder)
@@ -195,7 +195,7 @@ def stage_bm25(store_folder: str, out: str) -> dict:
 
 
 def stage_bm25_query(store_folder: str, bm25_folder: str, questions: int) -> dict:
-    from indexes.bm25 import clean_query, load_text_index
+    from odqa.indexes.bm25 import clean_query, load_text_index
     from odqa.corpus.store import PassageStore
 
     t0 = time.perf_counter()
@@ -293,7 +293,7 @@ def synthetic_vectors(size: int, path: Path, clusters: int = 1024, block: int = 
 
 
 def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
-    from indexes.vector import _blocked_flat_search
+    from odqa.indexes.vector import _blocked_flat_search
 
     return _blocked_flat_search(vectors, queries, k, 262144)[1]
 
@@ -315,7 +315,7 @@ def stage_vector_build(vectors_path: str, kind: str, out: str) -> dict:
     n = len(vectors)
     t0 = time.perf_counter()
     if kind == "flat":
-        from indexes.vector import float16_copy_index
+        from odqa.indexes.vector import float16_copy_index
 
         index = float16_copy_index(vectors)
     else:

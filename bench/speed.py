@@ -85,7 +85,7 @@ def measure_reader(runtime: str, precision: str, args) -> dict:
     from bench.reader import accuracy, speed
     from odqa.corpus.questions import load_questions
     from odqa.core.types import Passage
-    from reader.model import Reader
+    from odqa.reader.model import Reader
 
     reader = Reader.from_pretrained("reader", device="cpu", precision=precision, runtime=runtime)
     reader.read("warm-up?", [Passage("w", "", "A warm-up passage builds or loads the runtime's graph.")])

@@ -38,7 +38,7 @@ MULTILINGUAL = [
 def time_recipe(args: argparse.Namespace, flags: str) -> dict:
     import torch
 
-    from reader.train import TrainConfig, train
+    from odqa.reader.train import TrainConfig, train
 
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--max-length", type=int, default=256)

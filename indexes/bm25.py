@@ -21,8 +21,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from indexes.analysis import get_analyzer
-from indexes.manifest import Manifest
+from odqa.indexes.analysis import get_analyzer
+from odqa.indexes.manifest import Manifest
 
 from odqa.core.atomic import atomic_folder
 from odqa.core.errors import OdqaError

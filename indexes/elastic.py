@@ -39,9 +39,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from indexes.integrity import check_bundle_manifest, check_part, file_check, file_reader
-from indexes.layout import DENSE, EMBEDDINGS, PASSAGES, IndexLayout
-from indexes.manifest import Manifest
+from odqa.indexes.integrity import check_bundle_manifest, check_part, file_check, file_reader
+from odqa.indexes.layout import DENSE, EMBEDDINGS, PASSAGES, IndexLayout
+from odqa.indexes.manifest import Manifest
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.secrets import API_KEY_ENV, PASSWORD_ENV, check_credential, remember, url_credentials, wire_forms
 from odqa.core.secrets import scrub as scrub_known
@@ -885,7 +885,7 @@ def load_passages(index: ElasticIndex, bundle_path: str | Path, *, recreate: boo
         if dim and not index.dim:
             raise IndexMismatchError(f"Elasticsearch index {index.name!r} was created without vectors; pass --recreate")
     else:
-        from indexes.elastic_capacity import plan_elastic
+        from odqa.indexes.elastic_capacity import plan_elastic
 
         plan = plan_elastic(total, dim, shards=shards, knn_type=knn_type)
         log.info("creating %s for %s", index.name, plan.summary())

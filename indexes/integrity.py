@@ -36,7 +36,7 @@ from typing import Callable, Iterator
 import numpy as np
 import xxhash
 
-from indexes.layout import DENSE, PASSAGES, SEARCH_PARTS
+from odqa.indexes.layout import DENSE, PASSAGES, SEARCH_PARTS
 from odqa.core.atomic import fsync_dir
 from odqa.core.errors import IndexMismatchError, OdqaError
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from indexes.manifest import MANIFEST
+from odqa.indexes.manifest import MANIFEST
 
 EMBEDDINGS = "embeddings.npy"  # the vectors of a dense part (indexes/vector.py), and of a build's merged chunks
 PASSAGES, BM25, DENSE = "passages", "bm25", "dense"

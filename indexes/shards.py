@@ -20,8 +20,8 @@ from typing import Sequence
 
 import numpy as np
 
-from indexes.manifest import MANIFEST, Manifest
-from indexes.vector import VectorIndex
+from odqa.indexes.manifest import MANIFEST, Manifest
+from odqa.indexes.vector import VectorIndex
 
 from odqa.core.atomic import atomic_folder
 from odqa.core.errors import IndexMismatchError, OdqaError

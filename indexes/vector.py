@@ -18,9 +18,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from indexes.integrity import file_reader
-from indexes.layout import EMBEDDINGS
-from indexes.manifest import Manifest
+from odqa.indexes.integrity import file_reader
+from odqa.indexes.layout import EMBEDDINGS
+from odqa.indexes.manifest import Manifest
 
 from odqa.core.atomic import atomic_folder
 from odqa.core.errors import IndexMismatchError, OdqaError

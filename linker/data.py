@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from linker.aliases import AliasMatcher, make_aliases, tokenize, trim_possessive
+from odqa.linker.aliases import AliasMatcher, make_aliases, tokenize, trim_possessive
 from odqa.core.errors import DataFormatError
 
 _RESOURCE = re.compile(r"<?http://dbpedia\.org/resource/([^>\s]+)>?")

@@ -7,8 +7,8 @@ from typing import Iterator
 
 import numpy as np
 
-from indexes.elastic import BulkOptions, BulkReport, Doc, ElasticIndex, bulk_load, unit_rows
-from linker.kb import KnowledgeBase
+from odqa.indexes.elastic import BulkOptions, BulkReport, Doc, ElasticIndex, bulk_load, unit_rows
+from odqa.linker.kb import KnowledgeBase
 
 
 def load_entities(index: ElasticIndex, kb_path: str | Path, *, recreate: bool = False, similarity: str = "dot_product",

@@ -26,11 +26,11 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from indexes.integrity import FileCheck, check_part, describe_file, part_files
-from indexes.manifest import MANIFEST, Manifest
-from indexes.vector import VectorIndex, float16_copy_index
-from linker.aliases import AliasMatcher, alias_key, make_aliases
-from linker.encoder import entity_text
+from odqa.indexes.integrity import FileCheck, check_part, describe_file, part_files
+from odqa.indexes.manifest import MANIFEST, Manifest
+from odqa.indexes.vector import VectorIndex, float16_copy_index
+from odqa.linker.aliases import AliasMatcher, alias_key, make_aliases
+from odqa.linker.encoder import entity_text
 from odqa.core.atomic import atomic_folder, write_npy
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.types import Document, Entity

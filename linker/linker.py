@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from linker.heads import ELQConfig, LinkHeads, enumerate_spans, word_masks
-from linker.kb import KnowledgeBase
+from odqa.linker.heads import ELQConfig, LinkHeads, enumerate_spans, word_masks
+from odqa.linker.kb import KnowledgeBase
 from odqa.core.device import autocast_for, device_type
 from odqa.core.errors import OdqaError
 from odqa.core.models import hub_options, resolve_model
@@ -22,7 +22,7 @@ from odqa.core.runtime import (LoadedFrom, OnnxModel, PerWeights, announce, cach
 from odqa.core.types import Mention
 
 if TYPE_CHECKING:
-    from linker.model import ELQModel
+    from odqa.linker.model import ELQModel
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class Linker:
         """A fresh (untrained heads) linker on top of a pretrained encoder."""
         from transformers import AutoModel, AutoTokenizer
 
-        from linker.model import ELQModel
+        from odqa.linker.model import ELQModel
 
         path = resolve_model(name)
         try:
@@ -129,7 +129,7 @@ class Linker:
             from safetensors.torch import load_file
             from transformers import AutoConfig, AutoModel
 
-            from linker.model import ELQModel
+            from odqa.linker.model import ELQModel
 
             with _no_init_weights():  # every weight is loaded below: a random initialisation would be thrown away
                 encoder = AutoModel.from_config(AutoConfig.from_pretrained(str(path), local_files_only=True))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from linker.data import ELExample
+from odqa.linker.data import ELExample
 from odqa.core.types import Mention
 
 

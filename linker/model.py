@@ -15,7 +15,7 @@ import math
 import torch
 from torch import nn
 
-from linker.heads import ELQConfig, enumerate_spans, word_masks  # noqa: F401 (re-exported: imported from here)
+from odqa.linker.heads import ELQConfig, enumerate_spans, word_masks  # noqa: F401 (re-exported: imported from here)
 
 
 class ELQModel(nn.Module):

@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from linker.data import (
+from odqa.linker.data import (
     ELExample,
     id_number,
     load_lcquad,
@@ -24,10 +24,10 @@ from linker.data import (
     normalize_question,
     weak_examples,
 )
-from linker.kb import KnowledgeBase
-from linker.linker import Linker, resolve_overlaps
-from linker.metrics import evaluate
-from linker.train_config import TrainConfig  # there so the command line reads it without torch
+from odqa.linker.kb import KnowledgeBase
+from odqa.linker.linker import Linker, resolve_overlaps
+from odqa.linker.metrics import evaluate
+from odqa.linker.train_config import TrainConfig  # there so the command line reads it without torch
 from odqa.core.training import (LoopSettings, Stopwatch, TrainingLoop, latest_checkpoint, prune_checkpoints,
                                 training_device)
 from odqa.core.types import Mention

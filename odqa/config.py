@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from indexes.elastic import settings_for
+from odqa.indexes.elastic import settings_for
 from odqa.core.device import DEVICE_HELP, check_device_name
 from odqa.core.errors import OdqaError
 from odqa.core.runtime import PRECISIONS, RUNTIMES
-from retriever.kinds import ELASTIC_FUSIONS, HYBRID_FUSIONS, RETRIEVERS, SERVER_RRF
-from reader.settings import ReaderSettings
-from retriever.registry import backend_of
+from odqa.retriever.kinds import ELASTIC_FUSIONS, HYBRID_FUSIONS, RETRIEVERS, SERVER_RRF
+from odqa.reader.settings import ReaderSettings
+from odqa.retriever.registry import backend_of
 from odqa.core.settings import field_help as _help
 
 if sys.version_info >= (3, 11):

@@ -11,7 +11,7 @@ import hashlib
 from pathlib import Path
 from typing import Callable
 
-from indexes.manifest import FORMAT_VERSION
+from odqa.indexes.manifest import FORMAT_VERSION
 from odqa.core.errors import OdqaError
 from odqa.core.logs import get_logger
 from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
@@ -50,7 +50,7 @@ def demo_kb_path(encoder: str = "minilm", quiet: bool = False) -> Path:
     """The demo knowledge base: one entity per demo article."""
 
     def build(path: Path) -> None:
-        from linker.kb import KnowledgeBase
+        from odqa.linker.kb import KnowledgeBase
         from odqa.corpus.readers import iter_documents
 
         KnowledgeBase.build(iter_documents(DEMO_ARTICLES), path, encoder=encoder, progress=False)

@@ -26,12 +26,12 @@ import numpy as np
 import xxhash
 from tqdm.auto import tqdm
 
-from indexes.analysis import ANALYZERS, LANGUAGES, analyzer_for, detect_language
-from indexes.bm25 import TEXT_ENGINES, build_text_index
-from indexes.integrity import build_lock, describe_part, recover_swap
-from indexes.layout import BM25, DENSE, PASSAGES, SEARCH_PARTS, IndexLayout
-from indexes.manifest import MANIFEST, Manifest
-from indexes.vector import VectorIndex, VectorIndexParams
+from odqa.indexes.analysis import ANALYZERS, LANGUAGES, analyzer_for, detect_language
+from odqa.indexes.bm25 import TEXT_ENGINES, build_text_index
+from odqa.indexes.integrity import build_lock, describe_part, recover_swap
+from odqa.indexes.layout import BM25, DENSE, PASSAGES, SEARCH_PARTS, IndexLayout
+from odqa.indexes.manifest import MANIFEST, Manifest
+from odqa.indexes.vector import VectorIndex, VectorIndexParams
 from odqa.core.atomic import publish_folder, write_npy, write_npy_blocks
 from odqa.core.errors import DiskFullError, OdqaError, is_disk_full, no_room_reason
 from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
@@ -536,7 +536,7 @@ def build_sharded_index(spec: IndexSpec, shards: int) -> BuildReport:
     `OUT/shards/NNN` (resumable as any build; a rerun keeps the shards finished from the same files and settings),
     then their BM25 segments joined into `OUT/bm25` and `OUT/manifest.json` written: one index to search
     (retriever.loading.ShardedBundle; indexes/shards.py)."""
-    from indexes.shards import union_text_index
+    from odqa.indexes.shards import union_text_index
 
     if shards < 1:
         raise OdqaError(f"--shards must be a positive number, got {shards}")

@@ -9,15 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from indexes.layout import IndexLayout
+from odqa.indexes.layout import IndexLayout
 from odqa.config import OdqaConfig
 from odqa.core.errors import OdqaError
 from odqa.core.fusion import minmax_scale
 from odqa.core.logs import get_logger
 from odqa.core.protocols import Linker, Reader, Retriever
 from odqa.core.types import Answer, Mention, SearchHit
-from retriever.kinds import configured_retriever
-from retriever.registry import backend_of, open_index
+from odqa.retriever.kinds import configured_retriever
+from odqa.retriever.registry import backend_of, open_index
 
 log = get_logger(__name__)
 MAX_QUESTION_CHARS = 500
@@ -143,7 +143,7 @@ class Pipeline:
     @property
     def reader(self) -> Reader:
         if self._reader is None:
-            from reader.model import Reader
+            from odqa.reader.model import Reader
 
             c = self.config.reader
             self._reader = Reader.from_pretrained(c.model, device=self.config.device or None,
@@ -164,8 +164,8 @@ class Pipeline:
             return None
         if self._linker is None:
             try:
-                from linker.kb import KnowledgeBase
-                from linker.linker import Linker
+                from odqa.linker.kb import KnowledgeBase
+                from odqa.linker.linker import Linker
 
                 kb = KnowledgeBase.load(self.kb_path)
                 c = self.config.linker
@@ -273,7 +273,7 @@ class Pipeline:
     def _add_entity_passages(self, texts, mentions, hits, bonus: float, k: int):
         """The entity bonus (odqa.core.fusion): each linked entity's article passages, from whichever backend
         holds the index (an index folder's store, an Elasticsearch index), fused into the retriever's hits."""
-        from linker.guided import entity_hits, fuse_entity_hits
+        from odqa.linker.guided import entity_hits, fuse_entity_hits
 
         articles = self.bundle.article_passages()
         kb = self.linker.kb if self.linker is not None else None

@@ -2,7 +2,7 @@
 card (README.md): the destination's own card is kept; where it has none, a skeleton is written from the
 checkpoint's train_info.json (the training command, data and steps), its scores left for `eval-reader` to fill.
 
-    python -m reader.export runs/reader-squad2/final models/reader
+    python -m odqa.reader.export runs/reader-squad2/final models/reader
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ TRAIN_INFO = "train_info.json"
 
 
 def export(src: str, dst: str, max_length: int = 256, stride: int = 96) -> Path:
-    from reader.model import Reader
+    from odqa.reader.model import Reader
 
     reader = Reader.from_pretrained(src, device="cpu", max_length=max_length, stride=stride)
     out = Path(dst)
@@ -37,7 +37,7 @@ def export(src: str, dst: str, max_length: int = 256, stride: int = 96) -> Path:
 
 def train_command(config: dict) -> str:
     """The `train-reader` command line of a training config (train_info.json's), its non-default settings only."""
-    from reader.train_config import TrainConfig
+    from odqa.reader.train_config import TrainConfig
 
     defaults = TrainConfig(train_files=[], output_dir="")
     words = ["python run_qa.py train-reader --train", *config.get("train_files", []),
@@ -62,7 +62,7 @@ def card_skeleton(src: str, dst: str, max_length: int, stride: int) -> str:
              f"(stride {stride}).", "", "## Made by", "```bash"]
     if config:
         lines.append(train_command(config))
-    lines += [f"python -m reader.export {src} {dst} --max-length {max_length} --stride {stride}", "```", ""]
+    lines += [f"python -m odqa.reader.export {src} {dst} --max-length {max_length} --stride {stride}", "```", ""]
     if info:
         lines += ["## Training",
                   f"Started from `{config.get('init', '?')}`; {info.get('questions', '?')} questions "

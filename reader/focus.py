@@ -73,7 +73,7 @@ class Focus:
 
     def __init__(self, max_words: int, analyze: Callable[[str], list[str]] | None = None, whole_first: int = 0):
         if analyze is None:
-            from indexes.bm25 import english_analyzer
+            from odqa.indexes.bm25 import english_analyzer
 
             analyze = english_analyzer()
         self.max_words = max_words

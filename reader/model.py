@@ -17,10 +17,10 @@ from odqa.core.models import hub_options, resolve_model
 from odqa.core.runtime import (InferencePlan, LoadedFrom, OnnxModel, PerWeights, announce, cached_graph,
                                fast_tokenizer, files_digest, int8_dynamic, pad_batch, plan_inference)
 from odqa.core.types import Answer, Passage
-from reader.calibration import CALIBRATION_FILE, Calibration
-from reader.decode import AggregatedAnswer, PassageSpan, aggregate, decode_passage
-from reader.features import require_fast, tokenize_windows
-from reader.settings import QUESTION_TIME_SETTINGS, ReaderSettings
+from odqa.reader.calibration import CALIBRATION_FILE, Calibration
+from odqa.reader.decode import AggregatedAnswer, PassageSpan, aggregate, decode_passage
+from odqa.reader.features import require_fast, tokenize_windows
+from odqa.reader.settings import QUESTION_TIME_SETTINGS, ReaderSettings
 
 if TYPE_CHECKING:
     import torch
@@ -368,7 +368,7 @@ class Reader:
         words = self.settings.focus_words
         if not words or words <= 0:
             return [(0, len(t)) for t in texts]
-        from reader.focus import Focus
+        from odqa.reader.focus import Focus
 
         top = self.settings.whole_passages
         if self._focus is None or (self._focus.max_words, self._focus.whole_first) != (words, top):

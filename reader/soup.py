@@ -1,5 +1,5 @@
 """A model soup of readers: the weight average of several fine-tunings of one starting reader (different data
-mixes, seeds or lengths of training). `python -m reader.export` then makes it a shippable fp16 reader."""
+mixes, seeds or lengths of training). `python -m odqa.reader.export` then makes it a shippable fp16 reader."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Sequence
 from odqa.core.atomic import atomic_folder
 from odqa.core.errors import OdqaError
 from odqa.core.weight_averaging import average_weights
-from reader.train import load_qa_model
+from odqa.reader.train import load_qa_model
 
 SOUP_INFO = "soup.json"
 

@@ -38,8 +38,8 @@ from odqa.core.training import (LoopSettings, TrainingLoop, keep_transformer_lay
                                 training_device)
 from odqa.corpus.open_dev import is_open_dev
 from odqa.corpus.questions import check_not_test_set
-from reader.features import char_span_to_tokens, tokenize_windows
-from reader.train_config import TrainConfig  # there so the command line reads it without torch
+from odqa.reader.features import char_span_to_tokens, tokenize_windows
+from odqa.reader.train_config import TrainConfig  # there so the command line reads it without torch
 
 log = logging.getLogger("odqa.reader.train")
 
@@ -127,7 +127,7 @@ def simplify_chinese(examples: list[Example], stats: LoadStats | None = None) ->
     """Chinese questions and passages folded to Simplified (OpenCC t2s, as the BM25 analysers fold them), answer
     offsets unchanged; other languages (Korean with its Hanja too) stay as they are. A passage whose conversion changes its length (a phrase mapped to one of
     another length) stays as it is, with its questions, so that no label moves; counted in `stats.kept_traditional`."""
-    from indexes.analysis import detect_language, to_simplified
+    from odqa.indexes.analysis import detect_language, to_simplified
 
     converted: dict[str, str | None] = {}
     out: list[Example] = []

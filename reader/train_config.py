@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from odqa.core.settings import RunOptions, field_help as _help
-from reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS
+from odqa.reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS
 
 
 @dataclass

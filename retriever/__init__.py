@@ -9,7 +9,7 @@ __all__ = ["IndexBundle", "load_retriever"]
 
 def __getattr__(name: str):
     if name in __all__:
-        from retriever import loading
+        from odqa.retriever import loading
 
         return getattr(loading, name)
     raise AttributeError(f"module 'retriever' has no attribute {name!r}")

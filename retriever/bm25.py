@@ -6,7 +6,7 @@ from typing import Sequence
 
 from odqa.core.types import SearchHit
 from odqa.corpus.store import PassageStore
-from retriever.base import attach_passages, check_k
+from odqa.retriever.base import attach_passages, check_k
 
 
 class BM25Retriever:

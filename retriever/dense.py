@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from indexes.vector import VectorIndex
+from odqa.indexes.vector import VectorIndex
 from odqa.core.text_encoding import EncodesTexts
 from odqa.core.types import SearchHit
 from odqa.corpus.store import PassageStore
-from retriever.base import attach_passages, check_k
+from odqa.retriever.base import attach_passages, check_k
 
 
 class DenseRetriever:

@@ -33,9 +33,9 @@ from odqa.core.atomic import atomic_folder
 from odqa.core.errors import OdqaError
 from odqa.core.training import (LoopSettings, TrainingLoop, keep_transformer_layers, latest_checkpoint, set_seed,
                                 training_device)
-from retriever.probe_loss import probe_weighted_loss
-from retriever.train import epoch_order
-from retriever.train_config import EncoderDistillConfig
+from odqa.retriever.probe_loss import probe_weighted_loss
+from odqa.retriever.train import epoch_order
+from odqa.retriever.train_config import EncoderDistillConfig
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def sample_passages(index: str | Path, count: int, exclude: Sequence[str | Path]
     """(title, text) of `count` passages drawn at random (seeded) from the index's passage store, or from a corpus
     file or folder, none from the articles of the SQuAD-format files `exclude`."""
     from odqa.corpus.questions import article_key, squad_article_keys
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     excluded = squad_article_keys(exclude)
     if not _is_index_folder(Path(index)):
@@ -77,8 +77,8 @@ def sample_passages(index: str | Path, count: int, exclude: Sequence[str | Path]
 def _is_index_folder(path: Path) -> bool:
     """An index folder, whole or damaged (its manifest or one of its parts is there): IndexBundle.open names the
     damage rather than the folder being read as a corpus."""
-    from indexes.layout import PASSAGES, SEARCH_PARTS
-    from indexes.manifest import MANIFEST
+    from odqa.indexes.layout import PASSAGES, SEARCH_PARTS
+    from odqa.indexes.manifest import MANIFEST
 
     return path.is_dir() and any((path / name).exists() for name in (MANIFEST, PASSAGES, *SEARCH_PARTS))
 
@@ -117,7 +117,7 @@ def probe_second_moment(teacher, files: Sequence[str | Path]) -> torch.Tensor | 
     """The probe questions' second-moment matrix (retriever/probe_loss.py), from the teacher's vectors of the
     distinct questions of `files`; None without files."""
     from odqa.corpus.questions import check_not_test_set, load_questions
-    from retriever.probe_loss import question_second_moment
+    from odqa.retriever.probe_loss import question_second_moment
 
     if not files:
         return None

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from indexes.elastic import (DEFAULT_TITLE_BOOST, ElasticArticlePassages, ElasticIndex, describe_hosts, passage_of,
+from odqa.indexes.elastic import (DEFAULT_TITLE_BOOST, ElasticArticlePassages, ElasticIndex, describe_hosts, passage_of,
                              settings_for)
 from odqa.core.errors import OdqaError
 from odqa.core.fusion import AUTO, Fusion, resolve_fusion
 from odqa.core.logs import get_logger
 from odqa.core.types import SearchHit
-from retriever.base import check_k
-from retriever.kinds import DENSE_OPTIONS, ELASTIC_FUSIONS, SERVER_RRF, configured_retriever, make_retriever
+from odqa.retriever.base import check_k
+from odqa.retriever.kinds import DENSE_OPTIONS, ELASTIC_FUSIONS, SERVER_RRF, configured_retriever, make_retriever
 
 FUSIONS = ELASTIC_FUSIONS
 log = get_logger(__name__)

@@ -7,7 +7,7 @@ from typing import Sequence
 
 from odqa.core.fusion import Fusion, minmax_fuse, rrf_fuse
 from odqa.core.types import SearchHit
-from retriever.base import attach_passages, check_k
+from odqa.retriever.base import attach_passages, check_k
 
 __all__ = ["HybridRetriever", "minmax_fuse", "rrf_fuse"]  # the fusion functions, where they were first written
 

@@ -10,22 +10,22 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from indexes.analysis import check_analyzer_available
-from indexes.bm25 import load_text_index
-from indexes.integrity import (add_block_digests, check_bundle_manifest, check_files_whole, check_part, file_check, note_unchecked,
+from odqa.indexes.analysis import check_analyzer_available
+from odqa.indexes.bm25 import load_text_index
+from odqa.indexes.integrity import (add_block_digests, check_bundle_manifest, check_files_whole, check_part, file_check, note_unchecked,
                                recover_swap, swap_in_progress)
-from indexes.layout import BM25, DENSE, PASSAGES, IndexLayout
-from indexes.manifest import MANIFEST, Manifest
-from indexes.vector import FAISS_KINDS, VectorIndex
+from odqa.indexes.layout import BM25, DENSE, PASSAGES, IndexLayout
+from odqa.indexes.manifest import MANIFEST, Manifest
+from odqa.indexes.vector import FAISS_KINDS, VectorIndex
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.fusion import AUTO, resolve_fusion
 from odqa.core.logs import get_logger
 from odqa.core.optional import require
 from odqa.corpus.articles import StoreArticlePassages
 from odqa.corpus.store import DATA_FILE, PassageStore
-from retriever.bm25 import BM25Retriever
-from retriever.hybrid import HybridRetriever
-from retriever.kinds import make_retriever
+from odqa.retriever.bm25 import BM25Retriever
+from odqa.retriever.hybrid import HybridRetriever
+from odqa.retriever.kinds import make_retriever
 
 SHARDS = "shards"  # a sharded bundle manifest's list of its shard folders (indexes/shards.py)
 log = get_logger(__name__)
@@ -226,7 +226,7 @@ class IndexBundle:
         dimension (DPR's pair). Unset: the question encoder the manifest records. `settings` (pooling,
         similarity, query_prefix): override the manifest's."""
         from odqa.core.encoder_loading import load_text_encoder
-        from retriever.dense import DenseRetriever
+        from odqa.retriever.dense import DenseRetriever
 
         key = ("dense", encoder or "", query_encoder or "", json.dumps(settings or {}, sort_keys=True))
         if key not in self._cache:
@@ -342,7 +342,7 @@ class ShardedBundle(IndexBundle):
         return store
 
     def vector_index(self):
-        from indexes.shards import ShardedVectorIndex
+        from odqa.indexes.shards import ShardedVectorIndex
 
         if DENSE not in self.backends:
             self._require(DENSE)  # names the fix

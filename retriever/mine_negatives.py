@@ -21,7 +21,7 @@ from typing import Sequence
 
 from odqa.core.answers import has_answer
 from odqa.core.errors import OdqaError
-from retriever.train_data import DPRExample, ReadStats, read_dpr_file, write_dpr_jsonl
+from odqa.retriever.train_data import DPRExample, ReadStats, read_dpr_file, write_dpr_jsonl
 
 log = logging.getLogger("odqa.retriever.mine_negatives")
 
@@ -89,7 +89,7 @@ def mine_dense_negatives(train_file: str | Path, output: str | Path, encoder: st
     `exclude`: a DPR file whose questions (by id or text) are left out, e.g. a validation split, so its
     contexts do not enter the pool either."""
     from odqa.core.encoder import TextEncoder, passage_text
-    from retriever.train import context_pool
+    from odqa.retriever.train import context_pool
 
     if per_question < 1 or depth < per_question + skip_top:
         raise OdqaError(f"need per_question >= 1 and depth >= per_question + skip_top (got {per_question}, "
@@ -110,7 +110,7 @@ def mine_dense_negatives(train_file: str | Path, output: str | Path, encoder: st
                      precision=precision, progress="passages" if progress else "")
     q = model.encode([e.question for e in examples], batch_size, max_length=q_max_length, precision=precision,
                      progress="questions" if progress else "")
-    from indexes.vector import load_faiss
+    from odqa.indexes.vector import load_faiss
 
     index = load_faiss().IndexFlatIP(p.shape[1])
     index.add(p)

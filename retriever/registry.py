@@ -12,7 +12,7 @@ in `INDEX_BACKENDS` (and its scheme in `backend_of`).
 
 from __future__ import annotations
 
-from indexes.elastic import LOCATION_SCHEMES
+from odqa.indexes.elastic import LOCATION_SCHEMES
 from odqa.core.registry import Registry
 
 
@@ -23,7 +23,7 @@ def backend_of(location: str) -> str:
 
 
 def _open_folder(location: str, config):
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     return IndexBundle.open(location)
 
@@ -32,7 +32,7 @@ def _open_elastic(location: str, config):
     from odqa.core.optional import require
 
     require("elasticsearch", f"the Elasticsearch index {location}")
-    from retriever.elastic import ElasticBackend
+    from odqa.retriever.elastic import ElasticBackend
 
     return ElasticBackend.open(location, config)
 

@@ -56,10 +56,10 @@ from odqa.core.encoder import TextEncoder, passage_text
 from odqa.core.errors import OdqaError
 from odqa.core.models import resolve_model
 from odqa.core.training import LoopSettings, TrainingLoop, latest_checkpoint, set_seed, training_device
-from retriever.distill_loss import score_distillation_loss
-from retriever.losses import dpr_nll_loss, positive_ranks
-from retriever.train_config import RetrieverTrainConfig  # there so the command line reads it without torch
-from retriever.train_data import DPRExample, ReadStats, read_dpr_file, write_dpr_jsonl
+from odqa.retriever.distill_loss import score_distillation_loss
+from odqa.retriever.losses import dpr_nll_loss, positive_ranks
+from odqa.retriever.train_config import RetrieverTrainConfig  # there so the command line reads it without torch
+from odqa.retriever.train_data import DPRExample, ReadStats, read_dpr_file, write_dpr_jsonl
 
 log = logging.getLogger("odqa.retriever.train")
 

@@ -42,7 +42,7 @@ from odqa.core.atomic import atomic_file
 from odqa.core.errors import DataFormatError, OdqaError
 from odqa.corpus.open_dev import is_open_dev
 from odqa.corpus.questions import QAItem, check_not_test_set, load_questions
-from retriever.loading import load_retriever
+from odqa.retriever.loading import load_retriever
 
 log = logging.getLogger("odqa.retriever.train_data")
 

@@ -13,7 +13,7 @@ from odqa.eval.confidence import (
     article_split, auroc, em_at_coverage, expected_calibration_error, judge, passages_with_distractors,
 )
 from odqa.corpus.questions import QAItem
-from reader.calibration import (Calibration, choose_threshold, confidence_features, fit_calibration, fit_platt,
+from odqa.reader.calibration import (Calibration, choose_threshold, confidence_features, fit_calibration, fit_platt,
                                 threshold_for_precision)
 
 

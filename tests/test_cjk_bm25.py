@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from indexes.analysis import detect_language, get_analyzer
+from odqa.indexes.analysis import detect_language, get_analyzer
 
 
 def test_detect_language_by_script():
@@ -39,10 +39,10 @@ def _write_corpus(path, rows):
 
 def test_korean_index_detects_its_language_and_matches_across_particles(tmp_path):
     pytest.importorskip("kiwipiepy", reason="pip install -e '.[cjk]'")
-    from indexes.analysis import DEFAULT_ANALYZER
-    from indexes.manifest import Manifest
+    from odqa.indexes.analysis import DEFAULT_ANALYZER
+    from odqa.indexes.manifest import Manifest
     from odqa.indexing import IndexSpec, build_index
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     corpus = _write_corpus(tmp_path / "ko.jsonl", [
         ("임진왜란", "임진왜란은 1592년에 일본이 조선을 침략하여 일어난 전쟁이다."),
@@ -69,7 +69,7 @@ def test_korean_index_detects_its_language_and_matches_across_particles(tmp_path
 def test_chinese_index_answers_a_traditional_question_over_simplified_text(tmp_path):
     pytest.importorskip("opencc", reason="pip install -e '.[cjk]'")
     from odqa.indexing import IndexSpec, build_index
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     corpus = _write_corpus(tmp_path / "zh.jsonl", [
         ("长城", "长城是中国古代的军事防御工程，总长度超过两万公里。"),

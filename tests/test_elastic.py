@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexes.elastic import BulkOptions, ElasticIndex, load_passages
-from linker.elastic import load_entities
+from odqa.indexes.elastic import BulkOptions, ElasticIndex, load_passages
+from odqa.linker.elastic import load_entities
 from odqa.config import ElasticConfig
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.models import DEFAULT_ENCODER
@@ -56,7 +56,7 @@ def demo_es(es_server, demo_bundle) -> ElasticIndex:
 
 @pytest.fixture(scope="session")
 def bundle(demo_bundle):
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     return IndexBundle.open(demo_bundle)
 
@@ -81,7 +81,7 @@ def test_load_records_meta_and_rerun_sends_nothing(demo_es, demo_bundle):
 
 def test_bm25_recall_matches_embedded(demo_es, bundle, demo_items):
     from odqa.eval.retrieval import evaluate_retrieval
-    from retriever.elastic import ElasticBM25Retriever
+    from odqa.retriever.elastic import ElasticBM25Retriever
 
     ks = [5, 10, 20]
     embedded = evaluate_retrieval(bundle.bm25(), demo_items, ks, progress=False)
@@ -91,7 +91,7 @@ def test_bm25_recall_matches_embedded(demo_es, bundle, demo_items):
 
 
 def test_knn_top10_matches_embedded(demo_es, bundle, demo_items):
-    from retriever.elastic import ElasticDenseRetriever
+    from odqa.retriever.elastic import ElasticDenseRetriever
 
     dense = bundle.dense()
     questions = [item.question for item in demo_items]
@@ -107,8 +107,8 @@ def test_knn_top10_matches_embedded(demo_es, bundle, demo_items):
 
 
 def test_hybrid_modes_and_rrf_fallback(demo_es, bundle, demo_items, monkeypatch, caplog):
-    from retriever.elastic import ElasticBM25Retriever, ElasticDenseRetriever, ElasticHybridRetriever
-    from retriever.hybrid import rrf_fuse
+    from odqa.retriever.elastic import ElasticBM25Retriever, ElasticDenseRetriever, ElasticHybridRetriever
+    from odqa.retriever.hybrid import rrf_fuse
 
     encoder = bundle.dense().encoder
     questions = [item.question for item in demo_items[:8]]
@@ -126,7 +126,7 @@ def test_hybrid_modes_and_rrf_fallback(demo_es, bundle, demo_items, monkeypatch,
     # a server without the rrf retriever: one notice, then the same client-side RRF
     old = ElasticIndex(demo_es.client, demo_es.name, demo_es.hosts)
     monkeypatch.setattr(old.client, "info", lambda **kw: {"version": {"number": "8.11.4"}})
-    with caplog.at_level(logging.WARNING, logger="indexes.elastic"):
+    with caplog.at_level(logging.WARNING, logger="odqa.indexes.elastic"):
         fallback = ElasticHybridRetriever(old, encoder, method="es-rrf", candidates=50).search(questions, 10)
     assert [[h.row for h in hits] for hits in fallback] == [[h.row for h in hits] for hits in client_rrf]
     assert old.notices and "8.11.4" in old.notices[0] and "client-side" in caplog.text
@@ -308,7 +308,7 @@ def test_auth_failure_is_clear_and_never_shows_credentials(unauthorized_server, 
 
 
 def test_entity_index_from_the_demo_kb(es_server):
-    from linker.kb import KnowledgeBase
+    from odqa.linker.kb import KnowledgeBase
     from odqa.demo_corpus import demo_kb_path
 
     path = demo_kb_path(quiet=True)
@@ -338,8 +338,8 @@ def test_cli_es_index_and_es_search(es_server, demo_bundle, capsys):
 
 def test_elastic_and_local_hybrids_fuse_identical_lists_identically(demo_es, bundle, demo_items):
     from odqa.core.fusion import FUSIONS
-    from retriever.elastic import ElasticBM25Retriever, ElasticDenseRetriever, ElasticHybridRetriever
-    from retriever.hybrid import HybridRetriever
+    from odqa.retriever.elastic import ElasticBM25Retriever, ElasticDenseRetriever, ElasticHybridRetriever
+    from odqa.retriever.hybrid import HybridRetriever
 
     encoder = bundle.dense().encoder
     questions = [item.question for item in demo_items[:8]]
@@ -425,7 +425,7 @@ def test_an_elastic_index_location_never_shows_its_credentials(unauthorized_serv
 
 def test_article_passages_match_the_folder_store(demo_es, bundle):
     # the entity bonus's candidates: every article's passages, rows and order as the folder's store gives them
-    from indexes.elastic import ElasticArticlePassages
+    from odqa.indexes.elastic import ElasticArticlePassages
 
     local, elastic = bundle.article_passages(), ElasticArticlePassages(demo_es)
     doc_ids = sorted(set(bundle.store.column("doc_id").to_pylist()))

@@ -125,7 +125,7 @@ def test_plain_model_pooling_and_similarity(plain_model, tokenizer):
 
 def test_index_with_a_dpr_pair_records_and_uses_the_question_encoder(dpr_pair, st_folder, tmp_path):
     from odqa.indexing import IndexSpec, build_index
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     question_path, ctx_path = dpr_pair
     corpus = tmp_path / "corpus.jsonl"

@@ -20,7 +20,7 @@ def _without_timing(metrics: dict) -> dict:
 
 def test_retrieval_evaluator_gives_evaluate_retrievals_figures_and_a_named_run(tmp_path):
     from odqa.demo_corpus import demo_index_path
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     retriever = IndexBundle.open(demo_index_path(quiet=True)).retriever("bm25")
     items = load_questions(REPO / "odqa" / "demo" / "questions.jsonl", limit=30)

@@ -1,7 +1,7 @@
 import pytest
 
 from odqa.core.types import Passage, SearchHit
-from retriever.hybrid import minmax_fuse, rrf_fuse
+from odqa.retriever.hybrid import minmax_fuse, rrf_fuse
 
 
 def hits(*pairs):

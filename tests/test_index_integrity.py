@@ -10,11 +10,11 @@ import sys
 import numpy as np
 import pytest
 
-from indexes.integrity import build_lock, recover_swap
+from odqa.indexes.integrity import build_lock, recover_swap
 from odqa.corpus import iter_passages
 from odqa.core.errors import DataFormatError, IndexMismatchError, OdqaError
 from odqa.indexing import IndexSpec, build_index
-from retriever.loading import IndexBundle
+from odqa.retriever.loading import IndexBundle
 
 DOCS = [{"id": str(i), "title": f"Doc {i}", "text": f"Document number {i} talks about topic {i} and nothing else."}
         for i in range(7)]

@@ -10,7 +10,7 @@ import pytest
 
 from odqa.core.errors import OdqaError
 from odqa.indexing import IndexSpec, build_index, build_sharded_index
-from retriever.loading import IndexBundle, ShardedBundle
+from odqa.retriever.loading import IndexBundle, ShardedBundle
 
 DEMO = Path(__file__).resolve().parent.parent / "odqa" / "demo"
 ARTICLES = 45  # of the demo corpus, in 3 files: the shards differ in size and vocabulary

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from indexes.bm25 import build_text_index, load_text_index
-from indexes.manifest import Manifest
-from indexes.vector import VectorIndex, VectorIndexParams
+from odqa.indexes.bm25 import build_text_index, load_text_index
+from odqa.indexes.manifest import Manifest
+from odqa.indexes.vector import VectorIndex, VectorIndexParams
 from odqa.core.atomic import atomic_file, atomic_folder
 from odqa.core.errors import IndexMismatchError, OdqaError
 
@@ -77,7 +77,7 @@ def test_flat_search_in_blocks_equals_one_block(tmp_path):
 
 
 def test_float16_vectors_are_searched_from_memory_with_the_scores_of_the_memmap(tmp_path, monkeypatch):
-    import indexes.vector
+    import odqa.indexes.vector
 
     vectors = _vectors(700).astype(np.float16)
     np.save(tmp_path / "emb.npy", vectors)
@@ -89,7 +89,7 @@ def test_float16_vectors_are_searched_from_memory_with_the_scores_of_the_memmap(
     assert np.array_equal(rows, np.argsort(-truth, axis=1)[:, :9])
     assert np.allclose(scores, np.take_along_axis(truth, rows, axis=1), atol=1e-5)
 
-    monkeypatch.setattr(indexes.vector, "RESIDENT_FP16_BYTES", vectors.nbytes - 1)  # too large: the memmap
+    monkeypatch.setattr(odqa.indexes.vector, "RESIDENT_FP16_BYTES", vectors.nbytes - 1)  # too large: the memmap
     again = VectorIndex.load(tmp_path / "flat")
     blocked = again.search(q, 9, block_rows=100)
     assert again._resident is None

@@ -7,7 +7,7 @@ import pytest
 
 from odqa.core.errors import OdqaError
 from odqa.indexing import IndexSpec, build_index, parse_shard
-from retriever.loading import IndexBundle
+from odqa.retriever.loading import IndexBundle
 
 DOCS = [{"id": str(i), "title": f"Doc {i}", "text": f"Document number {i} talks about topic {i} and nothing else."} for i in range(7)]
 

@@ -62,7 +62,7 @@ def test_eval_retrieval_keeps_no_hits_in_memory_and_writes_both_files(tmp_path):
     from odqa.demo_corpus import demo_index_path
     from odqa.eval.retrieval import evaluate_retrieval
     from odqa.eval.runs import read_run
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     bundle = IndexBundle.open(demo_index_path(quiet=True))
     items = load_questions(REPO / "odqa" / "demo" / "questions.jsonl", limit=20)
@@ -101,7 +101,7 @@ def test_bad_output_paths_are_refused_before_the_evaluation(tmp_path, capsys):
 
 # ---- 13: credentials in encoded forms ------------------------------------------------------------------
 def test_credentials_are_scrubbed_in_base64_and_quoted_forms():
-    from indexes.elastic import _secrets, scrub
+    from odqa.indexes.elastic import _secrets, scrub
     from odqa.config import ElasticConfig
 
     config = ElasticConfig(hosts="http://bob:p%40ss@h:9200", username="alice", password="s3cret pw", api_key="id7:k3y")

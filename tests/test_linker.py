@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from linker.aliases import AliasMatcher, alias_key, make_aliases, strip_qualifier
-from linker.data import ELExample, GoldMention, dbpedia_title, load_el_file, locate
-from linker.guided import EntityPassages, entity_hits, fuse_entity_hits
-from linker.kb import KnowledgeBase, describe, is_disambiguation
-from linker.linker import Linker, resolve_overlaps
-from linker.metrics import evaluate
-from linker.model import ELQConfig, ELQModel, enumerate_spans, word_masks
+from odqa.linker.aliases import AliasMatcher, alias_key, make_aliases, strip_qualifier
+from odqa.linker.data import ELExample, GoldMention, dbpedia_title, load_el_file, locate
+from odqa.linker.guided import EntityPassages, entity_hits, fuse_entity_hits
+from odqa.linker.kb import KnowledgeBase, describe, is_disambiguation
+from odqa.linker.linker import Linker, resolve_overlaps
+from odqa.linker.metrics import evaluate
+from odqa.linker.model import ELQConfig, ELQModel, enumerate_spans, word_masks
 from odqa.core.errors import OdqaError
 from odqa.core.types import Document, Entity, Mention, Passage, SearchHit
 
@@ -207,7 +207,7 @@ def test_linker_needs_a_kb(tiny_linker):
 
 
 def test_one_training_step_lowers_the_loss(tiny_kb):
-    from linker.train import TrainConfig, Trainer
+    from odqa.linker.train import TrainConfig, Trainer
 
     torch.manual_seed(0)
     linker = Linker.from_encoder("minilm", kb=tiny_kb)
@@ -371,7 +371,7 @@ def test_cli_build_kb_link_and_eval(tmp_path, tiny_linker, capsys):
 def test_lcquad_loader_and_length_buckets(tmp_path, tiny_kb):
     import random
 
-    from linker.train import length_buckets, token_span
+    from odqa.linker.train import length_buckets, token_span
 
     rows = [{"_id": "10", "corrected_question": "How many movies did Tom Cruise star in?",
              "sparql_query": "SELECT DISTINCT COUNT(?uri) WHERE {?uri <http://dbpedia.org/ontology/starring> <http://dbpedia.org/resource/Tom_Cruise> . }"},
@@ -390,7 +390,7 @@ def test_lcquad_loader_and_length_buckets(tmp_path, tiny_kb):
 def test_linker_training_resumes_from_its_newest_checkpoint(tiny_kb, tmp_path):
     from safetensors.torch import load_file
 
-    from linker.train import TrainConfig, Trainer, open_for_training
+    from odqa.linker.train import TrainConfig, Trainer, open_for_training
 
     examples = [
         ELExample("Give me all movies with Tom Cruise!", [GoldMention(24, 34, "Tom Cruise", 0)]),

@@ -7,8 +7,8 @@ import json
 from odqa.core.types import Passage, SearchHit
 from odqa.corpus.open_dev import SOURCES, drop_open_dev, draw_split, is_open_dev, open_dev_questions, split
 from odqa.corpus.questions import QAItem, load_questions
-from reader.distant import build_distant_data
-from reader.train import LoadStats, load_squad_examples
+from odqa.reader.distant import build_distant_data
+from odqa.reader.train import LoadStats, load_squad_examples
 
 
 def _an_open_dev_question(shared_data) -> QAItem:

@@ -44,7 +44,7 @@ def test_the_default_ask_answers_without_faiss():
 
 def test_matrix_product_search_gives_faiss_results():
     pytest.importorskip("faiss")
-    from indexes.vector import float16_copy_index, matrix_product_search
+    from odqa.indexes.vector import float16_copy_index, matrix_product_search
 
     rng = np.random.default_rng(0)
     vectors = rng.standard_normal((3000, 24)).astype(np.float16)
@@ -83,10 +83,10 @@ def test_a_missing_cjk_analyser_is_refused_before_any_work(tmp_path):
 
 def test_an_index_whose_vector_kind_needs_faiss_says_so_before_loading(tmp_path, monkeypatch):
     """IndexBundle.check_available reads the manifests only: an hnsw index without FAISS is one line."""
-    from indexes.layout import BM25, DENSE
-    from indexes.manifest import Manifest
+    from odqa.indexes.layout import BM25, DENSE
+    from odqa.indexes.manifest import Manifest
     from odqa.core.errors import OdqaError
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     Manifest(kind="bundle", corpus_fingerprint="x", count=1, encoder="minilm", dim=384,
              params={"backends": [BM25, DENSE]}).save(tmp_path)

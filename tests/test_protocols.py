@@ -5,20 +5,20 @@ import inspect
 
 import pytest
 
-from indexes.bm25 import Bm25sIndex, RankBm25Index, TantivyIndex
-from indexes.elastic import ElasticArticlePassages
-from indexes.vector import VectorIndex
-from linker.baseline import SpacyAliasLinker
-from linker.linker import Linker
+from odqa.indexes.bm25 import Bm25sIndex, RankBm25Index, TantivyIndex
+from odqa.indexes.elastic import ElasticArticlePassages
+from odqa.indexes.vector import VectorIndex
+from odqa.linker.baseline import SpacyAliasLinker
+from odqa.linker.linker import Linker
 from odqa.core import protocols
 from odqa.corpus.articles import StoreArticlePassages
-from reader.model import Reader
-from retriever.bm25 import BM25Retriever
-from retriever.dense import DenseRetriever
-from retriever.elastic import ElasticBM25Retriever, ElasticDenseRetriever, ElasticHybridRetriever
-from retriever.hybrid import HybridRetriever
-from retriever.elastic import ElasticBackend
-from retriever.loading import IndexBundle
+from odqa.reader.model import Reader
+from odqa.retriever.bm25 import BM25Retriever
+from odqa.retriever.dense import DenseRetriever
+from odqa.retriever.elastic import ElasticBM25Retriever, ElasticDenseRetriever, ElasticHybridRetriever
+from odqa.retriever.hybrid import HybridRetriever
+from odqa.retriever.elastic import ElasticBackend
+from odqa.retriever.loading import IndexBundle
 
 IMPLEMENTATIONS = [
     (protocols.TextIndex, [TantivyIndex, Bm25sIndex, RankBm25Index]),

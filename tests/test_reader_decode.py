@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from reader.decode import PassageSpan, aggregate, best_spans, decode_passage, null_score
+from odqa.reader.decode import PassageSpan, aggregate, best_spans, decode_passage, null_score
 
 NEG = -10.0
 
@@ -221,7 +221,7 @@ def test_merging_by_passage_equals_scanning_every_answer():
     ("首都是北京市", 3, 5, "北京"),  # no spaces between words: never widened
 ])
 def test_spans_snap_to_words_and_never_cross_a_line_break(text, start, end, expected):
-    from reader.decode import snap_span
+    from odqa.reader.decode import snap_span
 
     got = snap_span(text, start, end)
     assert (text[got[0]:got[1]] if got else None) == expected

@@ -11,9 +11,9 @@ import pytest
 
 from odqa.config import OdqaConfig, ReaderConfig
 from odqa.core.types import Passage
-from reader.calibration import Calibration
-from reader.model import Reader
-from reader.settings import QUESTION_TIME_SETTINGS, ReaderSettings
+from odqa.reader.calibration import Calibration
+from odqa.reader.model import Reader
+from odqa.reader.settings import QUESTION_TIME_SETTINGS, ReaderSettings
 from tests.reader_fixtures import save_tiny_qa
 
 SHARED = [f.name for f in dataclasses.fields(ReaderConfig) if f.name in ReaderSettings.__dataclass_fields__]

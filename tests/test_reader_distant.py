@@ -6,8 +6,8 @@ import json
 
 from odqa.core.types import Passage, SearchHit
 from odqa.corpus.questions import QAItem
-from reader.distant import build_distant_data, locate_answer
-from reader.train import LoadStats, load_squad_examples
+from odqa.reader.distant import build_distant_data, locate_answer
+from odqa.reader.train import LoadStats, load_squad_examples
 
 PASSAGES = [
     Passage("w1", "Moon", "Apollo 17 left the Moon on 14 December 1972, the last crewed landing."),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reader.decode import decode_passage
-from reader.features import char_span_to_tokens, tokenize_windows
+from odqa.reader.decode import decode_passage
+from odqa.reader.features import char_span_to_tokens, tokenize_windows
 from tests.reader_fixtures import minilm_tokenizer
 
 PASSAGE = (

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from indexes.bm25 import english_analyzer
+from odqa.indexes.bm25 import english_analyzer
 from odqa.core.types import Passage
-from reader.focus import Focus, focus_span, sentence_spans
-from reader.model import Reader
+from odqa.reader.focus import Focus, focus_span, sentence_spans
+from odqa.reader.model import Reader
 from tests.reader_fixtures import save_tiny_qa
 
 ANALYZE = english_analyzer()

@@ -9,7 +9,7 @@ import torch
 
 from odqa.core.errors import OdqaError
 from odqa.core.types import Answer, Passage
-from reader.model import Reader
+from odqa.reader.model import Reader
 from tests.reader_fixtures import save_tiny_qa
 
 PASSAGES = [

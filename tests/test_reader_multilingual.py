@@ -12,7 +12,7 @@ import torch
 
 from odqa.core.errors import OdqaError
 from odqa.core.models import SHIPPED_MODELS
-from reader.train import Example, LoadStats, TrainConfig, build_features, simplify_chinese
+from odqa.reader.train import Example, LoadStats, TrainConfig, build_features, simplify_chinese
 
 ENCODER = SHIPPED_MODELS / "encoder-multilingual"
 pytestmark = pytest.mark.skipif(not (ENCODER / "tokenizer.json").is_file(), reason="models/encoder-multilingual absent")
@@ -45,7 +45,7 @@ def tok():
 
 
 def test_windows_are_question_then_passage_without_token_type_ids(tok):
-    from reader.features import tokenize_windows
+    from odqa.reader.features import tokenize_windows
 
     question, context, _ = KOREAN
     w = tokenize_windows(tok, [question], [context])
@@ -85,9 +85,9 @@ def test_chinese_training_data_folds_to_simplified_with_offsets_kept():
 
 def test_a_passage_whose_conversion_changes_length_is_kept_as_it_was(monkeypatch):
     pytest.importorskip("opencc")
-    import indexes.analysis
+    import odqa.indexes.analysis
 
-    monkeypatch.setattr(indexes.analysis, "to_simplified", lambda text: text + "了")
+    monkeypatch.setattr(odqa.indexes.analysis, "to_simplified", lambda text: text + "了")
     stats = LoadStats()
     example = _example("zh", TRADITIONAL)
     assert simplify_chinese([example, example], stats) == [example, example]
@@ -113,7 +113,7 @@ def home(tmp_path, monkeypatch):
 
 def test_onnx_runtime_matches_torch_without_token_type_ids(tok, tmp_path, home):
     pytest.importorskip("onnxruntime")
-    from reader.model import Reader
+    from odqa.reader.model import Reader
 
     folder = _tiny_multilingual_reader(tmp_path / "m", tok)
     questions, contexts = [KOREAN[0], SIMPLIFIED[0]], [KOREAN[1], SIMPLIFIED[1]]
@@ -127,7 +127,7 @@ def test_onnx_runtime_matches_torch_without_token_type_ids(tok, tmp_path, home):
 
 def test_reader_multilingual_resolves_to_the_shipped_folder_once_it_exists(tok, tmp_path, home, monkeypatch):
     import odqa.core.models
-    from reader.model import Reader
+    from odqa.reader.model import Reader
 
     monkeypatch.setattr(odqa.core.models, "SHIPPED_MODELS", tmp_path / "models")
     with pytest.raises(OdqaError, match="models/reader-multilingual is missing"):
@@ -139,7 +139,7 @@ def test_reader_multilingual_resolves_to_the_shipped_folder_once_it_exists(tok, 
 
 def test_eval_reader_scores_korean_and_chinese_data_with_their_metrics(tok, tmp_path, home):
     from odqa.eval.reader_eval import evaluate_reader
-    from reader.model import Reader
+    from odqa.reader.model import Reader
 
     reader = Reader.from_pretrained(str(_tiny_multilingual_reader(tmp_path / "m", tok)), device="cpu",
                                     runtime="torch")
@@ -154,7 +154,7 @@ def test_eval_reader_scores_korean_and_chinese_data_with_their_metrics(tok, tmp_
 def test_export_writes_fp16_weights_and_a_card_from_the_training_info(tok, tmp_path, home):
     from safetensors import safe_open
 
-    from reader.export import export
+    from odqa.reader.export import export
 
     src = _tiny_multilingual_reader(tmp_path / "run" / "final", tok)
     config = {**TrainConfig(train_files=["a.json", "b.json"], output_dir="runs/x").to_dict(),
@@ -166,7 +166,7 @@ def test_export_writes_fp16_weights_and_a_card_from_the_training_info(tok, tmp_p
     card = (out / "README.md").read_text()
     assert ("python run_qa.py train-reader --train a.json b.json --output runs/x --init encoder-multilingual "
             "--max-length 384 --to-simplified --no-progress") in card
-    assert f"python -m reader.export {src} {out} --max-length 384 --stride 128" in card
+    assert f"python -m odqa.reader.export {src} {out} --max-length 384 --stride 128" in card
     assert json.loads((out / "reader_config.json").read_text())["max_length"] == 384
 
     (out / "README.md").write_text("# measured card\n")

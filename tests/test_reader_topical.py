@@ -1,6 +1,6 @@
 import pytest
 
-from reader.topical import topical_negatives
+from odqa.reader.topical import topical_negatives
 
 
 def _squad():

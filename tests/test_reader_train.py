@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from odqa.core.errors import OdqaError
-from reader.train import LoadStats, TrainConfig, build_features, load_squad_examples, train
+from odqa.reader.train import LoadStats, TrainConfig, build_features, load_squad_examples, train
 from tests.reader_fixtures import minilm_tokenizer, save_tiny_qa
 
 CTX = "Marie Curie was a physicist and chemist. She won the Nobel Prize in Physics in 1903."

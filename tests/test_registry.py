@@ -6,16 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from indexes.bm25 import TEXT_ENGINES
-from indexes.elastic import parse_location
-from indexes.layout import IndexLayout
-from indexes.vector import VECTOR_INDEXES
+from odqa.indexes.bm25 import TEXT_ENGINES
+from odqa.indexes.elastic import parse_location
+from odqa.indexes.layout import IndexLayout
+from odqa.indexes.vector import VECTOR_INDEXES
 from odqa.config import OdqaConfig
 from odqa.core.errors import OdqaError
 from odqa.core.fusion import FUSIONS
 from odqa.core.registry import Registry
-from retriever.kinds import ELASTIC_FUSIONS, RETRIEVERS
-from retriever.registry import INDEX_BACKENDS, backend_of
+from odqa.retriever.kinds import ELASTIC_FUSIONS, RETRIEVERS
+from odqa.retriever.registry import INDEX_BACKENDS, backend_of
 
 
 def test_unknown_name_is_one_line_with_the_choices():

@@ -138,7 +138,7 @@ def test_questions_run_onnx_fp32_under_auto_even_where_bulk_work_runs_bf16(monke
 
 def test_an_encoder_reads_questions_and_passages_on_their_own_plans(monkeypatch, tmp_path, home, caplog):
     """One encoder, native bf16: encode_queries on onnx fp32, encode_passages (an index build) in bf16."""
-    from linker.linker import Linker
+    from odqa.linker.linker import Linker
     from odqa.core.encoder import TextEncoder
     from tests.reader_fixtures import save_tiny_qa
 
@@ -157,9 +157,9 @@ def test_an_encoder_reads_questions_and_passages_on_their_own_plans(monkeypatch,
 def test_components_apply_the_auto_rule(monkeypatch, tiny_dir, tmp_path):
     """On a CPU without native bf16, `auto`: reader onnx int8; text encoder and linker onnx fp32 (int8 asked for
     explicitly still runs)."""
-    from linker.linker import Linker
+    from odqa.linker.linker import Linker
     from odqa.core.encoder import TextEncoder
-    from reader.model import Reader
+    from odqa.reader.model import Reader
     from tests.reader_fixtures import save_tiny_qa
 
     _machine(monkeypatch, fast_bf16=False, onnx=True)
@@ -221,7 +221,7 @@ def _logits(reader, precision, runtime):
 def test_onnx_reader_matches_torch_and_its_graph_is_cached_by_weights(tiny_dir, home, caplog):
     import logging
 
-    from reader.model import Reader
+    from odqa.reader.model import Reader
 
     caplog.set_level("INFO", logger="odqa")
     root_handlers = logging.getLogger().handlers[:]
@@ -271,7 +271,7 @@ def test_onnx_encoder_vectors_match_torch(tmp_path, home):
 
 def test_a_reader_loaded_from_a_folder_names_its_graph_by_the_files_digest(tiny_dir, home, monkeypatch):
     import odqa.core.runtime as runtime
-    from reader.model import Reader
+    from odqa.reader.model import Reader
 
     reader = Reader.from_pretrained(str(tiny_dir), device="cpu", precision="int8", runtime="onnx")
 
@@ -288,7 +288,7 @@ def test_a_reader_loaded_from_a_folder_names_its_graph_by_the_files_digest(tiny_
 
 def test_int8_graph_is_made_only_when_asked_for_and_then_from_the_cached_fp32_graph(tiny_dir, home, monkeypatch):
     import odqa.core.runtime as runtime
-    from reader.model import Reader
+    from odqa.reader.model import Reader
 
     reader = Reader.from_pretrained(str(tiny_dir), device="cpu")
     ref_start, _ = _logits(reader, "fp32", "onnx")
@@ -371,7 +371,7 @@ def test_a_large_auto_build_records_the_fast_passage_encoder_and_is_searched_wit
 
     import odqa.indexing
     from odqa.indexing import IndexSpec, build_index
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     _machine(monkeypatch, onnx=True, fast_bf16=False)
     monkeypatch.setattr(odqa.indexing, "LARGE_BUILD", 4)  # four passages stand for a large corpus

@@ -15,7 +15,7 @@ import shutil
 import httpx
 import pytest
 
-from indexes.analysis import detect_language
+from odqa.indexes.analysis import detect_language
 from odqa.serve.app import create_app
 from tests.serve_fixtures import running_server, screenshots, serve_pipeline  # noqa: F401 (fixtures)
 

@@ -39,12 +39,12 @@ def questions() -> list[str]:
 def module_way(questions):
     """Answers of a pipeline whose components build their torch modules first (and export the graphs from them
     when missing): the path of every start before the cached graphs could answer alone."""
-    import linker.linker
+    import odqa.linker.linker
     import odqa.core.encoder_loading
-    import reader.model
+    import odqa.reader.model
 
     with pytest.MonkeyPatch.context() as patch:
-        for component in (reader.model, linker.linker, odqa.core.encoder_loading):
+        for component in (odqa.reader.model, odqa.linker.linker, odqa.core.encoder_loading):
             patch.setattr(component, "cached_graph", lambda *args, **kwargs: None)
         pipeline = _pipeline()
         answers = _answers(pipeline, questions)
@@ -84,8 +84,8 @@ def test_the_linkers_numpy_heads_score_as_its_torch_model(tmp_path):
     """linker.heads.LinkHeads (inference) and ELQModel's methods (training) are the same functions."""
     import torch
 
-    from linker.heads import ELQConfig, LinkHeads
-    from linker.model import ELQModel
+    from odqa.linker.heads import ELQConfig, LinkHeads
+    from odqa.linker.model import ELQModel
 
     torch.manual_seed(0)
     config = ELQConfig(hidden_size=8, entity_dim=6)

@@ -11,8 +11,8 @@ import torch
 
 from odqa.core.errors import OdqaError
 from odqa.indexing import IndexSpec, build_index
-from retriever.losses import dpr_nll_loss, positive_ranks
-from retriever.train_data import ReadStats, build_dpr_data, read_dpr_file
+from odqa.retriever.losses import dpr_nll_loss, positive_ranks
+from odqa.retriever.train_data import ReadStats, build_dpr_data, read_dpr_file
 
 # ---------------------------------------------------------------------------------------------------- fixtures
 
@@ -109,7 +109,7 @@ def test_dpr_loss_matches_a_hand_computation():
 
 
 def test_distillation_loss_matches_a_hand_computation():
-    from retriever.distill_loss import score_distillation_loss
+    from odqa.retriever.distill_loss import score_distillation_loss
 
     # one question, two candidates; vectors are 1-d, so the scores are the products themselves
     sq, sp = torch.tensor([[1.0]]), torch.tensor([[1.0], [0.0]])  # student scores (1, 0)
@@ -182,7 +182,7 @@ def test_builder_regex_answers_and_squad_gold_paragraph(tiny_index, tmp_path):
 
 def test_builder_dev_split_is_set_aside_before_the_positive_filter(tiny_index, tmp_path):
     from odqa.corpus.questions import load_questions
-    from retriever.train_data import in_dev_split
+    from odqa.retriever.train_data import in_dev_split
 
     qa = tmp_path / "nq-dev.qa.tsv"
     many = [(q, a) for q, a in QUESTIONS for _ in range(10)]  # 40 questions, 10 without any answer in the corpus
@@ -263,7 +263,7 @@ def test_reader_reads_dpr_published_json(tmp_path):
 
 
 def _cfg(train_file, out, init, **kw):
-    from retriever.train import RetrieverTrainConfig
+    from odqa.retriever.train import RetrieverTrainConfig
 
     base = dict(train_files=[str(train_file)], output_dir=str(out), init=str(init), batch_size=4, lr=1e-3, warmup=0.0,
                 max_steps=6, q_max_length=16, p_max_length=24, eval_every=0, save_every=0, progress=False, device="cpu",
@@ -274,7 +274,7 @@ def _cfg(train_file, out, init, **kw):
 
 def test_gradient_cache_equals_full_batch(tmp_path, train_file):
     from odqa.core.encoder import TextEncoder
-    from retriever.train import DualEncoder, make_batch, train_step
+    from odqa.retriever.train import DualEncoder, make_batch, train_step
     from contextlib import nullcontext
 
     init = _tiny_encoder(tmp_path / "enc", dropout=0.0)
@@ -291,7 +291,7 @@ def test_gradient_cache_equals_full_batch(tmp_path, train_file):
 
 
 def test_a_few_steps_lower_the_training_loss(tmp_path, train_file):
-    from retriever.train import train
+    from odqa.retriever.train import train
 
     init = _tiny_encoder(tmp_path / "enc")
     losses = []
@@ -305,7 +305,7 @@ def test_a_few_steps_lower_the_training_loss(tmp_path, train_file):
     enc = TextEncoder.from_pretrained(str(final), device="cpu")
     assert enc.encode(["tell me about the volcano"]).shape == (1, 32)
     # exported as fp16 weights that load (and compute) in fp32, giving the same vectors
-    from retriever.train import export_encoder
+    from odqa.retriever.train import export_encoder
 
     shipped = export_encoder(final, tmp_path / "shipped", card="# card\n")
     again = TextEncoder.from_pretrained(str(shipped), device="cpu")
@@ -322,7 +322,7 @@ def test_a_few_steps_lower_the_training_loss(tmp_path, train_file):
 
 def test_distillation_pulls_the_model_towards_its_teacher(tmp_path, train_file):
     from odqa.core.encoder import TextEncoder
-    from retriever.train import train
+    from odqa.retriever.train import train
 
     init = _tiny_encoder(tmp_path / "enc", dropout=0.0)
     probe = ["tell me about the volcano", "which river crosses the city"]
@@ -340,7 +340,7 @@ def test_distillation_pulls_the_model_towards_its_teacher(tmp_path, train_file):
 
 
 def test_checkpoint_resume_gives_the_same_model(tmp_path, train_file):
-    from retriever.train import train
+    from odqa.retriever.train import train
 
     init = _tiny_encoder(tmp_path / "enc")
     straight = train(_cfg(train_file, tmp_path / "a", init, max_steps=6, save_every=2))
@@ -366,7 +366,7 @@ def test_checkpoint_resume_gives_the_same_model(tmp_path, train_file):
 
 
 def test_checkpoint_of_another_architecture_is_refused(tmp_path, train_file):
-    from retriever.train import train
+    from odqa.retriever.train import train
 
     small = _tiny_encoder(tmp_path / "small", hidden=32)
     big = _tiny_encoder(tmp_path / "big", hidden=64)
@@ -382,7 +382,7 @@ def test_checkpoint_of_another_architecture_is_refused(tmp_path, train_file):
 
 
 def test_separate_encoders_save_both(tmp_path, train_file):
-    from retriever.train import train
+    from odqa.retriever.train import train
 
     init = _tiny_encoder(tmp_path / "enc")
     final = train(_cfg(train_file, tmp_path / "sep", init, shared=False, max_steps=2))
@@ -390,7 +390,7 @@ def test_separate_encoders_save_both(tmp_path, train_file):
 
 
 def test_training_survives_bad_rows(tmp_path, train_file):
-    from retriever.train import train
+    from odqa.retriever.train import train
 
     init = _tiny_encoder(tmp_path / "enc")
     bad = tmp_path / "bad.jsonl"
@@ -406,7 +406,7 @@ def test_training_survives_bad_rows(tmp_path, train_file):
 def test_tune_hybrid_records_a_choice(tmp_path):
     from odqa.eval.tuning import tune_hybrid
     from odqa.corpus.questions import QAItem
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     enc = _tiny_encoder(tmp_path / "enc")
     corpus = tmp_path / "c.jsonl"
@@ -426,7 +426,7 @@ def test_tune_hybrid_records_a_choice(tmp_path):
 
 def test_tune_hybrid_record_sets_what_auto_fuses_with(tmp_path, capsys):
     from odqa.cli import main
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     enc = _tiny_encoder(tmp_path / "enc")
     corpus = tmp_path / "c.jsonl"
@@ -478,7 +478,7 @@ def test_cli_build_and_train(tiny_index, qa_tsv, tmp_path, capsys):
 def test_interpolation_mixes_weights_and_refuses_other_architectures(tmp_path):
     from transformers import AutoModel
 
-    from retriever.interpolate import interpolate_encoders
+    from odqa.retriever.interpolate import interpolate_encoders
 
     base = _tiny_encoder(tmp_path / "base", seed=0)
     tuned = _tiny_encoder(tmp_path / "tuned", seed=1)
@@ -503,8 +503,8 @@ def test_interpolation_mixes_weights_and_refuses_other_architectures(tmp_path):
 def test_pool_recall_counts_the_first_answer_bearing_passage():
     import numpy as np
 
-    from retriever.train import pool_recall
-    from retriever.train_data import DPRExample
+    from odqa.retriever.train import pool_recall
+    from odqa.retriever.train_data import DPRExample
 
     texts = ["Paris is the capital of France.", "Lyon is a city.", "Berlin is the capital of Germany."]
     p = np.eye(3, dtype=np.float32)
@@ -520,8 +520,8 @@ def test_pool_recall_counts_the_first_answer_bearing_passage():
 
 
 def test_pick_negatives_refuses_answers_positives_and_known_negatives():
-    from retriever.mine_negatives import MineStats, pick_negatives
-    from retriever.train_data import DPRExample
+    from odqa.retriever.mine_negatives import MineStats, pick_negatives
+    from odqa.retriever.train_data import DPRExample
 
     gold = "K2 is the second highest mountain on Earth, in the Karakoram range, first climbed in 1954."
     ex = DPRExample("which mountain is second highest", ["K2"], [{"title": "K2", "text": gold, "passage_id": "g"}],
@@ -542,7 +542,7 @@ def test_pick_negatives_refuses_answers_positives_and_known_negatives():
 
 
 def test_mine_negatives_appends_after_bm25_negatives_and_leaves_out_excluded(tmp_path):
-    from retriever.mine_negatives import mine_dense_negatives
+    from odqa.retriever.mine_negatives import mine_dense_negatives
 
     rows = [{"id": str(i), "question": q, "answers": a,
              "positive_ctxs": [{"title": d["title"], "text": d["text"], "passage_id": d["id"]}],

@@ -4,9 +4,9 @@
 import numpy as np
 import pytest
 
-import indexes.vector as vector
-from indexes.manifest import Manifest
-from indexes.vector import FLAT_MAX_VECTORS, VectorIndex, VectorIndexParams, auto_kind
+import odqa.indexes.vector as vector
+from odqa.indexes.manifest import Manifest
+from odqa.indexes.vector import FLAT_MAX_VECTORS, VectorIndex, VectorIndexParams, auto_kind
 
 
 def _vectors(n, dim=32, seed=0):

@@ -1,5 +1,7 @@
 """The built wheel, installed into a fresh virtual environment, works from another folder: the shipped
-models travel inside it (package `odqa_models`) and nothing is fetched from a hub."""
+models travel inside it (package `odqa_models`) and nothing is fetched from a hub. It installs nothing outside
+odqa's own names, so other projects' `reader`, `retriever`, `linker` or `indexes` installed beside it change
+nothing (issue 50 item 1)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -40,7 +43,7 @@ def installed(tmp_path_factory):
     _run([str(python), "-m", "pip", "install", "--no-deps", "--ignore-installed", "-q", str(wheel)])
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PATH=f"{python.parent}:{env['PATH']}")
-    return python, env, root
+    return python, env, root, wheel
 
 
 def _dependency_folders() -> list[str]:
@@ -53,7 +56,7 @@ def _dependency_folders() -> list[str]:
 
 
 def test_wheel_runs_outside_the_source_tree(installed, tmp_path):
-    python, env, root = installed
+    python, env, root, _ = installed
     where = _run([str(python), "-c", "import odqa, odqa_models, odqa.core.models as m; "
                   "print(odqa.__file__); print(m.SHIPPED_MODELS)"], cwd=tmp_path, env=env).stdout.split()
     assert all(str(root / "venv") in line for line in where), where  # not the source tree
@@ -68,7 +71,7 @@ def test_wheel_runs_outside_the_source_tree(installed, tmp_path):
 
 
 def test_python_api_from_the_wheel(installed, tmp_path):
-    python, env, _ = installed
+    python, env, _, _ = installed
     script = (
         "from odqa import OdqaConfig, Pipeline\n"
         "from odqa.demo_corpus import demo_index_path\n"
@@ -77,3 +80,35 @@ def test_python_api_from_the_wheel(installed, tmp_path):
         "print(pipeline.ask('Who discovered penicillin?').answers[0].text)\n"
     )
     assert "Fleming" in _run([str(python), "-c", script], cwd=tmp_path, env=env).stdout
+
+
+OTHER_PROJECTS = ("reader", "retriever", "linker", "indexes")  # names other distributions on PyPI install
+
+
+def test_the_wheel_installs_only_odqas_own_top_level_names(installed):
+    wheel = installed[3]
+    with zipfile.ZipFile(wheel) as archive:
+        tops = {name.split("/")[0] for name in archive.namelist() if not name.split("/")[0].endswith((".dist-info", ".data"))}
+    assert tops == {"odqa", "odqa_models"}, tops
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    assert {f"odqa/{name}/__init__.py" for name in OTHER_PROJECTS} <= names
+
+
+def test_other_projects_of_the_same_names_beside_it_change_nothing(installed, tmp_path):
+    python, env, _, _ = installed
+    other = tmp_path / "other"
+    for name in OTHER_PROJECTS:
+        (other / name).mkdir(parents=True)
+        (other / name / "__init__.py").write_text(f"raise ImportError('the other project called {name}')\n")
+    (other / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "odqa-test-name-clash"\nversion = "1.0"\n'
+        f"[tool.setuptools]\npackages = {list(OTHER_PROJECTS)}\n")
+    _run([str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q", str(other)], env=env)
+    proc = _run(["odqa", "ask", "--json", "--retriever", "bm25", "--no-linker", "Who discovered penicillin?"],
+                cwd=tmp_path, env=env)
+    assert "Fleming" in json.loads(proc.stdout.strip().splitlines()[-1])["answers"][0]["text"]
+    _run([str(python), "-m", "pip", "uninstall", "-y", "-q", "odqa-test-name-clash"], env=env)
+    code = "import odqa.reader.model, odqa.retriever.loading, odqa.linker.linker, odqa.indexes.vector; print('ok')"
+    assert _run([str(python), "-c", code], cwd=tmp_path, env=env).stdout.strip() == "ok"

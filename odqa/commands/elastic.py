@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import textwrap
 
-from indexes.elastic import BulkOptions
+from odqa.indexes.elastic import BulkOptions
 from odqa.commands.common import add_command, add_config_flag, print_json_last
 from odqa.commands.options import COUNT, POSITIVE_INT, add_options, config_overrides, dataclass_values
 from odqa.config import ElasticConfig, RetrievalConfig
 from odqa.core.terminal import printable
-from retriever.kinds import ELASTIC_FUSIONS, HYBRID_FUSIONS, RETRIEVERS
+from odqa.retriever.kinds import ELASTIC_FUSIONS, HYBRID_FUSIONS, RETRIEVERS
 
 
 def register(subparsers) -> None:
@@ -77,8 +77,8 @@ def _config(args):
 
 
 def run_es_index(args) -> int:
-    from indexes.elastic import ElasticIndex, describe_hosts, load_passages
-    from linker.elastic import load_entities
+    from odqa.indexes.elastic import ElasticIndex, describe_hosts, load_passages
+    from odqa.linker.elastic import load_entities
     from odqa.core.errors import OdqaError
 
     if args.chunk_size <= 0 or args.max_retries < 0:
@@ -100,7 +100,7 @@ def run_es_index(args) -> int:
 
 
 def run_es_search(args) -> int:
-    from retriever.elastic import open_elastic_retriever
+    from odqa.retriever.elastic import open_elastic_retriever
 
     config = _config(args)
     retriever = open_elastic_retriever(config, args.retriever, fusion=args.fusion)

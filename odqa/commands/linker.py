@@ -7,14 +7,14 @@ import sys
 import time
 from pathlib import Path
 
-from indexes.layout import IndexLayout
-from linker.train_config import TrainConfig
+from odqa.indexes.layout import IndexLayout
+from odqa.linker.train_config import TrainConfig
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 from odqa.commands.options import COUNT, POSITIVE_INT, add_options, config_overrides, dataclass_values
 from odqa.config import LinkerConfig, OdqaConfig
 from odqa.core.errors import OdqaError
 from odqa.core.terminal import printable
-from retriever.registry import backend_of
+from odqa.retriever.registry import backend_of
 
 
 def register(subparsers) -> None:
@@ -82,8 +82,8 @@ def default_kb_path(config) -> Path:
 
 
 def open_linker(config, thresholds_from_config: bool = False):
-    from linker.kb import KnowledgeBase
-    from linker.linker import Linker
+    from odqa.linker.kb import KnowledgeBase
+    from odqa.linker.linker import Linker
 
     kb = KnowledgeBase.load(default_kb_path(config))
     kwargs = {}
@@ -111,8 +111,8 @@ def _explicit_thresholds(args) -> dict:
 def _open(args, kb_as_ask: bool = False):
     """The linker; thresholds: flags, else a config file's, else the model's tuned ones. With kb_as_ask the
     knowledge base is the one `ask` links against (the demo KB unless an index or KB is configured)."""
-    from linker.kb import KnowledgeBase
-    from linker.linker import Linker
+    from odqa.linker.kb import KnowledgeBase
+    from odqa.linker.linker import Linker
 
     config = _config(args)
     thresholds = _explicit_thresholds(args)
@@ -135,7 +135,7 @@ def _open(args, kb_as_ask: bool = False):
 def run_build_kb(args) -> int:
     import itertools
 
-    from linker.kb import KnowledgeBase, iter_documents
+    from odqa.linker.kb import KnowledgeBase, iter_documents
 
     docs = iter_documents(args.corpus)
     if args.limit:
@@ -178,7 +178,7 @@ def _mention_json(m) -> dict:
 def run_train(args) -> int:
     import logging
 
-    from linker.train import train_linker
+    from odqa.linker.train import train_linker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     cfg = TrainConfig(**dataclass_values(args, TrainConfig))
@@ -202,8 +202,8 @@ def run_eval(args) -> int:
 
     _threads(args)
     if args.baseline == "spacy":
-        from linker.baseline import SpacyAliasLinker
-        from linker.kb import KnowledgeBase
+        from odqa.linker.baseline import SpacyAliasLinker
+        from odqa.linker.kb import KnowledgeBase
 
         kb = KnowledgeBase.load(default_kb_path(_config(args)))
         linker = SpacyAliasLinker(kb)

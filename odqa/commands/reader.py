@@ -7,8 +7,8 @@ import logging
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 from odqa.commands.options import COUNT, FRACTION, NON_NEGATIVE, POSITIVE_INT, SEED, add_options, dataclass_values
 from odqa.config import OdqaConfig, ReaderConfig, RetrievalConfig
-from reader.train_config import TrainConfig
-from retriever.kinds import RETRIEVERS
+from odqa.reader.train_config import TrainConfig
+from odqa.retriever.kinds import RETRIEVERS
 
 
 def register(subparsers) -> None:
@@ -30,7 +30,7 @@ def register(subparsers) -> None:
     p = add_command(
         subparsers, "average-readers",
         "A model soup: the weight average of several readers fine-tuned from one starting reader "
-        "(then `python -m reader.export` for fp16).",
+        "(then `python -m odqa.reader.export` for fp16).",
         "odqa average-readers --models runs/reader-a/final runs/reader-b/final --output runs/reader-soup",
         _average,
     )
@@ -156,7 +156,7 @@ def _setup_logging() -> None:
 
 
 def _train(args) -> int:
-    from reader.train import train
+    from odqa.reader.train import train
 
     _setup_logging()
     cfg = TrainConfig(train_files=args.train, output_dir=args.output, **dataclass_values(args, TrainConfig))
@@ -166,8 +166,8 @@ def _train(args) -> int:
 
 
 def _build_data(args) -> int:
-    from reader.distant import build_distant_data
-    from retriever import load_retriever
+    from odqa.reader.distant import build_distant_data
+    from odqa.retriever import load_retriever
 
     _setup_logging()
     stats = build_distant_data(
@@ -180,14 +180,14 @@ def _build_data(args) -> int:
 
 
 def _build_topical(args) -> int:
-    from reader.topical import write_topical_negatives
+    from odqa.reader.topical import write_topical_negatives
 
     print_json_last(write_topical_negatives(args.squad, args.output, args.ratio, args.seed))
     return 0
 
 
 def _build_cloze(args) -> int:
-    from reader.cloze import build_cloze_data
+    from odqa.reader.cloze import build_cloze_data
 
     _setup_logging()
     stats = build_cloze_data(args.corpus, args.output, questions=args.questions, every=args.every,
@@ -202,7 +202,7 @@ def _eval(args) -> int:
 
     from odqa.core.device import check_device_available
     from odqa.eval.evaluators import ReaderEvaluator
-    from reader.model import Reader
+    from odqa.reader.model import Reader
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -240,7 +240,7 @@ def _fit_calibration(args) -> int:
     from odqa.corpus.open_dev import drop_open_dev
     from odqa.corpus.questions import load_questions
     from odqa.pipeline import Pipeline
-    from reader.calibration import Calibration, fit_calibration
+    from odqa.reader.calibration import Calibration, fit_calibration
 
     if not args.data and not args.questions:
         raise OdqaError("give dev data: --data SQUAD_FILE and/or --questions FILE --index DIR")
@@ -281,7 +281,7 @@ def _fit_calibration(args) -> int:
 
 
 def _average(args) -> int:
-    from reader.soup import average_readers
+    from odqa.reader.soup import average_readers
 
     out = average_readers(args.models, args.output, args.shares)
     print(f"{out}: the average of {len(args.models)} readers")

@@ -6,7 +6,7 @@ import argparse
 import sys
 import textwrap
 
-from indexes.vector import VectorIndexParams
+from odqa.indexes.vector import VectorIndexParams
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 from odqa.commands.options import POSITIVE_INT, add_options, config_overrides, dataclass_values
 from odqa.config import CorpusConfig, OdqaConfig, RetrievalConfig
@@ -134,8 +134,8 @@ def open_retriever(config, accept_encoder_change: bool = False):
     device and the optional packages checked first."""
     from odqa.core.device import check_device_available
     from odqa.demo_corpus import demo_index_path
-    from retriever.kinds import configured_retriever
-    from retriever.registry import open_index
+    from odqa.retriever.kinds import configured_retriever
+    from odqa.retriever.registry import open_index
 
     check_device_available(config.device, "device")
     bundle = open_index(config.index or demo_index_path(), config)
@@ -165,9 +165,9 @@ def run_index(args) -> int:
 
 def _check_index_parts_available(spec) -> None:
     """Before the build reads a passage: the device, FAISS for an hnsw or ivf index, the analyser's package."""
-    from indexes.analysis import analyzer_for, check_analyzer_available
-    from indexes.vector import check_kind_available
-    from indexes.layout import BM25, DENSE
+    from odqa.indexes.analysis import analyzer_for, check_analyzer_available
+    from odqa.indexes.vector import check_kind_available
+    from odqa.indexes.layout import BM25, DENSE
     from odqa.core.device import check_device_available
 
     if DENSE in spec.backends:
@@ -178,7 +178,7 @@ def _check_index_parts_available(spec) -> None:
 
 
 def run_verify(args) -> int:
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     for line in IndexBundle.open(args.index).verify():
         print(line)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from odqa.commands.common import add_command, add_output, print_json_last
 from odqa.commands.options import COUNT, FRACTION, POSITIVE_INT, add_options, dataclass_values
-from retriever.train_config import EncoderDistillConfig, RetrieverTrainConfig
+from odqa.retriever.train_config import EncoderDistillConfig, RetrieverTrainConfig
 
 
 def register(subparsers) -> None:
@@ -152,7 +152,7 @@ def _setup_logging() -> None:
 
 
 def _build(args) -> int:
-    from retriever.train_data import build_dpr_data
+    from odqa.retriever.train_data import build_dpr_data
 
     _setup_logging()
     stats = build_dpr_data(
@@ -174,7 +174,7 @@ def _build(args) -> int:
 def _mine(args) -> int:
     import torch
 
-    from retriever.mine_negatives import mine_dense_negatives
+    from odqa.retriever.mine_negatives import mine_dense_negatives
 
     _setup_logging()
     if args.threads:
@@ -191,7 +191,7 @@ def _mine(args) -> int:
 
 
 def _train(args) -> int:
-    from retriever.train import train
+    from odqa.retriever.train import train
 
     _setup_logging()
     cfg = RetrieverTrainConfig(train_files=args.train, output_dir=args.output, shared=not args.separate_encoders,
@@ -207,8 +207,8 @@ def _train(args) -> int:
 def _eval(args) -> int:
     import torch
 
-    from retriever.train import heldout_corpus_eval
-    from retriever.train_data import read_dpr_file
+    from odqa.retriever.train import heldout_corpus_eval
+    from odqa.retriever.train_data import read_dpr_file
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -228,7 +228,7 @@ def _eval(args) -> int:
 def _tune(args) -> int:
     from odqa.corpus.questions import check_not_test_set, load_questions
     from odqa.eval.tuning import tune_hybrid
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     check_not_test_set(args.questions)
     items = load_questions(args.questions, limit=args.limit or None)
@@ -260,7 +260,7 @@ def _tune(args) -> int:
 
 
 def _interpolate(args) -> int:
-    from retriever.interpolate import interpolate_encoders
+    from odqa.retriever.interpolate import interpolate_encoders
 
     out = interpolate_encoders(args.base, args.tuned, args.output, args.weight)
     print(f"{out}: {1 - args.weight:g} x {args.base} + {args.weight:g} x {args.tuned}")
@@ -268,7 +268,7 @@ def _interpolate(args) -> int:
 
 
 def _distill(args) -> int:
-    from retriever.distill_encoder import INFO_FILE, distill_passage_encoder
+    from odqa.retriever.distill_encoder import INFO_FILE, distill_passage_encoder
 
     _setup_logging()
     cfg = EncoderDistillConfig(index=args.index, output_dir=args.output,

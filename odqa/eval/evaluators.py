@@ -19,8 +19,8 @@ from typing import Any, Sequence
 
 import torch
 
-from linker.data import ELExample
-from linker.metrics import evaluate as linking_metrics
+from odqa.linker.data import ELExample
+from odqa.linker.metrics import evaluate as linking_metrics
 from odqa.core.protocols import Linker, Reader, Retriever
 from odqa.corpus.questions import QAItem
 from odqa.eval.linking import measure_speed

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from linker.data import id_number, load_el_file
+from odqa.linker.data import id_number, load_el_file
 from odqa.core.errors import OdqaError
 
 

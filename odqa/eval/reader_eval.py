@@ -35,7 +35,7 @@ def metric_for(items: Sequence[QAItem], metric: str = "auto") -> str:
         if metric not in METRICS:
             raise OdqaError(f"unknown reader metric {metric!r}; choose auto or one of {', '.join(METRICS)}")
         return metric
-    from indexes.analysis import detect_language
+    from odqa.indexes.analysis import detect_language
 
     return METRIC_OF_LANGUAGE[detect_language([f"{q.context} {q.question}" for q in items[:50]])]
 

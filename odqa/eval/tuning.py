@@ -6,7 +6,7 @@ from typing import Sequence
 
 from odqa.core.errors import OdqaError
 from odqa.eval.retrieval import judge, summarize
-from retriever.hybrid import HybridRetriever
+from odqa.retriever.hybrid import HybridRetriever
 
 
 def tune_hybrid(dense, sparse, items, alphas: Sequence[float] = (0.3, 0.5, 0.7), rrf_ks: Sequence[int] = (60,),

@@ -22,7 +22,7 @@ from fastapi.security import APIKeyHeader
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from indexes.analysis import detect_language
+from odqa.indexes.analysis import detect_language
 from odqa import __version__
 from odqa.core.errors import OdqaError
 from odqa.core.logs import get_logger
@@ -33,7 +33,7 @@ from odqa.serve.models import (
 )
 from odqa.serve.settings import API_KEY_HEADER, ServeSettings
 from odqa.serve.worker import Answered, PipelineWorker, QueueFull
-from retriever.kinds import RETRIEVERS
+from odqa.retriever.kinds import RETRIEVERS
 
 log = get_logger("odqa.serve")
 

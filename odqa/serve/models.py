@@ -9,9 +9,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from indexes.analysis import LANGUAGES
+from odqa.indexes.analysis import LANGUAGES
 from odqa.core.types import Mention, SearchHit
-from retriever.kinds import RETRIEVERS
+from odqa.retriever.kinds import RETRIEVERS
 
 AUTO_LANGUAGE = "auto"
 

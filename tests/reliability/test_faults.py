@@ -61,7 +61,7 @@ def built(tmp_path_factory):
 
 
 def answer(index: Path) -> list[str]:
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     return [h.passage.id for h in IndexBundle.open(index).retriever("bm25").search(["subject3 shared"], 3)[0]]
 

@@ -105,7 +105,7 @@ def test_finished_dense_part_of_other_settings_is_never_used(tmp_path, capsys):
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_corpus_replaced_with_the_same_size_and_times_is_not_resumed(tmp_path, capsys):
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     corpus = jsonl(tmp_path / "c.jsonl", DOCS)
     out = tmp_path / "idx"

@@ -33,7 +33,7 @@ print(swaps, flush=True)
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_searches_during_a_rebuild_get_the_old_or_the_new_index(tmp_path, capsys, bm25_index_of):
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     first, second = bm25_index_of(DOCS, "old"), bm25_index_of(NEW_DOCS, "new")
     target, stop = tmp_path / "idx", tmp_path / "stop-swapping"

@@ -2,7 +2,7 @@
 passages.arrow, embeddings.npy or a BM25 file, an edited part manifest (pooling, similarity, query encoder)
 and a bundle manifest naming no backends are refused by `search`, `eval-retrieval` and `ask` with one line
 (exit 2), and by `verify-index`. The opening checks read only each file's first and last bytes
-(`indexes.integrity.SAMPLE_BYTES`); here they are made tiny (and the demo index's record of its files made
+(`odqa.indexes.integrity.SAMPLE_BYTES`); here they are made tiny (and the demo index's record of its files made
 with them), so that the middle of these small files lies where a large index's middle lies: outside them.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-import indexes.integrity
+import odqa.indexes.integrity
 from tests.reliability.test_faults import assert_clean, jsonl, run_cli
 
 QUERY = "Who wrote Hamlet?"
@@ -23,7 +23,7 @@ ANSWERED = b"Prince of Denmark, is a tragedy by William Shakespeare"  # the pass
 
 @pytest.fixture(autouse=True)
 def _small_samples(monkeypatch):
-    monkeypatch.setattr(indexes.integrity, "SAMPLE_BYTES", 64)
+    monkeypatch.setattr(odqa.indexes.integrity, "SAMPLE_BYTES", 64)
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +37,8 @@ def demo_index() -> Path:
 def index(demo_index, tmp_path) -> Path:
     """A copy of the demo index whose record of its files is made with the tiny samples (as a large index's
     covers only its files' ends)."""
-    from indexes.integrity import describe_part
-    from indexes.manifest import Manifest
+    from odqa.indexes.integrity import describe_part
+    from odqa.indexes.manifest import Manifest
 
     copy = tmp_path / "idx"
     shutil.copytree(demo_index, copy)
@@ -129,7 +129,7 @@ def test_ask_refuses_a_damaged_passage(index, capsys):
 
 
 def test_undamaged_index_answers_and_reads_only_the_blocks_it_needs(index, capsys):
-    from retriever.loading import IndexBundle
+    from odqa.retriever.loading import IndexBundle
 
     bundle = IndexBundle.open(index)
     hits = bundle.retriever("bm25").search([QUERY], 3)[0]

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import indexes.integrity
+import odqa.indexes.integrity
 from tests.reliability.test_faults import assert_clean, run_cli
 
 QUESTION = "Who was Aristotle?"
@@ -20,7 +20,7 @@ QUESTION = "Who was Aristotle?"
 @pytest.fixture(autouse=True)
 def _small_samples(monkeypatch):
     # the opening checks read each file's first and last bytes: tiny here, as a large KB's are against its size
-    monkeypatch.setattr(indexes.integrity, "SAMPLE_BYTES", 64)
+    monkeypatch.setattr(odqa.indexes.integrity, "SAMPLE_BYTES", 64)
 
 
 @pytest.fixture(scope="module")
@@ -33,13 +33,13 @@ def demo_kb() -> Path:
 @pytest.fixture()
 def kb(demo_kb, tmp_path) -> Path:
     """A copy of the demo KB whose record of its files is made with the tiny samples."""
-    from indexes.manifest import Manifest
+    from odqa.indexes.manifest import Manifest
 
     copy = tmp_path / "kb"
     shutil.copytree(demo_kb, copy)
     manifest = Manifest.load(copy)
     if "files" in manifest.params:  # a KB that records its files
-        from indexes.integrity import describe_file
+        from odqa.indexes.integrity import describe_file
 
         manifest.params["files"] = {rel: describe_file(copy / rel) for rel in manifest.params["files"]}
         manifest.save(copy)

@@ -11,7 +11,7 @@ import base64
 
 import pytest
 
-import indexes.elastic
+import odqa.indexes.elastic
 from tests.reliability.test_faults import run_cli
 
 KEY = "VnVhQ2ZHY0JDZGJrUW0tZTVhT3g6dWkybHAyYXhUTm1zeWFrdzl0dk5udw"
@@ -80,7 +80,7 @@ def test_a_credential_a_library_quotes_is_scrubbed_from_the_traceback(monkeypatc
         except ValueError as exc:
             raise RuntimeError(f"connecting to http://odqa:hunter2-secret@127.0.0.1:9 with {KEY}") from exc
 
-    monkeypatch.setattr(indexes.elastic, "connect", broken_client)
+    monkeypatch.setattr(odqa.indexes.elastic, "connect", broken_client)
     code, text = run_cli(["search", "--index", "es://127.0.0.1:9/passages", "who"], capsys)
     assert code == 1 and "internal error" in text, text[-800:]
     assert "Invalid header value" in text and "***" in text  # the traceback and its chain, scrubbed
