@@ -9,18 +9,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from odqa.indexes.layout import IndexLayout
 from odqa.config import OdqaConfig
 from odqa.core.errors import OdqaError
 from odqa.core.fusion import minmax_scale
 from odqa.core.logs import get_logger
 from odqa.core.protocols import Linker, Reader, Retriever
 from odqa.core.types import Answer, Mention, SearchHit
+from odqa.indexes.analysis import detect_language
+from odqa.indexes.layout import IndexLayout
 from odqa.retriever.kinds import configured_retriever
 from odqa.retriever.registry import backend_of, open_index
 
 log = get_logger(__name__)
 MAX_QUESTION_CHARS = 500
+LANGUAGE_NAMES = {"en": "English", "ko": "Korean", "zh": "Chinese"}
 _HAS_WORD = re.compile(r"\w", re.UNICODE)
 
 
@@ -222,6 +224,18 @@ class Pipeline:
             hits = self._add_entity_passages(questions, mentions, hits, bonus, k)
         return hits
 
+    def language_differs(self, question: str) -> str | None:
+        """A notice when `question` is written in Korean or Chinese and the index holds text of another language
+        (its reader would guess a span from text it cannot match), else None. Questions in Latin script are read
+        over any index: names and terms in them are shared across languages."""
+        asked = detect_language([question])
+        held = getattr(self.bundle, "language", "en")
+        if asked == "en" or asked == held:
+            return None
+        return (f"languages differ: the question is {LANGUAGE_NAMES.get(asked, asked)} and the index "
+                f"{self.index_location} holds {LANGUAGE_NAMES.get(held, held)} text; ask in "
+                f"{LANGUAGE_NAMES.get(held, held)}, or use an index of {LANGUAGE_NAMES.get(asked, asked)} text")
+
     def ask(self, question: str, k: int | None = None, retriever: str | None = None) -> Result:
         return self.ask_batch([question], k=k, retriever=retriever)[0]
 
@@ -229,16 +243,26 @@ class Pipeline:
         """Answer several questions; linking, retrieval and reading each run batched across them."""
         k = k or self.config.retrieval.k
         cleaned = [clean_question(q) for q in questions]
-        texts = [c[0] for c in cleaned]
         results = [Result(question=t, answers=[], passages=[], notices=list(n)) for t, n in cleaned]
+        # a question in a language the index is not in is told so, not answered with a guess from other text
+        differs = [self.language_differs(r.question) for r in results]
+        for result, notice in zip(results, differs):
+            result.notices += [notice] if notice else []
+        kept = [i for i, notice in enumerate(differs) if not notice]
+        texts = [results[i].question for i in kept]
+        mentions, hits = [[] for _ in results], [[] for _ in results]
 
         start = time.perf_counter()
-        mentions = self.link(texts)
-        link_time = (time.perf_counter() - start) / len(texts)
+        for i, found in zip(kept, self.link(texts) if texts else []):
+            mentions[i] = found
+        link_time = (time.perf_counter() - start) / len(results)
 
         start = time.perf_counter()
-        hits = self.retrieve(texts, mentions, k=k, retriever=retriever)
-        retrieve_time = (time.perf_counter() - start) / len(texts)
+        for i, found in zip(kept, self.retrieve(texts, [mentions[i] for i in kept], k=k, retriever=retriever)
+                            if texts else []):
+            hits[i] = found
+        retrieve_time = (time.perf_counter() - start) / len(results)
+        texts = [r.question for r in results]
 
         # one reader call for all the questions that have passages: their windows share the forward batches
         start = time.perf_counter()
@@ -251,12 +275,14 @@ class Pipeline:
                 results[i].answers = a
         read_time = (time.perf_counter() - start) / len(texts)
 
-        for result, m, h in zip(results, mentions, hits):
+        for result, m, h, other_language in zip(results, mentions, hits, differs):
             result.mentions, result.passages = m, h
             result.timings["link"] = link_time
             result.timings["retrieve"] = retrieve_time
             result.timings["read"] = read_time
             result.timings["total"] = sum(result.timings.values())
+            if other_language:
+                continue
             if not result.answers:
                 result.notices.append("no answer found in the retrieved passages")
             elif not result.answers[0].calibrated:

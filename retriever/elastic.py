@@ -148,6 +148,11 @@ class ElasticBackend:
     def retriever(self, kind: str, **options):
         return make_retriever(self, kind, **options)
 
+    @property
+    def language(self) -> str:
+        """The language of the index's text, as its `_meta` records it (`en` where it records none)."""
+        return self.index.meta.get("language", "en")
+
     def check_available(self, kind: str) -> None:
         """The server does the searching: nothing beyond the client (checked when the index was opened)."""
 

@@ -138,6 +138,11 @@ class IndexBundle:
                 require("faiss", f"the {vector_kind} vector index of {self.path}")
 
     @property
+    def language(self) -> str:
+        """The language of the index's text (`ko`, `zh`, `en`): its manifest's, `en` where none was recorded."""
+        return self.manifest.params.get("language", "en")
+
+    @property
     def backends(self) -> list[str]:
         return list(self.manifest.params.get("backends", []))
 

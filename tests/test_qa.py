@@ -248,3 +248,20 @@ def test_predict_streams_one_json_line_per_question(tmp_path):
     assert proc.returncode == 0 and json.loads(proc.stdout)["id"] == "a"
     proc = run("predict", str(tmp_path / "missing.txt"))
     assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].startswith("odqa: error: question file not found")
+
+
+def test_a_question_in_another_language_than_the_index_is_told_so_not_guessed(bm25_index_of):
+    from tests.reliability.test_faults import DOCS
+
+    pipeline = Pipeline(OdqaConfig.load(overrides={"index": str(bm25_index_of(DOCS, "english")),
+                                                   "retrieval.retriever": "bm25", "linker.enabled": False}))
+    korean, chinese, english = pipeline.ask_batch(["주제3은 무엇인가?", "主题3是什么？", "what is subject3?"])
+    for result, name in ((korean, "Korean"), (chinese, "Chinese")):
+        assert not result.answers and not result.passages, result.to_dict()
+        assert result.notices and result.notices[-1].startswith("languages differ") and name in result.notices[-1]
+        assert "English" in result.notices[-1]
+    assert english.answers and "Passage 3" in english.answers[0].context and not any(
+        n.startswith("languages differ") for n in english.notices)
+    # names in Latin script inside a Korean question do not make it English
+    assert pipeline.language_differs("Python 프로그래밍 언어를 만든 사람은 누구인가?")
+    assert pipeline.language_differs("Who founded Samsung (삼성)?") is None

@@ -88,6 +88,11 @@ class IndexBackend(Protocol):
 
     def describe(self) -> str: ...
 
+    @property
+    def language(self) -> str:
+        """The language of the indexed text: `en`, `ko` or `zh`."""
+        ...
+
     def retriever(self, kind: str, **options) -> Retriever:
         """The `kind` retriever over this index; options: encoder, fusion, alpha, candidates, rrf_k, precision,
         runtime, device, accept_encoder_change, query_encoder, settings (each backend takes what applies)."""
