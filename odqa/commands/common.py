@@ -70,6 +70,10 @@ def check_output(path, flag: str, folder: bool = False) -> None:
     if resolved.parent == resolved:
         raise OdqaError(f"{flag} {path} is the root of the filesystem; name a {'folder' if folder else 'file'} "
                         "under it")
+    code = _inside_odqa_code(resolved)
+    if code:
+        raise OdqaError(f"{flag} {path} lies inside odqa's own code ({code}), where what it writes would mix with "
+                        f"the modules; write it elsewhere, e.g. work_indexes/{path.name}")
     kernel = _kernel_filesystem(resolved)
     if kernel:
         raise OdqaError(f"{flag} {path} lies on {kernel}, a view of the kernel's state, where no files can be "
@@ -87,6 +91,20 @@ def check_output(path, flag: str, folder: bool = False) -> None:
         if not os.access(place, os.W_OK | (os.X_OK if place.is_dir() else 0)):
             raise OdqaError(f"{flag} {path}: cannot write {'into ' if place.is_dir() else ''}{place} "
                             "(read-only or not yours); choose a writable place")
+
+
+def _inside_odqa_code(resolved):
+    """The folder of odqa's code (the package, or a component folder it links to) that `resolved` lies in, else
+    None. The shipped models' folder is not code: calibration files and exported models are written there."""
+    from pathlib import Path
+
+    import odqa
+
+    package = Path(odqa.__file__).resolve().parent
+    for root in {package, *((package / name).resolve() for name in ("reader", "retriever", "linker", "indexes"))}:
+        if resolved == root or root in resolved.parents:
+            return root
+    return None
 
 
 # filesystems that show the kernel's state as files: nothing can be created there, whoever asks

@@ -218,3 +218,14 @@ def test_deeply_nested_run_files_name_the_file(tmp_path, capsys, name):
     code, text = run_cli(["merge-runs", run, "--k", "1"], capsys)
     assert_clean(code, text)
     assert code == 2 and str(run) in text, text[-800:]
+
+
+@pytest.mark.parametrize("inside", ["indexes/wiki", "reader", "odqa/demo/idx"])
+def test_an_output_inside_odqas_own_code_is_refused(tmp_path, capsys, inside):
+    from tests.reliability.test_faults import REPO
+
+    corpus = jsonl(tmp_path / "c.jsonl", DOCS)
+    code, text = run_cli(["index", "--corpus", corpus, "--out", Path(REPO) / inside, "--backends", "bm25"], capsys)
+    assert_clean(code, text)
+    assert code == 2 and "inside odqa's own code" in text and "work_indexes/" in text, text[-800:]
+    assert not (Path(REPO) / inside).exists() or inside == "reader"
