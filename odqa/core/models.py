@@ -14,20 +14,30 @@ from odqa.core.errors import OdqaError
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _shipped_models_dir() -> Path:
-    """models/ of a source checkout (so a retrained model there is used at once), else the installed copy
-    (the wheel carries models/ as the package `odqa_models`)."""
-    source_tree = REPO_ROOT / "models"
-    if (REPO_ROOT / "pyproject.toml").is_file() and (source_tree / "__init__.py").is_file():
-        return source_tree
-    try:
-        import odqa_models
-    except ImportError:
-        return source_tree
-    return Path(odqa_models.__file__).resolve().parent
+# models/ of the source checkout: a retrained model there is used at once
+SHIPPED_MODELS = REPO_ROOT / "models"
+# Installed, each shipped model is its own distribution (odqa-model-NAME, built from models/NAME) that names its
+# folder under this entry-point group, so the code wheel carries no weights
+MODEL_ENTRY_POINTS = "odqa.models"
+SHIPPED_NAMES = ("reader", "retriever", "linker", "fast-passage-encoder", "encoder-multilingual")
 
 
-SHIPPED_MODELS = _shipped_models_dir()
+def shipped_model(name: str) -> Path | None:
+    """The folder of the shipped model `name` (`reader`, `retriever`, ...): models/NAME of a source checkout,
+    else the installed distribution that declares it, else None."""
+    checkout = SHIPPED_MODELS / name
+    if (REPO_ROOT / "pyproject.toml").is_file() and (checkout / "config.json").is_file():
+        return checkout
+    from importlib.metadata import entry_points
+    from importlib.util import find_spec
+
+    for entry in entry_points(group=MODEL_ENTRY_POINTS):
+        if entry.name == name:
+            spec = find_spec(entry.value)
+            folders = list(spec.submodule_search_locations or []) if spec else []
+            if folders and (Path(folders[0]) / "config.json").is_file():
+                return Path(folders[0])
+    return None
 
 # The fine-tuned DPR encoder shipped in models/retriever: it beats the off-the-shelf MiniLM on both retrieval
 # suites (see its model card). The entity linker keeps "minilm": its entity vectors were trained against it.
@@ -147,10 +157,13 @@ def resolve_model(name_or_path: str) -> str:
     local = Path(key).expanduser()
     if (local / "config.json").exists():
         return str(local)
-    shipped = SHIPPED_MODELS / key
-    if (shipped / "config.json").exists():
+    shipped = shipped_model(key) if key and "/" not in key else None
+    if shipped is not None:
         # before a bare local folder: run from the repository root, `reader` is also the package folder
         return str(shipped)
+    if key in SHIPPED_NAMES and not (local / "config.json").exists():
+        raise OdqaError(f"the shipped model {key!r} is not installed: pip install 'odqa[models]' (or the wheel "
+                        f"odqa-model-{key}, built by `pip wheel models/{key}`), or name another model's folder")
     if local.exists():
         return str(local)
     return key
