@@ -33,6 +33,9 @@ def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str]
               linker: bool, exclude_articles_of: Path | None = None, readers: tuple[str, ...] = ("reader",),
               answer_read_only: bool = False, settings: tuple[dict, ...] = ({},),
               only_articles_of: Path | None = None) -> list[list]:
+    import json
+    import tempfile
+
     import torch
 
     from odqa.corpus.questions import drop_articles, keep_articles, load_questions
@@ -54,11 +57,13 @@ def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str]
                 print(NOTES[-1], flush=True)
             pipeline.retriever(kind), pipeline.reader  # load before the clock starts
             started = time.perf_counter()
-            m = evaluate_qa(pipeline, asked, ks=[1, 5, k])
+            with tempfile.TemporaryDirectory() as tmp:
+                m = evaluate_qa(pipeline, asked, ks=[1, 5, k], per_question=Path(tmp) / "rows.jsonl")
+                judged = [json.loads(line) for line in (Path(tmp) / "rows.jsonl").open(encoding="utf-8")]
             seconds = time.perf_counter() - started
             rows.append([name, kind, label, k, len(asked), f"{m['em']:.2f}", f"{m['f1']:.2f}",
                          f"{m['em_given_answer_read']:.2f}", f"{m['recall@1']:.2f}", f"{m[f'recall@{k}']:.2f}",
-                         f"{len(asked) / seconds:.2f}"])
+                         f"{len(asked) / seconds:.2f}", *_confidence_cells(judged)])
             print(" | ".join(map(str, rows[-1])), flush=True)
     return rows
 
