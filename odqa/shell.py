@@ -46,10 +46,10 @@ def question_history(path: str):
 
 
 class Shell:
-    def __init__(self, pipeline: Pipeline, out: IO[str] = sys.stdout, color: bool | None = None):
+    def __init__(self, pipeline: Pipeline, out: IO[str] | None = None, color: bool | None = None):
         self.pipeline = pipeline
-        self.out = out
-        self.color = out.isatty() if color is None else color
+        self.out = sys.stdout if out is None else out  # the standard output of now, not of the first import
+        self.color = self.out.isatty() if color is None else color
         self.k = pipeline.config.retrieval.k
         self.retriever = pipeline.config.retrieval.retriever
         self.last: Result | None = None
