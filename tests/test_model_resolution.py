@@ -34,3 +34,9 @@ def test_a_shipped_model_neither_in_the_checkout_nor_installed_says_how_to_insta
     monkeypatch.chdir(tmp_path)
     with pytest.raises(OdqaError, match=r"shipped model 'linker' is not installed: pip install 'odqa\[models\]'"):
         models.resolve_model("linker")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_lookup():
+    """Each test reads the installed models again, and leaves no patched lookup behind."""
+    yield

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -28,16 +29,24 @@ def shipped_model(name: str) -> Path | None:
     checkout = SHIPPED_MODELS / name
     if (REPO_ROOT / "pyproject.toml").is_file() and (checkout / "config.json").is_file():
         return checkout
+    return installed_models().get(name)
+
+
+@functools.lru_cache(maxsize=1)
+def installed_models() -> dict[str, Path]:
+    """{name: folder} of the model distributions installed, read once per process: scanning every
+    distribution's entry points costs tens of milliseconds, and one start resolves each model several times."""
     from importlib.metadata import entry_points
     from importlib.util import find_spec
 
+    found = {}
     for entry in entry_points(group=MODEL_ENTRY_POINTS):
-        if entry.name == name:
-            spec = find_spec(entry.value)
-            folders = list(spec.submodule_search_locations or []) if spec else []
-            if folders and (Path(folders[0]) / "config.json").is_file():
-                return Path(folders[0])
-    return None
+        spec = find_spec(entry.value)
+        folders = list(spec.submodule_search_locations or []) if spec else []
+        if folders and (Path(folders[0]) / "config.json").is_file():
+            found.setdefault(entry.name, Path(folders[0]))
+    return found
+
 
 # The fine-tuned DPR encoder shipped in models/retriever: it beats the off-the-shelf MiniLM on both retrieval
 # suites (see its model card). The entity linker keeps "minilm": its entity vectors were trained against it.
