@@ -39,4 +39,6 @@ def test_a_shipped_model_neither_in_the_checkout_nor_installed_says_how_to_insta
 @pytest.fixture(autouse=True)
 def _fresh_lookup():
     """Each test reads the installed models again, and leaves no patched lookup behind."""
+    models.installed_models.cache_clear()
     yield
+    models.installed_models.cache_clear()
