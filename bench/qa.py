@@ -33,13 +33,9 @@ def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str]
               linker: bool, exclude_articles_of: Path | None = None, readers: tuple[str, ...] = ("reader",),
               answer_read_only: bool = False, settings: tuple[dict, ...] = ({},),
               only_articles_of: Path | None = None) -> list[list]:
-    import json
-    import tempfile
-
     import torch
 
     from odqa.corpus.questions import drop_articles, keep_articles, load_questions
-    from odqa.eval.qa import evaluate_qa
 
     torch.set_num_threads(2)
     items = keep_articles(drop_articles(load_questions(questions_path), exclude_articles_of), only_articles_of)
@@ -57,9 +53,7 @@ def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str]
                 print(NOTES[-1], flush=True)
             pipeline.retriever(kind), pipeline.reader  # load before the clock starts
             started = time.perf_counter()
-            with tempfile.TemporaryDirectory() as tmp:
-                m = evaluate_qa(pipeline, asked, ks=[1, 5, k], per_question=Path(tmp) / "rows.jsonl")
-                judged = [json.loads(line) for line in (Path(tmp) / "rows.jsonl").open(encoding="utf-8")]
+            m, judged = _evaluate_with_rows(pipeline, asked, [1, 5, k])
             seconds = time.perf_counter() - started
             rows.append([name, kind, label, k, len(asked), f"{m['em']:.2f}", f"{m['f1']:.2f}",
                          f"{m['em_given_answer_read']:.2f}", f"{m['recall@1']:.2f}", f"{m[f'recall@{k}']:.2f}",
@@ -88,13 +82,9 @@ def run_open_dev(index: str, data: Path, retrievers: list[str], n: int | None, k
     read). Beside them, how well the calibrated probability of the top answer tells right (EM) from wrong:
     AUROC and expected calibration error (10 bins), and the share of questions called confident with the EM
     over those."""
-    import json
-    import tempfile
-
     import torch
 
     from odqa.corpus.open_dev import open_dev_questions
-    from odqa.eval.qa import evaluate_qa
 
     torch.set_num_threads(2)
     sources = open_dev_questions(data)
@@ -111,9 +101,7 @@ def run_open_dev(index: str, data: Path, retrievers: list[str], n: int | None, k
             judged_all: list[dict] = []
             for name, items in sources.items():
                 started = time.perf_counter()
-                with tempfile.TemporaryDirectory() as tmp:
-                    m = evaluate_qa(pipeline, items, ks=[1, k], per_question=Path(tmp) / "rows.jsonl")
-                    judged = [json.loads(line) for line in (Path(tmp) / "rows.jsonl").open(encoding="utf-8")]
+                m, judged = _evaluate_with_rows(pipeline, items, [1, k])
                 seconds = time.perf_counter() - started
                 judged_all += judged
                 q = len(items)
@@ -133,6 +121,18 @@ def run_open_dev(index: str, data: Path, retrievers: list[str], n: int | None, k
                          *_confidence_cells(judged_all)])
             print(" | ".join(map(str, rows[-1])), flush=True)
     return rows
+
+
+def _evaluate_with_rows(pipeline, items, ks: list[int]) -> tuple[dict, list[dict]]:
+    """`evaluate_qa`'s metrics and its per-question rows (each with `em`, `probability`, `confident`)."""
+    import json
+    import tempfile
+
+    from odqa.eval.qa import evaluate_qa
+
+    with tempfile.TemporaryDirectory() as tmp:
+        metrics = evaluate_qa(pipeline, items, ks=ks, per_question=Path(tmp) / "rows.jsonl")
+        return metrics, [json.loads(line) for line in (Path(tmp) / "rows.jsonl").open(encoding="utf-8")]
 
 
 def _confidence_cells(judged: list[dict]) -> list[str]:
