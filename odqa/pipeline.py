@@ -249,20 +249,20 @@ class Pipeline:
         for result, notice in zip(results, differs):
             result.notices += [notice] if notice else []
         kept = [i for i, notice in enumerate(differs) if not notice]
-        texts = [results[i].question for i in kept]
+        kept_texts = [results[i].question for i in kept]
+        texts = [r.question for r in results]
         mentions, hits = [[] for _ in results], [[] for _ in results]
 
         start = time.perf_counter()
-        for i, found in zip(kept, self.link(texts) if texts else []):
+        for i, found in zip(kept, self.link(kept_texts) if kept else []):
             mentions[i] = found
         link_time = (time.perf_counter() - start) / len(results)
 
         start = time.perf_counter()
-        for i, found in zip(kept, self.retrieve(texts, [mentions[i] for i in kept], k=k, retriever=retriever)
-                            if texts else []):
+        for i, found in zip(kept, self.retrieve(kept_texts, [mentions[i] for i in kept], k=k, retriever=retriever)
+                            if kept else []):
             hits[i] = found
         retrieve_time = (time.perf_counter() - start) / len(results)
-        texts = [r.question for r in results]
 
         # one reader call for all the questions that have passages: their windows share the forward batches
         start = time.perf_counter()
