@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -17,6 +18,7 @@ from odqa.indexes.integrity import (add_block_digests, check_bundle_manifest, ch
 from odqa.indexes.layout import BM25, DENSE, PASSAGES, IndexLayout
 from odqa.indexes.manifest import MANIFEST, Manifest
 from odqa.indexes.vector import FAISS_KINDS, VectorIndex
+from odqa.core.atomic import swap_lock
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.fusion import AUTO, resolve_fusion
 from odqa.core.logs import get_logger
@@ -93,6 +95,11 @@ class IndexBundle:
             recover_swap(path)
         except OSError:
             pass  # a read-only parent folder: nothing a reader may repair
+        with swap_lock(path):
+            return cls._open_pinned(path)
+
+    @classmethod
+    def _open_pinned(cls, path: Path) -> "IndexBundle":
         for attempt in range(SWAP_RETRIES + 1):
             pin = None
             try:
@@ -121,7 +128,7 @@ class IndexBundle:
     def _reopen(self) -> None:
         """Read the new index that a rebuild put in place, dropping every part opened from the old one, so that
         parts of the two are never mixed."""
-        fresh = IndexBundle.open(self.path)
+        fresh = IndexBundle._open_pinned(self.path)
         self.manifest, self._pin = fresh.manifest, fresh._pin
         self._cache.clear()
         for name in ("store", "_article_passages"):
@@ -260,6 +267,13 @@ class IndexBundle:
         """The `kind` retriever (`retriever.kinds.RETRIEVERS`) over this index (options: `make_retriever`'s). Its
         parts open now; where a rebuild swaps the folder meanwhile, the parts found are of the new index and the
         bundle's manifest is the old one's, so it opens the new index and makes the retriever over that."""
+        with swap_lock(self.path):
+            return self._make_retriever(kind, **options)
+
+    def _make_retriever(self, kind: str, **options):
+        if self._pin is not None and self._pin.replaced(self.path):
+            with contextlib.suppress(OdqaError):  # still swapping (no lock beside it): the retries below wait
+                self._reopen()  # swapped since it was opened: the retriever is made over the new index
         for attempt in range(SWAP_RETRIES + 1):
             try:
                 return make_retriever(self, kind, **options)

@@ -4,9 +4,11 @@ good one was."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -53,7 +55,7 @@ def atomic_folder(target: str | Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         _name_the_full_disk(exc, target)
         raise
-    publish_folder(tmp, target)
+    publish_folder(tmp, target, guard_readers=False)  # checkpoints, exports: no lock file beside each
 
 
 def _name_the_full_disk(exc: BaseException, target: Path) -> None:
@@ -62,23 +64,64 @@ def _name_the_full_disk(exc: BaseException, target: Path) -> None:
                             "replaced: free some space or write elsewhere, then rerun") from exc
 
 
-def publish_folder(tmp: Path, target: Path, crash_after: str | None = None) -> None:
+# How long a swap waits for the readers opening the old folder, and a reader for a swap, before going on
+# without the lock (the readers' retries remain): a stuck or starving lock delays, never blocks
+SWAP_LOCK_WAIT_S = {"exclusive": 60.0, "shared": 10.0}
+
+
+def swap_lock_path(target: Path) -> Path:
+    return target.with_name(f".{target.name}.swap-lock")
+
+
+@contextlib.contextmanager
+def swap_lock(target: str | Path, exclusive: bool = False) -> Iterator[bool]:
+    """Readers hold it shared while they open a folder's parts and a publish holds it exclusive for its renames,
+    so an open never meets the folder half swapped, however slowly either side runs. Readers never create the
+    lock file (a read-only place; a folder published before it existed): there they go on unlocked. Yields
+    whether the lock is held."""
+    path = swap_lock_path(Path(target))
+    try:
+        fd = os.open(path, (os.O_RDWR | os.O_CREAT) if exclusive else os.O_RDONLY, 0o644)
+    except OSError:
+        yield False
+        return
+    try:
+        mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        deadline = time.monotonic() + SWAP_LOCK_WAIT_S["exclusive" if exclusive else "shared"]
+        while True:
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                held = True
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    held = False
+                    break
+                time.sleep(0.002)
+        yield held
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def publish_folder(tmp: Path, target: Path, crash_after: str | None = None, guard_readers: bool = True) -> None:
     """Put the finished folder `tmp` in place of `target`, flushed to disk first: a crash at any point leaves
     the old or the new folder in place, or both beside it as `.NAME.old-PID` / `.NAME.building-PID`, which
-    `indexes.integrity.recover_swap` settles on the next open.
+    `indexes.integrity.recover_swap` settles on the next open. `guard_readers`: swap under `swap_lock` (a
+    `.NAME.swap-lock` file beside it), for folders other processes open while they are rebuilt (indexes).
 
     `crash_after` is for the fault-injection tests only: "fsync" or "rename-away" exits the process there."""
     fsync_tree(tmp)
     if crash_after == "fsync":
         os._exit(137)
     old = target.with_name(f".{target.name}.old-{os.getpid()}")
-    if target.exists():
-        target.rename(old)
+    with swap_lock(target, exclusive=True) if guard_readers else contextlib.nullcontext():
+        if target.exists():
+            target.rename(old)
+            fsync_dir(target.parent)
+        if crash_after == "rename-away":
+            os._exit(137)
+        tmp.rename(target)
         fsync_dir(target.parent)
-    if crash_after == "rename-away":
-        os._exit(137)
-    tmp.rename(target)
-    fsync_dir(target.parent)
     shutil.rmtree(old, ignore_errors=True)
 
 
