@@ -142,3 +142,28 @@ def test_distractors_are_other_paragraphs_of_the_same_article():
         assert item.context in texts and len(texts) == len(set(texts)) == 3  # the article has 3 paragraphs
         assert all(p.title == item.title for p in passages)
     assert [[p.text for p in ps] for ps in passages_with_distractors(items, 0)] == [[q.context] for q in items]
+
+
+@pytest.mark.slow
+def test_fit_calibration_reads_several_open_domain_question_files(tmp_path, capsys):
+    """Each --questions file is a source of its own (sampled by --limit, recorded in the calibration's source)."""
+    from odqa.cli import main
+    from odqa.demo_corpus import DEMO_QUESTIONS, demo_index_path
+
+    rows = [json.loads(line) for line in DEMO_QUESTIONS.read_text(encoding="utf-8").splitlines()[:16]]
+    for row in rows[12:]:
+        row["answer"] = ["an answer no passage holds"]  # some wrong answers: a fit needs both kinds
+    files = []
+    for name, part in (("first.jsonl", rows[:8]), ("second.jsonl", rows[8:])):
+        files.append(tmp_path / name)
+        files[-1].write_text("".join(json.dumps(r) + "\n" for r in part), encoding="utf-8")
+    out = tmp_path / "calibration.json"
+    code = main(["fit-calibration", "--model", "reader", "--index", str(demo_index_path(quiet=True)), "--questions",
+                 *map(str, files), "--target-precision", "0.7", "--output", str(out), "--json"])
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0
+    cal = Calibration.load(out)
+    assert [s["questions_file"] for s in cal.source["sources"]] == [str(f) for f in files]
+    assert [s["questions"] for s in cal.source["sources"]] == [8, 8]
+    assert cal.source["target_precision"] == 0.7 and summary["questions"] == 16
+    assert cal.fitted and 0.0 < cal.threshold <= 1.0

@@ -124,8 +124,8 @@ def register(subparsers) -> None:
         "the 'no confident answer' threshold on dev questions; writes calibration.json (put it in the model folder).",
         "python run_qa.py fit-calibration --model runs/reader-v2/final --data ../shared/data/squad/dev-v2.0.json "
         "--limit 2000 --output runs/reader-v2/final/calibration.json\n"
-        "  python run_qa.py fit-calibration --model M --data dev-v2.0.json --questions NQ-open.efficientqa.dev.1.1.jsonl "
-        "--index work_indexes/wiki --limit 500 --output M/calibration.json",
+        "  python run_qa.py fit-calibration --model M --questions NQ-open.efficientqa.dev.1.1.jsonl trivia-dev.qa.tsv "
+        "--index work_indexes/wiki --limit 500 --target-precision 0.7 --output M/calibration.json",
         _fit_calibration,
     )
     add_options(p, ReaderConfig, ["model"])
@@ -135,7 +135,8 @@ def register(subparsers) -> None:
     p.add_argument("--part", choices=("fit", "check", "all"), default="fit",
                    help="articles of --data used: fit (even positions; bench/calibration.py measures on check)")
     p.add_argument("--distractors", type=COUNT, default=3, help="other paragraphs of the same article read per question")
-    p.add_argument("--questions", metavar="FILE", help="open-domain dev questions (with answers) read over --index")
+    p.add_argument("--questions", metavar="FILE", nargs="+",
+                   help="open-domain dev question files (with answers) read over --index; --limit samples each")
     p.add_argument("--index", help="index folder for --questions")
     p.add_argument("--retriever", choices=RETRIEVERS.names, default="bm25")
     add_options(p, RetrievalConfig, ["k"], help={"k": "passages read per open-domain question"})
@@ -262,11 +263,11 @@ def _fit_calibration(args) -> int:
         judged += judge_reader(reader, items, distractors=args.distractors, seed=args.seed, progress=not args.json)
         sources.append({"data": args.data, "part": args.part, "distractors": args.distractors,
                         "questions": len(judged)})
-    if args.questions:
-        items = sample_questions(drop_open_dev(load_questions(args.questions))[0], args.limit, args.seed)
+    for questions_file in args.questions or ():
+        items = sample_questions(drop_open_dev(load_questions(questions_file))[0], args.limit, args.seed)
         before = len(judged)
         judged += judge_pipeline(pipeline, items, progress=not args.json)
-        sources.append({"questions_file": args.questions, "index": args.index, "retriever": args.retriever,
+        sources.append({"questions_file": questions_file, "index": args.index, "retriever": args.retriever,
                         "k": args.k, "questions": len(judged) - before})
     cal = fit_calibration([j.margin for j in judged], [j.share for j in judged], [j.em for j in judged],
                           source={"model": args.model, "sources": sources}, target_precision=args.target_precision)
