@@ -271,6 +271,10 @@ def cmd_real(args) -> None:
 
 
 def synthetic_vectors(size: int, path: Path, clusters: int = 1024, block: int = 200_000) -> None:
+    """`size` unit vectors shaped like the real passage vectors: a k-means centroid of the real ones plus a random
+    mix of two real residuals of that cluster and a little isotropic noise, so no two are alike (a plain sum of two
+    residuals repeats each vector about 24 times at 1 M). Written beside `path` and renamed when whole, so an
+    interrupted run never leaves a file of zeros that the next run takes for data."""
     import faiss
 
     real = np.load(scale_home() / "real" / "passages.npy").astype(np.float32)
@@ -279,17 +283,23 @@ def synthetic_vectors(size: int, path: Path, clusters: int = 1024, block: int = 
     _, assign = kmeans.index.search(real, 1)
     assign = assign[:, 0]
     residuals = real - kmeans.centroids[assign]
+    noise = 0.25 * float(np.sqrt(np.mean(residuals ** 2)))
     members = [np.flatnonzero(assign == c) for c in range(kmeans.k)]
     weights = np.array([len(m) for m in members], dtype=np.float64)
     rng = np.random.default_rng(0)
-    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float16, shape=(size, DIM))
+    partial = path.with_name(path.name + ".partial")
+    out = np.lib.format.open_memmap(partial, mode="w+", dtype=np.float16, shape=(size, DIM))
     for start in range(0, size, block):
         n = min(block, size - start)
         cluster = rng.choice(kmeans.k, size=n, p=weights / weights.sum())
         pick = lambda: np.array([members[c][i] for c, i in zip(cluster, rng.integers(0, 1 << 30, n) % weights[cluster].astype(np.int64))])
-        v = kmeans.centroids[cluster] + (residuals[pick()] + residuals[pick()]) / np.sqrt(2)
+        a, b = rng.standard_normal((n, 1)), rng.standard_normal((n, 1))
+        mix = (a * residuals[pick()] + b * residuals[pick()]) / np.sqrt(a * a + b * b)
+        v = kmeans.centroids[cluster] + mix + noise * rng.standard_normal((n, DIM)).astype(np.float32)
         out[start : start + n] = v / np.linalg.norm(v, axis=1, keepdims=True)
     out.flush()
+    del out
+    os.replace(partial, path)
 
 
 def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
@@ -298,13 +308,15 @@ def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
     return _blocked_flat_search(vectors, queries, k, 262144)[1]
 
 
-INDEX_KINDS = ("flat", "ivf", "ivfpq", "opq-ivfpq", "hnsw")
+INDEX_KINDS = ("flat", "ivf", "ivfpq", "opq-ivfpq", "ivfpq96", "ivfsq8", "hnsw", "odqa-ivfpq")
+ODQA_KIND = "odqa-ivfpq"  # odqa's own VectorIndex (indexes/vector.py) as `index` builds it, with its default settings
 
 
 def factory(kind: str, n: int) -> str:
     nlist = 1 << max(6, int(round(np.log2(4 * np.sqrt(n)))))
     # "np": no polysemous training (slow, and odqa's ivfpq kind does without it)
     return {"ivf": f"IVF{nlist},Flat", "ivfpq": f"IVF{nlist},PQ48np", "opq-ivfpq": f"OPQ48,IVF{nlist},PQ48np",
+            "ivfpq96": f"IVF{nlist},PQ96np", "ivfsq8": f"IVF{nlist},SQ8",
             "hnsw": "HNSW32,Flat", "hnsw-sq": "HNSW32,SQfp16"}[kind]
 
 
@@ -314,6 +326,17 @@ def stage_vector_build(vectors_path: str, kind: str, out: str) -> dict:
     vectors = np.load(vectors_path, mmap_mode="r")
     n = len(vectors)
     t0 = time.perf_counter()
+    if kind == ODQA_KIND:
+        from odqa.indexes.manifest import Manifest
+        from odqa.indexes.vector import VectorIndex, VectorIndexParams
+
+        linked = Path(out).with_name("odqa-input.npy")
+        linked.unlink(missing_ok=True)
+        os.link(vectors_path, linked)  # the build moves its input into the index folder
+        index = VectorIndex.build(linked, out, Manifest(kind="faiss"), VectorIndexParams(kind="ivfpq"))
+        build_s = time.perf_counter() - t0
+        return {"build_s": round(build_s, 1), "params": {k: index.manifest.params.get(k)
+                                                         for k in ("nlist", "nprobe", "pq_m", "rerank")}}
     if kind == "flat":
         from odqa.indexes.vector import float16_copy_index
 
@@ -334,11 +357,17 @@ def stage_vector_build(vectors_path: str, kind: str, out: str) -> dict:
 
 
 def search_settings(kind: str) -> list[tuple[str, int]]:
-    if kind in ("ivf", "ivfpq", "opq-ivfpq"):
+    if kind.startswith(("ivf", "opq")):
         return [("nprobe", p) for p in (8, 16, 32, 64, 128)]
     if kind == "hnsw":
         return [("efSearch", e) for e in (32, 64, 128, 256)]
     return [("", 0)]
+
+
+def rerank_depths(kind: str) -> tuple[int, ...]:
+    """Candidates rescored from the float16 vectors: none, and for the kinds that score lossy codes, odqa's
+    default (100) and more."""
+    return (0, 100, 400) if "pq" in kind else (0, 100) if "sq" in kind else (0,)
 
 
 def stage_vector_query(vectors_path: str, index_path: str, kind: str, truth_path: str, queries_path: str) -> dict:
@@ -348,6 +377,20 @@ def stage_vector_query(vectors_path: str, index_path: str, kind: str, truth_path
     vectors = np.load(vectors_path, mmap_mode="r")
     queries = np.load(queries_path)
     truth = np.load(truth_path)
+    if kind == ODQA_KIND:
+        from odqa.indexes.vector import VectorIndex
+
+        t0 = time.perf_counter()
+        index = VectorIndex.load(index_path)
+        open_s = time.perf_counter() - t0
+        timer, found = Timer(), []
+        for q in queries:
+            with timer:
+                _, top = index.search(np.asarray(q[None, :], dtype=np.float32), 20)
+            found.append(top[0][:20])
+        recall = float(np.mean([len(set(f) & set(t[:20])) / 20 for f, t in zip(found, truth)]))
+        return {"open_s": round(open_s, 2), "searches": [{"setting": "odqa defaults", "rerank": int(
+            index.manifest.params.get("rerank", 0)), "recall20": round(recall, 4), **timer.summary()}]}
     t0 = time.perf_counter()
     index = faiss.read_index(index_path)
     open_s = time.perf_counter() - t0
@@ -357,7 +400,7 @@ def stage_vector_query(vectors_path: str, index_path: str, kind: str, truth_path
             faiss.extract_index_ivf(index).nprobe = value
         elif name == "efSearch":
             faiss.downcast_index(index).hnsw.efSearch = value
-        for refine in ((0, 100) if "pq" in kind else (0,)):
+        for refine in rerank_depths(kind):
             timer, found = Timer(), []
             for q in queries:
                 with timer:
@@ -398,16 +441,17 @@ def cmd_vectors(args) -> None:
     for kind in args.kinds:
         index_path = folder / f"{kind}.faiss"
         result = {"what": "vectors", "size": size, "real": bool(args.real), "kind": kind,
-                  "factory": "" if kind == "flat" else factory(kind, size)}
+                  "factory": "" if kind in ("flat", ODQA_KIND) else factory(kind, size)}
         if not index_path.exists():
             out, rss = run_stage(["vector-build", str(vectors_path), kind, str(index_path)])
             result.update(out, build_peak_rss_gb=round(rss / 2**30, 2))
-        result["disk_gb"] = round(index_path.stat().st_size / 1e9, 3)
+        faiss_file = index_path / "index.faiss" if index_path.is_dir() else index_path
+        result["disk_gb"] = round(faiss_file.stat().st_size / 1e9, 3)
         out, rss = run_stage(["vector-query", str(vectors_path), str(index_path), kind, str(truth_path), str(queries_path)])
         result.update(out, query_peak_rss_gb=round(rss / 2**30, 2))
         record(result)
         if not args.keep:
-            index_path.unlink()
+            shutil.rmtree(index_path) if index_path.is_dir() else index_path.unlink()
 
 
 def cmd_kb(args) -> None:

@@ -78,8 +78,10 @@ class VectorIndexParams:
     ef_construction: int = 80
     ef_search: int = field(default=128, metadata={"help": "hnsw: candidates kept while searching"})
     nlist: int = field(default=0, metadata={"help": "IVF lists (0: 4*sqrt(n))"})
-    nprobe: int = field(default=32, metadata={"help": "ivf, ivfpq: lists searched per query"})
-    pq_m: int = field(default=0, metadata={"help": "ivfpq: bytes per vector code (0: dimension / 8)"})
+    # nprobe and the code size: the cheapest setting that meets issue 49's recall@20 target against exact search
+    # over 1 M simulated passage vectors with the top `rerank` rescored (bench/results/scale.md, the ivfpq rows)
+    nprobe: int = field(default=64, metadata={"help": "ivf, ivfpq: lists searched per query"})
+    pq_m: int = field(default=0, metadata={"help": "ivfpq: bytes per vector code (0: dimension / 4)"})
     rerank: int = field(default=100, metadata={
         "help": "ivfpq: candidates rescored exactly from the float16 vectors (0: the codes' approximate scores)"})
     extra: dict[str, Any] = field(default_factory=dict)
@@ -320,7 +322,7 @@ def _ivf(embeddings: np.ndarray, params: VectorIndexParams):
 def _ivfpq(embeddings: np.ndarray, params: VectorIndexParams):
     n, dim = embeddings.shape
     nlist = params.nlist or max(1, int(4 * np.sqrt(n)))
-    m = params.pq_m or dim // 8
+    m = params.pq_m or max(d for d in range(1, max(1, dim // 4) + 1) if dim % d == 0)
     if dim % m:
         raise OdqaError(f"--pq-m {m} does not divide the vectors' dimension {dim}; pick a divisor of {dim}")
     faiss = load_faiss()
@@ -353,4 +355,4 @@ def _set_search_params(index, params: dict[str, Any]) -> None:
     if isinstance(index, faiss.IndexHNSW):
         index.hnsw.efSearch = int(params.get("ef_search", 128))
     elif isinstance(index, faiss.IndexIVF):
-        index.nprobe = int(params.get("nprobe", 32))
+        index.nprobe = int(params.get("nprobe", 32))  # an index built before nprobe was recorded: the old default

@@ -35,7 +35,7 @@ def test_above_the_limit_auto_builds_ivfpq_whose_scores_are_exact(tmp_path, monk
     np.save(tmp_path / "emb.npy", vectors)
     index = VectorIndex.build(tmp_path / "emb.npy", tmp_path / "idx", Manifest(kind="faiss"),
                               VectorIndexParams(nprobe=64))
-    assert index.manifest.params["kind"] == "ivfpq" and index.manifest.params["pq_m"] == 4
+    assert index.manifest.params["kind"] == "ivfpq" and index.manifest.params["pq_m"] == vectors.shape[1] // 4
     queries = _vectors(30, seed=1).astype(np.float32)
     scores, rows = VectorIndex.load(tmp_path / "idx").search(queries, 10)
     exact = queries @ vectors.astype(np.float32).T
