@@ -60,10 +60,10 @@ def rank_with_ties(fetch, k: int) -> Hits:
     """Top `k` of `fetch(n) -> hits sorted by score`, equal scores ordered by row (the passage order of the
     store), so two builds of one corpus rank alike whatever their segment layout. A tie at the cut is
     fetched whole before cutting."""
-    n = k
+    n = k + 1  # one past the cut: a tie across it shows as the (k+1)-th hit scoring as the k-th
     while True:
         hits = fetch(n)
-        if len(hits) < n or not hits or hits[-1][1] != hits[k - 1][1]:
+        if len(hits) < n or hits[-1][1] != hits[k - 1][1]:
             break
         n *= 2
     hits.sort(key=lambda h: (-h[1], h[0]))
