@@ -370,6 +370,17 @@ def rerank_depths(kind: str) -> tuple[int, ...]:
     return (0, 100, 400) if "pq" in kind else (0, 100) if "sq" in kind else (0,)
 
 
+def timed_top20(queries: np.ndarray, truth: np.ndarray, search) -> dict:
+    """recall@20 against `truth` and the time of `search(question vector) -> rows, best first`, one at a time."""
+    timer, found = Timer(), []
+    for q in queries:
+        with timer:
+            top = search(q)
+        found.append(top[:20])
+    recall = float(np.mean([len(set(f) & set(t[:20])) / 20 for f, t in zip(found, truth)]))
+    return {"recall20": round(recall, 4), **timer.summary()}
+
+
 def stage_vector_query(vectors_path: str, index_path: str, kind: str, truth_path: str, queries_path: str) -> dict:
     import faiss
 
@@ -383,14 +394,10 @@ def stage_vector_query(vectors_path: str, index_path: str, kind: str, truth_path
         t0 = time.perf_counter()
         index = VectorIndex.load(index_path)
         open_s = time.perf_counter() - t0
-        timer, found = Timer(), []
-        for q in queries:
-            with timer:
-                _, top = index.search(np.asarray(q[None, :], dtype=np.float32), 20)
-            found.append(top[0][:20])
-        recall = float(np.mean([len(set(f) & set(t[:20])) / 20 for f, t in zip(found, truth)]))
+        searched = timed_top20(queries, truth,
+                               lambda q: index.search(np.asarray(q[None, :], dtype=np.float32), 20)[1][0])
         return {"open_s": round(open_s, 2), "searches": [{"setting": "odqa defaults", "rerank": int(
-            index.manifest.params.get("rerank", 0)), "recall20": round(recall, 4), **timer.summary()}]}
+            index.manifest.params.get("rerank", 0)), **searched}]}
     t0 = time.perf_counter()
     index = faiss.read_index(index_path)
     open_s = time.perf_counter() - t0
@@ -401,22 +408,22 @@ def stage_vector_query(vectors_path: str, index_path: str, kind: str, truth_path
         elif name == "efSearch":
             faiss.downcast_index(index).hnsw.efSearch = value
         for refine in rerank_depths(kind):
-            timer, found = Timer(), []
-            for q in queries:
-                with timer:
-                    _, top = index.search(q[None, :], refine or 20)
-                    if refine:  # rerank the candidates with their float16 vectors read from the memmap
-                        cand = np.sort(top[0][top[0] >= 0])
-                        exact = np.asarray(vectors[cand], dtype=np.float32) @ q
-                        top = cand[np.argsort(-exact)[:20]][None, :]
-                found.append(top[0][:20])
-            recall = float(np.mean([len(set(f) & set(t[:20])) / 20 for f, t in zip(found, truth)]))
+            def search(q, refine=refine):
+                top = index.search(q[None, :], refine or 20)[1][0]
+                if refine:  # rerank the candidates with their float16 vectors read from the memmap
+                    cand = np.sort(top[top >= 0])
+                    exact = np.asarray(vectors[cand], dtype=np.float32) @ q
+                    top = cand[np.argsort(-exact)[:20]]
+                return top
+
             rows.append({"setting": f"{name}={value}" if name else "", "rerank": refine,
-                         "recall20": round(recall, 4), **timer.summary()})
+                         **timed_top20(queries, truth, search)})
     return {"open_s": round(open_s, 2), "searches": rows}
 
 
 def cmd_vectors(args) -> None:
+    from odqa.indexes.vector import FAISS_FILE
+
     home = scale_home()
     if args.real:
         size, folder = 0, home / "vectors-real"
@@ -446,7 +453,7 @@ def cmd_vectors(args) -> None:
         if not index_path.exists():
             out, rss = run_stage(["vector-build", str(vectors_path), kind, str(index_path)])
             result.update(out, build_peak_rss_gb=round(rss / 2**30, 2))
-        faiss_file = index_path / "index.faiss" if index_path.is_dir() else index_path
+        faiss_file = index_path / FAISS_FILE if index_path.is_dir() else index_path
         result["disk_gb"] = round(faiss_file.stat().st_size / 1e9, 3)
         out, rss = run_stage(["vector-query", str(vectors_path), str(index_path), kind, str(truth_path), str(queries_path)])
         result.update(out, query_peak_rss_gb=round(rss / 2**30, 2))

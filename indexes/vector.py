@@ -355,4 +355,4 @@ def _set_search_params(index, params: dict[str, Any]) -> None:
     if isinstance(index, faiss.IndexHNSW):
         index.hnsw.efSearch = int(params.get("ef_search", 128))
     elif isinstance(index, faiss.IndexIVF):
-        index.nprobe = int(params.get("nprobe", 32))  # an index built before nprobe was recorded: the old default
+        index.nprobe = int(params.get("nprobe", 32))  # builds record nprobe; 32: a manifest written by hand
