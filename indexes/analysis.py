@@ -27,6 +27,7 @@ from odqa.core.errors import OdqaError
 from odqa.core.optional import require
 
 LANGUAGES = ("en", "ko", "zh")
+LANGUAGE_NAMES = {"en": "English", "ko": "Korean", "zh": "Chinese"}
 # `en` is Tantivy's native English analyser; the others are Python analysers (names below)
 DEFAULT_ANALYZER = {"en": "en", "ko": "ko-bigram", "zh": "zh-bigram"}
 ANALYZERS = ("en", "whitespace", "ko-kiwi", "ko-bigram", "zh-jieba", "zh-bigram")

@@ -86,8 +86,9 @@ _READER = ReaderSettings()
 
 @dataclass
 class ReaderConfig:
-    model: str = field(default="reader", metadata=_help(
-        "reader checkpoint: 'reader' (shipped models/reader) or any extractive-QA name/path"))
+    model: str = field(default="auto", metadata=_help(
+        "reader checkpoint: auto (the shipped reader for the index's language: 'reader' for English, "
+        "'reader-multilingual' for Korean and Chinese where installed), 'reader', or any extractive-QA name/path"))
     top_n: int = 5
     max_answer_tokens: int = field(default=_READER.max_answer_tokens, metadata=_help("longest answer span, in tokens"))
     no_answer_threshold: float = _READER.no_answer_threshold

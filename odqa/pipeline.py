@@ -15,14 +15,13 @@ from odqa.core.fusion import minmax_scale
 from odqa.core.logs import get_logger
 from odqa.core.protocols import Linker, Reader, Retriever
 from odqa.core.types import Answer, Mention, SearchHit
-from odqa.indexes.analysis import detect_language
+from odqa.indexes.analysis import LANGUAGE_NAMES, detect_language
 from odqa.indexes.layout import IndexLayout
 from odqa.retriever.kinds import configured_retriever
 from odqa.retriever.registry import backend_of, open_index
 
 log = get_logger(__name__)
 MAX_QUESTION_CHARS = 500
-LANGUAGE_NAMES = {"en": "English", "ko": "Korean", "zh": "Chinese"}
 _HAS_WORD = re.compile(r"\w", re.UNICODE)
 
 
@@ -103,6 +102,7 @@ class Pipeline:
         self._bundle = None
         self._retrievers: dict[str, Retriever] = {}
         self._reader: Reader | None = None
+        self._reader_name: str | None = None
         self._linker: Linker | None = None
         self._linker_failed: str | None = None
 
@@ -143,12 +143,25 @@ class Pipeline:
         self.bundle.check_available(self.config.retrieval.retriever)
 
     @property
+    def reader_name(self) -> str:
+        """The reader the config names; for `auto`, the shipped reader for the index's language (logged once, with
+        the reason, beside the inference plans)."""
+        if self._reader_name is None:
+            from odqa.reader.model import AUTO_READER, reader_for_language
+
+            self._reader_name = self.config.reader.model
+            if self._reader_name == AUTO_READER:
+                self._reader_name, why = reader_for_language(getattr(self.bundle, "language", "en"))
+                log.info("reader %s for %s (reader.model auto)", self._reader_name, why)
+        return self._reader_name
+
+    @property
     def reader(self) -> Reader:
         if self._reader is None:
             from odqa.reader.model import Reader
 
             c = self.config.reader
-            self._reader = Reader.from_pretrained(c.model, device=self.config.device or None,
+            self._reader = Reader.from_pretrained(self.reader_name, device=self.config.device or None,
                                                   calibration=c.calibration or None,
                                                   batch_size=c.batch_size, max_answer_tokens=c.max_answer_tokens,
                                                   no_answer_threshold=c.no_answer_threshold,
@@ -287,7 +300,7 @@ class Pipeline:
                 result.notices.append("no answer found in the retrieved passages")
             elif not result.answers[0].calibrated:
                 result.notices.append(
-                    f"uncalibrated reader: {self.config.reader.model!r} has no calibration.json, so its score "
+                    f"uncalibrated reader: {self.reader_name!r} has no calibration.json, so its score "
                     f"{result.answers[0].probability:.2f} is no probability of being right and no answer is called "
                     "confident (fit one with `odqa fit-calibration`)")
             elif not result.confident:

@@ -13,10 +13,11 @@ import numpy as np
 
 from odqa.core.device import autocast_for, device_type, pick_device
 from odqa.core.errors import OdqaError
-from odqa.core.models import hub_options, resolve_model
+from odqa.core.models import hub_options, resolve_model, shipped_model
 from odqa.core.runtime import (InferencePlan, LoadedFrom, OnnxModel, PerWeights, announce, cached_graph,
                                fast_tokenizer, files_digest, int8_dynamic, pad_batch, plan_inference)
 from odqa.core.types import Answer, Passage
+from odqa.indexes.analysis import LANGUAGE_NAMES
 from odqa.reader.calibration import CALIBRATION_FILE, Calibration
 from odqa.reader.decode import AggregatedAnswer, PassageSpan, aggregate, decode_passage
 from odqa.reader.features import require_fast, tokenize_windows
@@ -26,8 +27,23 @@ if TYPE_CHECKING:
     import torch
 
 DEFAULT_READER = "reader"  # resolves to models/reader
+MULTILINGUAL_READER = "reader-multilingual"
+AUTO_READER = "auto"  # the shipped reader for the language of the text read (reader_for_language)
 # readers odqa ships (models/<name>), or will: a missing one is named as such rather than looked up on the hub
-SHIPPED_READERS = (DEFAULT_READER, "reader-multilingual")
+SHIPPED_READERS = (DEFAULT_READER, MULTILINGUAL_READER)
+
+
+def reader_for_language(language: str) -> tuple[str, str]:
+    """(name, why) of the shipped reader for text in `language`: the English reader for English, the
+    multilingual one for Korean and Chinese where it is installed; without it the English reader, and the reason
+    says that it reads text of a language it was not trained on."""
+    names = LANGUAGE_NAMES.get(language, language)
+    if language == "en":
+        return DEFAULT_READER, "English text"
+    if shipped_model(MULTILINGUAL_READER) is not None:
+        return MULTILINGUAL_READER, f"{names} text"
+    return DEFAULT_READER, (f"{names} text, but {MULTILINGUAL_READER} is not installed (pip install "
+                            f"'odqa[models]'), so the English reader reads it")
 SETTINGS_FILE = "reader_config.json"
 
 
@@ -117,6 +133,8 @@ class Reader:
         so does its calibration.json unless `calibration` names another file."""
         if not name_or_path or not str(name_or_path).strip():
             raise OdqaError("reader model name is empty; pass 'reader' or a checkpoint path")
+        if str(name_or_path).strip() == AUTO_READER:  # no text to go by: the default reader
+            name_or_path = DEFAULT_READER
         path = resolve_model(str(name_or_path))
         name = str(name_or_path).strip()
         if name in SHIPPED_READERS and not (Path(path) / "config.json").exists():

@@ -172,3 +172,48 @@ def test_export_writes_fp16_weights_and_a_card_from_the_training_info(tok, tmp_p
     (out / "README.md").write_text("# measured card\n")
     export(str(src), str(out))
     assert (out / "README.md").read_text() == "# measured card\n"  # a written card is never replaced
+
+
+def test_reader_for_language_picks_the_multilingual_reader_only_where_it_is_installed(tok, tmp_path, monkeypatch):
+    import odqa.core.models
+    from odqa.reader.model import reader_for_language
+
+    monkeypatch.setattr(odqa.core.models, "SHIPPED_MODELS", tmp_path / "models")
+    monkeypatch.setattr(odqa.core.models, "installed_models", lambda: {})
+    assert reader_for_language("en")[0] == "reader"
+    name, why = reader_for_language("ko")
+    assert name == "reader" and "reader-multilingual is not installed" in why
+    _tiny_multilingual_reader(tmp_path / "models" / "reader-multilingual", tok)
+    assert reader_for_language("ko") == ("reader-multilingual", "Korean text")
+    assert reader_for_language("zh")[0] == "reader-multilingual"
+    assert reader_for_language("en")[0] == "reader"  # English keeps the English reader
+
+
+def test_a_korean_index_is_read_by_the_multilingual_reader_without_any_flag(tok, tmp_path, home, monkeypatch, caplog):
+    pytest.importorskip("kiwipiepy", reason="pip install -e '.[cjk]'")
+    import logging
+
+    import odqa.core.models
+    from odqa.config import OdqaConfig
+    from odqa.indexing import IndexSpec, build_index
+    from odqa.pipeline import Pipeline
+
+    monkeypatch.setattr(odqa.core.models, "SHIPPED_MODELS", tmp_path / "models")
+    monkeypatch.setattr(odqa.core.models, "installed_models", lambda: {})
+    folder = _tiny_multilingual_reader(tmp_path / "models" / "reader-multilingual", tok)
+    corpus = tmp_path / "ko.jsonl"
+    corpus.write_text("\n".join(json.dumps({"id": str(i), "title": t, "text": x}, ensure_ascii=False) for i, (t, x) in
+                                enumerate([("임종석", KOREAN[1]), ("한글", "한글은 세종대왕이 1443년에 창제한 문자이다.")])),
+                      encoding="utf-8")
+    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "idx"), backends=["bm25"]))
+    config = OdqaConfig.load(None, {"index": str(tmp_path / "idx"), "retrieval.retriever": "bm25",
+                                    "linker.enabled": False, "runtime": "torch"})
+    assert config.reader.model == "auto"
+    pipeline = Pipeline(config)
+    with caplog.at_level(logging.INFO, logger="odqa"):
+        result = pipeline.ask(KOREAN[0])
+    assert pipeline.reader_name == "reader-multilingual"
+    assert pipeline.reader.name in {"reader-multilingual", str(folder)}
+    assert any("reader reader-multilingual for Korean text" in r.getMessage() for r in caplog.records)
+    assert result.passages and result.passages[0].passage.title == "임종석"
+    assert not any("languages differ" in n for n in result.notices)

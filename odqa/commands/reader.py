@@ -7,8 +7,11 @@ import logging
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 from odqa.commands.options import COUNT, FRACTION, NON_NEGATIVE, POSITIVE_INT, SEED, add_options, dataclass_values
 from odqa.config import OdqaConfig, ReaderConfig, RetrievalConfig
+from odqa.core.logs import get_logger
 from odqa.reader.train_config import TrainConfig
 from odqa.retriever.kinds import RETRIEVERS
+
+log = get_logger(__name__)
 
 
 def register(subparsers) -> None:
@@ -202,13 +205,19 @@ def _eval(args) -> int:
     import torch
 
     from odqa.core.device import check_device_available
+    from odqa.corpus.questions import load_questions
     from odqa.eval.evaluators import ReaderEvaluator
-    from odqa.reader.model import Reader
+    from odqa.eval.reader_eval import items_language
+    from odqa.reader.model import AUTO_READER, Reader, reader_for_language
 
     if args.threads:
         torch.set_num_threads(args.threads)
     check_device_available(args.device)
-    reader = Reader.from_pretrained(args.model, device=args.device or None, batch_size=args.batch_size,
+    model = args.model
+    if model == AUTO_READER:  # the shipped reader for the data's language
+        model, why = reader_for_language(items_language(load_questions(args.data)))
+        log.info("reader %s for %s (--model auto)", model, why)
+    reader = Reader.from_pretrained(model, device=args.device or None, batch_size=args.batch_size,
                                     max_answer_tokens=args.max_answer_tokens)
     if args.int8:
         reader.quantize_int8()

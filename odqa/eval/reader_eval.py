@@ -28,6 +28,13 @@ METRICS = {
 METRIC_OF_LANGUAGE = {"en": "squad", "ko": "korquad", "zh": "cmrc2018"}
 
 
+def items_language(items: Sequence[QAItem]) -> str:
+    """The language of SQuAD-format questions and their paragraphs (en, ko or zh), from the first ones."""
+    from odqa.indexes.analysis import detect_language
+
+    return detect_language([f"{q.context} {q.question}" for q in items[:50]])
+
+
 def metric_for(items: Sequence[QAItem], metric: str = "auto") -> str:
     """`metric`, or with `auto` the official metric of the data's language (detected from its first paragraphs
     and questions)."""
@@ -35,9 +42,8 @@ def metric_for(items: Sequence[QAItem], metric: str = "auto") -> str:
         if metric not in METRICS:
             raise OdqaError(f"unknown reader metric {metric!r}; choose auto or one of {', '.join(METRICS)}")
         return metric
-    from odqa.indexes.analysis import detect_language
 
-    return METRIC_OF_LANGUAGE[detect_language([f"{q.context} {q.question}" for q in items[:50]])]
+    return METRIC_OF_LANGUAGE[items_language(items)]
 
 
 def score_prediction(prediction: str, truths: Sequence[str], metric: str = "squad") -> tuple[float, float]:

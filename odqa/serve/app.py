@@ -22,7 +22,7 @@ from fastapi.security import APIKeyHeader
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from odqa.indexes.analysis import detect_language
+from odqa.indexes.analysis import LANGUAGE_NAMES, detect_language
 from odqa import __version__
 from odqa.core.errors import OdqaError
 from odqa.core.logs import get_logger
@@ -41,7 +41,6 @@ STATIC = resources.files("odqa.serve") / "static"
 # a body far beyond any question (a 1 MB question still reaches the field check, which names it); bigger ones
 # are refused before they are read whole
 MAX_BODY_BYTES = 2 * 1024 * 1024
-LANGUAGE_NAMES = {"en": "English", "ko": "Korean", "zh": "Chinese"}
 PAGE_HEADERS = {
     # the page's script and style are files of this server: an injected inline script would not run
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; base-uri 'none'; frame-ancestors 'none'",
@@ -293,7 +292,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
     async def info() -> InfoResponse:
         plans = await answered(submit(worker.call, lambda p: p.inference_plans()))
         config = pipeline.config
-        models = {"reader": config.reader.model, "encoder": state["index"].get("encoder", ""),
+        models = {"reader": pipeline.reader_name, "encoder": state["index"].get("encoder", ""),
                   "linker": config.linker.model if config.linker.enabled else ""}
         return InfoResponse(
             version=__version__, index=state["index"], models=models,
