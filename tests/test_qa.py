@@ -27,6 +27,19 @@ def test_score_answer_by_hand():
     assert score_answer("in September", QAItem("2", "q", ["Sept?(ember)?"], regex=True)) == (0.0, 0.0)
 
 
+def test_korean_and_chinese_questions_are_scored_with_their_official_metrics():
+    from odqa.eval.reader_eval import metric_for
+
+    korean = QAItem("k", "한글을 창제한 사람은?", ["세종대왕"])
+    chinese = QAItem("z", "长城有多长？", ["两万一千公里"])
+    assert metric_for([korean]) == "korquad" and metric_for([chinese]) == "cmrc2018"
+    # a particle on the span: no shared whitespace token, but the characters match (KorQuAD's character F1)
+    assert score_answer("세종대왕이", korean) == (0.0, 0.0)
+    em, f1 = score_answer("세종대왕이", korean, "korquad")
+    assert em == 0.0 and f1 == pytest.approx(2 * 0.8 / 1.8)
+    assert score_answer("两万一千公里", chinese, "cmrc2018") == (1.0, 1.0)
+
+
 class FixedAnswers:
     """A pipeline double that returns given answers, to check the metric arithmetic of evaluate_qa."""
 

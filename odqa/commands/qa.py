@@ -160,7 +160,7 @@ def _eval(pipeline, path, limit, ks, per_question, as_json) -> dict:
     # the JSON's names and units (percent); under --json standard output holds the JSON alone
     print(f"em {metrics['em']:.2f}  f1 {metrics['f1']:.2f}  " +
           "  ".join(f"recall@{k} {metrics[f'recall@{k}']:.2f}" for k in ks) +
-          f"  (percent; {metrics['questions']} questions, {metrics['questions_per_second']} q/s)",
+          f"  (percent, {metrics['metric']} metric; {metrics['questions']} questions, {metrics['questions_per_second']} q/s)",
           file=sys.stderr if as_json else sys.stdout)
     metrics["inference"] = pipeline.inference_plans()
     if as_json:

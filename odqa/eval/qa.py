@@ -1,5 +1,6 @@
-"""End-to-end QA evaluation: EM/F1 of the top answer (SQuAD normalisation; regex match for CuratedTREC)
-beside the retrieval recall@k of the same run."""
+"""End-to-end QA evaluation: EM/F1 of the top answer (SQuAD normalisation; KorQuAD 1.0's and CMRC 2018's official
+metrics for Korean and Chinese questions; regex match for CuratedTREC) beside the retrieval recall@k of the same
+run."""
 
 from __future__ import annotations
 
@@ -13,14 +14,18 @@ from tqdm.auto import tqdm
 from odqa.core.answers import best_over_truths, exact_match, f1_score, regex_match
 from odqa.core.atomic import atomic_file
 from odqa.corpus.questions import QAItem
+from odqa.eval.reader_eval import metric_for, score_prediction
 from odqa.eval.retrieval import judge, summarize
 
 
-def score_answer(prediction: str, item: QAItem) -> tuple[float, float]:
-    """(EM, F1) of one prediction against the item's answers; regex answers have EM = F1 = match."""
+def score_answer(prediction: str, item: QAItem, metric: str = "squad") -> tuple[float, float]:
+    """(EM, F1) of one prediction against the item's answers under `metric` (reader_eval.METRICS); regex
+    answers have EM = F1 = match."""
     if item.regex:
         match = regex_match(prediction, item.answers) if prediction else 0.0
         return match, match
+    if metric != "squad":
+        return score_prediction(prediction, item.answers, metric)
     return best_over_truths(exact_match, prediction, item.answers), best_over_truths(f1_score, prediction, item.answers)
 
 
@@ -28,6 +33,7 @@ def evaluate_qa(pipeline, items: Sequence[QAItem], ks: Sequence[int] = (1, 5, 10
                 per_question: str | Path | None = None, progress: bool = True, k: int | None = None) -> dict:
     """`k`: passages retrieved and read per question (default: the largest recall cut-off)."""
     depth = k or max(ks)
+    metric = metric_for(items)  # the official metric of the questions' language
     rows, judged = [], []
     em_sum = f1_sum = 0.0
     # reading accuracy apart from retrieval: EM over the questions whose answer was in a passage read
@@ -38,7 +44,7 @@ def evaluate_qa(pipeline, items: Sequence[QAItem], ks: Sequence[int] = (1, 5, 10
         for item, result in zip(batch, pipeline.ask_batch([q.question for q in batch], k=depth)):
             top = result.answers[0] if result.answers else None
             prediction = top.text if top else ""
-            em, f1 = score_answer(prediction, item)
+            em, f1 = score_answer(prediction, item, metric)
             em_sum, f1_sum = em_sum + em, f1_sum + f1
             judged.append(judge(item, result.passages))
             if judged[-1].first_hit_rank is not None:
@@ -52,7 +58,7 @@ def evaluate_qa(pipeline, items: Sequence[QAItem], ks: Sequence[int] = (1, 5, 10
                          "share": round(top.share, 4) if top else None})
     seconds = time.perf_counter() - start
     n = len(items)
-    metrics = {"em": round(100 * em_sum / n, 2), "f1": round(100 * f1_sum / n, 2)}
+    metrics = {"em": round(100 * em_sum / n, 2), "f1": round(100 * f1_sum / n, 2), "metric": metric}
     metrics["answer_in_read"] = round(100 * read_hits / n, 2) if n else 0.0
     metrics["em_given_answer_read"] = round(100 * em_given_read / read_hits, 2) if read_hits else 0.0
     retrieval = summarize(judged, ks)

@@ -32,7 +32,7 @@ def items_language(items: Sequence[QAItem]) -> str:
     """The language of SQuAD-format questions and their paragraphs (en, ko or zh), from the first ones."""
     from odqa.indexes.analysis import detect_language
 
-    return detect_language([f"{q.context} {q.question}" for q in items[:50]])
+    return detect_language([f"{q.context or ''} {q.question}" for q in items[:50]])
 
 
 def metric_for(items: Sequence[QAItem], metric: str = "auto") -> str:
