@@ -9,8 +9,12 @@ Suites:
 * `open-dev`: the open-domain dev split no odqa model trains on (`odqa/corpus/open_dev.json`: TriviaQA dev, NQ
   dev, WebQuestions val, CuratedTREC train) over the Wikipedia subset, per source and overall; the set every
   reader decision is made on (`--questions N`: at most N per source).
+* `korquad-open`, `cmrc-open`: KorQuAD 1.0 dev and CMRC 2018 dev questions over their own paragraphs as the
+  corpus (`multilingual/`), hybrid over the multilingual e5 index (built here if absent), scored with the
+  official KorQuAD / CMRC 2018 metrics; compare `--readers reader-multilingual reader`.
 
     python bench/qa.py --suite all --questions 500
+    python bench/qa.py --suite korquad-open cmrc-open --retrievers hybrid --questions 0 --readers reader-multilingual reader
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 from odqa.retriever.kinds import RETRIEVERS  # noqa: E402 (after the path line)
 SEED = 13
+# the Korean and Chinese test sets read over their own paragraphs (never trained on: docs/multilingual-reader.md)
+CJK_OPEN = {"korquad-open": "korquad-v1.0-dev.json", "cmrc-open": "cmrc2018-dev.json"}
+CJK_ENCODER = "encoder-multilingual"
 NOTES: list[str] = []  # lines for the written table (e.g. how many questions --answer-read-only kept)
 
 
@@ -185,7 +192,8 @@ def with_answer_retrieved(pipeline, items, k: int) -> list:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--suite", choices=["open-dev", "squad-open", "nq", "efficientqa", "demo", "all"], default="all",
+    parser.add_argument("--suite", nargs="+", default=["all"],
+                        choices=["open-dev", "squad-open", "nq", "efficientqa", "demo", *CJK_OPEN, "all"],
                         help="efficientqa: NQ-open's EfficientQA dev over the Wikipedia subset, the NQ-style set for "
                              "choosing settings (no shipped reader trained on it; nq is NQ test)")
     parser.add_argument("--questions", type=int, default=500, help="questions sampled per suite (seed 13); 0: all")
@@ -220,7 +228,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     data = Path(args.data)
     n = args.questions or None
-    suites = ["demo", "squad-open", "nq"] if args.suite == "all" else [args.suite]
+    suites = ["demo", "squad-open", "nq"] if "all" in args.suite else args.suite
     rows = []
     readers = tuple(args.readers)
     variants = settings_variants(args.focus_words, args.settings)
@@ -250,6 +258,16 @@ def main(argv=None) -> int:
                               args.linker, exclude_articles_of=held_out, readers=readers,
                               answer_read_only=args.answer_read_only, settings=variants,
                               only_articles_of=data / "squad" / "dev-v2.0.json" if args.tuning_articles else None)
+        elif suite in CJK_OPEN:
+            path = data / "multilingual" / CJK_OPEN[suite]
+            index = Path(args.cache) / suite
+            if not (index / "manifest.json").exists():
+                from odqa.indexing import IndexSpec, build_index
+
+                build_index(IndexSpec(corpus=str(path), out=str(index), backends=["bm25", "dense"],
+                                      encoder=CJK_ENCODER))
+            rows += run_suite(suite, str(index), path, retrievers, n, args.k, args.linker, readers=readers,
+                              answer_read_only=args.answer_read_only, settings=variants)
         elif suite == "open-dev":
             index = Path(args.wiki_index)
             if not (index / "manifest.json").exists():

@@ -101,7 +101,8 @@ def _inside_odqa_code(resolved):
     import odqa
 
     package = Path(odqa.__file__).resolve().parent
-    for root in {package, *((package / name).resolve() for name in ("reader", "retriever", "linker", "indexes"))}:
+    # in a checkout the component packages (odqa/reader, ...) are links to the top-level folders the design names
+    for root in {package, *(child.resolve() for child in package.iterdir() if child.is_symlink())}:
         if resolved == root or root in resolved.parents:
             return root
     return None
