@@ -212,7 +212,7 @@ class Pipeline:
         """The runtime and precision of each model loaded so far (for --json output)."""
         plans = {}
         if self._reader is not None:
-            plans["reader"] = self._reader.plan.to_dict()
+            plans["reader"] = {"model": self.reader_name, **self._reader.plan.to_dict()}
         if self._linker is not None:
             plans["linker"] = self._linker.plan.to_dict()
         for retriever in self._retrievers.values():

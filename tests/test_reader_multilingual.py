@@ -213,6 +213,7 @@ def test_a_korean_index_is_read_by_the_multilingual_reader_without_any_flag(tok,
     with caplog.at_level(logging.INFO, logger="odqa"):
         result = pipeline.ask(KOREAN[0])
     assert pipeline.reader_name == "reader-multilingual"
+    assert pipeline.inference_plans()["reader"]["model"] == "reader-multilingual"  # --json's inference block
     assert pipeline.reader.name in {"reader-multilingual", str(folder)}
     assert any("reader reader-multilingual for Korean text" in r.getMessage() for r in caplog.records)
     assert result.passages and result.passages[0].passage.title == "임종석"
