@@ -31,6 +31,7 @@ MULTILINGUAL_READER = "reader-multilingual"
 AUTO_READER = "auto"  # the shipped reader for the language of the text read (reader_for_language)
 # readers odqa ships (models/<name>), or will: a missing one is named as such rather than looked up on the hub
 SHIPPED_READERS = (DEFAULT_READER, MULTILINGUAL_READER)
+SETTINGS_FILE = "reader_config.json"
 
 
 def reader_for_language(language: str) -> tuple[str, str]:
@@ -42,9 +43,8 @@ def reader_for_language(language: str) -> tuple[str, str]:
         return DEFAULT_READER, "English text"
     if shipped_model(MULTILINGUAL_READER) is not None:
         return MULTILINGUAL_READER, f"{names} text"
-    return DEFAULT_READER, (f"{names} text, but {MULTILINGUAL_READER} is not installed (pip install "
-                            f"'odqa[models]'), so the English reader reads it")
-SETTINGS_FILE = "reader_config.json"
+    return DEFAULT_READER, (f"{names} text, but {MULTILINGUAL_READER} is not installed (not shipped yet: "
+                            "docs/multilingual-reader.md trains it), so the English reader reads it")
 
 
 def _check_qa_architectures(name: str, architectures: list[str] | None) -> None:

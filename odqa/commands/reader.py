@@ -215,7 +215,7 @@ def _eval(args) -> int:
     check_device_available(args.device)
     model = args.model
     if model == AUTO_READER:  # the shipped reader for the data's language
-        model, why = reader_for_language(items_language(load_questions(args.data)))
+        model, why = reader_for_language(items_language(load_questions(args.data, limit=50)))
         log.info("reader %s for %s (--model auto)", model, why)
     reader = Reader.from_pretrained(model, device=args.device or None, batch_size=args.batch_size,
                                     max_answer_tokens=args.max_answer_tokens)
