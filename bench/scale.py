@@ -5,7 +5,7 @@
     python bench/scale.py real --passages 20000          # encode real subset passages and NQ questions once
     python bench/scale.py vectors --size 1M --kinds flat ivf ivfpq opq-ivfpq hnsw
     python bench/scale.py vectors --real                 # the same kinds over the real vectors: real recall
-    python bench/scale.py kb --size 1M                   # the linker's entity search over simulated entities
+    python bench/scale.py kb --size 1M --kinds flat ivfpq  # the linker over simulated entities: load, memory, latency
     python bench/scale.py report                         # markdown tables of every result so far
 
 Passages: Wikipedia-like, streamed (never held in memory at once): the subset's articles
@@ -462,16 +462,94 @@ def cmd_vectors(args) -> None:
             shutil.rmtree(index_path) if index_path.is_dir() else index_path.unlink()
 
 
+def synthetic_entities(size: int):
+    """`size` knowledge-base entries: the subset's entities drawn again and again; round r > 0 renames the id
+    (`r{r}-{id}`) and qualifies the title (`Title (r)`), keeping the original aliases, so a common name gets
+    one candidate per round, as a common name of full Wikipedia gets many."""
+    from dataclasses import replace
+
+    from odqa.corpus.readers import iter_documents
+    from odqa.linker.kb import entry_from_document, is_disambiguation
+
+    base = [entry_from_document(d) for d in iter_documents(WIKI) if not is_disambiguation(d) and d.title]
+    entries = []
+    for n in range(size):
+        r, e = divmod(n, len(base))
+        entry = base[e]
+        if r:
+            title = f"{entry.title} ({r})"
+            entry = replace(entry, id=f"r{r}-{entry.id}", title=title, aliases=(title, *entry.aliases))
+        entries.append(entry)
+    return entries
+
+
+def stage_kb_build(size: int, vectors_path: str, kind: str, out: str) -> dict:
+    from odqa.indexes.vector import VectorIndexParams
+    from odqa.linker.kb import KnowledgeBase
+    from odqa.linker.linker import Linker
+
+    config = Linker.from_pretrained("linker").config
+    t0 = time.perf_counter()
+    entries = synthetic_entities(size)
+    vectors = np.load(vectors_path, mmap_mode="r")[:size]
+    t1 = time.perf_counter()
+    KnowledgeBase.write(entries, vectors, out, config.entity_encoder, config.entity_dim, {"synthetic": True},
+                        VectorIndexParams(kind=kind))
+    return {"entries_s": round(t1 - t0, 1), "write_s": round(time.perf_counter() - t1, 1), "disk_gb": round(disk_bytes(Path(out)) / 1e9, 2)}
+
+
+def resident_gb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 2**20, 2)
+    return 0.0
+
+
+def stage_kb_query(kb_path: str, questions: int) -> dict:
+    """Load the KB and the shipped linker, link one question (lazy structures built), then each of the others
+    alone: the time a question waits for its entities."""
+    from odqa.linker.kb import KnowledgeBase
+    from odqa.linker.linker import Linker
+
+    t0 = time.perf_counter()
+    kb = KnowledgeBase.load(kb_path)
+    load_s, load_rss = time.perf_counter() - t0, resident_gb()
+    linker = Linker.from_pretrained("linker", kb=kb)
+    texts = nq_questions(questions + 1)
+    t0 = time.perf_counter()
+    linked = linker.link([texts[0]])
+    first_s = time.perf_counter() - t0
+    timer = Timer()
+    found = len(linked[0])
+    for text in texts[1:]:
+        with timer:
+            found += len(linker.link([text])[0])
+    return {"count": len(kb), "kind": kb.index.manifest.params.get("kind") if kb.index else None,
+            "load_s": round(load_s, 1), "load_rss_gb": load_rss, "first_question_s": round(first_s, 2),
+            "rss_after_gb": resident_gb(), "questions": len(texts), "mentions": found,
+            "link": timer.summary()}
+
+
 def cmd_kb(args) -> None:
-    """The linker's dense candidate search (KnowledgeBase.search: float16 copy, or the KB's FAISS index) over
-    `--size` simulated entity vectors, top 16, one mention at a time."""
+    """The linker over `--size` simulated entities (KnowledgeBase.load, then Linker.link one question at a time):
+    KB build time and disk, load time and memory, the first question (lazy structures) and p50/p99 after it."""
     size = parse_size(args.size)
     folder = scale_home() / f"vectors-{size_name(size)}"
     if not (folder / "vectors.npy").exists():
         folder.mkdir(parents=True, exist_ok=True)
         synthetic_vectors(size, folder / "vectors.npy")
-    args.kinds = args.kinds or ["flat", "hnsw"]
-    cmd_vectors(argparse.Namespace(real=False, size=args.size, kinds=args.kinds, keep=False))
+    for kind in args.kinds or ["auto"]:
+        kb_path = scale_home() / f"kb-{size_name(size)}-{kind}"
+        result = {"what": "kb", "size": size, "requested_kind": kind}
+        if not (kb_path / "manifest.json").exists():
+            out, rss = run_stage(["kb-build", str(size), str(folder / "vectors.npy"), kind, str(kb_path)])
+            result.update(out, build_peak_rss_gb=round(rss / 2**30, 2))
+        out, rss = run_stage(["kb-query", str(kb_path), str(args.questions)])
+        result.update(out, query_peak_rss_gb=round(rss / 2**30, 2))
+        record(result)
+        print(json.dumps(result))
+        if args.delete:
+            shutil.rmtree(kb_path)
 
 
 def stage(argv: list[str]) -> None:
@@ -486,6 +564,10 @@ def stage(argv: list[str]) -> None:
         out = stage_vector_build(*rest)
     elif name == "vector-query":
         out = stage_vector_query(*rest)
+    elif name == "kb-build":
+        out = stage_kb_build(int(rest[0]), rest[1], rest[2], rest[3])
+    elif name == "kb-query":
+        out = stage_kb_query(rest[0], int(rest[1]))
     elif name == "vector-truth":
         np.save(rest[2], exact_top(np.load(rest[0], mmap_mode="r"), np.load(rest[1]), 20))
         out = {}
@@ -525,7 +607,10 @@ def main(argv=None) -> None:
     p.set_defaults(run=cmd_vectors)
     p = sub.add_parser("kb")
     p.add_argument("--size", default="1M")
-    p.add_argument("--kinds", nargs="+", choices=[*INDEX_KINDS, "hnsw-sq"])
+    p.add_argument("--kinds", nargs="+", choices=["auto", "flat", "hnsw", "ivf", "ivfpq"],
+                   help="entity index kinds (default: auto, what build-kb picks)")
+    p.add_argument("--questions", type=int, default=200)
+    p.add_argument("--delete", action="store_true", help="remove the built KB afterwards")
     p.set_defaults(run=cmd_kb)
     p = sub.add_parser("report")
     p.set_defaults(run=cmd_report)

@@ -28,10 +28,10 @@ import numpy as np
 
 from odqa.indexes.integrity import FileCheck, check_part, describe_file, part_files
 from odqa.indexes.manifest import MANIFEST, Manifest
-from odqa.indexes.vector import VectorIndex, float16_copy_index
+from odqa.indexes.vector import VectorIndex, VectorIndexParams, float16_copy_index
 from odqa.linker.aliases import AliasMatcher, alias_key, make_aliases
 from odqa.linker.encoder import entity_text
-from odqa.core.atomic import atomic_folder, write_npy
+from odqa.core.atomic import atomic_folder, write_npy_blocks
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.types import Document, Entity
 
@@ -147,9 +147,13 @@ class KnowledgeBase:
         return self._matcher
 
     def alias_keys(self, row: int) -> frozenset:
+        """Computed for the rows a question asks about: a question must not pay for the whole KB."""
         if self._alias_keys is None:
-            self._alias_keys = [frozenset(alias_key(a) for a in e.aliases) for e in self.entries]
-        return self._alias_keys[row]
+            self._alias_keys = {}
+        keys = self._alias_keys.get(row)
+        if keys is None:
+            keys = self._alias_keys[row] = frozenset(alias_key(a) for a in self.entries[row].aliases)
+        return keys
 
     def priors(self) -> np.ndarray:
         if self._priors is None:
@@ -179,6 +183,20 @@ class KnowledgeBase:
             self._vectors = np.array(self.index.verified_embeddings(), dtype=np.float32)
         return self._vectors
 
+    def vectors_of(self, rows: np.ndarray) -> np.ndarray:
+        """The float32 vectors of `rows` (any shape) -> rows.shape + (dim,), read from the vector file's memory
+        map unless all vectors are in memory already: linking reads tens of rows, not the whole KB."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if self._vectors is not None:
+            return self._vectors[rows]
+        if self.index is None:
+            raise OdqaError("this knowledge base has no entity vectors; build it with `odqa build-kb`")
+        flat = rows.reshape(-1)
+        order = np.argsort(flat, kind="stable")  # ascending offsets: one pass over the file's pages
+        picked = np.empty((len(flat), self.index.dim), dtype=np.float32)
+        picked[order] = self.index.verified_embeddings()[flat[order]]
+        return picked.reshape(rows.shape + (self.index.dim,))
+
     def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The k entities of highest inner product with each vector: the linker's dense candidates, whose scores
         it computes again from the float32 vectors."""
@@ -190,7 +208,7 @@ class KnowledgeBase:
             # float16 copies of the vectors: linking a question over the Wikipedia subset's 29 k entities took
             # 6.9 ms instead of 9.3 with an exact float32 scan, the same links but for near ties at the 16th
             # candidate (bench/dense_search.py --kb; bench/results/speed-avx2.md)
-            self._candidate_index = float16_copy_index(self.vectors)
+            self._candidate_index = float16_copy_index(self.index.verified_embeddings())
         queries = np.ascontiguousarray(vectors, dtype=np.float32)
         scores, rows = self._candidate_index.search(queries, min(k, len(self)))
         return scores, rows.astype(np.int64)
@@ -263,6 +281,17 @@ class KnowledgeBase:
         model = TextEncoder.from_pretrained(encoder, max_length=max_length, device=device)
         vectors = model.encode([entity_text(e.title, e.description) for e in entries], batch_size=batch_size,
                                progress="encoding entities" if progress else "")
+        return cls.write(entries, vectors, out, encoder, model.dim, {"max_length": max_length})
+
+    @classmethod
+    def write(cls, entries: Sequence[KBEntry], vectors: np.ndarray, out: str | Path, encoder: str, dim: int,
+              params: dict | None = None, vector_index: VectorIndexParams | None = None,
+              block_rows: int = 65536) -> "KnowledgeBase":
+        """Save `entries` with their vectors (row i = entries[i], kept as float32; a memory map is copied block by
+        block) as a knowledge base at `out`, replacing it only when the whole folder is written. `vector_index`:
+        the entity index's kind (default `auto`, as for passages)."""
+        if len(vectors) != len(entries) or vectors.ndim != 2 or vectors.shape[1] != dim:
+            raise OdqaError(f"{len(entries)} entities need {len(entries)} x {dim} vectors, got {vectors.shape}")
         fingerprint = kb_fingerprint(entries)
         out = Path(out)
         with atomic_folder(out) as tmp:
@@ -272,16 +301,17 @@ class KnowledgeBase:
                     row["aliases"] = list(e.aliases)
                     f.write(json.dumps(row, ensure_ascii=False) + "\n")
             staging = tmp / "entity_vectors.npy"
-            write_npy(staging, vectors)
-            vec_manifest = Manifest(kind="faiss", corpus_fingerprint=fingerprint, encoder=encoder, dim=model.dim)
-            VectorIndex.build(staging, tmp / VECTORS, vec_manifest)
+            write_npy_blocks(staging, np.float32, vectors.shape,
+                             (vectors[i : i + block_rows] for i in range(0, len(vectors), block_rows)))
+            vec_manifest = Manifest(kind="faiss", corpus_fingerprint=fingerprint, encoder=encoder, dim=dim)
+            VectorIndex.build(staging, tmp / VECTORS, vec_manifest, vector_index)
             Manifest(
                 kind="kb",
                 corpus_fingerprint=fingerprint,
                 count=len(entries),
                 encoder=encoder,
-                dim=model.dim,
-                params={"max_length": max_length, "description_words": DESCRIPTION_WORDS, "text": "title [SEP] description",
+                dim=dim,
+                params={**(params or {}), "description_words": DESCRIPTION_WORDS, "text": "title [SEP] description",
                         "files": {str(p.relative_to(tmp)): describe_file(p) for p in part_files(tmp) if p.name != MANIFEST
                                   or p.parent != tmp}},
             ).save(tmp)

@@ -317,7 +317,7 @@ class Linker:
     def entity_probabilities(self, span_vecs: np.ndarray, texts: Sequence[str], cand_rows: np.ndarray,
                              heads: LinkHeads | None = None) -> np.ndarray:
         """Softmax over each span's candidates plus NIL -> [N, C + 1] (padding gets probability 0)."""
-        cand = self.kb.vectors[np.maximum(cand_rows, 0)].astype(np.float32, copy=False)
+        cand = self.kb.vectors_of(np.maximum(cand_rows, 0))
         logits = (heads or self._heads()).entity_logits(span_vecs, cand, self.kb.features(texts, cand_rows))
         pad = np.concatenate([cand_rows < 0, np.zeros((len(cand_rows), 1), bool)], 1)
         logits = np.where(pad, -np.inf, logits)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from pathlib import Path
@@ -105,6 +106,32 @@ def test_kb_search_ranks_entities_as_the_float32_inner_product_does(tiny_kb):
     exact = queries @ tiny_kb.vectors.T
     assert np.array_equal(rows, np.argsort(-exact, axis=1)[:, :5])
     assert np.allclose(scores, np.take_along_axis(exact, rows, axis=1), atol=1e-2)  # float16 copies of the vectors
+
+
+def test_linking_reads_the_rows_it_scores_not_the_whole_kb(tiny_kb, tiny_linker):
+    """A question over a KB of millions of entities must not copy every vector or alias into memory."""
+    kb = KnowledgeBase.load(tiny_kb.path)
+    rows = np.array([[3, 0, 6], [1, 1, 2]])
+    assert np.array_equal(kb.vectors_of(rows), tiny_kb.vectors[rows])
+    config = dataclasses.replace(tiny_linker.config, candidates=2, alias_candidates=1)
+    linker = Linker(tiny_linker.model, tiny_linker.tokenizer, config=config, kb=kb, mention_threshold=0.0,
+                    entity_threshold=0.0, max_spans=2)
+    assert linker.link(["Who starred in Top Gun?"])[0]
+    assert kb._vectors is None  # no float32 copy of all entity vectors
+    assert 0 < len(kb._alias_keys) < len(kb)
+
+
+def test_a_kb_written_from_vectors_on_disk_loads_the_same(tiny_kb, tmp_path):
+    source = tmp_path / "vectors.npy"
+    np.save(source, tiny_kb.vectors.astype(np.float16))
+    written = KnowledgeBase.write(tiny_kb.entries, np.load(source, mmap_mode="r"), tmp_path / "kb", "minilm", 384,
+                                  block_rows=3)
+    assert written.vectors.dtype == np.float32 and written.entries == tiny_kb.entries
+    assert np.allclose(written.vectors, tiny_kb.vectors, atol=1e-3)
+    assert written.manifest.corpus_fingerprint == tiny_kb.manifest.corpus_fingerprint
+    with pytest.raises(OdqaError, match="7 entities need 7 x 384 vectors"):
+        KnowledgeBase.write(tiny_kb.entries, tiny_kb.vectors[:5], tmp_path / "bad", "minilm", 384)
+    assert not (tmp_path / "bad").exists()
 
 
 def test_describe_and_disambiguation():
