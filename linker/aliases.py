@@ -9,10 +9,14 @@ sentence, and a person's surname. Matching compares normalised word tokens: lowe
 
 from __future__ import annotations
 
+import contextlib
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
 
 _TOKEN = re.compile(r"\w+(?:[-'’.&]\w+)*|[^\w\s]", re.UNICODE)
 _PAREN = re.compile(r"\s*\([^()]*\)")
@@ -24,6 +28,7 @@ _ALSO = re.compile(
 )
 _ACRONYM = re.compile(r"\((?:the\s+)?([A-Z][A-Za-z0-9&.\-]{1,8})(?=[),;])")
 _PERSON_DATES = re.compile(r"^[^.]{0,80}\((?:[^()]*?;\s*)?(?:born\s|[A-Z][a-z]+ \d{1,2}, \d{3,4}|\d{1,2} [A-Z][a-z]+ \d{3,4})")
+KEY_SEPARATOR = "\x1f"  # between the normalised tokens of a stored alias key: never inside a token
 STOPWORDS = frozenset(
     "a an the of in on at to for by with from and or is are was were be been what which who whom whose when "
     "where why how does do did give me list all that this these those it its as name many much".split()
@@ -164,8 +169,16 @@ class AliasMatcher:
         return len(self._table)
 
     def candidates(self, text: str) -> list[int]:
+        return self.lookup(alias_key(text))
+
+    def lookup(self, key: tuple[str, ...]) -> list[int]:
+        """The entity rows of one alias key, most popular first."""
         self._rank()
-        return list(self._ranked.get(alias_key(text), []))
+        return list(self._ranked.get(key, []))
+
+    def ranked(self) -> Iterator[tuple[tuple[str, ...], list[int]]]:
+        self._rank()
+        return iter(self._ranked.items())
 
     def _rank(self) -> None:
         if self._ranked is None:
@@ -173,7 +186,6 @@ class AliasMatcher:
 
     def find(self, text: str, spans: Sequence[tuple[int, int]] | None = None) -> list[AliasMatch]:
         """All matches in `text`; with `spans`, only inside those character ranges."""
-        self._rank()
         tokens = tokenize(text)
         keys = [normalize_token(t.text) for t in tokens]
         allowed = None
@@ -186,8 +198,7 @@ class AliasMatcher:
             for n in range(min(self.max_tokens, len(tokens) - i), 0, -1):
                 if allowed is not None and not all(allowed[i : i + n]):
                     continue
-                key = tuple(keys[i : i + n])
-                rows = self._ranked.get(key)
+                rows = self.lookup(tuple(keys[i : i + n]))
                 if rows:
                     found = (n, rows)
                     break
@@ -207,3 +218,54 @@ def trim_possessive(text: str, start: int, end: int) -> int:
     if text[start:end].endswith(("'s", "’s")) and end - start > 2:
         return end - 2
     return end
+
+
+class StoredAliases(AliasMatcher):
+    """An AliasMatcher's ranked table in an SQLite file, looked up on disk: a knowledge base of millions of
+    entities answers its first question without building the table in memory (minutes and gigabytes at full
+    Wikipedia's size). Read-only; one connection shared by threads under a lock."""
+
+    def __init__(self, path: str | Path, max_tokens: int = 10):
+        super().__init__(max_tokens)
+        import sqlite3
+        import threading
+
+        self.path = Path(path)
+        self._connection = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro&immutable=1", uri=True,
+                                           check_same_thread=False)
+        self._lock = threading.Lock()
+        self._count: int | None = None
+
+    @staticmethod
+    def write(path: str | Path, matcher: AliasMatcher) -> None:
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(str(path))) as connection:
+            connection.execute("PRAGMA journal_mode = OFF")
+            connection.execute("CREATE TABLE aliases (alias TEXT PRIMARY KEY, entities BLOB NOT NULL) WITHOUT ROWID")
+            connection.executemany("INSERT INTO aliases VALUES (?, ?)", (
+                (KEY_SEPARATOR.join(key), np.asarray(rows, dtype="<i4").tobytes()) for key, rows in matcher.ranked()))
+            connection.commit()
+
+    def __len__(self) -> int:
+        if self._count is None:
+            with self._lock:
+                self._count = self._connection.execute("SELECT COUNT(*) FROM aliases").fetchone()[0]
+        return self._count
+
+    def add(self, alias: str, row: int, prior: float = 0.0) -> None:
+        raise TypeError("a stored alias table is read-only: rebuild the knowledge base to change its aliases")
+
+    def lookup(self, key: tuple[str, ...]) -> list[int]:
+        with self._lock:
+            found = self._connection.execute("SELECT entities FROM aliases WHERE alias = ?",
+                                             (KEY_SEPARATOR.join(key),)).fetchone()
+        return np.frombuffer(found[0], dtype="<i4").tolist() if found else []
+
+    def ranked(self) -> Iterator[tuple[tuple[str, ...], list[int]]]:
+        with self._lock:
+            rows = self._connection.execute("SELECT alias, entities FROM aliases").fetchall()
+        return ((tuple(alias.split(KEY_SEPARATOR)), np.frombuffer(blob, dtype="<i4").tolist()) for alias, blob in rows)
+
+    def close(self) -> None:
+        self._connection.close()

@@ -26,10 +26,10 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from odqa.indexes.integrity import FileCheck, check_part, describe_file, part_files
+from odqa.indexes.integrity import FileCheck, check_part, describe_file, file_reader, part_files
 from odqa.indexes.manifest import MANIFEST, Manifest
 from odqa.indexes.vector import VectorIndex, VectorIndexParams, float16_copy_index
-from odqa.linker.aliases import AliasMatcher, alias_key, make_aliases
+from odqa.linker.aliases import AliasMatcher, StoredAliases, alias_key, make_aliases
 from odqa.linker.encoder import entity_text
 from odqa.core.atomic import atomic_folder, write_npy_blocks
 from odqa.core.errors import IndexMismatchError, OdqaError
@@ -38,6 +38,7 @@ from odqa.core.types import Document, Entity
 log = logging.getLogger(__name__)
 
 ENTITIES = "entities.jsonl"
+ALIASES = "aliases.sqlite"  # the alias matcher's ranked table (linker.aliases.StoredAliases)
 VECTORS = "vectors"
 DESCRIPTION_WORDS = 128
 _EMPTY_PAREN = re.compile(r"\s*\((?:[^()A-Za-z0-9]*|\s*(?:or|;|,)[^()]*)\)")
@@ -142,8 +143,20 @@ class KnowledgeBase:
 
     @property
     def matcher(self) -> AliasMatcher:
+        """The KB's stored alias table, checked whole when first used; built in memory for a KB saved without one."""
         if self._matcher is None:
-            self._matcher = AliasMatcher.from_entities([e.aliases for e in self.entries], [e.prior for e in self.entries])
+            stored = self.path / ALIASES if self.path is not None else None
+            if stored is not None and stored.is_file():
+                files = self.manifest.params.get("files", {})
+                if ALIASES not in files:
+                    raise IndexMismatchError(f"knowledge base {self.path}: {ALIASES} was not recorded when it was "
+                                             f"built; rebuild it with `run_qa.py build-kb --corpus CORPUS --out {self.path}`")
+                with stored.open("rb") as f:
+                    FileCheck(files[ALIASES], file_reader(f), f"knowledge base {self.path}: {ALIASES}",
+                              f"rebuild it with `run_qa.py build-kb --corpus CORPUS --out {self.path}`").whole()
+                self._matcher = StoredAliases(stored)
+            else:
+                self._matcher = in_memory_matcher(self.entries)
         return self._matcher
 
     def alias_keys(self, row: int) -> frozenset:
@@ -300,6 +313,7 @@ class KnowledgeBase:
                     row = dict(vars(e))
                     row["aliases"] = list(e.aliases)
                     f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            StoredAliases.write(tmp / ALIASES, in_memory_matcher(entries))
             staging = tmp / "entity_vectors.npy"
             write_npy_blocks(staging, np.float32, vectors.shape,
                              (vectors[i : i + block_rows] for i in range(0, len(vectors), block_rows)))
@@ -316,6 +330,10 @@ class KnowledgeBase:
                                   or p.parent != tmp}},
             ).save(tmp)
         return cls.load(out)
+
+
+def in_memory_matcher(entries: Sequence[KBEntry]) -> AliasMatcher:
+    return AliasMatcher.from_entities([e.aliases for e in entries], [e.prior for e in entries])
 
 
 def _norm(name: str) -> str:

@@ -134,6 +134,30 @@ def test_a_kb_written_from_vectors_on_disk_loads_the_same(tiny_kb, tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
+def test_the_stored_alias_table_answers_as_the_in_memory_matcher(tiny_kb, tmp_path):
+    from odqa.linker.aliases import StoredAliases
+    from odqa.linker.kb import ALIASES, in_memory_matcher
+
+    kb = KnowledgeBase.load(tiny_kb.path)
+    stored, built = kb.matcher, in_memory_matcher(kb.entries)
+    assert isinstance(stored, StoredAliases) and len(stored) == len(built)
+    for text in ["Paris", "paris", "Tom Cruise", "Lincoln's", "ANSI", "Alexander", "Troy", ""]:
+        assert stored.candidates(text) == built.candidates(text), text
+    sentence = "Tom Cruise met Abraham Lincoln's son in Paris and at ANSI."
+    assert [(m.start, m.end, m.entities) for m in stored.find(sentence)] == \
+        [(m.start, m.end, m.entities) for m in built.find(sentence)]
+    assert sorted(stored.ranked()) == sorted(built.ranked())
+
+    import shutil
+    damaged = tmp_path / "kb"
+    shutil.copytree(tiny_kb.path, damaged)
+    data = bytearray((damaged / ALIASES).read_bytes())
+    data[-100] ^= 0x20
+    (damaged / ALIASES).write_bytes(bytes(data))
+    with pytest.raises(OdqaError, match="aliases.sqlite"):
+        KnowledgeBase.load(damaged).matcher
+
+
 def test_describe_and_disambiguation():
     assert describe("Alabama () is a state.\nSecond paragraph.") == "Alabama is a state."
     assert len(describe(" ".join(["word"] * 300)).split()) == 128
