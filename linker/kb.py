@@ -28,7 +28,7 @@ import numpy as np
 
 from odqa.indexes.integrity import FileCheck, check_part, describe_file, file_reader, part_files
 from odqa.indexes.manifest import MANIFEST, Manifest
-from odqa.indexes.vector import VectorIndex, VectorIndexParams, float16_copy_index
+from odqa.indexes.vector import AUTO, VectorIndex, VectorIndexParams, faiss_installed, float16_copy_index
 from odqa.linker.aliases import AliasMatcher, StoredAliases, alias_key, make_aliases
 from odqa.linker.encoder import entity_text
 from odqa.core.atomic import atomic_folder, write_npy_blocks
@@ -38,6 +38,9 @@ from odqa.core.types import Document, Entity
 log = logging.getLogger(__name__)
 
 ENTITIES = "entities.jsonl"
+# the linker searches every candidate span of a question at once (about 24), so exact search over entities costs
+# that many passage searches: above this size a KB gets ivfpq (bench/results/scale.md, the knowledge-base rows)
+KB_FLAT_MAX_ENTITIES = 250_000
 ALIASES = "aliases.sqlite"  # the alias matcher's ranked table (linker.aliases.StoredAliases)
 VECTORS = "vectors"
 DESCRIPTION_WORDS = 128
@@ -318,7 +321,7 @@ class KnowledgeBase:
             write_npy_blocks(staging, np.float32, vectors.shape,
                              (vectors[i : i + block_rows] for i in range(0, len(vectors), block_rows)))
             vec_manifest = Manifest(kind="faiss", corpus_fingerprint=fingerprint, encoder=encoder, dim=dim)
-            VectorIndex.build(staging, tmp / VECTORS, vec_manifest, vector_index)
+            VectorIndex.build(staging, tmp / VECTORS, vec_manifest, entity_index_params(len(entries), vector_index))
             Manifest(
                 kind="kb",
                 corpus_fingerprint=fingerprint,
@@ -330,6 +333,14 @@ class KnowledgeBase:
                                   or p.parent != tmp}},
             ).save(tmp)
         return cls.load(out)
+
+
+def entity_index_params(entities: int, asked: VectorIndexParams | None = None) -> VectorIndexParams:
+    """The entity index `auto` builds: exact (float16 copies) up to KB_FLAT_MAX_ENTITIES, ivfpq above."""
+    params = asked or VectorIndexParams()
+    if params.kind == AUTO:
+        params.kind = "flat" if entities <= KB_FLAT_MAX_ENTITIES or not faiss_installed() else "ivfpq"
+    return params
 
 
 def in_memory_matcher(entries: Sequence[KBEntry]) -> AliasMatcher:

@@ -158,6 +158,15 @@ def test_the_stored_alias_table_answers_as_the_in_memory_matcher(tiny_kb, tmp_pa
         KnowledgeBase.load(damaged).matcher
 
 
+def test_a_large_kb_gets_an_approximate_entity_index():
+    from odqa.indexes.vector import VectorIndexParams, faiss_installed
+    from odqa.linker.kb import KB_FLAT_MAX_ENTITIES, entity_index_params
+
+    assert entity_index_params(KB_FLAT_MAX_ENTITIES).kind == "flat"
+    assert entity_index_params(KB_FLAT_MAX_ENTITIES + 1).kind == ("ivfpq" if faiss_installed() else "flat")
+    assert entity_index_params(6_000_000, VectorIndexParams(kind="hnsw")).kind == "hnsw"  # asked for: kept
+
+
 def test_describe_and_disambiguation():
     assert describe("Alabama () is a state.\nSecond paragraph.") == "Alabama is a state."
     assert len(describe(" ".join(["word"] * 300)).split()) == 128
