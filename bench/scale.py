@@ -499,10 +499,9 @@ def stage_kb_build(size: int, vectors_path: str, kind: str, out: str) -> dict:
 
 
 def resident_gb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 2**20, 2)
-    return 0.0
+    from retrieval import rss_mb  # bench/retrieval.py: this script's folder is first on sys.path
+
+    return round(rss_mb() / 1024, 2)
 
 
 def stage_kb_query(kb_path: str, questions: int) -> dict:

@@ -150,13 +150,12 @@ class KnowledgeBase:
         if self._matcher is None:
             stored = self.path / ALIASES if self.path is not None else None
             if stored is not None and stored.is_file():
-                files = self.manifest.params.get("files", {})
-                if ALIASES not in files:
-                    raise IndexMismatchError(f"knowledge base {self.path}: {ALIASES} was not recorded when it was "
-                                             f"built; rebuild it with `run_qa.py build-kb --corpus CORPUS --out {self.path}`")
+                where, fix = f"knowledge base {self.path}", rebuild_fix(self.path)
+                record = self.manifest.params.get("files", {}).get(ALIASES)
+                if record is None:
+                    raise IndexMismatchError(f"{where}: {ALIASES} was not recorded when it was built; {fix}")
                 with stored.open("rb") as f:
-                    FileCheck(files[ALIASES], file_reader(f), f"knowledge base {self.path}: {ALIASES}",
-                              f"rebuild it with `run_qa.py build-kb --corpus CORPUS --out {self.path}`").whole()
+                    FileCheck(record, file_reader(f), f"{where}: {ALIASES}", fix).whole()
                 self._matcher = StoredAliases(stored)
             else:
                 self._matcher = in_memory_matcher(self.entries)
@@ -251,7 +250,7 @@ class KnowledgeBase:
         if not (path / ENTITIES).is_file():
             raise OdqaError(f"{path} is not a knowledge base (no {ENTITIES}); build one with `odqa build-kb --corpus PATH --out {path}`")
         manifest = Manifest.load(path, kind="kb")
-        where, fix = f"knowledge base {path}", f"rebuild it with `run_qa.py build-kb --corpus CORPUS --out {path}`"
+        where, fix = f"knowledge base {path}", rebuild_fix(path)
         files = manifest.params.get("files")
         if not isinstance(files, dict) or ENTITIES not in files:
             raise IndexMismatchError(f"{where} was built before its files were recorded, so damage in it cannot be "
@@ -333,6 +332,10 @@ class KnowledgeBase:
                                   or p.parent != tmp}},
             ).save(tmp)
         return cls.load(out)
+
+
+def rebuild_fix(path: str | Path) -> str:
+    return f"rebuild it with `run_qa.py build-kb --corpus CORPUS --out {path}`"
 
 
 def entity_index_params(entities: int, asked: VectorIndexParams | None = None) -> VectorIndexParams:
