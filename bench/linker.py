@@ -73,7 +73,7 @@ def guided_retrieval(elq, kb, index: Path, bonuses=(0.25, 0.5, 1.0, 2.0), per_en
         hits = bm25.search(questions, 100)
         with torch.inference_mode():
             mentions = elq.link(questions)
-        extra = [entity_hits(q, ms, passages, kb, per_entity=per_entity) for q, ms in zip(questions, mentions)]
+        extra = [entity_hits(q, ms, passages, per_entity=per_entity) for q, ms in zip(questions, mentions)]
         cached[split] = (items, hits, extra)
         out[f"{split}_linked_questions"] = sum(bool(m) for m in mentions) / len(items)
         out[f"{split}_seconds"] = round(time.time() - t)

@@ -15,6 +15,9 @@ clustered like real ones: the real passage vectors (`real`) are split into k-mea
 vector is a cluster centroid plus the residuals of two random members of that cluster (scaled to keep the
 cluster's spread), normalised: new points with the real clusters' shape, not copies. Queries are real NQ-dev
 questions encoded with the index's question encoder; recall@20 is against exact search over the same vectors.
+Entities: the subset KB's entities (`work_indexes/kb`) drawn again and again, each later round a namesake with a
+qualified title, the original aliases and a vector near the original's; linking at N entities is compared with
+linking over the real KB (`links_kept`).
 
 Each build runs in its own process so its peak RSS (wait4's ru_maxrss) is that stage's alone. Results are
 appended as JSON lines to $ODQA_HOME/scale/results.jsonl; `report` prints them as tables with the CPU.
@@ -465,22 +468,59 @@ def cmd_vectors(args) -> None:
 def synthetic_entities(size: int):
     """`size` knowledge-base entries: the subset's entities drawn again and again; round r > 0 renames the id
     (`r{r}-{id}`) and qualifies the title (`Title (r)`), keeping the original aliases, so a common name gets
-    one candidate per round, as a common name of full Wikipedia gets many."""
+    one candidate per round, as a common name of full Wikipedia gets many. Streamed, as `KnowledgeBase.write`
+    takes them."""
     from dataclasses import replace
 
     from odqa.corpus.readers import iter_documents
     from odqa.linker.kb import entry_from_document, is_disambiguation
 
     base = [entry_from_document(d) for d in iter_documents(WIKI) if not is_disambiguation(d) and d.title]
-    entries = []
     for n in range(size):
         r, e = divmod(n, len(base))
         entry = base[e]
         if r:
             title = f"{entry.title} ({r})"
             entry = replace(entry, id=f"r{r}-{entry.id}", title=title, aliases=(title, *entry.aliases))
-        entries.append(entry)
-    return entries
+        yield entry
+
+
+def reference_kb(path: str | None) -> Path:
+    """The real subset KB (`run_qa.py build-kb --corpus ../shared/data/wiki --out work_indexes/kb`): its entity
+    vectors seed the simulated ones, and its links are what the simulated KB should still find."""
+    from odqa.core.paths import odqa_home
+
+    kb = Path(path) if path else odqa_home() / "work_indexes" / "kb"
+    if not (kb / "manifest.json").is_file():
+        sys.exit(f"scale.py kb: no knowledge base at {kb}; build the subset's with `python run_qa.py build-kb "
+                 f"--corpus ../shared/data/wiki --out {kb}` (about 7 minutes), or pass --reference-kb")
+    return kb
+
+
+def synthetic_entity_vectors(size: int, reference: Path, path: Path, block: int = 200_000,
+                             copy_cosine: float = 0.9) -> None:
+    """`size` entity vectors following synthetic_entities: row n is the real entity n % R of the reference KB,
+    itself in round 0 and, in round r > 0, that vector plus isotropic noise at about `copy_cosine` to it (a
+    namesake: near the original, never equal), normalised. float16, renamed when whole."""
+    from odqa.linker.kb import KnowledgeBase
+
+    kb = KnowledgeBase.load(reference)
+    real = np.asarray(kb.vectors, dtype=np.float32)
+    base_ids = [e.id for e in synthetic_entities(len(real))]
+    if base_ids != [e.id for e in kb.entries]:
+        sys.exit(f"scale.py kb: {reference} holds other entities than {WIKI}; rebuild it from that corpus")
+    sigma = float(np.sqrt((1 / copy_cosine**2 - 1) / real.shape[1]))
+    rng = np.random.default_rng(0)
+    partial = path.with_name(path.name + ".partial")
+    out = np.lib.format.open_memmap(partial, mode="w+", dtype=np.float16, shape=(size, real.shape[1]))
+    for start in range(0, size, block):
+        rows = np.arange(start, min(size, start + block))
+        v = real[rows % len(real)] + (rows >= len(real))[:, None] * sigma * rng.standard_normal(
+            (len(rows), real.shape[1])).astype(np.float32)
+        out[start : start + len(rows)] = v / np.linalg.norm(v, axis=1, keepdims=True)
+    out.flush()
+    del out
+    os.replace(partial, path)
 
 
 def stage_kb_build(size: int, vectors_path: str, kind: str, out: str) -> dict:
@@ -489,13 +529,11 @@ def stage_kb_build(size: int, vectors_path: str, kind: str, out: str) -> dict:
     from odqa.linker.linker import Linker
 
     config = Linker.from_pretrained("linker").config
-    t0 = time.perf_counter()
-    entries = synthetic_entities(size)
     vectors = np.load(vectors_path, mmap_mode="r")[:size]
-    t1 = time.perf_counter()
-    KnowledgeBase.write(entries, vectors, out, config.entity_encoder, config.entity_dim, {"synthetic": True},
-                        VectorIndexParams(kind=kind))
-    return {"entries_s": round(t1 - t0, 1), "write_s": round(time.perf_counter() - t1, 1), "disk_gb": round(disk_bytes(Path(out)) / 1e9, 2)}
+    t0 = time.perf_counter()
+    KnowledgeBase.write(synthetic_entities(size), vectors, out, config.entity_encoder, config.entity_dim,
+                        {"synthetic": True}, VectorIndexParams(kind=kind))
+    return {"write_s": round(time.perf_counter() - t0, 1), "disk_gb": round(disk_bytes(Path(out)) / 1e9, 2)}
 
 
 def resident_gb() -> float:
@@ -504,9 +542,11 @@ def resident_gb() -> float:
     return round(rss_mb() / 1024, 2)
 
 
-def stage_kb_query(kb_path: str, questions: int) -> dict:
+def stage_kb_query(kb_path: str, questions: int, reference: str) -> dict:
     """Load the KB and the shipped linker, link one question (lazy structures built), then each of the others
-    alone: the time a question waits for its entities."""
+    alone: the time a question waits for its entities. Then the same questions over the reference (real) KB:
+    `links_kept` is the share of its links (span, entity) that the simulated KB also gives, a namesake's copy
+    counting as wrong."""
     from odqa.linker.kb import KnowledgeBase
     from odqa.linker.linker import Linker
 
@@ -519,31 +559,41 @@ def stage_kb_query(kb_path: str, questions: int) -> dict:
     linked = linker.link([texts[0]])
     first_s = time.perf_counter() - t0
     timer = Timer()
-    found = len(linked[0])
     for text in texts[1:]:
         with timer:
-            found += len(linker.link([text])[0])
+            linked += linker.link([text])
+    after = resident_gb()
+    expected = Linker.from_pretrained("linker", kb=KnowledgeBase.load(reference)).link(texts)
+
+    def links(mentions) -> set:
+        return {(m.start, m.end, m.entity.id) for m in mentions if m.entity is not None}
+
+    found = [links(m) for m in linked]
+    wanted = [links(m) for m in expected]
+    kept = sum(len(f & w) for f, w in zip(found, wanted))
     return {"count": len(kb), "kind": kb.index.manifest.params.get("kind") if kb.index else None,
             "load_s": round(load_s, 1), "load_rss_gb": load_rss, "first_question_s": round(first_s, 2),
-            "rss_after_gb": resident_gb(), "questions": len(texts), "mentions": found,
-            "link": timer.summary()}
+            "rss_after_gb": after, "questions": len(texts), "mentions": sum(map(len, found)),
+            "reference_mentions": sum(map(len, wanted)),
+            "links_kept": round(kept / max(1, sum(map(len, wanted))), 3), "link": timer.summary()}
 
 
 def cmd_kb(args) -> None:
     """The linker over `--size` simulated entities (KnowledgeBase.load, then Linker.link one question at a time):
     KB build time and disk, load time and memory, the first question (lazy structures) and p50/p99 after it."""
     size = parse_size(args.size)
-    folder = scale_home() / f"vectors-{size_name(size)}"
+    reference = reference_kb(args.reference_kb)
+    folder = scale_home() / f"entity-vectors-{size_name(size)}"
     if not (folder / "vectors.npy").exists():
         folder.mkdir(parents=True, exist_ok=True)
-        synthetic_vectors(size, folder / "vectors.npy")
+        synthetic_entity_vectors(size, reference, folder / "vectors.npy")
     for kind in args.kinds or ["auto"]:
         kb_path = scale_home() / f"kb-{size_name(size)}-{kind}"
         result = {"what": "kb", "size": size, "requested_kind": kind}
         if not (kb_path / "manifest.json").exists():
             out, rss = run_stage(["kb-build", str(size), str(folder / "vectors.npy"), kind, str(kb_path)])
             result.update(out, build_peak_rss_gb=round(rss / 2**30, 2))
-        out, rss = run_stage(["kb-query", str(kb_path), str(args.questions)])
+        out, rss = run_stage(["kb-query", str(kb_path), str(args.questions), str(reference)])
         result.update(out, query_peak_rss_gb=round(rss / 2**30, 2))
         record(result)
         print(json.dumps(result))
@@ -566,7 +616,7 @@ def stage(argv: list[str]) -> None:
     elif name == "kb-build":
         out = stage_kb_build(int(rest[0]), rest[1], rest[2], rest[3])
     elif name == "kb-query":
-        out = stage_kb_query(rest[0], int(rest[1]))
+        out = stage_kb_query(rest[0], int(rest[1]), rest[2])
     elif name == "vector-truth":
         np.save(rest[2], exact_top(np.load(rest[0], mmap_mode="r"), np.load(rest[1]), 20))
         out = {}
@@ -610,6 +660,8 @@ def main(argv=None) -> None:
                    help="entity index kinds (default: auto, what build-kb picks)")
     p.add_argument("--questions", type=int, default=200)
     p.add_argument("--delete", action="store_true", help="remove the built KB afterwards")
+    p.add_argument("--reference-kb", help="the real KB whose entities are drawn again (default: "
+                   "$ODQA_HOME/work_indexes/kb, built from ../shared/data/wiki)")
     p.set_defaults(run=cmd_kb)
     p = sub.add_parser("report")
     p.set_defaults(run=cmd_report)

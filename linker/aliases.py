@@ -10,6 +10,7 @@ sentence, and a person's surname. Matching compares normalised word tokens: lowe
 from __future__ import annotations
 
 import contextlib
+import itertools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -125,6 +126,22 @@ def make_aliases(title: str, text: str = "") -> tuple[str, ...]:
     return tuple(out)
 
 
+def matchable_key(alias: str, max_tokens: int = 10) -> tuple[str, ...] | None:
+    """The alias's key, or None for an alias that never matches: empty, longer than `max_tokens`, or a single
+    stopword."""
+    key = alias_key(alias)
+    if not key or len(key) > max_tokens:
+        return None
+    if len(key) == 1 and (key[0] in STOPWORDS or alias.strip().lower() in STOPWORDS):
+        return None
+    return key
+
+
+def entity_alias_prior(prior: float, position: int) -> float:
+    """An entity's first alias is its title: an exact title outranks any other alias."""
+    return prior + (1000.0 if position == 0 else 0.0)
+
+
 @dataclass
 class AliasMatch:
     start: int  # character offsets into the text
@@ -146,10 +163,8 @@ class AliasMatcher:
         self._ranked: dict[tuple[str, ...], list[int]] | None = None
 
     def add(self, alias: str, row: int, prior: float = 0.0) -> None:
-        key = alias_key(alias)
-        if not key or len(key) > self.max_tokens:
-            return
-        if len(key) == 1 and (key[0] in STOPWORDS or alias.strip().lower() in STOPWORDS):
+        key = matchable_key(alias, self.max_tokens)
+        if key is None:
             return
         bucket = self._table.setdefault(key, {})
         bucket[row] = max(prior, bucket.get(row, float("-inf")))
@@ -162,7 +177,7 @@ class AliasMatcher:
         for row, names in enumerate(aliases):
             prior = priors[row] if priors is not None else 0.0
             for n, alias in enumerate(names):
-                matcher.add(alias, row, prior + (1000.0 if n == 0 else 0.0))
+                matcher.add(alias, row, entity_alias_prior(prior, n))
         return matcher
 
     def __len__(self) -> int:
@@ -238,13 +253,34 @@ class StoredAliases(AliasMatcher):
 
     @staticmethod
     def write(path: str | Path, matcher: AliasMatcher) -> None:
-        import sqlite3
-
-        with contextlib.closing(sqlite3.connect(str(path))) as connection:
-            connection.execute("PRAGMA journal_mode = OFF")
-            connection.execute("CREATE TABLE aliases (alias TEXT PRIMARY KEY, entities BLOB NOT NULL) WITHOUT ROWID")
+        """Store an in-memory matcher's ranked table."""
+        with _new_table(path) as connection:
             connection.executemany("INSERT INTO aliases VALUES (?, ?)", (
                 (KEY_SEPARATOR.join(key), np.asarray(rows, dtype="<i4").tobytes()) for key, rows in matcher.ranked()))
+            connection.commit()
+
+    @staticmethod
+    def write_entities(path: str | Path, entities: Iterable[tuple[Sequence[str], float]], max_tokens: int = 10) -> None:
+        """Store the table `AliasMatcher.from_entities` would rank, from (aliases, prior) of each row in order,
+        without holding it in memory: the (alias, row, prior) triples are sorted by SQLite on disk."""
+        with _new_table(path) as connection:
+            connection.execute("CREATE TEMP TABLE pending (alias TEXT NOT NULL, row INTEGER NOT NULL, prior REAL NOT NULL)")
+
+            def triples():
+                for row, (names, prior) in enumerate(entities):
+                    for n, alias in enumerate(names):
+                        key = matchable_key(alias, max_tokens)
+                        if key is not None:
+                            yield KEY_SEPARATOR.join(key), row, entity_alias_prior(prior, n)
+
+            connection.executemany("INSERT INTO pending VALUES (?, ?, ?)", triples())
+            # ties in prior keep the lower row first, as the in-memory matcher's stable sort does
+            ranked = connection.execute("SELECT alias, row, MAX(prior) AS best FROM pending GROUP BY alias, row "
+                                        "ORDER BY alias, best DESC, row")
+            grouped = itertools.groupby(ranked, key=lambda found: found[0])
+            connection.cursor().executemany("INSERT INTO aliases VALUES (?, ?)", (
+                (alias, np.asarray([row for _, row, _ in rows], dtype="<i4").tobytes()) for alias, rows in grouped))
+            connection.execute("DROP TABLE pending")
             connection.commit()
 
     def __len__(self) -> int:
@@ -269,3 +305,14 @@ class StoredAliases(AliasMatcher):
 
     def close(self) -> None:
         self._connection.close()
+
+
+@contextlib.contextmanager
+def _new_table(path: str | Path):
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(str(path))) as connection:
+        connection.execute("PRAGMA journal_mode = OFF")
+        connection.execute("PRAGMA temp_store = FILE")  # the pending triples of millions of entities sort on disk
+        connection.execute("CREATE TABLE aliases (alias TEXT PRIMARY KEY, entities BLOB NOT NULL) WITHOUT ROWID")
+        yield connection

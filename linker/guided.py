@@ -38,7 +38,6 @@ def entity_hits(
     question: str,
     mentions: Sequence[Mention],
     passages: ArticlePassages,
-    kb=None,
     per_entity: int = 3,
     max_scan: int = 200,
 ) -> list[SearchHit]:
@@ -47,7 +46,7 @@ def entity_hits(
     for m in mentions:
         if m.entity is None:
             continue
-        found = passages.article(_doc_id(m, kb), max_scan)
+        found = passages.article(m.entity.doc_id or m.entity.id, max_scan)
         if not found:
             continue
         rows, texts = [row for row, _ in found], [passage for _, passage in found]
@@ -61,14 +60,6 @@ def entity_hits(
             if row not in out or out[row].score < score:
                 out[row] = SearchHit(row=row, score=score, passage=texts[i], source="entity")
     return sorted(out.values(), key=lambda h: (-h.score, h.row))
-
-
-def _doc_id(mention: Mention, kb) -> str:
-    if kb is not None:
-        row = kb.row_of_id(mention.entity.id) if hasattr(kb, "row_of_id") else None
-        if row is not None:
-            return kb.entries[row].doc_id
-    return mention.entity.id  # entity id = article id for Wikipedia KBs
 
 
 def fuse_entity_hits(hits: Sequence[SearchHit], extra: Sequence[SearchHit], bonus: float, k: int) -> list[SearchHit]:

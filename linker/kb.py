@@ -4,13 +4,15 @@ precomputed entity vectors in an inner-product index.
 On disk (a folder, written atomically):
   manifest.json    kind "kb": entity encoder, dim, count, KB fingerprint, description length
   entities.jsonl   one entity a line: id, title, description, aliases, doc_id, length
+  aliases.sqlite   the alias matcher's ranked table (linker.aliases.StoredAliases)
   vectors/         indexes.vector.VectorIndex (embeddings.npy + its own manifest)
 
 The KB manifest records every other file's size and digests (`files`, indexes.integrity.describe_file), and
-its own digest: loading checks sizes and the whole of entities.jsonl, the vectors before they are first read,
-and the entities against the KB fingerprint, so swapped vector rows, an edited title or a truncated file are
-refused in one line naming the file and the fix (build the KB again). A KB built before these records is
-refused likewise.
+its own digest: loading checks sizes and the entity count; each entity's bytes are checked when it is first
+read (StoredEntries), the alias table whole at its first use, the vectors before they are first read, so
+swapped vector rows, an edited title or a truncated file are refused in one line naming the file and the fix
+(build the KB again). A KB built before these records is refused likewise. Loading parses no entity: a KB of
+millions opens in seconds.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ import hashlib
 import json
 import logging
 import math
+import mmap
+import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -44,6 +49,8 @@ KB_FLAT_MAX_ENTITIES = 250_000
 ALIASES = "aliases.sqlite"  # the alias matcher's ranked table (linker.aliases.StoredAliases)
 VECTORS = "vectors"
 DESCRIPTION_WORDS = 128
+ENCODE_BLOCK = 1 << 16  # entities encoded per block when building
+ROW_FACTS_CACHED = 1 << 16  # entities whose alias keys and prior a serving linker keeps parsed
 _EMPTY_PAREN = re.compile(r"\s*\((?:[^()A-Za-z0-9]*|\s*(?:or|;|,)[^()]*)\)")
 
 
@@ -76,7 +83,8 @@ class KBEntry:
     length: int = 0  # article length in characters: the popularity prior
 
     def to_entity(self) -> Entity:
-        return Entity(id=self.id, title=self.title, description=self.description, aliases=self.aliases)
+        return Entity(id=self.id, title=self.title, description=self.description, aliases=self.aliases,
+                      doc_id=self.doc_id)
 
     @property
     def prior(self) -> float:
@@ -94,16 +102,89 @@ def entry_from_document(doc: Document) -> KBEntry:
     )
 
 
-def kb_fingerprint(entries: Sequence[KBEntry]) -> str:
-    h = hashlib.sha256()
-    for e in entries:
-        h.update(f"{e.id}\t{e.title}\t{e.description}\n".encode("utf-8"))
-    return h.hexdigest()[:16]
+class KBFingerprint:
+    """A running hash over the entities' ids, titles and descriptions, fed one entry at a time."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+
+    def update(self, e: KBEntry) -> None:
+        self._hash.update(f"{e.id}\t{e.title}\t{e.description}\n".encode("utf-8"))
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()[:16]
+
+
+def entry_line(e: KBEntry) -> str:
+    row = dict(vars(e))
+    row["aliases"] = list(e.aliases)
+    return json.dumps(row, ensure_ascii=False) + "\n"
+
+
+def parse_entry(line: bytes | str) -> KBEntry:
+    row = json.loads(line)
+    row["aliases"] = tuple(row.get("aliases", ()))
+    return KBEntry(**row)
+
+
+class StoredEntries(Sequence[KBEntry]):
+    """entities.jsonl read a row at a time from its memory map: loading a KB of millions of entities finds
+    where each line starts instead of parsing them all, and a question parses the few rows it touches. Every
+    row's bytes pass the file's block check (`check.ranges`) before they are parsed; iterating checks the whole
+    file first."""
+
+    SCAN_BYTES = 1 << 26
+
+    def __init__(self, path: Path, record: dict | None = None, where: str = "", fix: str = ""):
+        """`record`: the file's size and digests as the KB manifest holds them (None: unchecked)."""
+        self.path = path
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        self._check = None if record is None else FileCheck(
+            record, lambda offset, length: self._map[offset : offset + length], where, fix)
+        self._starts = self._line_starts(size)
+
+    def _line_starts(self, size: int) -> np.ndarray:
+        ends = [np.zeros(1, dtype=np.int64)]
+        for offset in range(0, size, self.SCAN_BYTES):
+            block = np.frombuffer(self._map, dtype=np.uint8, count=min(self.SCAN_BYTES, size - offset), offset=offset)
+            ends.append(np.flatnonzero(block == 0x0A).astype(np.int64) + offset + 1)
+        starts = np.concatenate(ends)
+        if starts[-1] != size:  # a last line without its newline
+            starts = np.append(starts, size)
+        return starts
+
+    def __len__(self) -> int:
+        return len(self._starts) - 1
+
+    def _line(self, row: int) -> bytes:
+        start, end = int(self._starts[row]), int(self._starts[row + 1])
+        if self._check is not None:
+            self._check.range(start, end)
+        return self._map[start:end]
+
+    def __getitem__(self, row):
+        if isinstance(row, slice):
+            return [self[r] for r in range(*row.indices(len(self)))]
+        row = int(row)
+        if row < 0:
+            row += len(self)
+        if not 0 <= row < len(self):
+            raise IndexError(f"entity row {row} out of range (the knowledge base has {len(self)})")
+        return parse_entry(self._line(row))
+
+    def __iter__(self) -> Iterator[KBEntry]:
+        if self._check is not None:
+            self._check.whole()
+        for row in range(len(self)):
+            start, end = int(self._starts[row]), int(self._starts[row + 1])
+            yield parse_entry(self._map[start:end])
 
 
 @dataclass
 class KnowledgeBase:
-    entries: list[KBEntry]
+    entries: Sequence[KBEntry]
     index: VectorIndex | None = None  # entity vectors, row i = entries[i]
     manifest: Manifest = field(default_factory=lambda: Manifest(kind="kb"))
     path: Path | None = None
@@ -113,9 +194,8 @@ class KnowledgeBase:
         self._by_id: dict[str, int] | None = None
         self._matcher: AliasMatcher | None = None
         self._vectors = None
-        self._alias_keys = None
+        self._row_facts: dict[int, tuple[frozenset, np.float32]] = {}
         self._candidate_index = None
-        self._priors = None
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -161,32 +241,33 @@ class KnowledgeBase:
                 self._matcher = in_memory_matcher(self.entries)
         return self._matcher
 
-    def alias_keys(self, row: int) -> frozenset:
-        """Computed for the rows a question asks about: a question must not pay for the whole KB."""
-        if self._alias_keys is None:
-            self._alias_keys = {}
-        keys = self._alias_keys.get(row)
-        if keys is None:
-            keys = self._alias_keys[row] = frozenset(alias_key(a) for a in self.entries[row].aliases)
-        return keys
+    def row_facts(self, row: int) -> tuple[frozenset, np.float32]:
+        """(alias keys, prior) of one entity, computed for the rows questions ask about (the most recent
+        ROW_FACTS_CACHED kept): a question must not pay for the whole KB."""
+        facts = self._row_facts.get(row)
+        if facts is None:
+            entry = self.entries[row]
+            facts = (frozenset(alias_key(a) for a in entry.aliases), np.float32(entry.prior))
+            if len(self._row_facts) >= ROW_FACTS_CACHED:
+                self._row_facts.pop(next(iter(self._row_facts)))
+            self._row_facts[row] = facts
+        return facts
 
-    def priors(self) -> np.ndarray:
-        if self._priors is None:
-            self._priors = np.asarray([e.prior for e in self.entries], dtype=np.float32)
-        return self._priors
+    def alias_keys(self, row: int) -> frozenset:
+        return self.row_facts(row)[0]
 
     def features(self, span_texts: Sequence[str], rows: np.ndarray) -> np.ndarray:
         """Per-candidate features [N, C, 2]: the span's text is an alias of the entity; log popularity / 10."""
         rows = np.asarray(rows)
         out = np.zeros(rows.shape + (2,), dtype=np.float32)
-        priors = self.priors()
         for n, text in enumerate(span_texts):
             key = alias_key(text)
             for c, row in enumerate(rows[n]):
                 if row < 0:
                     continue
-                out[n, c, 0] = float(key in self.alias_keys(int(row)))
-                out[n, c, 1] = priors[row] / 10.0
+                keys, prior = self.row_facts(int(row))
+                out[n, c, 0] = float(key in keys)
+                out[n, c, 1] = prior / 10.0
         return out
 
     @property
@@ -256,17 +337,12 @@ class KnowledgeBase:
             raise IndexMismatchError(f"{where} was built before its files were recorded, so damage in it cannot be "
                                      f"seen; {fix}")
         check_part(path, {"count": manifest.count, "files": files}, rows=None, name=where, fix=fix)
-        data = (path / ENTITIES).read_bytes()
-        FileCheck(files[ENTITIES], lambda offset, length: memoryview(data)[offset : offset + length],
-                  f"{where}: {ENTITIES}", fix).whole()
-        entries = []
-        for line in data.decode("utf-8").splitlines():
-            row = json.loads(line)
-            row["aliases"] = tuple(row.get("aliases", ()))
-            entries.append(KBEntry(**row))
-        del data
-        if len(entries) != manifest.count or kb_fingerprint(entries) != manifest.corpus_fingerprint:
-            raise IndexMismatchError(f"{where}: {ENTITIES} holds other entities than the KB was built with; {fix}")
+        # the block digests of the recorded file (kept in the manifest, itself checked) stand for the fingerprint,
+        # which would mean parsing every entity at load
+        entries = StoredEntries(path / ENTITIES, files[ENTITIES], f"{where}: {ENTITIES}", fix)
+        if len(entries) != manifest.count:
+            raise IndexMismatchError(f"{where}: {ENTITIES} holds {len(entries):,} entities, the KB was built with "
+                                     f"{manifest.count:,}; {fix}")
 
         def check(name: str, read):
             record = files.get(f"{VECTORS}/{name}")
@@ -288,43 +364,71 @@ class KnowledgeBase:
         progress: bool = True,
         device: str | None = None,
     ) -> "KnowledgeBase":
+        """Entities of `documents` (disambiguation pages and untitled documents skipped), encoded as `title [SEP]
+        description`, written as a KB at `out`. Streamed: the entries go to a scratch file beside `out` first and
+        are encoded ENCODE_BLOCK at a time, so memory does not grow with the corpus."""
         from odqa.core.encoder import TextEncoder  # torch + transformers: only when building
 
-        entries = [entry_from_document(d) for d in documents if not is_disambiguation(d) and d.title]
-        if not entries:
-            raise OdqaError("no entities found in the corpus; pass Wikipedia-style documents with titles")
-        model = TextEncoder.from_pretrained(encoder, max_length=max_length, device=device)
-        vectors = model.encode([entity_text(e.title, e.description) for e in entries], batch_size=batch_size,
-                               progress="encoding entities" if progress else "")
-        return cls.write(entries, vectors, out, encoder, model.dim, {"max_length": max_length})
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=f".{out.name}.entities-", dir=out.parent) as scratch:
+            listed = Path(scratch) / ENTITIES
+            with listed.open("w", encoding="utf-8") as f:
+                for d in documents:
+                    if d.title and not is_disambiguation(d):
+                        f.write(entry_line(entry_from_document(d)))
+            entries = StoredEntries(listed)
+            if not len(entries):
+                raise OdqaError("no entities found in the corpus; pass Wikipedia-style documents with titles")
+            model = TextEncoder.from_pretrained(encoder, max_length=max_length, device=device)
+            bar = _progress(len(entries), "encoding entities", progress)
+
+            def blocks() -> Iterator[np.ndarray]:
+                for start in range(0, len(entries), ENCODE_BLOCK):
+                    texts = [entity_text(e.title, e.description) for e in entries[start : start + ENCODE_BLOCK]]
+                    yield model.encode(texts, batch_size=batch_size, on_batch=bar.update)
+
+            vectors_path = Path(scratch) / "entity_vectors.npy"
+            write_npy_blocks(vectors_path, np.float32, (len(entries), model.dim), blocks())
+            bar.close()
+            return cls.write(entries, np.load(vectors_path, mmap_mode="r"), out, encoder, model.dim,
+                             {"max_length": max_length})
 
     @classmethod
-    def write(cls, entries: Sequence[KBEntry], vectors: np.ndarray, out: str | Path, encoder: str, dim: int,
+    def write(cls, entries: Iterable[KBEntry], vectors: np.ndarray, out: str | Path, encoder: str, dim: int,
               params: dict | None = None, vector_index: VectorIndexParams | None = None,
               block_rows: int = 65536) -> "KnowledgeBase":
-        """Save `entries` with their vectors (row i = entries[i], kept as float32; a memory map is copied block by
-        block) as a knowledge base at `out`, replacing it only when the whole folder is written. `vector_index`:
-        the entity index's kind (default `auto`, as for passages)."""
-        if len(vectors) != len(entries) or vectors.ndim != 2 or vectors.shape[1] != dim:
-            raise OdqaError(f"{len(entries)} entities need {len(entries)} x {dim} vectors, got {vectors.shape}")
-        fingerprint = kb_fingerprint(entries)
+        """Save `entries` with their vectors (row i = the i-th entry, kept as float32; a memory map is copied block
+        by block) as a knowledge base at `out`, replacing it only when the whole folder is written. Entries are
+        streamed (an iterator of millions is never held in memory). `vector_index`: the entity index's kind
+        (default `auto`, as for passages)."""
+        if vectors.ndim != 2 or vectors.shape[1] != dim:
+            raise OdqaError(f"entity vectors must be N x {dim}, got {vectors.shape}")
+        fingerprint, count = KBFingerprint(), 0
         out = Path(out)
         with atomic_folder(out) as tmp:
             with (tmp / ENTITIES).open("w", encoding="utf-8") as f:
-                for e in entries:
-                    row = dict(vars(e))
-                    row["aliases"] = list(e.aliases)
-                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
-            StoredAliases.write(tmp / ALIASES, in_memory_matcher(entries))
+
+                def written() -> Iterator[tuple[Sequence[str], float]]:
+                    nonlocal count
+                    for e in entries:
+                        f.write(entry_line(e))
+                        fingerprint.update(e)
+                        count += 1
+                        yield e.aliases, e.prior
+
+                StoredAliases.write_entities(tmp / ALIASES, written())
+            if count != len(vectors):
+                raise OdqaError(f"{count} entities need {count} x {dim} vectors, got {vectors.shape}")
             staging = tmp / "entity_vectors.npy"
             write_npy_blocks(staging, np.float32, vectors.shape,
                              (vectors[i : i + block_rows] for i in range(0, len(vectors), block_rows)))
-            vec_manifest = Manifest(kind="faiss", corpus_fingerprint=fingerprint, encoder=encoder, dim=dim)
-            VectorIndex.build(staging, tmp / VECTORS, vec_manifest, entity_index_params(len(entries), vector_index))
+            vec_manifest = Manifest(kind="faiss", corpus_fingerprint=fingerprint.hexdigest(), encoder=encoder, dim=dim)
+            VectorIndex.build(staging, tmp / VECTORS, vec_manifest, entity_index_params(count, vector_index))
             Manifest(
                 kind="kb",
-                corpus_fingerprint=fingerprint,
-                count=len(entries),
+                corpus_fingerprint=fingerprint.hexdigest(),
+                count=count,
                 encoder=encoder,
                 dim=dim,
                 params={**(params or {}), "description_words": DESCRIPTION_WORDS, "text": "title [SEP] description",
@@ -352,3 +456,9 @@ def in_memory_matcher(entries: Sequence[KBEntry]) -> AliasMatcher:
 
 def _norm(name: str) -> str:
     return name.rstrip("/").lower()
+
+
+def _progress(total: int, label: str, shown: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=label, unit="entity", disable=not shown)

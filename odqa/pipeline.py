@@ -315,8 +315,7 @@ class Pipeline:
         from odqa.linker.guided import entity_hits, fuse_entity_hits
 
         articles = self.bundle.article_passages()
-        kb = self.linker.kb if self.linker is not None else None
         return [
-            fuse_entity_hits(h, entity_hits(t, m, articles, kb=kb), bonus, k)
+            fuse_entity_hits(h, entity_hits(t, m, articles), bonus, k)
             for t, m, h in zip(texts, mentions, hits)
         ]

@@ -118,7 +118,69 @@ def test_linking_reads_the_rows_it_scores_not_the_whole_kb(tiny_kb, tiny_linker)
                     entity_threshold=0.0, max_spans=2)
     assert linker.link(["Who starred in Top Gun?"])[0]
     assert kb._vectors is None  # no float32 copy of all entity vectors
-    assert 0 < len(kb._alias_keys) < len(kb)
+    assert 0 < len(kb._row_facts) < len(kb)
+
+
+def test_a_loaded_kb_parses_the_rows_it_reads_and_checks_their_bytes(tiny_kb, tmp_path, monkeypatch):
+    import shutil
+
+    import odqa.indexes.integrity
+    from odqa.indexes.integrity import describe_file
+    from odqa.indexes.manifest import Manifest
+    from odqa.linker.kb import ENTITIES, StoredEntries
+
+    monkeypatch.setattr(odqa.indexes.integrity, "MIN_BLOCK", 64)  # blocks smaller than one entity's line
+    monkeypatch.setattr(odqa.indexes.integrity, "SAMPLE_BYTES", 64)  # the opening check reads only the ends
+    copy = tmp_path / "kb"
+    shutil.copytree(tiny_kb.path, copy)
+    manifest = Manifest.load(copy, kind="kb")
+    manifest.params["files"] = {rel: describe_file(copy / rel) for rel in manifest.params["files"]}  # small blocks
+    manifest.save(copy)
+    kb = KnowledgeBase.load(copy)
+    assert isinstance(kb.entries, StoredEntries) and len(kb.entries) == len(tiny_kb)
+    assert list(kb.entries) == list(tiny_kb.entries) and kb.entries[-1] == tiny_kb.entries[len(tiny_kb) - 1]
+    assert kb.entries[2:4] == [tiny_kb.entries[2], tiny_kb.entries[3]]
+    with pytest.raises(IndexError, match="out of range"):
+        kb.entries[len(tiny_kb)]
+
+    lines = (copy / ENTITIES).read_text().splitlines(keepends=True)
+    lines[3] = lines[3].replace('"title": "', '"title": "X', 1).replace('"title": "X' + tiny_kb.entity(3).title[0],
+                                                                       '"title": "X', 1)  # same length
+    (copy / ENTITIES).write_text("".join(lines))
+    kb = KnowledgeBase.load(copy)  # no row is parsed or checked at load
+    assert kb.entity(0).title == tiny_kb.entity(0).title  # an untouched block is served
+    with pytest.raises(OdqaError, match="entities.jsonl differs from the file that was built"):
+        kb.entity(3)
+    with pytest.raises(OdqaError, match="entities.jsonl"):
+        list(kb.entries)
+
+    (copy / ENTITIES).write_text("".join(lines[:-1]))  # an entity short: the size differs
+    with pytest.raises(OdqaError, match="entities.jsonl"):
+        KnowledgeBase.load(copy)
+
+
+def test_the_alias_table_written_from_a_stream_ranks_as_the_in_memory_matcher(tmp_path):
+    from odqa.linker.aliases import StoredAliases
+
+    rng = np.random.default_rng(3)
+    names = ["Paris", "Paris Hilton", "the", "Hilton", "New York", "York", "a b c d e f g h i j k", "", "Troy"]
+    aliases = [[names[i] for i in rng.choice(len(names), size=rng.integers(1, 4), replace=True)] for _ in range(60)]
+    priors = [float(rng.choice([0.0, 1.5, 7.25])) for _ in aliases]  # many ties
+    built = AliasMatcher.from_entities(aliases, priors)
+    StoredAliases.write_entities(tmp_path / "aliases.sqlite", zip(aliases, priors))
+    stored = StoredAliases(tmp_path / "aliases.sqlite")
+    assert sorted(stored.ranked()) == sorted(built.ranked()) and len(stored) == len(built)
+
+
+def test_a_kb_built_block_by_block_equals_one_built_at_once(tiny_kb, tmp_path, monkeypatch):
+    import odqa.linker.kb
+
+    monkeypatch.setattr(odqa.linker.kb, "ENCODE_BLOCK", 3)
+    kb = KnowledgeBase.build(DOCS, tmp_path / "kb", encoder="minilm", progress=False)
+    assert list(kb.entries) == list(tiny_kb.entries)
+    assert kb.manifest.corpus_fingerprint == tiny_kb.manifest.corpus_fingerprint
+    assert np.allclose(kb.vectors, tiny_kb.vectors, atol=1e-5)
+    assert [p.name for p in tmp_path.iterdir()] == ["kb"]  # the scratch entities are gone
 
 
 def test_a_kb_written_from_vectors_on_disk_loads_the_same(tiny_kb, tmp_path):
@@ -126,7 +188,7 @@ def test_a_kb_written_from_vectors_on_disk_loads_the_same(tiny_kb, tmp_path):
     np.save(source, tiny_kb.vectors.astype(np.float16))
     written = KnowledgeBase.write(tiny_kb.entries, np.load(source, mmap_mode="r"), tmp_path / "kb", "minilm", 384,
                                   block_rows=3)
-    assert written.vectors.dtype == np.float32 and written.entries == tiny_kb.entries
+    assert written.vectors.dtype == np.float32 and list(written.entries) == list(tiny_kb.entries)
     assert np.allclose(written.vectors, tiny_kb.vectors, atol=1e-3)
     assert written.manifest.corpus_fingerprint == tiny_kb.manifest.corpus_fingerprint
     with pytest.raises(OdqaError, match="7 entities need 7 x 384 vectors"):

@@ -52,6 +52,7 @@ class Entity:
     title: str
     description: str = ""
     aliases: tuple[str, ...] = ()
+    doc_id: str = ""  # the article whose passages describe it ("": the entity id is the article id)
 
 
 @dataclass
