@@ -77,10 +77,38 @@ _NO_START = ",.;:!?)]}-\u2013\u2014"  # punctuation that closes or joins: never 
 _NO_END = ",;:([{-\u2013\u2014"  # ...that opens or joins: never the last (a final "." may end "U.S.")
 
 
+# Korean case and auxiliary particles, written onto the word they follow: a subword piece holds noun and particle
+# together ("대통령이"), so a span ending at that piece ends with the particle. Longest first.
+KOREAN_PARTICLES = tuple(sorted((
+    "은 는 이 가 을 를 의 에 에서 에게 께 께서 한테 으로 로 와 과 도 만 까지 부터 에는 에서는 으로는 로는 과는 와는 이라는 "
+    "라는 이란 란 처럼 보다 조차 마저 이나 이며 이고 이다 였다 이었다 에도 로도 으로도 에서도 과의 와의 에서의").split(),
+    key=len, reverse=True))
+
+
+def _hangul(ch: str) -> bool:
+    return "\uac00" <= ch <= "\ud7a3"
+
+
+def without_korean_particle(text: str, start: int, end: int) -> int:
+    """The end of [start, end) without a particle closing its last Korean word: only at the word's end, and only
+    where at least two syllables stay (so "아이", a child, keeps its "이"); a number keeps its counter ("286만")."""
+    if end <= start or not _hangul(text[end - 1]) or (end < len(text) and _hangul(text[end])):
+        return end
+    particle = next((p for p in KOREAN_PARTICLES if text.endswith(p, start, end)), None)
+    if particle is None:
+        return end
+    stem_end = end - len(particle)
+    stem_start = stem_end
+    while stem_start > start and _hangul(text[stem_start - 1]):
+        stem_start -= 1
+    return stem_end if stem_end - stem_start >= 2 else end
+
+
 def snap_span(text: str, start: int, end: int) -> tuple[int, int] | None:
     """The character span [start, end) cleaned for display: leading/trailing whitespace and dangling
     punctuation dropped, cut at the first line break (kept: the line the answer starts on), then widened to
-    whole words. None when nothing but whitespace or punctuation is left."""
+    whole words, and a Korean answer's closing particle dropped (without_korean_particle). None when nothing but
+    whitespace or punctuation is left."""
     while start < end and (text[start].isspace() or text[start] in _NO_START):
         start += 1
     newline = text.find("\n", start, end)
@@ -94,6 +122,7 @@ def snap_span(text: str, start: int, end: int) -> tuple[int, int] | None:
         start -= 1
     while end < len(text) and _joins_words(text[end]) and _joins_words(text[end - 1]):
         end += 1
+    end = without_korean_particle(text, start, end)
     if not any(ch.isalnum() for ch in text[start:end]):
         return None
     return start, end
