@@ -290,7 +290,7 @@ class KnowledgeBase:
         flat = rows.reshape(-1)
         order = np.argsort(flat, kind="stable")  # ascending offsets: one pass over the file's pages
         picked = np.empty((len(flat), self.index.dim), dtype=np.float32)
-        picked[order] = self.index.verified_embeddings()[flat[order]]
+        picked[order] = self.index.verified_rows(flat)[flat[order]]
         return picked.reshape(rows.shape + (self.index.dim,))
 
     def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -549,3 +549,31 @@ def test_linker_training_resumes_from_its_newest_checkpoint(tiny_kb, tmp_path):
     assert straight.keys() == resumed.keys()
     for k in straight:
         assert torch.allclose(straight[k], resumed[k], atol=1e-6), k
+
+
+def test_reading_candidate_rows_checks_their_blocks_not_the_whole_vector_file(tmp_path, monkeypatch):
+    """An approximate index rescoring its candidates, or the linker scoring its own, reads a few hundred rows of a
+    vector file that holds millions: only the blocks of those rows are checked, and a damaged one is refused."""
+    import odqa.indexes.integrity
+    from odqa.indexes.integrity import FileCheck, describe_file, file_reader
+    from odqa.indexes.manifest import Manifest
+    from odqa.indexes.vector import EMBEDDINGS, VectorIndex, VectorIndexParams
+
+    monkeypatch.setattr(odqa.indexes.integrity, "MIN_BLOCK", 1024)  # one block: less than a row and a half
+    vectors = np.random.default_rng(0).normal(size=(40, 384)).astype(np.float32)
+    np.save(tmp_path / "v.npy", vectors)
+    VectorIndex.build(tmp_path / "v.npy", tmp_path / "index", Manifest(kind="faiss", dim=384),
+                      VectorIndexParams(kind="flat"))
+    record = describe_file(tmp_path / "index" / EMBEDDINGS)
+    data = bytearray((tmp_path / "index" / EMBEDDINGS).read_bytes())
+    data[-700] ^= 0x40  # inside the last row
+    (tmp_path / "index" / EMBEDDINGS).write_bytes(bytes(data))
+
+    def check(name, read):
+        return FileCheck(record, read, name, "rebuild it") if name == EMBEDDINGS else None
+
+    index = VectorIndex.load(tmp_path / "index", use_gpu=False, check=check)
+    assert np.array_equal(index.verified_rows(np.array([[0, 3], [5, -1]]))[[0, 3, 5]], vectors[[0, 3, 5]])
+    assert not index.check._whole and 0 < index.check._checked.sum() < len(index.check._checked)
+    with pytest.raises(OdqaError, match="differs from the file that was built"):
+        index.verified_rows(np.array([39]))
