@@ -498,10 +498,12 @@ def reference_kb(path: str | None) -> Path:
 
 
 def synthetic_entity_vectors(size: int, reference: Path, path: Path, block: int = 200_000,
-                             copy_cosine: float = 0.9) -> None:
+                             copy_cosine: float = 0.9, namesakes: str = "distinct") -> None:
     """`size` entity vectors following synthetic_entities: row n is the real entity n % R of the reference KB,
-    itself in round 0 and, in round r > 0, that vector plus isotropic noise at about `copy_cosine` to it (a
-    namesake: near the original, never equal), normalised. float16, renamed when whole."""
+    itself in round 0; in round r > 0 a namesake (same aliases), whose vector is another real entity's, drawn at
+    random (`distinct`: one name, unrelated meanings, as "Paris" the city and Paris Hilton), or the original's
+    (`near`: a near-duplicate), plus isotropic noise at about `copy_cosine` to it, normalised. float16, renamed
+    when whole."""
     from odqa.linker.kb import KnowledgeBase
 
     kb = KnowledgeBase.load(reference)
@@ -515,8 +517,11 @@ def synthetic_entity_vectors(size: int, reference: Path, path: Path, block: int 
     out = np.lib.format.open_memmap(partial, mode="w+", dtype=np.float16, shape=(size, real.shape[1]))
     for start in range(0, size, block):
         rows = np.arange(start, min(size, start + block))
-        v = real[rows % len(real)] + (rows >= len(real))[:, None] * sigma * rng.standard_normal(
-            (len(rows), real.shape[1])).astype(np.float32)
+        copy = rows >= len(real)
+        source = rows % len(real)
+        if namesakes == "distinct":
+            source = np.where(copy, rng.integers(0, len(real), len(rows)), source)
+        v = real[source] + copy[:, None] * sigma * rng.standard_normal((len(rows), real.shape[1])).astype(np.float32)
         out[start : start + len(rows)] = v / np.linalg.norm(v, axis=1, keepdims=True)
     out.flush()
     del out
@@ -583,13 +588,13 @@ def cmd_kb(args) -> None:
     KB build time and disk, load time and memory, the first question (lazy structures) and p50/p99 after it."""
     size = parse_size(args.size)
     reference = reference_kb(args.reference_kb)
-    folder = scale_home() / f"entity-vectors-{size_name(size)}"
+    folder = scale_home() / f"entity-vectors-{size_name(size)}-{args.namesakes}"
     if not (folder / "vectors.npy").exists():
         folder.mkdir(parents=True, exist_ok=True)
-        synthetic_entity_vectors(size, reference, folder / "vectors.npy")
+        synthetic_entity_vectors(size, reference, folder / "vectors.npy", namesakes=args.namesakes)
     for kind in args.kinds or ["auto"]:
-        kb_path = scale_home() / f"kb-{size_name(size)}-{kind}"
-        result = {"what": "kb", "size": size, "requested_kind": kind}
+        kb_path = scale_home() / f"kb-{size_name(size)}-{kind}-{args.namesakes}"
+        result = {"what": "kb", "size": size, "requested_kind": kind, "namesakes": args.namesakes}
         if not (kb_path / "manifest.json").exists():
             out, rss = run_stage(["kb-build", str(size), str(folder / "vectors.npy"), kind, str(kb_path)])
             result.update(out, build_peak_rss_gb=round(rss / 2**30, 2))
@@ -660,6 +665,8 @@ def main(argv=None) -> None:
                    help="entity index kinds (default: auto, what build-kb picks)")
     p.add_argument("--questions", type=int, default=200)
     p.add_argument("--delete", action="store_true", help="remove the built KB afterwards")
+    p.add_argument("--namesakes", choices=["distinct", "near"], default="distinct",
+                   help="a later round's vector: another real entity's (distinct) or the original's (near)")
     p.add_argument("--reference-kb", help="the real KB whose entities are drawn again (default: "
                    "$ODQA_HOME/work_indexes/kb, built from ../shared/data/wiki)")
     p.set_defaults(run=cmd_kb)
