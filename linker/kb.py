@@ -178,8 +178,7 @@ class StoredEntries(Sequence[KBEntry]):
         if self._check is not None:
             self._check.whole()
         for row in range(len(self)):
-            start, end = int(self._starts[row]), int(self._starts[row + 1])
-            yield parse_entry(self._map[start:end])
+            yield parse_entry(self._line(row))  # checked whole above: the per-row check is a no-op
 
 
 @dataclass
