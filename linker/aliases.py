@@ -252,18 +252,15 @@ class StoredAliases(AliasMatcher):
         self._count: int | None = None
 
     @staticmethod
-    def write(path: str | Path, matcher: AliasMatcher) -> None:
-        """Store an in-memory matcher's ranked table."""
-        with _new_table(path) as connection:
-            connection.executemany("INSERT INTO aliases VALUES (?, ?)", (
-                (KEY_SEPARATOR.join(key), np.asarray(rows, dtype="<i4").tobytes()) for key, rows in matcher.ranked()))
-            connection.commit()
-
-    @staticmethod
     def write_entities(path: str | Path, entities: Iterable[tuple[Sequence[str], float]], max_tokens: int = 10) -> None:
         """Store the table `AliasMatcher.from_entities` would rank, from (aliases, prior) of each row in order,
         without holding it in memory: the (alias, row, prior) triples are sorted by SQLite on disk."""
-        with _new_table(path) as connection:
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(str(path))) as connection:
+            connection.execute("PRAGMA journal_mode = OFF")
+            connection.execute("PRAGMA temp_store = FILE")  # the pending triples of millions of entities sort on disk
+            connection.execute("CREATE TABLE aliases (alias TEXT PRIMARY KEY, entities BLOB NOT NULL) WITHOUT ROWID")
             connection.execute("CREATE TEMP TABLE pending (alias TEXT NOT NULL, row INTEGER NOT NULL, prior REAL NOT NULL)")
 
             def triples():
@@ -305,14 +302,3 @@ class StoredAliases(AliasMatcher):
 
     def close(self) -> None:
         self._connection.close()
-
-
-@contextlib.contextmanager
-def _new_table(path: str | Path):
-    import sqlite3
-
-    with contextlib.closing(sqlite3.connect(str(path))) as connection:
-        connection.execute("PRAGMA journal_mode = OFF")
-        connection.execute("PRAGMA temp_store = FILE")  # the pending triples of millions of entities sort on disk
-        connection.execute("CREATE TABLE aliases (alias TEXT PRIMARY KEY, entities BLOB NOT NULL) WITHOUT ROWID")
-        yield connection
