@@ -92,3 +92,27 @@ def test_quiet_and_verbose_are_options_of_every_command():
         assert "--quiet" in sub.format_help() and "--verbose" in sub.format_help(), name
     args = commands["ask"].parse_args(["--quiet", "Who wrote Hamlet?"])
     assert args.quiet and not args.verbose
+
+
+def test_a_sentence_transformers_model_loads_without_third_party_load_notes(capfd):
+    """models/encoder-multilingual has no pooler weights (odqa pools itself) and ships fp16: transformers and
+    sentence-transformers called that a newly initialised layer and a slow dtype on every index and search."""
+    from odqa.core.encoder import TextEncoder
+
+    levels = {name: logging.getLogger(name).level for name in ("transformers", "sentence_transformers")}
+    encoder = TextEncoder.from_pretrained("encoder-multilingual")
+    printed = capfd.readouterr()
+    assert next(encoder.parameters()).dtype.is_floating_point and encoder.dim == 384
+    for note in ("MISSING", "newly initialized", "float16"):
+        assert note not in printed.out + printed.err
+    assert {name: logging.getLogger(name).level for name in levels} == levels
+
+
+def test_a_sentence_transformers_model_has_the_same_fingerprint_in_every_load():
+    """The ONNX graph cache is keyed by the weights' fingerprint: a randomly drawn unused pooler made each
+    process build the encoder's graph again."""
+    from odqa.core.encoder import TextEncoder
+    from odqa.core.runtime import weights_fingerprint
+
+    first, second = (TextEncoder.from_pretrained("encoder-multilingual") for _ in range(2))
+    assert weights_fingerprint(first) == weights_fingerprint(second)

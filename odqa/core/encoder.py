@@ -21,6 +21,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from odqa.core.device import autocast_for, pick_device
 from odqa.core.errors import OdqaError
+from odqa.core.logs import loggers_quieted
 from odqa.core.models import hub_options, resolve_model
 from odqa.core.runtime import InferencePlan, LoadedFrom, PerWeights, files_digest, int8_dynamic
 from odqa.core.text_encoding import (DEFAULT_MAX_LENGTH, KIND_DEFAULTS, POOLINGS, SIMILARITIES,  # noqa: F401
@@ -115,7 +116,8 @@ class TextEncoder(torch.nn.Module, EncodesTexts):
         from sentence_transformers import SentenceTransformer
         from sentence_transformers.models import Normalize, Pooling
 
-        st = SentenceTransformer(path, device="cpu", local_files_only=True)
+        with loggers_quieted("transformers", "sentence_transformers"):
+            st = SentenceTransformer(path, device="cpu", local_files_only=True, model_kwargs={"dtype": torch.float32})
         modules = list(st)
         pooled = [m for m in modules if isinstance(m, Pooling)]
         own_pooling = "cls" if pooled and pooled[0].pooling_mode == "cls" else "mean"
@@ -125,6 +127,11 @@ class TextEncoder(torch.nn.Module, EncodesTexts):
         own_similarity = "cosine" if any(isinstance(m, Normalize) for m in modules) else (
             "dot" if st.similarity_fn_name == "dot" else "cosine")
         prompts = st.prompts or {}
+        # neither sentence-transformers nor odqa calls a BERT-style pooler; where the checkpoint has none
+        # (models/encoder-multilingual) transformers draws it at random, which changed the weights' fingerprint,
+        # so every process built its ONNX graph again (about 25 s before each Korean or Chinese search)
+        if getattr(modules[0].auto_model, "pooler", None) is not None:
+            modules[0].auto_model.pooler = None
         return cls(modules[0].auto_model, st.tokenizer, name=name, kind="sentence-transformers",
                    max_length=st.max_seq_length or DEFAULT_MAX_LENGTH, pooling=own_pooling,
                    similarity=similarity or own_similarity, query_prefix=prompts.get("query", ""),

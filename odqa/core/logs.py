@@ -51,6 +51,22 @@ class _Stderr:
 
 
 @contextlib.contextmanager
+def loggers_quieted(*names: str, level: int = logging.ERROR):
+    """Run a third-party loader with its loggers (`transformers`, `sentence_transformers`) at `level`: their
+    load notes describe uses odqa does not make (a pooler it never calls reported as newly initialised, fp16
+    weights it computes in fp32) and read like failures; errors still show, and the levels are restored."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(max(level, logger.getEffectiveLevel()))
+    try:
+        yield
+    finally:
+        for logger, old in zip(loggers, levels):
+            logger.setLevel(old)
+
+
+@contextlib.contextmanager
 def root_logging_kept(into: str = "odqa.core.runtime"):
     """Run third-party code that logs through the root logger (onnxruntime's quantiser and optimiser call
     `logging.warning`, which installs a root handler where there is none) without leaving a handler behind:
