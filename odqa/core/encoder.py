@@ -129,7 +129,7 @@ class TextEncoder(torch.nn.Module, EncodesTexts):
         prompts = st.prompts or {}
         # neither sentence-transformers nor odqa calls a BERT-style pooler; where the checkpoint has none
         # (models/encoder-multilingual) transformers draws it at random, which changed the weights' fingerprint,
-        # so every process built its ONNX graph again (about 25 s before each Korean or Chinese search)
+        # so every process built its ONNX graph again
         if getattr(modules[0].auto_model, "pooler", None) is not None:
             modules[0].auto_model.pooler = None
         return cls(modules[0].auto_model, st.tokenizer, name=name, kind="sentence-transformers",
