@@ -218,7 +218,7 @@ def stage_bm25_query(store_folder: str, bm25_folder: str, questions: int) -> dic
         if text and index.analyzer.analyze(text):
             parsed, _ = index.index.parse_query_lenient(text, ["text"])
             with engine:  # Tantivy's top 100 alone, without reading each hit's row from the document store
-                index.searcher.search(parsed, 100)
+                index.searcher.search(parsed, 100, count=False)
         with fetch:
             store.get_rows([row for row, _ in hits[:20]])
     return {"store_open_s": round(open_s, 3), "bm25_open_s": round(bm25_open_s, 3), "questions": len(search.wall),

@@ -185,7 +185,7 @@ class TantivyIndex:
             parsed, _errors = self.index.parse_query_lenient(text, ["text"])
 
             def fetch(n: int, parsed=parsed) -> Hits:
-                return self._rows(self.searcher.search(parsed, n))
+                return self._rows(self._top(parsed, n))
 
             out.append(rank_with_ties(fetch, k))
         return out
@@ -199,7 +199,12 @@ class TantivyIndex:
         schema = self.index.schema
         query = tantivy.Query.boolean_query(
             [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "text", term)) for term in terms])
-        return rank_with_ties(lambda n: self._rows(self.searcher.search(query, n)), k)
+        return rank_with_ties(lambda n: self._rows(self._top(query, n)), k)
+
+    def _top(self, query, n: int):
+        # count=False: odqa never reads the number of matching documents, and counting them makes Tantivy
+        # visit every posting of every query term instead of skipping blocks that cannot reach the top n
+        return self.searcher.search(query, n, count=False)
 
     def _rows(self, result) -> Hits:
         addresses = [addr for _, addr in result.hits]

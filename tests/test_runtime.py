@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -385,3 +387,81 @@ def test_a_large_auto_build_records_the_fast_passage_encoder_and_is_searched_wit
     dense = IndexBundle.open(tmp_path / "index").dense(device="cpu")
     assert dense.encoder.name == "retriever"
     assert dense.search(["Which passage is about volcanoes?"], 1)[0][0].row == 1
+
+
+def _tiny_sentence_transformer(tmp_path, *extra_modules, prompts=None):
+    """A sentence-transformers folder around the tiny encoder: Transformer at the top, mean Pooling, Normalize."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Normalize, Pooling, Transformer
+    from tests.reader_fixtures import save_tiny_qa
+
+    bert = save_tiny_qa(tmp_path / "tiny-bert", qa=False)
+    transformer = Transformer(str(bert))
+    modules = [transformer, Pooling(transformer.get_word_embedding_dimension(), "mean"), *extra_modules, Normalize()]
+    st = SentenceTransformer(modules=modules, device="cpu", prompts=prompts or {})
+    st.save(str(tmp_path / "tiny-st"))
+    return tmp_path / "tiny-st"
+
+
+def test_a_sentence_transformers_folder_is_searched_from_its_cached_graph_without_torch_modules(tmp_path, home):
+    """The first load builds the graph under the folder's files digest; the next finds it by the files alone
+    (no torch module built), with the folder's own prefixes, length and pooling, and the same vectors."""
+    from odqa.core.encoder import TextEncoder
+    from odqa.core.encoder_loading import load_text_encoder
+    from odqa.core.text_encoding import OnnxTextEncoder
+
+    folder = _tiny_sentence_transformer(tmp_path, prompts={"query": "query: ", "passage": "passage: "})
+    torch_encoder = TextEncoder.from_pretrained(str(folder), device="cpu", precision="fp32", runtime="onnx")
+    questions = ["Who built the Eiffel Tower?", "a short one"]
+    ref_questions = torch_encoder.encode_queries(questions)
+    ref_passages = torch_encoder.encode([p.text for p in PASSAGES])
+
+    fast = load_text_encoder(str(folder), precision="fp32", runtime="onnx")
+    assert isinstance(fast, OnnxTextEncoder)
+    assert (fast.query_prefix, fast.passage_prefix) == ("query: ", "passage: ")
+    assert (fast.pooling, fast.similarity, fast.max_length) == ("mean", "cosine", torch_encoder.max_length)
+    np.testing.assert_allclose(fast.encode_queries(questions), ref_questions, atol=1e-4)
+    np.testing.assert_allclose(fast.encode([p.text for p in PASSAGES]), ref_passages, atol=1e-4)
+
+    # a pooling the folder does not compute is refused as the torch path refuses it
+    with pytest.raises(OdqaError, match="keeps its own pooling"):
+        load_text_encoder(str(folder), precision="fp32", runtime="onnx", pooling="cls")
+
+
+def test_a_changed_module_configuration_does_not_reuse_the_graph(tmp_path, home):
+    """The graph's name covers the module files that shape the vectors, not only the weights: mean pooling
+    turned to [CLS] in 1_Pooling/config.json finds no graph, and the torch load builds the right one."""
+    from odqa.core.encoder import TextEncoder
+    from odqa.core.encoder_loading import load_text_encoder
+    from odqa.core.text_encoding import OnnxTextEncoder
+
+    folder = _tiny_sentence_transformer(tmp_path)
+    TextEncoder.from_pretrained(str(folder), device="cpu", precision="fp32", runtime="onnx").encode(["warm"])
+    pooling = folder / "1_Pooling" / "config.json"
+    config = json.loads(pooling.read_text())
+    if "pooling_mode" in config:  # sentence-transformers 6
+        config["pooling_mode"] = "cls"
+    else:
+        config.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
+    pooling.write_text(json.dumps(config))
+    assert not isinstance(load_text_encoder(str(folder), precision="fp32", runtime="onnx"), OnnxTextEncoder)
+    cls_encoder = TextEncoder.from_pretrained(str(folder), device="cpu", precision="fp32", runtime="onnx")
+    assert cls_encoder.pooling == "cls"
+    ref = cls_encoder.encode(["Who built the Eiffel Tower?"])
+    fast = load_text_encoder(str(folder), precision="fp32", runtime="onnx")
+    assert isinstance(fast, OnnxTextEncoder) and fast.pooling == "cls"
+    np.testing.assert_allclose(fast.encode(["Who built the Eiffel Tower?"]), ref, atol=1e-4)
+
+
+def test_a_sentence_transformers_folder_with_other_modules_loads_with_torch(tmp_path, home):
+    """A Dense layer between pooling and normalisation is not a layout the files describe to odqa: torch."""
+    from sentence_transformers.models import Dense
+
+    from odqa.core.encoder_loading import load_text_encoder
+    from odqa.core.text_encoding import OnnxTextEncoder, sentence_transformers_layout
+
+    folder = _tiny_sentence_transformer(tmp_path, Dense(32, 16))
+    assert sentence_transformers_layout(folder) is None
+    encoder = load_text_encoder(str(folder), precision="fp32", runtime="onnx")
+    assert not isinstance(encoder, OnnxTextEncoder)
+    assert encoder.encode(["Who built the Eiffel Tower?"]).shape == (1, 16)

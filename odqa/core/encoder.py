@@ -26,7 +26,8 @@ from odqa.core.models import hub_options, resolve_model
 from odqa.core.runtime import InferencePlan, LoadedFrom, PerWeights, files_digest, int8_dynamic
 from odqa.core.text_encoding import (DEFAULT_MAX_LENGTH, KIND_DEFAULTS, POOLINGS, SIMILARITIES,  # noqa: F401
                                      EncodesTexts, PassageInput, check_choice, encoder_kind, encoder_max_length,
-                                     graph_variant, int8_measured, passage_text)
+                                     graph_variant, int8_measured, passage_text, sentence_transformers_layout,
+                                     sentence_transformers_variant)
 
 
 def mean_pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -105,8 +106,12 @@ class TextEncoder(torch.nn.Module, EncodesTexts):
         encoder.float()
         encoder.to(pick_device(device))
         encoder.eval()
-        digest = None if kind == "sentence-transformers" else files_digest(
-            name_or_path, graph_variant(kind, encoder.pooling, encoder.similarity))
+        if kind == "sentence-transformers":
+            layout = sentence_transformers_layout(path)
+            variant = sentence_transformers_variant(layout, encoder.similarity) if layout else None
+        else:
+            variant = graph_variant(kind, encoder.pooling, encoder.similarity)
+        digest = files_digest(name_or_path, variant) if variant else None
         if digest is not None:  # the graph then has the name load_text_encoder looks for
             encoder._loaded_from = LoadedFrom(digest, encoder)
         return encoder

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from odqa.core.device import device_type
 from odqa.core.models import resolve_model
 from odqa.core.runtime import cached_graph, fast_tokenizer, plan_inference
 from odqa.core.text_encoding import (DEFAULT_MAX_LENGTH, KIND_DEFAULTS, POOLINGS, SIMILARITIES, EncodesTexts,
-                                     OnnxTextEncoder, check_choice, encoder_kind, graph_variant,
-                                     int8_measured)
+                                     OnnxTextEncoder, check_choice, encoder_kind, graph_variant, int8_measured,
+                                     sentence_transformers_layout, sentence_transformers_max_length,
+                                     sentence_transformers_variant)
 
 
 def load_text_encoder(name_or_path: str, max_length: int | None = None, device: str | None = None,
@@ -27,15 +30,24 @@ def load_text_encoder(name_or_path: str, max_length: int | None = None, device: 
 
     path = resolve_model(name_or_path)
     kind = encoder_kind(path)
-    # a sentence-transformers folder may keep weights in module subfolders, which the files' digest does not see
     if kind == "sentence-transformers":
-        return load_torch()
-    pooling, similarity = pooling or KIND_DEFAULTS[kind]["pooling"], similarity or KIND_DEFAULTS[kind]["similarity"]
+        layout = sentence_transformers_layout(path)
+        # another layout, or a pooling the folder does not compute (TextEncoder refuses it): torch
+        if layout is None or (pooling is not None and pooling != layout.pooling):
+            return load_torch()
+        pooling, similarity = layout.pooling, similarity or layout.similarity
+        variant = sentence_transformers_variant(layout, similarity)
+        max_length = max_length or sentence_transformers_max_length(Path(path)) or DEFAULT_MAX_LENGTH
+        query_prefix = layout.query_prefix if query_prefix is None else query_prefix
+        passage_prefix = layout.passage_prefix if passage_prefix is None else passage_prefix
+    else:
+        pooling, similarity = pooling or KIND_DEFAULTS[kind]["pooling"], similarity or KIND_DEFAULTS[kind]["similarity"]
+        variant = graph_variant(kind, pooling, similarity)
     check_choice("pooling", pooling, POOLINGS)
     check_choice("similarity", similarity, SIMILARITIES)
     auto_int8 = int8_measured(name_or_path)
     plan = plan_inference(device_type(device), precision, runtime, auto_int8=auto_int8, question_time=True)
-    session = cached_graph("encoder", name_or_path, plan, graph_variant(kind, pooling, similarity))
+    session = cached_graph("encoder", name_or_path, plan, variant)
     if session is None:
         return load_torch()
     return OnnxTextEncoder(session, fast_tokenizer(path), name_or_path, kind, max_length or DEFAULT_MAX_LENGTH,

@@ -7,7 +7,9 @@ The torch encoder is odqa.core.encoder.TextEncoder; odqa.core.encoder_loading pi
 
 from __future__ import annotations
 
+import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence, Union
 
@@ -76,6 +78,78 @@ def sentence_transformers_max_length(folder: Path) -> int | None:
     model = module / "config.json"
     positions = json.loads(model.read_text()).get("max_position_embeddings", -1) if model.is_file() else -1
     return int(min(length, positions)) if positions not in (None, -1) else int(length)
+
+
+# sentence-transformers' pooling switches before version 6 (which writes one "pooling_mode")
+ST_LEGACY_POOLING = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
+                     "pooling_mode_max_tokens": "max", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+                     "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
+
+
+def _st_module_class(entry: dict) -> str:
+    """The class name of a modules.json entry (its module path moved between sentence-transformers versions)."""
+    name = str(entry.get("type", ""))
+    return name.rsplit(".", 1)[-1] if name.startswith("sentence_transformers.") else ""
+
+
+def _st_pooling_mode(config: dict):
+    if "pooling_mode" in config:
+        return config["pooling_mode"]
+    active = [mode for key, mode in ST_LEGACY_POOLING.items() if config.get(key)]
+    return active[0] if len(active) == 1 else ("mean" if not active else None)
+
+
+@dataclass(frozen=True)
+class SentenceTransformersLayout:
+    """What a sentence-transformers folder computes, read from its JSON files (no torch, no weights)."""
+
+    pooling: str
+    similarity: str  # its own: Normalize makes it cosine, else config_sentence_transformers.json's similarity
+    query_prefix: str
+    passage_prefix: str
+    configs_digest: str  # of every file besides the weights that shapes its vectors
+
+
+def sentence_transformers_layout(folder: str | Path) -> SentenceTransformersLayout | None:
+    """The layout of a sentence-transformers folder whose graph odqa names by its files: a Transformer at the
+    folder's top (its weights are the folder's own weight files) that does not lower-case, one Pooling by mean
+    or [CLS], optionally Normalize. None for any other layout (dense layers, weights in module subfolders, other
+    poolings): those are loaded with torch and their graph named by their live weights."""
+    folder = Path(folder)
+    try:
+        modules = json.loads((folder / "modules.json").read_text())
+        classes = [_st_module_class(m) for m in modules]
+        if classes not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]) or \
+                modules[0].get("path", "") != "":
+            return None
+        module_config = next((folder / name for name in ST_MODULE_CONFIGS if (folder / name).is_file()), None)
+        if module_config is not None and json.loads(module_config.read_text()).get("do_lower_case"):
+            return None
+        pooling_file = folder / modules[1].get("path", "") / "config.json"
+        pooling_config = json.loads(pooling_file.read_text())
+        # a pooling that leaves the prompt's tokens out needs the prompt's length, which the graph is not given
+        if pooling_config.get("include_prompt", True) is False:
+            return None
+        pooling = {"cls": "cls", "mean": "mean"}.get(_st_pooling_mode(pooling_config))
+        settings_file = folder / "config_sentence_transformers.json"
+        settings = json.loads(settings_file.read_text()) if settings_file.is_file() else {}
+    except (OSError, ValueError, AttributeError, IndexError):
+        return None
+    if pooling is None:
+        return None
+    similarity = "cosine" if len(modules) == 3 or settings.get("similarity_fn_name") != "dot" else "dot"
+    prompts = settings.get("prompts") or {}
+    digest = hashlib.sha1()
+    for path in (folder / "modules.json", module_config, pooling_file, settings_file):
+        if path is not None and path.is_file():
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return SentenceTransformersLayout(pooling, similarity, prompts.get("query", ""),
+                                      prompts.get("passage", prompts.get("document", "")), digest.hexdigest()[:16])
+
+
+def sentence_transformers_variant(layout: SentenceTransformersLayout, similarity: str) -> str:
+    """What besides the top-level weight files shapes the graph of a sentence-transformers folder."""
+    return f"{graph_variant('sentence-transformers', layout.pooling, similarity)}:{layout.configs_digest}"
 
 
 def _retriever_info(name_or_path: str) -> dict:
@@ -226,7 +300,9 @@ class OnnxTextEncoder(EncodesTexts):
         self.auto_int8 = auto_int8
         self._load_torch = load_torch
         self._torch: EncodesTexts | None = None
-        self.dim = int(session.session.get_outputs()[0].shape[-1])
+        size = session.session.get_outputs()[0].shape[-1]
+        # an exported [CLS] pooling followed by normalisation can leave the width symbolic: ask the graph
+        self.dim = size if isinstance(size, int) else int(session.run(self.token_arrays(["width"], 8))[0].shape[-1])
 
     def _encode_batch(self, texts: list, plan: InferencePlan, max_length: int | None) -> np.ndarray:
         if plan.runtime == "onnx" and (plan.precision == "int8") == self.session.path.name.endswith(".int8.onnx"):
