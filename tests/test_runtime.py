@@ -465,3 +465,56 @@ def test_a_sentence_transformers_folder_with_other_modules_loads_with_torch(tmp_
     encoder = load_text_encoder(str(folder), precision="fp32", runtime="onnx")
     assert not isinstance(encoder, OnnxTextEncoder)
     assert encoder.encode(["Who built the Eiffel Tower?"]).shape == (1, 16)
+
+
+def test_building_a_graph_removes_the_least_recently_used_beyond_the_cache_budget(tiny_dir, home, monkeypatch):
+    """Old graphs of weights no longer used go once the cache is over its budget, oldest first; a graph used
+    recently (by this process or another) and the one just built stay."""
+    import os
+    import time
+
+    import odqa.core.runtime as runtime
+    from odqa.reader.model import Reader
+
+    old = []
+    for i, age_days in enumerate((30, 20, 10)):
+        folder = home / "onnx" / f"reader-old{i}"
+        folder.mkdir(parents=True)
+        (folder / "model.onnx").write_bytes(b"x" * 1000)
+        when = time.time() - age_days * 86400
+        os.utime(folder, (when, when))
+        old.append(folder)
+    recent = home / "onnx" / "encoder-recent"
+    recent.mkdir()
+    (recent / "model.onnx").write_bytes(b"x" * 1000)
+    leftover = home / "onnx" / "reader-old0.tmp1234"  # another process's build in progress
+    leftover.mkdir()
+    monkeypatch.setattr(runtime, "ONNX_CACHE_BUDGET_BYTES", 2500)
+
+    reader = Reader.from_pretrained(str(tiny_dir), device="cpu", precision="fp32", runtime="onnx")
+    assert reader.read("Who built the Eiffel Tower?", PASSAGES)
+    built = [f for f in (home / "onnx").iterdir() if f.name.startswith("reader-") and f not in old + [leftover]]
+    assert len(built) == 1 and (built[0] / "model.onnx").is_file()
+    assert recent.is_dir() and leftover.is_dir()  # used within the grace period; not a graph folder
+    assert [f.is_dir() for f in old] == [False, False, False]  # the new graph alone is over 2,500 bytes
+
+    monkeypatch.setattr(runtime, "ONNX_CACHE_BUDGET_BYTES", 1 << 40)  # within budget: nothing goes
+    before = sorted((home / "onnx").iterdir())
+    assert runtime.prune_graph_cache(keep=built[0]) == []
+    assert sorted((home / "onnx").iterdir()) == before
+
+
+def test_a_cached_graph_in_use_is_marked_recently_used(tiny_dir, home):
+    import os
+    import time
+
+    from odqa.reader.model import Reader
+
+    Reader.from_pretrained(str(tiny_dir), device="cpu", precision="fp32", runtime="onnx").read(
+        "Who built the Eiffel Tower?", PASSAGES)
+    (graph,) = [f for f in (home / "onnx").iterdir() if f.name.startswith("reader-")]
+    when = time.time() - 90 * 86400
+    os.utime(graph, (when, when))
+    Reader.from_pretrained(str(tiny_dir), device="cpu", precision="fp32", runtime="onnx").read(
+        "Who built the Eiffel Tower?", PASSAGES)
+    assert time.time() - graph.stat().st_mtime < 600

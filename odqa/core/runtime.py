@@ -35,6 +35,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -217,6 +218,49 @@ def onnx_cache_root() -> Path:
     return odqa_home() / "onnx"
 
 
+# the graph cache keeps its most recently used graphs within this many bytes (the one just built always):
+# weights that change between runs (a model retrained under one name, a checkpoint per evaluation) each leave
+# a graph of their own behind, which filled gigabytes before anything removed them
+ONNX_CACHE_BUDGET_BYTES = 4 << 30
+# nor is a graph used this recently removed: another process may be opening it
+ONNX_CACHE_GRACE_SECONDS = 600
+
+
+def _mark_used(graph: Path) -> None:
+    """A cached graph's folder carries its last use as its modification time (what pruning orders by)."""
+    if graph.parent.parent == onnx_cache_root():
+        try:
+            os.utime(graph.parent)
+        except OSError:
+            pass  # a read-only cache still serves its graphs
+
+
+def prune_graph_cache(keep: Path, budget: int | None = None) -> list[Path]:
+    """Remove the least recently used graph folders beyond `budget` bytes, never `keep` nor one used in the
+    last ONNX_CACHE_GRACE_SECONDS; returns the removed folders."""
+    budget = ONNX_CACHE_BUDGET_BYTES if budget is None else budget
+    root = onnx_cache_root()
+    folders = []
+    for folder in root.iterdir() if root.is_dir() else ():
+        if folder.is_dir() and "." not in folder.name:  # a build's temporary folder is "NAME.random"
+            try:
+                size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+                folders.append((folder.stat().st_mtime, folder, size))
+            except OSError:
+                continue  # removed meanwhile by another process
+    folders.sort(key=lambda item: -item[0])
+    total, removed, now = 0, [], time.time()
+    for used, folder, size in folders:
+        total += size
+        if total > budget and folder != keep and now - used > ONNX_CACHE_GRACE_SECONDS:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    if removed:
+        log.info("removed %d least recently used ONNX graphs from %s (the cache keeps %.1f GB)", len(removed),
+                 root, budget / 2**30)
+    return removed
+
+
 def graph_path(kind: str, weights_digest: str, int8: bool) -> Path:
     """Where the graph of a `kind` model whose weights `weights_digest` names is cached (built or not)."""
     digest = hashlib.sha1(f"{GRAPH_RECIPE}:{weights_digest}".encode()).hexdigest()
@@ -275,6 +319,7 @@ class OnnxModel:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.path = Path(path)
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        _mark_used(self.path)
         self.input_names = [i.name for i in self.session.get_inputs()]
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -304,6 +349,7 @@ class OnnxModel:
                 _quantise_cached(folder)
             else:
                 _build(module, transformer, folder, outputs, inputs, forward, int8)
+            prune_graph_cache(keep=folder)
         return cls(target)
 
 
