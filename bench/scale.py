@@ -6,6 +6,8 @@
     python bench/scale.py vectors --size 1M --kinds flat ivf ivfpq opq-ivfpq hnsw
     python bench/scale.py vectors --real                 # the same kinds over the real vectors: real recall
     python bench/scale.py kb --size 1M --kinds flat ivfpq  # the linker over simulated entities: load, memory, latency
+    python bench/scale.py ask --size 1M                  # a default ask (hybrid + reader) over both (after
+                                                         # `passages` and `vectors --kinds odqa-ivfpq --keep`)
     python bench/scale.py report                         # markdown tables of every result so far
 
 Passages: Wikipedia-like, streamed (never held in memory at once): the subset's articles
@@ -606,6 +608,78 @@ def cmd_kb(args) -> None:
             shutil.rmtree(kb_path)
 
 
+# ---- whole ask -----------------------------------------------------------------------------------------------
+def stage_ask(passages_folder: str, vector_index: str, questions: int) -> dict:
+    """A default `ask` over the simulated corpus: the hybrid of its BM25 index and the dense index over its
+    simulated vectors (built by `vectors --kinds odqa-ivfpq --keep`), rrf fusion, the shipped reader on the fused
+    top k, the real question encoder; the pipeline's own ask_batch, linking off (the kb command measures it).
+    The dense hits are simulated vectors' rows, so the answers mean nothing: the times and memory do."""
+    from odqa.config import OdqaConfig
+    from odqa.core.encoder_loading import load_text_encoder
+    from odqa.core.fusion import resolve_fusion
+    from odqa.core.models import DEFAULT_ENCODER
+    from odqa.corpus.store import PassageStore
+    from odqa.indexes.bm25 import load_text_index
+    from odqa.indexes.vector import VectorIndex
+    from odqa.pipeline import Pipeline
+    from odqa.retriever.bm25 import BM25Retriever
+    from odqa.retriever.dense import DenseRetriever
+    from odqa.retriever.hybrid import HybridRetriever
+
+    class SimulatedCorpusPipeline(Pipeline):
+        """The pipeline over retrievers given to it, not over an index folder's bundle."""
+
+        def __init__(self, config, retriever, size):
+            super().__init__(config)
+            self._retrievers[config.retrieval.retriever] = retriever
+            self._reader_name, self._size = config.reader.model if config.reader.model != "auto" else "reader", size
+
+        @property
+        def corpus_size(self) -> int:
+            return self._size
+
+        def language_differs(self, question):
+            return None
+
+    config = OdqaConfig.load(None, {"linker.enabled": False})
+    t0 = time.perf_counter()
+    store = PassageStore.open(Path(passages_folder) / "passages")
+    bm25 = BM25Retriever(load_text_index(Path(passages_folder) / "bm25"), store)
+    dense = DenseRetriever(load_text_encoder(DEFAULT_ENCODER), VectorIndex.load(vector_index), store,
+                           check_name=False)
+    r = config.retrieval
+    method, alpha, rrf_k = resolve_fusion(r.fusion, r.alpha, r.rrf_k)
+    pipeline = SimulatedCorpusPipeline(config, HybridRetriever(dense, bm25, method=method, alpha=alpha,
+                                                               candidates=r.candidates, rrf_k=rrf_k), len(store))
+    open_s = time.perf_counter() - t0
+    asked = nq_questions(questions + 5)
+    for question in asked[:5]:  # the reader and the encoder load, and their first calls
+        pipeline.ask(question)
+    total, parts = Timer(), {"retrieve": [], "read": []}
+    for question in asked[5:]:
+        with total:
+            result = pipeline.ask(question)
+        for name in parts:
+            parts[name].append(result.timings[name])
+    return {"open_s": round(open_s, 2), "questions": len(total.wall), "fusion": method,
+            "k": r.k, "ask": percentiles(total.wall),
+            **{name: percentiles(values) for name, values in parts.items()}, "rss_gb": resident_gb()}
+
+
+def cmd_ask(args) -> None:
+    size = parse_size(args.size)
+    passages = scale_home() / f"passages-{size_name(size)}"
+    vector_index = scale_home() / f"vectors-{size_name(size)}" / f"{ODQA_KIND}.faiss"
+    for needed, command in ((passages / "bm25" / "manifest.json", f"passages --size {args.size}"),
+                            (vector_index / "manifest.json", f"vectors --size {args.size} --kinds {ODQA_KIND} --keep")):
+        if not needed.exists():
+            raise SystemExit(f"{needed} is missing: run `python bench/scale.py {command}` first")
+    result = {"what": "ask", "size": size}
+    out, rss = run_stage(["ask", str(passages), str(vector_index), str(args.questions)])
+    result.update(out, peak_rss_gb=round(rss / 2**30, 2))
+    record(result)
+
+
 def stage(argv: list[str]) -> None:
     name, rest = argv[0], argv[1:]
     if name == "store":
@@ -620,6 +694,8 @@ def stage(argv: list[str]) -> None:
         out = stage_vector_query(*rest)
     elif name == "kb-build":
         out = stage_kb_build(int(rest[0]), rest[1], rest[2], rest[3])
+    elif name == "ask":
+        out = stage_ask(rest[0], rest[1], int(rest[2]))
     elif name == "kb-query":
         out = stage_kb_query(rest[0], int(rest[1]), rest[2])
     elif name == "vector-truth":
@@ -670,6 +746,10 @@ def main(argv=None) -> None:
     p.add_argument("--reference-kb", help="the real KB whose entities are drawn again (default: "
                    "$ODQA_HOME/work_indexes/kb, built from ../shared/data/wiki)")
     p.set_defaults(run=cmd_kb)
+    p = sub.add_parser("ask", help="a default ask (hybrid + reader) over the simulated passages and vectors")
+    p.add_argument("--size", default="1M")
+    p.add_argument("--questions", type=int, default=200)
+    p.set_defaults(run=cmd_ask)
     p = sub.add_parser("report")
     p.set_defaults(run=cmd_report)
     args = parser.parse_args(argv)

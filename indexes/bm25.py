@@ -56,6 +56,11 @@ def load_text_index(path: str | Path):
                         f"{str(exc).splitlines()[0] if str(exc) else ''}); rebuild it with `run_qa.py index`") from exc
 
 
+# each fetch scores the whole posting lists again whatever n is, so a tie across the cut asks for many more
+# hits at once: a passage repeated in hundreds of places (a list stub, a template) then takes few searches
+TIE_FETCH_GROWTH = 8
+
+
 def rank_with_ties(fetch, k: int) -> Hits:
     """Top `k` of `fetch(n) -> hits sorted by score`, equal scores ordered by row (the passage order of the
     store), so two builds of one corpus rank alike whatever their segment layout. A tie at the cut is
@@ -65,7 +70,7 @@ def rank_with_ties(fetch, k: int) -> Hits:
         hits = fetch(n)
         if len(hits) < n or hits[-1][1] != hits[k - 1][1]:
             break
-        n *= 2
+        n *= TIE_FETCH_GROWTH
     hits.sort(key=lambda h: (-h[1], h[0]))
     return hits[:k]
 

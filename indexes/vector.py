@@ -24,8 +24,11 @@ from odqa.indexes.manifest import Manifest
 
 from odqa.core.atomic import atomic_folder
 from odqa.core.errors import IndexMismatchError, OdqaError
+from odqa.core.logs import get_logger
 from odqa.core.optional import installed, require
 from odqa.core.registry import Registry
+
+log = get_logger(__name__)
 
 
 def load_faiss(purpose: str = "this vector search"):
@@ -62,6 +65,16 @@ FLAT_MAX_VECTORS = 1_000_000
 AUTO = "auto"
 
 
+# Above this many vectors, an IVF's nearest lists hold a smaller share of a question's neighbours and its
+# codes rank them less well, so a question searches more lists and rescores more candidates (`search_depth`)
+DEEP_SEARCH_MIN_VECTORS = 5_000_000
+
+
+def search_depth(vectors: int) -> tuple[int, int]:
+    """(nprobe, rerank) an ivf / ivfpq index over this many vectors searches with when not told."""
+    return (64, 100) if vectors <= DEEP_SEARCH_MIN_VECTORS else (192, 200)
+
+
 def auto_kind(vectors: int) -> str:
     """The index kind `auto` builds for this many vectors."""
     return "flat" if vectors <= FLAT_MAX_VECTORS or not faiss_installed() else "ivfpq"
@@ -78,12 +91,13 @@ class VectorIndexParams:
     ef_construction: int = 80
     ef_search: int = field(default=128, metadata={"help": "hnsw: candidates kept while searching"})
     nlist: int = field(default=0, metadata={"help": "IVF lists (0: 4*sqrt(n))"})
-    # nprobe and the code size: the cheapest setting that meets issue 49's recall@20 target against exact search
-    # over 1 M simulated passage vectors with the top `rerank` rescored (bench/results/scale.md, the ivfpq rows)
-    nprobe: int = field(default=64, metadata={"help": "ivf, ivfpq: lists searched per query"})
+    # nprobe, rerank and the code size: the cheapest settings that meet issue 49's recall@20 target against exact
+    # search over simulated passage vectors (bench/results/scale.md, the ivfpq rows); by size: `search_depth`
+    nprobe: int = field(default=0, metadata={"help": "ivf, ivfpq: lists searched per query (0: by corpus size)"})
     pq_m: int = field(default=0, metadata={"help": "ivfpq: bytes per vector code (0: dimension / 4)"})
-    rerank: int = field(default=100, metadata={
-        "help": "ivfpq: candidates rescored exactly from the float16 vectors (0: the codes' approximate scores)"})
+    rerank: int = field(default=-1, metadata={
+        "help": "ivfpq: candidates rescored exactly from the float16 vectors (-1: by corpus size; 0: the codes' "
+                "approximate scores)"})
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -122,6 +136,9 @@ class VectorIndex:
             embeddings = np.load(tmp / EMBEDDINGS, mmap_mode="r")
             if params.kind == AUTO:
                 params.kind = auto_kind(len(embeddings))
+            nprobe, rerank = search_depth(len(embeddings))
+            params.nprobe = params.nprobe or nprobe
+            params.rerank = rerank if params.rerank < 0 else params.rerank
             index = _train_and_fill(embeddings, params)
             if index is not None:
                 load_faiss().write_index(index, str(tmp / FAISS_FILE))
@@ -331,6 +348,22 @@ def _ivf(embeddings: np.ndarray, params: VectorIndexParams):
     return index
 
 
+# From this many IVF lists on, a vector finds its nearest lists through an HNSW graph of the centroids instead
+# of comparing it with every centroid: that comparison is most of an ivfpq build over millions of vectors, and
+# the graph finds the same lists when searched wide enough (bench/results/scale.md, "The coarse quantizer")
+HNSW_QUANTIZER_MIN_LISTS = 1024
+HNSW_QUANTIZER_M = 32
+
+
+def _coarse_quantizer(dim: int, nlist: int):
+    faiss = load_faiss()
+    if nlist < HNSW_QUANTIZER_MIN_LISTS:
+        return faiss.IndexFlatIP(dim)
+    quantizer = faiss.IndexHNSWFlat(dim, HNSW_QUANTIZER_M, faiss.METRIC_INNER_PRODUCT)
+    quantizer.hnsw.efConstruction = 80
+    return quantizer
+
+
 def _ivfpq(embeddings: np.ndarray, params: VectorIndexParams):
     n, dim = embeddings.shape
     nlist = params.nlist or max(1, int(4 * np.sqrt(n)))
@@ -338,12 +371,18 @@ def _ivfpq(embeddings: np.ndarray, params: VectorIndexParams):
     if dim % m:
         raise OdqaError(f"--pq-m {m} does not divide the vectors' dimension {dim}; pick a divisor of {dim}")
     faiss = load_faiss()
-    index = faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, nlist, m, 8, faiss.METRIC_INNER_PRODUCT)
+    index = faiss.IndexIVFPQ(_coarse_quantizer(dim, nlist), dim, nlist, m, 8, faiss.METRIC_INNER_PRODUCT)
+    exact = faiss.IndexFlatIP(dim)  # the k-means itself assigns exactly; the graph then holds its centroids
+    index.clustering_index = exact
     rng = np.random.default_rng(0)
     # FAISS trains the coarse k-means on at most 256 points a list, the codebooks on 256 x 256
     sample = np.sort(rng.choice(n, size=min(n, max(nlist * 64, 65536)), replace=False))
     index.train(np.ascontiguousarray(embeddings[sample], dtype=np.float32))
+    index.clustering_index = None  # `exact` is freed when this returns
     params.nlist, params.pq_m = nlist, m
+    if isinstance(faiss.downcast_index(index.quantizer), faiss.IndexHNSW):
+        # a vector added needs its one nearest list, which a narrow search of the graph finds
+        faiss.downcast_index(index.quantizer).hnsw.efSearch = 32
     return index
 
 
@@ -353,12 +392,18 @@ VECTOR_INDEXES: Registry = Registry("vector index kind", {"flat": _flat, "hnsw":
 
 
 def _train_and_fill(embeddings: np.ndarray, params: VectorIndexParams):
+    from tqdm.auto import tqdm
+
+    n = embeddings.shape[0]
+    if params.kind != "flat":
+        log.info("training the %s index over %s vectors...", params.kind, f"{n:,}")
     index = VECTOR_INDEXES.get(params.kind)(embeddings, params)
     if index is None:
         return None
-    n = embeddings.shape[0]
-    for start in range(0, n, 65536):
-        index.add(np.ascontiguousarray(embeddings[start : start + 65536], dtype=np.float32))
+    with tqdm(total=n, desc=f"{params.kind} add", unit=" vec", mininterval=2, disable=n < 1_000_000) as bar:
+        for start in range(0, n, 65536):
+            index.add(np.ascontiguousarray(embeddings[start : start + 65536], dtype=np.float32))
+            bar.update(min(65536, n - start))
     return index
 
 
@@ -368,3 +413,8 @@ def _set_search_params(index, params: dict[str, Any]) -> None:
         index.hnsw.efSearch = int(params.get("ef_search", 128))
     elif isinstance(index, faiss.IndexIVF):
         index.nprobe = int(params.get("nprobe", 32))  # builds record nprobe; 32: a manifest written by hand
+        quantizer = faiss.downcast_index(index.quantizer)
+        if isinstance(quantizer, faiss.IndexHNSW):
+            # a question needs nearly all of its nprobe nearest lists, which a search only as wide as nprobe
+            # misses too often (bench/results/scale.md, "The coarse quantizer")
+            quantizer.hnsw.efSearch = max(8 * index.nprobe, 256)

@@ -27,11 +27,11 @@ def test_one_engine_call_when_nothing_ties_across_the_cut():
 
 
 def test_a_tie_across_the_cut_is_fetched_whole_and_ordered_by_row():
-    scores = [5.0, 4.0] + [3.0] * 30 + [1.0] * 5
+    scores = [5.0, 4.0] + [3.0] * 60 + [1.0] * 5
     fetch, asked = _engine(scores)
     top = rank_with_ties(fetch, 5)
     assert top == [(0, 5.0), (1, 4.0), (2, 3.0), (3, 3.0), (4, 3.0)]  # the lowest rows of the tie, whatever order
-    assert asked == [6, 12, 24, 48]
+    assert asked == [6, 48, 384]  # each fetch is a whole search: few of them, each asking for many more hits
 
 
 def test_fewer_hits_than_asked_end_the_search():

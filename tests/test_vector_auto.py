@@ -22,6 +22,22 @@ def test_auto_is_flat_up_to_the_limit_and_ivfpq_above():
     assert auto_kind(FLAT_MAX_VECTORS + 1) == auto_kind(21_000_000) == "ivfpq"
 
 
+def test_a_larger_corpus_searches_more_lists_and_rescores_more_candidates(tmp_path):
+    from odqa.indexes.vector import DEEP_SEARCH_MIN_VECTORS, search_depth
+
+    assert search_depth(1_000_000) == search_depth(DEEP_SEARCH_MIN_VECTORS) == (64, 100)
+    nprobe, rerank = search_depth(21_000_000)
+    assert nprobe > 64 and rerank > 100
+    np.save(tmp_path / "emb.npy", _vectors(3000))
+    index = VectorIndex.build(tmp_path / "emb.npy", tmp_path / "idx", Manifest(kind="faiss"),
+                              VectorIndexParams(kind="ivfpq", nlist=16))
+    assert (index.manifest.params["nprobe"], index.manifest.params["rerank"]) == (64, 100)  # recorded, resolved
+    np.save(tmp_path / "emb2.npy", _vectors(3000))
+    asked = VectorIndex.build(tmp_path / "emb2.npy", tmp_path / "idx2", Manifest(kind="faiss"),
+                              VectorIndexParams(kind="ivfpq", nlist=16, nprobe=8, rerank=0))
+    assert (asked.manifest.params["nprobe"], asked.manifest.params["rerank"]) == (8, 0)  # asked for: kept
+
+
 def test_a_small_corpus_gets_the_exact_flat_index(tmp_path):
     np.save(tmp_path / "emb.npy", _vectors(300))
     index = VectorIndex.build(tmp_path / "emb.npy", tmp_path / "idx", Manifest(kind="faiss"))
@@ -65,3 +81,28 @@ def test_the_index_command_offers_auto_and_ivfpq():
     assert action.default == "auto" and {"auto", "flat", "ivfpq"} <= set(action.choices)
     with pytest.raises(SystemExit):
         sub.parse_args(["--corpus", "c", "--out", "o", "--vector-index", "pq"])
+
+
+def test_many_lists_are_found_through_a_graph_of_the_centroids_with_the_lists_flat_search_finds(tmp_path, monkeypatch):
+    """From HNSW_QUANTIZER_MIN_LISTS lists on, ivfpq assigns and probes through an HNSW graph of its centroids
+    (saved with the index, searched wide enough for nprobe); it finds the lists comparing with every centroid
+    finds, so the top rows hardly change."""
+    import faiss
+
+    monkeypatch.setattr(vector, "HNSW_QUANTIZER_MIN_LISTS", 64)
+    vectors = _vectors(20000)
+    queries = _vectors(40, seed=1).astype(np.float32)
+    found = {}
+    for name, kind_min in (("graph", 64), ("flat", 10**9)):
+        monkeypatch.setattr(vector, "HNSW_QUANTIZER_MIN_LISTS", kind_min)
+        np.save(tmp_path / f"emb-{name}.npy", vectors)
+        VectorIndex.build(tmp_path / f"emb-{name}.npy", tmp_path / name, Manifest(kind="faiss"),
+                          VectorIndexParams(kind="ivfpq", nlist=128, nprobe=16))
+        index = VectorIndex.load(tmp_path / name)
+        quantizer = faiss.downcast_index(index.faiss_index.quantizer)
+        assert isinstance(quantizer, faiss.IndexHNSWFlat) == (name == "graph")
+        if name == "graph":
+            assert quantizer.ntotal == 128 and quantizer.hnsw.efSearch >= 8 * 16
+        found[name] = index.search(queries, 10)[1]
+    same = np.mean([len(set(g) & set(f)) / 10 for g, f in zip(found["graph"], found["flat"])])
+    assert same >= 0.95
