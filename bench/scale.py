@@ -386,7 +386,8 @@ def timed_top20(queries: np.ndarray, truth: np.ndarray, search) -> dict:
     return {"recall20": round(recall, 4), **timer.summary()}
 
 
-def stage_vector_query(vectors_path: str, index_path: str, kind: str, truth_path: str, queries_path: str) -> dict:
+def stage_vector_query(vectors_path: str, index_path: str, kind: str, truth_path: str, queries_path: str,
+                       depths: str = "") -> dict:
     import faiss
 
     faiss.omp_set_num_threads(1)  # one question at a time on one thread: its CPU time is its cost
@@ -399,10 +400,19 @@ def stage_vector_query(vectors_path: str, index_path: str, kind: str, truth_path
         t0 = time.perf_counter()
         index = VectorIndex.load(index_path)
         open_s = time.perf_counter() - t0
-        searched = timed_top20(queries, truth,
-                               lambda q: index.search(np.asarray(q[None, :], dtype=np.float32), 20)[1][0])
-        return {"open_s": round(open_s, 2), "searches": [{"setting": "odqa defaults", "rerank": int(
-            index.manifest.params.get("rerank", 0)), **searched}]}
+        from odqa.indexes.vector import _set_search_params
+
+        def search(q):
+            return index.search(np.asarray(q[None, :], dtype=np.float32), 20)[1][0]
+
+        rows = [{"setting": "odqa defaults", "rerank": int(index.manifest.params.get("rerank", 0)),
+                 **timed_top20(queries, truth, search)}]
+        for depth in depths.split(",") if depths else ():  # other nprobe:rerank, as a manifest would record them
+            nprobe, rerank = (int(x) for x in depth.split(":"))
+            index.manifest.params.update(nprobe=nprobe, rerank=rerank)
+            _set_search_params(index.faiss_index, index.manifest.params)
+            rows.append({"setting": f"nprobe={nprobe}", "rerank": rerank, **timed_top20(queries, truth, search)})
+        return {"open_s": round(open_s, 2), "searches": rows}
     t0 = time.perf_counter()
     index = faiss.read_index(index_path)
     open_s = time.perf_counter() - t0
@@ -460,7 +470,8 @@ def cmd_vectors(args) -> None:
             result.update(out, build_peak_rss_gb=round(rss / 2**30, 2))
         faiss_file = index_path / FAISS_FILE if index_path.is_dir() else index_path
         result["disk_gb"] = round(faiss_file.stat().st_size / 1e9, 3)
-        out, rss = run_stage(["vector-query", str(vectors_path), str(index_path), kind, str(truth_path), str(queries_path)])
+        out, rss = run_stage(["vector-query", str(vectors_path), str(index_path), kind, str(truth_path), str(queries_path),
+                              ",".join(args.depths) if kind == ODQA_KIND else ""])
         result.update(out, query_peak_rss_gb=round(rss / 2**30, 2))
         record(result)
         if not args.keep:
@@ -734,6 +745,8 @@ def main(argv=None) -> None:
     p.add_argument("--real", action="store_true", help="the real passage vectors of `real` instead")
     p.add_argument("--kinds", nargs="+", default=list(INDEX_KINDS), choices=[*INDEX_KINDS, "hnsw-sq"])
     p.add_argument("--keep", action="store_true", help="keep the built FAISS files")
+    p.add_argument("--depths", nargs="*", default=[], metavar="NPROBE:RERANK",
+                   help=f"{ODQA_KIND}: also search with these settings (e.g. 128:200 192:200)")
     p.set_defaults(run=cmd_vectors)
     p = sub.add_parser("kb")
     p.add_argument("--size", default="1M")

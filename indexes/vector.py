@@ -98,6 +98,9 @@ class VectorIndexParams:
     rerank: int = field(default=-1, metadata={
         "help": "ivfpq: candidates rescored exactly from the float16 vectors (-1: by corpus size; 0: the codes' "
                 "approximate scores)"})
+    # ivf / ivfpq: how a vector finds its lists: "auto" (an HNSW graph of the centroids from
+    # HNSW_QUANTIZER_MIN_LISTS lists on, else every centroid compared), "graph" or "flat"
+    quantizer: str = "auto"
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -355,9 +358,14 @@ HNSW_QUANTIZER_MIN_LISTS = 1024
 HNSW_QUANTIZER_M = 32
 
 
-def _coarse_quantizer(dim: int, nlist: int):
+QUANTIZERS = ("auto", "graph", "flat")
+
+
+def _coarse_quantizer(dim: int, nlist: int, kind: str = "auto"):
     faiss = load_faiss()
-    if nlist < HNSW_QUANTIZER_MIN_LISTS:
+    if kind not in QUANTIZERS:
+        raise OdqaError(f"vector index quantizer {kind!r}: choose one of {', '.join(QUANTIZERS)}")
+    if kind == "flat" or (kind == "auto" and nlist < HNSW_QUANTIZER_MIN_LISTS):
         return faiss.IndexFlatIP(dim)
     quantizer = faiss.IndexHNSWFlat(dim, HNSW_QUANTIZER_M, faiss.METRIC_INNER_PRODUCT)
     quantizer.hnsw.efConstruction = 80
@@ -371,7 +379,8 @@ def _ivfpq(embeddings: np.ndarray, params: VectorIndexParams):
     if dim % m:
         raise OdqaError(f"--pq-m {m} does not divide the vectors' dimension {dim}; pick a divisor of {dim}")
     faiss = load_faiss()
-    index = faiss.IndexIVFPQ(_coarse_quantizer(dim, nlist), dim, nlist, m, 8, faiss.METRIC_INNER_PRODUCT)
+    index = faiss.IndexIVFPQ(_coarse_quantizer(dim, nlist, params.quantizer), dim, nlist, m, 8,
+                             faiss.METRIC_INNER_PRODUCT)
     exact = faiss.IndexFlatIP(dim)  # the k-means itself assigns exactly; the graph then holds its centroids
     index.clustering_index = exact
     rng = np.random.default_rng(0)

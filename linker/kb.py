@@ -446,10 +446,12 @@ def entity_index_params(entities: int, asked: VectorIndexParams | None = None) -
     params = asked or VectorIndexParams()
     if params.kind == AUTO:
         params.kind = "flat" if entities <= KB_FLAT_MAX_ENTITIES or not faiss_installed() else "ivfpq"
-    # the depth the knowledge base's figures up to 6 M entities were measured with (bench/results/scale.md); a
-    # linker's question searches a couple of dozen spans at once, so deeper costs it more than a passage search
+    # the depth and quantizer the knowledge base's figures up to 6 M entities were measured with
+    # (bench/results/scale.md); a linker's question searches a couple of dozen spans at once, so a deeper or
+    # wider search per span costs it more than a passage search
     params.nprobe = params.nprobe or 64
     params.rerank = 100 if params.rerank < 0 else params.rerank
+    params.quantizer = "flat" if params.quantizer == "auto" else params.quantizer
     return params
 
 

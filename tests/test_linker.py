@@ -227,6 +227,9 @@ def test_a_large_kb_gets_an_approximate_entity_index():
     assert entity_index_params(KB_FLAT_MAX_ENTITIES).kind == "flat"
     assert entity_index_params(KB_FLAT_MAX_ENTITIES + 1).kind == ("ivfpq" if faiss_installed() else "flat")
     assert entity_index_params(6_000_000, VectorIndexParams(kind="hnsw")).kind == "hnsw"  # asked for: kept
+    # the search its 6 M figures were measured with, not the deeper one a passage index of that size gets
+    large = entity_index_params(6_000_000)
+    assert (large.nprobe, large.rerank, large.quantizer) == (64, 100, "flat")
 
 
 def test_describe_and_disambiguation():

@@ -93,11 +93,10 @@ def test_many_lists_are_found_through_a_graph_of_the_centroids_with_the_lists_fl
     vectors = _vectors(20000)
     queries = _vectors(40, seed=1).astype(np.float32)
     found = {}
-    for name, kind_min in (("graph", 64), ("flat", 10**9)):
-        monkeypatch.setattr(vector, "HNSW_QUANTIZER_MIN_LISTS", kind_min)
+    for name, quantizer in (("graph", "auto"), ("flat", "flat")):
         np.save(tmp_path / f"emb-{name}.npy", vectors)
         VectorIndex.build(tmp_path / f"emb-{name}.npy", tmp_path / name, Manifest(kind="faiss"),
-                          VectorIndexParams(kind="ivfpq", nlist=128, nprobe=16))
+                          VectorIndexParams(kind="ivfpq", nlist=128, nprobe=16, quantizer=quantizer))
         index = VectorIndex.load(tmp_path / name)
         quantizer = faiss.downcast_index(index.faiss_index.quantizer)
         assert isinstance(quantizer, faiss.IndexHNSWFlat) == (name == "graph")
