@@ -207,8 +207,8 @@ class TantivyIndex:
         return rank_with_ties(lambda n: self._rows(self._top(query, n)), k)
 
     def _top(self, query, n: int):
-        # count=False: odqa never reads the number of matching documents, and counting them makes Tantivy
-        # visit every posting of every query term instead of skipping blocks that cannot reach the top n
+        # count=False: odqa never reads the number of matching documents, so none are counted (it does not make
+        # Tantivy skip postings: the binding collects through a MultiCollector either way, bench/results/scale.md)
         return self.searcher.search(query, n, count=False)
 
     def _rows(self, result) -> Hits:

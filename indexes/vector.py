@@ -389,9 +389,10 @@ def _ivfpq(embeddings: np.ndarray, params: VectorIndexParams):
     index.train(np.ascontiguousarray(embeddings[sample], dtype=np.float32))
     index.clustering_index = None  # `exact` is freed when this returns
     params.nlist, params.pq_m = nlist, m
-    if isinstance(faiss.downcast_index(index.quantizer), faiss.IndexHNSW):
+    quantizer = faiss.downcast_index(index.quantizer)
+    if isinstance(quantizer, faiss.IndexHNSW):
         # a vector added needs its one nearest list, which a narrow search of the graph finds
-        faiss.downcast_index(index.quantizer).hnsw.efSearch = 32
+        quantizer.hnsw.efSearch = 32
     return index
 
 

@@ -3,15 +3,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from odqa.core.device import device_type
 from odqa.core.models import resolve_model
 from odqa.core.runtime import cached_graph, fast_tokenizer, plan_inference
 from odqa.core.text_encoding import (DEFAULT_MAX_LENGTH, KIND_DEFAULTS, POOLINGS, SIMILARITIES, EncodesTexts,
-                                     OnnxTextEncoder, check_choice, encoder_kind, graph_variant, int8_measured,
-                                     sentence_transformers_layout, sentence_transformers_max_length,
-                                     sentence_transformers_variant)
+                                     OnnxTextEncoder, check_choice, encoder_kind, encoder_max_length, graph_variant,
+                                     int8_measured, sentence_transformers_layout, sentence_transformers_variant)
 
 
 def load_text_encoder(name_or_path: str, max_length: int | None = None, device: str | None = None,
@@ -37,7 +34,7 @@ def load_text_encoder(name_or_path: str, max_length: int | None = None, device: 
             return load_torch()
         pooling, similarity = layout.pooling, similarity or layout.similarity
         variant = sentence_transformers_variant(layout, similarity)
-        max_length = max_length or sentence_transformers_max_length(Path(path)) or DEFAULT_MAX_LENGTH
+        max_length = max_length or encoder_max_length(name_or_path)
         query_prefix = layout.query_prefix if query_prefix is None else query_prefix
         passage_prefix = layout.passage_prefix if passage_prefix is None else passage_prefix
     else:
