@@ -51,6 +51,7 @@ class Example:
     context: str
     start_char: int = -1  # -1: unanswerable
     end_char: int = -1
+    group: str = ""  # the question whose windows share a softmax with --shared-norm
 
 
 @dataclass
@@ -147,7 +148,7 @@ def simplify_chinese(examples: list[Example], stats: LoadStats | None = None) ->
 
 def build_features(tokenizer, examples: list[Example], cfg: TrainConfig, chunk: int = 1000) -> dict[str, list]:
     """Windows with start/end token labels (0, 0 = null span)."""
-    feats: dict[str, list] = {"input_ids": [], "token_type_ids": [], "start": [], "end": []}
+    feats: dict[str, list] = {"input_ids": [], "token_type_ids": [], "start": [], "end": [], "group": []}
     for lo in range(0, len(examples), chunk):
         part = examples[lo : lo + chunk]
         w = tokenize_windows(
@@ -164,6 +165,7 @@ def build_features(tokenizer, examples: list[Example], cfg: TrainConfig, chunk: 
             feats["token_type_ids"].append(tt[i] if tt is not None else [0] * len(w.encoding["input_ids"][i]))
             feats["start"].append(span[0] if span else 0)
             feats["end"].append(span[1] if span else 0)
+            feats["group"].append(ex.group)
     return feats
 
 
@@ -179,6 +181,74 @@ def epoch_batches(lengths: list[int], batch_size: int, seed: int, epoch: int) ->
         batches.extend(chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size))
     rng.shuffle(batches)
     return batches
+
+
+def question_batches(groups: list[str], lengths: list[int], batch_size: int, seed: int, epoch: int) -> list[list[int]]:
+    """Deterministic batches of whole questions for the shared-normalisation loss: a question's windows always
+    share a batch (one with more windows than `batch_size` is a batch of its own), questions of similar length
+    are packed together as `epoch_batches` does with windows."""
+    rng = random.Random(seed * 1000003 + epoch)
+    by_group: dict[str, list[int]] = {}
+    for i, g in enumerate(groups):
+        by_group.setdefault(g, []).append(i)
+    units = list(by_group.values())
+    rng.shuffle(units)
+    chunk_windows = batch_size * 50
+    batches: list[list[int]] = []
+    lo = 0
+    while lo < len(units):
+        chunk, n = [], 0
+        while lo < len(units) and n < chunk_windows:
+            chunk.append(units[lo])
+            n += len(units[lo])
+            lo += 1
+        chunk.sort(key=lambda u: -max(lengths[i] for i in u))
+        current: list[int] = []
+        for unit in chunk:
+            if current and len(current) + len(unit) > batch_size:
+                batches.append(current)
+                current = []
+            current = current + unit
+        if current:
+            batches.append(current)
+    rng.shuffle(batches)
+    return batches
+
+
+def shared_norm_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, attention_mask: torch.Tensor,
+                     start_positions: torch.Tensor, end_positions: torch.Tensor, groups: list[int]) -> torch.Tensor:
+    """Clark and Gardner's shared normalisation: for each question of the batch with an answer in some window,
+    minus the log of the probability mass its answer's starts (and ends) hold in one softmax over every token of
+    all its windows ([CLS] and padding excluded), so spans of different passages are scored on one scale, as
+    `decode.aggregate` compares them. Several answer-holding windows are marginalised. Zero when no question
+    of the batch has an answer."""
+    mask = attention_mask.bool().clone()
+    mask[:, 0] = False
+    answered = start_positions > 0
+    group_ids = torch.tensor(groups, device=start_logits.device)
+    losses = []
+    for logits, gold in ((start_logits.float(), start_positions), (end_logits.float(), end_positions)):
+        row_mass = torch.logsumexp(logits.masked_fill(~mask, float("-inf")), dim=1)
+        gold_logit = logits.gather(1, gold.unsqueeze(1)).squeeze(1)
+        for g in torch.unique(group_ids[answered]):
+            rows = group_ids == g
+            losses.append(torch.logsumexp(row_mass[rows], 0) - torch.logsumexp(gold_logit[rows & answered], 0))
+    if not losses:
+        return start_logits.sum() * 0.0
+    return torch.stack(losses).mean()
+
+
+def drop_unanswered_questions(examples: list[Example], ratio: float, seed: int) -> tuple[list[Example], int]:
+    """With --shared-norm, --negative-ratio keeps this fraction of the questions none of whose passages holds an
+    answer (all their windows are null), and every passage of the others: a question's unanswering passages
+    are what the shared softmax learns to score below its answer."""
+    if ratio >= 1.0:
+        return examples, 0
+    answered = {e.group for e in examples if e.start_char >= 0}
+    rng = random.Random(seed)
+    keep = {g: g in answered or rng.random() < ratio for g in dict.fromkeys(e.group for e in examples)}
+    kept = [e for e in examples if keep[e.group]]
+    return kept, sum(1 for v in keep.values() if not v)
 
 
 def collate(feats: dict[str, list], idx: list[int], pad_id: int) -> dict[str, torch.Tensor]:
@@ -247,8 +317,16 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     t0 = time.time()
     stats = LoadStats()
     examples: list[Example] = []
-    for f in cfg.train_files:
-        examples += load_squad_examples(f, cfg.limit, cfg.negative_ratio, cfg.seed, stats, cfg.all_answers)
+    for number, f in enumerate(cfg.train_files):
+        loaded = load_squad_examples(f, cfg.limit, 1.0 if cfg.shared_norm else cfg.negative_ratio, cfg.seed, stats,
+                                     cfg.all_answers)
+        for ex in loaded:  # distant supervision writes one entry per (question, passage): the text is the key
+            ex.group = f"{number}\t{ex.question}"
+        examples += loaded
+    if cfg.shared_norm:
+        examples, dropped = drop_unanswered_questions(examples, cfg.negative_ratio, cfg.seed)
+        log.info("shared normalisation over each question's windows; %d questions without an answering passage "
+                 "dropped (ratio %.2f)", dropped, cfg.negative_ratio)
     if not examples:
         raise OdqaError("no training examples left after loading " + ", ".join(cfg.train_files))
     if cfg.to_simplified:
@@ -268,7 +346,17 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     log.info("%d windows (%d labelled null) in %.1fs; mean length %.0f tokens",
              len(lengths), n_null, time.time() - t0, sum(lengths) / len(lengths))
 
-    per_epoch = math.ceil(len(lengths) / batch_size)
+    group_number = {g: n for n, g in enumerate(dict.fromkeys(feats["group"]))}
+    window_question = [group_number[g] for g in feats["group"]]
+
+    def batches_for(epoch: int) -> list[list[int]]:
+        if cfg.shared_norm:
+            return question_batches(feats["group"], lengths, batch_size, cfg.seed, epoch)
+        return epoch_batches(lengths, batch_size, cfg.seed, epoch)
+
+    # packing whole questions gives each epoch about the same number of batches, not always exactly: the schedule
+    # counts the first epoch's, a shorter epoch repeats its first batches, a longer one stops early
+    per_epoch = len(batches_for(0)) if cfg.shared_norm else math.ceil(len(lengths) / batch_size)
     total = cfg.max_steps if cfg.max_steps > 0 else math.ceil(cfg.epochs * per_epoch)
     no_decay = ("bias", "LayerNorm.weight", "layer_norm", "norm.weight")
     trained = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -285,11 +373,17 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
         epoch, pos = divmod(step, per_epoch)
         if epoch not in batches_of_epoch:
             batches_of_epoch.clear()
-            batches_of_epoch[epoch] = epoch_batches(lengths, batch_size, cfg.seed, epoch)
-        idx = batches_of_epoch[epoch][pos]
+            batches_of_epoch[epoch] = batches_for(epoch)
+        order = batches_of_epoch[epoch]
+        idx = order[pos % len(order)]
         batch = {k: v.to(device) for k, v in collate(feats, idx, pad_id).items()}
         with loop.autocast():
-            loss = model(**batch).loss
+            out = model(**batch)
+            loss = out.loss
+            if cfg.shared_norm:
+                loss = loss + cfg.shared_norm * shared_norm_loss(
+                    out.start_logits, out.end_logits, batch["attention_mask"], batch["start_positions"],
+                    batch["end_positions"], [window_question[i] for i in idx])
         loop.backward(loss)
         return {"loss": float(loss.detach()), "windows": len(idx)}
 

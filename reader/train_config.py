@@ -29,7 +29,12 @@ class TrainConfig(RunOptions):
     seed: int = field(default=42, metadata=_help("seed of the batch order and dropout", minimum=0))
     save_every: int = field(default=500, metadata=_help("checkpoint every N steps"))
     keep_checkpoints: int = field(default=3, kw_only=True)
-    negative_ratio: float = field(default=1.0, metadata=_help("fraction of unanswerable questions kept"))
+    negative_ratio: float = field(default=1.0, metadata=_help(
+        "fraction of unanswerable questions kept (with --shared-norm: of questions none of whose passages answers)"))
+    shared_norm: float = field(default=0.0, metadata=_help(
+        "weight of a loss that scores all windows of one question (every passage of it in one training file) in "
+        "one softmax, as reading compares their spans; batches then hold whole questions (0: each window alone)",
+        minimum=0))
     # SQuAD dev files have up to 5 annotators, who often disagree on the span's boundaries
     all_answers: bool = field(default=False, metadata=_help(
         "one example per distinct reference answer (--no-all-answers: the first answer only)"))

@@ -153,3 +153,53 @@ def test_bad_layer_lists_are_refused(tmp_path):
                           init=str(init), max_steps=1, progress=False, keep_layers=spec)
         with pytest.raises(OdqaError, match="keep-layers"):
             train(cfg)
+
+
+def test_question_batches_keep_each_questions_windows_together():
+    from odqa.reader.train import question_batches
+
+    groups = [f"q{i // 3}" for i in range(30)] + ["big"] * 7  # ten questions of 3 windows, one of 7
+    lengths = [10 + (i * 7) % 50 for i in range(len(groups))]
+    batches = question_batches(groups, lengths, batch_size=5, seed=3, epoch=0)
+    assert sorted(i for b in batches for i in b) == list(range(len(groups)))
+    home = {groups[i]: n for n, b in enumerate(batches) for i in b}
+    assert all(home[groups[i]] == n for n, b in enumerate(batches) for i in b)
+    assert all(len(b) <= 5 for b in batches if groups[b[0]] != "big") and [7] == [len(b) for b in batches if len(b) > 5]
+    assert batches == question_batches(groups, lengths, batch_size=5, seed=3, epoch=0)
+    assert batches != question_batches(groups, lengths, batch_size=5, seed=3, epoch=1)
+
+
+def test_shared_norm_loss_is_one_softmax_over_all_windows_of_a_question():
+    from odqa.reader.train import shared_norm_loss
+
+    torch.manual_seed(0)
+    start, end = torch.randn(3, 6, requires_grad=True), torch.randn(3, 6)
+    mask = torch.tensor([[1] * 6, [1] * 6, [1] * 4 + [0] * 2])
+    # question 0: windows 0 (answer at tokens 2-3) and 1 (no answer); question 1: window 2, no answer anywhere
+    starts, ends = torch.tensor([2, 0, 0]), torch.tensor([3, 0, 0])
+    loss = shared_norm_loss(start, end, mask, starts, ends, [0, 0, 1])
+    tokens = lambda t: torch.cat([t[0, 1:], t[1, 1:]])  # [CLS] excluded, padding only in the unanswered question
+    want = ((torch.logsumexp(tokens(start), 0) - start[0, 2]) + (torch.logsumexp(tokens(end), 0) - end[0, 3])) / 2
+    assert torch.allclose(loss, want)
+    loss.backward()  # the other passage's tokens are pushed down, the unanswered question is left alone
+    assert (start.grad[1, 1:] > 0).all() and start.grad[0, 2] < 0 and (start.grad[2] == 0).all()
+    none = shared_norm_loss(start, end, mask, torch.zeros(3, dtype=torch.long), torch.zeros(3, dtype=torch.long),
+                            [0, 0, 1])
+    assert float(none.detach()) == 0.0
+
+
+def test_shared_norm_training_drops_unanswered_questions_whole_and_trains(tmp_path):
+    from odqa.reader.train import Example, drop_unanswered_questions
+
+    examples = [Example("a1", "qa", "x", 0, 1, "qa"), Example("a2", "qa", "y", group="qa")]
+    examples += [Example(f"n{i}", f"q{i}", "z", group=f"q{i}") for i in range(200)]
+    kept, dropped = drop_unanswered_questions(examples, 0.25, seed=1)
+    assert [e.id for e in kept[:2]] == ["a1", "a2"] and 20 < len(kept) - 2 < 80 and dropped == 202 - len(kept)
+
+    torch.set_num_threads(1)
+    init = save_tiny_qa(tmp_path / "init")
+    cfg = TrainConfig(train_files=[str(_squad(tmp_path / "t.json"))], output_dir=str(tmp_path / "run"),
+                      init=str(init), batch_size=2, max_steps=3, lr=1e-3, warmup=0.0, progress=False, max_length=64,
+                      stride=16, shared_norm=1.0)
+    info = json.loads((train(cfg) / "train_info.json").read_text())
+    assert info["steps"] == 3 and info["config"]["shared_norm"] == 1.0
