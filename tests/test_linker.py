@@ -179,7 +179,9 @@ def test_a_kb_built_block_by_block_equals_one_built_at_once(tiny_kb, tmp_path, m
     kb = KnowledgeBase.build(DOCS, tmp_path / "kb", encoder="minilm", progress=False)
     assert list(kb.entries) == list(tiny_kb.entries)
     assert kb.manifest.corpus_fingerprint == tiny_kb.manifest.corpus_fingerprint
-    assert np.allclose(kb.vectors, tiny_kb.vectors, atol=1e-5)
+    # blocks of another size are other batch shapes, which some CPUs' kernels (AMX) sum in another order: equal
+    # to the stored float16 vectors' resolution, as a KB written from vectors on disk is below
+    assert np.allclose(kb.vectors, tiny_kb.vectors, atol=1e-3)
     assert [p.name for p in tmp_path.iterdir()] == ["kb"]  # the scratch entities are gone
 
 
