@@ -91,42 +91,55 @@ def run_open_dev(index: str, data: Path, retrievers: list[str], n: int | None, k
     over those."""
     import torch
 
-    from odqa.corpus.open_dev import open_dev_questions
-
     torch.set_num_threads(2)
-    sources = open_dev_questions(data)
-    if n:
-        sources = {name: random.Random(SEED).sample(items, n) if n < len(items) else items
-                   for name, items in sources.items()}
+    sources = open_dev_sample(data, n)
     rows = []
     for kind in retrievers:
         for reader, variant in [(r, v) for r in readers for v in settings]:
             pipeline, label = variant_pipeline(index, kind, k, linker, reader, variant)
             pipeline.retriever(kind), pipeline.reader  # load before the clock starts
-            totals = {"questions": 0, "em": 0.0, "f1": 0.0, "read": 0.0, "em_read": 0.0, "r1": 0.0, "rk": 0.0,
-                      "seconds": 0.0}
-            judged_all: list[dict] = []
-            for name, items in sources.items():
-                started = time.perf_counter()
-                m, judged = _evaluate_with_rows(pipeline, items, [1, k])
-                seconds = time.perf_counter() - started
-                judged_all += judged
-                q = len(items)
-                read = m["answer_in_read"] * q / 100
-                for key, value in (("questions", q), ("em", m["em"] * q), ("f1", m["f1"] * q), ("read", read),
-                                   ("em_read", m["em_given_answer_read"] * read), ("r1", m["recall@1"] * q),
-                                   ("rk", m[f"recall@{k}"] * q), ("seconds", seconds)):
-                    totals[key] += value
-                rows.append([f"open-dev {name}", kind, label, k, q, f"{m['em']:.2f}", f"{m['f1']:.2f}",
-                             f"{m['em_given_answer_read']:.2f}", f"{m['recall@1']:.2f}", f"{m[f'recall@{k}']:.2f}",
-                             f"{q / seconds:.2f}", *_confidence_cells(judged)])
-                print(" | ".join(map(str, rows[-1])), flush=True)
-            q = totals["questions"]
-            rows.append(["**open-dev all**", kind, label, k, q, f"{totals['em'] / q:.2f}", f"{totals['f1'] / q:.2f}",
-                         f"{totals['em_read'] / max(totals['read'], 1e-9):.2f}", f"{totals['r1'] / q:.2f}",
-                         f"{totals['rk'] / q:.2f}", f"{q / totals['seconds']:.2f}",
-                         *_confidence_cells(judged_all)])
-            print(" | ".join(map(str, rows[-1])), flush=True)
+            rows += open_dev_rows(pipeline, kind, label, k, sources)
+    return rows
+
+
+def open_dev_sample(data: Path, n: int | None) -> dict[str, list]:
+    """The open-dev questions of each source, or `n` of each drawn with the suite's seed."""
+    from odqa.corpus.open_dev import open_dev_questions
+
+    sources = open_dev_questions(data)
+    if n:
+        sources = {name: random.Random(SEED).sample(items, n) if n < len(items) else items
+                   for name, items in sources.items()}
+    return sources
+
+
+def open_dev_rows(pipeline, kind: str, label: str, k: int, sources: dict[str, list]) -> list[list]:
+    """One table row per open-dev source and one for all of them together, for one pipeline (anything with
+    `ask_batch`, e.g. `read_saved.SavedPassages`)."""
+    rows = []
+    totals = {"questions": 0, "em": 0.0, "f1": 0.0, "read": 0.0, "em_read": 0.0, "r1": 0.0, "rk": 0.0,
+              "seconds": 0.0}
+    judged_all: list[dict] = []
+    for name, items in sources.items():
+        started = time.perf_counter()
+        m, judged = _evaluate_with_rows(pipeline, items, [1, k])
+        seconds = time.perf_counter() - started
+        judged_all += judged
+        q = len(items)
+        read = m["answer_in_read"] * q / 100
+        for key, value in (("questions", q), ("em", m["em"] * q), ("f1", m["f1"] * q), ("read", read),
+                           ("em_read", m["em_given_answer_read"] * read), ("r1", m["recall@1"] * q),
+                           ("rk", m[f"recall@{k}"] * q), ("seconds", seconds)):
+            totals[key] += value
+        rows.append([f"open-dev {name}", kind, label, k, q, f"{m['em']:.2f}", f"{m['f1']:.2f}",
+                     f"{m['em_given_answer_read']:.2f}", f"{m['recall@1']:.2f}", f"{m[f'recall@{k}']:.2f}",
+                     f"{q / seconds:.2f}", *_confidence_cells(judged)])
+        print(" | ".join(map(str, rows[-1])), flush=True)
+    q = totals["questions"]
+    rows.append(["**open-dev all**", kind, label, k, q, f"{totals['em'] / q:.2f}", f"{totals['f1'] / q:.2f}",
+                 f"{totals['em_read'] / max(totals['read'], 1e-9):.2f}", f"{totals['r1'] / q:.2f}",
+                 f"{totals['rk'] / q:.2f}", f"{q / totals['seconds']:.2f}", *_confidence_cells(judged_all)])
+    print(" | ".join(map(str, rows[-1])), flush=True)
     return rows
 
 

@@ -876,9 +876,60 @@ def run_nq_pool(args) -> str:
 # ----------------------------------------------------------------------------------------------- main
 
 
+# ------------------------------------------------------------------------------------------------- open-dev
+
+
+def run_open_dev(args) -> str:
+    """Recall@1/10/20/100 of BM25, dense and the hybrid on the open-dev questions (the split no odqa model trains
+    on) over the whole Wikipedia subset: `--wiki-index` must hold both a BM25 and a dense index (`index --corpus
+    .../wiki --encoder fast-passage-encoder`). `--questions` per source (default 300, the reader suite's sample;
+    0: all)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from qa import open_dev_sample, variant_pipeline
+
+    from odqa.eval.retrieval import evaluate_retrieval
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    index = Path(args.wiki_index)
+    manifest = load_json(require(index / "manifest.json", "Wikipedia index"))
+    if "dense" not in manifest.get("params", {}).get("backends", []):
+        raise BenchError(f"{index} holds no dense index; build one with `python run_qa.py index --corpus "
+                         f"{Path(args.data) / 'wiki'} --out {index} --encoder fast-passage-encoder`")
+    n = 300 if args.questions is None else args.questions
+    sources = open_dev_sample(Path(args.data), n or None)
+    ks = [1, 10, 20, 100]
+    rows = []
+    for kind in ("bm25", "dense", "hybrid"):
+        pipeline, _ = variant_pipeline(str(index), kind, max(ks), False, "reader", {})
+        retriever = pipeline.retriever(kind)
+        retriever.search(["warm up"], 1)
+        totals = {f"recall@{k}": 0.0 for k in ks}
+        asked, seconds = 0, 0.0
+        for name, items in sources.items():
+            started = time.perf_counter()
+            m = evaluate_retrieval(retriever, items, ks=ks, progress=False)
+            seconds += time.perf_counter() - started
+            asked += len(items)
+            for k in ks:
+                totals[f"recall@{k}"] += m[f"recall@{k}"] * len(items)
+            rows.append([name, kind, len(items), *[fmt(m[f"recall@{k}"]) for k in ks], ""])
+            log(" | ".join(map(str, rows[-1])))
+        rows.append([f"**all**", f"**{kind}**", asked, *[f"**{totals[f'recall@{k}'] / asked:.2f}**" for k in ks],
+                     fmt(asked / seconds)])
+        log(" | ".join(map(str, rows[-1])))
+    return ("## open-dev: BM25, dense and hybrid over the Wikipedia subset\n\n"
+            f"{sum(len(v) for v in sources.values())} open-dev questions ({n or 'all'} per source, seed of "
+            "`bench/qa.py`), 759,464 passages; the hybrid is the default retriever's fusion. A hit holds an answer "
+            "string (regex for CuratedTREC).\n\n"
+            + md_table(["source", "retriever", "questions", "R@1", "R@10", "R@20", "R@100", "q/s"], rows)
+            + "\n\n" + machine_footer())
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Retrieval benchmarks: writes a Markdown table and prints it.")
-    parser.add_argument("--suite", choices=["squad-open", "nq-bm25", "nq-pool", "all"])
+    parser.add_argument("--suite", choices=["squad-open", "nq-bm25", "nq-pool", "open-dev", "all"])
     parser.add_argument("--out", help="Markdown output (default bench/results/retrieval-SUITE.md, or retrieval.md for all)")
     parser.add_argument("--questions", type=int, help="number of questions (squad-open: sample size, default 2000; "
                         "nq-bm25: the first N of NQ test, default all 3,610)")
@@ -925,7 +976,8 @@ def main(argv=None) -> int:
     suites = ["squad-open", "nq-bm25"] if args.suite == "all" else [args.suite]
     out = Path(args.out or ROOT / "bench" / "results" / ("retrieval.md" if args.suite == "all" else f"retrieval-{args.suite}.md"))
     try:
-        sections = [{"squad-open": run_squad_open, "nq-bm25": run_nq_bm25, "nq-pool": run_nq_pool}[s](args) for s in suites]
+        sections = [{"squad-open": run_squad_open, "nq-bm25": run_nq_bm25, "nq-pool": run_nq_pool,
+                     "open-dev": run_open_dev}[s](args) for s in suites]
     except (BenchError, OdqaError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -38,7 +38,7 @@ from odqa.core.training import (LoopSettings, TrainingLoop, keep_transformer_lay
                                 training_device)
 from odqa.corpus.open_dev import is_open_dev
 from odqa.corpus.questions import check_not_test_set
-from odqa.reader.features import char_span_to_tokens, tokenize_windows
+from odqa.reader.features import char_span_to_tokens, require_fast, tokenize_windows
 from odqa.reader.train_config import TrainConfig  # there so the command line reads it without torch
 
 log = logging.getLogger("odqa.reader.train")
@@ -146,9 +146,14 @@ def simplify_chinese(examples: list[Example], stats: LoadStats | None = None) ->
     return out
 
 
-def build_features(tokenizer, examples: list[Example], cfg: TrainConfig, chunk: int = 1000) -> dict[str, list]:
-    """Windows with start/end token labels (0, 0 = null span)."""
+def build_features(tokenizer, examples: list[Example], cfg: TrainConfig, chunk: int = 1000,
+                   teacher_tokenizer=None) -> dict[str, list]:
+    """Windows with start/end token labels (0, 0 = null span). With `teacher_tokenizer`, each window's passage
+    slice is also tokenised for the teacher (`teacher_ids`), with the teacher's token that starts (ends) at each
+    student token's first (last) character (`teacher_start_map`, `teacher_end_map`; -1: none, [CLS] to [CLS])."""
     feats: dict[str, list] = {"input_ids": [], "token_type_ids": [], "start": [], "end": [], "group": []}
+    if teacher_tokenizer is not None:
+        feats.update(teacher_ids=[], teacher_start_map=[], teacher_end_map=[])
     for lo in range(0, len(examples), chunk):
         part = examples[lo : lo + chunk]
         w = tokenize_windows(
@@ -166,7 +171,45 @@ def build_features(tokenizer, examples: list[Example], cfg: TrainConfig, chunk: 
             feats["start"].append(span[0] if span else 0)
             feats["end"].append(span[1] if span else 0)
             feats["group"].append(ex.group)
+        if teacher_tokenizer is not None:
+            _add_teacher_windows(teacher_tokenizer, w, part, cfg, feats)
     return feats
+
+
+def _add_teacher_windows(teacher_tokenizer, w, part: list[Example], cfg: TrainConfig, feats: dict[str, list]) -> None:
+    """The teacher reads each student window's question and exactly its passage slice; its tokens are matched to
+    the student's by character offsets, so teachers with another vocabulary or special tokens still align."""
+    slices = []
+    for i, s in enumerate(w.sample):
+        cs, ce = w.context_start[i], w.context_end[i]
+        first = w.offsets[i][cs][0] if ce >= cs else 0
+        last = w.offsets[i][ce][1] if ce >= cs else 0
+        slices.append((part[s].question.strip(), part[s].context[first:last], first))
+    enc = teacher_tokenizer([q for q, _, _ in slices], [c for _, c, _ in slices], truncation="only_second",
+                            max_length=cfg.max_length + 32, return_offsets_mapping=True, padding=False)
+    for i, (_, text, first) in enumerate(slices):
+        starts: dict[int, int] = {}
+        ends: dict[int, int] = {}
+        for k, (seq, (a, b)) in enumerate(zip(enc.sequence_ids(i), enc["offset_mapping"][i])):
+            while a < b and text[a].isspace():  # sentencepiece tokenizers (XLM-R) count the space before a word
+                a += 1
+            while b > a and text[b - 1].isspace():
+                b -= 1
+            if seq == 1 and b > a:
+                starts.setdefault(first + a, k)
+                ends[first + b] = k
+        n = len(w.encoding["input_ids"][i])
+        start_map, end_map = [-1] * n, [-1] * n
+        start_map[0] = end_map[0] = 0  # the null span: [CLS] of both (position 0 for either padding side)
+        for j, off in enumerate(w.offsets[i]):
+            if off is not None and off[1] > off[0]:
+                start_map[j] = starts.get(off[0], -1)
+                end_map[j] = ends.get(off[1], -1)
+        feats["teacher_ids"].append(enc["input_ids"][i])
+        if "token_type_ids" in teacher_tokenizer.model_input_names and "token_type_ids" in enc:
+            feats.setdefault("teacher_token_type_ids", []).append(enc["token_type_ids"][i])
+        feats["teacher_start_map"].append(start_map)
+        feats["teacher_end_map"].append(end_map)
 
 
 def question_batches(groups: list, lengths: list[int], batch_size: int, seed: int, epoch: int) -> list[list[int]]:
@@ -238,7 +281,8 @@ def drop_unanswered_questions(examples: list[Example], ratio: float, seed: int) 
     return kept, sum(1 for v in keep.values() if not v)
 
 
-def collate(feats: dict[str, list], idx: list[int], pad_id: int) -> dict[str, torch.Tensor]:
+def collate(feats: dict[str, list], idx: list[int], pad_id: int, token_types: bool = True) -> dict[str, torch.Tensor]:
+    """A padded batch; `token_types=False` for models that take no token_type_ids (MPNet, RoBERTa)."""
     n = max(len(feats["input_ids"][i]) for i in idx)
     ids = torch.full((len(idx), n), pad_id, dtype=torch.long)
     tt = torch.zeros((len(idx), n), dtype=torch.long)
@@ -248,13 +292,79 @@ def collate(feats: dict[str, list], idx: list[int], pad_id: int) -> dict[str, to
         ids[r, : len(row)] = torch.tensor(row)
         tt[r, : len(row)] = torch.tensor(feats["token_type_ids"][i])
         mask[r, : len(row)] = 1
-    return {
+    batch = {
         "input_ids": ids,
         "token_type_ids": tt,
         "attention_mask": mask,
         "start_positions": torch.tensor([feats["start"][i] for i in idx]),
         "end_positions": torch.tensor([feats["end"][i] for i in idx]),
     }
+    if not token_types:
+        del batch["token_type_ids"]
+    return batch
+
+
+def collate_teacher(feats: dict[str, list], idx: list[int], pad_id: int, student_length: int) -> dict[str, torch.Tensor]:
+    """The teacher's padded inputs for the windows `idx`, and its start/end position for each student token
+    (padded with -1 to the student batch's length)."""
+    n = max(len(feats["teacher_ids"][i]) for i in idx)
+    ids = torch.full((len(idx), n), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(idx), n), dtype=torch.long)
+    start_map = torch.full((len(idx), student_length), -1, dtype=torch.long)
+    end_map = torch.full((len(idx), student_length), -1, dtype=torch.long)
+    types = torch.zeros((len(idx), n), dtype=torch.long) if "teacher_token_type_ids" in feats else None
+    for r, i in enumerate(idx):
+        row = feats["teacher_ids"][i]
+        ids[r, : len(row)] = torch.tensor(row)
+        mask[r, : len(row)] = 1
+        if types is not None:
+            types[r, : len(row)] = torch.tensor(feats["teacher_token_type_ids"][i])
+        start_map[r, : len(feats["teacher_start_map"][i])] = torch.tensor(feats["teacher_start_map"][i])
+        end_map[r, : len(feats["teacher_end_map"][i])] = torch.tensor(feats["teacher_end_map"][i])
+    batch = {"input_ids": ids, "attention_mask": mask, "start_map": start_map, "end_map": end_map}
+    if types is not None:
+        batch["token_type_ids"] = types
+    return batch
+
+
+def teacher_logits_on_student_tokens(logits: torch.Tensor, position_map: torch.Tensor) -> torch.Tensor:
+    """The teacher's logit at each student token's matching position; -inf where no teacher token matches."""
+    picked = logits.float().gather(1, position_map.clamp(min=0))
+    return picked.masked_fill(position_map < 0, float("-inf"))
+
+
+def _kl(teacher: torch.Tensor, student: torch.Tensor) -> torch.Tensor:
+    """KL(softmax(teacher) || softmax(student)) over the last dimension, -inf entries excluded from each side's
+    softmax; rows where the teacher has no finite entry count 0."""
+    t_log = torch.log_softmax(teacher, dim=-1)
+    s_log = torch.log_softmax(student, dim=-1)
+    t_prob = t_log.exp()
+    terms = torch.where(t_prob > 0, t_prob * (t_log - s_log.clamp(min=-1e4)), torch.zeros_like(t_prob))
+    return terms.nan_to_num(0.0).sum(-1)
+
+
+def distill_loss(student_start: torch.Tensor, student_end: torch.Tensor, teacher_start: torch.Tensor,
+                 teacher_end: torch.Tensor, attention_mask: torch.Tensor, temperature: float,
+                 groups: list[int] | None = None) -> torch.Tensor:
+    """Hinton's soft-target loss (times T squared) between the teacher's and the student's start and end
+    distributions over each window's tokens (padding excluded; student tokens with no teacher match get the
+    teacher's probability 0). With `groups` (each window's question, under shared normalisation), also over all
+    windows of a question in one softmax ([CLS] excluded), the scale on which reading compares passages."""
+    valid = attention_mask.bool()
+    losses = []
+    for s_logits, t_logits in ((student_start, teacher_start), (student_end, teacher_end)):
+        s = (s_logits.float() / temperature).masked_fill(~valid, float("-inf"))
+        t = (t_logits / temperature).masked_fill(~valid, float("-inf"))
+        losses.append(_kl(t, s).mean())
+        if groups is not None:
+            inside = valid.clone()
+            inside[:, 0] = False
+            group_ids = torch.tensor(groups, device=s.device)
+            s_in, t_in = s.masked_fill(~inside, float("-inf")), t.masked_fill(~inside, float("-inf"))
+            per_group = [_kl(t_in[group_ids == g].reshape(-1), s_in[group_ids == g].reshape(-1))
+                         for g in torch.unique(group_ids)]
+            losses.append(torch.stack(per_group).mean())
+    return temperature ** 2 * torch.stack(losses).mean()
 
 
 def load_qa_model(name_or_path: str):
@@ -300,6 +410,14 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     if cfg.freeze_embeddings:
         model.get_input_embeddings().weight.requires_grad_(False)
     model.to(device)
+    teacher = teacher_tokenizer = None
+    if cfg.teacher:
+        teacher, teacher_tokenizer = load_qa_model(cfg.teacher)
+        require_fast(teacher_tokenizer)
+        teacher.requires_grad_(False)
+        teacher.eval().to(device)
+        log.info("distilling from %s (weight %.2f, temperature %.1f)", cfg.teacher, cfg.distill_weight,
+                 cfg.distill_temperature)
 
     t0 = time.time()
     stats = LoadStats()
@@ -327,7 +445,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
         stats.skipped_bad_offset, stats.open_dev,
         f" (e.g. {', '.join(stats.skipped_examples[:5])})" if stats.skipped_examples else "",
     )
-    feats = build_features(tokenizer, examples, cfg)
+    feats = build_features(tokenizer, examples, cfg, teacher_tokenizer=teacher_tokenizer)
     lengths = [len(x) for x in feats["input_ids"]]
     n_null = sum(1 for s in feats["start"] if s == 0)
     log.info("%d windows (%d labelled null) in %.1fs; mean length %.0f tokens",
@@ -353,6 +471,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     optimizer = torch.optim.AdamW(groups, lr=cfg.lr)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup * total), total)
     pad_id = tokenizer.pad_token_id or 0
+    token_types = "token_type_ids" in tokenizer.model_input_names
 
     def train_step(step: int) -> dict:
         epoch, pos = divmod(step, per_epoch)
@@ -361,7 +480,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
             batches_of_epoch[epoch] = batches_for(epoch)
         order = batches_of_epoch[epoch]
         idx = order[pos % len(order)]
-        batch = {k: v.to(device) for k, v in collate(feats, idx, pad_id).items()}
+        batch = {k: v.to(device) for k, v in collate(feats, idx, pad_id, token_types).items()}
         with loop.autocast():
             out = model(**batch)
             loss = out.loss
@@ -369,6 +488,17 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
                 loss = loss + cfg.shared_norm * shared_norm_loss(
                     out.start_logits, out.end_logits, batch["attention_mask"], batch["start_positions"],
                     batch["end_positions"], [window_question[i] for i in idx])
+            if teacher is not None:
+                taught = {k: v.to(device) for k, v in collate_teacher(
+                    feats, idx, teacher_tokenizer.pad_token_id or 0, batch["input_ids"].shape[1]).items()}
+                with torch.no_grad():
+                    t_out = teacher(**{k: v for k, v in taught.items() if not k.endswith("_map")})
+                loss = loss + cfg.distill_weight * distill_loss(
+                    out.start_logits, out.end_logits,
+                    teacher_logits_on_student_tokens(t_out.start_logits, taught["start_map"]),
+                    teacher_logits_on_student_tokens(t_out.end_logits, taught["end_map"]),
+                    batch["attention_mask"], cfg.distill_temperature,
+                    [window_question[i] for i in idx] if cfg.shared_norm else None)
         loop.backward(loss)
         return {"loss": float(loss.detach()), "windows": len(idx)}
 

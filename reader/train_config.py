@@ -35,6 +35,13 @@ class TrainConfig(RunOptions):
         "weight of a loss that scores all windows of one question (every passage of it in one training file) in "
         "one softmax, as reading compares their spans; batches then hold whole questions (0: each window alone)",
         minimum=0))
+    teacher: str = field(default="", metadata=_help(
+        "a larger QA model to distil from (any tokenizer): its start/end scores on each training window (and, with "
+        "--shared-norm, over all windows of a question) become soft targets beside the labels (default: none)"))
+    distill_weight: float = field(default=1.0, metadata=_help(
+        "weight of the distillation loss added to the label loss (with --teacher)", minimum=0))
+    distill_temperature: float = field(default=2.0, metadata=_help(
+        "softmax temperature of the teacher's and the student's scores in the distillation loss", minimum=0.05))
     # SQuAD dev files have up to 5 annotators, who often disagree on the span's boundaries
     all_answers: bool = field(default=False, metadata=_help(
         "one example per distinct reference answer (--no-all-answers: the first answer only)"))

@@ -203,3 +203,98 @@ def test_shared_norm_training_drops_unanswered_questions_whole_and_trains(tmp_pa
                       stride=16, shared_norm=1.0)
     info = json.loads((train(cfg) / "train_info.json").read_text())
     assert info["steps"] == 3 and info["config"]["shared_norm"] == 1.0
+
+
+def _xlmr_teacher(path, seed: int = 0):
+    """A tiny randomly initialised QA model with another vocabulary and special tokens (the multilingual
+    encoder's XLM-R tokenizer: no token_type_ids, `<s>`/`</s></s>` instead of [CLS]/[SEP])."""
+    from transformers import AutoTokenizer, BertForQuestionAnswering
+
+    from tests.reader_fixtures import tiny_config
+
+    tok = AutoTokenizer.from_pretrained("models/encoder-multilingual")
+    torch.manual_seed(seed)
+    BertForQuestionAnswering(tiny_config(len(tok))).save_pretrained(str(path))
+    tok.save_pretrained(str(path))
+    return path, tok
+
+
+def test_teacher_windows_align_by_characters_across_vocabularies():
+    from transformers import AutoTokenizer
+
+    from odqa.reader.train import Example
+
+    student = minilm_tokenizer()
+    teacher = AutoTokenizer.from_pretrained("models/encoder-multilingual")
+    context = ("Pierre Curie worked in Paris with his wife. " * 12) + CTX + (" Later years brought more prizes." * 10)
+    start = context.index("Nobel Prize")
+    examples = [Example("q", "Which prize did Marie Curie win?", context, start, start + len("Nobel Prize"))]
+    cfg = TrainConfig(train_files=[], output_dir="unused", max_length=64, stride=16)
+    feats = build_features(student, examples, cfg, teacher_tokenizer=teacher)
+    assert len(feats["input_ids"]) > 3  # the passage spans several windows, each aligned on its own slice
+    answered = [i for i, s in enumerate(feats["start"]) if s > 0]
+    assert answered
+    for i in answered:
+        t_start = feats["teacher_start_map"][i][feats["start"][i]]
+        t_end = feats["teacher_end_map"][i][feats["end"][i]]
+        pieces = teacher.convert_ids_to_tokens(feats["teacher_ids"][i])
+        assert teacher.convert_tokens_to_string(pieces[t_start : t_end + 1]).strip() == "Nobel Prize"
+    for i in range(len(feats["input_ids"])):
+        start_map, end_map = feats["teacher_start_map"][i], feats["teacher_end_map"][i]
+        assert start_map[0] == end_map[0] == 0  # the null span maps to the teacher's null span
+        question = feats["input_ids"][i].index(student.sep_token_id)
+        assert all(m == -1 for m in start_map[1 : question + 1])  # question tokens and [SEP] have no counterpart
+        # every passage token that begins a word has a teacher token beginning at the same character
+        words = [j for j, t in enumerate(student.convert_ids_to_tokens(feats["input_ids"][i]))
+                 if j > question and not t.startswith("##") and t != "[SEP]" and t.isalpha()]
+        assert words and all(start_map[j] >= 0 for j in words)
+
+
+def test_distill_loss_pulls_the_student_to_the_teacher_and_ignores_unmatched_tokens():
+    from odqa.reader.train import distill_loss, teacher_logits_on_student_tokens
+
+    torch.manual_seed(0)
+    teacher = torch.randn(2, 7)
+    position_map = torch.tensor([[0, -1, 1, 2, 3, 4, 5], [0, -1, 1, 2, 3, -1, -1]])
+    mask = torch.tensor([[1] * 7, [1] * 5 + [0] * 2])
+    t = teacher_logits_on_student_tokens(teacher, position_map)
+    assert torch.isinf(t[0, 1]) and t[0, 2] == teacher[0, 1]
+    same = t.masked_fill(torch.isinf(t), -30.0)
+    assert float(distill_loss(same, same, t, t, mask, 1.0)) < 1e-6
+    student = torch.zeros(2, 7, requires_grad=True)
+    loss = distill_loss(student, student, t, t, mask, 2.0)
+    assert float(loss.detach()) > 0
+    loss.backward()
+    assert student.grad[0, 1] > 0  # no teacher token there: the student's mass is pushed down
+    assert (student.grad[1, 5:] == 0).all()  # padding takes no part
+    assert float(distill_loss(student - 0.5 * student.grad, student - 0.5 * student.grad, t, t, mask, 2.0)) < float(loss)
+
+
+def test_distill_loss_over_a_questions_windows_is_one_softmax():
+    from odqa.reader.train import _kl, distill_loss
+
+    torch.manual_seed(1)
+    student, teacher = torch.randn(3, 5), torch.randn(3, 5)
+    mask = torch.ones(3, 5, dtype=torch.long)
+    windows_only = distill_loss(student, student, teacher, teacher, mask, 1.0)
+    grouped = distill_loss(student, student, teacher, teacher, mask, 1.0, groups=[0, 0, 1])
+    inside = lambda x, rows: x[rows, 1:].reshape(-1)  # [CLS] excluded from the question's softmax
+    by_question = (_kl(inside(teacher, [0, 1]), inside(student, [0, 1])) + _kl(inside(teacher, [2]), inside(student, [2]))) / 2
+    assert torch.allclose(grouped, (windows_only + by_question) / 2, atol=1e-6)
+
+
+def test_training_with_a_teacher_of_another_vocabulary(tmp_path):
+    from odqa.reader.train import collate
+
+    torch.set_num_threads(1)
+    init = save_tiny_qa(tmp_path / "init")
+    teacher, _ = _xlmr_teacher(tmp_path / "teacher")
+    common = dict(train_files=[str(_squad(tmp_path / "t.json"))], init=str(init), batch_size=2, max_steps=2, lr=1e-2,
+                  warmup=0.0, progress=False, max_length=64, stride=16, shared_norm=1.0, seed=3)
+    taught = train(TrainConfig(output_dir=str(tmp_path / "taught"), teacher=str(teacher), **common))
+    alone = train(TrainConfig(output_dir=str(tmp_path / "alone"), **common))
+    info = json.loads((taught / "train_info.json").read_text())
+    assert info["steps"] == 2 and info["config"]["teacher"] == str(teacher)
+    assert any(not torch.equal(a, b) for a, b in zip(_weights(taught).values(), _weights(alone).values()))
+    feats = {"input_ids": [[1, 2, 3]], "token_type_ids": [[0, 0, 1]], "start": [0], "end": [0]}
+    assert "token_type_ids" not in collate(feats, [0], 0, token_types=False)

@@ -28,7 +28,7 @@ def register(subparsers) -> None:
     add_options(p, TrainConfig, ["init", "epochs", "max_steps", "max_minutes", "batch_size", "gpu_batch_size", "lr", "warmup",
                                  "max_length", "stride", "negative_ratio", "shared_norm", "all_answers", "to_simplified", "limit", "seed",
                                  "save_every", "threads", "precision", "device", "progress", "keep_layers",
-                                 "freeze_embeddings"])
+                                 "freeze_embeddings", "teacher", "distill_weight", "distill_temperature"])
 
     p = add_command(
         subparsers, "average-readers",

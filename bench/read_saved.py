@@ -1,0 +1,143 @@
+"""Compare readers on saved retrieval: the open-dev questions with the passages the retriever gave them, read
+without the index.
+
+Reading is what differs between readers, so retrieving once and saving the passages (text, title and score
+of each hit) lets readers be compared on a machine that has no index: a GPU machine that trains a teacher,
+say. The figures are `bench/qa.py --suite open-dev`'s (EM, F1, EM given an answer read, recall, AUROC, ECE,
+share confident), on the same questions and passages, with the reader's default settings.
+
+    python bench/read_saved.py save --wiki-index $ODQA_HOME/work_indexes/wiki --questions 300 --k 10 \\
+        --out $ODQA_HOME/runs/open-dev-bm25-top10.jsonl
+    python bench/read_saved.py read --passages $ODQA_HOME/runs/open-dev-bm25-top10.jsonl --readers reader runs/x
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from qa import SEED, open_dev_rows, open_dev_sample, variant_pipeline  # noqa: E402  (bench/ is the script's folder)
+
+
+class SavedPassages:
+    """A pipeline over saved retrieval: `ask_batch` reads each question's saved hits with `reader`, as
+    `Pipeline.ask_batch` reads retrieved ones (the same retrieval-score bonus and answers kept)."""
+
+    def __init__(self, reader, hits_by_question: dict, top_n: int):
+        self.reader, self.hits_by_question, self.top_n = reader, hits_by_question, top_n
+
+    def ask_batch(self, questions: list[str], k: int | None = None, retriever: str | None = None) -> list:
+        from odqa.pipeline import Result, relative_scores
+
+        hits = [self.hits_by_question[q][:k] if k else self.hits_by_question[q] for q in questions]
+        asked = [i for i, h in enumerate(hits) if h]
+        results = [Result(question=q, answers=[], passages=h) for q, h in zip(questions, hits)]
+        if asked:
+            answers = self.reader.read_many([questions[i] for i in asked], [[x.passage for x in hits[i]] for i in asked],
+                                            [relative_scores([x.score for x in hits[i]]) for i in asked],
+                                            top_n=self.top_n)
+            for i, a in zip(asked, answers):
+                results[i].answers = a
+        return results
+
+
+def save(args) -> int:
+    index = Path(args.wiki_index)
+    if not (index / "manifest.json").exists():
+        print(f"error: no index at {index}; build it with `python run_qa.py index --corpus ../shared/data/wiki "
+              f"--out {index} --backends bm25`", file=sys.stderr)
+        return 2
+    sources = open_dev_sample(Path(args.data), args.questions)
+    pipeline, _ = variant_pipeline(str(index), args.retriever, args.k, False, "reader", {})
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".part")
+    with tmp.open("w", encoding="utf-8") as f:
+        for name, items in sources.items():
+            for lo in range(0, len(items), 32):
+                batch = items[lo : lo + 32]
+                found = pipeline.retrieve([q.question for q in batch], [[] for _ in batch], k=args.k)
+                for item, hits in zip(batch, found):
+                    f.write(json.dumps({"source": name, "item": dataclasses.asdict(item), "hits": [
+                        {"row": h.row, "score": h.score, "source": h.source, "passage": h.passage.to_dict()}
+                        for h in hits]}, ensure_ascii=False) + "\n")
+    tmp.replace(out)
+    print(f"saved {sum(len(v) for v in sources.values())} questions' top {args.k} {args.retriever} passages to {out}")
+    return 0
+
+
+def load_saved(path: Path) -> tuple[dict[str, list], dict[str, list], int]:
+    """(questions per source, hits per question text, k) of a file `save` wrote."""
+    from odqa.core.types import Passage, SearchHit
+    from odqa.corpus.questions import QAItem
+
+    sources: dict[str, list] = {}
+    hits: dict[str, list] = {}
+    k = 0
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            item = QAItem(**row["item"])
+            sources.setdefault(row["source"], []).append(item)
+            hits[item.question] = [SearchHit(h["row"], h["score"], Passage(**h["passage"]), h["source"])
+                                   for h in row["hits"]]
+            k = max(k, len(row["hits"]))
+    return sources, hits, k
+
+
+def read(args) -> int:
+    from odqa.config import OdqaConfig
+    from odqa.reader.model import Reader
+
+    path = Path(args.passages)
+    if not path.is_file():
+        print(f"error: {path} not found; write it with `python bench/read_saved.py save ...`", file=sys.stderr)
+        return 2
+    sources, hits, k = load_saved(path)
+    top_n = OdqaConfig.load(None, {}).reader.top_n
+    rows = []
+    for name in args.readers:
+        reader = Reader.from_pretrained(name, device=args.device or None)
+        rows += open_dev_rows(SavedPassages(reader, hits, top_n), "saved", name, k, sources)
+    header = ["suite", "retriever", "reader", "k read", "questions", "EM", "F1", "EM given answer read", "R@1", "R@k",
+              "q/s", "AUROC", "ECE", "% confident", "EM of confident"]
+    table = "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] +
+                      ["| " + " | ".join(map(str, r)) + " |" for r in rows])
+    text = (f"# Readers on saved open-dev passages\n\nWritten by `python bench/read_saved.py "
+            f"{' '.join(sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}; passages: {path.name}, sample seed {SEED}).\n\n"
+            f"{table}\n")
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text)
+    print(text)
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("save", help="retrieve for the open-dev questions and save the passages")
+    p.add_argument("--wiki-index", required=True)
+    p.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
+    p.add_argument("--questions", type=int, default=300, help="per source (0: all)")
+    p.add_argument("--retriever", default="bm25")
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--out", required=True)
+    p = sub.add_parser("read", help="read saved passages with several readers")
+    p.add_argument("--passages", required=True)
+    p.add_argument("--readers", nargs="+", default=["reader"])
+    p.add_argument("--device", default="", help="cpu or cuda (default: the reader's choice)")
+    p.add_argument("--out", default="")
+    args = parser.parse_args(argv)
+    return save(args) if args.command == "save" else read(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
