@@ -219,7 +219,8 @@ def main(argv=None) -> int:
     parser.add_argument("--readers", nargs="+", default=["reader"],
                         help="reader models compared side by side in one run (names or paths)")
     parser.add_argument("--retrievers", nargs="+", choices=RETRIEVERS.names,
-                        help="retrievers of the demo and squad-open suites (default: bm25 hybrid)")
+                        help="retrievers compared (demo, squad-open: default bm25 hybrid; open-dev, nq, efficientqa: "
+                             "default bm25; dense and hybrid need an index with vectors)")
     parser.add_argument("--focus-words", type=int, nargs="+",
                         help="reader.focus_words values compared side by side (default: the config's; 0: whole "
                              "passages)")
@@ -297,7 +298,7 @@ def main(argv=None) -> int:
                 return 2
             name, questions = (("nq-test", data / "dpr-qas" / "nq-test.qa.tsv") if suite == "nq" else
                                ("efficientqa-dev", data / "nq-open" / "NQ-open.efficientqa.dev.1.1.jsonl"))
-            rows += run_suite(name, str(index), questions, ["bm25"], n, args.k, args.linker,
+            rows += run_suite(name, str(index), questions, args.retrievers or ["bm25"], n, args.k, args.linker,
                               readers=readers, answer_read_only=args.answer_read_only, settings=variants)
     header = ["suite", "retriever", "reader", "k read", "questions", "EM", "F1", "EM given answer read", "R@1", "R@k", "q/s"]
     if any(len(row) > len(header) for row in rows):
