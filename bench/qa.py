@@ -102,6 +102,16 @@ def run_open_dev(index: str, data: Path, retrievers: list[str], n: int | None, k
     return rows
 
 
+def results_table(rows: list[list]) -> str:
+    """The Markdown table of the suites' rows (with the confidence columns when any row has them)."""
+    header = ["suite", "retriever", "reader", "k read", "questions", "EM", "F1", "EM given answer read", "R@1", "R@k", "q/s"]
+    if any(len(row) > len(header) for row in rows):
+        header += ["AUROC", "ECE", "% confident", "EM of confident"]
+        rows = [row + [""] * (len(header) - len(row)) for row in rows]
+    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] +
+                     ["| " + " | ".join(map(str, r)) + " |" for r in rows])
+
+
 def open_dev_sample(data: Path, n: int | None) -> dict[str, list]:
     """The open-dev questions of each source, or `n` of each drawn with the suite's seed."""
     from odqa.corpus.open_dev import open_dev_questions
@@ -300,12 +310,7 @@ def main(argv=None) -> int:
                                ("efficientqa-dev", data / "nq-open" / "NQ-open.efficientqa.dev.1.1.jsonl"))
             rows += run_suite(name, str(index), questions, args.retrievers or ["bm25"], n, args.k, args.linker,
                               readers=readers, answer_read_only=args.answer_read_only, settings=variants)
-    header = ["suite", "retriever", "reader", "k read", "questions", "EM", "F1", "EM given answer read", "R@1", "R@k", "q/s"]
-    if any(len(row) > len(header) for row in rows):
-        header += ["AUROC", "ECE", "% confident", "EM of confident"]
-        rows = [row + [""] * (len(header) - len(row)) for row in rows]
-    table = "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] +
-                      ["| " + " | ".join(map(str, r)) + " |" for r in rows])
+    table = results_table(rows)
     text = (f"# End-to-end QA\n\nWritten by `python bench/qa.py {' '.join(argv or sys.argv[1:])}` "
             f"(2 CPU cores, {time.strftime('%Y-%m-%d')}).\n\n{table}\n" + "".join(f"\n{line}\n" for line in NOTES))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from qa import SEED, open_dev_rows, open_dev_sample, variant_pipeline  # noqa: E402  (bench/ is the script's folder)
+from qa import SEED, open_dev_rows, open_dev_sample, results_table, variant_pipeline  # noqa: E402  (bench/ is the script's folder)
 
 
 class SavedPassages:
@@ -106,10 +106,7 @@ def read(args) -> int:
     for name in args.readers:
         reader = Reader.from_pretrained(name, device=args.device or None)
         rows += open_dev_rows(SavedPassages(reader, hits, top_n), "saved", name, k, sources)
-    header = ["suite", "retriever", "reader", "k read", "questions", "EM", "F1", "EM given answer read", "R@1", "R@k",
-              "q/s", "AUROC", "ECE", "% confident", "EM of confident"]
-    table = "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] +
-                      ["| " + " | ".join(map(str, r)) + " |" for r in rows])
+    table = results_table(rows)
     text = (f"# Readers on saved open-dev passages\n\nWritten by `python bench/read_saved.py "
             f"{' '.join(sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}; passages: {path.name}, sample seed {SEED}).\n\n"
             f"{table}\n")
