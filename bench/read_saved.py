@@ -9,6 +9,7 @@ share confident), on the same questions and passages, with the reader's default 
     python bench/read_saved.py save --wiki-index $ODQA_HOME/work_indexes/wiki --questions 300 --k 10 \\
         --out $ODQA_HOME/runs/open-dev-bm25-top10.jsonl
     python bench/read_saved.py read --passages $ODQA_HOME/runs/open-dev-bm25-top10.jsonl --readers reader runs/x
+    python bench/read_saved.py read --passages ... --readers reader --set early_stop_passages=0 --set temperature=0.01
 """
 
 from __future__ import annotations
@@ -92,6 +93,21 @@ def load_saved(path: Path) -> tuple[dict[str, list], dict[str, list], int]:
     return sources, hits, k
 
 
+def parse_settings(pairs: list[str]) -> dict:
+    """KEY=VALUE reader settings (odqa.reader.settings.ReaderSettings); values are JSON (0.5, null, "bf16") or
+    plain words."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"error: --set takes KEY=VALUE, got {pair!r} (e.g. --set temperature=2)")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
 def read(args) -> int:
     from odqa.config import OdqaConfig
     from odqa.reader.model import Reader
@@ -102,10 +118,12 @@ def read(args) -> int:
         return 2
     sources, hits, k = load_saved(path)
     top_n = OdqaConfig.load(None, {}).reader.top_n
+    overrides = parse_settings(args.set)
     rows = []
     for name in args.readers:
-        reader = Reader.from_pretrained(name, device=args.device or None)
-        rows += open_dev_rows(SavedPassages(reader, hits, top_n), "saved", name, k, sources)
+        reader = Reader.from_pretrained(name, device=args.device or None, **overrides)
+        label = name + "".join(f" {key}={value}" for key, value in overrides.items())
+        rows += open_dev_rows(SavedPassages(reader, hits, top_n), "saved", label, k, sources)
     table = results_table(rows)
     text = (f"# Readers on saved open-dev passages\n\nWritten by `python bench/read_saved.py "
             f"{' '.join(sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}; passages: {path.name}, sample seed {SEED}).\n\n"
@@ -131,6 +149,8 @@ def main(argv=None) -> int:
     p.add_argument("--passages", required=True)
     p.add_argument("--readers", nargs="+", default=["reader"])
     p.add_argument("--device", default="", help="cpu or cuda (default: the reader's choice)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a reader setting for every reader, e.g. temperature=2 or early_stop_passages=0 (repeatable)")
     p.add_argument("--out", default="")
     args = parser.parse_args(argv)
     return save(args) if args.command == "save" else read(args)

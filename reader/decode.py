@@ -213,10 +213,13 @@ def aggregate(
     no_answer_threshold: float | None = 0.0,
     top_n: int = 5,
     temperature: float = 1.0,
+    selection_weight: float = 0.0,
 ) -> list[AggregatedAnswer]:
     """Combine spans from several passages into ranked answers.
 
-    * Combined score of a span: span score + retrieval_weight * retrieval score of its passage.
+    * Combined score of a span: span score + retrieval_weight * retrieval score of its passage
+      - selection_weight * its passage's null score (the reader's own passage selection: a passage whose null
+      score is low holds an answer by the reader's reckoning, whatever its span scores).
     * No-answer: with a threshold, a span counts only if its span score beats its passage's null score by
       more than the threshold; when no span does, the result is empty (no answer rather than a guess).
       `no_answer_threshold=None` keeps every span (always answer, as SQuAD v1.1 expects).
@@ -236,7 +239,8 @@ def aggregate(
     n = len(passage_nulls)
     if retrieval_scores is None:
         retrieval_scores = [0.0] * n
-    bonus = [retrieval_weight * float(r) for r in retrieval_scores]
+    bonus = [retrieval_weight * float(r) - selection_weight * float(null)
+             for r, null in zip(retrieval_scores, passage_nulls)]
     kept = []
     for sp in spans:
         if no_answer_threshold is not None and not sp.score - sp.null_score > no_answer_threshold:

@@ -22,6 +22,9 @@ class ReaderSettings:
     # question). On dev 5 and 10 tie and beat 0 (retrieval ignored) and 20 (nearly retrieval order); 10
     # reads the demo corpus's hybrid rankings better (both in models/reader/README.md)
     retrieval_weight: float = 10.0
+    # weight of the reader's passage selection: minus each passage's null score added to its spans' scores
+    # (decode.aggregate). 0: spans compared as the shared-normalised training scored them
+    selection_weight: float = 0.0
     temperature: float = 1.0
     batch_size: int = 16  # windows per forward pass
     spans_per_window: int = 20
@@ -47,5 +50,5 @@ class ReaderSettings:
 # How to read at question time, rather than what a checkpoint was trained with: a model folder's
 # reader_config.json (written with every setting, some of them before these defaults were chosen) does not
 # change them; a caller's keyword or the [reader] config section does.
-QUESTION_TIME_SETTINGS = ("no_answer_threshold", "retrieval_weight", "early_stop_passages", "early_stop_probability",
-                          "focus_words", "whole_passages")
+QUESTION_TIME_SETTINGS = ("no_answer_threshold", "retrieval_weight", "selection_weight", "early_stop_passages",
+                          "early_stop_probability", "focus_words", "whole_passages")

@@ -268,6 +268,22 @@ def shared_norm_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, atten
     return torch.stack(losses).mean()
 
 
+def selection_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, start_positions: torch.Tensor,
+                   groups: list[int]) -> torch.Tensor:
+    """The reader's passage selection, DPR-style but on the null score: for each question of the batch with an
+    answer in some window, minus the log of the probability its answer-holding windows get in one softmax over
+    all its windows of minus their null scores ([CLS] start + end logits). A window that holds the answer is to
+    have a lower null score than one that does not. Zero when no question of the batch has an answer."""
+    selection = -(start_logits[:, 0].float() + end_logits[:, 0].float())
+    answered = start_positions > 0
+    group_ids = torch.tensor(groups, device=start_logits.device)
+    losses = [torch.logsumexp(selection[group_ids == g], 0) - torch.logsumexp(selection[(group_ids == g) & answered], 0)
+              for g in torch.unique(group_ids[answered])]
+    if not losses:
+        return start_logits.sum() * 0.0
+    return torch.stack(losses).mean()
+
+
 def drop_unanswered_questions(examples: list[Example], ratio: float, seed: int) -> tuple[list[Example], int]:
     """With --shared-norm, --negative-ratio keeps this fraction of the questions none of whose passages holds an
     answer (all their windows are null), and every passage of the others: a question's unanswering passages
@@ -281,49 +297,40 @@ def drop_unanswered_questions(examples: list[Example], ratio: float, seed: int) 
     return kept, sum(1 for v in keep.values() if not v)
 
 
+def _pad(rows: list[list[int]], fill: int, length: int = 0) -> torch.Tensor:
+    """Rows of ints as one long tensor, padded with `fill` to the longest row or to `length` if that is longer."""
+    from torch.nn.utils.rnn import pad_sequence
+
+    padded = pad_sequence([torch.tensor(r, dtype=torch.long) for r in rows], batch_first=True, padding_value=fill)
+    if padded.shape[1] < length:
+        padded = torch.nn.functional.pad(padded, (0, length - padded.shape[1]), value=fill)
+    return padded
+
+
 def collate(feats: dict[str, list], idx: list[int], pad_id: int, token_types: bool = True) -> dict[str, torch.Tensor]:
     """A padded batch; `token_types=False` for models that take no token_type_ids (MPNet, RoBERTa)."""
-    n = max(len(feats["input_ids"][i]) for i in idx)
-    ids = torch.full((len(idx), n), pad_id, dtype=torch.long)
-    tt = torch.zeros((len(idx), n), dtype=torch.long)
-    mask = torch.zeros((len(idx), n), dtype=torch.long)
-    for r, i in enumerate(idx):
-        row = feats["input_ids"][i]
-        ids[r, : len(row)] = torch.tensor(row)
-        tt[r, : len(row)] = torch.tensor(feats["token_type_ids"][i])
-        mask[r, : len(row)] = 1
     batch = {
-        "input_ids": ids,
-        "token_type_ids": tt,
-        "attention_mask": mask,
+        "input_ids": _pad([feats["input_ids"][i] for i in idx], pad_id),
+        "attention_mask": _pad([[1] * len(feats["input_ids"][i]) for i in idx], 0),
         "start_positions": torch.tensor([feats["start"][i] for i in idx]),
         "end_positions": torch.tensor([feats["end"][i] for i in idx]),
     }
-    if not token_types:
-        del batch["token_type_ids"]
+    if token_types:
+        batch["token_type_ids"] = _pad([feats["token_type_ids"][i] for i in idx], 0)
     return batch
 
 
 def collate_teacher(feats: dict[str, list], idx: list[int], pad_id: int, student_length: int) -> dict[str, torch.Tensor]:
     """The teacher's padded inputs for the windows `idx`, and its start/end position for each student token
     (padded with -1 to the student batch's length)."""
-    n = max(len(feats["teacher_ids"][i]) for i in idx)
-    ids = torch.full((len(idx), n), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(idx), n), dtype=torch.long)
-    start_map = torch.full((len(idx), student_length), -1, dtype=torch.long)
-    end_map = torch.full((len(idx), student_length), -1, dtype=torch.long)
-    types = torch.zeros((len(idx), n), dtype=torch.long) if "teacher_token_type_ids" in feats else None
-    for r, i in enumerate(idx):
-        row = feats["teacher_ids"][i]
-        ids[r, : len(row)] = torch.tensor(row)
-        mask[r, : len(row)] = 1
-        if types is not None:
-            types[r, : len(row)] = torch.tensor(feats["teacher_token_type_ids"][i])
-        start_map[r, : len(feats["teacher_start_map"][i])] = torch.tensor(feats["teacher_start_map"][i])
-        end_map[r, : len(feats["teacher_end_map"][i])] = torch.tensor(feats["teacher_end_map"][i])
-    batch = {"input_ids": ids, "attention_mask": mask, "start_map": start_map, "end_map": end_map}
-    if types is not None:
-        batch["token_type_ids"] = types
+    batch = {
+        "input_ids": _pad([feats["teacher_ids"][i] for i in idx], pad_id),
+        "attention_mask": _pad([[1] * len(feats["teacher_ids"][i]) for i in idx], 0),
+        "start_map": _pad([feats["teacher_start_map"][i] for i in idx], -1, student_length),
+        "end_map": _pad([feats["teacher_end_map"][i] for i in idx], -1, student_length),
+    }
+    if "teacher_token_type_ids" in feats:
+        batch["token_type_ids"] = _pad([feats["teacher_token_type_ids"][i] for i in idx], 0)
     return batch
 
 
@@ -397,6 +404,8 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
 
     for f in cfg.train_files:
         check_not_test_set(f)
+    if cfg.selection_loss and not cfg.shared_norm:
+        raise OdqaError("--selection-loss compares the windows of one question: it needs --shared-norm (e.g. 1.0)")
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     device, precision = training_device(cfg.device, cfg.precision, cfg.threads)
@@ -488,6 +497,9 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
                 loss = loss + cfg.shared_norm * shared_norm_loss(
                     out.start_logits, out.end_logits, batch["attention_mask"], batch["start_positions"],
                     batch["end_positions"], [window_question[i] for i in idx])
+                if cfg.selection_loss:
+                    loss = loss + cfg.selection_loss * selection_loss(
+                        out.start_logits, out.end_logits, batch["start_positions"], [window_question[i] for i in idx])
             if teacher is not None:
                 taught = {k: v.to(device) for k, v in collate_teacher(
                     feats, idx, teacher_tokenizer.pad_token_id or 0, batch["input_ids"].shape[1]).items()}

@@ -35,6 +35,10 @@ class TrainConfig(RunOptions):
         "weight of a loss that scores all windows of one question (every passage of it in one training file) in "
         "one softmax, as reading compares their spans; batches then hold whole questions (0: each window alone)",
         minimum=0))
+    selection_loss: float = field(default=0.0, metadata=_help(
+        "with --shared-norm, weight of a passage-selection loss: minus each window's null score ([CLS] start + end) "
+        "in one softmax over a question's windows, the answer-holding ones the target, so the null score ranks "
+        "passages (read with the reader setting selection_weight)", minimum=0))
     teacher: str = field(default="", metadata=_help(
         "a larger QA model to distil from (any tokenizer): its start/end scores on each training window (and, with "
         "--shared-norm, over all windows of a question) become soft targets beside the labels (default: none)"))

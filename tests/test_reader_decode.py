@@ -132,6 +132,16 @@ def test_retrieval_weight_reorders_answers():
     assert top.text == "Lyon" and top.score == 7.0
 
 
+def test_selection_weight_prefers_the_passage_the_reader_finds_answering():
+    # Paris scores higher, but its passage's null is high (the reader doubts it holds an answer); Lyon's is low
+    spans = [_span(0, "Paris", 5.0, null=4.0), _span(1, "Lyon", 4.5, null=-1.0)]
+    assert aggregate(spans, [4.0, -1.0], no_answer_threshold=None)[0].text == "Paris"
+    top = aggregate(spans, [4.0, -1.0], no_answer_threshold=None, selection_weight=0.5)[0]
+    assert top.text == "Lyon" and top.score == pytest.approx(4.5 + 0.5)
+    # the null threshold still compares a span with its own passage's null score, selection or not
+    assert [a.text for a in aggregate(spans, [4.0, -1.0], no_answer_threshold=2.0, selection_weight=0.5)] == ["Lyon"]
+
+
 def test_no_answer_when_no_span_beats_its_passage_null_score():
     spans = [_span(0, "Paris", 5.0, null=6.0), _span(1, "Lyon", 4.0, null=4.5)]
     assert aggregate(spans, [6.0, 4.5], no_answer_threshold=0.0) == []

@@ -188,6 +188,28 @@ def test_shared_norm_loss_is_one_softmax_over_all_windows_of_a_question():
     assert float(none.detach()) == 0.0
 
 
+def test_selection_loss_ranks_answer_holding_windows_by_their_null_scores():
+    from odqa.reader.train import selection_loss
+
+    start = torch.tensor([[1.0, 0, 0], [0.5, 0, 0], [2.0, 0, 0], [0.0, 0, 0]], requires_grad=True)
+    end = torch.tensor([[0.5, 0, 0], [0.5, 0, 0], [0.0, 0, 0], [0.0, 0, 0]])
+    # question 0: window 0 holds the answer, window 1 does not; question 1 (windows 2, 3) has no answer anywhere
+    starts = torch.tensor([1, 0, 0, 0])
+    loss = selection_loss(start, end, starts, [0, 0, 1, 1])
+    selection = torch.tensor([-1.5, -1.0])  # minus (start + end) at [CLS]
+    assert torch.allclose(loss, torch.logsumexp(selection, 0) - selection[0])
+    loss.backward()  # the answer window's null is pushed down, the other's up, the unanswered question untouched
+    assert start.grad[0, 0] > 0 and start.grad[1, 0] < 0 and (start.grad[2:] == 0).all()
+    assert float(selection_loss(start, end, torch.zeros(4, dtype=torch.long), [0, 0, 1, 1]).detach()) == 0.0
+
+
+def test_selection_loss_needs_shared_norm(tmp_path):
+    cfg = TrainConfig(train_files=[str(_squad(tmp_path / "t.json"))], output_dir=str(tmp_path / "run"),
+                      init=str(save_tiny_qa(tmp_path / "init")), max_steps=1, progress=False, selection_loss=1.0)
+    with pytest.raises(OdqaError, match="--shared-norm"):
+        train(cfg)
+
+
 def test_shared_norm_training_drops_unanswered_questions_whole_and_trains(tmp_path):
     from odqa.reader.train import Example, drop_unanswered_questions
 
@@ -200,9 +222,9 @@ def test_shared_norm_training_drops_unanswered_questions_whole_and_trains(tmp_pa
     init = save_tiny_qa(tmp_path / "init")
     cfg = TrainConfig(train_files=[str(_squad(tmp_path / "t.json"))], output_dir=str(tmp_path / "run"),
                       init=str(init), batch_size=2, max_steps=3, lr=1e-3, warmup=0.0, progress=False, max_length=64,
-                      stride=16, shared_norm=1.0)
+                      stride=16, shared_norm=1.0, selection_loss=1.0)
     info = json.loads((train(cfg) / "train_info.json").read_text())
-    assert info["steps"] == 3 and info["config"]["shared_norm"] == 1.0
+    assert info["steps"] == 3 and info["config"]["shared_norm"] == 1.0 and info["config"]["selection_loss"] == 1.0
 
 
 def _xlmr_teacher(path, seed: int = 0):
@@ -298,3 +320,21 @@ def test_training_with_a_teacher_of_another_vocabulary(tmp_path):
     assert any(not torch.equal(a, b) for a, b in zip(_weights(taught).values(), _weights(alone).values()))
     feats = {"input_ids": [[1, 2, 3]], "token_type_ids": [[0, 0, 1]], "start": [0], "end": [0]}
     assert "token_type_ids" not in collate(feats, [0], 0, token_types=False)
+
+
+def test_collate_pads_student_and_teacher_rows():
+    from odqa.reader.train import collate, collate_teacher
+
+    feats = {"input_ids": [[5, 6, 7], [5, 8]], "token_type_ids": [[0, 1, 1], [0, 1]], "start": [1, 0], "end": [2, 0],
+             "teacher_ids": [[9, 9], [9, 9, 9, 9]], "teacher_start_map": [[0, -1, 1], [2, 3]],
+             "teacher_end_map": [[1, -1, 1], [3, 3]]}
+    batch = collate(feats, [0, 1], pad_id=0)
+    assert batch["input_ids"].tolist() == [[5, 6, 7], [5, 8, 0]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
+    assert batch["token_type_ids"].tolist() == [[0, 1, 1], [0, 1, 0]]
+    assert batch["start_positions"].tolist() == [1, 0]
+    taught = collate_teacher(feats, [0, 1], pad_id=1, student_length=4)
+    assert taught["input_ids"].tolist() == [[9, 9, 1, 1], [9, 9, 9, 9]]
+    assert taught["attention_mask"].tolist() == [[1, 1, 0, 0], [1, 1, 1, 1]]
+    assert taught["start_map"].tolist() == [[0, -1, 1, -1], [2, 3, -1, -1]]  # to the student batch's length
+    assert "token_type_ids" not in taught

@@ -26,7 +26,8 @@ def register(subparsers) -> None:
     p.add_argument("--train", nargs="+", required=True, metavar="FILE", help="SQuAD-format JSON training file(s)")
     add_output(p, "--output", folder=True, required=True, help="folder for checkpoints and the final model (output/final)")
     add_options(p, TrainConfig, ["init", "epochs", "max_steps", "max_minutes", "batch_size", "gpu_batch_size", "lr", "warmup",
-                                 "max_length", "stride", "negative_ratio", "shared_norm", "all_answers", "to_simplified", "limit", "seed",
+                                 "max_length", "stride", "negative_ratio", "shared_norm", "selection_loss", "all_answers",
+                                 "to_simplified", "limit", "seed",
                                  "save_every", "threads", "precision", "device", "progress", "keep_layers",
                                  "freeze_embeddings", "teacher", "distill_weight", "distill_temperature"])
 
