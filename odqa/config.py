@@ -93,6 +93,9 @@ class ReaderConfig:
     max_answer_tokens: int = field(default=_READER.max_answer_tokens, metadata=_help("longest answer span, in tokens"))
     no_answer_threshold: float = _READER.no_answer_threshold
     retrieval_weight: float = _READER.retrieval_weight
+    selection_weight: float = field(default=_READER.selection_weight, metadata=_help(
+        "weight of the reader's own passage selection: minus each passage's null score added to its spans' scores "
+        "(0: spans compared as shared normalisation scored them)"))
     batch_size: int = _READER.batch_size
     focus_words: int = field(default=_READER.focus_words, metadata=_help(
         "read only the run of each passage's sentences that best matches the question, at most this many words "

@@ -166,6 +166,7 @@ class Pipeline:
                                                   batch_size=c.batch_size, max_answer_tokens=c.max_answer_tokens,
                                                   no_answer_threshold=c.no_answer_threshold,
                                                   retrieval_weight=c.retrieval_weight,
+                                                  selection_weight=c.selection_weight,
                                                   focus_words=c.focus_words, whole_passages=c.whole_passages,
                                                   early_stop_passages=c.early_stop_passages,
                                                   early_stop_probability=c.early_stop_probability,
