@@ -400,10 +400,12 @@ class Reader:
         spans = [sp for passage_spans, _ in job.read for sp in passage_spans]
         nulls = [null for _, null in job.read]
         scores = job.scores[: len(job.read)] if job.scores is not None else None
-        ranked = aggregate(spans, nulls, scores, s.retrieval_weight, threshold, job.top_n, s.temperature, s.selection_weight)
+        ranked = aggregate(spans, nulls, scores, s.retrieval_weight, threshold, job.top_n, s.temperature,
+                           s.selection_weight)
         if ranked:
             return ranked, False
-        return aggregate(spans, nulls, scores, s.retrieval_weight, None, job.top_n, s.temperature, s.selection_weight), True
+        return aggregate(spans, nulls, scores, s.retrieval_weight, None, job.top_n, s.temperature,
+                         s.selection_weight), True
 
     def decided(self, job: "ReadState", threshold) -> bool:
         """Whether the best answer over the passages read so far is sure enough to stop reading."""
