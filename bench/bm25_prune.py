@@ -37,16 +37,11 @@ def cpu_line() -> str:
 
 
 def pruned_query(index, terms: list[str], max_df: float):
-    """An OR of `terms` without those in more than `max_df` of the passages (0: all kept); the rarest is kept
-    when every term is that frequent. Returns (query, terms kept)."""
+    """An OR of `terms` without those in more than `max_df` of the passages (`TantivyIndex.drop_frequent_terms`, what
+    `[retrieval] bm25_max_df` does). Returns (query, terms kept)."""
     import tantivy
 
-    if max_df > 0:
-        limit = max_df * index.num_docs()
-        df = {t: index.searcher.doc_freq("text", t) for t in set(terms)}
-        kept = [t for t in terms if df[t] <= limit] or [min(terms, key=df.__getitem__)]
-    else:
-        kept = terms
+    kept = index.drop_frequent_terms(terms, max_df)
     schema = index.index.schema
     clauses = [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "text", t)) for t in kept]
     return tantivy.Query.boolean_query(clauses), kept

@@ -177,15 +177,20 @@ class TantivyIndex:
     def num_docs(self) -> int:
         return int(self.searcher.num_docs)
 
-    def search(self, queries: Sequence[str], k: int) -> list[Hits]:
+    def search(self, queries: Sequence[str], k: int, max_df: float = 0.0) -> list[Hits]:
+        """`max_df`: each question's terms found in more than this fraction of the passages left out
+        (`drop_frequent_terms`; 0: every term)."""
         if self.analyze is not None:
-            return [self._search_terms(self.analyze(query), k) for query in queries]
+            return [self._search_terms(self.drop_frequent_terms(self.analyze(query), max_df), k) for query in queries]
         out = []
         for query in queries:
             text = clean_query(query)
             # a query of stop words only would parse to match-everything
             if not text or not self.analyzer.analyze(text):
                 out.append([])
+                continue
+            if max_df:
+                out.append(self._search_terms(self.drop_frequent_terms(self.analyzer.analyze(text), max_df), k))
                 continue
             parsed, _errors = self.index.parse_query_lenient(text, ["text"])
 
@@ -194,6 +199,16 @@ class TantivyIndex:
 
             out.append(rank_with_ties(fetch, k))
         return out
+
+    def drop_frequent_terms(self, terms: list[str], max_df: float) -> list[str]:
+        """`terms` without those found in more than `max_df` of the passages (0: all kept); the rarest stays when
+        every term is that frequent. Frequent terms hold most of the postings BM25 scores for little of the
+        score (bench/results/bm25-prune.md)."""
+        if not max_df or not terms:
+            return terms
+        limit = max_df * self.num_docs()
+        df = {t: self.searcher.doc_freq("text", t) for t in set(terms)}
+        return [t for t in terms if df[t] <= limit] or [min(terms, key=lambda t: (df[t], t))]
 
     def _search_terms(self, terms: list[str], k: int) -> Hits:
         """OR of the query's terms (each occurrence a clause, as the query parser does with repeated words)."""

@@ -162,7 +162,10 @@ class ElasticBackend:
             self._cache["articles"] = ElasticArticlePassages(self.index)
         return self._cache["articles"]
 
-    def bm25(self) -> ElasticBM25Retriever:
+    def bm25(self, bm25_max_df: float = 0.0) -> ElasticBM25Retriever:
+        if bm25_max_df:
+            raise OdqaError("retrieval.bm25_max_df applies to an index folder's BM25 (Tantivy); Elasticsearch ranks "
+                            "with every term: set it to 0 for an es:// index")
         if "bm25" not in self._cache:
             self._cache["bm25"] = ElasticBM25Retriever(self.index)
         return self._cache["bm25"]
@@ -192,11 +195,13 @@ class ElasticBackend:
                                      check_name=check_name)
 
     def hybrid(self, fusion: str = AUTO, alpha: float = 0.5, candidates: int = 100, rrf_k: int = 60,
-               **dense_options):
+               bm25_max_df: float = 0.0, **dense_options):
         if not self.index.dim:
             # as an index folder built with --backends bm25: hybrid (the default) still answers
             log.warning("%s holds no vectors, so hybrid retrieval falls back to bm25", self.describe())
-            return self.bm25()
+            return self.bm25(bm25_max_df)
+        if bm25_max_df:
+            self.bm25(bm25_max_df)  # refuses it, as for bm25
         encoder, check_name = self._encoder(**{k: v for k, v in dense_options.items() if k in DENSE_OPTIONS})
         fusion, alpha, rrf_k = resolve_fusion(fusion, alpha, rrf_k, language=self.index.meta.get("language", "en"))
         return ElasticHybridRetriever(self.index, encoder, method=fusion, alpha=alpha, candidates=candidates,

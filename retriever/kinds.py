@@ -13,7 +13,7 @@ ELASTIC_FUSIONS = (*HYBRID_FUSIONS, SERVER_RRF)
 
 
 def _bm25(backend, **options):
-    return backend.bm25()
+    return backend.bm25(bm25_max_df=options.get("bm25_max_df", 0.0))
 
 
 DENSE_OPTIONS = ("encoder", "precision", "runtime", "device", "accept_encoder_change", "query_encoder", "settings")
@@ -32,7 +32,7 @@ RETRIEVERS: Registry = Registry("retriever", {"bm25": _bm25, "dense": _dense, "h
 
 def make_retriever(backend, kind: str, **options):
     """The `kind` retriever of an opened index backend; options: encoder, fusion, alpha, candidates, rrf_k,
-    precision, runtime, device, accept_encoder_change, query_encoder, settings (each backend takes what applies)."""
+    bm25_max_df, precision, runtime, device, accept_encoder_change, query_encoder, settings (each backend takes what applies)."""
     return RETRIEVERS.get(kind)(backend, **options)
 
 

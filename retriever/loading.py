@@ -221,7 +221,8 @@ class IndexBundle:
         check_part(folder, self.parts.get(backend), rows=None)
         return folder
 
-    def bm25(self):
+    def bm25(self, bm25_max_df: float = 0.0):
+        """`bm25_max_df`: leave out of each question its terms found in more than this fraction of the passages."""
         if BM25 not in self._cache:
             folder = self._require(BM25)
             self._checker(BM25)  # the note on an older index
@@ -229,7 +230,12 @@ class IndexBundle:
             index = load_text_index(folder)
             self._check_rows(BM25, index.num_docs())
             self._cache[BM25] = BM25Retriever(index, self.store)
-        return self._cache[BM25]
+        if not bm25_max_df:
+            return self._cache[BM25]
+        key = (BM25, bm25_max_df)
+        if key not in self._cache:
+            self._cache[key] = BM25Retriever(self._cache[BM25].index, self.store, max_df=bm25_max_df)
+        return self._cache[key]
 
     def dense(self, encoder: str | None = None, device: str | None = None, precision: str = "auto",
               runtime: str = "auto", accept_encoder_change: bool = False, query_encoder: str | None = None,
@@ -287,13 +293,14 @@ class IndexBundle:
                 if attempt == SWAP_RETRIES:
                     raise
 
-    def hybrid(self, fusion: str = AUTO, alpha: float = 0.5, candidates: int = 100, rrf_k: int = 60, **dense_options):
+    def hybrid(self, fusion: str = AUTO, alpha: float = 0.5, candidates: int = 100, rrf_k: int = 60,
+               bm25_max_df: float = 0.0, **dense_options):
         if DENSE not in self.backends and BM25 in self.backends:
             # hybrid is the default; an index built with --backends bm25 should still answer
             log.warning("%s has no dense index, so hybrid retrieval falls back to bm25", self.path)
-            return self.bm25()
+            return self.bm25(bm25_max_df)
         method, alpha, rrf_k = self.fusion_setting(fusion, alpha, rrf_k)
-        return HybridRetriever(self.dense(**dense_options), self.bm25(), method=method, alpha=alpha,
+        return HybridRetriever(self.dense(**dense_options), self.bm25(bm25_max_df), method=method, alpha=alpha,
                                candidates=candidates, rrf_k=rrf_k)
 
     def fusion_setting(self, fusion: str = AUTO, alpha: float = 0.5, rrf_k: int = 60) -> tuple[str, float, int]:

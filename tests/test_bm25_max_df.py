@@ -1,0 +1,73 @@
+"""retrieval.bm25_max_df: BM25 leaves out of a question the terms found in more than a fraction of the passages
+(the rarest kept), through the config, on bm25 and hybrid alike; engines without it and bad values refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from odqa.core.errors import OdqaError
+
+# "river" is in 4 of 5 passages, "salmon" in 1: with max_df 0.5 a question of both ranks by "salmon" alone
+ROWS = [
+    ("Thames", "The river Thames flows through London river river river."),
+    ("Rhine", "The river Rhine flows through Basel and Cologne to the sea."),
+    ("Danube", "The river Danube flows through Vienna and Budapest."),
+    ("Fraser", "The Fraser river is known for its salmon runs in autumn."),
+    ("Alps", "The Alps are a mountain range in Europe."),
+]
+
+
+def _index(tmp_path, engine: str = "tantivy"):
+    from odqa.indexing import IndexSpec, build_index
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"id": str(i), "title": t, "text": x}) + "\n" for i, (t, x) in enumerate(ROWS)))
+    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / engine), backends=["bm25"], bm25_engine=engine))
+    return tmp_path / engine
+
+
+def test_frequent_terms_are_left_out_and_the_rarest_kept(tmp_path):
+    from odqa.retriever.loading import IndexBundle
+
+    bundle = IndexBundle.open(_index(tmp_path))
+    index = bundle.bm25().index
+    assert index.drop_frequent_terms(["river", "salmon"], 0.5) == ["salmon"]
+    assert index.drop_frequent_terms(["river", "flow"], 0.5) == ["flow"]  # both frequent: the rarer stays
+    assert index.drop_frequent_terms(["river", "salmon"], 0.0) == ["river", "salmon"]
+    every = bundle.bm25().search(["Which river has salmon runs, river river?"], 5)[0]
+    pruned = bundle.bm25(0.5).search(["Which river has salmon runs, river river?"], 5)[0]
+    assert [h.passage.title for h in every][:2] == ["Fraser", "Thames"]  # "river" pulls the Thames up with every term
+    assert [h.passage.title for h in pruned] == ["Fraser"]  # only the passage with the rare terms matches
+    assert bundle.bm25() is bundle.bm25(0.0) and bundle.bm25(0.5) is bundle.bm25(0.5)
+
+
+def test_the_config_setting_reaches_bm25_and_the_hybrid_fallback(tmp_path):
+    from odqa.config import OdqaConfig
+    from odqa.retriever.kinds import configured_retriever
+    from odqa.retriever.loading import IndexBundle
+
+    bundle = IndexBundle.open(_index(tmp_path))
+    config = OdqaConfig.load(None, {"retrieval.bm25_max_df": 0.5})
+    config.validate()
+    assert configured_retriever(bundle, config, "bm25").max_df == 0.5
+    assert configured_retriever(bundle, config, "hybrid").max_df == 0.5  # no vectors: hybrid falls back to bm25
+    assert configured_retriever(bundle, OdqaConfig(), "bm25").max_df == 0.0
+
+
+@pytest.mark.parametrize("value", [-0.1, 1.0, 2.0])
+def test_a_fraction_outside_zero_to_one_is_refused(value):
+    from odqa.config import OdqaConfig
+
+    with pytest.raises(OdqaError, match="bm25_max_df"):
+        OdqaConfig.load(None, {"retrieval.bm25_max_df": value})
+
+
+def test_an_engine_without_document_frequencies_refuses_it(tmp_path):
+    from odqa.retriever.loading import IndexBundle
+
+    bundle = IndexBundle.open(_index(tmp_path, "rank-bm25"))
+    assert bundle.bm25().search(["salmon"], 1)[0][0].passage.title == "Fraser"
+    with pytest.raises(OdqaError, match="tantivy"):
+        bundle.bm25(0.5)
