@@ -477,3 +477,14 @@ def test_entity_bonus_on_an_elastic_index_ranks_as_on_the_folder_index(demo_es, 
                if [h.row for h in before] != [h.row for h in after]]
     assert len(changed) >= 3, changed
     assert any(h.source == "entity" for hits in fused["es"] for h in hits)
+
+
+def test_bm25_max_df_is_refused_in_one_line_for_elasticsearch(demo_es):
+    from odqa.config import OdqaConfig
+    from odqa.retriever.elastic import ElasticBackend
+
+    backend = ElasticBackend(demo_es, OdqaConfig())
+    assert backend.bm25(0.0).search(["Who wrote Hamlet?"], 1)[0]
+    for make in (lambda: backend.bm25(0.1), lambda: backend.hybrid(bm25_max_df=0.1)):
+        with pytest.raises(OdqaError, match="bm25_max_df.*Elasticsearch"):
+            make()
