@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -21,19 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-
-def cpu_line() -> str:
-    model = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-        flags = Path("/proc/cpuinfo").read_text()
-        model += " (" + ", ".join(f for f in ("amx_bf16", "avx512_bf16", "avx512f", "avx2") if f in flags) + ")"
-    except OSError:
-        pass
-    return model
+from scale import Timer  # noqa: E402  (bench/ is the script's folder)
 
 
 def pruned_query(index, terms: list[str], max_df: float):
@@ -49,6 +35,7 @@ def pruned_query(index, terms: list[str], max_df: float):
 
 def main(argv=None) -> int:
     from odqa.core.answers import has_answer
+    from odqa.core.device import cpu_description
     from odqa.corpus.questions import load_questions
     from odqa.corpus.store import PassageStore
     from odqa.indexes.bm25 import clean_query, load_text_index
@@ -76,19 +63,18 @@ def main(argv=None) -> int:
     store = PassageStore.open(folder / "passages")
     items = load_questions(Path(args.data) / args.questions_file, limit=args.questions or None)
     depth = max(max(args.k), 100)
-    runs = {m: {"found": {k: 0 for k in args.k}, "cpu_ms": [], "terms": 0} for m in args.max_df}
+    runs = {m: {"found": {k: 0 for k in args.k}, "timer": Timer(), "terms": 0} for m in args.max_df}
     total_terms = 0
     for item in items:
         text = clean_query(item.question)
-        terms = [t for t in index.analyzer.analyze(text)] if text else []
+        terms = index.analyzer.analyze(text) if text else []
         total_terms += len(terms)
         if not terms:
             continue
         for max_df in args.max_df:  # alternating variants per question: the same cache state for each
             query, kept = pruned_query(index, terms, max_df)
-            t0 = time.process_time()
-            result = index.searcher.search(query, depth, count=False)
-            runs[max_df]["cpu_ms"].append((time.process_time() - t0) * 1000)
+            with runs[max_df]["timer"]:
+                result = index.searcher.search(query, depth, count=False)
             runs[max_df]["terms"] += len(kept)
             rows = index._rows(result)
             texts = [p.text for p in store.get_rows([row for row, _ in rows[: max(args.k)]])]
@@ -100,13 +86,12 @@ def main(argv=None) -> int:
     head = "| max df | terms kept | " + " | ".join(f"R@{k}" for k in args.k) + " | Tantivy top 100, CPU ms p50 / p99 |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for max_df, run in runs.items():
-        cpu = sorted(run["cpu_ms"])
-        p99 = cpu[min(len(cpu) - 1, int(0.99 * len(cpu)))] if cpu else 0.0
+        cpu = run["timer"].summary() if run["timer"].cpu else {"cpu_p50_ms": 0.0, "cpu_p99_ms": 0.0}
         lines.append(f"| {max_df if max_df else 'off (every term)'} | {run['terms'] / max(total_terms, 1):.3f} | "
                      + " | ".join(f"{100 * run['found'][k] / n:.2f}" for k in args.k)
-                     + f" | {statistics.median(cpu) if cpu else 0:.2f} / {p99:.2f} |")
+                     + f" | {cpu['cpu_p50_ms']:.2f} / {cpu['cpu_p99_ms']:.2f} |")
     text = (f"# BM25 with its most frequent question terms dropped\n\nWritten by `python bench/bm25_prune.py "
-            f"{' '.join(argv if argv is not None else sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}; {cpu_line()}; "
+            f"{' '.join(argv if argv is not None else sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}; {cpu_description()}; "
             f"{index.num_docs():,} passages; {n} questions of {args.questions_file}).\n\n" + "\n".join(lines) + "\n")
     print(text)
     if args.out:

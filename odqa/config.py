@@ -234,7 +234,8 @@ class OdqaConfig:
         .IndexBackend; retriever.kinds.configured_retriever): written here once for every command."""
         r = self.retrieval
         return {"encoder": r.encoder or None, "fusion": r.fusion, "alpha": r.alpha, "candidates": r.candidates,
-                "rrf_k": r.rrf_k, "bm25_max_df": r.bm25_max_df, "precision": self.precision, "runtime": self.runtime, "device": self.device or None,
+                "rrf_k": r.rrf_k, "bm25_max_df": r.bm25_max_df, "precision": self.precision, "runtime": self.runtime,
+                "device": self.device or None,
                 **r.query_settings()}
 
     @classmethod

@@ -32,7 +32,8 @@ RETRIEVERS: Registry = Registry("retriever", {"bm25": _bm25, "dense": _dense, "h
 
 def make_retriever(backend, kind: str, **options):
     """The `kind` retriever of an opened index backend; options: encoder, fusion, alpha, candidates, rrf_k,
-    bm25_max_df, precision, runtime, device, accept_encoder_change, query_encoder, settings (each backend takes what applies)."""
+    bm25_max_df, precision, runtime, device, accept_encoder_change, query_encoder, settings (each backend takes
+    what applies)."""
     return RETRIEVERS.get(kind)(backend, **options)
 
 
