@@ -25,12 +25,8 @@ from scale import Timer  # noqa: E402  (bench/ is the script's folder)
 def pruned_query(index, terms: list[str], max_df: float):
     """An OR of `terms` without those in more than `max_df` of the passages (`TantivyIndex.drop_frequent_terms`, what
     `[retrieval] bm25_max_df` does). Returns (query, terms kept)."""
-    import tantivy
-
     kept = index.drop_frequent_terms(terms, max_df)
-    schema = index.index.schema
-    clauses = [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "text", t)) for t in kept]
-    return tantivy.Query.boolean_query(clauses), kept
+    return index.terms_query(kept), kept
 
 
 def main(argv=None) -> int:

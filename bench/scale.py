@@ -199,7 +199,9 @@ def stage_bm25(store_folder: str, out: str) -> dict:
     return {"bm25_build_s": round(time.perf_counter() - t0, 1)}
 
 
-def stage_bm25_query(store_folder: str, bm25_folder: str, questions: int) -> dict:
+def stage_bm25_query(store_folder: str, bm25_folder: str, questions: int, max_dfs: str = "0") -> dict:
+    """odqa's BM25 top 100 and Tantivy's alone, for each `max_df` (`[retrieval] bm25_max_df`, comma-separated)
+    in turn on every question, so each variant meets the same page-cache state."""
     from odqa.indexes.bm25 import clean_query, load_text_index
     from odqa.corpus.store import PassageStore
 
@@ -212,20 +214,29 @@ def stage_bm25_query(store_folder: str, bm25_folder: str, questions: int) -> dic
     queries = nq_questions(questions + 10)
     for q in queries[:10]:
         index.search([q], 100)  # warm-up
-    search, engine, fetch = Timer(), Timer(), Timer()
+    variants = [float(m) for m in max_dfs.split(",")]
+    timers = {m: (Timer(), Timer()) for m in variants}
+    fetch = Timer()
     for q in queries[10:]:
-        with search:
-            hits = index.search([q], 100)[0]
         text = clean_query(q)
-        if text and index.analyzer.analyze(text):
-            parsed, _ = index.index.parse_query_lenient(text, ["text"])
-            with engine:  # Tantivy's top 100 alone, without reading each hit's row from the document store
-                index.searcher.search(parsed, 100, count=False)
+        terms = index.analyzer.analyze(text) if text else []
+        for max_df in variants:
+            search, engine = timers[max_df]
+            with search:
+                hits = index.search([q], 100, max_df=max_df)[0]
+            if terms:
+                query = index.terms_query(index.drop_frequent_terms(terms, max_df))
+                with engine:  # Tantivy's top 100 alone, without the query's analysis or the hits' rows
+                    index.searcher.search(query, 100, count=False)
         with fetch:
             store.get_rows([row for row, _ in hits[:20]])
-    return {"store_open_s": round(open_s, 3), "bm25_open_s": round(bm25_open_s, 3), "questions": len(search.wall),
-            "bm25_top100": search.summary(), "tantivy_top100_no_rows": engine.summary(),
-            "store_fetch20": fetch.summary()}
+    out = {"store_open_s": round(open_s, 3), "bm25_open_s": round(bm25_open_s, 3), "questions": len(fetch.wall),
+           "store_fetch20": fetch.summary()}
+    for max_df, (search, engine) in timers.items():
+        suffix = f"_max_df_{max_df:g}" if max_df else ""
+        out[f"bm25_top100{suffix}"] = search.summary()
+        out[f"tantivy_top100_no_rows{suffix}"] = engine.summary()
+    return out
 
 
 def cmd_passages(args) -> None:
@@ -240,7 +251,8 @@ def cmd_passages(args) -> None:
         out, rss = run_stage(["bm25", str(store), str(bm25)])
         result.update(out, bm25_peak_rss_gb=round(rss / 2**30, 2))
     result.update(store_disk_gb=round(disk_bytes(store) / 1e9, 2), bm25_disk_gb=round(disk_bytes(bm25) / 1e9, 2))
-    out, rss = run_stage(["bm25-query", str(store), str(bm25), str(args.questions)])
+    out, rss = run_stage(["bm25-query", str(store), str(bm25), str(args.questions),
+                          ",".join(str(m) for m in args.max_df)])
     result.update(out, query_peak_rss_gb=round(rss / 2**30, 2))
     record(result)
     if args.delete:
@@ -619,8 +631,74 @@ def cmd_kb(args) -> None:
             shutil.rmtree(kb_path)
 
 
+def disk_read_bytes() -> int:
+    """Bytes this process has caused to be read from the disk (page-cache misses, readahead included)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("read_bytes:"):
+            return int(line.split()[1])
+    return 0
+
+
+def cmd_rows(args) -> None:
+    """Random rows of a large vector file, as an ivfpq index rescoring its candidates reads them: through the
+    plain memory map (the kernel reads ahead around each miss) and through one advised MADV_RANDOM (each miss
+    reads its page alone), alternating per question over fresh rows, so both meet the same page cache."""
+    import mmap
+
+    size = parse_size(args.size)
+    path = scale_home() / f"vectors-{size_name(size)}" / "vectors.npy"
+    if not path.exists():
+        raise SystemExit(f"{path} is missing: run `python bench/scale.py vectors --size {args.size}` first")
+    plain, advised = np.load(path, mmap_mode="r"), np.load(path, mmap_mode="r")
+    advised._mmap.madvise(mmap.MADV_RANDOM)
+    rng = np.random.default_rng(args.seed)
+    timers = {"plain": Timer(), "random": Timer()}
+    read = {"plain": 0, "random": 0}
+    for _ in range(args.questions):
+        for name, vectors in (("plain", plain), ("random", advised)):
+            rows = np.sort(rng.choice(len(vectors), size=args.rows, replace=False))
+            before = disk_read_bytes()
+            with timers[name]:
+                np.asarray(vectors[rows], dtype=np.float32).sum()
+            read[name] += disk_read_bytes() - before
+    result = {"what": "rows", "size": size, "rows": args.rows, "questions": args.questions}
+    for name, timer in timers.items():
+        result[name] = {**timer.summary(), "disk_mb_per_question": round(read[name] / args.questions / 1e6, 2)}
+    record(result)
+    print(json.dumps(result))
+
+
 # ---- whole ask -----------------------------------------------------------------------------------------------
-def stage_ask(passages_folder: str, vector_index: str, questions: int) -> dict:
+OLD_BLOCK = 4 << 20  # the block of a 16 GB file before sidecars: 64 KiB doubled until at most 4096 blocks
+
+
+def file_records(passages_folder: str, vector_index: str, checks: str) -> dict:
+    """Digest records of the store's and the vectors' files as `index` writes them (`checks` "64KiB": 64 KiB
+    blocks, a sidecar beside a large file) or as it wrote them before ("4MiB": at most 4096 blocks inline),
+    computed once and kept beside the data."""
+    from odqa.corpus.store import DATA_FILE
+    from odqa.indexes.integrity import describe_file
+    from odqa.indexes.vector import EMBEDDINGS
+
+    files = {"store": Path(passages_folder) / "passages" / DATA_FILE, "vectors": Path(vector_index) / EMBEDDINGS}
+    saved = Path(passages_folder) / f"records-{checks}.json"
+    if saved.exists():
+        return json.loads(saved.read_text())
+    records = {}
+    for name, path in files.items():
+        if checks == "64KiB":
+            records[name] = describe_file(path)
+        else:
+            import xxhash
+
+            with path.open("rb") as f:
+                digests = b"".join(xxhash.xxh3_64_digest(d) for d in iter(lambda: f.read(OLD_BLOCK), b""))
+            records[name] = {"size": path.stat().st_size, "blocks": {"size": OLD_BLOCK, "xxh3": digests.hex()}}
+    saved.write_text(json.dumps(records))
+    return records
+
+
+def stage_ask(passages_folder: str, vector_index: str, questions: int, checks: str = "none") -> dict:
     """A default `ask` over the simulated corpus: the hybrid of its BM25 index and the dense index over its
     simulated vectors (built by `vectors --kinds odqa-ivfpq --keep`), rrf fusion, the shipped reader on the fused
     top k, the real question encoder; the pipeline's own ask_batch, linking off (the kb command measures it).
@@ -630,7 +708,7 @@ def stage_ask(passages_folder: str, vector_index: str, questions: int) -> dict:
     from odqa.core.fusion import resolve_fusion
     from odqa.core.models import DEFAULT_ENCODER
     from odqa.corpus.store import PassageStore
-    from odqa.indexes.bm25 import load_text_index
+    from odqa.indexes.bm25 import default_max_df, load_text_index
     from odqa.indexes.vector import VectorIndex
     from odqa.pipeline import Pipeline
     from odqa.retriever.bm25 import BM25Retriever
@@ -652,12 +730,26 @@ def stage_ask(passages_folder: str, vector_index: str, questions: int) -> dict:
         def language_differs(self, question):
             return None
 
+    from odqa.indexes.integrity import FileCheck
+    from odqa.indexes.vector import EMBEDDINGS
+
     config = OdqaConfig.load(None, {"linker.enabled": False})
+    records = file_records(passages_folder, vector_index, checks) if checks != "none" else None
     t0 = time.perf_counter()
     store = PassageStore.open(Path(passages_folder) / "passages")
-    bm25 = BM25Retriever(load_text_index(Path(passages_folder) / "bm25"), store)
-    dense = DenseRetriever(load_text_encoder(DEFAULT_ENCODER), VectorIndex.load(vector_index), store,
-                           check_name=False)
+    vector_check = None
+    if records:  # what an index's bundle does: every byte an answer is built from checked at its first read
+        store.verify_with(FileCheck(records["store"], store.read_bytes, "passages", "rebuild it",
+                                    folder=Path(passages_folder) / "passages"))
+
+        def vector_check(name, read):
+            return FileCheck(records["vectors"], read, name, "rebuild it", folder=vector_index) \
+                if name == EMBEDDINGS else None
+    text_index = load_text_index(Path(passages_folder) / "bm25")
+    max_df = config.retrieval.bm25_max_df
+    bm25 = BM25Retriever(text_index, store, max_df=default_max_df(text_index.num_docs()) if max_df is None else max_df)
+    dense = DenseRetriever(load_text_encoder(DEFAULT_ENCODER), VectorIndex.load(vector_index, check=vector_check),
+                           store, check_name=False)
     r = config.retrieval
     method, alpha, rrf_k = resolve_fusion(r.fusion, r.alpha, r.rrf_k)
     pipeline = SimulatedCorpusPipeline(config, HybridRetriever(dense, bm25, method=method, alpha=alpha,
@@ -672,7 +764,8 @@ def stage_ask(passages_folder: str, vector_index: str, questions: int) -> dict:
             result = pipeline.ask(question)
         for name in parts:
             parts[name].append(result.timings[name])
-    return {"open_s": round(open_s, 2), "questions": len(total.wall), "fusion": method,
+    return {"open_s": round(open_s, 2), "questions": len(total.wall), "fusion": method, "checks": checks,
+            "bm25_max_df": bm25.max_df,
             "k": r.k, "ask": percentiles(total.wall),
             **{name: percentiles(values) for name, values in parts.items()}, "rss_gb": resident_gb()}
 
@@ -685,8 +778,8 @@ def cmd_ask(args) -> None:
                             (vector_index / "manifest.json", f"vectors --size {args.size} --kinds {ODQA_KIND} --keep")):
         if not needed.exists():
             raise SystemExit(f"{needed} is missing: run `python bench/scale.py {command}` first")
-    result = {"what": "ask", "size": size}
-    out, rss = run_stage(["ask", str(passages), str(vector_index), str(args.questions)])
+    result = {"what": "ask", "size": size, "checks": args.checks}
+    out, rss = run_stage(["ask", str(passages), str(vector_index), str(args.questions), args.checks])
     result.update(out, peak_rss_gb=round(rss / 2**30, 2))
     record(result)
 
@@ -698,7 +791,7 @@ def stage(argv: list[str]) -> None:
     elif name == "bm25":
         out = stage_bm25(rest[0], rest[1])
     elif name == "bm25-query":
-        out = stage_bm25_query(rest[0], rest[1], int(rest[2]))
+        out = stage_bm25_query(rest[0], rest[1], int(rest[2]), *rest[3:])
     elif name == "vector-build":
         out = stage_vector_build(*rest)
     elif name == "vector-query":
@@ -706,7 +799,7 @@ def stage(argv: list[str]) -> None:
     elif name == "kb-build":
         out = stage_kb_build(int(rest[0]), rest[1], rest[2], rest[3])
     elif name == "ask":
-        out = stage_ask(rest[0], rest[1], int(rest[2]))
+        out = stage_ask(rest[0], rest[1], int(rest[2]), *rest[3:])
     elif name == "kb-query":
         out = stage_kb_query(rest[0], int(rest[1]), rest[2])
     elif name == "vector-truth":
@@ -734,6 +827,8 @@ def main(argv=None) -> None:
     p = sub.add_parser("passages")
     p.add_argument("--size", default="1M")
     p.add_argument("--questions", type=int, default=300)
+    p.add_argument("--max-df", type=float, nargs="+", default=[0.0],
+                   help="search with each [retrieval] bm25_max_df in turn (0: every term)")
     p.add_argument("--delete", action="store_true", help="remove the generated store and index afterwards")
     p.set_defaults(run=cmd_passages)
     p = sub.add_parser("real")
@@ -762,7 +857,16 @@ def main(argv=None) -> None:
     p = sub.add_parser("ask", help="a default ask (hybrid + reader) over the simulated passages and vectors")
     p.add_argument("--size", default="1M")
     p.add_argument("--questions", type=int, default=200)
+    p.add_argument("--checks", choices=["none", "64KiB", "4MiB"], default="64KiB",
+                   help="check the bytes read against block digests as an index does (64KiB: now, a sidecar "
+                        "beside a large file; 4MiB: before, at most 4096 blocks inline); none: unchecked")
     p.set_defaults(run=cmd_ask)
+    p = sub.add_parser("rows", help="random vector rows read through a plain and a MADV_RANDOM memory map")
+    p.add_argument("--size", default="21M")
+    p.add_argument("--rows", type=int, default=200, help="rows a question reads (ivfpq's rerank depth)")
+    p.add_argument("--questions", type=int, default=200)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(run=cmd_rows)
     p = sub.add_parser("report")
     p.set_defaults(run=cmd_report)
     args = parser.parse_args(argv)

@@ -56,6 +56,18 @@ def load_text_index(path: str | Path):
                         f"{str(exc).splitlines()[0] if str(exc) else ''}); rebuild it with `run_qa.py index`") from exc
 
 
+# BM25's time grows with the posting lists of the question's terms, most of them the frequent terms' (scale.md):
+# from this size on, questions leave out their terms found in more than PRUNED_MAX_DF of the passages by default
+PRUNE_FROM_PASSAGES = 5_000_000
+PRUNED_MAX_DF = 0.1
+
+
+def default_max_df(passages: int) -> float:
+    """`[retrieval] bm25_max_df` when unset: pruning where a corpus is large enough for it to matter
+    (bench/results/bm25-prune.md, scale.md)."""
+    return PRUNED_MAX_DF if passages >= PRUNE_FROM_PASSAGES else 0.0
+
+
 # each fetch scores the whole posting lists again whatever n is, so a tie across the cut asks for many more
 # hits at once: a passage repeated in hundreds of places (a list stub, a template) then takes few searches
 TIE_FETCH_GROWTH = 8
@@ -210,15 +222,18 @@ class TantivyIndex:
         df = {t: self.searcher.doc_freq("text", t) for t in set(terms)}
         return [t for t in terms if df[t] <= limit] or [min(terms, key=lambda t: (df[t], t))]
 
-    def _search_terms(self, terms: list[str], k: int) -> Hits:
-        """OR of the query's terms (each occurrence a clause, as the query parser does with repeated words)."""
+    def terms_query(self, terms: list[str]):
+        """OR of analysed terms (each occurrence a clause, as the query parser does with repeated words)."""
         import tantivy
 
+        schema = self.index.schema
+        return tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "text", term)) for term in terms])
+
+    def _search_terms(self, terms: list[str], k: int) -> Hits:
         if not terms:
             return []
-        schema = self.index.schema
-        query = tantivy.Query.boolean_query(
-            [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "text", term)) for term in terms])
+        query = self.terms_query(terms)
         return rank_with_ties(lambda n: self._rows(self._top(query, n)), k)
 
     def _top(self, query, n: int):

@@ -2,8 +2,9 @@
 
 * Every part of a bundle (`passages/`, `bm25/`, `dense/`) is recorded in the bundle manifest with its row
   count and, per file (the part's own manifest.json included), its size, a digest of its first and last MiB
-  (`sample`), its full SHA-256 and an xxh3 digest of every block (`blocks`: 64 KiB, or larger so that a file
-  has at most 4096). Opening a part checks sizes and samples (a few reads, whatever the index size); every
+  (`sample`), its full SHA-256 and an xxh3 digest of every 64 KiB block (`blocks`: in the manifest for a file of
+  up to 4096 blocks, in a file beside it, `NAME.odqa-blocks`, for a larger one, with that file's own digest in the
+  manifest; a block a read must check stays 64 KiB however large the file). Opening a part checks sizes and samples (a few reads, whatever the index size); every
   byte an answer is built from is checked against its block digests before it is used (`FileCheck`): the
   passage store checks the blocks that hold the rows it reads, the first time it reads them; files read whole
   (the vectors, a FAISS index, the BM25 index) are checked whole at their first use. An index built before
@@ -44,9 +45,11 @@ from odqa.core.errors import IndexMismatchError, OdqaError
 
 SAMPLE_BYTES = 1 << 20
 MANIFEST = "manifest.json"
-_SKIP = re.compile(r"^\.tantivy-.*\.lock$|^\.managed\.json$")  # tantivy rewrites these on open
-MIN_BLOCK = 1 << 16  # a passage read checks its blocks: small ones keep that cheap
-MAX_BLOCKS = 4096  # and a bounded count keeps the manifest small whatever the file size
+SIDECAR = ".odqa-blocks"  # a large file's block digests, beside it (recorded by their digest in its record)
+# tantivy rewrites the first two on open; a sidecar is checked through the record of the file it describes
+_SKIP = re.compile(r"^\.tantivy-.*\.lock$|^\.managed\.json$|" + re.escape(SIDECAR) + "$")
+MIN_BLOCK = 1 << 16  # every read checks the blocks it touches: small ones keep that cheap at any file size
+INLINE_BLOCKS = 4096  # a file of more blocks keeps their digests in a sidecar, so the manifest stays small
 DIGEST_BYTES = 8  # xxh3_64
 
 
@@ -65,24 +68,24 @@ def _full_digest(path: Path) -> str:
     return _digests(path, path.stat().st_size)[0]
 
 
-def block_size(size: int) -> int:
-    """The block of a file of `size` bytes: MIN_BLOCK, doubled until the file has at most MAX_BLOCKS."""
-    block = MIN_BLOCK
-    while block * MAX_BLOCKS < size:
-        block *= 2
-    return block
-
-
-def _digests(path: Path, size: int) -> tuple[str, dict]:
-    """(SHA-256 prefix, block record) of a file, in one read."""
+def _digests(path: Path, size: int) -> tuple[str, bytes]:
+    """(SHA-256 prefix, the xxh3 digests of its MIN_BLOCK blocks) of a file, in one read."""
     sha = hashlib.sha256()
-    block = block_size(size)
     blocks = []
     with path.open("rb") as f:
-        for data in iter(lambda: f.read(block), b""):
+        for data in iter(lambda: f.read(MIN_BLOCK), b""):
             sha.update(data)
             blocks.append(xxhash.xxh3_64_digest(data))
-    return sha.hexdigest()[:16], {"size": block, "xxh3": b"".join(blocks).hex()}
+    return sha.hexdigest()[:16], b"".join(blocks)
+
+
+def _block_record(path: Path, digests: bytes) -> dict:
+    """The record of a file's block digests: inline up to INLINE_BLOCKS, else written to its sidecar."""
+    if len(digests) <= INLINE_BLOCKS * DIGEST_BYTES:
+        return {"size": MIN_BLOCK, "xxh3": digests.hex()}
+    sidecar = path.with_name(path.name + SIDECAR)
+    sidecar.write_bytes(digests)
+    return {"size": MIN_BLOCK, "sidecar": sidecar.name, "sidecar_xxh3_128": xxhash.xxh3_128_hexdigest(digests)}
 
 
 def part_files(folder: Path) -> list[Path]:
@@ -91,9 +94,10 @@ def part_files(folder: Path) -> list[Path]:
 
 
 def describe_file(path: Path) -> dict:
+    """A file's size and digests; a large file's block digests are written beside it (`SIDECAR`)."""
     size = path.stat().st_size
-    sha, blocks = _digests(path, size)
-    return {"size": size, "sample": _sample_digest(path, size), "sha256": sha, "blocks": blocks}
+    sha, digests = _digests(path, size)
+    return {"size": size, "sample": _sample_digest(path, size), "sha256": sha, "blocks": _block_record(path, digests)}
 
 
 def describe_part(folder: str | Path, count: int) -> dict:
@@ -107,15 +111,20 @@ class FileCheck:
     them, `whole()` every block; each block once. `read(offset, length)` gives the bytes as they will be used
     (the memory map itself, or the open file that a memory map was made of), so a file replaced after opening
     is not mistaken for the one in use. A record without block digests (an index built before them) is
-    checked whole against its SHA-256 at the first use."""
+    checked whole against its SHA-256 at the first use. `folder`: where the file lies, for a record whose
+    block digests are in a sidecar (read and checked at the first read)."""
 
-    def __init__(self, record: dict, read: Callable[[int, int], bytes], where: str, fix: str):
+    def __init__(self, record: dict, read: Callable[[int, int], bytes], where: str, fix: str,
+                 folder: str | Path | None = None):
         self.record, self.read, self.where, self.fix = record, read, where, fix
         blocks = record.get("blocks") or {}
         self.block = int(blocks.get("size", 0))
-        self.digests = bytes.fromhex(blocks.get("xxh3", "")) if self.block else b""
-        count = len(self.digests) // DIGEST_BYTES
-        if self.block and (count != -(-record["size"] // self.block) or len(self.digests) % DIGEST_BYTES):
+        count = -(-record["size"] // self.block) if self.block else 0
+        self._sidecar = Path(folder) / blocks["sidecar"] if self.block and "sidecar" in blocks and folder else None
+        if self.block and "sidecar" in blocks and folder is None:
+            raise OdqaError(f"{where}: its block digests lie beside it, and this check was not told where")
+        self.digests = b"" if self._sidecar or not self.block else bytes.fromhex(blocks.get("xxh3", ""))
+        if self.block and not self._sidecar and len(self.digests) != count * DIGEST_BYTES:
             self._fail("its block digests do not fit its size")
         self._checked = np.zeros(count, dtype=bool)
         self._whole = False
@@ -158,7 +167,22 @@ class FileCheck:
         if len(todo):
             self._check_blocks(todo)
 
+    def _load_sidecar(self) -> None:
+        """The block digests from the sidecar, checked against the record's digest of them."""
+        try:
+            digests = self._sidecar.read_bytes()
+        except OSError as exc:
+            self._fail(f"its block digests {self._sidecar.name} cannot be read: {exc.strerror or exc}")
+        if (len(digests) != len(self._checked) * DIGEST_BYTES
+                or xxhash.xxh3_128_hexdigest(digests) != self.record["blocks"]["sidecar_xxh3_128"]):
+            self._fail(f"its block digests {self._sidecar.name} were changed")
+        self.digests = digests
+
     def _check_blocks(self, blocks: np.ndarray) -> None:
+        if not self.digests and len(blocks):
+            with self._lock:
+                if not self.digests:
+                    self._load_sidecar()
         size = self.record["size"]
         for b in blocks.tolist():
             start = b * self.block
@@ -218,6 +242,17 @@ def check_part(folder: str | Path, recorded: dict | None, rows: int | None, full
         if _sample_digest(path, size) != info["sample"] or (full and _full_digest(path) != info["sha256"]):
             raise IndexMismatchError(f"{name}: {rel} differs from the file that was built "
                                      f"with (another index's file, or damaged): {fix}")
+        blocks = info.get("blocks") or {}
+        if "sidecar" in blocks:
+            _check_sidecar(path.with_name(blocks["sidecar"]), blocks, -(-size // int(blocks["size"])), full,
+                           f"{name}: {rel}", fix)
+
+
+def _check_sidecar(sidecar: Path, blocks: dict, count: int, full: bool, name: str, fix: str) -> None:
+    """A large file's block digests beside it: there and of the right size (at open), unchanged (`full`)."""
+    if not sidecar.is_file() or sidecar.stat().st_size != count * DIGEST_BYTES \
+            or (full and xxhash.xxh3_128_hexdigest(sidecar.read_bytes()) != blocks["sidecar_xxh3_128"]):
+        raise IndexMismatchError(f"{name}: its block digests {sidecar.name} are missing or were changed: {fix}")
 
 
 def check_bundle_manifest(manifest, path: str | Path) -> None:
@@ -266,7 +301,8 @@ def file_check(folder: str | Path, recorded: dict | None, rel: str,
     if not recorded or rel not in recorded.get("files", {}):
         return None
     folder = Path(folder)
-    return FileCheck(recorded["files"][rel], read, f"index part {_part_name(folder)}: {rel}", part_fix(folder))
+    return FileCheck(recorded["files"][rel], read, f"index part {_part_name(folder)}: {rel}", part_fix(folder),
+                     folder=(folder / rel).parent)
 
 
 def check_files_whole(folder: str | Path, recorded: dict | None) -> None:

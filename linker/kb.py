@@ -142,7 +142,7 @@ class StoredEntries(Sequence[KBEntry]):
             size = os.fstat(f.fileno()).st_size
             self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
         self._check = None if record is None else FileCheck(
-            record, lambda offset, length: self._map[offset : offset + length], where, fix)
+            record, lambda offset, length: self._map[offset : offset + length], where, fix, folder=path.parent)
         self._starts = self._line_starts(size)
 
     def _line_starts(self, size: int) -> np.ndarray:
@@ -234,7 +234,7 @@ class KnowledgeBase:
                 if record is None:
                     raise IndexMismatchError(f"{where}: {ALIASES} was not recorded when it was built; {fix}")
                 with stored.open("rb") as f:
-                    FileCheck(record, file_reader(f), f"{where}: {ALIASES}", fix).whole()
+                    FileCheck(record, file_reader(f), f"{where}: {ALIASES}", fix, folder=self.path).whole()
                 self._matcher = StoredAliases(stored)
             else:
                 self._matcher = in_memory_matcher(self.entries)
@@ -345,7 +345,7 @@ class KnowledgeBase:
 
         def check(name: str, read):
             record = files.get(f"{VECTORS}/{name}")
-            return record and FileCheck(record, read, f"{where}: {VECTORS}/{name}", fix)
+            return record and FileCheck(record, read, f"{where}: {VECTORS}/{name}", fix, folder=path / VECTORS)
 
         index = VectorIndex.load(path / VECTORS, use_gpu=False, check=check) if (path / VECTORS).is_dir() else None
         if index is not None and len(index) != len(entries):

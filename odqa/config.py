@@ -55,9 +55,10 @@ class RetrievalConfig:
     passage_prefix: str | None = field(default=None, metadata=_help(
         "text put before each passage (unset: the model's prompt, e5: 'passage: ')"))
     entity_bonus: float = field(default=0.0, metadata=_help("fusion weight of linked entities' passages (0: off)"))
-    bm25_max_df: float = field(default=0.0, metadata=_help(
+    bm25_max_df: float | None = field(default=None, metadata=_help(
         "BM25: leave out of each question the terms found in more than this fraction of the passages (the rarest "
-        "kept); faster on large corpora, slightly different ranking (0: every term)"))
+        "kept); faster on large corpora, slightly different ranking (0: every term; unset: by the corpus size, "
+        "0.1 from 5 M passages, else 0)"))
 
     def query_settings(self) -> dict[str, Any]:
         """Retriever options for encoding questions (unset ones: what the index records)."""
@@ -81,7 +82,7 @@ class RetrievalConfig:
             raise OdqaError(f"config: retrieval.rrf_k must be 0 or more, got {self.rrf_k}")
         if not 0.0 <= self.alpha <= 1.0:
             raise OdqaError(f"config: retrieval.alpha must lie in [0, 1], got {self.alpha}")
-        if not 0.0 <= self.bm25_max_df < 1.0:
+        if self.bm25_max_df is not None and not 0.0 <= self.bm25_max_df < 1.0:
             raise OdqaError(f"config: retrieval.bm25_max_df must lie in [0, 1) (0: every term; 0.1: terms in at most "
                             f"10 % of the passages), got {self.bm25_max_df}")
 

@@ -162,7 +162,7 @@ class ElasticBackend:
             self._cache["articles"] = ElasticArticlePassages(self.index)
         return self._cache["articles"]
 
-    def bm25(self, bm25_max_df: float = 0.0) -> ElasticBM25Retriever:
+    def bm25(self, bm25_max_df: float | None = None) -> ElasticBM25Retriever:
         if bm25_max_df:
             raise OdqaError("retrieval.bm25_max_df applies to an index folder's BM25 (Tantivy); Elasticsearch ranks "
                             "with every term: set it to 0 for an es:// index")
@@ -195,7 +195,7 @@ class ElasticBackend:
                                      check_name=check_name)
 
     def hybrid(self, fusion: str = AUTO, alpha: float = 0.5, candidates: int = 100, rrf_k: int = 60,
-               bm25_max_df: float = 0.0, **dense_options):
+               bm25_max_df: float | None = None, **dense_options):
         if not self.index.dim:
             # as an index folder built with --backends bm25: hybrid (the default) still answers
             log.warning("%s holds no vectors, so hybrid retrieval falls back to bm25", self.describe())

@@ -13,7 +13,7 @@ ELASTIC_FUSIONS = (*HYBRID_FUSIONS, SERVER_RRF)
 
 
 def _bm25(backend, **options):
-    return backend.bm25(bm25_max_df=options.get("bm25_max_df", 0.0))
+    return backend.bm25(bm25_max_df=options.get("bm25_max_df"))
 
 
 DENSE_OPTIONS = ("encoder", "precision", "runtime", "device", "accept_encoder_change", "query_encoder", "settings")

@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 
 from odqa.indexes.analysis import check_analyzer_available
-from odqa.indexes.bm25 import load_text_index
+from odqa.indexes.bm25 import default_max_df, load_text_index
 from odqa.indexes.integrity import (add_block_digests, check_bundle_manifest, check_files_whole, check_part, file_check, note_unchecked,
                                recover_swap, swap_in_progress)
 from odqa.indexes.layout import BM25, DENSE, PASSAGES, IndexLayout
@@ -221,8 +221,9 @@ class IndexBundle:
         check_part(folder, self.parts.get(backend), rows=None)
         return folder
 
-    def bm25(self, bm25_max_df: float = 0.0):
-        """`bm25_max_df`: leave out of each question its terms found in more than this fraction of the passages."""
+    def bm25(self, bm25_max_df: float | None = None):
+        """`bm25_max_df`: leave out of each question its terms found in more than this fraction of the passages
+        (None: `indexes.bm25.default_max_df` of the corpus size, for an engine that can)."""
         if BM25 not in self._cache:
             folder = self._require(BM25)
             self._checker(BM25)  # the note on an older index
@@ -230,6 +231,9 @@ class IndexBundle:
             index = load_text_index(folder)
             self._check_rows(BM25, index.num_docs())
             self._cache[BM25] = BM25Retriever(index, self.store)
+        if bm25_max_df is None:
+            index = self._cache[BM25].index
+            bm25_max_df = default_max_df(index.num_docs()) if hasattr(index, "drop_frequent_terms") else 0.0
         if not bm25_max_df:
             return self._cache[BM25]
         key = (BM25, bm25_max_df)
@@ -294,7 +298,7 @@ class IndexBundle:
                     raise
 
     def hybrid(self, fusion: str = AUTO, alpha: float = 0.5, candidates: int = 100, rrf_k: int = 60,
-               bm25_max_df: float = 0.0, **dense_options):
+               bm25_max_df: float | None = None, **dense_options):
         if DENSE not in self.backends and BM25 in self.backends:
             # hybrid is the default; an index built with --backends bm25 should still answer
             log.warning("%s has no dense index, so hybrid retrieval falls back to bm25", self.path)

@@ -71,3 +71,21 @@ def test_an_engine_without_document_frequencies_refuses_it(tmp_path):
     assert bundle.bm25().search(["salmon"], 1)[0][0].passage.title == "Fraser"
     with pytest.raises(OdqaError, match="tantivy"):
         bundle.bm25(0.5)
+
+
+def test_unset_it_follows_the_corpus_size(tmp_path, monkeypatch):
+    """Unset, a corpus from `PRUNE_FROM_PASSAGES` passages on prunes at `PRUNED_MAX_DF`, a smaller one keeps every
+    term; a value set (0 included) wins; an engine that cannot prune keeps every term instead of refusing."""
+    import odqa.indexes.bm25
+    from odqa.config import OdqaConfig
+    from odqa.retriever.kinds import configured_retriever
+    from odqa.retriever.loading import IndexBundle
+
+    path = _index(tmp_path)
+    assert configured_retriever(IndexBundle.open(path), OdqaConfig(), "bm25").max_df == 0.0  # a few passages
+    monkeypatch.setattr(odqa.indexes.bm25, "PRUNE_FROM_PASSAGES", 3)
+    bundle = IndexBundle.open(path)
+    assert configured_retriever(bundle, OdqaConfig(), "bm25").max_df == odqa.indexes.bm25.PRUNED_MAX_DF
+    assert configured_retriever(bundle, OdqaConfig.load(None, {"retrieval.bm25_max_df": 0}), "bm25").max_df == 0.0
+    other = IndexBundle.open(_index(tmp_path, "rank-bm25"))
+    assert configured_retriever(other, OdqaConfig(), "bm25").max_df == 0.0

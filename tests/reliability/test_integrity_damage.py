@@ -169,3 +169,68 @@ def test_verify_index_records_the_block_digests_of_an_older_index(index, capsys)
     _in_answered_passage(index)
     code, text = run_cli(["search", "--index", index, "--retriever", "bm25", QUERY], capsys)
     assert code == 2 and "passages.arrow" in text, text[-800:]
+
+
+@pytest.fixture()
+def sidecar_index(demo_index, tmp_path, monkeypatch) -> Path:
+    """The demo index recorded as a large index is: 4 KiB blocks, at most 4 digests in the manifest, so that the
+    store's and the vectors' block digests lie in sidecar files beside them."""
+    monkeypatch.setattr(odqa.indexes.integrity, "MIN_BLOCK", 4096)
+    monkeypatch.setattr(odqa.indexes.integrity, "INLINE_BLOCKS", 4)
+    from odqa.indexes.integrity import describe_part
+    from odqa.indexes.manifest import Manifest
+
+    copy = tmp_path / "idx"
+    shutil.copytree(demo_index, copy)
+    manifest = Manifest.load(copy)
+    for part, record in manifest.params["parts"].items():
+        manifest.params["parts"][part] = describe_part(copy / part, record["count"])
+    manifest.save(copy)
+    return copy
+
+
+def _sidecar(index: Path, part: str, name: str) -> Path:
+    return index / part / (name + odqa.indexes.integrity.SIDECAR)
+
+
+def test_a_large_file_keeps_its_block_digests_beside_it_and_reads_check_only_their_blocks(sidecar_index, capsys):
+    from odqa.indexes.integrity import FileCheck, file_reader
+    from odqa.indexes.manifest import Manifest
+
+    parts = Manifest.load(sidecar_index).params["parts"]
+    record = parts["passages"]["files"]["passages.arrow"]
+    assert "xxh3" not in record["blocks"] and _sidecar(sidecar_index, "passages", "passages.arrow").is_file()
+    assert not any(p.name.endswith(odqa.indexes.integrity.SIDECAR) for p in [Path(f) for f in parts["passages"]["files"]])
+    path = sidecar_index / "passages" / "passages.arrow"
+    with path.open("rb") as f:
+        check = FileCheck(record, file_reader(f), "passages.arrow", "rebuild it", folder=path.parent)
+        check.range(5000, 5100)  # inside the second 4 KiB block
+        assert check._checked.tolist() == [i == 1 for i in range(len(check._checked))]
+    for retriever in ("bm25", "dense"):
+        code, text = run_cli(["search", "--index", sidecar_index, "--retriever", retriever, "--k", "3", QUERY], capsys)
+        assert code == 0 and "William Shakespeare" in text, text[-800:]
+
+
+def _damage_sidecar(index: Path) -> None:
+    _flip(_sidecar(index, "passages", "passages.arrow"), 70)
+
+
+def _remove_sidecar(index: Path) -> None:
+    _sidecar(index, "dense", "embeddings.npy").unlink()
+
+
+@pytest.mark.parametrize("damage", ["an answered passage", "a changed sidecar", "a removed sidecar"])
+def test_damage_to_a_large_file_or_its_block_digests_is_refused(sidecar_index, tmp_path, capsys, damage):
+    change, retriever, named = {
+        "an answered passage": (_in_answered_passage, "bm25", "passages.arrow"),
+        "a changed sidecar": (_damage_sidecar, "bm25", "passages.arrow"),
+        "a removed sidecar": (_remove_sidecar, "dense", "embeddings.npy"),
+    }[damage]
+    change(sidecar_index)
+    argvs = [["search", "--index", sidecar_index, "--retriever", retriever, "--k", "3", QUERY],
+             ["verify-index", sidecar_index]]
+    for argv in argvs:
+        code, text = run_cli(argv, capsys)
+        assert_clean(code, text)
+        assert code == 2, (argv[0], text[-800:])
+        assert named in text and "rebuild" in text and text.count("odqa: error:") == 1, text[-800:]
