@@ -68,8 +68,9 @@ def default_max_df(passages: int) -> float:
     return PRUNED_MAX_DF if passages >= PRUNE_FROM_PASSAGES else 0.0
 
 
-# each fetch scores the whole posting lists again whatever n is, so a tie across the cut asks for many more
-# hits at once: a passage repeated in hundreds of places (a list stub, a template) then takes few searches
+# each fetch scores the whole posting lists whatever n is (a top 801 costs a top 101's time), so the first asks
+# for this many times k, and a tie across the cut that exceeds it for as many times more: a tie seldom costs a
+# second search, and a passage repeated in hundreds of places (a list stub, a template) few
 TIE_FETCH_GROWTH = 8
 
 
@@ -77,7 +78,7 @@ def rank_with_ties(fetch, k: int) -> Hits:
     """Top `k` of `fetch(n) -> hits sorted by score`, equal scores ordered by row (the passage order of the
     store), so two builds of one corpus rank alike whatever their segment layout. A tie at the cut is
     fetched whole before cutting."""
-    n = k + 1  # one past the cut: a tie across it shows as the (k+1)-th hit scoring as the k-th
+    n = TIE_FETCH_GROWTH * k + 1  # past the cut: a tie across it ends inside, or reaches the last hit
     while True:
         hits = fetch(n)
         if len(hits) < n or hits[-1][1] != hits[k - 1][1]:
