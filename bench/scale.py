@@ -639,33 +639,58 @@ def disk_read_bytes() -> int:
     return 0
 
 
+def evict(path: Path) -> None:
+    """Drop the file's clean pages from the page cache (those no process maps), so a read starts cold."""
+    with path.open("rb") as f:
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+
+
 def cmd_rows(args) -> None:
     """Random rows of a large vector file, as an ivfpq index rescoring its candidates reads them: through the
-    plain memory map (the kernel reads ahead around each miss) and through one advised MADV_RANDOM (each miss
-    reads its page alone), alternating per question over fresh rows, so both meet the same page cache."""
+    plain memory map (the kernel reads ahead around each miss: up to the device's read_ahead_kb) and through one
+    advised MADV_RANDOM (each miss reads its page alone). Each variant runs alone from a cold page cache (the
+    file evicted first: one variant's readahead would otherwise serve the other's reads)."""
     import mmap
 
     size = parse_size(args.size)
     path = scale_home() / f"vectors-{size_name(size)}" / "vectors.npy"
     if not path.exists():
         raise SystemExit(f"{path} is missing: run `python bench/scale.py vectors --size {args.size}` first")
-    plain, advised = np.load(path, mmap_mode="r"), np.load(path, mmap_mode="r")
-    advised._mmap.madvise(mmap.MADV_RANDOM)
-    rng = np.random.default_rng(args.seed)
-    timers = {"plain": Timer(), "random": Timer()}
-    read = {"plain": 0, "random": 0}
-    for _ in range(args.questions):
-        for name, vectors in (("plain", plain), ("random", advised)):
+    result = {"what": "rows", "size": size, "rows": args.rows, "questions": args.questions,
+              "read_ahead_kb": read_ahead_kb(path)}
+    for name in ("plain", "random", "random-willneed"):
+        vectors = np.load(path, mmap_mode="r")
+        if name != "plain":
+            vectors._mmap.madvise(mmap.MADV_RANDOM)
+        evict(path)
+        rng = np.random.default_rng(args.seed)  # the same rows for each
+        timer, before = Timer(), disk_read_bytes()
+        width = vectors.shape[1] * vectors.dtype.itemsize
+        for _ in range(args.questions):
             rows = np.sort(rng.choice(len(vectors), size=args.rows, replace=False))
-            before = disk_read_bytes()
-            with timers[name]:
+            with timer:
+                if name == "random-willneed":  # every row's pages asked for at once, read in parallel
+                    for start in (vectors.offset + rows * width) // mmap.PAGESIZE * mmap.PAGESIZE:
+                        vectors._mmap.madvise(mmap.MADV_WILLNEED, int(start), 2 * mmap.PAGESIZE)
                 np.asarray(vectors[rows], dtype=np.float32).sum()
-            read[name] += disk_read_bytes() - before
-    result = {"what": "rows", "size": size, "rows": args.rows, "questions": args.questions}
-    for name, timer in timers.items():
-        result[name] = {**timer.summary(), "disk_mb_per_question": round(read[name] / args.questions / 1e6, 2)}
+        result[name] = {**timer.summary(),
+                        "disk_mb_per_question": round((disk_read_bytes() - before) / args.questions / 1e6, 2)}
+        del vectors
     record(result)
     print(json.dumps(result))
+
+
+def read_ahead_kb(path: Path) -> int | None:
+    """The readahead of the block device that holds `path` (what a page-cache miss may read), if found."""
+    try:
+        dev = os.stat(path).st_dev
+        block = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}").resolve()
+        for folder in (block, block.parent):
+            if (folder / "queue" / "read_ahead_kb").exists():
+                return int((folder / "queue" / "read_ahead_kb").read_text())
+    except OSError:
+        pass
+    return None
 
 
 # ---- whole ask -----------------------------------------------------------------------------------------------
