@@ -762,9 +762,10 @@ def stage_ask(passages_folder: str, vector_index: str, questions: int, checks: s
     records = file_records(passages_folder, vector_index, checks) if checks != "none" else None
     t0 = time.perf_counter()
     store = PassageStore.open(Path(passages_folder) / "passages")
+    store.advise_random_reads()  # as an index's bundle opens it
     vector_check = None
     if records:  # what an index's bundle does: every byte an answer is built from checked at its first read
-        store.verify_with(FileCheck(records["store"], store.read_bytes, "passages", "rebuild it",
+        store.verify_with(FileCheck(records["store"], store.byte_reader(), "passages", "rebuild it",
                                     folder=Path(passages_folder) / "passages"))
 
         def vector_check(name, read):

@@ -830,7 +830,7 @@ def passage_docs(bundle_path: str | Path, limit: int | None = None, with_vectors
     parts = manifest.params.get("parts", {})
     check_part(layout.passages, parts.get(PASSAGES), rows=None)
     store = PassageStore.open(layout.passages)
-    check = file_check(layout.passages, parts.get(PASSAGES), DATA_FILE, store.read_bytes)
+    check = file_check(layout.passages, parts.get(PASSAGES), DATA_FILE, store.byte_reader())
     if check is not None:
         store.verify_with(check)  # what is uploaded is checked as what is served
     embeddings = None

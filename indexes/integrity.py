@@ -184,7 +184,7 @@ class FileCheck:
                 if not self.digests:
                     self._load_sidecar()
         size = self.record["size"]
-        if len(blocks) > 1 and hasattr(self.read, "prefetch"):
+        if len(blocks) and hasattr(self.read, "prefetch"):  # a block's pages in one request, blocks in parallel
             starts = blocks * self.block
             self.read.prefetch(starts, np.minimum(self.block, size - starts))
         for b in blocks.tolist():

@@ -198,7 +198,8 @@ class IndexBundle:
                 raise IndexMismatchError(f"index part {self.path.name}/passages: {DATA_FILE} is laid out otherwise "
                                          f"than when it was built (a damaged batch header); rebuild it with "
                                          f"`run_qa.py index --corpus CORPUS --out {self.path}`")
-        check = self._checker(PASSAGES)(DATA_FILE, store.read_bytes)
+        store.advise_random_reads()
+        check = self._checker(PASSAGES)(DATA_FILE, store.byte_reader())
         if check is not None:
             store.verify_with(check)
         return store

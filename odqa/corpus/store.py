@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
+import os
 from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -68,6 +70,8 @@ class PassageStore:
         self.table = table
         self.path = path
         self._mapped = mapped  # the whole file as memory-mapped: the bytes the table's buffers point into
+        self._mapping: mmap.mmap | None = None  # the same, as the Python map it is made of (for its advice)
+        self._random = False
         self._check = None
         self._chunk_starts: np.ndarray | None = None
         self._sources: list[PassageStore] = []  # of a concatenation: the stores that check their own rows
@@ -86,16 +90,32 @@ class PassageStore:
         path = Path(path)
         if not (path / DATA_FILE).exists():
             raise OdqaError(f"{path} holds no passage store; build one with `odqa index --corpus ... --out ...`")
-        # what datasets.Dataset.from_file(in_memory=False) does: the record batches stay in the memory map
-        source = pa.memory_map(str(path / DATA_FILE))
-        mapped = source.read_buffer(source.size())
-        source.seek(0)
-        return cls(pa.ipc.open_stream(source).read_all(), path, mapped)
+        # what datasets.Dataset.from_file(in_memory=False) does: the record batches stay in the memory map (a
+        # Python one, which can be advised how it will be read)
+        with (path / DATA_FILE).open("rb") as f:
+            # an empty file cannot be mapped: pyarrow reads it, and refuses it as it refuses a damaged one
+            mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else None
+        mapped = pa.py_buffer(mapping if mapping is not None else b"")
+        store = cls(pa.ipc.open_stream(pa.BufferReader(mapped)).read_all(), path, mapped)
+        store._mapping = mapping
+        return store
+
+    def advise_random_reads(self) -> None:
+        """Rows will be read a few at a time at random places (answering questions): a page-cache miss then
+        reads its pages alone, not the device's readahead around it (up to 8 MiB a miss on the machine of
+        bench/results/scale.md). Streaming (`iter_batches`) reads ahead all the same."""
+        if self._mapping is not None and hasattr(mmap, "MADV_RANDOM"):
+            self._mapping.madvise(mmap.MADV_RANDOM)
+            self._random = True
 
     # ---- checking what is read -----------------------------------------------------------------------
     def read_bytes(self, offset: int, length: int) -> memoryview:
         """Bytes of the memory-mapped file, as the table reads them."""
         return memoryview(self._mapped)[offset : offset + length]
+
+    def byte_reader(self) -> "MappedReader":
+        """`read(offset, length)` for a FileCheck, with `prefetch` (indexes.integrity.FileReader's interface)."""
+        return MappedReader(self)
 
     def verify_with(self, check) -> None:
         """From now on every read first passes the byte ranges it uses to `check` (`ranges(starts, ends)`,
@@ -237,9 +257,34 @@ class PassageStore:
         """Column batches in row order, streamed from the memory map."""
         self._check_columns(columns)
         table = self.table.select(list(columns))
-        for start in range(0, table.num_rows, batch_size):
-            yield table.slice(start, batch_size).to_pydict()
+        if self._random:
+            self._mapping.madvise(mmap.MADV_SEQUENTIAL)
+        try:
+            for start in range(0, table.num_rows, batch_size):
+                yield table.slice(start, batch_size).to_pydict()
+        finally:
+            if self._random:
+                self._mapping.madvise(mmap.MADV_RANDOM)
 
     def column(self, name: str):
         self._check_columns([name])
         return self.table.column(name)
+
+
+class MappedReader:
+    """A store's bytes for a FileCheck: `read(offset, length)` from its memory map, `prefetch(offsets, lengths)`
+    asking the disk for scattered blocks at once (their reads overlap instead of faulting in one by one)."""
+
+    def __init__(self, store: PassageStore):
+        self.store = store
+
+    def __call__(self, offset: int, length: int) -> memoryview:
+        return self.store.read_bytes(offset, length)
+
+    def prefetch(self, offsets, lengths) -> None:
+        mapping = self.store._mapping
+        if mapping is None or not hasattr(mmap, "MADV_WILLNEED"):
+            return
+        for offset, length in zip(offsets, lengths):
+            page = int(offset) // mmap.PAGESIZE * mmap.PAGESIZE
+            mapping.madvise(mmap.MADV_WILLNEED, page, int(offset) + int(length) - page)
