@@ -723,7 +723,8 @@ def file_records(passages_folder: str, vector_index: str, checks: str) -> dict:
     return records
 
 
-def stage_ask(passages_folder: str, vector_index: str, questions: int, checks: str = "none") -> dict:
+def stage_ask(passages_folder: str, vector_index: str, questions: int, checks: str = "none", cold: str = "",
+              settings: str = "{}") -> dict:
     """A default `ask` over the simulated corpus: the hybrid of its BM25 index and the dense index over its
     simulated vectors (built by `vectors --kinds odqa-ivfpq --keep`), rrf fusion, the shipped reader on the fused
     top k, the real question encoder; the pipeline's own ask_batch, linking off (the kb command measures it).
@@ -758,8 +759,13 @@ def stage_ask(passages_folder: str, vector_index: str, questions: int, checks: s
     from odqa.indexes.integrity import FileCheck
     from odqa.indexes.vector import EMBEDDINGS
 
-    config = OdqaConfig.load(None, {"linker.enabled": False})
+    config = OdqaConfig.load(None, {"linker.enabled": False, **json.loads(settings)})
     records = file_records(passages_folder, vector_index, checks) if checks != "none" else None
+    if cold:  # every file a question reads evicted from the page cache: the first questions read from disk
+        for folder in (Path(passages_folder), Path(vector_index)):
+            for file in folder.rglob("*"):
+                if file.is_file():
+                    evict(file)
     t0 = time.perf_counter()
     store = PassageStore.open(Path(passages_folder) / "passages")
     store.advise_random_reads()  # as an index's bundle opens it
@@ -791,6 +797,7 @@ def stage_ask(passages_folder: str, vector_index: str, questions: int, checks: s
         for name in parts:
             parts[name].append(result.timings[name])
     return {"open_s": round(open_s, 2), "questions": len(total.wall), "fusion": method, "checks": checks,
+            "cold": bool(cold), "settings": json.loads(settings),
             "bm25_max_df": bm25.max_df,
             "k": r.k, "ask": percentiles(total.wall),
             **{name: percentiles(values) for name, values in parts.items()}, "rss_gb": resident_gb()}
@@ -804,8 +811,11 @@ def cmd_ask(args) -> None:
                             (vector_index / "manifest.json", f"vectors --size {args.size} --kinds {ODQA_KIND} --keep")):
         if not needed.exists():
             raise SystemExit(f"{needed} is missing: run `python bench/scale.py {command}` first")
+    settings = dict(item.split("=", 1) for item in args.set)
+    settings = {k: json.loads(v) if v[:1] in "0123456789-[{tf" else v for k, v in settings.items()}
     result = {"what": "ask", "size": size, "checks": args.checks}
-    out, rss = run_stage(["ask", str(passages), str(vector_index), str(args.questions), args.checks])
+    out, rss = run_stage(["ask", str(passages), str(vector_index), str(args.questions), args.checks,
+                          "cold" if args.cold else "", json.dumps(settings)])
     result.update(out, peak_rss_gb=round(rss / 2**30, 2))
     record(result)
 
@@ -886,6 +896,9 @@ def main(argv=None) -> None:
     p.add_argument("--checks", choices=["none", "64KiB", "4MiB"], default="64KiB",
                    help="check the bytes read against block digests as an index does (64KiB: now, a sidecar "
                         "beside a large file; 4MiB: before, at most 4096 blocks inline); none: unchecked")
+    p.add_argument("--cold", action="store_true", help="evict the index's files from the page cache first")
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="config settings, e.g. retrieval.bm25_max_df=0")
     p.set_defaults(run=cmd_ask)
     p = sub.add_parser("rows", help="random vector rows read through a plain and a MADV_RANDOM memory map")
     p.add_argument("--size", default="21M")
