@@ -3,8 +3,9 @@
 * Every part of a bundle (`passages/`, `bm25/`, `dense/`) is recorded in the bundle manifest with its row
   count and, per file (the part's own manifest.json included), its size, a digest of its first and last MiB
   (`sample`), its full SHA-256 and an xxh3 digest of every 64 KiB block (`blocks`: in the manifest for a file of
-  up to 4096 blocks, in a file beside it, `NAME.odqa-blocks`, for a larger one, with that file's own digest in the
-  manifest; a block a read must check stays 64 KiB however large the file). Opening a part checks sizes and samples (a few reads, whatever the index size); every
+  up to 4096 blocks, in a file beside it, `NAME.odqa-blocks`, for a larger one, with that file's own digest in
+  the manifest; a block a read must check stays 64 KiB however large the file). Opening a part checks sizes and
+  samples (a few reads, whatever the index size); every
   byte an answer is built from is checked against its block digests before it is used (`FileCheck`): the
   passage store checks the blocks that hold the rows it reads, the first time it reads them; files read whole
   (the vectors, a FAISS index, the BM25 index) are checked whole at their first use. An index built before
@@ -51,6 +52,7 @@ _SKIP = re.compile(r"^\.tantivy-.*\.lock$|^\.managed\.json$|" + re.escape(SIDECA
 MIN_BLOCK = 1 << 16  # every read checks the blocks it touches: small ones keep that cheap at any file size
 INLINE_BLOCKS = 4096  # a file of more blocks keeps their digests in a sidecar, so the manifest stays small
 DIGEST_BYTES = 8  # xxh3_64
+PREFETCH_BLOCKS = 64  # blocks asked of the disk at once by a check: scattered reads overlap, a whole file streams
 
 
 # ---- per-file digests ---------------------------------------------------------------------------------
@@ -184,10 +186,11 @@ class FileCheck:
                 if not self.digests:
                     self._load_sidecar()
         size = self.record["size"]
-        if len(blocks) and hasattr(self.read, "prefetch"):  # a block's pages in one request, blocks in parallel
-            starts = blocks * self.block
-            self.read.prefetch(starts, np.minimum(self.block, size - starts))
-        for b in blocks.tolist():
+        prefetch = getattr(self.read, "prefetch", None)
+        for i, b in enumerate(blocks.tolist()):
+            if prefetch is not None and i % PREFETCH_BLOCKS == 0:  # the next blocks' reads in flight together
+                starts = blocks[i : i + PREFETCH_BLOCKS] * self.block
+                prefetch(starts, np.minimum(self.block, size - starts))
             start = b * self.block
             data = self.read(start, min(self.block, size - start))
             expected = self.digests[b * DIGEST_BYTES : (b + 1) * DIGEST_BYTES]
