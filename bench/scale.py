@@ -207,6 +207,7 @@ def stage_bm25_query(store_folder: str, bm25_folder: str, questions: int, max_df
 
     t0 = time.perf_counter()
     store = PassageStore.open(store_folder)
+    store.advise_random_reads()  # as an index's bundle opens it
     open_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     index = load_text_index(bm25_folder)
