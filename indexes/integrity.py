@@ -86,7 +86,9 @@ def _block_record(path: Path, digests: bytes) -> dict:
     if len(digests) <= INLINE_BLOCKS * DIGEST_BYTES:
         return {"size": MIN_BLOCK, "xxh3": digests.hex()}
     sidecar = path.with_name(path.name + SIDECAR)
-    sidecar.write_bytes(digests)
+    partial = sidecar.with_name(sidecar.name + ".partial")
+    partial.write_bytes(digests)
+    os.replace(partial, sidecar)  # a new file: never written through a hard link another index shares
     return {"size": MIN_BLOCK, "sidecar": sidecar.name, "sidecar_xxh3_128": xxhash.xxh3_128_hexdigest(digests)}
 
 

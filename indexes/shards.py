@@ -20,6 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
+from odqa.indexes.integrity import SIDECAR
 from odqa.indexes.manifest import MANIFEST, Manifest
 from odqa.indexes.vector import VectorIndex
 
@@ -64,7 +65,7 @@ def union_text_index(shard_folders: Sequence[Path], row_offsets: Sequence[int], 
                 managed.update(json.loads((folder / TANTIVY_MANAGED).read_text()))
             for file in folder.iterdir():
                 if file.is_file() and file.name not in (TANTIVY_META, TANTIVY_MANAGED, MANIFEST) \
-                        and not file.name.startswith(".tantivy-"):
+                        and not file.name.startswith(".tantivy-") and not file.name.endswith(SIDECAR):
                     _link_or_copy(file, tmp / file.name)
         assert meta is not None
         meta = {**meta, "segments": segments, "opstamp": opstamp}

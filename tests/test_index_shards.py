@@ -80,3 +80,24 @@ def test_more_shards_than_files_is_refused_before_any_work(indexes, tmp_path):
     assert not (tmp_path / "x").exists()
     with pytest.raises(OdqaError, match="tantivy"):
         build_sharded_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "y"), bm25_engine="bm25s"), 2)
+
+
+def test_shards_with_block_digests_beside_their_files_join_and_verify(indexes, tmp_path, monkeypatch):
+    """Files of more than INLINE_BLOCKS blocks keep their digests in sidecars: the join records its own (never
+    writing through a shard's hard-linked file) and the sharded index answers and verifies."""
+    import odqa.indexes.integrity as integrity
+
+    monkeypatch.setattr(integrity, "MIN_BLOCK", 4096)
+    monkeypatch.setattr(integrity, "INLINE_BLOCKS", 1)
+    corpus, whole, _ = indexes
+    report = build_sharded_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "s"), backends=["bm25"]), 3)
+    assert report.finished
+    union = tmp_path / "s" / "bm25"
+    sidecars = list(union.glob(f"*{integrity.SIDECAR}"))
+    assert sidecars and all(p.stat().st_nlink == 1 for p in sidecars)
+    bundle = IndexBundle.open(tmp_path / "s")
+    question = questions()[0]
+    got, expected = ranking(bundle.bm25().search([question], 5)[0]), ranking(whole.bm25().search([question], 5)[0])
+    assert [pid for pid, _ in got] == [pid for pid, _ in expected]
+    assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-5)
+    assert "as one index" in bundle.verify()[-1]
