@@ -651,7 +651,7 @@ def cmd_rows(args) -> None:
     plain memory map (the kernel reads ahead around each miss: up to the device's read_ahead_kb) and through one
     advised MADV_RANDOM (each miss reads its page alone). Each variant runs alone from a cold page cache (the
     file evicted first: one variant's readahead would otherwise serve the other's reads)."""
-    import mmap
+    from odqa.indexes.vector import advise_random_rows, prefetch_rows
 
     size = parse_size(args.size)
     path = scale_home() / f"vectors-{size_name(size)}" / "vectors.npy"
@@ -662,17 +662,15 @@ def cmd_rows(args) -> None:
     for name in ("plain", "random", "random-willneed"):
         vectors = np.load(path, mmap_mode="r")
         if name != "plain":
-            vectors._mmap.madvise(mmap.MADV_RANDOM)
+            advise_random_rows(vectors)
         evict(path)
         rng = np.random.default_rng(args.seed)  # the same rows for each
         timer, before = Timer(), disk_read_bytes()
-        width = vectors.shape[1] * vectors.dtype.itemsize
         for _ in range(args.questions):
             rows = np.sort(rng.choice(len(vectors), size=args.rows, replace=False))
             with timer:
                 if name == "random-willneed":  # every row's pages asked for at once, read in parallel
-                    for start in (vectors.offset + rows * width) // mmap.PAGESIZE * mmap.PAGESIZE:
-                        vectors._mmap.madvise(mmap.MADV_WILLNEED, int(start), 2 * mmap.PAGESIZE)
+                    prefetch_rows(vectors, rows)
                 np.asarray(vectors[rows], dtype=np.float32).sum()
         result[name] = {**timer.summary(),
                         "disk_mb_per_question": round((disk_read_bytes() - before) / args.questions / 1e6, 2)}
@@ -812,8 +810,9 @@ def cmd_ask(args) -> None:
                             (vector_index / "manifest.json", f"vectors --size {args.size} --kinds {ODQA_KIND} --keep")):
         if not needed.exists():
             raise SystemExit(f"{needed} is missing: run `python bench/scale.py {command}` first")
-    settings = dict(item.split("=", 1) for item in args.set)
-    settings = {k: json.loads(v) if v[:1] in "0123456789-[{tf" else v for k, v in settings.items()}
+    from qa import parse_settings  # config overrides as strings: OdqaConfig.load coerces them
+
+    settings = parse_settings(",".join(args.set)) if args.set else {}
     result = {"what": "ask", "size": size, "checks": args.checks}
     out, rss = run_stage(["ask", str(passages), str(vector_index), str(args.questions), args.checks,
                           "cold" if args.cold else "", json.dumps(settings)])

@@ -177,8 +177,7 @@ class FileCheck:
             digests = self._sidecar.read_bytes()
         except OSError as exc:
             self._fail(f"its block digests {self._sidecar.name} cannot be read: {exc.strerror or exc}")
-        if (len(digests) != len(self._checked) * DIGEST_BYTES
-                or xxhash.xxh3_128_hexdigest(digests) != self.record["blocks"]["sidecar_xxh3_128"]):
+        if not _sidecar_matches(digests, self.record["blocks"], len(self._checked)):
             self._fail(f"its block digests {self._sidecar.name} were changed")
         self.digests = digests
 
@@ -273,8 +272,13 @@ def check_part(folder: str | Path, recorded: dict | None, rows: int | None, full
 def _check_sidecar(sidecar: Path, blocks: dict, count: int, full: bool, name: str, fix: str) -> None:
     """A large file's block digests beside it: there and of the right size (at open), unchanged (`full`)."""
     if not sidecar.is_file() or sidecar.stat().st_size != count * DIGEST_BYTES \
-            or (full and xxhash.xxh3_128_hexdigest(sidecar.read_bytes()) != blocks["sidecar_xxh3_128"]):
+            or (full and not _sidecar_matches(sidecar.read_bytes(), blocks, count)):
         raise IndexMismatchError(f"{name}: its block digests {sidecar.name} are missing or were changed: {fix}")
+
+
+def _sidecar_matches(digests: bytes, blocks: dict, count: int) -> bool:
+    """The sidecar's bytes are the `count` block digests its file's record was made with."""
+    return len(digests) == count * DIGEST_BYTES and xxhash.xxh3_128_hexdigest(digests) == blocks["sidecar_xxh3_128"]
 
 
 def check_bundle_manifest(manifest, path: str | Path) -> None:

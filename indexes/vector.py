@@ -26,6 +26,7 @@ from odqa.indexes.manifest import Manifest
 from odqa.core.atomic import atomic_folder
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.logs import get_logger
+from odqa.core.mapped_reads import advise_random, prefetch_ranges
 from odqa.core.optional import installed, require
 from odqa.core.registry import Registry
 
@@ -247,27 +248,21 @@ class VectorIndex:
 
 def advise_random_rows(array: np.ndarray) -> None:
     """Rows of this memory map are read a few at a time at random places (an ivfpq index rescoring its
-    candidates, a knowledge base scoring its own): a page-cache miss then reads its page alone, not the device's
-    readahead around it (8 MiB a miss on the machine of bench/results/scale.md, where rows read plainly cost 159 MB
-    of disk reads a question)."""
-    mapped = getattr(array, "_mmap", None)
-    if mapped is not None and hasattr(mapped, "madvise") and hasattr(mmap, "MADV_RANDOM"):
-        mapped.madvise(mmap.MADV_RANDOM)
+    candidates, a knowledge base scoring its own): no readahead around a miss (odqa.core.mapped_reads; rows read
+    plainly cost 159 MB of disk reads a question at 21 M vectors, bench/results/scale.md)."""
+    advise_random(getattr(array, "_mmap", None))
 
 
 def prefetch_rows(array: np.ndarray, rows: np.ndarray) -> None:
-    """Ask the disk for the pages of every row of a memory map at once, so that their reads overlap instead of
-    faulting in one after another (cold rows of a 21 M-vector file: 8.8 ms p50 instead of 39 for 200 rows)."""
-    mapped = getattr(array, "_mmap", None)
-    if mapped is None or not hasattr(mapped, "madvise") or not hasattr(mmap, "MADV_WILLNEED") or not len(rows):
+    """Ask the disk for the pages of every row of a memory map at once (cold rows of a 21 M-vector file: 8.8 ms
+    p50 instead of 39 for 200 rows)."""
+    if not len(rows):
         return
     width = int(np.prod(array.shape[1:])) * array.dtype.itemsize
     offset = int(getattr(array, "offset", 0))
     offset -= offset // mmap.ALLOCATIONGRANULARITY * mmap.ALLOCATIONGRANULARITY  # numpy maps from a granule
     starts = offset + np.asarray(rows, dtype=np.int64) * width
-    pages = starts // mmap.PAGESIZE * mmap.PAGESIZE
-    for page, end in zip(pages.tolist(), (starts + width).tolist()):
-        mapped.madvise(mmap.MADV_WILLNEED, page, end - page)
+    prefetch_ranges(getattr(array, "_mmap", None), starts.tolist(), (starts + width).tolist())
 
 
 def _memmap_npy(source, path: Path) -> np.ndarray:

@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from odqa.core.atomic import atomic_folder
 from odqa.core.errors import OdqaError
+from odqa.core.mapped_reads import advise_random, prefetch_ranges
 from odqa.core.types import Passage
 
 DATA_FILE = "passages.arrow"
@@ -104,9 +105,7 @@ class PassageStore:
         """Rows will be read a few at a time at random places (answering questions): a page-cache miss then
         reads its pages alone, not the device's readahead around it (up to 8 MiB a miss on the machine of
         bench/results/scale.md). Streaming (`iter_batches`) reads ahead all the same."""
-        if self._mapping is not None and hasattr(mmap, "MADV_RANDOM"):
-            self._mapping.madvise(mmap.MADV_RANDOM)
-            self._random = True
+        self._random = advise_random(self._mapping)
 
     # ---- checking what is read -----------------------------------------------------------------------
     def read_bytes(self, offset: int, length: int) -> memoryview:
@@ -264,7 +263,7 @@ class PassageStore:
                 yield table.slice(start, batch_size).to_pydict()
         finally:
             if self._random:
-                self._mapping.madvise(mmap.MADV_RANDOM)
+                advise_random(self._mapping)
 
     def column(self, name: str):
         self._check_columns([name])
@@ -282,9 +281,4 @@ class MappedReader:
         return self.store.read_bytes(offset, length)
 
     def prefetch(self, offsets, lengths) -> None:
-        mapping = self.store._mapping
-        if mapping is None or not hasattr(mmap, "MADV_WILLNEED"):
-            return
-        for offset, length in zip(offsets, lengths):
-            page = int(offset) // mmap.PAGESIZE * mmap.PAGESIZE
-            mapping.madvise(mmap.MADV_WILLNEED, page, int(offset) + int(length) - page)
+        prefetch_ranges(self.store._mapping, offsets, [int(o) + int(n) for o, n in zip(offsets, lengths)])

@@ -33,10 +33,8 @@ def demo_index() -> Path:
     return demo_index_path(quiet=True)
 
 
-@pytest.fixture()
-def index(demo_index, tmp_path) -> Path:
-    """A copy of the demo index whose record of its files is made with the tiny samples (as a large index's
-    covers only its files' ends)."""
+def _recorded_copy(demo_index: Path, tmp_path: Path) -> Path:
+    """A copy of the demo index whose record of its files is made again, with the integrity settings of now."""
     from odqa.indexes.integrity import describe_part
     from odqa.indexes.manifest import Manifest
 
@@ -47,6 +45,13 @@ def index(demo_index, tmp_path) -> Path:
         manifest.params["parts"][part] = describe_part(copy / part, record["count"])
     manifest.save(copy)
     return copy
+
+
+@pytest.fixture()
+def index(demo_index, tmp_path) -> Path:
+    """A copy of the demo index whose record of its files is made with the tiny samples (as a large index's
+    covers only its files' ends)."""
+    return _recorded_copy(demo_index, tmp_path)
 
 
 def _flip(path: Path, offset: int) -> None:
@@ -177,16 +182,7 @@ def sidecar_index(demo_index, tmp_path, monkeypatch) -> Path:
     store's and the vectors' block digests lie in sidecar files beside them."""
     monkeypatch.setattr(odqa.indexes.integrity, "MIN_BLOCK", 4096)
     monkeypatch.setattr(odqa.indexes.integrity, "INLINE_BLOCKS", 4)
-    from odqa.indexes.integrity import describe_part
-    from odqa.indexes.manifest import Manifest
-
-    copy = tmp_path / "idx"
-    shutil.copytree(demo_index, copy)
-    manifest = Manifest.load(copy)
-    for part, record in manifest.params["parts"].items():
-        manifest.params["parts"][part] = describe_part(copy / part, record["count"])
-    manifest.save(copy)
-    return copy
+    return _recorded_copy(demo_index, tmp_path)
 
 
 def _sidecar(index: Path, part: str, name: str) -> Path:
