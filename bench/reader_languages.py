@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Readers compared on the gold paragraphs of each language's dev set, in one run: KorQuAD 1.0 dev (Korean,
+KorQuAD's official EM/F1), CMRC 2018 dev (Chinese, CMRC 2018's) and SQuAD v1.1 dev (English, SQuAD's), every
+question unless `--limit`, with each reader's seconds per set on the CPU the header names.
+
+    python bench/reader_languages.py --readers reader-multilingual reader --out bench/results/reader-languages.md
+    python bench/reader_languages.py --readers runs/mreader-export reader --sets korquad cmrc --limit 1000
+
+The multilingual reader never trains on KorQuAD dev or CMRC dev (docs/multilingual-reader.md); Korean is zero-shot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+DATA = ROOT.parent / "shared" / "data"
+SETS = {
+    "korquad": ("KorQuAD 1.0 dev", DATA / "multilingual" / "korquad-v1.0-dev.json"),
+    "cmrc": ("CMRC 2018 dev", DATA / "multilingual" / "cmrc2018-dev.json"),
+    "squad": ("SQuAD v1.1 dev", DATA / "squad" / "dev-v1.1.json"),
+}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--readers", nargs="*", default=["reader-multilingual", "reader"],
+                    help="names or folders (none: only the tables of --merge)")
+    ap.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
+    ap.add_argument("--limit", type=int, default=0, help="first N questions of each set (0: all)")
+    ap.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
+                    help="inference precision of every reader (auto: the reader's own plan on this CPU)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", help="Markdown table to write")
+    ap.add_argument("--json-out", help="every figure as JSON")
+    ap.add_argument("--merge", nargs="*", default=[], metavar="JSON",
+                    help="--json-out files of earlier runs whose rows join the table (e.g. the same sets read by "
+                         "another reader while this one trained); their header lines are kept beside it")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from odqa.core.device import cpu_description
+    from odqa.eval.reader_eval import evaluate_reader
+    from odqa.reader.model import Reader
+
+    torch.set_num_threads(args.threads)
+    header = f"{cpu_description()}; {args.threads} threads; precision {args.precision}"
+    print(header, flush=True)
+    results: dict[str, dict[str, dict]] = {}
+    for name in args.readers:
+        reader = Reader.from_pretrained(name, device="cpu")
+        if args.precision != "auto":
+            reader.settings.precision = args.precision
+        results[name] = {}
+        for key in args.sets:
+            label, path = SETS[key]
+            metrics = evaluate_reader(reader, path, limit=args.limit or None, progress=True)
+            metrics["plan"] = reader.plan.to_dict()
+            results[name][key] = metrics
+            print(f"{name} {label}: {json.dumps(metrics)}", flush=True)
+    headers = [header] if args.readers else []
+    for earlier in args.merge:
+        loaded = json.loads(Path(earlier).read_text())
+        headers.append(f"{', '.join(loaded['results'])}: {loaded['header']}")
+        for name, by_set in loaded["results"].items():
+            results.setdefault(name, by_set)
+    lines = [*headers, "", "Gold paragraph, official metrics, " + ("every question" if not args.limit else
+                                                                  f"first {args.limit} questions of each set") + ".",
+             "", "| reader | " + " | ".join(f"{SETS[k][0]} EM / F1 (s)" for k in args.sets) + " |",
+             "|---|" + "---|" * len(args.sets)]
+    for name, by_set in results.items():
+        cells = [f"{by_set[k]['em']:.2f} / {by_set[k]['f1']:.2f} ({by_set[k]['seconds']:.0f})" if k in by_set else "-"
+                 for k in args.sets]
+        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    questions = {k: next(r[k]["questions"] for r in results.values() if k in r) for k in args.sets}
+    lines += ["", "Questions: " + ", ".join(f"{SETS[k][0]} {n:,}" for k, n in questions.items()) + "."]
+    table = "\n".join(lines) + "\n"
+    print(table)
+    if args.out:
+        Path(args.out).write_text(table, encoding="utf-8")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps({"header": header, "results": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
