@@ -9,9 +9,16 @@
   byte an answer is built from is checked against its block digests before it is used (`FileCheck`): the
   passage store checks the blocks that hold the rows it reads, the first time it reads them; files read whole
   (the vectors, a FAISS index, the BM25 index) are checked whole at their first use. An index built before
-  block digests has its files checked whole against their SHA-256 at first use (slower; `verify-index`
-  records the block digests). `run_qa.py verify-index DIR` checks full digests and row counts. A part copied
-  from another index, truncated, damaged or replaced is refused with one line naming the part and the fix.
+  block digests (manifest format 1) has its files checked whole against their SHA-256 at first use (slower;
+  `verify-index` records the block digests). `run_qa.py verify-index DIR` checks full digests and row counts. A
+  part copied from another index, truncated, damaged or replaced is refused with one line naming the part and the
+  fix.
+* A sharded index (`index --shards N`) records each shard by its manifest's digest (which records the shard's
+  own parts) and its rows (`check_shard`), checked when the index opens: two shards swapped, or one replaced by
+  the same-numbered shard of another build, would put other passages under the rows its joined BM25 returns.
+* A manifest is held to what its format promises (`check_bundle_manifest`, `indexes.manifest`): from format 2
+  its own digest, every part's record with block digests, a sharded index's shard records; a manifest that
+  lacks them, or claims an older format than its parts', was edited to look older and is refused.
 * `odqa.core.atomic.publish_folder` (also behind every `atomic_folder`) swaps a finished build in place:
   fsync of every file and folder first, then rename the old folder away, rename the new one in, fsync the
   parent. A crash between the two renames leaves
@@ -26,8 +33,6 @@
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import hashlib
 import os
 import re
@@ -40,8 +45,9 @@ from typing import Callable, Iterator
 import numpy as np
 import xxhash
 
-from odqa.indexes.layout import DENSE, PASSAGES, SEARCH_PARTS
-from odqa.core.atomic import fsync_dir
+from odqa.indexes.layout import BM25, DENSE, PASSAGES, SEARCH_PARTS, SHARD_RECORDS, SHARDS
+from odqa.indexes.manifest import Manifest, file_record_gaps
+from odqa.core.atomic import fsync_dir, writer_lock
 from odqa.core.errors import IndexMismatchError, OdqaError
 
 SAMPLE_BYTES = 1 << 20
@@ -281,14 +287,20 @@ def _sidecar_matches(digests: bytes, blocks: dict, count: int) -> bool:
     return len(digests) == count * DIGEST_BYTES and xxhash.xxh3_128_hexdigest(digests) == blocks["sidecar_xxh3_128"]
 
 
-def check_bundle_manifest(manifest, path: str | Path) -> None:
+def check_bundle_manifest(manifest, path: str | Path, fix: str | None = None) -> None:
     """The fields a bundle manifest must have, so that an edited one (`backends: []`, a part's record removed)
-    is refused at open and by verify-index instead of answering from what it no longer describes."""
+    is refused at open and by verify-index instead of answering from what it no longer describes. What its format
+    promises is damage when missing: from format 2 the record of every part with its files' block digests, and
+    for a sharded index each shard's manifest digest and rows (`check_shard`); a format-1 index may lack them
+    (it is read as it was written, and said so). `fix`: the remedy the refusals name (default: rebuild it)."""
     params = manifest.params if isinstance(manifest.params, dict) else {}
-    fix = f"rebuild the index with `run_qa.py index --corpus CORPUS --out {path}`"
+    version = manifest.format_version
+    shards = params.get(SHARDS)
+    fix = fix or (sharded_fix(path, params.get("corpus"), shards) if shards is not None else
+                  f"rebuild the index with `run_qa.py index --corpus CORPUS --out {path}`")
 
-    def refuse(what: str):
-        raise IndexMismatchError(f"{Path(path) / MANIFEST} {what}: it was edited or damaged; {fix}")
+    def refuse(what: str, why: str = "it was edited or damaged"):
+        raise IndexMismatchError(f"{Path(path) / MANIFEST} {what}: {why}; {fix}")
 
     backends = params.get("backends")
     if (not isinstance(backends, list) or not backends or len(set(map(str, backends))) != len(backends)
@@ -300,16 +312,93 @@ def check_bundle_manifest(manifest, path: str | Path) -> None:
         refuse("gives no corpus fingerprint")
     if DENSE in backends and (not isinstance(manifest.dim, int) or manifest.dim <= 0 or not manifest.encoder):
         refuse("gives no encoder or vector dimension for its dense part")
+    if shards is not None:
+        _check_shard_records(manifest, params, refuse)
     parts = params.get("parts")
-    if parts is None or params.get("shards"):
-        return  # an index built before parts were recorded; a sharded index records them in its shards
-    for name in [PASSAGES, *backends]:
-        record = parts.get(name) if isinstance(parts, dict) else None
+    if parts is None and version < 2 and shards is None:
+        return  # a format-1 index built before parts were recorded: only the cheaper checks of its caller apply
+    if not isinstance(parts, dict):
+        refuse(f"lacks the record of its parts, which a format-{version} manifest holds")
+    if shards is None:
+        required = [PASSAGES, *backends]
+    else:  # a sharded index records the BM25 join of its shards; its shards record their own parts
+        required = [BM25] if BM25 in backends else []
+    for name in required:
+        record = parts.get(name)
         files = record.get("files") if isinstance(record, dict) else None
-        if (not isinstance(files, dict) or not files or not isinstance(record.get("count"), int)
-                or not all(isinstance(info, dict) and {"size", "sample", "sha256"} <= set(info)
-                           for info in files.values())):
+        if not isinstance(files, dict) or not files or not isinstance(record.get("count"), int):
             refuse(f"lacks the record of its part {name}")
+        for rel, info in files.items():
+            gaps = file_record_gaps(info, version)
+            if gaps:
+                refuse(f"lacks the {' and '.join(gaps)} of {name}/{rel}, which a format-{version} manifest records")
+
+
+SHARD_NAME = re.compile(r"^shards/\d{3,}$")
+
+
+def _check_shard_records(manifest, params: dict, refuse) -> None:
+    """A sharded bundle manifest lists its shards and records each one's manifest digest and rows, in row order
+    from 0 to its passage count: so that a shard swapped with another, or one of another build, is refused."""
+    shards, records = params.get(SHARDS), params.get(SHARD_RECORDS)
+    if manifest.format_version < 2:
+        refuse(f"claims manifest format {manifest.format_version}, older than any sharded index (format 2 on)")
+    if (not isinstance(shards, list) or not shards or len(set(map(str, shards))) != len(shards)
+            or not all(isinstance(name, str) and SHARD_NAME.match(name) for name in shards)):
+        refuse(f"names no valid shards ({shards!r})")
+    if not isinstance(records, dict) or set(records) != set(shards):
+        refuse("lacks the record of its shards (each one's manifest digest and rows)",
+               "it was built before they were recorded, or edited or damaged")
+    start = 0
+    for name in shards:
+        record = records[name]
+        rows = record.get("rows") if isinstance(record, dict) else None
+        if (not isinstance(rows, list) or len(rows) != 2 or not all(type(r) is int for r in rows)
+                or rows[0] != start or rows[1] < start or not isinstance(record.get("manifest"), str)
+                or not record["manifest"]):
+            refuse(f"lacks the record of its shard {name} (its manifest digest, and rows from {start})")
+        start = rows[1]
+    if start != manifest.count:
+        refuse(f"records shards of {start} rows in all, not its {manifest.count} passages")
+
+
+def sharded_fix(path: str | Path, corpus=None, shards=None) -> str:
+    n = len(shards) if isinstance(shards, list) and shards else "N"
+    return (f"rebuild the index with `run_qa.py index --corpus {corpus or 'CORPUS'} --out {path} --shards {n}` "
+            "(its shards that are still right are kept)")
+
+
+def check_shard(folder: str | Path, record: dict, bundle, fix: str):
+    """The manifest of shard `folder` of a sharded index, after checking that the shard is the one the index was
+    built with (`record`: its manifest's digest and rows, in the bundle manifest `bundle`); one line naming the
+    shard and `fix` otherwise."""
+    folder = Path(folder)
+    name = f"index part {_part_name(folder)}"
+    if not (folder / MANIFEST).is_file():
+        raise IndexMismatchError(f"{name} has no {MANIFEST} (removed, or not copied with the rest); {fix}")
+    manifest = Manifest.load(folder, fix=fix)
+    if manifest.kind != "bundle":
+        raise IndexMismatchError(f"{name} holds a {manifest.kind!r} index, not a shard of this index; {fix}")
+    if manifest.digest != record["manifest"]:
+        raise IndexMismatchError(f"{name} is not the shard this index was built with (its manifest's digest "
+                                 f"{manifest.digest}, recorded {record['manifest']}): swapped with another shard or "
+                                 f"copied from another build; {fix}")
+    start, end = record["rows"]
+    if manifest.count != end - start:
+        raise IndexMismatchError(f"{name} holds {manifest.count} rows but the index records rows {start}-{end} of "
+                                 f"it; {fix}")
+    check_part_format(bundle, manifest, name, fix)
+    check_bundle_manifest(manifest, folder, fix=fix)
+    return manifest
+
+
+def check_part_format(bundle, part, name: str, fix: str) -> None:
+    """A part is never of a newer manifest format than the index it belongs to (the index's manifest is written
+    last): a bundle manifest that claims an older format than its parts' was edited to look older."""
+    if part.format_version > bundle.format_version:
+        raise IndexMismatchError(f"{name} has a manifest of format {part.format_version}, but the index's {MANIFEST} "
+                                 f"claims format {bundle.format_version}, older than its parts: it was edited (to "
+                                 f"look older) or damaged; {fix}")
 
 
 def _part_name(folder: Path) -> str:
@@ -413,27 +502,8 @@ def swap_in_progress(target: str | Path) -> bool:
 # ---- one writer ---------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def build_lock(target: str | Path) -> Iterator[None]:
-    """An exclusive lock on `.NAME.lock` beside `target` for the whole build; a second writer is refused."""
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    path = target.with_name(f".{target.name}.lock")
-    with path.open("a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
-            f.seek(0)
-            holder = f.read().strip() or "?"
-            raise OdqaError(f"another build is writing {target} (pid {holder}); wait for it to finish or "
-                            "choose another --out") from None
-        f.seek(0)
-        f.truncate()
-        f.write(str(os.getpid()))
-        f.flush()
-        try:
-            yield
-        finally:
-            f.seek(0)
-            f.truncate()
-            fcntl.flock(f, fcntl.LOCK_UN)
+    """An exclusive lock on `.NAME.lock` beside `target` for the whole build; a second writer is refused. The
+    one lock every writer of an output folder takes (`odqa.core.atomic.writer_lock`): a build inside a command
+    that holds its --out already (the CLI, the demo corpus's first use) enters it."""
+    with writer_lock(target, who="another build"):
+        yield

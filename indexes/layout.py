@@ -5,6 +5,9 @@
     OUT/passages/            the passage store (Arrow) and its manifest
     OUT/bm25/                the BM25 text index (indexes/bm25.py) and its manifest
     OUT/dense/               embeddings.npy (+ index.faiss) and its manifest (indexes/vector.py)
+    OUT/shards/NNN/          a sharded index's shards (`index --shards N`), each an index folder as above (OUT/bm25
+                             joins their BM25 segments: indexes/shards.py); the bundle manifest lists them (`shards`)
+                             and records each one's manifest digest and rows (`shard_records`)
     OUT.work/                a build in progress, laid out the same way, plus dense-chunks/ and the source key
     OUT-kb/                  the linker's knowledge base beside the index (`odqa build-kb --out OUT-kb`)
 """
@@ -18,6 +21,8 @@ from odqa.indexes.manifest import MANIFEST
 EMBEDDINGS = "embeddings.npy"  # the vectors of a dense part (indexes/vector.py), and of a build's merged chunks
 PASSAGES, BM25, DENSE = "passages", "bm25", "dense"
 SEARCH_PARTS = (BM25, DENSE)  # the parts a build may choose (`--backends`); passages are always there
+SHARDS = "shards"  # a sharded bundle manifest's list of its shard folders, in row order ("shards/000", ...)
+SHARD_RECORDS = "shard_records"  # ... and of each one: {"manifest": its manifest's digest, "rows": [start, end)}
 
 
 class IndexLayout:

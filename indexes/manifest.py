@@ -4,6 +4,11 @@ Every index folder carries `manifest.json`: what kind of index it is, the corpus
 from, the encoder and its dimension, parameters and counts. Loading checks them, so an index can never be
 silently paired with another corpus or encoder. Each manifest carries a digest of its own content
 (`digest`), so one edited by hand or damaged after it was written is refused on loading.
+
+A manifest is held to what its format promises: one of format 2 without its digest (or, for a knowledge base,
+without its files' records and their block digests) was edited to look older or damaged, and is refused, not
+read as a format-1 manifest (which is read as it was written: no digest of its own, files recorded without block
+digests). `indexes.integrity.check_bundle_manifest` holds an index's bundle manifest to its parts' records.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from odqa.core.errors import IndexMismatchError, OdqaError
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 2  # 2: part manifests, block digests and the manifest's own digest recorded
+OLDEST_FORMAT = 1  # 1: no digest of its own, parts (where recorded) without block digests: still read
+FILE_FIELDS = ("size", "sample", "sha256")  # a recorded file's fields in every format (integrity.describe_file)
 
 
 @dataclass
@@ -39,7 +46,8 @@ class Manifest:
         write_json_atomic(Path(folder) / MANIFEST, asdict(self))
 
     @classmethod
-    def load(cls, folder: str | Path, kind: str | None = None) -> "Manifest":
+    def load(cls, folder: str | Path, kind: str | None = None, fix: str | None = None) -> "Manifest":
+        """`fix`: what a refusal tells to do (default: rebuild the index or knowledge base the folder holds)."""
         folder = Path(folder)
         path = folder / MANIFEST
         if not path.is_file():
@@ -48,13 +56,27 @@ class Manifest:
             )
         try:
             data = json.loads(path.read_text())
+            if not isinstance(data, dict):
+                raise TypeError("not a JSON object")
             manifest = cls(**data)
         except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as exc:
             raise OdqaError(f"{path} is damaged ({exc}); rebuild the index") from exc
+        fix = fix or _rebuild_fix(manifest.kind, folder, manifest.params)
+        version = manifest.format_version
+        if type(version) is not int or version < OLDEST_FORMAT:
+            raise IndexMismatchError(f"{path} gives no valid format_version ({version!r}): it was edited or damaged; "
+                                     f"{fix}")
+        if version >= 2 and not manifest.digest:
+            raise IndexMismatchError(f"{path} lacks its digest, which a format-{version} manifest records: it was "
+                                     f"edited (to look older) or damaged; {fix}")
         if manifest.digest and manifest.digest != content_digest(data):
             raise IndexMismatchError(f"{path} was edited or damaged after the build (its content does not match its "
-                                     "digest); rebuild it (`run_qa.py index`, or `run_qa.py build-kb` for a knowledge "
-                                     "base)")
+                                     f"digest); {fix}")
+        if version > FORMAT_VERSION:
+            raise OdqaError(f"{path} is of manifest format {version}, newer than this odqa reads ({FORMAT_VERSION}); "
+                            f"upgrade odqa, or {fix}")
+        if manifest.kind == "kb" and version >= 2:
+            _check_kb_files(manifest, path, fix)
         if kind is not None and manifest.kind != kind:
             raise IndexMismatchError(f"{folder} holds a {manifest.kind!r} index, not a {kind!r} index")
         return manifest
@@ -77,6 +99,47 @@ class Manifest:
                 f"{where} was encoded with {self.encoder!r}, not {encoder!r}; query with the same encoder "
                 f"or rebuild the index with `--encoder {encoder}`"
             )
+
+
+def file_record_gaps(info, version: int) -> list[str]:
+    """What a recorded file (`integrity.describe_file`) lacks of what a manifest of format `version` promises:
+    its size and digests, and from format 2 its block digests (inline, or a sidecar's digest)."""
+    if not isinstance(info, dict):
+        return ["record"]
+    gaps = [name for name in FILE_FIELDS if name not in info]
+    blocks = info.get("blocks")
+    if version >= 2 and not (isinstance(blocks, dict) and type(blocks.get("size")) is int and blocks["size"] > 0
+                             and (isinstance(blocks.get("xxh3"), str)
+                                  or (isinstance(blocks.get("sidecar"), str)
+                                      and isinstance(blocks.get("sidecar_xxh3_128"), str)))):
+        gaps.append("block digests")
+    return gaps
+
+
+def _check_kb_files(manifest: Manifest, path: Path, fix: str) -> None:
+    """A format-2 knowledge base records every file with its block digests (linker.kb)."""
+    files = manifest.params.get("files") if isinstance(manifest.params, dict) else None
+    if not isinstance(files, dict) or not files:
+        raise IndexMismatchError(f"{path} lacks the record of its files, which a format-{manifest.format_version} "
+                                 f"manifest holds: it was edited (to look older) or damaged; {fix}")
+    for rel, info in files.items():
+        gaps = file_record_gaps(info, manifest.format_version)
+        if gaps:
+            raise IndexMismatchError(f"{path} lacks the {' and '.join(gaps)} of {rel}, which a format-"
+                                     f"{manifest.format_version} manifest records: it was edited (to look older) or "
+                                     f"damaged; {fix}")
+
+
+def _rebuild_fix(kind, folder: Path, params) -> str:
+    if kind == "kb":
+        return f"rebuild it with `run_qa.py build-kb --corpus CORPUS --out {folder}`"
+    if kind == "bundle":
+        shards = params.get("shards") if isinstance(params, dict) else None
+        if isinstance(shards, list) and shards:  # as indexes.integrity.sharded_fix says it
+            return (f"rebuild the index with `run_qa.py index --corpus CORPUS --out {folder} --shards {len(shards)}` "
+                    "(its shards that are still right are kept)")
+        return f"rebuild the index with `run_qa.py index --corpus CORPUS --out {folder}`"
+    return "rebuild it (`run_qa.py index`, or `run_qa.py build-kb` for a knowledge base)"
 
 
 def content_digest(data: dict) -> str:

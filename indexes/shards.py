@@ -4,7 +4,9 @@ BM25: the shards' Tantivy segments are joined into one Tantivy index (`union_tex
 into one folder, one `meta.json` listing every segment), so document frequencies, the document count and the
 average length that score a query are the whole corpus's, as in an index built in one piece; the same top k
 with the same scores. Each shard numbers its rows from 0: the union's manifest keeps the row offset of every
-segment, in the order `meta.json` lists them (Tantivy's segment ordinals).
+segment, in the order `meta.json` lists them (Tantivy's segment ordinals). The rows mean the passages of the
+shards the union was joined from, so the index's manifest records each shard by its manifest's digest and rows
+(`indexes.integrity.check_shard`): a shard swapped or replaced afterwards is refused, not searched.
 
 Dense: every shard's vector index is searched and the results merged by score (`ShardedVectorIndex`): exact
 where the shards' indexes are (flat), each shard's own approximation otherwise.

@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 
 from odqa.linker.aliases import AliasMatcher, make_aliases, tokenize, trim_possessive
 from odqa.core.errors import DataFormatError
+from odqa.core.inputs import check_input
 
 _RESOURCE = re.compile(r"<?http://dbpedia\.org/resource/([^>\s]+)>?")
 
@@ -107,9 +108,8 @@ def _example(question: str, titles: Iterable[str], kb, source: str, qid: str = "
 
 
 def _read_json(path: str | Path):
+    check_input(path, "entity-linking file")
     path = Path(path)
-    if not path.is_file():
-        raise DataFormatError(f"entity-linking file not found: {path}")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:

@@ -8,7 +8,7 @@ import os
 import sys
 import traceback
 
-from odqa.commands.common import HelpFormatter, check_outputs
+from odqa.commands.common import HelpFormatter, check_outputs, outputs_held
 from odqa.core.errors import OdqaError, is_disk_full, no_room_reason
 from odqa.core.secrets import scrubbed_output
 
@@ -69,7 +69,8 @@ def _main(argv: list[str] | None) -> int:
     configure_cli_logging(-1 if args.quiet else 1 if args.verbose else 0)
     try:
         check_outputs(args)  # every output path, before any work
-        return int(args.func(args) or 0)
+        with outputs_held(args):  # one writer per output folder
+            return int(args.func(args) or 0)
     except OdqaError as exc:
         from odqa.core.terminal import printable
 

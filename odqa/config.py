@@ -16,6 +16,8 @@ from odqa.core.runtime import PRECISIONS, RUNTIMES
 from odqa.retriever.kinds import ELASTIC_FUSIONS, HYBRID_FUSIONS, RETRIEVERS, SERVER_RRF
 from odqa.reader.settings import ReaderSettings
 from odqa.retriever.registry import backend_of
+from odqa.core.secrets import is_secret_setting, remember, scrub, secret_values_in
+from odqa.core.settings import check_number, check_numbers, number_rule
 from odqa.core.settings import field_help as _help
 
 if sys.version_info >= (3, 11):
@@ -37,8 +39,8 @@ class RetrievalConfig:
     fusion: str = field(default="auto", metadata=_help(
         f"hybrid fusion method (auto: the index's tuned setting, else its language's default; {SERVER_RRF}: an "
         "Elasticsearch index's own RRF)", choices=ELASTIC_FUSIONS))
-    alpha: float = field(default=0.5, metadata=_help("minmax fusion: weight of the dense score"))
-    rrf_k: int = field(default=60, metadata=_help("rrf fusion: the rank constant"))
+    alpha: float = field(default=0.5, metadata=_help("minmax fusion: weight of the dense score", maximum=1))
+    rrf_k: int = field(default=60, metadata=_help("rrf fusion: the rank constant", minimum=0))
     encoder: str = field(default="", metadata=_help(
         "the index's encoder (checked; empty: the one the index was built with)"))
     # a question encoder apart from the passage encoder (DPR's pair)
@@ -58,7 +60,7 @@ class RetrievalConfig:
     bm25_max_df: float | None = field(default=None, metadata=_help(
         "BM25: leave out of each question the terms found in more than this fraction of the passages (the rarest "
         "kept); faster on large corpora, slightly different ranking (0: every term; unset: by the corpus size, "
-        "0.1 from 5 M passages, else 0)"))
+        "0.1 from 5 M passages, else 0)", minimum=0, maximum=1))
 
     def query_settings(self) -> dict[str, Any]:
         """Retriever options for encoding questions (unset ones: what the index records)."""
@@ -76,12 +78,7 @@ class RetrievalConfig:
             raise OdqaError(f"config: retrieval.fusion {self.fusion!r} needs an Elasticsearch index (index = "
                             f"\"es://HOST:9200/NAME\"); use one of {', '.join(HYBRID_FUSIONS)}")
         _choice("retrieval.fusion", self.fusion, ELASTIC_FUSIONS if backend_of(index) == "es" else HYBRID_FUSIONS)
-        _positive("retrieval.k", self.k)
-        _positive("retrieval.candidates", self.candidates)
-        if self.rrf_k < 0:
-            raise OdqaError(f"config: retrieval.rrf_k must be 0 or more, got {self.rrf_k}")
-        if not 0.0 <= self.alpha <= 1.0:
-            raise OdqaError(f"config: retrieval.alpha must lie in [0, 1], got {self.alpha}")
+        check_numbers(self, "retrieval.")
         if self.bm25_max_df is not None and not 0.0 <= self.bm25_max_df < 1.0:
             raise OdqaError(f"config: retrieval.bm25_max_df must lie in [0, 1) (0: every term; 0.1: terms in at most "
                             f"10 % of the passages), got {self.bm25_max_df}")
@@ -119,21 +116,7 @@ class ReaderConfig:
     calibration: str = ""
 
     def validate(self) -> None:
-        _positive("reader.top_n", self.top_n)
-        _positive("reader.max_answer_tokens", self.max_answer_tokens)
-        _positive("reader.batch_size", self.batch_size)
-        if self.whole_passages < 0:
-            raise OdqaError(f"config: reader.whole_passages must be 0 or a positive number of passages, got "
-                            f"{self.whole_passages}")
-        if self.early_stop_passages < 0:
-            raise OdqaError(f"config: reader.early_stop_passages must be 0 (read all at once) or a positive number of "
-                            f"passages, got {self.early_stop_passages}")
-        if not 0.0 <= self.early_stop_probability <= 1.0:
-            raise OdqaError(f"config: reader.early_stop_probability must lie between 0 and 1, got "
-                            f"{self.early_stop_probability}")
-        if self.focus_words < 0:
-            raise OdqaError(f"config: reader.focus_words must be 0 (whole passages) or a positive number of words, got "
-                            f"{self.focus_words}")
+        check_numbers(self, "reader.")
 
 
 @dataclass
@@ -143,15 +126,13 @@ class LinkerConfig:
     kb: str = field(default="", metadata=_help("knowledge-base folder (empty: the one beside the index)"))
     # unset: the thresholds the linker was tuned with on its dev split (saved with the model)
     mention_threshold: float | None = field(default=None, metadata=_help(
-        "threshold on the mention score (unset: the one the linker was tuned with)"))
+        "threshold on the mention score (unset: the one the linker was tuned with)", minimum=0, maximum=1))
     entity_threshold: float | None = field(default=None, metadata=_help(
-        "threshold on the joint (mention x entity) score (unset: the one the linker was tuned with)"))
+        "threshold on the joint (mention x entity) score (unset: the one the linker was tuned with)", minimum=0,
+        maximum=1))
 
     def validate(self) -> None:
-        for name in ("mention_threshold", "entity_threshold"):
-            value = getattr(self, name)
-            if value is not None and not 0.0 <= value <= 1.0:
-                raise OdqaError(f"config: linker.{name} must lie in [0, 1], got {value}")
+        check_numbers(self, "linker.")
 
 
 @dataclass
@@ -174,7 +155,7 @@ class ElasticConfig:
     def validate(self) -> None:
         if not [h for h in self.hosts.split(",") if h.strip()]:
             raise OdqaError("config: elastic.hosts must name at least one URL, e.g. http://127.0.0.1:9200")
-        _positive("elastic.num_candidates", self.num_candidates)
+        check_numbers(self, "elastic.")
         if not self.index_name or self.index_name != self.index_name.lower():
             raise OdqaError(f"config: elastic.index_name must be a non-empty lower-case name, got {self.index_name!r}")
 
@@ -241,36 +222,65 @@ class OdqaConfig:
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> "OdqaConfig":
-        """Load a TOML/YAML file (optional), then apply dotted overrides such as {"retrieval.k": 50}."""
+        """Load a TOML, YAML or JSON file (optional; by its suffix), then apply dotted overrides such as
+        {"retrieval.k": 50}."""
         config = cls()
         if path:
             _apply(config, _read_file(Path(path)), source=str(path))
         for dotted, value in (overrides or {}).items():
             if value is None:
                 continue
-            _set_dotted(config, dotted, value, source="command line")
+            _set_dotted(config, dotted, value, source="the command line")
         return config.validate()
 
 
+CONFIG_FORMATS = {".yaml": "YAML", ".yml": "YAML", ".json": "JSON"}  # by suffix; any other file is TOML
+
+
 def _read_file(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise OdqaError(f"config file not found: {path} (check the path passed to --config)")
+    from odqa.core.inputs import read_input
+
+    data_bytes = read_input(path, "config file", "check the path passed to --config", error=OdqaError)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = data_bytes.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise OdqaError(f"config file {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from exc
+    kind = CONFIG_FORMATS.get(path.suffix.lower(), "TOML")
     try:
-        if path.suffix in (".yaml", ".yml"):
+        if kind == "YAML":
             import yaml
 
             data = yaml.safe_load(text) or {}
+        elif kind == "JSON":
+            import json
+
+            data = json.loads(text) if text.strip() else {}
         else:
             data = tomllib.loads(text)
-    except Exception as exc:  # tomllib/yaml raise their own error types
-        raise OdqaError(f"config file {path} is not valid {path.suffix.lstrip('.') or 'TOML'}: {exc}") from exc
+    except Exception as exc:  # tomllib/yaml/json raise their own error types (RecursionError: nested too deeply)
+        # one line, where and what, never the lines themselves: the parser's excerpt would show a password
+        problem = scrub(" ".join(_syntax_problem(exc).split()), secret_values_in(text))
+        other = "" if path.suffix.lower() in (".toml", *CONFIG_FORMATS) else (
+            " (a config file is TOML, or YAML or JSON named .yaml, .yml or .json)")
+        raise OdqaError(f"config file {path} is not valid {kind}{other}: {problem}; correct it there") from None
     if not isinstance(data, dict):
         raise OdqaError(f"config file {path} must hold a table of settings")
     return data
+
+
+def _syntax_problem(exc: Exception) -> str:
+    """A parser's complaint without its excerpt of the file: PyYAML's problem and context with their line and
+    column (its str() quotes the lines), tomllib's and json's message as it is (only the line and column)."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to read"
+    problem, mark = getattr(exc, "problem", None), getattr(exc, "problem_mark", None)
+    if problem is None or mark is None:
+        return str(exc).split("\n  in ")[0]
+    where = f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
+    context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if context and context_mark is not None:
+        where = f"{context} at line {context_mark.line + 1}, column {context_mark.column + 1}: {where}"
+    return where
 
 
 def _apply(target: Any, data: dict[str, Any], source: str, prefix: str = "") -> None:
@@ -286,7 +296,16 @@ def _apply(target: Any, data: dict[str, Any], source: str, prefix: str = "") -> 
             _apply(current, value, source, prefix=f"{prefix}{key}.")
         else:
             kind = type(current) if current is not None else _optional_type(type(target), key)
-            setattr(target, key, _coerce(prefix + key, kind, value, source))
+            # the rule its command-line flag has (odqa.core.settings.Number): finite, within the field's bounds;
+            # a number as written first (inf for a count is not finite, 2.5 not whole), then as converted
+            rule = number_rule(type(target), key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                check_number(prefix + key, value, rule, f"from {source}")
+            value = _coerce(prefix + key, kind, value, source)
+            if isinstance(value, str) and is_secret_setting(prefix + key):
+                remember(value)  # scrubbed from whatever prints it later (odqa.core.secrets)
+            check_number(prefix + key, value, rule, f"from {source}")
+            setattr(target, key, value)
 
 
 def _set_dotted(config: Any, dotted: str, value: Any, source: str) -> None:
@@ -322,14 +341,12 @@ def _coerce(name: str, kind: type, value: Any, source: str) -> Any:
             return str(value)
     except ValueError:
         pass
+    if is_secret_setting(name):  # the value of a secret is never shown, even a wrong one
+        raise OdqaError(f"{source}: {name!r} must be {kind.__name__}, got a {type(value).__name__} (not shown: a "
+                        "secret); write it as a quoted string")
     raise OdqaError(f"{source}: {name!r} must be {kind.__name__}, got {value!r}")
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise OdqaError(f"config: {name} must be one of {', '.join(allowed)}; got {value!r}")
-
-
-def _positive(name: str, value: int) -> None:
-    if value <= 0:
-        raise OdqaError(f"config: {name} must be a positive number, got {value}")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from odqa.indexes.manifest import FORMAT_VERSION
+from odqa.core.atomic import writer_lock
 from odqa.core.errors import OdqaError
 from odqa.core.logs import get_logger
 from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
@@ -21,6 +22,8 @@ log = get_logger(__name__)
 DEMO_DIR = Path(__file__).resolve().parent / "demo"
 DEMO_ARTICLES = DEMO_DIR / "articles.jsonl"
 DEMO_QUESTIONS = DEMO_DIR / "questions.jsonl"
+# how long a first use waits for another process building the same demo index or KB (minutes on a slow machine)
+DEMO_BUILD_WAIT_S = 1800.0
 
 
 def _cached_build(kind: str, encoder: str, quiet: bool, build: Callable[[Path], object]) -> Path:
@@ -30,10 +33,20 @@ def _cached_build(kind: str, encoder: str, quiet: bool, build: Callable[[Path], 
     digest = hashlib.sha1(DEMO_ARTICLES.read_bytes() + model_fingerprint(encoder).encode()
                           + str(FORMAT_VERSION).encode()).hexdigest()[:12]
     path = odqa_home() / f"demo-{kind}-{digest}"
-    if not (path / "manifest.json").exists():
-        if not quiet:
-            log.info("building the demo %s in %s (first use only)...", kind, path)
-        build(path)
+    if (path / "manifest.json").exists():
+        return path
+
+    def waiting(holder: str) -> None:
+        log.info("waiting for another odqa process (%s), which is building the demo %s in %s...", holder, kind, path)
+
+    # the one-writer lock of the folder: a second first use (two `ask` at once in a fresh $ODQA_HOME) waits for
+    # the first's build and then uses it, rather than being refused or building it again
+    with writer_lock(path, flag=None, wait_s=DEMO_BUILD_WAIT_S, nested=True, on_wait=None if quiet else waiting,
+                     fix="rerun when it has finished, or set ODQA_HOME to another folder"):
+        if not (path / "manifest.json").exists():
+            if not quiet:
+                log.info("building the demo %s in %s (first use only)...", kind, path)
+            build(path)
     return path
 
 

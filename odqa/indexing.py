@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from odqa.indexes.analysis import ANALYZERS, LANGUAGES, analyzer_for, detect_language
 from odqa.indexes.bm25 import TEXT_ENGINES, build_text_index
 from odqa.indexes.integrity import build_lock, describe_part, recover_swap
-from odqa.indexes.layout import BM25, DENSE, PASSAGES, SEARCH_PARTS, IndexLayout
+from odqa.indexes.layout import BM25, DENSE, PASSAGES, SEARCH_PARTS, SHARD_RECORDS, SHARDS, IndexLayout
 from odqa.indexes.manifest import MANIFEST, Manifest
 from odqa.indexes.vector import VectorIndex, VectorIndexParams
 from odqa.core.atomic import publish_folder, write_npy, write_npy_blocks
@@ -549,7 +549,7 @@ def build_sharded_index(spec: IndexSpec, shards: int) -> BuildReport:
     corpus_part(spec.corpus, (0, shards))  # enough files: refused before any work
     out = Path(spec.out)
     layout = IndexLayout(out)
-    if layout.manifest.exists() and not Manifest.load(out).params.get("shards"):
+    if layout.manifest.exists() and not _sharded(out):
         raise OdqaError(f"{out} holds an index built in one piece; choose another --out or remove it")
     if out.exists() and not layout.manifest.exists() and any(p.name != "shards" for p in out.iterdir()):
         raise OdqaError(f"{out} exists and is not an odqa index; choose another --out or remove it")
@@ -562,7 +562,7 @@ def build_sharded_index(spec: IndexSpec, shards: int) -> BuildReport:
                                  vector=replace(spec.vector))  # a build may set its nlist: each shard its own
             key = out / f"{name}.source.json"
             wanted = {"source": _source_key(shard_spec), "spec": _shard_settings(shard_spec)}
-            if key.exists() and (out / name / MANIFEST).exists() and json.loads(key.read_text()) == wanted:
+            if _shard_kept(out / name, key, wanted, (i, shards), str(spec.corpus)):
                 print(f"odqa: shard {i + 1}/{shards} kept: built earlier from the same files", file=sys.stderr)
             else:
                 key.unlink(missing_ok=True)
@@ -570,11 +570,17 @@ def build_sharded_index(spec: IndexSpec, shards: int) -> BuildReport:
                 report = build_index(shard_spec)
                 for stage, value in report.seconds.items():
                     seconds[stage] = round(seconds.get(stage, 0.0) + value, 2)
-                key.write_text(json.dumps(wanted))
+                # the shard's manifest digest: a rerun keeps only this very shard (not one swapped into its place)
+                key.write_text(json.dumps({**wanted, "manifest": Manifest.load(out / name, kind="bundle").digest}))
             language = Manifest.load(out / name, kind="bundle").params.get("language", language)
         bundles = [Manifest.load(out / name, kind="bundle") for name in names]
         counts = [bundle.count for bundle in bundles]
         fingerprint = hashlib.sha1(" ".join(b.corpus_fingerprint for b in bundles).encode()).hexdigest()[:16]
+        starts = np.cumsum([0] + counts).tolist()
+        # each shard by its manifest's digest (which records its parts' digests) and rows: a shard swapped with
+        # another, or one of another build, is refused at open (indexes.integrity.check_shard)
+        records = {name: {"manifest": bundle.digest, "rows": [starts[i], starts[i + 1]]}
+                   for i, (name, bundle) in enumerate(zip(names, bundles))}
         parts = {}
         if BM25 in backends:
             with _timed(seconds, "bm25_union_s"):
@@ -585,10 +591,37 @@ def build_sharded_index(spec: IndexSpec, shards: int) -> BuildReport:
         Manifest(kind="bundle", corpus_fingerprint=fingerprint, count=sum(counts), encoder=bundles[0].encoder,
                  dim=bundles[0].dim,
                  params={"backends": backends, "words": spec.words, "corpus": str(spec.corpus), "parts": parts,
-                         "shards": names, **{k: first[k] for k in ("language", "analyzer", "query_encoder") if k in first}},
+                         SHARDS: names, SHARD_RECORDS: records,
+                         **{k: first[k] for k in ("language", "analyzer", "query_encoder") if k in first}},
                  ).save(out)
     return BuildReport(True, sum(counts), f"index ready in {out}: {sum(counts)} passages in {shards} shards, backends "
                        f"{', '.join(backends)}", seconds)
+
+
+def _sharded(out: Path) -> bool:
+    """Whether the index in `out` was built as shards: its manifest says so, or where it cannot be read (a
+    damaged one, which this build replaces), its shards folder."""
+    try:
+        return bool(Manifest.load(out).params.get(SHARDS))
+    except OdqaError:
+        return (out / SHARDS).is_dir()
+
+
+def _shard_kept(folder: Path, key: Path, wanted: dict, part: tuple[int, int], corpus: str) -> bool:
+    """Whether the shard in `folder` is the one an earlier run built from the same files and settings (`wanted`,
+    recorded in `key`), so that a rerun keeps it: its manifest reads whole and is the one recorded there when it
+    was built (a record of before the digest: the shard says it is this part of this corpus), never a shard swapped
+    into its place or copied from another build."""
+    saved = _read_record(key) if key.exists() else None
+    if not saved or {k: v for k, v in saved.items() if k != "manifest"} != wanted:
+        return False
+    try:
+        manifest = Manifest.load(folder, kind="bundle")
+    except OdqaError:
+        return False
+    if "manifest" in saved:
+        return manifest.digest == saved["manifest"]
+    return manifest.params.get("part") == list(part) and manifest.params.get("corpus") == corpus
 
 
 def _shard_settings(spec: IndexSpec) -> dict:

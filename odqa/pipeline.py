@@ -155,6 +155,21 @@ class Pipeline:
                 log.info("reader %s for %s (reader.model auto)", self._reader_name, why)
         return self._reader_name
 
+    def unread_language(self) -> str | None:
+        """A notice when the reader was not trained on the index's language (its saved `languages`; the shipped
+        English reader's are ["en"]): its spans over such text are guesses, so none is called confident."""
+        from odqa.reader.model import MULTILINGUAL_READER
+
+        held = getattr(self.bundle, "language", "en")
+        languages = self.reader.settings.languages
+        if not languages or held in languages:
+            return None
+        reads = ", ".join(LANGUAGE_NAMES.get(code, code) for code in languages)
+        return (f"the reader {self.reader_name!r} was trained on {reads} text only, so its answers over this "
+                f"{LANGUAGE_NAMES.get(held, held)} index are guesses and none is called confident; install "
+                f"{MULTILINGUAL_READER} (pip install 'odqa[models]'; a checkout has models/{MULTILINGUAL_READER}) "
+                "and leave reader.model at auto")
+
     @property
     def reader(self) -> Reader:
         if self._reader is None:
@@ -288,6 +303,7 @@ class Pipeline:
             for i, a in zip(asked, answers):
                 results[i].answers = a
         read_time = (time.perf_counter() - start) / len(texts)
+        unread = self.unread_language() if asked else None
 
         for result, m, h, other_language in zip(results, mentions, hits, differs):
             result.mentions, result.passages = m, h
@@ -297,7 +313,14 @@ class Pipeline:
             result.timings["total"] = sum(result.timings.values())
             if other_language:
                 continue
-            if not result.answers:
+            if unread and result.answers:
+                result.notices.append(unread)
+                for answer in result.answers:
+                    answer.confident = False
+                continue
+            if not h:
+                result.notices.append("no passage was retrieved for the question, so none was read")
+            elif not result.answers:
                 result.notices.append("no answer found in the retrieved passages")
             elif not result.answers[0].calibrated:
                 result.notices.append(

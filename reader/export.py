@@ -24,6 +24,9 @@ def export(src: str, dst: str, max_length: int = 256, stride: int = 96) -> Path:
     from odqa.reader.model import Reader
 
     reader = Reader.from_pretrained(src, device="cpu", max_length=max_length, stride=stride)
+    info_file = Path(src) / TRAIN_INFO
+    if reader.settings.languages is None and info_file.is_file():  # what it was trained on is what it reads
+        reader.settings.languages = json.loads(info_file.read_text()).get("languages") or None
     out = Path(dst)
     with atomic_folder(out) as tmp:
         reader.save_pretrained(tmp, fp16=True)

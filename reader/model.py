@@ -43,8 +43,9 @@ def reader_for_language(language: str) -> tuple[str, str]:
         return DEFAULT_READER, "English text"
     if shipped_model(MULTILINGUAL_READER) is not None:
         return MULTILINGUAL_READER, f"{names} text"
-    return DEFAULT_READER, (f"{names} text, but {MULTILINGUAL_READER} is not installed (not shipped yet: "
-                            "docs/multilingual-reader.md trains it), so the English reader reads it")
+    return DEFAULT_READER, (f"{names} text, but {MULTILINGUAL_READER} is not installed (pip install "
+                            f"'odqa[models]', or the wheel odqa-model-{MULTILINGUAL_READER}), so the English reader "
+                            "reads it")
 
 
 def _check_qa_architectures(name: str, architectures: list[str] | None) -> None:

@@ -45,6 +45,9 @@ class ReaderSettings:
     focus_words: int = 80
     # ... except the first N passages of each question (retrieval order), which are read whole
     whole_passages: int = 2
+    # the languages (ISO 639-1) the checkpoint was trained to read, recorded in its reader_config.json; text of
+    # another language gets guesses, which the pipeline says and never calls confident (None: not recorded)
+    languages: list[str] | None = None
 
 
 # How to read at question time, rather than what a checkpoint was trained with: a model folder's

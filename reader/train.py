@@ -33,6 +33,7 @@ from typing import Callable
 import torch
 
 from odqa.core.errors import DataFormatError, OdqaError
+from odqa.core.inputs import check_input
 from odqa.core.models import resolve_model
 from odqa.core.training import (LoopSettings, TrainingLoop, keep_transformer_layers, latest_checkpoint, set_seed,
                                 training_device)
@@ -74,8 +75,7 @@ def load_squad_examples(
     `all_answers` every distinct such answer (one example each; answers not at their offset are dropped)."""
     path = Path(path)
     stats = stats if stats is not None else LoadStats()
-    if not path.is_file():
-        raise DataFormatError(f"training file not found: {path}")
+    check_input(path, "training file")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         articles = data["data"]
@@ -428,15 +428,20 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
         log.info("distilling from %s (weight %.2f, temperature %.1f)", cfg.teacher, cfg.distill_weight,
                  cfg.distill_temperature)
 
+    from odqa.indexes.analysis import detect_language
+
     t0 = time.time()
     stats = LoadStats()
     examples: list[Example] = []
+    languages: set[str] = set()  # recorded with the model: what it reads (reader.settings.ReaderSettings.languages)
     for number, f in enumerate(cfg.train_files):
         loaded = load_squad_examples(f, cfg.limit, 1.0 if cfg.shared_norm else cfg.negative_ratio, cfg.seed, stats,
                                      cfg.all_answers)
         for ex in loaded:  # distant supervision writes one entry per (question, passage): the text is the key
             ex.group = f"{number}\t{ex.question}"
         examples += loaded
+        if loaded:
+            languages.add(detect_language([ex.context for ex in loaded[:50]]))
     if cfg.shared_norm:
         examples, dropped = drop_unanswered_questions(examples, cfg.negative_ratio, cfg.seed)
         log.info("shared normalisation over each question's windows; %d questions without an answering passage "
@@ -537,6 +542,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
         {"config": cfg.to_dict(), "steps": result.step, "planned_steps": total, "stopped_by": result.stopped_by,
          "train_seconds": result.seconds, "windows": len(lengths), "questions": stats.questions,
          "answerable": stats.answerable, "unanswerable": stats.unanswerable,
-         "skipped_bad_offset": stats.skipped_bad_offset, "kept_traditional": stats.kept_traditional, "device": str(device), "precision": precision}, indent=2))
+         "skipped_bad_offset": stats.skipped_bad_offset, "kept_traditional": stats.kept_traditional, "languages": sorted(languages), "device": str(device),
+         "precision": precision}, indent=2))
     log.info("saved %s", final)
     return final

@@ -13,9 +13,10 @@ from pathlib import Path
 
 from odqa.indexes.analysis import check_analyzer_available
 from odqa.indexes.bm25 import default_max_df, load_text_index
-from odqa.indexes.integrity import (add_block_digests, check_bundle_manifest, check_files_whole, check_part, file_check, note_unchecked,
-                               recover_swap, swap_in_progress)
-from odqa.indexes.layout import BM25, DENSE, PASSAGES, IndexLayout
+from odqa.indexes.integrity import (add_block_digests, check_bundle_manifest, check_files_whole, check_part,
+                                   check_part_format, check_shard, file_check, note_unchecked, part_fix, recover_swap,
+                                   sharded_fix, swap_in_progress)
+from odqa.indexes.layout import BM25, DENSE, PASSAGES, SHARD_RECORDS, SHARDS, IndexLayout
 from odqa.indexes.manifest import MANIFEST, Manifest
 from odqa.indexes.vector import FAISS_KINDS, VectorIndex
 from odqa.core.atomic import swap_lock
@@ -29,7 +30,6 @@ from odqa.retriever.bm25 import BM25Retriever
 from odqa.retriever.hybrid import HybridRetriever
 from odqa.retriever.kinds import make_retriever
 
-SHARDS = "shards"  # a sharded bundle manifest's list of its shard folders (indexes/shards.py)
 log = get_logger(__name__)
 TUNED_FUSION = "fusion"  # the bundle manifest's record of `tune-hybrid --record`
 # A reader that meets a rebuild's swap (two renames) opens the folder again, waiting 0.02, 0.04, ... s between
@@ -113,6 +113,8 @@ class IndexBundle:
                                     "--out` wrote") from None
                 manifest = Manifest.load(path, kind="bundle")
                 check_bundle_manifest(manifest, path)
+                bundle = (ShardedBundle if manifest.params.get(SHARDS) else cls)(path, manifest, _pin=pin)
+                bundle._check_parts()
             except (OdqaError, OSError):
                 # a rebuild swapping the folder: between its two renames there is none, or another one
                 if attempt == SWAP_RETRIES or not _swapping(path, pin):
@@ -120,7 +122,7 @@ class IndexBundle:
                 _wait_for_swap(attempt)
                 continue
             if not pin.replaced(path):
-                return (ShardedBundle if manifest.params.get(SHARDS) else cls)(path, manifest, _pin=pin)
+                return bundle
             _wait_for_swap(attempt)
         raise OdqaError(f"{path} was replaced {SWAP_RETRIES + 1} times while it was opened; open it again when the "
                         "builds writing it are done")
@@ -131,8 +133,12 @@ class IndexBundle:
         fresh = IndexBundle._open_pinned(self.path)
         self.manifest, self._pin = fresh.manifest, fresh._pin
         self._cache.clear()
-        for name in ("store", "_article_passages"):
+        for name in ("store", "_article_passages", "shards"):
             self.__dict__.pop(name, None)
+
+    def _check_parts(self) -> None:
+        """At open: the parts that make the index are the ones recorded (a sharded index's shards); a bundle's own
+        parts are checked as they open."""
 
     def check_available(self, kind: str) -> None:
         """Before any work: the optional packages the `kind` retriever over this index needs (its BM25 analyser,
@@ -193,6 +199,7 @@ class IndexBundle:
         self._check_rows(PASSAGES, len(store))
         if (folder / "manifest.json").exists():
             part = Manifest.load(folder)
+            check_part_format(self.manifest, part, f"index part {self.path.name}/{PASSAGES}", part_fix(folder))
             part.check_corpus(self.manifest.corpus_fingerprint, where=str(folder))
             if part.params.get("layout", store.layout_digest()) != store.layout_digest():
                 raise IndexMismatchError(f"index part {self.path.name}/passages: {DATA_FILE} is laid out otherwise "
@@ -217,6 +224,7 @@ class IndexBundle:
                 f"rebuild the index with `odqa index --corpus {self.manifest.params.get('corpus', 'CORPUS')} "
                 f"--out {self.path}`")
         manifest = Manifest.load(folder)
+        check_part_format(self.manifest, manifest, f"index part {self.path.name}/{backend}", part_fix(folder))
         manifest.check_corpus(self.manifest.corpus_fingerprint, where=str(folder))
         self._check_rows(backend, manifest.count)
         check_part(folder, self.parts.get(backend), rows=None)
@@ -363,8 +371,17 @@ class ShardedBundle(IndexBundle):
 
     @cached_property
     def shards(self) -> list[IndexBundle]:
-        return [IndexBundle(self.path / name, Manifest.load(self.path / name, kind="bundle"))
-                for name in self.manifest.params[SHARDS]]
+        """The shards, each checked to be the one the index was built with (its manifest's digest and rows, as
+        the bundle manifest records them): a shard swapped with another or copied from another build would
+        put other passages under the rows the joined BM25 index returns."""
+        params = self.manifest.params
+        fix = sharded_fix(self.path, params.get("corpus"), params[SHARDS])
+        return [IndexBundle(self.path / name, check_shard(self.path / name, params[SHARD_RECORDS][name],
+                                                          self.manifest, fix))
+                for name in params[SHARDS]]
+
+    def _check_parts(self) -> None:
+        _ = self.shards
 
     @cached_property
     def store(self) -> PassageStore:
@@ -384,7 +401,7 @@ class ShardedBundle(IndexBundle):
 
     def verify(self) -> list[str]:
         lines = []
-        for shard in self.shards:
+        for shard in self.shards:  # each the shard recorded (checked at open), then checked whole
             lines += [f"{shard.path.name}: {line}" for line in shard.verify()]
         if BM25 in self.backends:
             check_part(self.layout.bm25, self.parts.get(BM25), rows=None, full=True)

@@ -40,6 +40,7 @@ from tqdm.auto import tqdm
 from odqa.core.answers import has_answer
 from odqa.core.atomic import atomic_file
 from odqa.core.errors import DataFormatError, OdqaError
+from odqa.core.inputs import check_input
 from odqa.corpus.open_dev import is_open_dev
 from odqa.corpus.questions import QAItem, check_not_test_set, load_questions
 from odqa.retriever.loading import load_retriever
@@ -353,9 +354,8 @@ def parse_row(row, stats: ReadStats) -> DPRExample | str:
 
 def read_dpr_file(path: str | Path, stats: ReadStats | None = None, limit: int = 0) -> list[DPRExample]:
     """Examples from DPR-format JSONL or JSON; bad rows are skipped and counted (see the module docstring)."""
+    check_input(path, "training file")
     path = Path(path)
-    if not path.is_file():
-        raise DataFormatError(f"training file not found: {path}")
     stats = stats if stats is not None else ReadStats()
     out: list[DPRExample] = []
     for where, row in _rows(path):

@@ -26,16 +26,16 @@ def test_yaml(tmp_path):
 
 
 @pytest.mark.parametrize("text,message", [
-    ('[retrieval]\nk = 0\n', "retrieval.k must be a positive"),
+    ('[retrieval]\nk = 0\n', r"retrieval.k = 0 \(from .*bad.toml\) is out of range; give a positive whole number"),
     ('[retrieval]\nretriever = "magic"\n', "must be one of"),
-    ('[retrieval]\nalpha = 1.5\n', "alpha must lie in"),
+    ('[retrieval]\nalpha = 1.5\n', "retrieval.alpha = 1.5 .* is out of range; give a finite number >= 0 <= 1"),
     ('[retrieval]\nk = "many"\n', "'retrieval.k' must be int"),
     ('[retriever]\nk = 3\n', "unknown setting 'retriever'"),
     ('[linker]\nmention_threshold = -1\n', "mention_threshold"),
-    ('[reader]\nfocus_words = -5\n', "reader.focus_words must be 0"),
-    ('[reader]\nwhole_passages = -1\n', "reader.whole_passages must be 0"),
-    ('[reader]\nearly_stop_passages = -1\n', "reader.early_stop_passages must be 0"),
-    ('[reader]\nearly_stop_probability = 1.5\n', "early_stop_probability must lie between 0 and 1"),
+    ('[reader]\nfocus_words = -5\n', "reader.focus_words = -5 .* give a whole number >= 0"),
+    ('[reader]\nwhole_passages = -1\n', "reader.whole_passages = -1 .* give a whole number >= 0"),
+    ('[reader]\nearly_stop_passages = -1\n', "reader.early_stop_passages = -1 .* give a whole number >= 0"),
+    ('[reader]\nearly_stop_probability = 1.5\n', "early_stop_probability = 1.5 .* give a finite number >= 0 <= 1"),
     ('retrieval = 3\n', "must be a table"),
     ('[retrieval\n', "not valid"),
 ])

@@ -91,6 +91,50 @@ def test_beir_and_pyserini_jsonl(tmp_path):
     assert _docs(custom, CorpusFields(id="pid", title="name", text="body")) == [("p", "N", "B text")]
 
 
+def _beir_folder(folder):
+    """A BEIR data set's folder as its zip unpacks: corpus.jsonl, queries.jsonl (each query worded as its
+    document is) and qrels/test.tsv."""
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": r["id"], "title": r["title"], "text": r["text"],
+                                                             "metadata": {}}) + "\n" for r in ROWS))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": r["text"], "metadata": {}}) + "\n"
+                                                  for i, r in enumerate(ROWS)))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"q{i}\t{r['id']}\t1\n" for i, r in enumerate(ROWS)))
+    return folder
+
+
+def test_a_beir_folder_is_read_as_its_corpus_alone(tmp_path):
+    from odqa.indexing import IndexSpec, build_index
+    from odqa.retriever.loading import IndexBundle
+
+    beir = _beir_folder(tmp_path / "scifact")
+    assert corpus_sources(beir) == [beir / "corpus.jsonl"]  # not queries.jsonl, not qrels/test.tsv
+    assert _docs(beir) == EXPECTED
+    # a folder of BEIR folders: each one's corpus, beside the folder's other corpus files
+    (tmp_path / "many").mkdir()
+    _beir_folder(tmp_path / "many" / "a")
+    (tmp_path / "many" / "b.jsonl").write_text(json.dumps({"id": "b1", "text": "Another document."}) + "\n")
+    assert corpus_sources(tmp_path / "many") == [tmp_path / "many" / "a" / "corpus.jsonl", tmp_path / "many" / "b.jsonl"]
+    build_index(IndexSpec(corpus=str(beir), out=str(tmp_path / "idx"), backends=["bm25"]))
+    bundle = IndexBundle.open(tmp_path / "idx")
+    assert sorted({p.doc_id for p in bundle.store.get_rows(list(range(len(bundle.store))))}) == ["d1", "d2", "d3"]
+    hits = bundle.retriever("bm25").search([ROWS[0]["text"]], 3)[0]  # a query finds its document, not itself
+    assert hits[0].passage.doc_id == "d1" and hits[0].passage.text == ROWS[0]["text"]
+
+
+def test_a_beir_folder_without_its_corpus_is_refused_naming_the_file(tmp_path):
+    beir = _beir_folder(tmp_path / "scifact")
+    with pytest.raises(DataFormatError, match=r"^corpus folder \S+qrels holds BEIR relevance judgements, not "
+                                              r"documents; pass the corpus file itself with --corpus "
+                                              rf"{beir / 'corpus.jsonl'}$"):
+        _docs(beir / "qrels")
+    (beir / "corpus.jsonl").unlink()
+    with pytest.raises(DataFormatError, match=r"queries.jsonl holds BEIR questions, not documents, and no "
+                                              r"corpus.jsonl is beside it; pass the corpus file itself"):
+        _docs(beir)
+
+
 def test_missing_values_name_the_row(tmp_path):
     pq.write_table(pa.Table.from_pylist([{"id": "a", "text": "ok"}, {"id": "b", "text": None}]), tmp_path / "n.parquet")
     with pytest.raises(DataFormatError, match=r"n.parquet:2: the document has no text"):

@@ -88,8 +88,8 @@ def test_an_index_whose_vector_kind_needs_faiss_says_so_before_loading(tmp_path,
     from odqa.core.errors import OdqaError
     from odqa.retriever.loading import IndexBundle
 
-    Manifest(kind="bundle", corpus_fingerprint="x", count=1, encoder="minilm", dim=384,
-             params={"backends": [BM25, DENSE]}).save(tmp_path)
+    Manifest(kind="bundle", corpus_fingerprint="x", count=1, encoder="minilm", dim=384, format_version=1,
+             params={"backends": [BM25, DENSE]}).save(tmp_path)  # format 1: no part records are promised
     Manifest(kind="faiss", corpus_fingerprint="x", params={"kind": "hnsw"}).save(tmp_path / DENSE)
     bundle = IndexBundle.open(tmp_path)
     monkeypatch.setitem(sys.modules, "faiss", None)

@@ -125,12 +125,13 @@ def test_onnx_runtime_matches_torch_without_token_type_ids(tok, tmp_path, home):
     np.testing.assert_allclose(logits["onnx"], logits["torch"], atol=1e-4)
 
 
-def test_reader_multilingual_resolves_to_the_shipped_folder_once_it_exists(tok, tmp_path, home, monkeypatch):
+def test_reader_multilingual_resolves_to_the_shipped_folder_and_says_how_to_install_it(tok, tmp_path, home, monkeypatch):
     import odqa.core.models
     from odqa.reader.model import Reader
 
     monkeypatch.setattr(odqa.core.models, "SHIPPED_MODELS", tmp_path / "models")
-    with pytest.raises(OdqaError, match="models/reader-multilingual is missing"):
+    monkeypatch.setattr(odqa.core.models, "installed_models", lambda: {})
+    with pytest.raises(OdqaError, match="'reader-multilingual' is not installed: pip install 'odqa\[models\]'"):
         Reader.from_pretrained("reader-multilingual")
     _tiny_multilingual_reader(tmp_path / "models" / "reader-multilingual", tok)
     reader = Reader.from_pretrained("reader-multilingual", device="cpu", runtime="torch")
@@ -218,3 +219,34 @@ def test_a_korean_index_is_read_by_the_multilingual_reader_without_any_flag(tok,
     assert any("reader reader-multilingual for Korean text" in r.getMessage() for r in caplog.records)
     assert result.passages and result.passages[0].passage.title == "임종석"
     assert not any("languages differ" in n for n in result.notices)
+
+
+@pytest.mark.parametrize("languages, told", [(["en"], True), (["en", "ko", "zh"], False), (None, False)])
+def test_a_reader_not_trained_on_the_index_language_says_so_and_is_never_confident(tok, tmp_path, home, languages,
+                                                                                    told):
+    """Issue 64 item 4: the English reader over a Korean index answers with a notice and `confident` false (CLI,
+    JSON, shell and page all print `notices`); a reader that records Korean, or records nothing, gets none."""
+    from odqa.config import OdqaConfig
+    from odqa.indexing import IndexSpec, build_index
+    from odqa.pipeline import Pipeline
+    from odqa.reader.calibration import Calibration
+
+    folder = _tiny_multilingual_reader(tmp_path / "m", tok)
+    (folder / "reader_config.json").write_text(json.dumps({"languages": languages}))
+    Calibration(weights=[0.0, 0.0], bias=10.0, threshold=0.5, fitted=True).save(folder / "calibration.json")  # always "sure"
+    corpus = tmp_path / "ko.jsonl"
+    corpus.write_text(json.dumps({"id": "0", "title": "임종석", "text": KOREAN[1]}, ensure_ascii=False), encoding="utf-8")
+    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "idx"), backends=["bm25"], language="ko"))
+    pipeline = Pipeline(OdqaConfig.load(None, {"index": str(tmp_path / "idx"), "retrieval.retriever": "bm25",
+                                               "linker.enabled": False, "runtime": "torch",
+                                               "reader.model": str(folder), "reader.no_answer_threshold": None}))
+    result = pipeline.ask(KOREAN[0])
+    assert result.answers
+    notices = [n for n in result.notices if "trained on" in n]
+    assert bool(notices) is told, result.notices
+    if told:
+        assert "English" in notices[0] and "Korean" in notices[0] and "reader-multilingual" in notices[0]
+        assert not result.confident and not result.to_dict()["confident"]
+        assert not any(a.confident for a in result.answers)
+    else:
+        assert result.confident

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -52,6 +53,7 @@ def test_ask_answers_with_offsets_into_its_passage(client):
     assert {m["title"] for m in result["mentions"]} >= {"Alexander Fleming"}
     assert set(result["timings_ms"]) >= {"link", "retrieve", "read", "total", "queue"}
     assert result["language"] == "en" and result["batch_size"] == 1
+    assert result["outcome"] == ("answer" if result["confident"] else "best_guess")
 
 
 def test_ask_takes_retriever_and_k(client):
@@ -277,6 +279,98 @@ def test_korean_and_chinese_text(bm25_index_of):
         assert cjk.post("/ask", json={"question": "谁修筑了长城？", "language": "zh"}).json()["language"] == "zh"
         assert cjk.get("/info").json()["index"]["language"] == "ko"
         assert cjk.post("/link", json={"question": "서울"}).json()["linker_enabled"] is False
+
+
+OUTCOME_DOCS = [  # no "wrote": the server's warm-up question retrieves nothing, so no reader is loaded here
+    {"id": "p1", "title": "Penicillin", "text": "Penicillin was discovered by Alexander Fleming in 1928 in London."},
+    {"id": "e1", "title": "Everest", "text": "Mount Everest is the highest mountain above sea level on Earth."},
+]
+
+
+@pytest.fixture(scope="module")
+def nothing_retrieved(bm25_index_of):
+    """The server's answers to a question in another language than the English index's, and to one whose words
+    no passage holds (issue 64 item 5)."""
+    from odqa.config import OdqaConfig
+    from odqa.pipeline import Pipeline
+
+    pipeline = Pipeline(OdqaConfig.load(None, {"index": str(bm25_index_of(OUTCOME_DOCS, "outcomes")),
+                                               "retrieval.retriever": "bm25", "linker.enabled": False}))
+    with TestClient(create_app(pipeline, SETTINGS)) as outcomes:
+        return {"language_differs": outcomes.post("/ask", json={"question": "페니실린은 누가 발견했나?"}).json(),
+                "no_passages": outcomes.post("/ask", json={"question": "xylophone quokka zeppelin"}).json()}
+
+
+def test_ask_says_nothing_was_retrieved_and_claims_no_answer(nothing_retrieved):
+    other, none = nothing_retrieved["language_differs"], nothing_retrieved["no_passages"]
+    for result in (other, none):
+        assert result["answer"] is None and result["answers"] == [] and result["passages"] == []
+        assert not [n for n in result["notices"] if "answers may be poor" in n or "retrieved passages" in n]
+    assert other["outcome"] == "language_differs" and other["language"] == "ko"
+    assert [n for n in other["notices"] if n.startswith("languages differ: the question is Korean and the index")]
+    assert none["outcome"] == "no_passages"
+    assert "no passage was retrieved for the question, so none was read" in none["notices"]
+
+
+# the page's script (odqa/serve/static/page.js) run by Node over a stand-in for the few DOM calls it makes
+PAGE_IN_NODE = r"""
+const fs = require("fs"), vm = require("vm");
+class Element {
+  constructor(tag) { Object.assign(this, { tag, children: [], textContent: "", hidden: false, className: "", lang: "",
+    dataset: {}, classList: { toggle() {} } }); }
+  replaceChildren(...nodes) { this.children = nodes; }
+  append(...nodes) { this.children.push(...nodes); }
+}
+const byId = {};
+const document = { getElementById: (id) => byId[id] || (byId[id] = new Element("#" + id)),
+  createElement: (tag) => new Element(tag), createTextNode: (text) => ({ textContent: text }), addEventListener() {} };
+const page = vm.createContext({ document, sessionStorage: { getItem: () => null, setItem() {} } });
+vm.runInContext(fs.readFileSync(process.argv[1], "utf8"), page);
+const shown = JSON.parse(fs.readFileSync(0, "utf8")).map((result) => {
+  page.render(result);
+  return { verdict: byId.verdict.textContent, answer: byId.answer.textContent,
+           notices: byId.notices.children.map((n) => n.textContent), passages: byId.passages.children.length };
+});
+console.log(JSON.stringify(shown));
+"""
+
+
+def _rendered(results: list[dict]) -> list[dict]:
+    node = shutil.which("node") or shutil.which("nodejs")
+    if not node:
+        pytest.skip("node not found: the page's script is run by Node here (tests/test_serve_browser.py runs it in "
+                    "Chromium)")
+    proc = subprocess.run([node, "-e", PAGE_IN_NODE, str(REPO_ROOT / "odqa" / "serve" / "static" / "page.js")],
+                          input=json.dumps(results), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _answered(confident: bool) -> dict:
+    answer = {"text": "Alexander Fleming", "probability": 0.9 if confident else 0.2, "confident": confident,
+              "title": "Penicillin", "passage_id": "p1_0", "start": 28, "end": 45, "evidence": []}
+    passage = {"rank": 1, "id": "p1_0", "title": "Penicillin", "text": OUTCOME_DOCS[0]["text"], "source": "bm25",
+               "score": 1.5}
+    return {"question": "Who discovered penicillin?", "language": "en", "confident": confident,
+            "outcome": "answer" if confident else "best_guess", "answer": answer, "answers": [answer],
+            "passages": [passage], "mentions": [], "timings_ms": {"total": 5.0}, "batch_size": 1, "notices": []}
+
+
+def test_the_page_says_what_happened(nothing_retrieved):
+    read_no_answer = {**_answered(True), "outcome": "no_answer", "confident": False, "answer": None, "answers": []}
+    older_server = {key: value for key, value in nothing_retrieved["no_passages"].items() if key != "outcome"}
+    shown = _rendered([nothing_retrieved["language_differs"], nothing_retrieved["no_passages"], read_no_answer,
+                       _answered(True), _answered(False), older_server])
+    other, none, unanswered, confident, guess, older = shown
+    assert other["verdict"].startswith("Nothing retrieved: the question is in another language than the index")
+    assert other["answer"] == "" and other["passages"] == 0
+    assert other["notices"] == nothing_retrieved["language_differs"]["notices"]
+    assert none["verdict"] == older["verdict"] == "No passages were retrieved for this question, so nothing was read."
+    assert unanswered["verdict"] == "No answer found in the retrieved passages."
+    assert (confident["verdict"], confident["answer"]) == ("Answer", "Alexander Fleming")
+    assert (guess["verdict"], guess["answer"]) == ("No confident answer. Best guess:", "Alexander Fleming")
+    for result in shown:  # no answer is claimed where none was given
+        assert "answers may be poor" not in " ".join(result["notices"])
 
 
 def _serve(*args, env=None):

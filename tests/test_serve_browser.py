@@ -129,6 +129,13 @@ def test_page_shows_untrusted_text_as_text(browser, server, tmp_path, screenshot
     assert browser.find_element(By.ID, "question-echo").text == question
     assert not browser.find_elements(By.CSS_SELECTOR, "#result img") and browser.title == title
     assert browser.find_element(By.ID, "result").get_attribute("lang") == detect_language([question])
+    # a question in another language than the (English) demo index's is not searched: the page says so, and
+    # claims neither passages read nor answers given (issue 64 item 5)
+    assert browser.find_element(By.ID, "verdict").text.startswith(
+        "Nothing retrieved: the question is in another language than the index")
+    notices = browser.find_element(By.ID, "notices").text
+    assert "languages differ" in notices and "answers may be poor" not in notices
+    assert not browser.find_elements(By.CSS_SELECTOR, "#passages > li")
     shot = _shot_folder(tmp_path) / "serve-page-cjk.png"
     assert browser.save_screenshot(str(shot))
     screenshots.append(str(shot))

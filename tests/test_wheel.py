@@ -2,21 +2,28 @@
 no weights, each shipped model is its own wheel (models/NAME/pyproject.toml, found through the `odqa.models` entry
 points), each under PyPI's 100 MB, and nothing is fetched from a hub (issue 50 item 2). The code installs nothing
 outside odqa's own names, so other projects' `reader`, `retriever`, `linker` or `indexes` installed beside it
-change nothing (item 1)."""
+change nothing (item 1). Both the wheel and the sdist carry every file of the package that is not Python, and an
+installed wheel serves its page and answers (issue 64 item 1)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import tarfile
+import time
 import zipfile
 from pathlib import Path
 
+import httpx
 import pytest
 
 from odqa.core.models import SHIPPED_NAMES as MODELS  # every shipped model, each its own wheel
+from tests.es_server import free_port
+from tests.test_packaging import package_files
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PYPI_FILE_LIMIT = 100 * 10**6  # PyPI's default upload limit per file
@@ -153,3 +160,59 @@ def test_other_projects_of_the_same_names_beside_it_change_nothing(installed, tm
     _run([str(python), "-m", "pip", "uninstall", "-y", "-q", "odqa-test-name-clash"], env=env)
     code = "import odqa.reader.model, odqa.retriever.loading, odqa.linker.linker, odqa.indexes.vector; print('ok')"
     assert _run([str(python), "-c", code], cwd=tmp_path, env=env).stdout.strip() == "ok"
+
+
+def test_the_wheel_and_the_sdist_carry_every_file_that_is_not_python(installed):
+    python, env, root, wheel = installed
+    needed = [f"odqa/{name}" for name in package_files()]
+    assert "odqa/serve/static/index.html" in needed
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    assert not [name for name in needed if name not in names], "left out of the wheel"
+    # the sdist, built from the same clean copy (pip builds a wheel from it where no wheel fits)
+    (root / "sdist").mkdir(exist_ok=True)
+    code = "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
+    built = _run([sys.executable, "-c", code, str(root / "sdist")], cwd=root / "source").stdout.strip().splitlines()[-1]
+    with tarfile.open(root / "sdist" / built) as archive:
+        top = built.removesuffix(".tar.gz")
+        members = {member.name.removeprefix(f"{top}/") for member in archive.getmembers()}
+    assert not [name for name in needed if name not in members], "left out of the sdist"
+
+
+def test_serve_from_the_wheel_serves_the_page_and_answers(installed, tmp_path):
+    python, env, _, _ = installed
+    port = free_port()
+    log = (tmp_path / "serve.log").open("w+")
+    server = subprocess.Popen(["odqa", "serve", "--port", str(port), "--no-access-log", "--retriever", "bm25",
+                               "--no-linker"], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 600  # the demo index may be built first
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "odqa serve did not answer /health within 600 s"
+            time.sleep(0.5)
+        page = httpx.get(f"{url}/", timeout=30)
+        assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+        for asset in ("page.js", "page.css"):
+            assert f"/static/{asset}" in page.text
+            served = httpx.get(f"{url}/static/{asset}", timeout=30)
+            assert served.status_code == 200
+            assert served.content == (REPO_ROOT / "odqa" / "serve" / "static" / asset).read_bytes()
+        response = httpx.post(f"{url}/ask", json={"question": "Who discovered penicillin?", "k": 3}, timeout=120)
+        assert response.status_code == 200, response.text
+        result = response.json()
+        assert result["passages"] and "answers" in result and result["question"] == "Who discovered penicillin?"
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+    assert server.returncode == 0, (tmp_path / "serve.log").read_text()[-3000:]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -30,7 +30,7 @@ def add_command(subparsers, name: str, help: str, example: str, func) -> argpars
 
 
 def add_config_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="TOML/YAML config file; flags given here override it")
+    parser.add_argument("--config", help="TOML, YAML or JSON config file; flags given here override it")
 
 
 OUTPUTS = "outputs_to_check"  # parser default: (dest, flag, is_folder) of every output argument
@@ -48,6 +48,22 @@ def add_output(parser: argparse.ArgumentParser, *flags: str, folder: bool = Fals
 def check_outputs(args: argparse.Namespace) -> None:
     for dest, flag, folder in getattr(args, OUTPUTS, None) or ():
         check_output(getattr(args, dest, None), flag, folder=folder)
+
+
+@contextlib.contextmanager
+def outputs_held(args: argparse.Namespace) -> Iterator[None]:
+    """Every output folder the command declares, held with its one-writer lock while the command runs (the lock
+    `index` takes; odqa.core.atomic.writer_lock): a second command writing the same folder is refused in one
+    line naming it and the process writing it, before either's work is replaced by the other's. The library
+    writers the command runs enter the lock it holds."""
+    from odqa.core.atomic import writer_lock
+
+    with contextlib.ExitStack() as stack:
+        for dest, flag, folder in getattr(args, OUTPUTS, None) or ():
+            path = getattr(args, dest, None)
+            if folder and path:
+                stack.enter_context(writer_lock(path, flag=flag, nested=True))
+        yield
 
 
 def check_output(path, flag: str, folder: bool = False) -> None:
@@ -131,7 +147,8 @@ def _kernel_filesystem(path) -> str | None:
 
 def print_json_last(metrics: dict[str, Any]) -> None:
     """The machine-readable contract: one JSON object alone on the last output line."""
+    from odqa.core import strict_json
     from odqa.core.terminal import printable
 
     sys.stdout.flush()
-    print(printable(json.dumps(metrics, ensure_ascii=False)), flush=True)
+    print(printable(strict_json.dumps(metrics, ensure_ascii=False)), flush=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -217,12 +216,13 @@ def run_eval(args) -> int:
     predictions = evaluator.predictions
     metrics.update(linker=name, threads=torch.get_num_threads())
     if args.per_question:
+        from odqa.core import strict_json
         from odqa.core.atomic import atomic_file
 
         with atomic_file(args.per_question) as tmp, tmp.open("w", encoding="utf-8") as f:
             for ex, preds in zip(examples, predictions):
                 gold = [{"start": g.start, "end": g.end, "title": g.title, "in_kb": g.in_kb} for g in ex.mentions]
-                f.write(json.dumps({"question": ex.question, "gold": gold, "pred": [_mention_json(m) for m in preds]}, ensure_ascii=False) + "\n")
+                f.write(strict_json.dumps({"question": ex.question, "gold": gold, "pred": [_mention_json(m) for m in preds]}, ensure_ascii=False) + "\n")
     out = sys.stderr if args.json else sys.stdout  # under --json standard output holds the JSON alone
     print(f"{name} on {len(examples)} questions ({metrics['gold_mentions']} gold mentions, {metrics['gold_mentions_in_kb']} in KB)",
           file=out)

@@ -22,70 +22,24 @@ from __future__ import annotations
 import argparse
 import collections.abc
 import dataclasses
-import math
 import types
 import typing
 from typing import Any, Iterable, Mapping
 
 from odqa.commands.common import add_output
+# the rule of every numeric option (its argparse type), shared with the config files and the HTTP API
+from odqa.core.settings import Number, field_default, number_type  # noqa: F401 (field_default: re-exported)
 
 SOURCES = "option_sources"  # parser default: OptionSource of every generated option
 
 
-@dataclasses.dataclass(frozen=True)
-class Number:
-    """The argparse type of every numeric option: a finite int or float, at least `minimum` (None: unbounded), at
-    most `maximum`. A bad value ends in argparse's one-line error naming the option and the bound, before any work.
-    Dataclass options get theirs from the field (`number_type`); hand-written ones name one of the constants below."""
-
-    kind: type
-    minimum: float | None = None
-    maximum: float | None = None
-
-    @property
-    def __name__(self) -> str:  # argparse's fallback message names the type
-        return "whole number" if self.kind is int else "number"
-
-    def __call__(self, text: str):
-        try:
-            value = self.kind(text)
-        except (TypeError, ValueError):
-            raise argparse.ArgumentTypeError(f"expected {self._describe()}, got {text!r}") from None
-        if not math.isfinite(value) or (self.minimum is not None and value < self.minimum) or (
-                self.maximum is not None and value > self.maximum):
-            raise argparse.ArgumentTypeError(f"expected {self._describe()}, got {text}")
-        return value
-
-    def _describe(self) -> str:
-        noun = "a whole number" if self.kind is int else "a number"
-        if self.minimum == 1 and self.kind is int and self.maximum is None:
-            return "a positive whole number"
-        bounds = [f">= {self.minimum:g}" if self.minimum is not None else "",
-                  f"<= {self.maximum:g}" if self.maximum is not None else ""]
-        return " ".join([noun, *filter(None, bounds)])
-
-
+# hand-written options' types (a dataclass field's own comes from number_type)
 POSITIVE_INT = Number(int, 1)  # counts that must be at least one: k, batch sizes, limits given
 COUNT = Number(int, 0)  # counts where 0 has a meaning the help gives (all, none, off, torch's default)
 SEED = Number(int, 0)
 PORT = Number(int, 1, 65535)
 FRACTION = Number(float, 0, 1)
 NON_NEGATIVE = Number(float, 0)
-
-
-def number_type(owner: type, field: dataclasses.Field, kind: type) -> Number:
-    """A field's option type: `metadata["minimum"]` where given; else an int field defaulting to 0 (0: off, all,
-    auto) takes 0 or more and any other int field 1 or more; a float field at least 0 unless its default is
-    negative or unset (thresholds on scores), finite always."""
-    default = field_default(owner, field.name)
-    values = [v for v in (default if isinstance(default, (list, tuple)) else [default]) if v is not None]
-    if "minimum" in field.metadata:
-        minimum = field.metadata["minimum"]
-    elif kind is int:
-        minimum = 0 if 0 in values else 1
-    else:
-        minimum = 0 if values and min(values) >= 0 else None
-    return Number(kind, minimum, field.metadata.get("maximum"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,16 +85,6 @@ def add_options(parser: argparse.ArgumentParser, owner: type, include: Iterable[
         sources.append(OptionSource(owner, name, action.dest, section))
     parser.set_defaults(**{SOURCES: (*(parser.get_default(SOURCES) or ()), *sources)})
     return actions
-
-
-def field_default(owner: type, name: str) -> Any:
-    """The default of a dataclass field (its default_factory called)."""
-    field = {f.name: f for f in dataclasses.fields(owner)}[name]
-    if field.default is not dataclasses.MISSING:
-        return field.default
-    if field.default_factory is not dataclasses.MISSING:
-        return field.default_factory()
-    raise ValueError(f"{owner.__name__}.{name} has no default")
 
 
 def option_sources(args_or_parser) -> tuple[OptionSource, ...]:

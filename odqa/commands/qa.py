@@ -20,7 +20,7 @@ def register(subparsers) -> None:
                     "question on stdout (id, question, answer, probability, confident, passages), progress on stderr.",
                     "odqa predict questions.txt > answers.jsonl", run_predict)
     p.add_argument("questions", help="one question a line (.txt), JSONL with 'question' (NQ-open) or '_id'/'text' "
-                   "(BEIR queries), or any question file eval-qa reads")
+                   "(BEIR queries), or any question file eval-qa reads; - reads them from standard input")
     p.add_argument("--limit", type=POSITIVE_INT, help="first N questions only")
     p.add_argument("--batch-size", type=POSITIVE_INT, default=16, help="questions linked and retrieved together")
     _pipeline_flags(p)
@@ -89,9 +89,9 @@ def run_ask(args) -> int:
 
 
 def run_predict(args) -> int:
-    import json
-
     from tqdm.auto import tqdm
+
+    from odqa.core import strict_json
 
     from odqa.core.errors import OdqaError
     from odqa.core.terminal import printable
@@ -109,7 +109,7 @@ def run_predict(args) -> int:
                 # each line leaves as soon as it is answered: a long run can be read (or piped) while it goes
                 # escaped as JSON escapes (the line still decodes to the same text): questions and passage ids
                 # come from files, and their control characters must not act on the terminal
-                print(printable(json.dumps({
+                print(printable(strict_json.dumps({
                     "id": item.id, "question": item.question, "answer": best.text if best else None,
                     "probability": round(best.probability, 4) if best else None, "confident": result.confident,
                     "calibrated": best.calibrated if best else None, "passages": [hit.passage_id for hit in result.passages],

@@ -304,11 +304,11 @@ def run_merge(args) -> int:
             for row in rows:
                 writer.write(row["id"], [(h.passage_id, h.score) for h in row["hits"]])
     if args.run_out:
-        import json
+        from odqa.core import strict_json
 
         with atomic_file(args.run_out) as tmp, tmp.open("w", encoding="utf-8") as f:
             for row in rows:
-                f.write(json.dumps({"id": row["id"], "question": row["question"], "gold": row["gold"],
+                f.write(strict_json.dumps({"id": row["id"], "question": row["question"], "gold": row["gold"],
                                     "hits": [h.to_dict() for h in row["hits"]]}, ensure_ascii=False) + "\n")
     if args.qrels:
         from odqa.corpus.questions import load_qrels

@@ -8,7 +8,7 @@ from odqa.commands.common import add_command
 from odqa.commands.options import add_options, dataclass_values
 from odqa.commands.qa import _pipeline_flags, make_pipeline
 from odqa.core.logs import get_logger
-from odqa.serve.settings import API_KEY_HEADER, ServeSettings
+from odqa.serve.settings import API_KEY_HEADER, ServeSettings, api_key_problem
 
 log = get_logger("odqa.serve")
 
@@ -25,6 +25,7 @@ def run_serve(args) -> int:
     import uvicorn
 
     from odqa.core.errors import OdqaError
+    from odqa.core.secrets import remember
     from odqa.serve.app import create_app, warm_up
 
     settings = ServeSettings(**dataclass_values(args, ServeSettings))
@@ -34,6 +35,13 @@ def run_serve(args) -> int:
         if not api_key.strip():
             raise OdqaError(f"--api-key-env {settings.api_key_env}: that environment variable is unset or empty; "
                             f"export {settings.api_key_env}=SECRET first, or leave --api-key-env out")
+        remember(api_key)  # whatever prints it (a library's error, a traceback) prints *** instead
+        problem = api_key_problem(api_key)
+        if problem:  # never the key itself: what is wrong with it
+            raise OdqaError(f"--api-key-env {settings.api_key_env}: the key {problem}, which no request can send in "
+                            f"the {API_KEY_HEADER} header, so every request would be refused; set "
+                            f"{settings.api_key_env} to one line of printable ASCII (from a file: "
+                            f"{settings.api_key_env}=$(cat FILE) drops its final line break)")
     if settings.host not in ("127.0.0.1", "localhost", "::1") and not api_key:
         log.warning(f"listening on {settings.host} without an API key: anyone who reaches the port may ask; "
                     f"set --api-key-env VAR to require the {API_KEY_HEADER} header")
@@ -44,6 +52,7 @@ def run_serve(args) -> int:
     app = create_app(pipeline, settings, api_key)
     log.info(f"http://{_url_host(settings.host)}:{settings.port}/ (the page; the API schema at /openapi.json); "
              "Ctrl-C stops it")
+    # create_app put odqa.serve.app.MaskedQuery on the access logger: uvicorn's log config keeps a logger's filters
     uvicorn.run(app, host=settings.host, port=settings.port, access_log=settings.access_log, log_level="info",
                 timeout_graceful_shutdown=10)
     return 0

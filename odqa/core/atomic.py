@@ -4,17 +4,20 @@ good one was."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
-import json
 import os
 import shutil
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from odqa.core.errors import DiskFullError, is_disk_full, no_room_reason
+from odqa.core import strict_json
+from odqa.core.errors import DiskFullError, OdqaError, is_disk_full, no_room_reason
 
 
 @contextlib.contextmanager
@@ -35,33 +38,196 @@ def atomic_file(target: str | Path) -> Iterator[Path]:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     with atomic_file(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False))
+        tmp.write_text(strict_json.dumps(data, indent=2, ensure_ascii=False))
 
 
 @contextlib.contextmanager
 def atomic_folder(target: str | Path) -> Iterator[Path]:
     """Build into a temporary sibling folder; on success swap it in place of `target`, on failure remove it.
 
-    The old folder (if any) is kept until the new one is complete, so a failed build never damages it.
+    The old folder (if any) is kept until the new one is complete, so a failed build never damages it. The
+    whole write holds `writer_lock(target)`: a second writer of the same folder is refused, never interleaved.
     """
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.building-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        yield tmp
-    except BaseException as exc:
+    with writer_lock(target, flag=None):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.building-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        _name_the_full_disk(exc, target)
-        raise
-    publish_folder(tmp, target, guard_readers=False)  # checkpoints, exports: no lock file beside each
+        tmp.mkdir()
+        try:
+            yield tmp
+        except BaseException as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            _name_the_full_disk(exc, target)
+            raise
+        publish_folder(tmp, target, guard_readers=False)  # checkpoints, exports: no swap-lock file beside each
 
 
 def _name_the_full_disk(exc: BaseException, target: Path) -> None:
     if is_disk_full(exc) and not isinstance(exc, DiskFullError):
         raise DiskFullError(f"no room left on the device to write {target} ({no_room_reason(exc)}); nothing was "
                             "replaced: free some space or write elsewhere, then rerun") from exc
+
+
+# ---- one writer per output folder -----------------------------------------------------------------------
+# Every writer of an output folder (index, build-kb, train-*, export, the demo corpus's first-use build, any
+# atomic_folder) holds an exclusive flock on `.NAME.lock` beside it for the whole write: a second writer is
+# refused in one line naming the folder and the process holding it, or (the demo build) waits for it. The file
+# is removed when the lock is released (a new holder checks that the file it locked is still the one at the
+# path), so no lock file stays beside a finished folder.
+WRITER_LOCK_POLL_S = 0.2
+_held: dict[Path, list] = {}  # folder -> [thread id, depth, whether writers nested in the holder may enter]
+_held_guard = threading.Lock()
+
+
+def writer_lock_path(target: Path) -> Path:
+    return target.with_name(f".{target.name}.lock")
+
+
+def _lock_key(target: str | Path) -> Path:
+    """The folder a writer names, as every writer of it names it: absolute, a symbolic link followed (the build
+    replaces what the link points to)."""
+    key = Path(os.path.abspath(target))
+    try:
+        return key.resolve() if key.is_symlink() else key
+    except (RuntimeError, OSError):  # a link loop: the writer itself says so
+        return key
+
+
+def _this_command() -> str:
+    """The holder's command for a refusal: `odqa index`, `python -c` (never its arguments: paths, not secrets,
+    but long)."""
+    argv = sys.argv or [""]
+    if argv[0] in ("-c", ""):
+        return "python -c" if argv[0] else "python"
+    name = os.path.basename(argv[0])
+    if name in ("__main__.py", "cli.py"):  # python -m PACKAGE, python -m odqa.cli
+        name = os.path.basename(os.path.dirname(argv[0])) or name
+    if name == "run_qa.py":
+        name = "odqa"
+    command = next((a for a in argv[1:] if not a.startswith("-")), "") if name == "odqa" else ""
+    return f"{name} {command}".strip()[:80]
+
+
+def _holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 400, 0).decode("utf-8", "replace").split("\n")
+    except OSError:
+        text = []
+    pid = text[0].strip() if text and text[0].strip().isdigit() else "?"
+    command = text[1].strip() if len(text) > 1 and text[1].strip() else ""
+    return f"pid {pid}" + (f", `{command}`" if command else "")
+
+
+def _refusal(target: Path, holder: str, flag: str | None, who: str, waited: float = 0.0,
+             fix: str | None = None) -> OdqaError:
+    waiting = f", still after {waited:.0f} s" if waited else ""
+    fix = fix or "wait for it to finish or " + (f"choose another {flag}" if flag else "write elsewhere")
+    return OdqaError(f"{who} is writing {target} ({holder}{waiting}); {fix}")
+
+
+def _missing_parents(folder: Path) -> list[Path]:
+    missing = []
+    while not folder.exists() and folder.parent != folder:
+        missing.append(folder)
+        folder = folder.parent
+    return missing[::-1]  # outermost first
+
+
+@contextlib.contextmanager
+def writer_lock(target: str | Path, flag: str | None = "--out", wait_s: float = 0.0, nested: bool = False,
+                who: str = "another odqa process", on_wait=None, fix: str | None = None) -> Iterator[None]:
+    """Hold the one-writer lock of the output folder `target` (`.NAME.lock` beside it) while the block runs.
+
+    Held by another process (or another thread), the lock is refused at once with an OdqaError naming the folder,
+    the holder's pid and command, and the fix (`flag`: the option that named the folder); with `wait_s`, it is
+    waited for that long first (`on_wait(holder)` is called once when the wait starts; `fix`: what the refusal
+    then says to do). `nested`: writers this
+    thread runs inside the block may take the same folder's lock (a command that holds its --out while the
+    library writes it); without it, a nested writer of the same folder is refused as a second writer. Folders
+    created on the way to the lock file are removed again where the block left them empty."""
+    key = _lock_key(target)
+    me = threading.get_ident()
+    with _held_guard:
+        entry = _held.get(key)
+        if entry is not None and entry[0] == me:
+            if not entry[2]:
+                raise _refusal(key, f"pid {os.getpid()}, this process", flag, who)
+            entry[1] += 1
+            reentered = True
+        else:
+            reentered = False
+    if reentered:
+        try:
+            yield
+        finally:
+            with _held_guard:
+                entry[1] -= 1
+        return
+
+    path = writer_lock_path(key)
+    created = _missing_parents(key.parent)
+    started = None
+    while True:
+        key.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # a releasing writer removed the empty folder on the way: make it again
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = _holder(fd)
+            if holder.startswith("pid ?"):  # the holder is writing its pid this moment
+                time.sleep(0.05)
+                holder = _holder(fd)
+            os.close(fd)
+            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                # a filesystem without flock (some network mounts): written unlocked, as before the lock
+                try:
+                    yield
+                finally:
+                    _remove_empty(created)
+                return
+            now = time.monotonic()
+            if started is None:
+                started = now
+                if wait_s > 0 and on_wait is not None:
+                    on_wait(holder)
+            if now - started >= wait_s:
+                _remove_empty(created)
+                raise _refusal(key, holder, flag, who, now - started if wait_s > 0 else 0.0, fix) from None
+            time.sleep(WRITER_LOCK_POLL_S)
+            continue
+        try:  # the file locked must still be the one at the path (a releasing holder unlinks it)
+            here = os.stat(path)
+            mine = os.fstat(fd)
+            current = (here.st_dev, here.st_ino) == (mine.st_dev, mine.st_ino)
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        os.close(fd)
+    try:
+        with contextlib.suppress(OSError):  # the holder's name is for messages: a full disk must not fail the lock
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n{_this_command()}\n".encode(), 0)
+        with _held_guard:
+            _held[key] = [me, 0, nested]
+        yield
+    finally:
+        with _held_guard:
+            _held.pop(key, None)
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # while still held: a writer waiting on this file finds it gone and opens a new one
+        os.close(fd)
+        _remove_empty(created)
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    for folder in reversed(folders):  # innermost first; a folder something was written into stays
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 # How long a swap waits for the readers opening the old folder, and a reader for a swap, before going on

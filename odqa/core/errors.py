@@ -24,11 +24,11 @@ _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
 def is_disk_full(exc: BaseException) -> bool:
-    """Whether `exc` is a write that found no room. Rust libraries (tantivy) pass IO errors up as ValueError
-    text ending in "(os error N)", so their number is read from the message."""
+    """Whether `exc` is a write that found no room. Rust libraries (tantivy, safetensors) pass IO errors up as
+    exception text ending in "(os error N)", so their number is read from the message."""
     if isinstance(exc, DiskFullError) or isinstance(exc, OSError) and exc.errno in _NO_ROOM:
         return True
-    if isinstance(exc, (OSError, ValueError, RuntimeError)):
+    if isinstance(exc, Exception):  # Rust-backed writers (tantivy, safetensors) raise their own exception types
         return any(f"os error {number})" in str(exc) for number in _NO_ROOM)
     return False
 

@@ -9,6 +9,11 @@ form of a credential (as given, URL-quoted, base64 as in a Basic or ApiKey heade
 Authorization header value and any password written into a URL from a text. `scrubbed_output` wraps stdout
 and stderr so that whatever is printed (messages, warnings, log lines, tracebacks and their exception chains)
 passes `scrub` first: the last resort for a credential some library quotes in its own words.
+
+Which settings are secrets is decided by name, once (`is_secret_setting`: a password, secret, token or API key,
+such as elastic.password, elastic.api_key, the server's key): an error about one never quotes its value, a config
+file's syntax error never quotes the secret lines (`secret_values_in`), and the server's access log masks the
+query string's values (`mask_query`), where a client may have put a key.
 """
 
 from __future__ import annotations
@@ -30,6 +35,12 @@ SECRET_ENVS = (API_KEY_ENV, PASSWORD_ENV)
 MIN_SECRET = 4  # shorter values are not replaced everywhere in the output: that would garble it, not protect it
 
 _known: set[str] = set()
+# the words of a secret setting's name: elastic.password, api_key, ODQA_ES_API_KEY, X-API-Key, auth_token...
+_SECRET_WORDS = {"password", "passwd", "passphrase", "secret", "token", "apikey", "credential", "credentials",
+                 "authorization", "cookie"}
+_SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key")}
+# a setting in a line of a config file: `password = "..."`, `api_key: ...`, `{"token": ...`
+_KEY = re.compile(r"""(?:^|[\s{,])["']?([\w.-]+)["']?\s*[:=]""")
 _AUTH_VALUE = re.compile(r"(?i)\b(Basic|ApiKey|Bearer)(\s+)[A-Za-z0-9+/=_.~-]{8,}")
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*):[^/\s@]+@")
 
@@ -45,6 +56,36 @@ def check_credential(setting: str, value: str, ascii_only: bool = True) -> None:
             else "a non-ASCII character")
     raise OdqaError(f"{setting} holds {what}, which no HTTP request can carry; set it again as the server gave it "
                     f"({'printable ASCII' if ascii_only else 'printable characters'}, no line break)")
+
+
+def is_secret_setting(name: str) -> bool:
+    """Whether a setting, header, query parameter or variable of this name holds a secret (its value is never
+    shown): one of its words is password, secret, token... or it names an API key. `max_answer_tokens` is not."""
+    words = [w for w in re.split(r"[^a-z0-9]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()) if w]
+    return any(w in _SECRET_WORDS for w in words) or any(pair in _SECRET_PAIRS for pair in zip(words, words[1:]))
+
+
+def secret_values_in(text: str) -> set[str]:
+    """The values a config file's text gives its secret settings (as written, unquoted, and each word of them),
+    so that a message about the file (a syntax error) can be scrubbed of them whatever the parser quoted."""
+    values: set[str] = set()
+    for line in text.splitlines():
+        for key in _KEY.finditer(line):
+            if is_secret_setting(key.group(1)):
+                raw = line[key.end():].strip()
+                quoted = [q for pair in re.findall(r"\"([^\"]*)\"|'([^']*)'", raw) for q in pair]
+                values |= {raw, raw.strip("\"'"), *quoted, *re.split(r"[\s\"',\[\]{}]+", raw)}
+    return {v for v in values if len(v) >= MIN_SECRET}
+
+
+def mask_query(target: str) -> str:
+    """A request target with every value of its query string masked (`/ask?api_key=***&v=***`): the API reads
+    none, and a client may have put a key there."""
+    path, mark, query = target.partition("?")
+    if not mark:
+        return target
+    masked = "&".join(f"{part.partition('=')[0]}=***" if part else part for part in query.split("&"))
+    return f"{path}?{masked}"
 
 
 def wire_forms(passwords: Iterable[str] = (), users: Iterable[str] = (), keys: Iterable[str] = ()) -> set[str]:

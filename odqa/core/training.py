@@ -5,6 +5,7 @@ batches and the model formats stay with each component."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import random
@@ -32,6 +33,7 @@ def set_seed(seed: int) -> None:
 log = logging.getLogger("odqa.training")
 
 TRAINER_STATE = "trainer_state.pt"
+CHECKPOINT_DIGESTS = "checkpoint_digests.json"  # each file's size and xxh3-128, written last
 
 
 def _step_of(checkpoint: Path) -> int:
@@ -39,17 +41,71 @@ def _step_of(checkpoint: Path) -> int:
 
 
 def latest_checkpoint(output_dir: Path) -> Path | None:
-    """The newest complete checkpoint (one whose trainer state was written) in a training output folder."""
-    cks = [p for p in Path(output_dir).glob("checkpoint-*") if (p / TRAINER_STATE).exists()]
-    if not cks:
+    """The newest intact checkpoint in a training output folder: complete (its trainer state was written) and,
+    where it recorded its files' digests, every file as written. A damaged one is named in a warning and the one
+    before it is used; when every checkpoint is damaged the run stops rather than start over unasked."""
+    cks = sorted((p for p in Path(output_dir).glob("checkpoint-*") if (p / TRAINER_STATE).exists()),
+                 key=_step_of, reverse=True)
+    damaged = []
+    for checkpoint in cks:
+        problem = checkpoint_damage(checkpoint)
+        if problem is None:
+            if damaged:
+                log.warning("resuming from %s instead", checkpoint.name)
+            return checkpoint
+        damaged.append(f"{checkpoint.name}: {problem}")
+        log.warning("%s is damaged (%s); it is left as it is and not resumed from", checkpoint, problem)
+    if damaged:
+        raise OdqaError(f"every checkpoint in {output_dir} is damaged ({'; '.join(damaged)}): remove them to train "
+                        "from the start, or pass another --output")
+    return None
+
+
+def checkpoint_damage(checkpoint: Path) -> str | None:
+    """What is wrong with a checkpoint's files against the digests it recorded (None: nothing, or no record:
+    checkpoints written before the record existed are taken as they are)."""
+    record = checkpoint / CHECKPOINT_DIGESTS
+    if not record.is_file():
         return None
-    return max(cks, key=_step_of)
+    try:
+        files = json.loads(record.read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"{CHECKPOINT_DIGESTS} unreadable ({type(exc).__name__})"
+    for name, (size, digest) in sorted(files.items()):
+        path = checkpoint / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size != size:
+            return f"{name} is {path.stat().st_size} bytes, {size} were written"
+        if file_digest(path) != digest:
+            return f"{name} differs from what was written"
+    return None
+
+
+def file_digest(path: Path, chunk: int = 1 << 22) -> str:
+    """xxh3-128 of a file's bytes, read in 4 MiB pieces."""
+    import xxhash
+
+    digest = xxhash.xxh3_128()
+    with path.open("rb") as f:
+        while piece := f.read(chunk):
+            digest.update(piece)
+    return digest.hexdigest()
+
+
+def record_checkpoint_digests(folder: Path) -> None:
+    """Size and digest of every file of a checkpoint being written (checked by `latest_checkpoint`)."""
+    files = {str(p.relative_to(folder)): [p.stat().st_size, file_digest(p)]
+             for p in sorted(folder.rglob("*")) if p.is_file() and p.name != CHECKPOINT_DIGESTS}
+    (folder / CHECKPOINT_DIGESTS).write_text(json.dumps({"files": files}, indent=1))
 
 
 def save_trainer_state(folder: Path, step: int, optimizer, scheduler, scaler, loop_state: dict | None = None) -> None:
     """Optimizer, schedule, loss scaler, step and RNG states: what a resumed run needs besides the weights.
     `loop_state`: the loop's own counters (training seconds so far, early-stop record), absent from
-    checkpoints written before the shared loop, which still resume."""
+    checkpoints written before the shared loop, which still resume. Serialised in memory and written by Python:
+    torch's own file writer reports a full disk as an unnumbered RuntimeError."""
+    buffer = io.BytesIO()
     torch.save({
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
@@ -58,7 +114,9 @@ def save_trainer_state(folder: Path, step: int, optimizer, scheduler, scaler, lo
         "torch_rng": torch.get_rng_state(),
         "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_available() else None,
         **({"loop": loop_state} if loop_state is not None else {}),
-    }, folder / TRAINER_STATE)
+    }, buffer)
+    with open(folder / TRAINER_STATE, "wb") as f:
+        f.write(buffer.getbuffer())
 
 
 def load_trainer_state(checkpoint: Path, optimizer, scheduler, scaler, on_gpu: bool) -> dict:
@@ -246,6 +304,7 @@ class TrainingLoop:
                 "seconds": round(self.stopwatch.seconds(), 3), "best": self.best,
                 "evals_without_gain": self.evals_without_gain,
             })
+            record_checkpoint_digests(tmp)
         self.log.info("checkpoint %s", path)
         prune_checkpoints(self.settings.output_dir, self.settings.keep_checkpoints)
         return path

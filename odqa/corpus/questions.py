@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Iterator
 
 from odqa.core.answers import answer_regex_error
 from odqa.core.errors import DataFormatError
+from odqa.core.inputs import FILE, check_input, input_label, read_input
 
 
 @dataclass
@@ -30,11 +32,12 @@ class QAItem:
 
 
 def load_questions(path: str | Path, limit: int | None = None, include_impossible: bool = False) -> list[QAItem]:
-    path = Path(path)
-    if path.is_dir():
-        raise DataFormatError(f"{path} is a folder; pass a question file (one of the formats below --help names)")
-    if not path.is_file():
-        raise DataFormatError(f"question file not found: {path} (check the path)")
+    """The questions of a file in any format above; `-` (or /dev/stdin) reads them from standard input and a
+    named pipe as it streams (odqa.core.inputs: a folder or a device is refused for what it is)."""
+    if check_input(path, "question file", streams=True) == FILE:
+        path = Path(path)
+    else:
+        path = _Streamed(path, read_input(path, "question file"))
     items: list[QAItem] = []
     try:
         for item in _read(path, include_impossible):
@@ -57,6 +60,43 @@ def load_questions(path: str | Path, limit: int | None = None, include_impossibl
     if not items:
         raise DataFormatError(f"{path}: no questions found; is it a question file in a supported format?")
     return items
+
+
+class _Streamed:
+    """Questions piped in (standard input, a named pipe), read once: what the readers ask of a path (`name`,
+    `open`, `read_text`, str() for messages) over the bytes read. Where its name shows no format (`-`, a pipe's
+    name), `name` carries the one its content shows."""
+
+    def __init__(self, path: str | Path, data: bytes):
+        self.data, self.label = data, input_label(path)
+        name = Path(str(path)).name.lower()
+        known = name.endswith((".txt", ".jsonl", ".tsv", ".csv", ".json"))
+        self.name = name if known else "stdin" + _content_suffix(data)
+
+    def open(self, mode: str = "r", encoding: str | None = None, newline: str | None = None):
+        raw = io.BytesIO(self.data)
+        return raw if "b" in mode else io.TextIOWrapper(raw, encoding=encoding or "utf-8", newline=newline)
+
+    def read_text(self, encoding: str = "utf-8") -> str:
+        return self.data.decode(encoding)
+
+    def __str__(self) -> str:
+        return self.label
+
+
+def _content_suffix(data: bytes) -> str:
+    """The format piped questions show: a JSON document (SQuAD, TriviaQA, a list), JSON Lines, TSV, else text."""
+    text = data[: 1 << 20].decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
+    first = text.split("\n", 1)[0]
+    if text.startswith("["):
+        return ".json"
+    if text.startswith("{"):
+        try:
+            row = json.loads(first)
+        except (ValueError, RecursionError):
+            return ".json"  # an object over several lines
+        return ".json" if isinstance(row, dict) and ("data" in row or "Data" in row) else ".jsonl"
+    return ".tsv" if "\t" in first else ".txt"
 
 
 def _read(path: Path, include_impossible: bool) -> Iterator[QAItem]:
@@ -173,9 +213,8 @@ def _triviaqa(rows: list, path: Path) -> Iterator[QAItem]:
 def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     """Relevance judgments {query id: {document id: grade}}: BEIR's qrels TSV (`query-id corpus-id score`,
     with its header) or TREC qrels (`qid iteration docid grade`, read by ir-measures)."""
+    check_input(path, "qrels file", "check the path passed to --qrels")
     path = Path(path)
-    if not path.is_file():
-        raise DataFormatError(f"qrels file not found: {path} (check the path passed to --qrels)")
     with path.open(encoding="utf-8") as f:
         first = f.readline()
     qrels: dict[str, dict[str, int]] = {}
@@ -239,9 +278,8 @@ def check_not_test_set(path: str | Path) -> None:
 
 def squad_titles(path: str | Path) -> set[str]:
     """Article titles of a SQuAD-format file."""
+    check_input(path, "SQuAD file")
     path = Path(path)
-    if not path.is_file():
-        raise DataFormatError(f"SQuAD file not found: {path} (check the path)")
     data = json.loads(path.read_text(encoding="utf-8"))
     if "data" not in data:
         raise DataFormatError(f"{path}: not SQuAD JSON (no 'data' list of articles)")

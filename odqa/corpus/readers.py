@@ -8,7 +8,8 @@
 * Tables, read in record batches by pyarrow and `datasets` (memory stays bounded): a Hugging Face `datasets`
   folder (`Dataset.save_to_disk`; of a `DatasetDict`, its only split or its `corpus` split), Parquet, Arrow
   (IPC file or stream, Feather), CSV and TSV with a header row. BEIR's `corpus.jsonl` (`_id`, `title`, `text`)
-  and Pyserini's JSONL (`id`, `contents`) are JSON Lines of the same fields.
+  and Pyserini's JSONL (`id`, `contents`) are JSON Lines of the same fields; a BEIR folder is read as its
+  `corpus.jsonl` alone (its `queries.jsonl` and `qrels/` are no documents).
 Which column holds the id, title and text is `CorpusFields` (`index --id-field/--title-field/--text-field`,
 config `[corpus]`); unset, the first of the usual names present (`ID_NAMES`, `TITLE_NAMES`, `TEXT_NAMES`).
 A folder is read file by file in sorted order (a `datasets` folder inside it as one source), so passage ids
@@ -47,6 +48,8 @@ _BATCH_ROWS = 1000  # rows per record batch read from a table: bounded memory wh
 ID_NAMES = ("id", "_id", "docid", "doc_id")
 TITLE_NAMES = ("title",)
 TEXT_NAMES = ("text", "contents", "content", "body")
+# a BEIR data set's folder: its documents, beside its questions and qrels/ (relevance judgements), which are none
+BEIR_CORPUS, BEIR_QUERIES = "corpus.jsonl", "queries.jsonl"
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,42 @@ def corpus_files(path: str | Path) -> list[Path]:
     files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
     if not files:
         raise DataFormatError(f"corpus folder {path} has no files")
-    return files
+    return _beir_documents(path, files)
+
+
+def _uncompressed_name(path: Path) -> str:
+    """The file's name in lower case, without a compression suffix (`queries.jsonl.gz`: `queries.jsonl`)."""
+    name = path.name.lower()
+    return next((name[: -len(suffix)] for suffix in _COMPRESSED if name.endswith(suffix)), name)
+
+
+def _beir_documents(root: Path, files: list[Path]) -> list[Path]:
+    """`files` of the folder `root`, each BEIR folder in it (queries.jsonl and qrels/ beside a corpus.jsonl) read
+    as what it is: its corpus.jsonl alone, its questions and relevance judgements left out. A queries.jsonl or
+    qrels/ file with no corpus.jsonl in the folder is refused, naming the file to pass."""
+    beir: dict[Path, Path] = {}  # BEIR folder -> a file of it that is no document
+    for file in files:
+        if _uncompressed_name(file) == BEIR_QUERIES:
+            beir[file.parent] = file  # named before qrels/ in an error
+            continue
+        qrels = next((folder for folder in file.parents if folder.name == "qrels"
+                      and (folder == root or root in folder.parents)), None)
+        if qrels is not None:
+            beir.setdefault(qrels.parent, file)
+    if not beir:
+        return files
+    kept = [f for f in files if not any(folder == f.parent or folder in f.parents for folder in beir)]
+    for folder, extra in sorted(beir.items()):
+        corpus = sorted(f for f in folder.iterdir() if f.is_file() and _uncompressed_name(f) == BEIR_CORPUS)
+        what = "questions" if _uncompressed_name(extra) == BEIR_QUERIES else "relevance judgements"
+        if not corpus:
+            raise DataFormatError(f"corpus folder {root}: {extra} holds BEIR {what}, not documents, and no "
+                                  f"{BEIR_CORPUS} is beside it; pass the corpus file itself with --corpus FILE")
+        if not (folder == root or root in folder.parents):  # root is the qrels/ folder of a BEIR folder
+            raise DataFormatError(f"corpus folder {root} holds BEIR {what}, not documents; pass the corpus file "
+                                  f"itself with --corpus {corpus[0]}")
+        kept.append(corpus[0])
+    return sorted(kept)
 
 
 def corpus_sources(path: str | Path) -> list[Path]:

@@ -122,7 +122,10 @@ class PassageStore:
         self._check = check
 
     def _offset(self, buffer: pa.Buffer) -> int:
-        return buffer.address - self._mapped.address
+        """Where `buffer` starts in the file. An empty buffer (a column chunk of empty strings: a corpus without
+        titles) holds no byte of it, and pyarrow may place it outside the map, at an address that differs at
+        every open: it is at 0, so that the layout digest of the same file is the same at every open."""
+        return buffer.address - self._mapped.address if buffer.size else 0
 
     def _buffers(self, columns: Sequence[str]):
         """(column, chunk index, array, buffers) of `columns`, every chunk."""

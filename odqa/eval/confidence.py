@@ -13,6 +13,7 @@ import numpy as np
 from odqa.corpus.questions import QAItem
 from odqa.core.types import Passage
 from odqa.eval.qa import score_answer
+from odqa.eval.reader_eval import metric_for
 
 
 @dataclass
@@ -87,11 +88,12 @@ def confidence_metrics(judged: Sequence[JudgedAnswer], threshold: float | None =
     return out
 
 
-def judge(item: QAItem, prediction: str) -> tuple[float, float]:
-    """(EM, F1) in [0, 1]; an unanswerable question has no right answer, so any answer to it is wrong."""
+def judge(item: QAItem, prediction: str, metric: str = "squad") -> tuple[float, float]:
+    """(EM, F1) in [0, 1] under `metric`; an unanswerable question has no right answer, so any answer to it is
+    wrong."""
     if item.impossible or not item.answers:
         return 0.0, 0.0
-    return score_answer(prediction, item)
+    return score_answer(prediction, item, metric)
 
 
 def article_split(items: Sequence[QAItem], part: str) -> list[QAItem]:
@@ -146,24 +148,25 @@ def judge_reader(reader, items: Sequence[QAItem], distractors: int = 0, seed: in
     from tqdm.auto import tqdm
 
     passages = passages_with_distractors(items, distractors, seed)
+    metric = metric_for(items) if items else "squad"
     judged = []
     for item, read in tqdm(list(zip(items, passages)), desc="judge", unit="q", disable=not progress, mininterval=5):
         answers = reader.read(item.question, read, top_n=1)
         if not answers:
             continue
         top = answers[0]
-        em, f1 = judge(item, top.text)
+        em, f1 = judge(item, top.text, metric)
         judged.append(JudgedAnswer(item.id, top.text, top.margin, top.share, top.probability, em, f1))
     return judged
 
 
 def judge_pipeline(pipeline, items: Sequence[QAItem], batch_size: int = 8, progress: bool = False) -> list[JudgedAnswer]:
     """Each open-domain question's top answer from the pipeline (its retriever, k and reader), judged by the
-    end-to-end metric (SQuAD normalisation; regex for CuratedTREC)."""
+    end-to-end metric of the questions' language (SQuAD normalisation for English, KorQuAD's and CMRC 2018's
+    for Korean and Chinese; regex for CuratedTREC)."""
     from tqdm.auto import tqdm
 
-    from odqa.eval.qa import score_answer
-
+    metric = metric_for(items) if items else "squad"
     judged = []
     for lo in tqdm(range(0, len(items), batch_size), desc="judge", unit=" batch", disable=not progress, mininterval=5):
         batch = items[lo : lo + batch_size]
@@ -171,6 +174,6 @@ def judge_pipeline(pipeline, items: Sequence[QAItem], batch_size: int = 8, progr
             if not result.answers:
                 continue
             top = result.answers[0]
-            em, f1 = score_answer(top.text, item)
+            em, f1 = score_answer(top.text, item, metric)
             judged.append(JudgedAnswer(item.id, top.text, top.margin, top.share, top.probability, em, f1))
     return judged

@@ -4,13 +4,13 @@ run."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Sequence
 
 from tqdm.auto import tqdm
 
+from odqa.core import strict_json
 from odqa.core.answers import best_over_truths, exact_match, f1_score, regex_match
 from odqa.core.atomic import atomic_file
 from odqa.corpus.questions import QAItem
@@ -66,5 +66,5 @@ def evaluate_qa(pipeline, items: Sequence[QAItem], ks: Sequence[int] = (1, 5, 10
     metrics.update(questions=n, seconds=round(seconds, 2), questions_per_second=round(n / seconds, 2) if seconds else 0.0)
     if per_question:
         with atomic_file(per_question) as tmp:
-            tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+            tmp.write_text("".join(strict_json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     return metrics

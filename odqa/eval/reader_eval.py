@@ -8,11 +8,11 @@ their gold answer is the empty string, as in the v2.0 script, and an empty predi
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from odqa.core import strict_json
 from odqa.core.answers import exact_match, f1_score, normalize_answer
 from odqa.core.atomic import atomic_file
 from odqa.core.errors import OdqaError
@@ -127,5 +127,5 @@ def evaluate_reader(
     metrics = {**rounded(squad_metrics(preds, gold, metric), time.time() - t0), "metric": metric}
     if predictions_path:
         with atomic_file(predictions_path) as tmp:
-            tmp.write_text(json.dumps(preds, ensure_ascii=False, indent=1), encoding="utf-8")
+            tmp.write_text(strict_json.dumps(preds, ensure_ascii=False, indent=1), encoding="utf-8")
     return metrics

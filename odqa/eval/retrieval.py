@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import NamedTuple, Sequence
 
 from tqdm.auto import tqdm
 
+from odqa.core import strict_json
 from odqa.core.answers import has_answer
 from odqa.core.atomic import atomic_file
 from odqa.core.types import SearchHit
@@ -100,7 +100,7 @@ def evaluate_retrieval(retriever, items: Sequence[QAItem], ks: Sequence[int] = D
         for target, row in ((per_question, QuestionResult.to_dict), (run_out, run_row)):
             if target:
                 f = _open_output(files, target)
-                writers.append(lambda result, f=f, row=row: f.write(json.dumps(row(result), ensure_ascii=False) + "\n"))
+                writers.append(lambda result, f=f, row=row: f.write(strict_json.dumps(row(result), ensure_ascii=False) + "\n"))
         if trec_run:
             trec = TrecRunWriter(_open_output(files, trec_run), run_tag)
             writers.append(lambda result: trec.write(result.item.id, [(h.passage_id, h.score) for h in result.hits]))
@@ -129,7 +129,7 @@ def write_run(results: Sequence[QuestionResult], path: str | Path) -> None:
     """Every hit of every question, judged; an interrupted write leaves no truncated run."""
     with atomic_file(path) as tmp, tmp.open("w", encoding="utf-8") as f:
         for r in results:
-            f.write(json.dumps(run_row(r), ensure_ascii=False) + "\n")
+            f.write(strict_json.dumps(run_row(r), ensure_ascii=False) + "\n")
 
 
 def dpr_ctxs(r: QuestionResult) -> list[dict]:

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import IO, Iterable, Sequence
 from urllib.parse import quote, unquote
 
+from odqa.core import strict_json
+
 _ESCAPED = re.compile(r"[%\s]")
 
 
@@ -48,7 +50,7 @@ class DprJsonWriter:
 
     def write(self, question_id: str, question: str, answers: Sequence[str], ctxs: list[dict]) -> None:
         entry = {"id": question_id, "question": question, "answers": list(answers), "ctxs": ctxs}
-        self.f.write(("," if self.count else "") + "\n" + json.dumps(entry, ensure_ascii=False))
+        self.f.write(("," if self.count else "") + "\n" + strict_json.dumps(entry, ensure_ascii=False))
         self.count += 1
 
     def close(self) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Sequence
 
 from odqa.core.errors import OdqaError
+from odqa.core.inputs import check_input
 from odqa.corpus.questions import QAItem
 from odqa.eval.retrieval import QuestionResult, RunHit, summarize
 from odqa.eval.run_formats import detect_run_format, read_dpr_json, read_trec_run
@@ -47,9 +48,8 @@ def _known(value) -> bool | None:
 
 def read_run(path: str | Path) -> list[dict]:
     """The rows of a run file in odqa's JSONL, TREC or DPR JSON format (detected)."""
+    check_input(path, "run file", "write one with eval-retrieval --run-out, --trec-run or --dpr-json", error=OdqaError)
     path = Path(path)
-    if not path.is_file():
-        raise OdqaError(f"run file {path} not found; write one with eval-retrieval --run-out, --trec-run or --dpr-json")
     kind = detect_run_format(path)
     if kind == "trec":
         try:

@@ -3,11 +3,13 @@ and the page at /. One `PipelineWorker` thread owns the models (odqa.serve.worke
 
 Every error is JSON, `{"error": one line, "field": the request field at fault or null, "detail": [...]}`: 4xx
 for a bad request (the field named), 5xx for a failure inside (no traceback, no secret: those go to the server's
-log under an id the body gives)."""
+log under an id the body gives). The access log masks every query-string value (a client may put a key there)."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import secrets
 import time
 import uuid
@@ -20,18 +22,20 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security import APIKeyHeader
 from fastapi.staticfiles import StaticFiles
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from odqa.indexes.analysis import LANGUAGE_NAMES, detect_language
 from odqa import __version__
 from odqa.core.errors import OdqaError
 from odqa.core.logs import get_logger
+from odqa.core.secrets import mask_query
 from odqa.pipeline import Pipeline, clean_question
 from odqa.serve.models import (
-    AUTO_LANGUAGE, AnswerOut, AskRequest, AskResponse, ErrorResponse, FieldProblem, HealthResponse, InfoResponse,
-    LinkRequest, LinkResponse, MentionOut, PassageOut, SearchRequest, SearchResponse,
+    AUTO_LANGUAGE, K_RULE, AnswerOut, AskRequest, AskResponse, ErrorResponse, FieldProblem, HealthResponse,
+    InfoResponse, LinkRequest, LinkResponse, MentionOut, PassageOut, SearchRequest, SearchResponse, number_problem,
 )
-from odqa.serve.settings import API_KEY_HEADER, ServeSettings
+from odqa.serve.settings import API_KEY_HEADER, ServeSettings, api_key_problem
 from odqa.serve.worker import Answered, PipelineWorker, QueueFull
 from odqa.retriever.kinds import RETRIEVERS
 
@@ -52,6 +56,28 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (401, "missing or wrong API key"), (413, "request body too large"), (422, "a field is missing or wrong"),
         (500, "a failure inside the server"), (503, "too many requests waiting"))
 }
+
+
+ACCESS_LOGGER = "uvicorn.access"
+
+
+class MaskedQuery(logging.Filter):
+    """On uvicorn's access log: a request line's query string keeps its names, its values become *** (the API
+    reads none; a client may have sent a key as ?api_key=...)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(mask_query(a) if isinstance(a, str) and "?" in a else a for a in record.args)
+        elif isinstance(record.msg, str) and "?" in record.msg and not record.args:
+            record.msg = " ".join(mask_query(word) if "?" in word else word for word in record.msg.split(" "))
+        return True
+
+
+def mask_access_log() -> None:
+    """Put `MaskedQuery` on uvicorn's access logger, once (a logger's filters outlive uvicorn's log config)."""
+    logger = logging.getLogger(ACCESS_LOGGER)
+    if not any(isinstance(f, MaskedQuery) for f in logger.filters):
+        logger.addFilter(MaskedQuery())
 
 
 class FieldError(Exception):
@@ -84,7 +110,8 @@ def _field_of(error: dict) -> str:
 
 class BodyLimit:
     """ASGI middleware: a request body over `limit` bytes gets 413, by its Content-Length before it is read, a
-    chunked one as soon as it passes the limit. A body within it is read here and handed on whole."""
+    chunked one as soon as it passes the limit. A body within it is read here and handed on whole; a JSON body
+    that is not UTF-8 gets 422 naming the byte."""
 
     def __init__(self, app, limit: int):
         self.app, self.limit = app, limit
@@ -105,13 +132,30 @@ class BodyLimit:
             more = message.get("more_body", False)
             if size > self.limit:
                 return await self._refuse(size, scope, receive, send)
-        await self.app(scope, _replay([{"type": "http.request", "body": b"".join(parts), "more_body": False}],
-                                      receive), send)
+        body = b"".join(parts)
+        if body and _json_body(scope):
+            try:  # JSON between systems is UTF-8 (RFC 8259); a reader guessing UTF-16 from the bytes says less
+                body.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                problem = FieldProblem(field="body", message=_not_utf8(exc), type="json_invalid")
+                return await error_response(422, f"body: {problem.message}", "body", [problem])(scope, receive, send)
+        await self.app(scope, _replay([{"type": "http.request", "body": body, "more_body": False}], receive), send)
 
     async def _refuse(self, size: int, scope, receive, send):
         message = (f"the request body holds {size:,} bytes or more, over the {self.limit:,} this server reads; send "
                    "one question per request")
         await error_response(413, message, "body")(scope, receive, send)
+
+
+def _json_body(scope) -> bool:
+    """Whether the request's body is read as JSON: its content type says JSON, or it gives none."""
+    kind = dict(scope["headers"]).get(b"content-type", b"").split(b";")[0].strip().lower()
+    return not kind or kind.endswith(b"json")
+
+
+def _not_utf8(exc: UnicodeDecodeError) -> str:
+    return (f"not UTF-8 text (byte {exc.start}: {exc.reason}); send the JSON encoded as UTF-8, e.g. "
+            '{"question": "..."}')
 
 
 def _replay(messages: list[dict], receive):
@@ -152,6 +196,11 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
     """The app over `pipeline` (its models load when the app starts: uvicorn's startup, or entering a TestClient).
     `api_key`: every request but /health, the page and the schema must send it in the X-API-Key header."""
     settings = settings or ServeSettings()
+    if api_key and api_key_problem(api_key):
+        raise OdqaError(f"the API key {api_key_problem(api_key)}, which no request can send in the {API_KEY_HEADER} "
+                        "header; use one line of printable ASCII")
+    mask_access_log()
+    k_rule = dataclasses.replace(K_RULE, maximum=settings.max_k)  # k's own rule, and this server's limit
     worker = PipelineWorker(pipeline, max_batch=settings.max_batch, max_queue=settings.max_queue)
     state: dict[str, Any] = {}
 
@@ -194,6 +243,10 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        unreadable = _unreadable_body(exc)
+        if unreadable:  # FastAPI's "There was an error parsing the body" says neither what nor how to fix it
+            problem = FieldProblem(field="body", message=unreadable, type="json_invalid")
+            return error_response(422, f"body: {unreadable}", "body", [problem])
         message = {404: f"no such path {request.url.path}: the API has POST /ask, /search, /link and GET /health, "
                         "/info, /openapi.json",
                    405: f"{request.method} is not allowed on {request.url.path}"}.get(exc.status_code, str(exc.detail))
@@ -205,7 +258,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(500, _log_failure(exc, request.url.path))
+        return error_response(500, _log_failure(exc, request.url.path, _non_finite(exc)))
 
     async def answered(future) -> Any:
         try:
@@ -213,7 +266,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         except OdqaError as exc:  # one line written for people, secrets scrubbed where they are raised
             raise ServerFailure(str(exc)) from None
         except Exception as exc:
-            raise ServerFailure(_log_failure(exc, "the pipeline")) from None
+            raise ServerFailure(_log_failure(exc, "the pipeline", _non_finite(exc))) from None
 
     def submit(call, *args) -> Any:
         try:
@@ -231,9 +284,10 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
             raise FieldError("question", str(exc)) from None
 
     def checked_k(k: int | None) -> int | None:
-        if k is not None and k > settings.max_k:
-            raise FieldError("k", f"{k} is over the {settings.max_k} passages this server reads at most; ask for "
-                                  f"1 to {settings.max_k}")
+        problem = None if k is None else number_problem(k, k_rule, f" (this server reads {settings.max_k} passages "
+                                                                   "at most)")
+        if problem:
+            raise FieldError("k", problem)
         return k
 
     # ---- the API ------------------------------------------------------------------------------------------
@@ -247,13 +301,20 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         result = done.result
         notices = list(result.notices)
         index_language = state["index"].get("language", "en")
-        if language != index_language:
+        # the pipeline does not search a question in another language than the index's (its notice says so)
+        not_searched = not result.passages and await answered(
+            submit(worker.call, lambda p: p.language_differs(result.question) is not None))
+        if language != index_language and not not_searched:
             notices.append(f"the question is {LANGUAGE_NAMES[language]} but the index holds "
-                           f"{LANGUAGE_NAMES.get(index_language, index_language)} passages: answers may be poor")
+                           f"{LANGUAGE_NAMES.get(index_language, index_language)} passages"
+                           + (": answers may be poor" if result.answers else ", which may be why no answer was found"
+                              if result.passages else ", which may be why no passage was retrieved"))
+        outcome = ("language_differs" if not_searched else "no_passages" if not result.passages
+                   else "no_answer" if not result.answers else "answer" if result.confident else "best_guess")
         answers = [AnswerOut.of(a) for a in result.answers]
         timings = {name: round(seconds * 1000, 1) for name, seconds in result.timings.items()}
         timings["queue"] = round(done.waited * 1000, 1)
-        return AskResponse(question=result.question, language=language, confident=result.confident,
+        return AskResponse(question=result.question, language=language, confident=result.confident, outcome=outcome,
                            answer=answers[0] if answers else None, answers=answers,
                            passages=[PassageOut.of(i, h) for i, h in enumerate(result.passages, 1)],
                            mentions=[MentionOut.of(m) for m in result.mentions], timings_ms=timings,
@@ -327,8 +388,31 @@ def _message(error: dict) -> str:
     return str(error.get("msg", "invalid"))
 
 
-def _log_failure(exc: BaseException, where: str) -> str:
-    """Log the failure with its traceback under a new id; the client gets the id and nothing of the failure."""
+def _unreadable_body(exc: StarletteHTTPException) -> str:
+    """What is wrong with a request body FastAPI could not read as JSON (it answers 400 and keeps the cause),
+    else "": bytes that are not UTF-8, or nesting deeper than a JSON reader goes."""
+    cause = exc.__cause__
+    if exc.status_code != 400 or cause is None:
+        return ""
+    if isinstance(cause, UnicodeDecodeError):
+        return _not_utf8(cause)
+    if isinstance(cause, RecursionError):
+        return ("JSON nested too deeply to read (arrays or objects inside each other beyond the reader's limit); "
+                'send one object of the request\'s fields, e.g. {"question": "..."}')
+    return ""
+
+
+def _non_finite(exc: BaseException) -> str:
+    """What a response body that failed for a NaN or an infinity (models.Response) says of it, else ""."""
+    if not isinstance(exc, ValidationError):
+        return ""
+    places = [".".join(str(p) for p in e.get("loc", ())) for e in exc.errors() if e.get("type") == "finite_number"]
+    return f"the result's {places[0]} is not a finite number, which JSON cannot carry; " if places else ""
+
+
+def _log_failure(exc: BaseException, where: str, what: str = "") -> str:
+    """Log the failure with its traceback under a new id; the client gets the id and nothing of the failure
+    (`what`: a description that holds nothing of the request or the server, e.g. a non-finite score's place)."""
     failure_id = uuid.uuid4().hex[:12]
     log.error("failure %s in %s", failure_id, where, exc_info=exc)
-    return f"internal error (id {failure_id}): the server's log has the details under this id"
+    return f"internal error (id {failure_id}): {what}the server's log has the details under this id"

@@ -1,19 +1,40 @@
 """The HTTP API's request and response bodies (pydantic; FastAPI writes the OpenAPI schema from them).
 
 Requests are strict (a number sent as a string, a boolean as a number: 422) and closed (an unknown field, e.g.
-a misspelt "retreiver", is named instead of ignored)."""
+a misspelt "retreiver", is named instead of ignored); a number is held to the rule its setting has on the command
+line and in a config file (odqa.core.settings.Number: k is RetrievalConfig.k's). Responses hold finite numbers only:
+a NaN or an infinity is a failure (500), never `null` or the invalid JSON `NaN`."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from odqa.config import RetrievalConfig
+from odqa.core.settings import Number, number_rule
 from odqa.indexes.analysis import LANGUAGES
 from odqa.core.types import Mention, SearchHit
 from odqa.retriever.kinds import RETRIEVERS
 
 AUTO_LANGUAGE = "auto"
+K_RULE: Number = number_rule(RetrievalConfig, "k")  # type: ignore[assignment]
+
+
+def number_problem(value: Any, rule: Number, limit: str = "") -> str | None:
+    """Why a request's number breaks `rule`, in one line naming the value as sent, that it came in the request
+    body and the range (`limit`: why the range is so); None where it keeps it."""
+    why = rule.refusal(value)
+    if why is None:
+        return None
+    return f"{json.dumps(value)} (from the request body) {why}; send {rule.describe()}{limit}"
+
+
+class Response(BaseModel):
+    """A response body: its floats finite (NaN or an infinity fails here, not as `null` or invalid JSON)."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
 
 
 class Question(BaseModel):
@@ -24,9 +45,17 @@ class Question(BaseModel):
 
 
 class SearchRequest(Question):
-    k: int | None = Field(None, ge=1, description="passages to return (default: the server's retrieval.k)")
+    k: int | None = Field(None, ge=K_RULE.minimum, description="passages to return (default: the server's retrieval.k)")
     retriever: str | None = Field(None, description="the retriever (default: the server's retrieval.retriever)",
                                   json_schema_extra={"enum": list(RETRIEVERS.names)})
+
+    @field_validator("k", mode="before")
+    @classmethod
+    def _k_rule(cls, value: Any) -> Any:
+        problem = None if value is None else number_problem(value, K_RULE)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("retriever")
     @classmethod
@@ -37,7 +66,7 @@ class SearchRequest(Question):
 
 
 class AskRequest(SearchRequest):
-    k: int | None = Field(None, ge=1, description="passages read (default: the server's retrieval.k)")
+    k: int | None = Field(None, ge=K_RULE.minimum, description="passages read (default: the server's retrieval.k)")
     language: Literal[(AUTO_LANGUAGE, *LANGUAGES)] = Field(  # type: ignore[valid-type]
         AUTO_LANGUAGE, description="the question's language (auto: from its script); a question in another language "
                                    "than the index's gets a notice")
@@ -47,7 +76,7 @@ class LinkRequest(Question):
     pass
 
 
-class PassageOut(BaseModel):
+class PassageOut(Response):
     rank: int
     id: str
     title: str
@@ -66,8 +95,8 @@ class PassageOut(BaseModel):
                    source=hit.source)
 
 
-class Evidence(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class Evidence(Response):
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     passage_id: str
     title: str = ""
@@ -77,7 +106,7 @@ class Evidence(BaseModel):
     score: float = 0.0
 
 
-class AnswerOut(BaseModel):
+class AnswerOut(Response):
     text: str
     probability: float = Field(description="calibrated probability that the answer is right")
     confident: bool = Field(description="probability at or above the reader's threshold")
@@ -96,7 +125,7 @@ class AnswerOut(BaseModel):
                    context=answer.context, evidence=[Evidence.model_validate(e) for e in answer.evidence])
 
 
-class MentionOut(BaseModel):
+class MentionOut(Response):
     start: int = Field(description="character offset in the question")
     end: int
     text: str
@@ -115,10 +144,13 @@ class MentionOut(BaseModel):
                    score=m.score)
 
 
-class AskResponse(BaseModel):
+class AskResponse(Response):
     question: str = Field(description="the question as read (whitespace folded, maybe truncated: see notices)")
     language: str = Field(description="the question's language, as given or detected")
     confident: bool = Field(description="the best answer reaches the reader's threshold; else it is a best guess")
+    outcome: Literal["answer", "best_guess", "no_answer", "no_passages", "language_differs"] = Field(
+        description="what happened: a confident answer; a best guess; passages read but no answer in them; no "
+                    "passage retrieved; or not searched, the question's language differing from the index's (notices)")
     answer: AnswerOut | None = Field(description="the best answer (or best guess), None when nothing was found")
     answers: list[AnswerOut]
     passages: list[PassageOut]
@@ -129,14 +161,14 @@ class AskResponse(BaseModel):
     notices: list[str]
 
 
-class SearchResponse(BaseModel):
+class SearchResponse(Response):
     question: str
     passages: list[PassageOut]
     timings_ms: dict[str, float]
     notices: list[str]
 
 
-class LinkResponse(BaseModel):
+class LinkResponse(Response):
     question: str
     mentions: list[MentionOut]
     linker_enabled: bool
@@ -144,12 +176,12 @@ class LinkResponse(BaseModel):
     notices: list[str]
 
 
-class HealthResponse(BaseModel):
+class HealthResponse(Response):
     status: Literal["ok"] = "ok"
     passages: int
 
 
-class InfoResponse(BaseModel):
+class InfoResponse(Response):
     version: str
     index: dict[str, Any] = Field(description="the index: where, passages, backends, language, encoder, built")
     models: dict[str, str] = Field(description="reader, linker and encoder in use")

@@ -28,3 +28,18 @@ class ServeSettings:
     max_queue: int = field(default=256, metadata=field_help(
         "requests waiting for the models at most; more are refused with 503 and Retry-After"))
     access_log: bool = field(default=True, metadata=field_help("log one line a request (uvicorn's access log)"))
+
+
+def api_key_problem(key: str) -> str | None:
+    """Why no request could send `key` in the X-API-Key header, or None: a header value is one line of printable
+    ASCII (clients refuse a line break or another control character, servers strip spaces around the value and
+    read other bytes as Latin-1), so a server started with such a key would refuse every request."""
+    if "\n" in key or "\r" in key:
+        return "holds a line break"
+    if any(ord(c) < 32 or ord(c) == 127 for c in key):
+        return "holds a control character"
+    if not key.isascii():
+        return "holds a character outside ASCII"
+    if key != key.strip(" \t"):
+        return "begins or ends with a space"
+    return None

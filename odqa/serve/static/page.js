@@ -95,6 +95,22 @@ function spansByPassage(answers) {
   return spans;
 }
 
+// What the verdict says, by the server's `outcome`: what happened, and never an answer, or a reading of passages,
+// that did not happen (a question in another language than the index's is not searched: nothing is retrieved).
+const VERDICTS = {
+  answer: "Answer",
+  best_guess: "No confident answer. Best guess:",
+  no_answer: "No answer found in the retrieved passages.",
+  no_passages: "No passages were retrieved for this question, so nothing was read.",
+  language_differs: "Nothing retrieved: the question is in another language than the index (see below).",
+};
+
+function outcomeOf(result) {
+  if (Object.prototype.hasOwnProperty.call(VERDICTS, result.outcome)) return result.outcome;
+  if (result.answer) return result.confident ? "answer" : "best_guess";  // a server from before `outcome`
+  return result.passages.length ? "no_answer" : "no_passages";
+}
+
 function render(result) {
   $("result").hidden = false;
   $("result").lang = result.language;
@@ -102,8 +118,7 @@ function render(result) {
   const best = result.answer;
   const box = $("answer-box");
   box.classList.toggle("unsure", !result.confident);
-  $("verdict").textContent = !best ? "No answer found in the retrieved passages."
-    : result.confident ? "Answer" : "No confident answer. Best guess:";
+  $("verdict").textContent = VERDICTS[outcomeOf(result)];
   $("answer").textContent = best ? best.text : "";
   $("probability").textContent = best ? `p = ${best.probability.toFixed(2)}` : "";
   $("probability").hidden = !best;
