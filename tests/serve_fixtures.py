@@ -21,6 +21,23 @@ def serve_pipeline():
     return Pipeline(OdqaConfig.load(), default_index=demo_index_path, default_kb=demo_kb_path)
 
 
+def wait_until_healthy(url: str, server, output=lambda: "", timeout_s: float = 600.0) -> None:
+    """Wait for a started `odqa serve` process (`server`: a Popen) to answer `url`/health; fail with `output()` if it
+    exits first, or after `timeout_s` (its first start may build the demo index)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert server.poll() is None, output()
+        assert time.monotonic() < deadline, f"odqa serve did not answer /health within {timeout_s:.0f} s"
+        time.sleep(0.5)
+
+
 @contextlib.contextmanager
 def running_server(app, startup_s: float = 300.0):
     """`app` served by uvicorn on 127.0.0.1:free port, in a thread; yields the base URL; stops it at the end."""

@@ -11,7 +11,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -23,7 +22,7 @@ from odqa.serve.settings import API_KEY_HEADER, ServeSettings
 from odqa.serve.worker import Job, PipelineWorker
 from tests.conftest import REPO_ROOT
 from tests.es_server import free_port
-from tests.serve_fixtures import serve_pipeline  # noqa: F401 (a fixture)
+from tests.serve_fixtures import serve_pipeline, wait_until_healthy  # noqa: F401 (serve_pipeline: a fixture)
 
 SETTINGS = ServeSettings()
 
@@ -385,15 +384,8 @@ def test_serve_command_starts_answers_and_stops():
     server = _serve("--port", str(port), "--no-access-log", "--api-key-env", "ODQA_TEST_KEY",
                     env={"ODQA_TEST_KEY": "local-key"})
     try:
-        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 600
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert server.poll() is None and time.monotonic() < deadline, server.stdout.read() if server.poll() else ""
-            time.sleep(0.5)
+        url = f"http://127.0.0.1:{port}"
+        wait_until_healthy(url, server, lambda: server.stdout.read())
         response = httpx.post(f"{url}/ask", json={"question": "Who wrote Hamlet?"}, headers={API_KEY_HEADER: "local-key"},
                               timeout=60)
         assert response.json()["answer"]["text"] == "William Shakespeare"

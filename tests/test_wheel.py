@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import tarfile
-import time
 import zipfile
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import pytest
 
 from odqa.core.models import SHIPPED_NAMES as MODELS  # every shipped model, each its own wheel
 from tests.es_server import free_port
+from tests.serve_fixtures import wait_until_healthy
 from tests.test_packaging import package_files
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -186,16 +186,8 @@ def test_serve_from_the_wheel_serves_the_page_and_answers(installed, tmp_path):
     server = subprocess.Popen(["odqa", "serve", "--port", str(port), "--no-access-log", "--retriever", "bm25",
                                "--no-linker"], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 600  # the demo index may be built first
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "odqa serve did not answer /health within 600 s"
-            time.sleep(0.5)
+        url = f"http://127.0.0.1:{port}"
+        wait_until_healthy(url, server, lambda: (tmp_path / "serve.log").read_text()[-3000:])
         page = httpx.get(f"{url}/", timeout=30)
         assert page.status_code == 200 and "text/html" in page.headers["content-type"]
         for asset in ("page.js", "page.css"):
