@@ -130,7 +130,12 @@ def test_page_shows_untrusted_text_as_text(browser, server, tmp_path, screenshot
     assert not browser.find_elements(By.CSS_SELECTOR, "#result img") and browser.title == title
     assert browser.find_element(By.ID, "result").get_attribute("lang") == detect_language([question])
     # a question in another language than the (English) demo index's is not searched: the page says so, and
-    # claims neither passages read nor answers given (issue 64 item 5)
+    # claims neither passages read nor answers given (issue 64 item 5). The question above counts as English (its
+    # markup's Latin letters outnumber its Hangul and Han), so a plain Korean one is asked for this
+    korean = "서울은 어느 나라의 수도인가?"
+    assert detect_language([korean]) == "ko"
+    _ask(browser, korean)
+    assert browser.find_element(By.ID, "question-echo").text == korean
     assert browser.find_element(By.ID, "verdict").text.startswith(
         "Nothing retrieved: the question is in another language than the index")
     notices = browser.find_element(By.ID, "notices").text
