@@ -93,7 +93,8 @@ def main(argv=None) -> int:
                     f"{hours:.1f} |")
         print(rows[-1], flush=True)
     table = "\n".join([header, "", f"init `{args.init}`, batch {args.batch_size}, {args.steps} steps timed after one "
-                       "untimed (precision: fp32 unless the flags say --precision)", "", "| recipe | flags | windows/s | s/step | hours per pass over "
+                       "untimed (fp32 unless the flags say --precision)", "",
+                       "| recipe | flags | windows/s | s/step | hours per pass over "
                        f"{args.full_windows:,} windows |", "|---|---|---:|---:|---:|", *rows])
     print(table)
     if args.out:

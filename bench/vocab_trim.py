@@ -41,7 +41,8 @@ def compare(trimmed, full, texts: list[str], batch: int = 1000) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="reader-multilingual", help="model folder or shipped name with the trimmed tokenizer")
+    ap.add_argument("--model", default="reader-multilingual",
+                    help="model folder or shipped name with the trimmed tokenizer")
     ap.add_argument("--data", nargs="*", default=[], help="SQuAD-format files (titles, contexts and questions)")
     ap.add_argument("--wiki", help="Wikipedia JSONL(.xz) file: held-out articles")
     ap.add_argument("--wiki-skip", type=int, default=3000, help="articles skipped first (those the trim counted)")

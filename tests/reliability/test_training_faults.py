@@ -20,8 +20,8 @@ CONTEXT = "Marie Curie won the Nobel Prize in Physics in 1903 and in Chemistry i
 
 
 def _data(path):
-    qas = [{"id": f"q{i}", "question": f"Who won the prize {i}?", "answers": [{"text": "Marie Curie", "answer_start": 0}]}
-           for i in range(8)]
+    qas = [{"id": f"q{i}", "question": f"Who won the prize {i}?",
+            "answers": [{"text": "Marie Curie", "answer_start": 0}]} for i in range(8)]
     path.write_text(json.dumps({"data": [{"title": "Curie", "paragraphs": [{"context": CONTEXT, "qas": qas}]}]}))
     return path
 
