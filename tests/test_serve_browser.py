@@ -1,7 +1,8 @@
 """The page of `odqa serve` in a real browser: headless Chromium (Debian's `chromium` and `chromium-driver`) driven
 by Selenium against a uvicorn server on a free port of 127.0.0.1 over the demo corpus. It types a demo question and
 checks the answer, its probability and its highlight in the passage on the rendered page, then that untrusted text
-(HTML, Korean, Chinese) shows as text. The screenshots' paths are listed at the end of the run (in the folder
+(HTML, Korean, Chinese) shows as text, that the page of a server with an API key asks for it and says when the server
+has gone, and that /docs and /redoc say where the schema is when their CDN is out of reach. The screenshots' paths are listed at the end of the run (in the folder
 $ODQA_SCREENSHOTS where set, else the test's temporary folder).
 
 Without Chromium or its driver the test skips and says why; where the environment variable CI is set (.ci/run
@@ -144,3 +145,50 @@ def test_page_shows_untrusted_text_as_text(browser, server, tmp_path, screenshot
     shot = _shot_folder(tmp_path) / "serve-page-cjk.png"
     assert browser.save_screenshot(str(shot))
     screenshots.append(str(shot))
+
+
+def test_page_asks_a_guarded_server_for_its_key_then_says_when_it_is_gone(
+        browser, serve_pipeline, tmp_path, screenshots):  # noqa: F811
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    key = "k3y-of-the-browser-test"
+    with running_server(create_app(serve_pipeline, api_key=key)) as url:
+        browser.get(url + "/")
+        # it opens on the key's input, not on an error
+        WebDriverWait(browser, 60).until(lambda d: d.find_element(By.ID, "key-form").is_displayed())
+        assert "needs an API key" in browser.find_element(By.ID, "key-prompt").text
+        assert not browser.find_element(By.ID, "error").is_displayed()
+        shot = _shot_folder(tmp_path) / "serve-page-key.png"
+        assert browser.save_screenshot(str(shot))
+        screenshots.append(str(shot))
+        browser.find_element(By.ID, "api-key").send_keys(key)
+        browser.find_element(By.ID, "key-button").click()
+        WebDriverWait(browser, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#retriever option"))
+        assert not browser.find_element(By.ID, "key-form").is_displayed()
+        _ask(browser, QUESTION)
+        assert browser.find_element(By.ID, "answer").text  # answered, the key sent
+        # the key is this tab's: sessionStorage, never localStorage
+        assert browser.execute_script("return sessionStorage.getItem('odqa-api-key')") == key
+        assert browser.execute_script("return localStorage.length") == 0
+    # the server stopped: the next question is answered by words saying so, and the old answer goes
+    browser.find_element(By.ID, "ask-button").click()
+    WebDriverWait(browser, 60).until(lambda d: d.find_element(By.ID, "error").is_displayed())
+    assert browser.find_element(By.ID, "error").text.startswith(f"The server at {url} is not answering")
+    assert not browser.find_element(By.ID, "result").is_displayed()
+    assert browser.find_element(By.ID, "answer").get_attribute("textContent") == ""
+
+
+@pytest.mark.parametrize("path, holder", [("/docs", "swagger-ui"), ("/redoc", "redoc")])
+def test_docs_pages_say_where_the_schema_is_when_their_cdn_is_out_of_reach(browser, server, path, holder):
+    from selenium.webdriver.common.by import By
+
+    browser.get(server + path)
+    loaded = browser.execute_script("return Boolean(window.SwaggerUIBundle || window.Redoc)")
+    note = browser.find_element(By.ID, "docs-offline")
+    if loaded:  # a machine that reaches the CDN: the UI, without the note
+        assert not note.is_displayed() and browser.find_element(By.ID, holder).get_attribute("innerHTML")
+    else:  # offline (CI): the note, with the schema's address
+        assert note.is_displayed() and "could not reach" in note.text
+        link = note.find_element(By.CSS_SELECTOR, "a[href='/openapi.json']")
+        assert link.get_attribute("href") == f"{server}/openapi.json"

@@ -2,33 +2,45 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from odqa.commands.common import add_command
 from odqa.commands.options import add_options, dataclass_values
 from odqa.commands.qa import _pipeline_flags, make_pipeline
 from odqa.core.logs import get_logger
-from odqa.serve.settings import API_KEY_HEADER, ServeSettings, api_key_problem
+from odqa.serve.settings import API_KEY_HEADER, ServeSettings, api_key_problem, cors_origin_problem
 
 log = get_logger("odqa.serve")
 
 
 def register(subparsers) -> None:
     p = add_command(subparsers, "serve", "Answer questions over HTTP: POST /ask, /search, /link, GET /health, /info, "
-                    "/openapi.json, and a page for people at / (built-in demo corpus unless --index/--config).",
+                    "/openapi.json, /docs, and a page for people at / (built-in demo corpus unless --index/--config).",
                     "odqa serve --index indexes/wiki --port 8080", run_serve)
-    add_options(p, ServeSettings)
+    add_options(p, ServeSettings, [f.name for f in dataclasses.fields(ServeSettings) if f.name != "cors_origin"])
+    # repeatable (one origin a flag), which a generated list option (nargs) is not
+    p.add_argument("--cors-origin", action="append", metavar="ORIGIN",
+                   help=ServeSettings.__dataclass_fields__["cors_origin"].metadata["help"])
     _pipeline_flags(p)
 
 
 def run_serve(args) -> int:
+    from odqa.core.optional import require
+
+    for module in ("fastapi", "uvicorn"):  # the extra odqa[serve]: one line, before any model loads
+        require(module, "odqa serve")
     import uvicorn
 
     from odqa.core.errors import OdqaError
     from odqa.core.secrets import remember
     from odqa.serve.app import create_app, warm_up
 
-    settings = ServeSettings(**dataclass_values(args, ServeSettings))
+    settings = ServeSettings(**dataclass_values(args, ServeSettings), cors_origin=tuple(args.cors_origin or ()))
+    for origin in settings.cors_origin:
+        problem = cors_origin_problem(origin)
+        if problem:
+            raise OdqaError(f"--cors-origin {origin}: {problem}")
     api_key = None
     if settings.api_key_env:
         api_key = os.environ.get(settings.api_key_env, "")
@@ -50,8 +62,8 @@ def run_serve(args) -> int:
     log.info("loading the models...")
     warm_up(pipeline)  # a missing index or model is one line here, not a traceback from inside uvicorn's startup
     app = create_app(pipeline, settings, api_key)
-    log.info(f"http://{_url_host(settings.host)}:{settings.port}/ (the page; the API schema at /openapi.json); "
-             "Ctrl-C stops it")
+    log.info(f"http://{_url_host(settings.host)}:{settings.port}/ (the page; the API schema at /openapi.json, its "
+             "docs at /docs); Ctrl-C stops it")
     # create_app put odqa.serve.app.MaskedQuery on the access logger: uvicorn's log config keeps a logger's filters
     uvicorn.run(app, host=settings.host, port=settings.port, access_log=settings.access_log, log_level="info",
                 timeout_graceful_shutdown=10)

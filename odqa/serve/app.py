@@ -1,9 +1,10 @@
-"""The HTTP API and the page (FastAPI on uvicorn): POST /ask, /search, /link; GET /health, /info, /openapi.json
-and the page at /. One `PipelineWorker` thread owns the models (odqa.serve.worker).
+"""The HTTP API and the page (FastAPI on uvicorn): POST /ask, /search, /link; GET /health, /info, /openapi.json,
+/docs, /redoc and the page at /. One `PipelineWorker` thread owns the models (odqa.serve.worker).
 
-Every error is JSON, `{"error": one line, "field": the request field at fault or null, "detail": [...]}`: 4xx
-for a bad request (the field named), 5xx for a failure inside (no traceback, no secret: those go to the server's
-log under an id the body gives). The access log masks every query-string value (a client may put a key there)."""
+Every error is JSON, `{"error": one line, "field": the request field at fault or null, "detail": [{"loc": [...],
+"msg": ..., "type": ...}]}` (detail as in FastAPI's own 422): 4xx for a bad request (the field named), 5xx for a
+failure inside (no traceback, no secret: those go to the server's log under an id the body gives). The access log
+masks every query-string value (a client may put a key there)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security import APIKeyHeader
 from fastapi.staticfiles import StaticFiles
 from pydantic import ValidationError
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
 
 from odqa.indexes.analysis import LANGUAGE_NAMES, detect_language
 from odqa import __version__
@@ -32,10 +35,11 @@ from odqa.core.logs import get_logger
 from odqa.core.secrets import mask_query
 from odqa.pipeline import Pipeline, clean_question
 from odqa.serve.models import (
-    AUTO_LANGUAGE, K_RULE, AnswerOut, AskRequest, AskResponse, ErrorResponse, FieldProblem, HealthResponse,
-    InfoResponse, LinkRequest, LinkResponse, MentionOut, PassageOut, SearchRequest, SearchResponse, number_problem,
+    AUTO_LANGUAGE, K_RULE, AnswerOut, AskRequest, AskResponse, ErrorDetail, ErrorResponse, HealthResponse,
+    InfoResponse, LinkRequest, LinkResponse, LockedInfo, MentionOut, PassageOut, SearchRequest, SearchResponse,
+    number_problem,
 )
-from odqa.serve.settings import API_KEY_HEADER, ServeSettings, api_key_problem
+from odqa.serve.settings import API_KEY_HEADER, ServeSettings, api_key_problem, cors_origin_problem
 from odqa.serve.worker import Answered, PipelineWorker, QueueFull
 from odqa.retriever.kinds import RETRIEVERS
 
@@ -51,10 +55,29 @@ PAGE_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
+# Swagger UI and ReDoc are not shipped: their pages load them from the CDN FastAPI's own pages use, under a
+# policy of their own that lets exactly that in; offline, the page says where the schema is instead
+DOCS_CDN = "https://cdn.jsdelivr.net"
+DOCS_HEADERS = {
+    "Content-Security-Policy": (
+        f"default-src 'self'; script-src 'self' {DOCS_CDN}; style-src 'self' 'unsafe-inline' {DOCS_CDN}; "
+        f"img-src 'self' data: {DOCS_CDN}; font-src 'self' data: {DOCS_CDN}; worker-src 'self' blob:; "
+        "connect-src 'self'; base-uri 'none'; frame-ancestors 'none'"),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+JSON_PATHS = ("/ask", "/search", "/link")  # the routes whose body is a JSON object
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse, "description": what} for code, what in (
-        (401, "missing or wrong API key"), (413, "request body too large"), (422, "a field is missing or wrong"),
+        (401, "missing or wrong API key"), (413, "request body too large"),
+        (415, "the body is not sent as JSON (Content-Type: application/json)"), (422, "a field is missing or wrong"),
         (500, "a failure inside the server"), (503, "too many requests waiting"))
+}
+# where an error that names no request field is, and its type, by status (FastAPI's loc starts with the part of
+# the request at fault; a failure inside the server is in none of them)
+NO_FIELD: dict[int, tuple[list[str | int], str]] = {
+    400: (["body"], "bad_request"), 404: (["path"], "not_found"), 405: (["method"], "method_not_allowed"),
+    413: (["body"], "body_too_large"), 500: (["server"], "internal_error"), 503: (["server"], "server_busy"),
 }
 
 
@@ -83,9 +106,11 @@ def mask_access_log() -> None:
 class FieldError(Exception):
     """A request field with a value the types allow but the server does not (too long, k above the limit...)."""
 
-    def __init__(self, field: str, message: str, status: int = 422):
+    def __init__(self, field: str, message: str, status: int = 422, loc: list[str | int] | None = None,
+                 kind: str = "value_error"):
         super().__init__(message)
-        self.field, self.message, self.status = field, message, status
+        self.field, self.message, self.status, self.kind = field, message, status, kind
+        self.loc = loc or ["body", field]
 
 
 class ServerFailure(Exception):
@@ -94,9 +119,13 @@ class ServerFailure(Exception):
         self.message, self.status, self.headers = message, status, headers
 
 
-def error_response(status: int, message: str, field: str | None = None, detail: list[FieldProblem] | None = None,
+def error_response(status: int, message: str, field: str | None = None, detail: list[ErrorDetail] | None = None,
                    headers: dict[str, str] | None = None) -> JSONResponse:
-    body = ErrorResponse(error=message, field=field, detail=detail or [])
+    """The error body; without `detail`, one problem: the message, where and of the type NO_FIELD gives."""
+    if not detail:
+        loc, kind = NO_FIELD.get(status, (["request"], "error"))
+        detail = [ErrorDetail(loc=loc, msg=message, type=kind)]
+    body = ErrorResponse(error=message, field=field, detail=detail)
     return JSONResponse(body.model_dump(), status_code=status, headers=headers)
 
 
@@ -110,11 +139,12 @@ def _field_of(error: dict) -> str:
 
 class BodyLimit:
     """ASGI middleware: a request body over `limit` bytes gets 413, by its Content-Length before it is read, a
-    chunked one as soon as it passes the limit. A body within it is read here and handed on whole; a JSON body
-    that is not UTF-8 gets 422 naming the byte."""
+    chunked one as soon as it passes the limit. A body within it is read here and handed on whole; one sent to
+    `json_paths` not as JSON (text, form data, no content type) gets 415; a JSON body that is not UTF-8 gets 422
+    naming the byte."""
 
-    def __init__(self, app, limit: int):
-        self.app, self.limit = app, limit
+    def __init__(self, app, limit: int, json_paths: tuple[str, ...] = ()):
+        self.app, self.limit, self.json_paths = app, limit, json_paths
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -133,12 +163,18 @@ class BodyLimit:
             if size > self.limit:
                 return await self._refuse(size, scope, receive, send)
         body = b"".join(parts)
-        if body and _json_body(scope):
+        kind = _content_type(scope)
+        # FastAPI reads a body as JSON only where its content type says so (a browser sends text or form data
+        # to any site without asking first); it would then fail on the bytes with a message about types
+        if scope["method"] == "POST" and scope["path"] in self.json_paths and not _is_json(kind) and (body or kind):
+            problem = ErrorDetail(loc=["header", "Content-Type"], msg=_not_json(kind), type="unsupported_media_type")
+            return await error_response(415, problem.msg, "Content-Type", [problem])(scope, receive, send)
+        if body and _is_json(kind):
             try:  # JSON between systems is UTF-8 (RFC 8259); a reader guessing UTF-16 from the bytes says less
                 body.decode("utf-8")
             except UnicodeDecodeError as exc:
-                problem = FieldProblem(field="body", message=_not_utf8(exc), type="json_invalid")
-                return await error_response(422, f"body: {problem.message}", "body", [problem])(scope, receive, send)
+                problem = ErrorDetail(loc=["body"], msg=_not_utf8(exc), type="json_invalid")
+                return await error_response(422, f"body: {problem.msg}", "body", [problem])(scope, receive, send)
         await self.app(scope, _replay([{"type": "http.request", "body": body, "more_body": False}], receive), send)
 
     async def _refuse(self, size: int, scope, receive, send):
@@ -147,10 +183,24 @@ class BodyLimit:
         await error_response(413, message, "body")(scope, receive, send)
 
 
-def _json_body(scope) -> bool:
-    """Whether the request's body is read as JSON: its content type says JSON, or it gives none."""
-    kind = dict(scope["headers"]).get(b"content-type", b"").split(b";")[0].strip().lower()
-    return not kind or kind.endswith(b"json")
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def _content_type(scope) -> str:
+    """The request's media type, lower case, without parameters ("" where it gives none)."""
+    return Headers(scope=scope).get("content-type", "").split(";")[0].strip().lower()
+
+
+def _is_json(kind: str) -> bool:
+    """Whether FastAPI reads a body of this media type as JSON: application/json or application/...+json."""
+    main, _, sub = kind.partition("/")
+    return main == "application" and (sub == "json" or sub.endswith("+json"))
+
+
+def _not_json(kind: str) -> str:
+    sent = f"sent as {kind}{' (form data)' if kind in FORM_TYPES else ''}" if kind else "sent with no Content-Type"
+    return (f"the body is {sent}, which this API does not read; send JSON with the header Content-Type: "
+            """application/json, e.g. {"question": "..."} (curl: -H 'content-type: application/json')""")
 
 
 def _not_utf8(exc: UnicodeDecodeError) -> str:
@@ -163,6 +213,42 @@ def _replay(messages: list[dict], receive):
         return messages.pop(0) if messages else await receive()
 
     return replayed
+
+
+class CORS(CORSMiddleware):
+    """Starlette's CORS middleware; a preflight it refuses is answered in the API's error shape, not plain text."""
+
+    def preflight_response(self, request_headers: Headers):
+        response = super().preflight_response(request_headers)
+        if response.status_code < 400:
+            return response
+        refused = bytes(response.body).decode().removeprefix("Disallowed CORS ").split(", ")
+        header = {"origin": "Origin", "method": "Access-Control-Request-Method"}.get(refused[0],
+                                                                                    "Access-Control-Request-Headers")
+        message = (f"CORS preflight refused ({', '.join(refused)} not allowed): pages of the origins the server's "
+                   f"--cors-origin names may call GET and POST with Content-Type and {API_KEY_HEADER}")
+        headers = {k: v for k, v in response.headers.items() if k.lower() not in ("content-length", "content-type")}
+        problem = ErrorDetail(loc=["header", header], msg=message, type="cors_refused")
+        return error_response(response.status_code, message, header, [problem], headers)
+
+
+def docs_page(name: str, holder: str, openapi_url: str, styles: list[str], script: str) -> str:
+    """/docs or /redoc: `name` (Swagger UI or ReDoc) from the CDN, started by static/docs.js on the element
+    `holder`; the note beneath says where the schema is, and stays where the CDN cannot be reached."""
+    links = "".join(f'<link rel="stylesheet" href="{href}">' for href in styles)
+    return f"""<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>odqa API: {name}</title>{links}</head>
+<body>
+<div id="{holder}" data-openapi="{openapi_url}"></div>
+<p id="docs-offline">{name} is loaded from {DOCS_CDN}, which this browser could not reach (offline, or blocked):
+the API's schema is at <a href="{openapi_url}">{openapi_url}</a>, and the page at <a href="/">/</a> asks
+questions.</p>
+<script src="{script}"></script>
+<script src="/static/docs.js"></script>
+</body>
+</html>
+"""
 
 
 def index_summary(pipeline: Pipeline) -> dict[str, Any]:
@@ -199,6 +285,9 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
     if api_key and api_key_problem(api_key):
         raise OdqaError(f"the API key {api_key_problem(api_key)}, which no request can send in the {API_KEY_HEADER} "
                         "header; use one line of printable ASCII")
+    for origin in settings.cors_origin:
+        if cors_origin_problem(origin):
+            raise OdqaError(f"CORS origin {origin!r} {cors_origin_problem(origin)}")
     mask_access_log()
     k_rule = dataclasses.replace(K_RULE, maximum=settings.max_k)  # k's own rule, and this server's limit
     worker = PipelineWorker(pipeline, max_batch=settings.max_batch, max_queue=settings.max_queue)
@@ -216,9 +305,13 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         finally:
             await asyncio.get_running_loop().run_in_executor(None, worker.stop)
 
+    # FastAPI's own /docs and /redoc would run inline scripts from a CDN with no word when it cannot be reached
     app = FastAPI(title="odqa", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Open-domain question answering over one index: ask, search, link.")
-    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES, json_paths=JSON_PATHS)
+    if settings.cors_origin:  # added last, so outermost: the refusals of BodyLimit carry its headers too
+        app.add_middleware(CORS, allow_origins=list(settings.cors_origin), allow_methods=["GET", "POST"],
+                           allow_headers=["Content-Type", API_KEY_HEADER], expose_headers=["Retry-After"])
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     key_header = APIKeyHeader(name=API_KEY_HEADER, auto_error=False,
                               description="the key named by the server's --api-key-env, where it was started with one")
@@ -226,29 +319,32 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
     async def check_key(sent: str | None = Depends(key_header)) -> None:
         if api_key and not (sent and secrets.compare_digest(sent.encode(), api_key.encode())):
             raise FieldError(API_KEY_HEADER, f"{'wrong' if sent else 'missing'} API key: send the server's key in "
-                                             f"the {API_KEY_HEADER} header", status=401)
+                                             f"the {API_KEY_HEADER} header", status=401,
+                             loc=["header", API_KEY_HEADER], kind="api_key_wrong" if sent else "api_key_missing")
 
     # ---- errors -------------------------------------------------------------------------------------------
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = [FieldProblem(field=_field_of(e), message=_message(e), type=e.get("type", "")) for e in exc.errors()]
-        first = problems[0] if problems else FieldProblem(field="body", message="invalid request")
+        errors = exc.errors() or [{"loc": ("body",), "msg": "invalid request", "type": "value_error"}]
+        problems = [ErrorDetail(loc=list(e.get("loc", ("body",))), msg=_message(e), type=e.get("type", "value_error"))
+                    for e in errors]
+        field = _field_of(errors[0])
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        return error_response(422, f"{first.field}: {first.message}{more}", first.field, problems)
+        return error_response(422, f"{field}: {problems[0].msg}{more}", field, problems)
 
     @app.exception_handler(FieldError)
     async def bad_field(request: Request, exc: FieldError) -> JSONResponse:
-        problem = FieldProblem(field=exc.field, message=exc.message, type="value_error")
+        problem = ErrorDetail(loc=exc.loc, msg=exc.message, type=exc.kind)
         return error_response(exc.status, f"{exc.field}: {exc.message}", exc.field, [problem])
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         unreadable = _unreadable_body(exc)
         if unreadable:  # FastAPI's "There was an error parsing the body" says neither what nor how to fix it
-            problem = FieldProblem(field="body", message=unreadable, type="json_invalid")
+            problem = ErrorDetail(loc=["body"], msg=unreadable, type="json_invalid")
             return error_response(422, f"body: {unreadable}", "body", [problem])
         message = {404: f"no such path {request.url.path}: the API has POST /ask, /search, /link and GET /health, "
-                        "/info, /openapi.json",
+                        "/info, /openapi.json, /docs",
                    405: f"{request.method} is not allowed on {request.url.path}"}.get(exc.status_code, str(exc.detail))
         return error_response(exc.status_code, message, headers=getattr(exc, "headers", None))
 
@@ -296,7 +392,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
     async def ask(body: AskRequest) -> AskResponse:
         text, _ = checked_question(body.question)
         k = checked_k(body.k)
-        language = detect_language([text]) if body.language == AUTO_LANGUAGE else body.language
+        language = detect_language([text]) if body.language in (None, AUTO_LANGUAGE) else body.language
         done: Answered = await answered(submit(worker.ask, body.question, k, body.retriever))
         result = done.result
         notices = list(result.notices)
@@ -348,9 +444,13 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
     async def health() -> HealthResponse:
         return HealthResponse(passages=state["index"]["passages"])
 
-    @app.get("/info", response_model=InfoResponse, responses=ERRORS, dependencies=[Depends(check_key)],
-             summary="The index (manifest summary), the models and how each runs")
-    async def info() -> InfoResponse:
+    @app.get("/info", response_model=InfoResponse | LockedInfo, responses=ERRORS,
+             summary="The index (manifest summary), the models and how each runs; without the key a server wants, "
+                     "only that it wants one")
+    async def info(sent: str | None = Depends(key_header)) -> InfoResponse | LockedInfo:
+        if api_key and not sent:  # a client (the page) learns that it must ask for a key; a wrong one is a 401
+            return LockedInfo(version=__version__, api_key_header=API_KEY_HEADER)
+        await check_key(sent)
         plans = await answered(submit(worker.call, lambda p: p.inference_plans()))
         config = pipeline.config
         models = {"reader": pipeline.reader_name, "encoder": state["index"].get("encoder", ""),
@@ -370,6 +470,17 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def home() -> HTMLResponse:
         return HTMLResponse(page, headers=PAGE_HEADERS)
+
+    @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+    async def swagger_ui() -> HTMLResponse:
+        return HTMLResponse(docs_page("Swagger UI", "swagger-ui", app.openapi_url or "",
+                                      [f"{DOCS_CDN}/npm/swagger-ui-dist@5/swagger-ui.css"],
+                                      f"{DOCS_CDN}/npm/swagger-ui-dist@5/swagger-ui-bundle.js"), headers=DOCS_HEADERS)
+
+    @app.get("/redoc", response_class=HTMLResponse, include_in_schema=False)
+    async def redoc() -> HTMLResponse:
+        return HTMLResponse(docs_page("ReDoc", "redoc", app.openapi_url or "", [],
+                                      f"{DOCS_CDN}/npm/redoc@2/bundles/redoc.standalone.js"), headers=DOCS_HEADERS)
 
     app.state.worker = worker
     return app

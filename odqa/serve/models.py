@@ -44,10 +44,21 @@ class Question(BaseModel):
                           examples=["Who discovered penicillin?"])
 
 
+def _names_or_null(names) -> Any:
+    """json_schema_extra of an optional text field: its string branch lists the names (an enum beside `anyOf`
+    would refuse the null the server takes as "the default")."""
+    def extra(schema: dict[str, Any]) -> None:
+        for branch in schema.get("anyOf", [schema]):
+            if branch.get("type") == "string":
+                branch["enum"] = list(names)
+
+    return extra
+
+
 class SearchRequest(Question):
     k: int | None = Field(None, ge=K_RULE.minimum, description="passages to return (default: the server's retrieval.k)")
     retriever: str | None = Field(None, description="the retriever (default: the server's retrieval.retriever)",
-                                  json_schema_extra={"enum": list(RETRIEVERS.names)})
+                                  json_schema_extra=_names_or_null(RETRIEVERS.names))
 
     @field_validator("k", mode="before")
     @classmethod
@@ -67,9 +78,9 @@ class SearchRequest(Question):
 
 class AskRequest(SearchRequest):
     k: int | None = Field(None, ge=K_RULE.minimum, description="passages read (default: the server's retrieval.k)")
-    language: Literal[(AUTO_LANGUAGE, *LANGUAGES)] = Field(  # type: ignore[valid-type]
-        AUTO_LANGUAGE, description="the question's language (auto: from its script); a question in another language "
-                                   "than the index's gets a notice")
+    language: Literal[(AUTO_LANGUAGE, *LANGUAGES)] | None = Field(  # type: ignore[valid-type]
+        AUTO_LANGUAGE, description="the question's language (auto or null: from its script); a question in another "
+                                   "language than the index's gets a notice")
 
 
 class LinkRequest(Question):
@@ -194,13 +205,26 @@ class InfoResponse(Response):
     batches: dict[int, int] = Field(description="batch size -> batches read since start")
 
 
-class FieldProblem(BaseModel):
-    field: str
-    message: str
-    type: str = ""
+class LockedInfo(Response):
+    """/info to a client that sent no key, where the server wants one: that it does, and in which header."""
+
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")  # never mistaken for a full InfoResponse
+
+    version: str
+    api_key_required: Literal[True] = True
+    api_key_header: str = Field(description="the header that carries the key")
+
+
+class ErrorDetail(BaseModel):
+    """One problem, as FastAPI's own 422 gives it."""
+
+    loc: list[str | int] = Field(description='where: ["body", field] or ["header", name]; ["body"] for the body '
+                                             'as a whole, ["server"] for a failure inside')
+    msg: str = Field(description="what is wrong, in one line")
+    type: str = Field(description="a machine-readable kind, e.g. missing, json_invalid, value_error")
 
 
 class ErrorResponse(BaseModel):
     error: str = Field(description="one line: what is wrong and what to do")
     field: str | None = Field(None, description="the request field at fault, if one is")
-    detail: list[FieldProblem] = Field(default_factory=list)
+    detail: list[ErrorDetail] = Field(description="every problem, in FastAPI's shape (at least one)")

@@ -28,6 +28,10 @@ class ServeSettings:
     max_queue: int = field(default=256, metadata=field_help(
         "requests waiting for the models at most; more are refused with 503 and Retry-After"))
     access_log: bool = field(default=True, metadata=field_help("log one line a request (uvicorn's access log)"))
+    # a tuple, not a list option: `odqa serve` declares --cors-origin by hand, repeatable (argparse's append)
+    cors_origin: tuple[str, ...] = field(default=(), metadata=field_help(
+        "an origin (scheme://host[:port]) whose pages may call the API from a browser; repeat it for more, * for "
+        f"any (none: no CORS headers, only this server's own page); the {API_KEY_HEADER} header is allowed"))
 
 
 def api_key_problem(key: str) -> str | None:
@@ -42,4 +46,19 @@ def api_key_problem(key: str) -> str | None:
         return "holds a character outside ASCII"
     if key != key.strip(" \t"):
         return "begins or ends with a space"
+    return None
+
+
+def cors_origin_problem(origin: str) -> str | None:
+    """Why a browser would never send `origin` as its Origin header, or None: an origin is a scheme, a host and
+    maybe a port, with no path (a trailing slash included) and no query, so any other text would match nothing."""
+    if origin == "*":
+        return None
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(origin)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "is not an origin such as https://example.org or http://localhost:3000"
+    if parts.path or parts.query or parts.fragment or parts.username or parts.password:
+        return f"holds more than an origin; a browser sends {parts.scheme}://{parts.netloc.rpartition('@')[2]}"
     return None

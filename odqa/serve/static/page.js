@@ -4,10 +4,29 @@
 
 const $ = (id) => document.getElementById(id);
 const KEY_HEADER = "X-API-Key";
+const KEY_STORE = "odqa-api-key";
+// the key lives in this page and this tab's sessionStorage (a reload keeps it, closing the tab forgets it), never
+// in localStorage or a cookie
+let apiKey = null;
+
+function storedKey() {
+  if (apiKey === null) {
+    try { apiKey = sessionStorage.getItem(KEY_STORE) || ""; } catch (e) { apiKey = ""; }
+  }
+  return apiKey;
+}
+
+function keepKey(key) {
+  apiKey = key;
+  try {
+    if (key) sessionStorage.setItem(KEY_STORE, key);
+    else sessionStorage.removeItem(KEY_STORE);
+  } catch (e) { /* storage refused (private mode): the key stays in memory */ }
+}
 
 function headers() {
   const h = { "Content-Type": "application/json" };
-  const key = sessionStorage.getItem("odqa-api-key");
+  const key = storedKey();
   if (key) h[KEY_HEADER] = key;
   return h;
 }
@@ -24,18 +43,71 @@ function showError(message) {
   $("error").hidden = !message;
 }
 
+// A failed call: `status` 0 where no response came at all (fetch itself failed).
+class CallError extends Error {
+  constructor(message, status) {
+    super(message);
+    this.status = status;
+  }
+}
+
 async function call(method, path, body) {
-  const response = await fetch(path, { method, headers: headers(), body: body ? JSON.stringify(body) : undefined });
+  let response;
+  try {
+    response = await fetch(path, { method, headers: headers(), body: body ? JSON.stringify(body) : undefined });
+  } catch (e) {  // fetch says only "Failed to fetch": the server stopped, or the network between is down
+    throw new CallError(`The server at ${location.origin} is not answering (stopped, or the network is down); ` +
+      "start it again, then retry.", 0);
+  }
   let data = null;
   try { data = await response.json(); } catch (e) { data = null; }
-  if (response.status === 401) $("key-label").hidden = false;
-  if (!response.ok) throw new Error((data && data.error) || `${response.status} ${response.statusText}`);
+  if (!response.ok) {
+    throw new CallError((data && data.error) || `${response.status} ${response.statusText}`, response.status);
+  }
   return data;
+}
+
+// A server started with --api-key-env: the page asks for its key instead of showing an error.
+function askForKey(note) {
+  keepKey("");
+  showError("");
+  $("status").textContent = "";
+  $("key-prompt").textContent = note;
+  $("key-form").hidden = false;
+  $("api-key").value = "";
+  $("api-key").focus();
+}
+
+function keyNeeded(header) {
+  askForKey(`This server needs an API key (sent in the ${header || KEY_HEADER} header); enter it to ask questions.`);
+}
+
+// a 401: the key this page sent is wrong, or it sent none
+function keyRefused() {
+  if (storedKey()) askForKey("The key was not accepted; enter the server's key.");
+  else keyNeeded();
+}
+
+// The answer shown belongs to an earlier question: a failed call must not leave it looking like this one's.
+function clearResult() {
+  $("result").hidden = true;
+  for (const id of ["question-echo", "verdict", "answer", "probability", "answer-source", "timings"]) {
+    $(id).textContent = "";
+  }
+  for (const id of ["other-answers", "notices", "entities", "passages"]) $(id).replaceChildren();
 }
 
 async function loadInfo() {
   try {
     const info = await call("GET", "/info");
+    if (info.api_key_required && !info.retrievers) {  // what /info tells a page that sent no key
+      keyNeeded(info.api_key_header);
+      return;
+    }
+    if (info.api_key_required && !$("key-form").hidden) {
+      $("key-form").hidden = true;
+      $("status").textContent = "Key accepted.";
+    }
     const select = $("retriever");
     select.replaceChildren();
     for (const name of info.retrievers) {
@@ -51,7 +123,8 @@ async function loadInfo() {
     $("index-line").textContent = `${index.passages.toLocaleString()} passages · ${index.language || ""} · ` +
       `reader: ${info.models.reader}`;
   } catch (e) {
-    showError(`could not read /info: ${e.message}`);
+    if (e.status === 401) keyRefused();
+    else showError(e.status === 0 ? e.message : `could not read /info: ${e.message}`);
   }
 }
 
@@ -151,7 +224,6 @@ async function ask(event) {
   const body = { question };
   if ($("retriever").value) body.retriever = $("retriever").value;
   if ($("k").value) body.k = Number($("k").value);
-  if ($("api-key").value) sessionStorage.setItem("odqa-api-key", $("api-key").value);
   $("status").textContent = "Asking…";
   $("ask-button").disabled = true;
   const started = performance.now();
@@ -160,7 +232,9 @@ async function ask(event) {
     $("status").textContent = `answered in ${Math.round(performance.now() - started)} ms`;
   } catch (e) {
     $("status").textContent = "";
-    showError(e.message);
+    clearResult();
+    if (e.status === 401) keyRefused();
+    else showError(e.message);
   } finally {
     $("ask-button").disabled = false;
   }
@@ -168,6 +242,11 @@ async function ask(event) {
 
 document.addEventListener("DOMContentLoaded", () => {
   $("ask-form").addEventListener("submit", ask);
-  $("api-key").addEventListener("change", () => { sessionStorage.setItem("odqa-api-key", $("api-key").value); loadInfo(); });
+  $("key-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    keepKey($("api-key").value);
+    $("api-key").value = "";
+    loadInfo();
+  });
   loadInfo();
 });
