@@ -8,7 +8,7 @@ import os
 import sys
 import traceback
 
-from odqa.commands.common import HelpFormatter, check_outputs, outputs_held
+from odqa.commands.common import ArgumentParser, HelpFormatter, check_outputs, outputs_held
 from odqa.core.errors import OdqaError, is_disk_full, no_room_reason
 from odqa.core.secrets import scrubbed_output
 
@@ -25,7 +25,7 @@ COMMAND_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="odqa",
         description="odqa: open-domain question answering over your own corpus.",
         formatter_class=HelpFormatter,
@@ -64,12 +64,12 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from odqa.core.logs import configure_cli_logging
+    from odqa.core.logs import configure_cli_logging, progress_bars_hidden
 
     configure_cli_logging(-1 if args.quiet else 1 if args.verbose else 0)
     try:
         check_outputs(args)  # every output path, before any work
-        with outputs_held(args):  # one writer per output folder
+        with outputs_held(args), progress_bars_hidden(args.quiet):  # one writer per output folder
             return int(args.func(args) or 0)
     except OdqaError as exc:
         from odqa.core.terminal import printable

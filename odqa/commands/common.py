@@ -17,6 +17,67 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
         return super()._get_help_string(action)
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """odqa's parsers (the top one; its commands' are made of its class): a mistyped flag or command is answered
+    with the usage of the command it was given to and the nearest known name ("did you mean --retriever?"),
+    exit 2. argparse's own parser would pass a command's unknown flags up to the top one, whose usage and
+    "unrecognized arguments" name neither the command nor the flag meant."""
+
+    _given: list[str] = []  # the arguments of the parse in progress, for error()
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._given = list(sys.argv[1:] if args is None else args)
+        self._check_command(self._given)
+        namespace, extras = super().parse_known_args(self._given, namespace)
+        if extras:
+            self.error(self._unrecognized(extras))
+        return namespace, extras
+
+    def error(self, message: str):
+        # an unknown flag explains the error it causes (a required option "missing" because it was misspelt)
+        unknown = [] if self._subparsers else self._unknown_options(self._given)
+        if unknown and not message.startswith("unrecognized arguments"):
+            message = self._unrecognized(unknown)
+        super().error(message)
+
+    def _check_command(self, args: list[str]) -> None:
+        commands = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+        name = next((a for a in args if not a.startswith("-")), None)  # before it only flags without values
+        if commands and name is not None and name not in commands:
+            self.error(f"unknown command {name!r}{_suggestion(name, commands)} ({self.prog} --help lists the "
+                       "commands)")
+
+    def _unknown_options(self, args: list[str]) -> list[str]:
+        known = self._option_string_actions
+        unknown = []
+        for arg in args:
+            if arg == "--":
+                break
+            flag = arg.split("=", 1)[0]
+            if not arg.startswith("-") or arg == "-" or self._negative_number_matcher.match(arg) or flag in known:
+                continue
+            if flag.startswith("--") and any(option.startswith(flag) for option in known):
+                continue  # an abbreviation argparse takes (or calls ambiguous itself)
+            if not flag.startswith("--") and flag[:2] in known:
+                continue  # short flags run together (-qv) or with their value (-k5)
+            unknown.append(flag)
+        return unknown
+
+    def _unrecognized(self, extras: list[str]) -> str:
+        unknown = self._unknown_options(extras)
+        options = [o for o in self._option_string_actions if o.startswith("--")]
+        hint = _suggestion(unknown[0], options) if unknown else ""
+        return (f"unrecognized arguments: {' '.join(extras)}{hint} ({self.prog} --help lists its "
+                f"{'options' if unknown else 'arguments'})")
+
+
+def _suggestion(name: str, names) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(names), n=1)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
 def add_command(subparsers, name: str, help: str, example: str, func) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         name, help=help, description=help, epilog=f"Example:\n  {example}", formatter_class=HelpFormatter

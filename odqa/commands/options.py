@@ -87,6 +87,14 @@ def add_options(parser: argparse.ArgumentParser, owner: type, include: Iterable[
     return actions
 
 
+def add_inference_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """--precision, --runtime and --device of every command that runs models at question time (ask, search,
+    eval-*, eval-reader, ...): OdqaConfig's settings as config overrides, one spelling and one set of choices."""
+    from odqa.config import OdqaConfig
+
+    return add_options(parser, OdqaConfig, ["precision", "runtime", "device"], section="")
+
+
 def option_sources(args_or_parser) -> tuple[OptionSource, ...]:
     if isinstance(args_or_parser, argparse.ArgumentParser):
         return args_or_parser.get_default(SOURCES) or ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
-from odqa.commands.options import POSITIVE_INT, add_options, config_overrides
+from odqa.commands.options import POSITIVE_INT, add_inference_options, add_options, config_overrides
 from odqa.config import LinkerConfig, OdqaConfig, ReaderConfig, RetrievalConfig
 
 
@@ -51,7 +51,7 @@ def _pipeline_flags(p) -> None:
                                   "early_stop_probability"], rename={"model": "reader"}, section="reader")
     add_options(p, LinkerConfig, ["enabled"], rename={"enabled": "linker"}, section="linker")
     add_options(p, RetrievalConfig, ["entity_bonus"], section="retrieval")
-    add_options(p, OdqaConfig, ["precision", "runtime", "device"], section="")
+    add_inference_options(p)
     add_config_flag(p)
 
 

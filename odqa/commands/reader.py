@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
-from odqa.commands.options import COUNT, FRACTION, NON_NEGATIVE, POSITIVE_INT, SEED, add_options, dataclass_values
+from odqa.commands.options import (COUNT, FRACTION, NON_NEGATIVE, POSITIVE_INT, SEED, add_inference_options,
+                                   add_options, config_overrides, dataclass_values)
 from odqa.config import OdqaConfig, ReaderConfig, RetrievalConfig
 from odqa.core.logs import get_logger
 from odqa.reader.train_config import TrainConfig
@@ -109,17 +110,14 @@ def register(subparsers) -> None:
     p.add_argument("--allow-null", action="store_true",
                    help="SQuAD v2: score unanswerable questions; predict no answer when the null span wins")
     p.add_argument("--threads", type=COUNT, default=0, help="torch CPU threads (0: torch's default)")
-    p.add_argument("--int8", action="store_true", help="dynamic int8 quantisation of the linear layers (CPU)")
-    p.add_argument("--precision", choices=("auto", "fp32", "bf16"),
-                   help="inference precision (default: the model's, `auto`: bf16 autocast on CPUs with AMX or AVX512-BF16)")
-    p.add_argument("--bf16", action="store_true", help="same as --precision bf16")
     p.add_argument("--exclude-articles-of", metavar="SQUAD_FILE",
                    help="skip questions of articles in this SQuAD file (the reader's training data), e.g. "
                         "SQuAD v2.0 dev, which shares 35 articles and their questions with v1.1 dev")
     add_output(p, "--predictions", help="write {question id: answer} JSON here")
     p.add_argument("--metric", default="auto", choices=("auto", "squad", "korquad", "cmrc2018"),
                    help="EM/F1 definition (auto: KorQuAD's for Korean data, CMRC 2018's for Chinese, else SQuAD's)")
-    add_options(p, OdqaConfig, ["device"])
+    add_inference_options(p)  # as ask and eval-qa read (torch int8 of before: --precision int8 --runtime torch)
+    add_config_flag(p)
     p.add_argument("--json", action="store_true", help="print the metrics as JSON on the last line")
 
     p = add_command(
@@ -213,17 +211,16 @@ def _eval(args) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    check_device_available(args.device)
+    # the pipeline's settings where no flag is given: what eval-reader measures is what ask and eval-qa read with
+    config = OdqaConfig.load(args.config, config_overrides(args))
+    check_device_available(config.device)
     model = args.model
     if model == AUTO_READER:  # the shipped reader for the data's language
         model, why = reader_for_language(items_language(load_questions(args.data, limit=50)))
         log.info("reader %s for %s (--model auto)", model, why)
-    reader = Reader.from_pretrained(model, device=args.device or None, batch_size=args.batch_size,
-                                    max_answer_tokens=args.max_answer_tokens)
-    if args.int8:
-        reader.quantize_int8()
-    if args.precision or args.bf16:
-        reader.settings.precision = args.precision or "bf16"
+    reader = Reader.from_pretrained(model, device=config.device or None, batch_size=args.batch_size,
+                                    max_answer_tokens=args.max_answer_tokens, precision=config.precision,
+                                    runtime=config.runtime)
     evaluator = ReaderEvaluator(
         args.data, limit=args.limit or None, allow_null=args.allow_null, predictions_path=args.predictions,
         progress=not args.json, exclude_articles_of=args.exclude_articles_of, metric=args.metric,

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import textwrap
 
 from odqa.indexes.vector import VectorIndexParams
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
-from odqa.commands.options import POSITIVE_INT, add_options, config_overrides, dataclass_values
+from odqa.commands.options import POSITIVE_INT, add_inference_options, add_options, config_overrides, dataclass_values
 from odqa.config import CorpusConfig, OdqaConfig, RetrievalConfig
 from odqa.core.models import DEFAULT_ENCODER
 from odqa.indexing import BACKENDS, FAST_PASSAGE_ENCODER, IndexSpec
@@ -46,12 +47,21 @@ def register(subparsers) -> None:
 
     p = add_command(subparsers, "verify-index", "Check an index folder whole: every part's files against the digests "
                     "recorded at build time, row counts, and the passage fingerprint recomputed.",
-                    "python run_qa.py verify-index indexes/wiki", run_verify)
-    p.add_argument("index", help="index folder built by `run_qa.py index`")
+                    "odqa verify-index --index work_indexes/wiki", run_verify)
+    # --index as every other command names it; the positional form of before still works
+    p.add_argument("index", nargs="?", help="index folder built by `odqa index` (or --index)")
+    p.add_argument("--index", dest="index_option", metavar="INDEX", help="index folder built by `odqa index`")
 
     p = add_command(subparsers, "search", "Show the top passages for each question.",
                     'odqa search --index work_indexes/wiki-aa "who founded the Visigoth kingdom"', run_search)
-    p.add_argument("question", nargs="+", help="one or more quoted questions; unquoted words make one question")
+    p.add_argument("question", nargs="*", help="one or more quoted questions; unquoted words make one question "
+                   "(or --questions FILE)")
+    p.add_argument("--questions", "--queries", dest="questions", metavar="FILE",
+                   help="search every question of this file instead (any format eval-retrieval reads; - reads "
+                        "standard input): the runs carry its question ids")
+    p.add_argument("--query-id", nargs="+", metavar="ID",
+                   help="the runs' query ids of the questions given as arguments, one each (default: 1, 2, ...)")
+    p.add_argument("--limit", type=POSITIVE_INT, help="--questions: first N questions only")
     _index_flags(p)
     p.add_argument("--k", type=POSITIVE_INT, help="passages to show (default 5, or the corpus size if smaller)")
     p.add_argument("--json", action="store_true", help="print each question's hits as one JSON object on its own line")
@@ -99,7 +109,8 @@ def register(subparsers) -> None:
 
 def _run_file_flags(p: argparse.ArgumentParser) -> None:
     add_output(p, "--trec-run", help="write the rankings as a TREC run file (qid Q0 docid rank score tag), for "
-                   "trec_eval, ir-measures, Pyserini and merge-runs")
+                   "trec_eval, ir-measures, Pyserini and merge-runs; docids are documents where qrels judge the "
+                   "questions (--qrels, or questions without answers), else passages")
     add_output(p, "--dpr-json", help="write the rankings as DPR retrieval JSON (question, answers, ctxs with "
                    "id, title, text, score, has_answer), for DPR's and Pyserini's evaluation and merge-runs")
     p.add_argument("--run-tag", help="the TREC run's tag column (default: odqa-RETRIEVER)")
@@ -116,7 +127,7 @@ def _retrieval_flags(p: argparse.ArgumentParser) -> None:
     add_options(p, RetrievalConfig, ["encoder", "query_encoder"], section="retrieval")
     _encoder_setting_flags(p)
     add_options(p, RetrievalConfig, ["fusion", "alpha", "candidates"], section="retrieval")
-    add_options(p, OdqaConfig, ["precision", "runtime", "device"], section="")
+    add_inference_options(p)
     p.add_argument("--accept-encoder-change", action="store_true",
                    help="search a dense index although its encoder's weights changed since it was built")
 
@@ -178,25 +189,35 @@ def _check_index_parts_available(spec) -> None:
 
 
 def run_verify(args) -> int:
+    from odqa.core.errors import OdqaError
     from odqa.retriever.loading import IndexBundle
 
-    for line in IndexBundle.open(args.index).verify():
+    if args.index and args.index_option and args.index != args.index_option:
+        raise OdqaError(f"two index folders given ({args.index} and --index {args.index_option}); name one")
+    index = args.index_option or args.index
+    if not index:
+        raise OdqaError("no index folder to check: odqa verify-index --index DIR")
+    for line in IndexBundle.open(index).verify():
         print(line)
-    print(f"{args.index}: ok")
+    print(f"{index}: ok")
     return 0
 
 
 def run_search(args) -> int:
-    from odqa.commands.qa import split_questions
     from odqa.core.terminal import printable
+    from odqa.eval.qrels import passages_asked, ranks_documents
     from odqa.pipeline import clean_question
 
     config = _config(args)
-    questions = [clean_question(q)[0] for q in split_questions(args.question)]
+    items = [dataclasses.replace(item, question=clean_question(item.question)[0]) for item in _search_questions(args)]
+    questions = [item.question for item in items]
     bundle, retriever = open_retriever(config, args.accept_encoder_change)
     k = args.k if args.k is not None else min(5, len(bundle))
-    rankings = retriever.search(questions, k)
-    _write_search_run(args, config, questions, rankings)
+    documents = bool(args.trec_run) and ranks_documents(items)
+    # k documents need more passages when several of a document's rank high; those beyond k are not shown
+    rankings = retriever.search(questions, max(k, passages_asked(k, len(bundle))) if documents else k)
+    _write_search_run(args, config, items, rankings, k, documents)
+    rankings = [hits[:k] for hits in rankings]
     for question, hits in zip(questions, rankings):
         if args.json:
             print_json_last({"question": question, "hits": [
@@ -211,22 +232,49 @@ def run_search(args) -> int:
     return 0
 
 
-def _write_search_run(args, config, questions: list[str], rankings) -> None:
-    """search --trec-run / --dpr-json: each question's ranking (query ids 1, 2, ... in order; no answers to match)."""
+def _search_questions(args) -> list:
+    """The questions searched, with the query ids the runs give them: a --questions file's own, else --query-id's
+    or 1, 2, ... in order."""
+    from odqa.commands.qa import split_questions
+    from odqa.core.errors import OdqaError
+    from odqa.corpus.questions import QAItem, load_questions
+
+    if args.questions:
+        if args.question:
+            raise OdqaError("search takes questions as arguments or --questions FILE, not both; drop one")
+        if args.query_id:
+            raise OdqaError("--query-id names questions given as arguments; a --questions file's questions keep "
+                            "their own ids, so drop --query-id")
+        return load_questions(args.questions, limit=args.limit)
+    if not args.question:
+        raise OdqaError("no question to search: give one as an argument (odqa search \"who wrote Hamlet\") or "
+                        "--questions FILE")
+    questions = split_questions(args.question)
+    ids = args.query_id or [str(i) for i in range(1, len(questions) + 1)]
+    if len(ids) != len(questions):
+        raise OdqaError(f"--query-id gives {len(ids)} ids for {len(questions)} questions; give one id a question")
+    return [QAItem(qid, question, []) for qid, question in zip(ids, questions)]
+
+
+def _write_search_run(args, config, items: list, rankings, k: int, documents: bool) -> None:
+    """search --trec-run / --dpr-json: each question's top k under its query id; the TREC run names documents
+    where qrels are what can judge it (odqa.eval.qrels.ranks_documents, as eval-retrieval --qrels)."""
     from odqa.core.atomic import atomic_file
-    from odqa.eval.run_formats import DprJsonWriter, TrecRunWriter, dpr_ctx
+    from odqa.eval.qrels import document_ranking
+    from odqa.eval.retrieval import QuestionResult, dpr_ctxs
+    from odqa.eval.run_formats import DprJsonWriter, TrecRunWriter
 
     if args.trec_run:
         with atomic_file(args.trec_run) as tmp, tmp.open("w", encoding="utf-8") as f:
             writer = TrecRunWriter(f, args.run_tag or f"odqa-{config.retrieval.retriever}")
-            for qid, hits in enumerate(rankings, 1):
-                writer.write(str(qid), [(h.passage_id, h.score) for h in hits])
+            for item, hits in zip(items, rankings):
+                writer.write(item.id, document_ranking(hits, k) if documents
+                             else [(h.passage_id, h.score) for h in hits[:k]])
     if args.dpr_json:
         with atomic_file(args.dpr_json) as tmp, tmp.open("w", encoding="utf-8") as f:
             writer = DprJsonWriter(f)
-            for qid, (question, hits) in enumerate(zip(questions, rankings), 1):
-                writer.write(str(qid), question, [], [dpr_ctx(h.passage_id, h.passage.title, h.passage.text, h.score,
-                                                              False) for h in hits])
+            for item, hits in zip(items, rankings):
+                writer.write(item.id, item.question, item.answers, dpr_ctxs(QuestionResult(item, hits[:k], None, None)))
             writer.close()
 
 

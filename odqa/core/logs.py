@@ -51,6 +51,30 @@ class _Stderr:
 
 
 @contextlib.contextmanager
+def progress_bars_hidden(hidden: bool = True):
+    """`--quiet`: every tqdm bar made while the command runs, odqa's and its libraries', is made disabled. tqdm
+    reads its own switch (TQDM_DISABLE) only once, when imported, and each caller passes `disable` itself, so
+    the one place to say it is tqdm's constructor; it is restored on the way out (the tests run commands
+    in-process)."""
+    if not hidden:
+        yield
+        return
+    from tqdm import std
+
+    original = std.tqdm.__dict__["__init__"]  # a partialmethod where TQDM_* variables were set
+
+    def init(self, *args, **kwargs):
+        kwargs["disable"] = True
+        original.__get__(self, type(self))(*args, **kwargs)
+
+    std.tqdm.__init__ = init
+    try:
+        yield
+    finally:
+        std.tqdm.__init__ = original
+
+
+@contextlib.contextmanager
 def loggers_quieted(*names: str, level: int = logging.ERROR):
     """Run a third-party loader with its loggers (`transformers`, `sentence_transformers`) at `level`: their
     load notes describe uses odqa does not make (a pooler it never calls reported as newly initialised, fp16

@@ -21,6 +21,7 @@ from odqa.core.errors import OdqaError
 from odqa.core.logs import get_logger
 from odqa.core.types import SearchHit
 from odqa.corpus.questions import QAItem
+from odqa.eval.retrieval import aligned_table
 from odqa.eval.run_formats import TrecRunWriter
 
 log = get_logger(__name__)
@@ -33,6 +34,19 @@ def measures(ks: Sequence[int]) -> list:
     import ir_measures
 
     return [ir_measures.nDCG @ NDCG_AT, ir_measures.RR @ MRR_AT, *(ir_measures.R @ k for k in ks)]
+
+
+def ranks_documents(items: Sequence[QAItem]) -> bool:
+    """Whether a run of these questions (`search --trec-run`) names documents, as eval-retrieval --qrels writes
+    its run: questions without answers to match (BEIR queries, typed ones) can only be judged by qrels, which name
+    a corpus's own ids, never odqa's `DOC_N` of a chunk. Questions with answers are judged by matching them in
+    passages (eval-retrieval's answer-match runs, read back by merge-runs and DPR's evaluation): passage ids."""
+    return not any(item.answers for item in items)
+
+
+def passages_asked(depth: int, corpus_size: int) -> int:
+    """Passages to search for `depth` documents: several passages of one document may rank high."""
+    return min(depth * PASSAGES_PER_DOCUMENT, corpus_size)
 
 
 def document_ranking(hits: Sequence[SearchHit], depth: int) -> list[tuple[str, float]]:
@@ -80,7 +94,7 @@ def evaluate_qrels(retriever, items: Sequence[QAItem], qrels: dict[str, dict[str
         raise OdqaError("no question has relevance judgments: the question ids and the qrels' query ids differ "
                         "(pass the queries and qrels of one set)")
     depth = max(max(ks), NDCG_AT, MRR_AT)
-    asked = min(depth * PASSAGES_PER_DOCUMENT, corpus_size)
+    asked = passages_asked(depth, corpus_size)
     run: dict[str, list[tuple[str, float]]] = {}
     start = time.perf_counter()
     with contextlib.ExitStack() as files:
@@ -107,7 +121,4 @@ def evaluate_qrels(retriever, items: Sequence[QAItem], qrels: dict[str, dict[str
 def format_table(metrics: dict, ks: Sequence[int]) -> str:
     """The metrics under their JSON names, as fractions (trec_eval's)."""
     names = [f"nDCG@{NDCG_AT}", f"MRR@{MRR_AT}", *(f"R@{k}" for k in ks)]
-    header = "| " + " | ".join(names) + " | questions |"
-    rule = "|" + "---|" * (len(names) + 1)
-    row = "| " + " | ".join(f"{metrics[n]:.4f}" for n in names) + f" | {metrics['questions']} |"
-    return "\n".join([header, rule, row])
+    return aligned_table([*names, "questions"], [[*(f"{metrics[n]:.4f}" for n in names), str(metrics["questions"])]])

@@ -165,10 +165,20 @@ def run_row(r: QuestionResult) -> dict:
 
 def format_table(metrics: dict, ks: Sequence[int]) -> str:
     """The metrics under their JSON names, every one in percent."""
-    header = "| " + " | ".join(f"recall@{k} %" for k in ks) + " | mrr % | questions |"
-    rule = "|" + "---|" * (len(ks) + 2)
-    row = "| " + " | ".join(f"{metrics[f'recall@{k}']:.2f}" for k in ks) + f" | {metrics['mrr']:.2f} | {metrics['questions']} |"
-    lines = [header, rule, row]
+    header = [*(f"recall@{k} %" for k in ks), "mrr %", "questions"]
+    rows = [[*(f"{metrics[f'recall@{k}']:.2f}" for k in ks), f"{metrics['mrr']:.2f}", str(metrics["questions"])]]
     if f"gold_recall@{ks[0]}" in metrics:
-        lines.append("| " + " | ".join(f"{metrics[f'gold_recall@{k}']:.2f}" for k in ks) + " | (gold_recall@k %) | |")
-    return "\n".join(lines)
+        rows.append([*(f"{metrics[f'gold_recall@{k}']:.2f}" for k in ks), "(gold_recall@k %)", ""])
+    return aligned_table(header, rows)
+
+
+def aligned_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table that also reads as printed: every cell padded to its column's width, right-aligned (the
+    cells are numbers), so each value stands under its header."""
+    widths = [max(map(len, column)) for column in zip(header, *rows)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(cell.rjust(width) for cell, width in zip(cells, widths)) + " |"
+
+    return "\n".join([line(header), "|" + "|".join("-" * (width + 1) + ":" for width in widths) + "|",
+                      *map(line, rows)])

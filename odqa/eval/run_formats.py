@@ -3,7 +3,8 @@
 * TREC run files, `qid Q0 docid rank score tag` a line: trec_eval, pytrec_eval, ir-measures and Pyserini read
   them. Ids holding whitespace (SQuAD paragraph ids are "Title#0") are percent-escaped (`%20`), since the
   format splits on whitespace; `from_trec_id` undoes it. trec_eval orders a query's documents by score (ties
-  by document id), not by the rank column, so scores are written at full precision.
+  by document id), not by the rank column, so scores are written at full precision, and finite: an infinite
+  or NaN score (which trec_eval cannot order) is written as the nearest finite one (`finite_scores`).
 * DPR's retrieval JSON: a list of {question, answers, ctxs: [{id, title, text, score, has_answer}]}, what DPR's
   dense_retriever writes and its and Pyserini's answer-based evaluation read (top-k accuracy: a question counts
   at k when one of its first k ctxs has an answer). odqa adds each question's `id`; files without one are
@@ -13,7 +14,9 @@
 from __future__ import annotations
 
 import json
+import math
 import re
+import sys
 from pathlib import Path
 from typing import IO, Iterable, Sequence
 from urllib.parse import quote, unquote
@@ -37,8 +40,23 @@ class TrecRunWriter:
 
     def write(self, query_id: str, ranking: Iterable[tuple[str, float]]) -> None:
         qid = trec_id(query_id)
-        self.f.writelines(f"{qid} Q0 {trec_id(doc)} {rank} {float(score)!r} {self.tag}\n"
-                          for rank, (doc, score) in enumerate(ranking, 1))
+        self.f.writelines(f"{qid} Q0 {trec_id(doc)} {rank} {score!r} {self.tag}\n"
+                          for rank, (doc, score) in enumerate(finite_scores(ranking), 1))
+
+
+def finite_scores(ranking: Iterable[tuple[str, float]]) -> Iterable[tuple[str, float]]:
+    """A ranking's scores as finite floats in the same order: trec_eval orders by score and reads inf/nan as no
+    order at all. +-inf become the largest finite magnitudes; NaN takes the score written above it (the largest
+    at the top), so the document keeps its rank (a tie, broken by document id as trec_eval breaks ties)."""
+    above = sys.float_info.max
+    for doc, score in ranking:
+        score = float(score)
+        if math.isnan(score):
+            score = above
+        elif math.isinf(score):
+            score = math.copysign(sys.float_info.max, score)
+        above = score
+        yield doc, score
 
 
 class DprJsonWriter:
