@@ -26,6 +26,7 @@ from odqa.indexes.manifest import Manifest
 
 from odqa.core.atomic import atomic_folder
 from odqa.core.errors import OdqaError
+from odqa.core.optional import require
 from odqa.core.registry import Registry
 
 _QUERY_JUNK = re.compile(r"[^\w\s]+", flags=re.UNICODE)
@@ -91,7 +92,19 @@ def rank_with_ties(fetch, k: int) -> Hits:
 def _engine(name: str, analyzer: str = "en"):
     if analyzer != "en" and name != "tantivy":
         raise OdqaError(f"the {analyzer} analyzer needs the tantivy engine (--bm25-engine tantivy)")
-    return TEXT_ENGINES.get(name)
+    engine = TEXT_ENGINES.get(name)
+    require_engine(name)
+    return engine
+
+
+# the packages of the engines beside Tantivy (the extra odqa[bm25-engines])
+ENGINE_MODULES = {"bm25s": "bm25s", "rank-bm25": "rank_bm25"}
+
+
+def require_engine(name: str) -> None:
+    """One line naming the extra where the BM25 engine `name` is not installed (before a build or a search)."""
+    if name in ENGINE_MODULES:
+        require(ENGINE_MODULES[name], f"the {name} BM25 engine")
 
 
 def clean_query(query: str) -> str:
@@ -372,12 +385,18 @@ def _writable_view(path: Path) -> Path:
     return view
 
 
+# Lucene's English stop words, as bm25s lists them (its STOPWORDS_EN): held here so that the reader's focus, which
+# every answer uses, needs no bm25s (an extra: odqa[bm25-engines]); tests/test_packaging.py checks they agree
+ENGLISH_STOP_WORDS = ("a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+                      "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they",
+                      "this", "to", "was", "will", "with")
+
+
 def english_analyzer():
     import Stemmer
-    from bm25s.stopwords import STOPWORDS_EN
 
     stemmer = Stemmer.Stemmer("english")
-    stop = set(STOPWORDS_EN)
+    stop = set(ENGLISH_STOP_WORDS)
     word = re.compile(r"(?u)\b\w\w+\b")
 
     def analyze(text: str) -> list[str]:

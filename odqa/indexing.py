@@ -27,7 +27,7 @@ import xxhash
 from tqdm.auto import tqdm
 
 from odqa.indexes.analysis import ANALYZERS, LANGUAGES, analyzer_for, detect_language
-from odqa.indexes.bm25 import TEXT_ENGINES, build_text_index
+from odqa.indexes.bm25 import TEXT_ENGINES, build_text_index, require_engine
 from odqa.indexes.integrity import build_lock, describe_part, recover_swap
 from odqa.indexes.layout import BM25, DENSE, PASSAGES, SEARCH_PARTS, SHARD_RECORDS, SHARDS, IndexLayout
 from odqa.indexes.manifest import MANIFEST, Manifest
@@ -107,6 +107,8 @@ def validate_spec(spec: IndexSpec) -> list[str]:
     unknown = set(backends) - set(BACKENDS)
     if unknown or not backends:
         raise OdqaError(f"unknown backend(s) {', '.join(sorted(unknown)) or '(none)'}; choose from {', '.join(BACKENDS)}")
+    if BM25 in backends:
+        require_engine(spec.bm25_engine)
     for flag, value in (("--words", spec.words), ("--chunk-size", spec.chunk_size),
                         ("--batch-size", spec.batch_size), ("--max-length", spec.max_length)):
         if value is not None and value <= 0:

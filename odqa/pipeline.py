@@ -158,6 +158,7 @@ class Pipeline:
     def unread_language(self) -> str | None:
         """A notice when the reader was not trained on the index's language (its saved `languages`; the shipped
         English reader's are ["en"]): its spans over such text are guesses, so none is called confident."""
+        from odqa.core.models import models_install
         from odqa.reader.model import MULTILINGUAL_READER
 
         held = getattr(self.bundle, "language", "en")
@@ -167,8 +168,8 @@ class Pipeline:
         reads = ", ".join(LANGUAGE_NAMES.get(code, code) for code in languages)
         return (f"the reader {self.reader_name!r} was trained on {reads} text only, so its answers over this "
                 f"{LANGUAGE_NAMES.get(held, held)} index are guesses and none is called confident; install "
-                f"{MULTILINGUAL_READER} (pip install 'odqa[models]'; a checkout has models/{MULTILINGUAL_READER}) "
-                "and leave reader.model at auto")
+                f"{MULTILINGUAL_READER} (a checkout has models/{MULTILINGUAL_READER}; else "
+                f"{models_install(MULTILINGUAL_READER)}) and leave reader.model at auto")
 
     @property
     def reader(self) -> Reader:

@@ -13,7 +13,7 @@ import numpy as np
 
 from odqa.core.device import autocast_for, device_type, pick_device
 from odqa.core.errors import OdqaError
-from odqa.core.models import hub_options, resolve_model, shipped_model
+from odqa.core.models import hub_options, models_install, resolve_model, shipped_model
 from odqa.core.runtime import (InferencePlan, LoadedFrom, OnnxModel, PerWeights, announce, cached_graph,
                                fast_tokenizer, files_digest, int8_dynamic, pad_batch, plan_inference)
 from odqa.core.types import Answer, Passage
@@ -43,9 +43,8 @@ def reader_for_language(language: str) -> tuple[str, str]:
         return DEFAULT_READER, "English text"
     if shipped_model(MULTILINGUAL_READER) is not None:
         return MULTILINGUAL_READER, f"{names} text"
-    return DEFAULT_READER, (f"{names} text, but {MULTILINGUAL_READER} is not installed (pip install "
-                            f"'odqa[models]', or the wheel odqa-model-{MULTILINGUAL_READER}), so the English reader "
-                            "reads it")
+    return DEFAULT_READER, (f"{names} text, but {MULTILINGUAL_READER} is not installed "
+                            f"({models_install(MULTILINGUAL_READER)}), so the English reader reads it")
 
 
 def _check_qa_architectures(name: str, architectures: list[str] | None) -> None:

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -67,3 +70,44 @@ def test_package_data_lists_every_file_that_is_not_python():
     listed = set().union(*globs.values())
     assert not [f for f in files if f not in listed], "not in [tool.setuptools.package-data]"
     assert not [g for g, hits in globs.items() if not hits], "a package-data glob that matches no file"
+
+
+def project() -> dict:
+    with (REPO_ROOT / "pyproject.toml").open("rb") as f:
+        return tomllib.load(f)["project"]
+
+
+def _names(requirements: list[str]) -> set[str]:
+    """Distribution names of requirement strings, normalised as pip compares them."""
+    return {re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0].lower().replace("_", "-") for r in requirements}
+
+
+# issue 64 item 10: what serves, talks to a cluster or compares BM25 engines is an extra, never the base install
+EXTRAS = {"serve": {"fastapi", "uvicorn"}, "elastic": {"elasticsearch"}, "bm25-engines": {"bm25s", "rank-bm25"}}
+
+
+def test_the_base_install_lists_neither_the_server_nor_elasticsearch_nor_other_bm25_engines():
+    base = _names(project()["dependencies"])
+    assert not base & set().union(*EXTRAS.values()), base & set().union(*EXTRAS.values())
+    assert {"tantivy", "pystemmer", "torch", "transformers"} <= base  # the default BM25 engine and the reader
+
+
+def test_each_extra_brings_its_part_and_the_test_extra_brings_them_all():
+    from odqa.core.optional import PARTS
+
+    extras = project()["optional-dependencies"]
+    for extra, names in EXTRAS.items():
+        assert _names(extras[extra]) == names, extra
+        assert names <= _names(extras["test"]), f"the suite runs {extra}"
+    # the one line a missing part prints names an extra that exists
+    for module in ("fastapi", "uvicorn", "elasticsearch", "bm25s", "rank_bm25"):
+        extra = PARTS[module].install.split("'odqa[", 1)[1].split("]", 1)[0]
+        assert extra in extras and module.replace("_", "-") in _names(extras[extra]), module
+
+
+def test_the_readers_stop_words_are_bm25s_english_ones():
+    """Held in indexes/bm25.py so that answering needs no bm25s; the bm25s engine uses its own, the same."""
+    bm25s_stopwords = pytest.importorskip("bm25s.stopwords")
+    from odqa.indexes.bm25 import ENGLISH_STOP_WORDS
+
+    assert ENGLISH_STOP_WORDS == tuple(bm25s_stopwords.STOPWORDS_EN)

