@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from odqa.retriever.kinds import RETRIEVERS  # noqa: E402 (after the path line)
+from odqa.retriever.registry import RETRIEVERS  # noqa: E402 (after the path line)
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 

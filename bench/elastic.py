@@ -70,7 +70,7 @@ def median_ms(fn, items) -> float:
 
 
 def load(index, bundle: Path, limit: int | None, replicas: int, chunk_size: int) -> dict:
-    from odqa.indexes.elastic import BulkOptions, load_passages
+    from odqa.indexes.elastic_bulk import BulkOptions, load_passages
 
     report = load_passages(index, bundle, recreate=True, limit=limit, replicas=replicas,
                            options=BulkOptions(chunk_size=chunk_size, progress=False))
@@ -90,50 +90,42 @@ def tantivy_build(store, limit: int, folder: Path) -> tuple[object, float]:
 
 
 def demo_suite(config, args, workdir: Path) -> dict:
-    from odqa.indexes.elastic import ElasticIndex
+    from odqa.indexes.elastic import ElasticIndex, ElasticPassageIndex
     from odqa.corpus.questions import load_questions
     from odqa.demo_corpus import DEMO_QUESTIONS, demo_index_path
-    from odqa.retriever.elastic import ElasticBM25Retriever, ElasticDenseRetriever, ElasticHybridRetriever
-    from odqa.retriever.hybrid import HybridRetriever
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
+    from odqa.retriever.registry import RetrieverRuntime, build_retriever
+    from odqa.retriever.settings import RetrievalConfig
 
     path = demo_index_path(quiet=True)
-    bundle = IndexBundle.open(path)
+    bundle = FolderIndex.open(path)
     index = ElasticIndex.open(config, name="odqa-bench-demo")
     result = {"corpus": f"demo ({len(bundle.store)} passages, {bundle.manifest.dim}-d vectors)", "load": load(index, path, None, args.replicas, args.chunk_size)}
     _, seconds = tantivy_build(bundle.store, len(bundle.store), workdir / "demo-tantivy")
     result["load_embedded_bm25"] = {"seconds": round(seconds, 2), "per_second": round(len(bundle.store) / seconds, 1)}
     questions = [item.question for item in load_questions(str(DEMO_QUESTIONS))]
-    dense = bundle.dense()
-    vectors = {q: dense.encoder.encode([q]) for q in questions}
-    bm25, k = bundle.bm25(), args.k
-    es_bm25 = ElasticBM25Retriever(index)
-    es_dense = ElasticDenseRetriever(index, dense.encoder, num_candidates=config.num_candidates)
-    hybrid_client = ElasticHybridRetriever(index, dense.encoder, method="rrf", candidates=args.candidates)
-    hybrid_server = ElasticHybridRetriever(index, dense.encoder, method="es-rrf", candidates=args.candidates)
-    for h in (hybrid_client, hybrid_server):
-        h.dense.encode = lambda qs: vectors[qs[0]]
+    es = ElasticPassageIndex(index, config.num_candidates)
 
-    class Embedded:  # the embedded dense retriever without its encoder call
-        store = bundle.store
+    def built(backend, kind: str, **settings):
+        settings = RetrievalConfig(candidates=args.candidates, **settings)
+        return build_retriever(backend, settings, RetrieverRuntime(), kind)
 
-        def search(self, qs, n):
-            from odqa.core.types import SearchHit
-            from odqa.retriever.base import attach_passages
-
-            scores, rows = dense.index.search(vectors[qs[0]], n)
-            return attach_passages(bundle.store, [[SearchHit(int(r), float(s), source="dense") for s, r in zip(scores[0], rows[0])]])
-
-    embedded_dense = Embedded()
+    dense = built(bundle, "dense")
+    vectors = {q: dense.encode([q]) for q in questions}
+    bm25, k = built(bundle, "bm25"), args.k
+    es_bm25, es_dense = built(es, "bm25"), built(es, "dense")
+    hybrid_client, hybrid_server = built(es, "hybrid", fusion="rrf"), built(es, "hybrid", fusion="es-rrf")
     import faiss
 
     faiss.omp_set_num_threads(1)  # again: loading torch models resets OpenMP's thread count
-    embedded_hybrid = HybridRetriever(embedded_dense, bm25, candidates=args.candidates)
+    embedded_hybrid = built(bundle, "hybrid", fusion="rrf")
+    for h in (hybrid_client, hybrid_server, embedded_hybrid):  # timed without the encoder call
+        h.dense.encode = lambda qs: vectors[qs[0]]
     result["latency_ms"] = {
         "BM25": {"elasticsearch": median_ms(lambda q: es_bm25.search([q], k), questions),
                  "embedded": median_ms(lambda q: bm25.search([q], k), questions)},
-        "kNN": {"elasticsearch": median_ms(lambda q: es_dense.search([q], k, vectors=vectors[q]), questions),
-                "embedded": median_ms(lambda q: embedded_dense.search([q], k), questions)},
+        "kNN": {"elasticsearch": median_ms(lambda q: es_dense.search_vectors(vectors[q], k), questions),
+                "embedded": median_ms(lambda q: dense.search_vectors(vectors[q], k), questions)},
         "hybrid RRF (client-side)": {"elasticsearch": median_ms(lambda q: hybrid_client.search([q], k), questions),
                                      "embedded": median_ms(lambda q: embedded_hybrid.search([q], k), questions)},
         "hybrid RRF (server retriever)": {"elasticsearch": median_ms(lambda q: hybrid_server.search([q], k), questions),
@@ -145,24 +137,40 @@ def demo_suite(config, args, workdir: Path) -> dict:
 
 
 def wiki_suite(config, args, workdir: Path) -> dict | None:
-    from odqa.indexes.elastic import ElasticIndex
+    from odqa.core.types import SearchHit
     from odqa.corpus.questions import load_questions
+    from odqa.indexes.elastic import ElasticIndex, ElasticPassageIndex
+    from odqa.indexes.folder import FolderIndex
     from odqa.retriever.bm25 import BM25Retriever
-    from odqa.retriever.elastic import ElasticBM25Retriever
-    from odqa.retriever.loading import IndexBundle
+    from odqa.retriever.registry import RetrieverRuntime, build_retriever
+    from odqa.retriever.settings import RetrievalConfig
 
     if not (args.wiki_index / "manifest.json").exists():
         print(f"wiki suite skipped: no index at {args.wiki_index}", file=sys.stderr)
         return None
-    bundle = IndexBundle.open(args.wiki_index)
+    bundle = FolderIndex.open(args.wiki_index)
     n = min(args.wiki_passages, len(bundle.store))
     index = ElasticIndex.open(config, name="odqa-bench-wiki")
     result = {"corpus": f"Wikipedia subset, first {n:,} passages (BM25 only)", "load": load(index, args.wiki_index, n, args.replicas, args.chunk_size)}
     tantivy, seconds = tantivy_build(bundle.store, n, workdir / "wiki-tantivy")
     result["load_embedded_bm25"] = {"seconds": round(seconds, 2), "per_second": round(n / seconds, 1)}
     questions = [item.question for item in load_questions(str(args.questions))][: args.wiki_questions]
-    es_bm25 = ElasticBM25Retriever(index)
-    embedded = BM25Retriever(tantivy, bundle.store)
+    es_bm25 = build_retriever(ElasticPassageIndex(index, config.num_candidates), RetrievalConfig(), RetrieverRuntime(),
+                              "bm25")
+
+    class FirstPassages:
+        """The first n passages' Tantivy index, built here, as a store with text search alone."""
+
+        def __len__(self) -> int:
+            return n
+
+        def text_search(self, qs, k, max_df):
+            return [[SearchHit(row=r, score=s, source="bm25") for r, s in hits] for hits in tantivy.search(list(qs), k)]
+
+        def passages(self, rows):
+            return bundle.store.get_rows(list(rows))
+
+    embedded = BM25Retriever(FirstPassages(), 0.0)
     result["latency_ms"] = {"BM25": {"elasticsearch": median_ms(lambda q: es_bm25.search([q], args.k), questions),
                                      "embedded": median_ms(lambda q: embedded.search([q], args.k), questions)}}
     result["questions"] = len(questions)

@@ -142,12 +142,15 @@ def pool_recalls(args, encoders: list, reference) -> tuple[list[dict], str]:
     from odqa.core.answers import has_answer
     from odqa.core.text_encoding import passage_text
     from odqa.corpus.questions import load_questions
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
+    from odqa.retriever.registry import RetrieverRuntime, build_retriever
+    from odqa.retriever.settings import RetrievalConfig
 
     if not args.wiki_index:
         sys.exit("--pool-questions needs --wiki-index (an index of the Wikipedia subset with BM25)")
     items = load_questions(args.pool_questions, limit=args.pool_limit)
-    hits = IndexBundle.open(args.wiki_index).bm25().search([q.question for q in items], args.pool_k)
+    bm25 = build_retriever(FolderIndex.open(args.wiki_index), RetrievalConfig(), RetrieverRuntime(), "bm25")
+    hits = bm25.search([q.question for q in items], args.pool_k)
     rows: dict[int, str] = {}
     for per_question in hits:
         for hit in per_question:

@@ -37,11 +37,13 @@ MEASURE = r"""
 import json, statistics, sys, time
 from pathlib import Path
 index, retriever, k, queries, ask = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4]), sys.argv[5] == "1"
-from odqa.retriever.loading import IndexBundle
+from odqa.indexes.folder import FolderIndex
 wall, cpu = time.perf_counter(), time.process_time()
-bundle = IndexBundle.open(index)
+bundle = FolderIndex.open(index)
 len(bundle.store)
-search = bundle.retriever(retriever)
+from odqa.retriever.registry import RetrieverRuntime, build_retriever
+from odqa.retriever.settings import RetrievalConfig
+search = build_retriever(bundle, RetrievalConfig(), RetrieverRuntime(), retriever)
 out = {"open_ms": 1000 * (time.perf_counter() - wall), "open_cpu_ms": 1000 * (time.process_time() - cpu)}
 times, cpus = [], []
 for q in queries:

@@ -57,10 +57,12 @@ def guided_retrieval(elq, kb, index: Path, bonuses=(0.25, 0.5, 1.0, 2.0), per_en
     from odqa.linker.guided import EntityPassages, entity_hits, fuse_entity_hits
     from odqa.core.answers import has_answer
     from odqa.corpus.questions import load_questions
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
+    from odqa.retriever.registry import RetrieverRuntime, build_retriever
+    from odqa.retriever.settings import RetrievalConfig
 
-    bundle = IndexBundle.open(index)
-    bm25 = bundle.bm25()
+    bundle = FolderIndex.open(index)
+    bm25 = build_retriever(bundle, RetrievalConfig(), RetrieverRuntime(), "bm25")
     passages = EntityPassages(bundle.store)
     out = {}
     cached = {}

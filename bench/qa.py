@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from odqa.retriever.kinds import RETRIEVERS  # noqa: E402 (after the path line)
+from odqa.retriever.registry import RETRIEVERS  # noqa: E402 (after the path line)
 SEED = 13
 # the Korean and Chinese test sets read over their own paragraphs (never trained on: docs/multilingual-reader.md)
 CJK_OPEN = {"korquad-open": "korquad-v1.0-dev.json", "cmrc-open": "cmrc2018-dev.json"}

@@ -65,6 +65,8 @@ def parse_variant(name: str) -> dict:
 
 
 def main(argv=None) -> int:
+    from odqa.core.runtime import INFERENCE, PRECISIONS
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--index", default=str(Path.home() / ".cache" / "odqa" / "indexes" / "wiki"))
     ap.add_argument("--sets", nargs="+", default=DEFAULT_SETS, help="question files (sampled, seed 13)")
@@ -86,7 +88,7 @@ def main(argv=None) -> int:
     ap.add_argument("--exclude-articles-of", default="",
                     help="SQuAD file: leave out the questions of its articles (dev-v2.0.json: the held-out articles)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--precision", default="auto")
+    ap.add_argument("--precision", default=INFERENCE.precision, choices=PRECISIONS)
     ap.add_argument("--out", default="")
     args = ap.parse_args(argv)
 

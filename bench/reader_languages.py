@@ -28,12 +28,14 @@ SETS = {
 
 
 def main(argv=None) -> int:
+    from odqa.core.runtime import INFERENCE
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--readers", nargs="*", default=["reader-multilingual", "reader"],
                     help="names or folders (none: only the tables of --merge)")
     ap.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
     ap.add_argument("--limit", type=int, default=0, help="first N questions of each set (0: all)")
-    ap.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
+    ap.add_argument("--precision", default=INFERENCE.precision, choices=(INFERENCE.precision, "fp32", "bf16"),
                     help="inference precision of every reader (auto: the reader's own plan on this CPU)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", help="Markdown table to write")
@@ -55,7 +57,7 @@ def main(argv=None) -> int:
     results: dict[str, dict[str, dict]] = {}
     for name in args.readers:
         reader = Reader.from_pretrained(name, device="cpu")
-        if args.precision != "auto":
+        if args.precision != INFERENCE.precision:
             reader.settings.precision = args.precision
         results[name] = {}
         for key in args.sets:

@@ -54,6 +54,14 @@ class BenchError(Exception):
 # ----------------------------------------------------------------------------------------------- helpers
 
 
+def retriever_of(bundle, kind: str, **settings):
+    """The `kind` retriever over an opened index with these `retrieval` settings, as the pipeline builds it."""
+    from odqa.retriever.registry import RetrieverRuntime, build_retriever
+    from odqa.retriever.settings import RetrievalConfig
+
+    return build_retriever(bundle, RetrievalConfig(**settings), RetrieverRuntime(), kind)
+
+
 def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -305,7 +313,7 @@ def run_squad_open(args) -> str:
     from odqa.corpus.questions import drop_articles, keep_articles, load_questions
     from odqa.eval.retrieval import evaluate_retrieval
     from odqa.indexing import IndexSpec
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
     torch.set_num_threads(args.threads)
     corpus, info = squad_open_corpus(args)
@@ -332,21 +340,22 @@ def run_squad_open(args) -> str:
         timings = build_with_timings(spec, Path(args.cache) / "squad-open" / f"{name}-build-timings.json")
         all_timings[encoder or "bm25"] = timings
         log(f"squad-open index {name}: {timings}")
-        bundle = IndexBundle.open(index_dir)
+        bundle = FolderIndex.open(index_dir)
         n_passages = len(bundle.store)
         tag = encoder_label(encoder)
-        configs = [] if e_i else [("BM25 (tantivy)", lambda: bundle.retriever("bm25"))]
+        configs = [] if e_i else [("BM25 (tantivy)", lambda: retriever_of(bundle, "bm25"))]
         if encoder:
             configs += [
-                (f"Dense ({tag}, flat IP)", lambda: bundle.retriever("dense")),
-                (f"Hybrid RRF ({tag}; k=60, 100+100 candidates)", lambda: bundle.retriever("hybrid", fusion="rrf")),
+                (f"Dense ({tag}, flat IP)", lambda: retriever_of(bundle, "dense")),
+                (f"Hybrid RRF ({tag}; k=60, 100+100 candidates)", lambda: retriever_of(bundle, "hybrid", fusion="rrf")),
                 (f"Hybrid min-max ({tag}; alpha={args.alpha})",
-                 lambda: bundle.retriever("hybrid", fusion="minmax", alpha=args.alpha)),
+                 lambda: retriever_of(bundle, "hybrid", fusion="minmax", alpha=args.alpha)),
             ]
             if dev_items:
                 fusion, alpha = choose_fusion(bundle, dev_items, tag, tuning)
                 configs.append((f"Hybrid {fusion} ({tag}" + (f"; alpha={alpha}" if fusion == "minmax" else "")
-                                + ", chosen on dev)", lambda: bundle.retriever("hybrid", fusion=fusion, alpha=alpha)))
+                                + ", chosen on dev)",
+                                lambda: retriever_of(bundle, "hybrid", fusion=fusion, alpha=alpha)))
         for label, make in configs:
             timed = TimedRetriever(make(), label)
             timed.search([items[0].question], max(KS_SQUAD))  # warm-up: model load, page cache
@@ -757,7 +766,7 @@ def nq_pool_folder(args) -> Path:
 def nq_pool_corpus(args, test_items, dev_items) -> tuple[Path, dict]:
     """Write (once) the nq-pool corpus: the union of the BM25 (tantivy, full Wikipedia subset) top-`pool_k`
     passages of every NQ test question and every dev question, as DPR passage TSV."""
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
     folder = nq_pool_folder(args)
     path, info_path = folder / "corpus.tsv", folder / "corpus.json"
@@ -765,8 +774,8 @@ def nq_pool_corpus(args, test_items, dev_items) -> tuple[Path, dict]:
         info = load_json(info_path)
         if info.get("pool_k") == args.pool_k and info.get("dev_questions") == len(dev_items):
             return path, info
-    bundle = IndexBundle.open(require(Path(args.wiki_index), "Wikipedia BM25 index"))
-    bm25 = bundle.retriever("bm25")
+    bundle = FolderIndex.open(require(Path(args.wiki_index), "Wikipedia BM25 index"))
+    bm25 = retriever_of(bundle, "bm25")
     rows: dict[str, tuple[str, str]] = {}
     questions = [q.question for q in test_items] + [q.question for q in dev_items]
     for start in range(0, len(questions), 256):
@@ -801,7 +810,8 @@ def choose_fusion(bundle, dev_items, tag: str, tuning: list) -> tuple[str, float
 
     best = None
     for fusion, alpha in [("rrf", 0.5)] + [("minmax", a / 10) for a in range(1, 10)]:
-        m = evaluate_retrieval(bundle.retriever("hybrid", fusion=fusion, alpha=alpha), dev_items, (20,), batch_size=32)
+        m = evaluate_retrieval(retriever_of(bundle, "hybrid", fusion=fusion, alpha=alpha), dev_items, (20,),
+                               batch_size=32)
         tuning.append([tag, fusion, alpha if fusion == "minmax" else "-", fmt(m["recall@20"])])
         key = (round(m["recall@20"], 6), -abs(alpha - 0.5))
         if best is None or key > best[0]:
@@ -818,7 +828,7 @@ def run_nq_pool(args) -> str:
     from odqa.corpus.questions import load_questions
     from odqa.eval.retrieval import evaluate_retrieval
     from odqa.indexing import IndexSpec
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
     torch.set_num_threads(args.threads)
     test_items = load_questions(Path(args.data) / "dpr-qas" / "nq-test.qa.tsv")[: args.questions or None]
@@ -836,15 +846,15 @@ def run_nq_pool(args) -> str:
                          vector=VectorIndexParams(kind="flat"), device="cpu", precision=precision)
         timings = build_with_timings(spec, nq_pool_folder(args) / f"{name}-build-timings.json")
         log(f"nq-pool index {name}: {timings}")
-        bundle = IndexBundle.open(index_dir)
+        bundle = FolderIndex.open(index_dir)
         tag = encoder_label(encoder)
         fusion, alpha = choose_fusion(bundle, dev_items, tag, tuning) if dev_items else ("minmax", args.alpha)
-        configs = [] if e_i else [("BM25 (tantivy, over the pool)", lambda: bundle.retriever("bm25"))]
+        configs = [] if e_i else [("BM25 (tantivy, over the pool)", lambda: retriever_of(bundle, "bm25"))]
         configs += [
-            (f"Dense ({tag})", lambda: bundle.retriever("dense")),
+            (f"Dense ({tag})", lambda: retriever_of(bundle, "dense")),
             (f"Hybrid {fusion} ({tag}" + (f", alpha {alpha}" if fusion == "minmax" else "")
              + (", chosen on dev)" if dev_items else ")"),
-             lambda: bundle.retriever("hybrid", fusion=fusion, alpha=alpha)),
+             lambda: retriever_of(bundle, "hybrid", fusion=fusion, alpha=alpha)),
         ]
         for label, make in configs:
             metrics = evaluate_retrieval(make(), test_items, ks, batch_size=32)

@@ -61,29 +61,54 @@ class PrefixedDense:
         import numpy as np
 
         from odqa.core.types import SearchHit
-        from odqa.retriever.base import attach_passages
-
         queries = self.encoder.encode_queries(list(questions), batch_size=64)
         scores = queries @ self.vectors.T
         top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
         results = [[SearchHit(row=int(r), score=float(s[r]), source=self.name) for r in row] for row, s in zip(top, scores)]
-        return attach_passages(self.store, results)
+        for hits in results:
+            for hit in hits:
+                hit.passage = self.store.get(hit.row)
+        return results
 
 
 class CachedLists:
     """A retriever's `CANDIDATES`-deep list per question, computed once and sliced after, so that each fusion
     setting reads the same lists (and the dense encoder runs once per question)."""
 
-    def __init__(self, retriever, depth: int = CANDIDATES):
-        self.retriever, self.depth, self.lists = retriever, depth, {}
-        self.name, self.store = retriever.name, retriever.store
+    def __init__(self, retriever, size: int, depth: int = CANDIDATES):
+        self.retriever, self.size, self.depth, self.lists = retriever, size, depth, {}
+        self.name = retriever.name
 
     def search(self, questions, k):
         missing = [q for q in dict.fromkeys(questions) if q not in self.lists]
         if missing:
-            depth = min(max(k, self.depth), len(self.store))
+            depth = min(max(k, self.depth), self.size)
             self.lists.update(zip(missing, self.retriever.search(missing, depth)))
         return [self.lists[q][:k] for q in questions]
+
+
+class Fused:
+    """The hybrid's fusion (odqa.core.fusion) of two CachedLists, each `CANDIDATES` deep."""
+
+    name = "hybrid"
+
+    def __init__(self, dense: CachedLists, sparse: CachedLists, method: str, alpha: float, rrf_k: int):
+        from odqa.core.fusion import Fusion
+
+        self.dense, self.sparse, self.fusion = dense, sparse, Fusion.hybrid(method, alpha, rrf_k)
+
+    def search(self, questions, k):
+        depth = max(k, CANDIDATES)
+        return [self.fusion([d, s], k) for d, s in zip(self.dense.search(questions, depth),
+                                                       self.sparse.search(questions, depth))]
+
+
+def bm25_of(bundle):
+    """The BM25 retriever over an index folder, as the pipeline builds it (retriever.registry)."""
+    from odqa.retriever.registry import RetrieverRuntime, build_retriever
+    from odqa.retriever.settings import RetrievalConfig
+
+    return build_retriever(bundle, RetrievalConfig(), RetrieverRuntime(), "bm25")
 
 
 def passage_vectors(encoder, store, path: Path, batch_size: int):
@@ -110,12 +135,12 @@ def fusion_label(method: str, alpha: float, rrf_k: int) -> str:
 
 def bm25_bundle(path: Path, language: str, analyzer: str, cache: Path):
     from odqa.indexing import IndexSpec, build_index
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
     out = cache / f"bm25-{analyzer}"
     if not (out / "manifest.json").exists():
         build_index(IndexSpec(corpus=str(path), out=str(out), backends=["bm25"], language=language, analyzer=analyzer))
-    return IndexBundle.open(out)
+    return FolderIndex.open(out)
 
 
 def questions_of(path: Path) -> tuple[list, int]:
@@ -144,7 +169,6 @@ def choose_fusion(args, encoder) -> tuple[tuple[str, float, int], list]:
     """The fusion setting with the best R@1 + R@5 on the tuning split (ties: the earlier in FUSION_GRID)."""
     from odqa.indexes.analysis import DEFAULT_ANALYZER
     from odqa.eval.retrieval import evaluate_retrieval
-    from odqa.retriever.hybrid import HybridRetriever
 
     rows = []
     for name, (relative, language) in TUNING.items():
@@ -154,10 +178,10 @@ def choose_fusion(args, encoder) -> tuple[tuple[str, float, int], list]:
             name = f"{name} ({dropped} empty question{'s' * (dropped > 1)} left out)"
         bundle = bm25_bundle(path, language, DEFAULT_ANALYZER[language], Path(args.cache) / path.stem)
         vectors = passage_vectors(encoder, bundle.store, Path(args.cache) / path.stem / "e5-passages.npy", 32)
-        dense = CachedLists(PrefixedDense(encoder, bundle.store, vectors))
-        sparse = CachedLists(bundle.bm25())
+        dense = CachedLists(PrefixedDense(encoder, bundle.store, vectors), len(bundle))
+        sparse = CachedLists(bm25_of(bundle), len(bundle))
         for method, alpha, rrf_k in FUSION_GRID:
-            hybrid = HybridRetriever(dense, sparse, method=method, alpha=alpha, candidates=CANDIDATES, rrf_k=rrf_k)
+            hybrid = Fused(dense, sparse, method, alpha, rrf_k)
             m = evaluate_retrieval(hybrid, items, KS, progress=False)
             rows.append((name, len(items), (method, alpha, rrf_k), m))
             log(f"tuning {name} {fusion_label(method, alpha, rrf_k)}: R@1 {m['recall@1']:.2f} R@5 {m['recall@5']:.2f}")
@@ -210,11 +234,13 @@ def write_table(results: dict, tuning: list, chosen, args, argv) -> None:
 
 
 def main(argv=None) -> int:
+    from odqa.core.runtime import INFERENCE, RUNTIMES
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
     parser.add_argument("--encoder", default="models/encoder-multilingual", help="multilingual e5 folder")
     parser.add_argument("--max-length", type=int, default=512)
-    parser.add_argument("--runtime", default="auto", choices=["auto", "torch", "onnx"],
+    parser.add_argument("--runtime", default=INFERENCE.runtime, choices=RUNTIMES,
                         help="encoder runtime, fp32 either way (onnx: same vectors, faster on CPU)")
     parser.add_argument("--questions", type=int, help="N questions of each set sampled with seed 13 (default: all)")
     parser.add_argument("--datasets", nargs="*", default=list(DATASETS), choices=list(DATASETS))
@@ -230,7 +256,6 @@ def main(argv=None) -> int:
     from odqa.indexes.analysis import DEFAULT_ANALYZER
     from odqa.corpus.questions import load_questions
     from odqa.eval.retrieval import evaluate_retrieval
-    from odqa.retriever.hybrid import HybridRetriever
 
     encoder = None
     if not args.no_dense:
@@ -264,20 +289,20 @@ def main(argv=None) -> int:
         bundles = {}
         for analyzer in dict.fromkeys([*analyzers, default] if encoder is not None else analyzers):
             bundles[analyzer] = bm25_bundle(path, language, analyzer, cache)
-        sparse = CachedLists(bundles[default].bm25())
+        sparse = CachedLists(bm25_of(bundles[default]), len(bundles[default]))
         for analyzer in analyzers:
-            bm25 = sparse if analyzer == default else bundles[analyzer].bm25()
+            bm25 = sparse if analyzer == default else bm25_of(bundles[analyzer])
             rows[f"BM25 {analyzer}"] = evaluate_retrieval(bm25, items, KS, progress=False)
             log(f"{name} BM25 {analyzer}: {rows[f'BM25 {analyzer}']}")
         if encoder is not None:
             store = bundles[default].store
             vectors = passage_vectors(encoder, store, cache / "e5-passages.npy", 32)
-            dense = CachedLists(PrefixedDense(encoder, store, vectors))
+            dense = CachedLists(PrefixedDense(encoder, store, vectors), len(store))
             rows["dense e5"] = evaluate_retrieval(dense, items, KS, progress=False)
             log(f"{name} dense: {rows['dense e5']}")
             settings = [("rrf", 0.5, 60), ("minmax", 0.5, 60)]
             for method, alpha, rrf_k in settings + ([chosen] if chosen and chosen not in settings else []):
-                hybrid = HybridRetriever(dense, sparse, method=method, alpha=alpha, candidates=CANDIDATES, rrf_k=rrf_k)
+                hybrid = Fused(dense, sparse, method, alpha, rrf_k)
                 label = f"hybrid {fusion_label(method, alpha, rrf_k)} (e5 + BM25 {default})"
                 if (method, alpha, rrf_k) == chosen:
                     label += ", chosen on the tuning split"

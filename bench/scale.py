@@ -729,16 +729,15 @@ def stage_ask(passages_folder: str, vector_index: str, questions: int, checks: s
     top k, the real question encoder; the pipeline's own ask_batch, linking off (the kb command measures it).
     The dense hits are simulated vectors' rows, so the answers mean nothing: the times and memory do."""
     from odqa.config import OdqaConfig
-    from odqa.core.encoder_loading import load_text_encoder
-    from odqa.core.fusion import resolve_fusion
     from odqa.core.models import DEFAULT_ENCODER
+    from odqa.core.types import BackendInfo, EncoderRecord, SearchHit
+    from odqa.corpus.articles import StoreArticlePassages
     from odqa.corpus.store import PassageStore
     from odqa.indexes.bm25 import default_max_df, load_text_index
     from odqa.indexes.vector import VectorIndex
     from odqa.pipeline import Pipeline
-    from odqa.retriever.bm25 import BM25Retriever
-    from odqa.retriever.dense import DenseRetriever
-    from odqa.retriever.hybrid import HybridRetriever
+    from odqa.reader.model import resolve_reader
+    from odqa.retriever.registry import build_retriever
 
     class SimulatedCorpusPipeline(Pipeline):
         """The pipeline over retrievers given to it, not over an index folder's bundle."""
@@ -746,7 +745,7 @@ def stage_ask(passages_folder: str, vector_index: str, questions: int, checks: s
         def __init__(self, config, retriever, size):
             super().__init__(config)
             self._retrievers[config.retrieval.retriever] = retriever
-            self._reader_name, self._size = config.reader.model if config.reader.model != "auto" else "reader", size
+            self._reader_name, self._size = resolve_reader(config.reader.model)[0], size  # no index: no language
 
         @property
         def corpus_size(self) -> int:
@@ -754,6 +753,39 @@ def stage_ask(passages_folder: str, vector_index: str, questions: int, checks: s
 
         def language_differs(self, question):
             return None
+
+    class SimulatedStore:
+        """The simulated corpus's passage store, BM25 index and vectors as one store (a SearchBackend)."""
+
+        def __init__(self, store, text_index, vectors):
+            self.store, self.text_index, self.vectors = store, text_index, vectors
+
+        def __len__(self) -> int:
+            return len(self.store)
+
+        def info(self) -> BackendInfo:
+            prunes = hasattr(self.text_index, "drop_frequent_terms")
+            return BackendInfo(location=str(passages_folder), vectors=True, encoder=EncoderRecord(DEFAULT_ENCODER),
+                               bm25_max_df=default_max_df(self.text_index.num_docs()) if prunes else 0.0)
+
+        def text_search(self, questions, k, max_df):
+            found = self.text_index.search(list(questions), k, max_df=max_df) if max_df \
+                else self.text_index.search(list(questions), k)
+            return [[SearchHit(row=row, score=score, source="bm25") for row, score in hits] for hits in found]
+
+        def vector_search(self, vectors, k):
+            scores, rows = self.vectors.search(vectors, k)
+            return [[SearchHit(row=int(r), score=float(s), source="dense") for s, r in zip(qs, qr) if r >= 0]
+                    for qs, qr in zip(scores, rows)]
+
+        def passages(self, rows):
+            return self.store.get_rows(list(rows))
+
+        def article_passages(self):
+            return StoreArticlePassages(self.store)
+
+        def check_available(self, kind):
+            pass
 
     from odqa.indexes.integrity import FileCheck
     from odqa.indexes.vector import EMBEDDINGS
@@ -776,15 +808,11 @@ def stage_ask(passages_folder: str, vector_index: str, questions: int, checks: s
         def vector_check(name, read):
             return FileCheck(records["vectors"], read, name, "rebuild it", folder=vector_index) \
                 if name == EMBEDDINGS else None
-    text_index = load_text_index(Path(passages_folder) / "bm25")
-    max_df = config.retrieval.bm25_max_df
-    bm25 = BM25Retriever(text_index, store, max_df=default_max_df(text_index.num_docs()) if max_df is None else max_df)
-    dense = DenseRetriever(load_text_encoder(DEFAULT_ENCODER), VectorIndex.load(vector_index, check=vector_check),
-                           store, check_name=False)
-    r = config.retrieval
-    method, alpha, rrf_k = resolve_fusion(r.fusion, r.alpha, r.rrf_k)
-    pipeline = SimulatedCorpusPipeline(config, HybridRetriever(dense, bm25, method=method, alpha=alpha,
-                                                               candidates=r.candidates, rrf_k=rrf_k), len(store))
+    simulated = SimulatedStore(store, load_text_index(Path(passages_folder) / "bm25"),
+                               VectorIndex.load(vector_index, check=vector_check))
+    hybrid = build_retriever(simulated, config.retrieval, config.retriever_runtime(), "hybrid")
+    method = hybrid.fusion.method
+    pipeline = SimulatedCorpusPipeline(config, hybrid, len(store))
     open_s = time.perf_counter() - t0
     asked = nq_questions(questions + 5)
     for question in asked[:5]:  # the reader and the encoder load, and their first calls
@@ -797,8 +825,8 @@ def stage_ask(passages_folder: str, vector_index: str, questions: int, checks: s
             parts[name].append(result.timings[name])
     return {"open_s": round(open_s, 2), "questions": len(total.wall), "fusion": method, "checks": checks,
             "cold": bool(cold), "settings": json.loads(settings),
-            "bm25_max_df": bm25.max_df,
-            "k": r.k, "ask": percentiles(total.wall),
+            "bm25_max_df": hybrid.sparse.max_df,
+            "k": config.retrieval.k, "ask": percentiles(total.wall),
             **{name: percentiles(values) for name, values in parts.items()}, "rss_gb": resident_gb()}
 
 

@@ -260,7 +260,7 @@ def main(argv=None) -> int:
         return 0
 
     from odqa.core.device import cpu_has_fast_bf16
-    from odqa.core.runtime import plan_inference
+    from odqa.core.runtime import INFERENCE, plan_inference
 
     model, flags = cpu_info()
     print(f"CPU: {model}; flags: {' '.join(flags)}; {args.threads} threads", flush=True)
@@ -281,7 +281,7 @@ def main(argv=None) -> int:
             return 2
     if "torch-bf16" in names and not cpu_has_fast_bf16():
         names.remove("torch-bf16")  # emulated bf16 is slower than fp32: nothing to compare
-    plan = plan_inference("cpu", auto_int8=True)  # the reader's default
+    plan = plan_inference("cpu", INFERENCE, auto_int8=True)  # the reader's default
     default = f"{plan.runtime}-{plan.precision}"
     if AUTO in names and default not in names:
         names.insert(names.index(AUTO), default)  # auto's row takes its reader figures from there

@@ -25,7 +25,7 @@
   `.NAME.old-PID` / `.NAME.building-PID`; `recover_swap` (run before every open and build) puts back the
   finished build (it holds its `manifest.json`, written last) or else the old index, and removes leftovers
   of dead processes. An index's swap holds `.NAME.swap-lock` exclusive while readers hold it shared for
-  as long as they open parts (`IndexBundle.open`, `.retriever`), so a search never meets half of each index,
+  as long as they open parts (`FolderIndex.open`, `.check_available`), so a search never meets half of each index,
   however slowly it reads; where the lock file is missing or cannot be locked, readers retry through swaps.
 * `build_lock` holds an exclusive `flock` on `.NAME.lock` beside `--out`, so a second writer is refused.
 """

@@ -1,5 +1,5 @@
-"""The one owner of an index folder's layout: `odqa.indexing` writes through it, `retriever.loading` and
-`indexes.elastic` open through it, and the pipeline and the linker commands find the knowledge base with it.
+"""The one owner of an index folder's layout: `odqa.indexing` writes through it, `indexes.folder` and
+`indexes.elastic_bulk` open through it, and the pipeline and the linker commands find the knowledge base with it.
 
     OUT/manifest.json        the bundle manifest (kind "bundle": backends, parts and their digests, corpus)
     OUT/passages/            the passage store (Arrow) and its manifest

@@ -7,7 +7,8 @@ from typing import Iterator
 
 import numpy as np
 
-from odqa.indexes.elastic import BulkOptions, BulkReport, Doc, ElasticIndex, bulk_load, unit_rows
+from odqa.indexes.elastic import ElasticIndex, unit_rows
+from odqa.indexes.elastic_bulk import BulkOptions, BulkReport, Doc, bulk_load
 from odqa.linker.kb import KnowledgeBase
 
 

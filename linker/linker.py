@@ -17,8 +17,8 @@ from odqa.linker.kb import KnowledgeBase
 from odqa.core.device import autocast_for, device_type
 from odqa.core.errors import OdqaError
 from odqa.core.models import hub_options, resolve_model
-from odqa.core.runtime import (LoadedFrom, OnnxModel, PerWeights, announce, cached_graph, fast_tokenizer,
-                               files_digest, int8_dynamic, plan_inference)
+from odqa.core.runtime import (INFERENCE, InferenceSettings, LoadedFrom, OnnxModel, PerWeights, announce,
+                               cached_graph, fast_tokenizer, files_digest, int8_dynamic, plan_inference)
 from odqa.core.types import Mention
 
 if TYPE_CHECKING:
@@ -49,8 +49,8 @@ class Linker:
         entity_threshold: float | None = None,
         device: str | None = None,
         max_spans: int = 24,
-        precision: str = "auto",
-        runtime: str = "auto",
+        precision: str = INFERENCE.precision,
+        runtime: str = INFERENCE.runtime,
         *,
         config: ELQConfig | None = None,
         session: OnnxModel | None = None,
@@ -121,8 +121,9 @@ class Linker:
                 "or use the shipped model 'linker'"
             )
         config = ELQConfig.from_dict(json.loads((path / LINKER_CONFIG).read_text()))
-        plan = plan_inference(device_type(kwargs.get("device") or "cpu"), kwargs.get("precision", "auto"),
-                              kwargs.get("runtime", "auto"), question_time=True)
+        inference = InferenceSettings(kwargs.get("precision", INFERENCE.precision),
+                                      kwargs.get("runtime", INFERENCE.runtime))
+        plan = plan_inference(device_type(kwargs.get("device") or "cpu"), inference, question_time=True)
         session = cached_graph("linker", str(name_or_path), plan)
 
         def load_model():
@@ -257,7 +258,8 @@ class Linker:
 
     @property
     def plan(self):
-        return plan_inference(device_type(self.device), self.precision, self.runtime, question_time=True)
+        return plan_inference(device_type(self.device), InferenceSettings(self.precision, self.runtime),
+                              question_time=True)
 
     def _heads(self) -> LinkHeads:
         """The scoring heads: read from the files while no torch module was built, else the module's own (their

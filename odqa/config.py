@@ -9,13 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from odqa.indexes.elastic import settings_for
 from odqa.core.device import DEVICE_HELP, check_device_name
 from odqa.core.errors import OdqaError
-from odqa.core.runtime import PRECISIONS, RUNTIMES
-from odqa.retriever.kinds import ELASTIC_FUSIONS, HYBRID_FUSIONS, RETRIEVERS, SERVER_RRF
+from odqa.core.runtime import INFERENCE, PRECISIONS, RUNTIMES, InferenceSettings
 from odqa.reader.settings import ReaderSettings
-from odqa.retriever.registry import backend_of
+from odqa.retriever.registry import RetrieverRuntime, check_location
+from odqa.retriever.settings import RetrievalConfig
 from odqa.core.secrets import is_secret_setting, remember, scrub, secret_values_in
 from odqa.core.settings import check_number, check_numbers, number_rule
 from odqa.core.settings import field_help as _help
@@ -24,64 +23,6 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
-
-
-POOLINGS = ("mean", "cls")
-SIMILARITIES = ("cosine", "dot")
-
-
-@dataclass
-class RetrievalConfig:
-    retriever: str = field(default="hybrid", metadata=_help("which retriever ranks the passages", choices=RETRIEVERS))
-    k: int = field(default=10, metadata=_help("passages passed to the reader"))
-    candidates: int = field(default=100, metadata=_help("hybrid: passages asked of each retriever before fusion"))
-    # odqa.core.fusion's methods; an Elasticsearch index also es-rrf (the server's own)
-    fusion: str = field(default="auto", metadata=_help(
-        f"hybrid fusion method (auto: the index's tuned setting, else its language's default; {SERVER_RRF}: an "
-        "Elasticsearch index's own RRF)", choices=ELASTIC_FUSIONS))
-    alpha: float = field(default=0.5, metadata=_help("minmax fusion: weight of the dense score", maximum=1))
-    rrf_k: int = field(default=60, metadata=_help("rrf fusion: the rank constant", minimum=0))
-    encoder: str = field(default="", metadata=_help(
-        "the index's encoder (checked; empty: the one the index was built with)"))
-    # a question encoder apart from the passage encoder (DPR's pair)
-    query_encoder: str = field(default="", metadata=_help(
-        "a question encoder apart from the passage encoder, e.g. a DPR question encoder (empty: the one the index "
-        "records)"))
-    passage_encoder: str = ""  # `index`: the passage encoder (else `encoder`)
-    pooling: str = field(default="", metadata=_help(
-        "plain transformers model: token pooling (empty: the model's own, else mean)", choices=POOLINGS))
-    similarity: str = field(default="", metadata=_help(
-        "cosine: L2-normalised vectors; dot: raw (DPR); empty: the model's own, else cosine", choices=SIMILARITIES))
-    query_prefix: str | None = field(default=None, metadata=_help(
-        "text put before each question (unset: the model's prompt, e5: 'query: ')"))
-    passage_prefix: str | None = field(default=None, metadata=_help(
-        "text put before each passage (unset: the model's prompt, e5: 'passage: ')"))
-    entity_bonus: float = field(default=0.0, metadata=_help("fusion weight of linked entities' passages (0: off)"))
-    bm25_max_df: float | None = field(default=None, metadata=_help(
-        "BM25: leave out of each question the terms found in more than this fraction of the passages (the rarest "
-        "kept); faster on large corpora, slightly different ranking (0: every term; unset: by the corpus size, "
-        "0.1 from 5 M passages, else 0)", minimum=0, maximum=1))
-
-    def query_settings(self) -> dict[str, Any]:
-        """Retriever options for encoding questions (unset ones: what the index records)."""
-        return {"query_encoder": self.query_encoder or None,
-                "settings": {"pooling": self.pooling, "similarity": self.similarity, "query_prefix": self.query_prefix}}
-
-    def validate(self, index: str = "") -> None:
-        """`index`: the config's index location (an Elasticsearch index allows more fusion methods)."""
-        _choice("retrieval.retriever", self.retriever, RETRIEVERS.names)
-        if self.pooling:
-            _choice("retrieval.pooling", self.pooling, POOLINGS)
-        if self.similarity:
-            _choice("retrieval.similarity", self.similarity, SIMILARITIES)
-        if self.fusion in ELASTIC_FUSIONS and self.fusion not in HYBRID_FUSIONS and backend_of(index) != "es":
-            raise OdqaError(f"config: retrieval.fusion {self.fusion!r} needs an Elasticsearch index (index = "
-                            f"\"es://HOST:9200/NAME\"); use one of {', '.join(HYBRID_FUSIONS)}")
-        _choice("retrieval.fusion", self.fusion, ELASTIC_FUSIONS if backend_of(index) == "es" else HYBRID_FUSIONS)
-        check_numbers(self, "retrieval.")
-        if self.bm25_max_df is not None and not 0.0 <= self.bm25_max_df < 1.0:
-            raise OdqaError(f"config: retrieval.bm25_max_df must lie in [0, 1) (0: every term; 0.1: terms in at most "
-                            f"10 % of the passages), got {self.bm25_max_df}")
 
 
 # the reader's defaults are its own (reader.settings.ReaderSettings): the [reader] section starts from them
@@ -188,10 +129,11 @@ class OdqaConfig:
     # CUDA; on CPUs, questions (linker, question encoder) on onnx fp32, the reader and index builds in bf16 where
     # the CPU has native bf16 and int8 was not timed faster there (odqa.core.cpu_choice), else onnx int8 for the
     # reader (bench/speed.py measures its F1 against torch fp32)
-    precision: str = field(default="auto", metadata=_help(
+    precision: str = field(default=INFERENCE.precision, metadata=_help(
         "inference precision of all models (auto: on CPUs questions onnx fp32, the reader bf16 where native "
         "unless int8 was timed faster there, else onnx int8)", choices=PRECISIONS))
-    runtime: str = field(default="auto", metadata=_help("inference runtime (auto: see --precision)", choices=RUNTIMES))
+    runtime: str = field(default=INFERENCE.runtime, metadata=_help("inference runtime (auto: see --precision)",
+                                                                   choices=RUNTIMES))
     # where the reader, the encoders and the linker run (empty: the question-time models on the cpu unless a
     # CUDA device is visible, as odqa.core.device.pick_device)
     device: str = field(default="", metadata=_help(DEVICE_HELP))
@@ -204,21 +146,24 @@ class OdqaConfig:
         self.reader.validate()
         self.linker.validate()
         self.elastic.validate()
-        if backend_of(self.index) == "es":
-            settings_for(self.index, self.elastic).validate()
+        check_location(self.index, self)
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The settings as plain data, a secret's value (elastic.password, elastic.api_key) masked: whatever
+        prints or writes the dict must not carry it."""
+        return _masked(dataclasses.asdict(self))
 
-    def retriever_options(self) -> dict[str, Any]:
-        """The options of an index backend's `retriever(kind, **options)` that this config sets (odqa.core.protocols
-        .IndexBackend; retriever.kinds.configured_retriever): written here once for every command."""
-        r = self.retrieval
-        return {"encoder": r.encoder or None, "fusion": r.fusion, "alpha": r.alpha, "candidates": r.candidates,
-                "rrf_k": r.rrf_k, "bm25_max_df": r.bm25_max_df, "precision": self.precision, "runtime": self.runtime,
-                "device": self.device or None,
-                **r.query_settings()}
+    def inference(self, few_questions: bool = INFERENCE.few_questions) -> InferenceSettings:
+        """How the models this config names run (`few_questions`: the command answers a few questions and exits,
+        odqa.core.runtime.InferenceSettings)."""
+        return InferenceSettings(self.precision, self.runtime, few_questions)
+
+    def retriever_runtime(self, few_questions: bool = INFERENCE.few_questions,
+                          accept_encoder_change: bool = False) -> RetrieverRuntime:
+        """How the question encoder of a retriever built with this config runs (retriever.registry.build_retriever,
+        with `retrieval`)."""
+        return RetrieverRuntime(self.inference(few_questions), self.device or None, accept_encoder_change)
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> "OdqaConfig":
@@ -232,6 +177,21 @@ class OdqaConfig:
                 continue
             _set_dotted(config, dotted, value, source="the command line")
         return config.validate()
+
+
+SECRET_MASK = "***"  # as odqa.core.secrets.scrub writes a secret
+
+
+def _masked(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`settings` with the value of every secret setting given (non-empty) replaced by SECRET_MASK."""
+    out = {}
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            value = _masked(value, f"{prefix}{key}.")
+        elif value and is_secret_setting(prefix + key):
+            value = SECRET_MASK
+        out[key] = value
+    return out
 
 
 CONFIG_FORMATS = {".yaml": "YAML", ".yml": "YAML", ".json": "JSON"}  # by suffix; any other file is TOML

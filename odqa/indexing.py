@@ -35,7 +35,7 @@ from odqa.indexes.vector import VectorIndex, VectorIndexParams
 from odqa.core.atomic import publish_folder, write_npy, write_npy_blocks
 from odqa.core.errors import DiskFullError, OdqaError, is_disk_full, no_room_reason
 from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
-from odqa.core.runtime import PRECISIONS
+from odqa.core.runtime import INFERENCE, PRECISIONS, InferenceSettings
 from odqa.corpus.readers import CorpusFields, corpus_files, corpus_sources, iter_passages
 
 if TYPE_CHECKING:  # the store loads `datasets` (seconds): imported where an index is built, not by the CLI's parser
@@ -73,7 +73,8 @@ class IndexSpec:
     shard: tuple[int, int] | None = None  # (i, n): encode only chunks i, i+n, ...
     part: tuple[int, int] | None = None  # (i, n): only the i-th of n consecutive groups of the corpus's files
     device: str | None = field(default=None, metadata={"help": "cpu or cuda (default: cuda when available)"})
-    precision: str = field(default="auto", metadata={  # of passage encoding (odqa.core.runtime.plan_inference)
+    # of passage encoding (odqa.core.runtime.plan_inference)
+    precision: str = field(default=INFERENCE.precision, metadata={
         "help": "passage encoding precision (auto: the fastest measured equal here: bf16 on CPUs with native bf16 "
                 "unless int8 was timed faster there, fp16 on a GPU, else int8 where measured, and for 50,000 "
                 "passages or more with the default encoder, fast-passage-encoder; int8: ONNX Runtime dynamic int8, bench/encoder_int8.py measures its speed and "
@@ -489,7 +490,7 @@ def passage_precision(spec: IndexSpec) -> str:
     from odqa.core.runtime import plan_inference
     from odqa.core.text_encoding import int8_measured
 
-    return plan_inference(device_type(spec.device), spec.precision,
+    return plan_inference(device_type(spec.device), InferenceSettings(spec.precision),
                           auto_int8=int8_measured(spec.encoder, passages=True)).precision
 
 
@@ -502,7 +503,8 @@ def passage_encoder(spec: IndexSpec, load: bool = True):
 
     encoder = TextEncoder.from_pretrained(spec.encoder, max_length=spec.max_length,
                                           device=spec.device if load else "cpu",
-                                          precision=spec.precision if load else "auto", **_encoder_options(spec))
+                                          precision=spec.precision if load else INFERENCE.precision,
+                                          **_encoder_options(spec))
     encoder.auto_int8 = int8_measured(spec.encoder, passages=True)
     return encoder if load else encoder.settings()
 
@@ -537,7 +539,7 @@ def build_sharded_index(spec: IndexSpec, shards: int) -> BuildReport:
     """`index --shards N`: the corpus's files in N consecutive groups, each indexed as a whole index folder
     `OUT/shards/NNN` (resumable as any build; a rerun keeps the shards finished from the same files and settings),
     then their BM25 segments joined into `OUT/bm25` and `OUT/manifest.json` written: one index to search
-    (retriever.loading.ShardedBundle; indexes/shards.py)."""
+    (indexes.folder.ShardedFolderIndex; indexes/shards.py)."""
     from odqa.indexes.shards import union_text_index
 
     if shards < 1:

@@ -14,11 +14,11 @@ from odqa.core.errors import OdqaError
 from odqa.core.fusion import minmax_scale
 from odqa.core.logs import get_logger
 from odqa.core.protocols import Linker, Reader, Retriever
+from odqa.core.runtime import InferenceSettings
 from odqa.core.types import Answer, Mention, SearchHit
 from odqa.indexes.analysis import LANGUAGE_NAMES, detect_language
-from odqa.indexes.layout import IndexLayout
-from odqa.retriever.kinds import configured_retriever
-from odqa.retriever.registry import backend_of, open_index
+from odqa.retriever.base import fit_k
+from odqa.retriever.registry import INDEX_BACKENDS, backend_of, build_retriever, kb_beside, open_index
 
 log = get_logger(__name__)
 MAX_QUESTION_CHARS = 500
@@ -83,6 +83,11 @@ def _encodes_with_escapes(text: str) -> bool:
     return True
 
 
+def _question_encoder(retriever):
+    """The text encoder of a dense retriever or of a hybrid's dense part, else None."""
+    return getattr(getattr(retriever, "dense", retriever), "encoder", None)
+
+
 def relative_scores(scores: list[float]) -> list[float]:
     """Retrieval scores min-max scaled to [0, 1] within one question's passages: BM25, cosine and RRF scores
     live on unrelated scales, so `reader.retrieval_weight` is then the span-logit bonus of the best passage
@@ -92,11 +97,13 @@ def relative_scores(scores: list[float]) -> list[float]:
 
 class Pipeline:
     def __init__(self, config: OdqaConfig | None = None, default_index: Callable[[], Path] | None = None,
-                 default_kb: Callable[[], Path] | None = None):
+                 default_kb: Callable[[], Path] | None = None, few_questions: bool = False):
         """`default_index`, `default_kb`: where the index and the knowledge base are when the config names none,
         asked on first use (the CLI passes the demo corpus's, which builds them on first use: building stays
-        out of the query-time pipeline)."""
+        out of the query-time pipeline). `few_questions`: the process answers a few questions and exits (`odqa
+        ask`; odqa.core.runtime.InferenceSettings)."""
         self.config = (config or OdqaConfig()).validate()
+        self.few_questions = few_questions
         self._default_index = default_index
         self._default_kb = default_kb
         self._bundle = None
@@ -118,7 +125,7 @@ class Pipeline:
 
     @property
     def bundle(self):
-        """The opened index backend (an index folder or an Elasticsearch index), with one method per retriever."""
+        """The opened index (odqa.core.protocols.SearchBackend: an index folder, an Elasticsearch index)."""
         if self._bundle is None:
             self._bundle = open_index(self.index_location, self.config)
         return self._bundle
@@ -128,10 +135,21 @@ class Pipeline:
         """Passages in the index."""
         return len(self.bundle)
 
+    @property
+    def inference(self) -> InferenceSettings:
+        """How the models run (odqa.core.runtime.InferenceSettings): the config's precision and runtime, and
+        `few_questions`."""
+        return self.config.inference(self.few_questions)
+
     def retriever(self, kind: str | None = None) -> Retriever:
         kind = kind or self.config.retrieval.retriever
         if kind not in self._retrievers:
-            self._retrievers[kind] = configured_retriever(self.bundle, self.config, kind)
+            retriever = build_retriever(self.bundle, self.config.retrieval,
+                                        self.config.retriever_runtime(self.few_questions), kind)
+            encoder = _question_encoder(retriever)
+            if encoder is not None:  # the retriever's options carry the config's precision and runtime alone
+                encoder.few_questions = self.few_questions
+            self._retrievers[kind] = retriever
         return self._retrievers[kind]
 
     def check_available(self) -> None:
@@ -147,11 +165,11 @@ class Pipeline:
         """The reader the config names; for `auto`, the shipped reader for the index's language (logged once, with
         the reason, beside the inference plans)."""
         if self._reader_name is None:
-            from odqa.reader.model import AUTO_READER, reader_for_language
+            from odqa.reader.model import resolve_reader
 
-            self._reader_name = self.config.reader.model
-            if self._reader_name == AUTO_READER:
-                self._reader_name, why = reader_for_language(getattr(self.bundle, "language", "en"))
+            self._reader_name, why = resolve_reader(self.config.reader.model,
+                                                    lambda: self.bundle.info().language)
+            if why:
                 log.info("reader %s for %s (reader.model auto)", self._reader_name, why)
         return self._reader_name
 
@@ -161,7 +179,7 @@ class Pipeline:
         from odqa.core.models import models_install
         from odqa.reader.model import MULTILINGUAL_READER
 
-        held = getattr(self.bundle, "language", "en")
+        held = self.bundle.info().language
         languages = self.reader.settings.languages
         if not languages or held in languages:
             return None
@@ -186,7 +204,8 @@ class Pipeline:
                                                   focus_words=c.focus_words, whole_passages=c.whole_passages,
                                                   early_stop_passages=c.early_stop_passages,
                                                   early_stop_probability=c.early_stop_probability,
-                                                  precision=self.config.precision, runtime=self.config.runtime)
+                                                  precision=self.config.precision, runtime=self.config.runtime,
+                                                  few_questions=self.few_questions)
         return self._reader
 
     @property
@@ -217,10 +236,11 @@ class Pipeline:
         if self.config.linker.kb:
             return Path(self.config.linker.kb)
         if self.config.index:
-            if backend_of(self.config.index) != "folder":
-                raise OdqaError("an Elasticsearch index has no knowledge base beside it; set linker.kb (or pass "
-                                "--no-linker)")
-            return IndexLayout(self.config.index).kb
+            kb = kb_beside(self.config.index)
+            if kb is None:
+                raise OdqaError(f"an {INDEX_BACKENDS.get(backend_of(self.config.index)).title} has no knowledge base "
+                                "beside it; set linker.kb (or pass --no-linker)")
+            return kb
         if self._default_kb is None:
             raise OdqaError("no knowledge base: set `linker.kb` in the config")
         return self._default_kb()
@@ -233,7 +253,7 @@ class Pipeline:
         if self._linker is not None:
             plans["linker"] = self._linker.plan.to_dict()
         for retriever in self._retrievers.values():
-            encoder = getattr(getattr(retriever, "dense", retriever), "encoder", None)
+            encoder = _question_encoder(retriever)
             if encoder is not None:
                 plans["encoder"] = encoder.plan(question_time=True).to_dict()
         return plans
@@ -247,7 +267,7 @@ class Pipeline:
                  retriever: str | None = None) -> list[list[SearchHit]]:
         """The passages the reader gets for each (cleaned) question: the retriever's top k, with the entity bonus
         (retrieval.entity_bonus) for the questions' linked `mentions` (from `link`) on any index backend."""
-        k = min(k or self.config.retrieval.k, self.corpus_size)
+        k = fit_k(k or self.config.retrieval.k, self.corpus_size)
         hits = self.retriever(retriever).search(questions, k)
         bonus = self.config.retrieval.entity_bonus
         if bonus > 0 and any(mentions):
@@ -259,7 +279,7 @@ class Pipeline:
         (its reader would guess a span from text it cannot match), else None. Questions in Latin script are read
         over any index: names and terms in them are shared across languages."""
         asked = detect_language([question])
-        held = getattr(self.bundle, "language", "en")
+        held = self.bundle.info().language
         if asked == "en" or asked == held:
             return None
         return (f"languages differ: the question is {LANGUAGE_NAMES.get(asked, asked)} and the index "

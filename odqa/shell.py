@@ -12,7 +12,7 @@ from typing import IO, Iterable
 from odqa.core.errors import OdqaError
 from odqa.core.terminal import printable
 from odqa.pipeline import Pipeline, Result
-from odqa.retriever.kinds import RETRIEVERS
+from odqa.retriever.registry import RETRIEVERS
 
 LEAVE_WORDS = ("exit", "quit")
 HELP = """Type a question and press Enter. Commands:

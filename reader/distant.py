@@ -52,7 +52,7 @@ def locate_answer(text: str, answers: Sequence[str], regex: bool = False) -> tup
 def distant_examples(
     items: Sequence[QAItem],
     search: SearchFn,
-    k: int = 10,
+    k: int,
     positives: int = 2,
     negatives: int = 1,
     batch_size: int = 128,
@@ -133,7 +133,7 @@ def build_distant_data(
     question_files: Sequence[str],
     output: str,
     search: SearchFn,
-    k: int = 10,
+    k: int,
     limit: int = 0,
     positives: int = 2,
     negatives: int = 1,

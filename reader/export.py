@@ -24,9 +24,9 @@ def export(src: str, dst: str, max_length: int = 256, stride: int = 96) -> Path:
     from odqa.reader.model import Reader
 
     reader = Reader.from_pretrained(src, device="cpu", max_length=max_length, stride=stride)
-    info_file = Path(src) / TRAIN_INFO
-    if reader.settings.languages is None and info_file.is_file():  # what it was trained on is what it reads
-        reader.settings.languages = json.loads(info_file.read_text()).get("languages") or None
+    info = train_info(src)
+    if reader.settings.languages is None:  # what it was trained on is what it reads
+        reader.settings.languages = info.get("languages") or None
     out = Path(dst)
     with atomic_folder(out) as tmp:
         reader.save_pretrained(tmp, fp16=True)
@@ -34,8 +34,14 @@ def export(src: str, dst: str, max_length: int = 256, stride: int = 96) -> Path:
         if keep.exists():
             shutil.copy(keep, tmp / CARD)
         else:
-            (tmp / CARD).write_text(card_skeleton(src, dst, max_length, stride), encoding="utf-8")
+            (tmp / CARD).write_text(card_skeleton(src, dst, max_length, stride, info), encoding="utf-8")
     return out
+
+
+def train_info(src: str) -> dict:
+    """The checkpoint's train_info.json ({} where it has none)."""
+    info_file = Path(src) / TRAIN_INFO
+    return json.loads(info_file.read_text()) if info_file.is_file() else {}
 
 
 def train_command(config: dict) -> str:
@@ -56,9 +62,8 @@ def train_command(config: dict) -> str:
     return " ".join(words)
 
 
-def card_skeleton(src: str, dst: str, max_length: int, stride: int) -> str:
-    info_file = Path(src) / TRAIN_INFO
-    info = json.loads(info_file.read_text()) if info_file.is_file() else {}
+def card_skeleton(src: str, dst: str, max_length: int, stride: int, info: dict) -> str:
+    """The model card of an export without one; `info`: the checkpoint's train_info.json ({}: none)."""
     config = info.get("config", {})
     lines = [f"# odqa reader: {Path(dst).name}", "",
              f"Extractive reader (`*ForQuestionAnswering`), fp16 safetensors, read in windows of {max_length} tokens "

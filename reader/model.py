@@ -14,8 +14,9 @@ import numpy as np
 from odqa.core.device import autocast_for, device_type, pick_device
 from odqa.core.errors import OdqaError
 from odqa.core.models import hub_options, models_install, resolve_model, shipped_model
-from odqa.core.runtime import (InferencePlan, LoadedFrom, OnnxModel, PerWeights, announce, cached_graph,
-                               fast_tokenizer, files_digest, int8_dynamic, pad_batch, plan_inference)
+from odqa.core.runtime import (INFERENCE, InferencePlan, InferenceSettings, LoadedFrom, OnnxModel, PerWeights,
+                               announce, cached_graph, fast_tokenizer, files_digest, int8_dynamic, pad_batch,
+                               plan_inference)
 from odqa.core.types import Answer, Passage
 from odqa.indexes.analysis import LANGUAGE_NAMES
 from odqa.reader.calibration import CALIBRATION_FILE, Calibration
@@ -32,6 +33,18 @@ AUTO_READER = "auto"  # the shipped reader for the language of the text read (re
 # readers odqa ships (models/<name>), or will: a missing one is named as such rather than looked up on the hub
 SHIPPED_READERS = (DEFAULT_READER, MULTILINGUAL_READER)
 SETTINGS_FILE = "reader_config.json"
+
+
+def resolve_reader(name: str, language: str | Callable[[], str] | None = None) -> tuple[str, str]:
+    """(name, why) of the reader `name` names: the one place `auto` is made concrete. `auto`: the shipped reader
+    for the language of the text read (`language`, an ISO 639-1 code, or a function giving it, asked only for
+    `auto`: finding it may open an index or read a data file; None: no text to go by, the English reader);
+    any other name as given, with the reason ""."""
+    if str(name).strip() != AUTO_READER:
+        return name, ""
+    if language is None:
+        return DEFAULT_READER, "no text to go by"
+    return reader_for_language(language() if callable(language) else language)
 
 
 def reader_for_language(language: str) -> tuple[str, str]:
@@ -109,6 +122,7 @@ class Reader:
         self.passages_read = 0  # passages decoded so far (early stopping skips some)
         self._focus = None  # reader.focus.Focus of settings.focus_words, made on first use
         self._loaded_from: LoadedFrom | None = None  # of a model loaded from a local folder
+        self.few_questions = INFERENCE.few_questions  # odqa.core.runtime.InferenceSettings
 
     @property
     def model(self):
@@ -126,15 +140,16 @@ class Reader:
     # ---------------------------------------------------------------- loading / saving
     @classmethod
     def from_pretrained(cls, name_or_path: str = DEFAULT_READER, device: str | None = None,
-                        calibration: str | Path | None = None, **overrides) -> "Reader":
+                        calibration: str | Path | None = None, few_questions: bool = INFERENCE.few_questions,
+                        **overrides) -> "Reader":
         """Load an extractive-QA checkpoint: a name (`reader` = the shipped models/reader), a folder, or a hub
         name. Settings saved with the model (reader_config.json) apply unless overridden by keyword, but for the
         question-time ones (reader.settings.QUESTION_TIME_SETTINGS: ReaderSettings' defaults unless overridden);
-        so does its calibration.json unless `calibration` names another file."""
+        so does its calibration.json unless `calibration` names another file. `few_questions`: the process
+        answers a few questions and exits (odqa.core.runtime.InferenceSettings)."""
         if not name_or_path or not str(name_or_path).strip():
             raise OdqaError("reader model name is empty; pass 'reader' or a checkpoint path")
-        if str(name_or_path).strip() == AUTO_READER:  # no text to go by: the default reader
-            name_or_path = DEFAULT_READER
+        name_or_path = resolve_reader(name_or_path)[0]
         path = resolve_model(str(name_or_path))
         name = str(name_or_path).strip()
         if name in SHIPPED_READERS and not (Path(path) / "config.json").exists():
@@ -153,7 +168,8 @@ class Reader:
             setattr(settings, key, value)
         cal = Calibration.load(calibration) if calibration else Calibration.for_model(path)
         # auto may pick onnx int8 for the reader: its F1 cost was measured (bench/speed.py)
-        plan = plan_inference(device_type(device), settings.precision, settings.runtime, auto_int8=True)
+        inference = InferenceSettings(settings.precision, settings.runtime, few_questions)
+        plan = plan_inference(device_type(device), inference, auto_int8=True)
         session = cached_graph("reader", str(name_or_path), plan)
         if session is not None:  # a local folder: its config.json says what it is, without transformers' torch
             _check_qa_architectures(str(name_or_path), json.loads((Path(path) / "config.json").read_text())
@@ -177,6 +193,7 @@ class Reader:
 
         reader = cls(None, tokenizer, settings, name=str(name_or_path), calibration=cal, session=session,
                      load_model=load_model, weights_digest=files_digest(str(name_or_path)))
+        reader.few_questions = few_questions
         if session is None:
             reader.model  # noqa: B018 -- loaded now, so that a broken checkpoint fails here, not at the first read
         return reader
@@ -220,12 +237,17 @@ class Reader:
 
     # ---------------------------------------------------------------- inference
     @property
+    def inference(self) -> InferenceSettings:
+        """What `plan` makes concrete: the settings' precision and runtime, and `few_questions`."""
+        return InferenceSettings(self.settings.precision, self.settings.runtime, self.few_questions)
+
+    @property
     def plan(self) -> InferencePlan:
         """The runtime and precision reads use now (from `settings`, the device and the CPU)."""
         if self._quantized:
             return InferencePlan("torch", "int8", "quantize_int8()")
         # auto may pick onnx int8 for the reader: its F1 cost was measured (bench/speed.py)
-        return plan_inference(self.device_type, self.settings.precision, self.settings.runtime, auto_int8=True)
+        return plan_inference(self.device_type, self.inference, auto_int8=True)
 
     def _onnx_model(self, int8: bool):
         """The ONNX Runtime session of the current weights (built and cached on first use)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from odqa.core.runtime import INFERENCE
 from odqa.reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS, DEFAULT_STRIDE
 
 
@@ -31,8 +32,8 @@ class ReaderSettings:
     # auto: bf16 on CPUs with native bf16 (AMX: 2x faster, AVX512-BF16: 1.7x; same F1) unless onnx int8 was
     # timed faster there (odqa.core.cpu_choice), fp16 on CUDA, else onnx int8 (odqa.core.runtime; its F1
     # against torch fp32 is in bench/speed.py's table)
-    precision: str = "auto"  # auto | fp32 | bf16 | fp16 | int8
-    runtime: str = "auto"  # auto | torch | onnx (odqa.core.runtime.plan_inference)
+    precision: str = INFERENCE.precision  # auto | fp32 | bf16 | fp16 | int8
+    runtime: str = INFERENCE.runtime  # auto | torch | onnx (odqa.core.runtime.plan_inference)
     # read a question's first N passages, the rest only when the best answer so far is unsure (its calibrated
     # probability below early_stop_probability; 0: read everything at once); a reader without a fitted
     # calibration reads them all

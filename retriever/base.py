@@ -1,25 +1,36 @@
-"""What every retriever backend shares (the interface itself: `odqa.core.protocols.Retriever`)."""
+"""What every retriever shares (the interface itself: `odqa.core.protocols.Retriever`)."""
 
 from __future__ import annotations
 
 from odqa.core.errors import OdqaError
+from odqa.core.logs import get_logger
+from odqa.core.protocols import SearchBackend
 from odqa.core.types import SearchHit
-from odqa.corpus.store import PassageStore
+
+log = get_logger(__name__)
+_told: set[tuple[int, int]] = set()
 
 
-def check_k(k: int, corpus_size: int) -> None:
+def fit_k(k: int, size: int) -> int:
+    """`k` for a store of `size` passages: the one behaviour of an out-of-range k for every retriever, command and
+    the server. k <= 0 is refused in one line; a k beyond the store searches the whole store, said once."""
     if k <= 0:
         raise OdqaError(f"k must be a positive number, got {k}")
-    if k > corpus_size:
-        raise OdqaError(f"k={k} is larger than the corpus ({corpus_size} passages); pass --k {corpus_size} or less")
+    if k > size:
+        if (k, size) not in _told:
+            _told.add((k, size))
+            log.warning("k=%d is more than the %d passages of the index: all %d are searched", k, size, size)
+        return size
+    return k
 
 
-def attach_passages(store: PassageStore, results: list[list[SearchHit]]) -> list[list[SearchHit]]:
-    """Fill in the passages of all hits with one batched read from the store."""
+def attach_passages(backend: SearchBackend, results: list[list[SearchHit]]) -> list[list[SearchHit]]:
+    """Fill in the passages of the hits that have none with one batched read from the store."""
     rows = sorted({hit.row for hits in results for hit in hits if hit.passage is None})
-    passages = dict(zip(rows, store.get_rows(rows)))
-    for hits in results:
-        for hit in hits:
-            if hit.passage is None:
-                hit.passage = passages[hit.row]
+    if rows:
+        passages = dict(zip(rows, backend.passages(rows)))
+        for hits in results:
+            for hit in hits:
+                if hit.passage is None:
+                    hit.passage = passages[hit.row]
     return results

@@ -1,37 +1,36 @@
-"""Dense retrieval: encode the question, inner-product search over precomputed passage vectors."""
+"""Dense retrieval: encode the question, then the store's inner-product search over its passage vectors."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from odqa.indexes.vector import VectorIndex
+import numpy as np
+
+from odqa.core.protocols import SearchBackend
 from odqa.core.text_encoding import EncodesTexts
 from odqa.core.types import SearchHit
-from odqa.corpus.store import PassageStore
-from odqa.retriever.base import attach_passages, check_k
+from odqa.retriever.base import attach_passages, fit_k
 
 
 class DenseRetriever:
     name = "dense"
 
-    def __init__(self, encoder: EncodesTexts, index: VectorIndex, store: PassageStore, batch_size: int = 64,
-                 check_name: bool = True):
-        """check_name False: a question encoder other than the index's (a DPR pair) is taken when its
-        dimension fits."""
-        index.manifest.check_encoder(encoder.name if check_name else "", encoder.dim,
-                                     where=str(index.path or "vector index"))
+    def __init__(self, backend: SearchBackend, encoder: EncodesTexts, batch_size: int = 64):
+        """`encoder`: the question encoder, chosen and checked against the store's vectors by
+        retriever.registry.question_encoder."""
+        self.backend = backend
         self.encoder = encoder
-        self.index = index
-        self.store = store
         self.batch_size = batch_size
+
+    def encode(self, questions: Sequence[str]) -> np.ndarray:
+        return self.encoder.encode_queries(list(questions), batch_size=self.batch_size)
 
     def search(self, questions: Sequence[str], k: int, passages: bool = True) -> list[list[SearchHit]]:
         """passages False: rows and scores only (a hybrid reads the passages of its fused top k alone)."""
-        check_k(k, len(self.store))
-        vectors = self.encoder.encode_queries(list(questions), batch_size=self.batch_size)
-        scores, rows = self.index.search(vectors, k)
-        results = [
-            [SearchHit(row=int(r), score=float(s), source=self.name) for s, r in zip(qs, qr) if r >= 0]
-            for qs, qr in zip(scores, rows)
-        ]
-        return attach_passages(self.store, results) if passages else results
+        fit_k(k, len(self.backend))  # refused before the questions are encoded
+        return self.search_vectors(self.encode(questions), k, passages)
+
+    def search_vectors(self, vectors: np.ndarray, k: int, passages: bool = True) -> list[list[SearchHit]]:
+        """`search` of questions already encoded (`encode`)."""
+        results = self.backend.vector_search(vectors, fit_k(k, len(self.backend)))
+        return attach_passages(self.backend, results) if passages else results

@@ -53,12 +53,12 @@ def sample_passages(index: str | Path, count: int, exclude: Sequence[str | Path]
     """(title, text) of `count` passages drawn at random (seeded) from the index's passage store, or from a corpus
     file or folder, none from the articles of the SQuAD-format files `exclude`."""
     from odqa.corpus.questions import article_key, squad_article_keys
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
     excluded = squad_article_keys(exclude)
     if not _is_index_folder(Path(index)):
         return _sample_corpus(index, count, excluded, seed)
-    store = IndexBundle.open(index).store
+    store = FolderIndex.open(index).store
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(store))
     chosen: list[tuple[str, str]] = []
@@ -75,7 +75,7 @@ def sample_passages(index: str | Path, count: int, exclude: Sequence[str | Path]
 
 
 def _is_index_folder(path: Path) -> bool:
-    """An index folder, whole or damaged (its manifest or one of its parts is there): IndexBundle.open names the
+    """An index folder, whole or damaged (its manifest or one of its parts is there): FolderIndex.open names the
     damage rather than the folder being read as a corpus."""
     from odqa.indexes.layout import PASSAGES, SEARCH_PARTS
     from odqa.indexes.manifest import MANIFEST

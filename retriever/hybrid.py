@@ -1,36 +1,41 @@
-"""Hybrid retrieval: a dense and a sparse retriever's ranked lists fused by odqa.core.fusion (`rrf` or `minmax`,
-`alpha` weighing the dense list), the same fusion the Elasticsearch hybrid uses client-side."""
+"""Hybrid retrieval: a dense and a sparse retriever's ranked lists over one store, fused by odqa.core.fusion (or by
+the store itself, where the fusion names a method it runs: Elasticsearch's es-rrf)."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from odqa.core.fusion import Fusion, minmax_fuse, rrf_fuse
+from odqa.core.fusion import Fusion
 from odqa.core.types import SearchHit
-from odqa.retriever.base import attach_passages, check_k
-
-__all__ = ["HybridRetriever", "minmax_fuse", "rrf_fuse"]  # the fusion functions, where they were first written
+from odqa.retriever.base import attach_passages, fit_k
+from odqa.retriever.bm25 import BM25Retriever
+from odqa.retriever.dense import DenseRetriever
 
 
 class HybridRetriever:
-    """Fuses a dense and a sparse retriever; each is asked for `candidates` passages first."""
+    """Fuses a dense and a sparse retriever of one store; each is asked for `candidates` passages first."""
 
     name = "hybrid"
 
-    def __init__(self, dense, sparse, method: str = "rrf", alpha: float = 0.5, candidates: int = 100, rrf_k: int = 60):
-        self.fusion = Fusion.hybrid(method, alpha, rrf_k)
-        self.dense, self.sparse = dense, sparse
-        self.method, self.alpha, self.candidates, self.rrf_k = method, alpha, candidates, rrf_k
+    def __init__(self, dense: DenseRetriever, sparse: BM25Retriever, fusion: Fusion, candidates: int):
+        self.dense, self.sparse, self.fusion, self.candidates = dense, sparse, fusion, candidates
+        self.backend = dense.backend
 
     def search(self, questions: Sequence[str], k: int) -> list[list[SearchHit]]:
-        check_k(k, len(self.dense.store))
-        depth = max(k, self.candidates)
+        questions = list(questions)
+        size = len(self.backend)
+        k = fit_k(k, size)
+        depth = min(max(k, self.candidates), size)
+        vectors = self.dense.encode(questions)
+        if self.fusion.server:
+            fused = self.backend.fused_search(questions, vectors, k, depth, self.fusion)
+            if fused is not None:
+                return attach_passages(self.backend, fused)
         # the passages of the fused top k only: reading those of every candidate (2 x 100) cost a question
         # about 6 ms of the passage store's time
-        dense_results = self.dense.search(questions, min(depth, len(self.dense.store)), passages=False)
-        sparse_results = self.sparse.search(questions, min(depth, len(self.sparse.store)), passages=False)
-        fused = [self.fuse(d, s, k) for d, s in zip(dense_results, sparse_results)]
-        return attach_passages(self.dense.store, fused)
+        dense_results = self.dense.search_vectors(vectors, depth, passages=False)
+        sparse_results = self.sparse.search(questions, depth, passages=False)
+        return attach_passages(self.backend, [self.fuse(d, s, k) for d, s in zip(dense_results, sparse_results)])
 
     def fuse(self, dense_hits: list[SearchHit], sparse_hits: list[SearchHit], k: int) -> list[SearchHit]:
         return self.fusion([dense_hits, sparse_hits], k)

@@ -1,46 +1,266 @@
-"""Index backends by name: where the passages of `index` (config) / `--index` (CLI) are searched.
+"""How a retriever is chosen and built, in one place: the stores by location (`INDEX_BACKENDS`), the retriever kinds
+(`RETRIEVERS`), and `build_retriever(backend, settings, runtime)`, which alone resolves the question encoder,
+`fusion = "auto"` and the hybrid-to-BM25 fallback. The pipeline, `search`, `es-search`, `eval-retrieval` and the
+training-data builders all build their retrievers here.
 
-* `folder`: an index folder built by `odqa index` (retriever/loading.py), any location without a scheme;
-* `es`: an Elasticsearch index loaded by `odqa es-index` (retriever/elastic.py), named `es://host:9200/name`
-  (`es+https://` for TLS; `es://` alone: the `[elastic]` section's hosts and index name).
+* A new store (odqa.core.protocols.SearchBackend): its module, and one line in `INDEX_BACKENDS` (its opener, the
+  location schemes that name it, any fusion it runs itself).
+* A new retriever kind: its module (a class with `search(questions, k)`), and one line in `RETRIEVERS` (a factory
+  `(backend, settings, runtime) -> Retriever`).
+* A new fusion method: odqa.core.fusion (its function and one line in `FUSIONS`).
 
-Each backend opens as an object with one method per retriever kind (`retriever.kinds.RETRIEVERS`), `len()`
-(passages) and `describe()`. The factories import their backend on first use, so the config and the CLI read
-the names here without loading FAISS, Arrow or the Elasticsearch client. A new backend: its module, one line
-in `INDEX_BACKENDS` (and its scheme in `backend_of`).
+Nothing heavy is imported here: the folder's parts (FAISS, Arrow) load when a folder is opened, the Elasticsearch
+client when an es:// index is, so the config and the CLI read the names without them.
 """
 
 from __future__ import annotations
 
-from odqa.indexes.elastic import LOCATION_SCHEMES
+import os
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from odqa.core.errors import IndexMismatchError, OdqaError
+from odqa.core.fusion import AUTO, FUSIONS, Fusion, resolve_fusion
+from odqa.core.logs import get_logger
+from odqa.core.protocols import FusesItself, Retriever, SearchBackend
 from odqa.core.registry import Registry
+from odqa.core.runtime import INFERENCE, InferenceSettings
+from odqa.core.text_encoding import EncodesTexts
+from odqa.core.types import BackendInfo, EncoderRecord
+from odqa.indexes.elastic import SERVER_RRF, ElasticPassageIndex
+from odqa.indexes.elastic_connection import LOCATION_SCHEMES, settings_for
+from odqa.indexes.layout import IndexLayout
+from odqa.retriever.bm25 import BM25Retriever
+from odqa.retriever.dense import DenseRetriever
+from odqa.retriever.hybrid import HybridRetriever
+
+log = get_logger(__name__)
+ACCEPT_ENCODER_CHANGE_ENV = "ODQA_ACCEPT_ENCODER_CHANGE"
+# the question encoder of a store that records none (every store odqa loads records one)
+UNRECORDED_ENCODER = "minilm"
 
 
-def backend_of(location: str) -> str:
-    """The backend a location names: `es` for es://..., else `folder`."""
-    scheme, sep, _ = str(location).partition("://")
-    return "es" if sep and scheme.lower() in LOCATION_SCHEMES else "folder"
+# ---------------------------------------------------------------- stores by location
 
 
-def _open_folder(location: str, config):
-    from odqa.retriever.loading import IndexBundle
+@dataclass(frozen=True)
+class Backend:
+    """A kind of store: `open(location, config)` (config: an OdqaConfig) gives an opened `SearchBackend`;
+    `schemes` name it in a location (`es://...`; none: a path, the store every other location names);
+    `server_fusions` are the fusion methods it runs itself, each with the client-side method it falls back to;
+    `kb` gives the knowledge base beside a location (None: none beside it); `title` and `example` name it in
+    messages."""
 
-    return IndexBundle.open(location)
+    open: Callable[[str, Any], SearchBackend]
+    schemes: tuple[str, ...] = ()
+    server_fusions: Mapping[str, str] = field(default_factory=dict)
+    title: str = "index"
+    example: str = "PATH"
+    check: Callable[[str, Any], None] | None = None  # (location, config): refuse it before anything is opened
+    kb: Callable[[str], Path] | None = None
 
 
-def _open_elastic(location: str, config):
+def _open_folder(location: str, config) -> SearchBackend:
+    from odqa.indexes.folder import FolderIndex
+
+    return FolderIndex.open(location)
+
+
+def _open_elastic(location: str, config) -> SearchBackend:
     from odqa.core.optional import require
 
     require("elasticsearch", f"the Elasticsearch index {location}")
-    from odqa.retriever.elastic import ElasticBackend
-
-    return ElasticBackend.open(location, config)
+    return ElasticPassageIndex.open(location, config.elastic)
 
 
-INDEX_BACKENDS: Registry = Registry("index backend", {"folder": _open_folder, "es": _open_elastic})
+def _folder_kb(location: str) -> Path:
+    return IndexLayout(location).kb
 
 
-def open_index(location, config):
-    """The index backend at `location`, opened with `config` (an OdqaConfig: [elastic] and [retrieval])."""
-    return INDEX_BACKENDS.get(backend_of(str(location)))(str(location), config)
+def _check_elastic(location: str, config) -> None:
+    settings_for(location, config.elastic).validate()
 
+
+INDEX_BACKENDS: Registry[Backend] = Registry("index backend", {
+    "folder": Backend(_open_folder, title="index folder", example="PATH", kb=_folder_kb),
+    "es": Backend(_open_elastic, schemes=tuple(LOCATION_SCHEMES), server_fusions={SERVER_RRF: "rrf"},
+                  title="Elasticsearch index", example="es://HOST:9200/NAME", check=_check_elastic),
+})
+
+
+def backend_of(location: str) -> str:
+    """The store a location names: the one whose scheme it starts with (`es://...`), else the one of paths."""
+    scheme, sep, _ = str(location).partition("://")
+    names = list(INDEX_BACKENDS)
+    for name in names:
+        if sep and scheme.lower() in INDEX_BACKENDS.get(name).schemes:
+            return name
+    return next(name for name in names if not INDEX_BACKENDS.get(name).schemes)
+
+
+def open_index(location, config) -> SearchBackend:
+    """The store at `location`, opened with `config` (an OdqaConfig: its [elastic] section for es://)."""
+    return INDEX_BACKENDS.get(backend_of(str(location))).open(str(location), config)
+
+
+def check_location(location: str, config) -> None:
+    """Refuse in one line, before anything is opened, a location its store cannot take with `config` (an es://
+    location's hosts and index name with the [elastic] section's)."""
+    entry = INDEX_BACKENDS.get(backend_of(location))
+    if entry.check is not None:
+        entry.check(location, config)
+
+
+def kb_beside(location: str) -> Path | None:
+    """The knowledge base beside the store at `location`, found without opening it; None where a store of its
+    kind has none beside it."""
+    entry = INDEX_BACKENDS.get(backend_of(location))
+    return entry.kb(location) if entry.kb is not None else None
+
+
+def fusion_runner(method: str) -> Backend | None:
+    """The kind of store that runs fusion `method` itself, None for a method odqa runs (odqa.core.fusion)."""
+    return next((INDEX_BACKENDS.get(name) for name in INDEX_BACKENDS
+                 if method in INDEX_BACKENDS.get(name).server_fusions), None)
+
+
+def fusion_choices(location: str | None = None) -> tuple[str, ...]:
+    """`retrieval.fusion`'s choices: auto, odqa's fusion methods, and those the store at `location` runs itself
+    (None: those of every store)."""
+    names = list(INDEX_BACKENDS) if location is None else [backend_of(location)]
+    return (AUTO, *FUSIONS.names, *(m for name in names for m in INDEX_BACKENDS.get(name).server_fusions))
+
+
+# ---------------------------------------------------------------- building a retriever
+
+
+@dataclass(frozen=True)
+class RetrieverRuntime:
+    """How a retriever's question encoder runs (the config's precision and runtime, its device) and whether vectors
+    whose encoder's weights changed since they were made are searched anyway (--accept-encoder-change)."""
+
+    inference: InferenceSettings = INFERENCE
+    device: str | None = None
+    accept_encoder_change: bool = False
+
+
+def build_retriever(backend: SearchBackend, settings, runtime: RetrieverRuntime, kind: str | None = None) -> Retriever:
+    """The retriever `settings` (a RetrievalConfig, retriever.settings) asks of an opened store: `kind`, else
+    `settings.retriever`. A hybrid over a store without vectors is BM25 (said once), as the default must answer
+    over an index built with `--backends bm25`. The store opens and checks what the retriever reads first."""
+    kind = kind or settings.retriever
+    factory = RETRIEVERS.get(kind)
+    info = backend.info()
+    if kind == "hybrid" and not info.vectors and info.text:
+        log.warning("%s holds no vectors, so hybrid retrieval falls back to bm25", info.location)
+        kind, factory = "bm25", RETRIEVERS.get("bm25")
+    backend.check_available(kind)
+    return factory(backend, settings, runtime)
+
+
+def _bm25(backend: SearchBackend, settings, runtime: RetrieverRuntime) -> BM25Retriever:
+    info = backend.info()
+    max_df = info.bm25_max_df if settings.bm25_max_df is None else settings.bm25_max_df
+    if max_df and info.max_df_refusal:
+        raise OdqaError(info.max_df_refusal)
+    return BM25Retriever(backend, max_df)
+
+
+def _dense(backend: SearchBackend, settings, runtime: RetrieverRuntime) -> DenseRetriever:
+    return DenseRetriever(backend, question_encoder(backend, settings, runtime))
+
+
+def _hybrid(backend: SearchBackend, settings, runtime: RetrieverRuntime) -> HybridRetriever:
+    return HybridRetriever(_dense(backend, settings, runtime), _bm25(backend, settings, runtime),
+                           hybrid_fusion(backend, settings), settings.candidates)
+
+
+# The kinds of retriever (`--retriever`, `retrieval.retriever`, the shell's `:retriever`), each served by every
+# store: (backend, settings, runtime) -> Retriever.
+RETRIEVERS: Registry[Callable[..., Retriever]] = Registry("retriever", {
+    "bm25": _bm25, "dense": _dense, "hybrid": _hybrid})
+
+
+def hybrid_fusion(backend: SearchBackend, settings) -> Fusion:
+    """The fusion of a hybrid over `backend`: `retrieval.fusion` with its alpha and rrf_k; `auto`, the store's
+    tuned record, else its language's default (odqa.core.fusion.resolve_fusion); a method the store runs itself
+    (es-rrf), asked first, with its client-side fallback."""
+    info = backend.info()
+    method, server = settings.fusion, ""
+    runner = fusion_runner(method)
+    if runner is not None:
+        if not isinstance(backend, FusesItself):
+            raise OdqaError(f"retrieval.fusion {method!r} needs an {runner.title}, which {info.location} is not; "
+                            f"use one of {', '.join((AUTO, *FUSIONS.names))}")
+        method, server = runner.server_fusions[method], method
+    method, alpha, rrf_k = resolve_fusion(method, settings.alpha, settings.rrf_k, tuned=info.tuned_fusion,
+                                          language=info.language)
+    return Fusion.hybrid(method, alpha, rrf_k, server)
+
+
+# the question encoders loaded for each open store, by what was asked of them (dense and hybrid share one)
+_ENCODERS: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+
+def question_encoder(backend: SearchBackend, settings, runtime: RetrieverRuntime) -> EncodesTexts:
+    """The encoder of the questions searched in `backend`'s vectors: `settings.query_encoder` (any of the vectors'
+    dimension: DPR's pair), else `settings.encoder` (which must be the vectors' own), else the one the store
+    records; with the recorded pooling, similarity and question prefix unless the settings name others."""
+    from odqa.core.encoder_loading import load_text_encoder
+
+    info = backend.info()
+    record = info.encoder or EncoderRecord(name="")
+    recorded = record.question_encoder
+    name = settings.query_encoder or settings.encoder or recorded or UNRECORDED_ENCODER
+    chosen = {key: record.settings.get(key) for key in ("pooling", "similarity", "query_prefix")}
+    asked = {"pooling": settings.pooling, "similarity": settings.similarity, "query_prefix": settings.query_prefix}
+    chosen.update({key: value for key, value in asked.items() if value not in (None, "")})
+    if name != recorded and not settings.pooling:
+        chosen["pooling"] = None  # another model: its own pooling
+    _check_weights(record, settings.encoder or record.name, info, runtime.accept_encoder_change)
+    key = (name, record.max_length, runtime, tuple(sorted(chosen.items())))
+    try:
+        cache = _ENCODERS.setdefault(backend, {})
+    except TypeError:  # a store that cannot be weakly referenced or hashed: nothing kept
+        cache = {}
+    if key not in cache:
+        inference = runtime.inference
+        cache[key] = load_text_encoder(name, max_length=record.max_length, device=runtime.device,
+                                       precision=inference.precision, runtime=inference.runtime,
+                                       few_questions=inference.few_questions, **chosen)
+    encoder = cache[key]
+    # a question encoder named apart (DPR's pair) is any of the vectors' dimension; an `encoder` must be theirs
+    _check_encoder(record, encoder.name if settings.encoder and not settings.query_encoder else "", encoder.dim, info)
+    return encoder
+
+
+def _norm(name: str) -> str:
+    return name.rstrip("/").lower()
+
+
+def _check_encoder(record: EncoderRecord, name: str, dim: int, info: BackendInfo) -> None:
+    if dim and record.dim and dim != record.dim:
+        raise IndexMismatchError(
+            f"{info.location} holds {record.dim}-d vectors from encoder {record.name!r}, but encoder {name!r} gives "
+            f"{dim}-d vectors; use the index's encoder or rebuild the index with `--encoder {name}`")
+    if name and record.name and _norm(name) != _norm(record.name):
+        raise IndexMismatchError(f"{info.location} was encoded with {record.name!r}, not {name!r}; query with the same "
+                                 f"encoder or rebuild the index with `--encoder {name}`")
+
+
+def _check_weights(record: EncoderRecord, name: str, info: BackendInfo, accept: bool) -> None:
+    """The vectors come from one set of weights: a model retrained in place under the same name would silently
+    pair them with other question vectors."""
+    from odqa.core.models import model_fingerprint
+
+    if not record.weights or _norm(name) != _norm(record.name) or model_fingerprint(name) == record.weights:
+        return
+    message = (f"{info.location} was encoded with other weights of {name!r} than the ones installed now (the model "
+               f"was retrained or replaced); rebuild the index with `run_qa.py index --encoder {name}`, or pass "
+               f"--accept-encoder-change ({ACCEPT_ENCODER_CHANGE_ENV}=1) to search it anyway")
+    if accept or os.environ.get(ACCEPT_ENCODER_CHANGE_ENV) == "1":
+        log.warning("warning: %s", message)
+        return
+    raise IndexMismatchError(message)

@@ -8,7 +8,7 @@
   holds one of question i's answers, is masked out of question i's negatives.
 * Encoders: shared (one model for questions and passages, the default, as MiniLM on CPU) or separate.
   Both use TextEncoder's mean pooling and L2 normalisation, so a trained model is used exactly as the
-  off-the-shelf one: `run_qa.py index --encoder OUTPUT/final`, `IndexBundle.dense(encoder=OUTPUT/final)`.
+  off-the-shelf one: `run_qa.py index --encoder OUTPUT/final`, `retrieval.encoder = "OUTPUT/final"`.
   Separate encoders are saved as `final/question_encoder/` and `final/passage_encoder/`.
 * Large effective batches on small memory: `chunk_size` turns on gradient caching (Gao et al. 2021): all
   vectors of the batch are first computed without a graph, the loss and its gradient w.r.t. the vectors are

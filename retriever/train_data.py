@@ -43,7 +43,8 @@ from odqa.core.errors import DataFormatError, OdqaError
 from odqa.core.inputs import check_input
 from odqa.corpus.open_dev import is_open_dev
 from odqa.corpus.questions import QAItem, check_not_test_set, load_questions
-from odqa.retriever.loading import load_retriever
+from odqa.retriever.registry import RetrieverRuntime, build_retriever, open_index
+from odqa.retriever.settings import RetrievalConfig
 
 log = logging.getLogger("odqa.retriever.train_data")
 
@@ -153,7 +154,7 @@ def build_dpr_data(
     sources: Sequence[str | Path],
     index_dir: str | Path,
     output: str | Path,
-    k: int = 20,
+    k: int,
     limit: int = 0,
     max_positives: int = 0,
     max_hard_negatives: int = 0,
@@ -172,7 +173,8 @@ def build_dpr_data(
         raise OdqaError("a dev split needs a folder for its files: give dev_dir (--dev-dir)")
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    retriever = retriever or load_retriever(index_dir, "bm25")
+    # BM25 mines the positives and hard negatives, as DPR did
+    retriever = retriever or build_retriever(open_index(index_dir, None), RetrievalConfig(), RetrieverRuntime(), "bm25")
     stats = BuildStats()
     done = _done_keys(output)
     _truncate_partial_line(output)

@@ -19,10 +19,37 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-def pytest_collection_modifyitems(items):
+# Tests that take a minute or more on 2 cores (wheel builds and installs, a headless browser, full-disk faults, big
+# merges): `pytest` alone stays a few minutes long, `pytest --long` (what .ci/run runs) includes them. Durations:
+# `pytest --long --durations=30`.
+LONG_FILES = ("test_wheel.py", "test_serve_browser.py", "reliability/test_full_disk.py", "test_distill_encoder.py",
+              "test_train_retriever.py", "reliability/test_faults_round2_swap.py")
+LONG_TESTS = (
+    "test_cli_retrieval.py::test_runs_of_two_corpus_halves_merge_into_the_full_corpus_ranking",
+    "test_cli_retrieval.py::test_bad_inputs",
+    "test_cjk_dense.py::test_dense_and_hybrid_cjk_index_end_to_end",
+    "reliability/test_faults_round2_builds.py::test_build_killed_after_the_dense_part_encodes_nothing_again",
+)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--long", action="store_true", help="also run the long tests (marked `long`; CI runs them)")
+
+
+def _is_long(item) -> bool:
+    path = item.nodeid.split("::", 1)[0].removeprefix("tests/")
+    return path in LONG_FILES or any(item.nodeid.removeprefix("tests/").startswith(t) for t in LONG_TESTS)
+
+
+def pytest_collection_modifyitems(config, items):
+    run_long = config.getoption("--long")
     for item in items:
         if "shared_data" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)  # reads ../shared/data
+        if _is_long(item):
+            item.add_marker(pytest.mark.long)
+        if item.get_closest_marker("long") and not run_long:
+            item.add_marker(pytest.mark.skip(reason="a long test: run `pytest --long` (as CI does) to include it"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from odqa.core.errors import OdqaError
+from tests.retrievers import built_retriever
 
 # "river" is in 4 of 5 passages, "salmon" in 1: with max_df 0.5 a question of both ranks by "salmon" alone
 ROWS = [
@@ -28,32 +29,38 @@ def _index(tmp_path, engine: str = "tantivy"):
     return tmp_path / engine
 
 
-def test_frequent_terms_are_left_out_and_the_rarest_kept(tmp_path):
-    from odqa.retriever.loading import IndexBundle
+def _built(bundle, config, kind: str):
+    """The `kind` retriever `config` (an OdqaConfig) builds over `bundle`, as the pipeline and `search` do."""
+    from odqa.retriever.registry import build_retriever
 
-    bundle = IndexBundle.open(_index(tmp_path))
-    index = bundle.bm25().index
+    return build_retriever(bundle, config.retrieval, config.retriever_runtime(), kind)
+
+
+def test_frequent_terms_are_left_out_and_the_rarest_kept(tmp_path):
+    from odqa.indexes.folder import FolderIndex
+
+    bundle = FolderIndex.open(_index(tmp_path))
+    index = bundle.text_index()
     assert index.drop_frequent_terms(["river", "salmon"], 0.5) == ["salmon"]
     assert index.drop_frequent_terms(["river", "flow"], 0.5) == ["flow"]  # both frequent: the rarer stays
     assert index.drop_frequent_terms(["river", "salmon"], 0.0) == ["river", "salmon"]
-    every = bundle.bm25().search(["Which river has salmon runs, river river?"], 5)[0]
-    pruned = bundle.bm25(0.5).search(["Which river has salmon runs, river river?"], 5)[0]
+    every = built_retriever(bundle, "bm25").search(["Which river has salmon runs, river river?"], 5)[0]
+    pruned = built_retriever(bundle, "bm25", bm25_max_df=0.5).search(["Which river has salmon runs, river river?"], 5)[0]
     assert [h.passage.title for h in every][:2] == ["Fraser", "Thames"]  # "river" pulls the Thames up with every term
     assert [h.passage.title for h in pruned] == ["Fraser"]  # only the passage with the rare terms matches
-    assert bundle.bm25() is bundle.bm25(0.0) and bundle.bm25(0.5) is bundle.bm25(0.5)
+    assert built_retriever(bundle, "bm25").max_df == built_retriever(bundle, "bm25", bm25_max_df=0.0).max_df == 0.0
 
 
 def test_the_config_setting_reaches_bm25_and_the_hybrid_fallback(tmp_path):
     from odqa.config import OdqaConfig
-    from odqa.retriever.kinds import configured_retriever
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
-    bundle = IndexBundle.open(_index(tmp_path))
+    bundle = FolderIndex.open(_index(tmp_path))
     config = OdqaConfig.load(None, {"retrieval.bm25_max_df": 0.5})
     config.validate()
-    assert configured_retriever(bundle, config, "bm25").max_df == 0.5
-    assert configured_retriever(bundle, config, "hybrid").max_df == 0.5  # no vectors: hybrid falls back to bm25
-    assert configured_retriever(bundle, OdqaConfig(), "bm25").max_df == 0.0
+    assert _built(bundle, config, "bm25").max_df == 0.5
+    assert _built(bundle, config, "hybrid").max_df == 0.5  # no vectors: hybrid falls back to bm25
+    assert _built(bundle, OdqaConfig(), "bm25").max_df == 0.0
 
 
 @pytest.mark.parametrize("value", [-0.1, 1.0, 2.0])
@@ -65,12 +72,12 @@ def test_a_fraction_outside_zero_to_one_is_refused(value):
 
 
 def test_an_engine_without_document_frequencies_refuses_it(tmp_path):
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
-    bundle = IndexBundle.open(_index(tmp_path, "rank-bm25"))
-    assert bundle.bm25().search(["salmon"], 1)[0][0].passage.title == "Fraser"
+    bundle = FolderIndex.open(_index(tmp_path, "rank-bm25"))
+    assert built_retriever(bundle, "bm25").search(["salmon"], 1)[0][0].passage.title == "Fraser"
     with pytest.raises(OdqaError, match="tantivy"):
-        bundle.bm25(0.5)
+        built_retriever(bundle, "bm25", bm25_max_df=0.5)
 
 
 def test_unset_it_follows_the_corpus_size(tmp_path, monkeypatch):
@@ -78,14 +85,13 @@ def test_unset_it_follows_the_corpus_size(tmp_path, monkeypatch):
     term; a value set (0 included) wins; an engine that cannot prune keeps every term instead of refusing."""
     import odqa.indexes.bm25
     from odqa.config import OdqaConfig
-    from odqa.retriever.kinds import configured_retriever
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
     path = _index(tmp_path)
-    assert configured_retriever(IndexBundle.open(path), OdqaConfig(), "bm25").max_df == 0.0  # a few passages
+    assert _built(FolderIndex.open(path), OdqaConfig(), "bm25").max_df == 0.0  # a few passages
     monkeypatch.setattr(odqa.indexes.bm25, "PRUNE_FROM_PASSAGES", 3)
-    bundle = IndexBundle.open(path)
-    assert configured_retriever(bundle, OdqaConfig(), "bm25").max_df == odqa.indexes.bm25.PRUNED_MAX_DF
-    assert configured_retriever(bundle, OdqaConfig.load(None, {"retrieval.bm25_max_df": 0}), "bm25").max_df == 0.0
-    other = IndexBundle.open(_index(tmp_path, "rank-bm25"))
-    assert configured_retriever(other, OdqaConfig(), "bm25").max_df == 0.0
+    bundle = FolderIndex.open(path)
+    assert _built(bundle, OdqaConfig(), "bm25").max_df == odqa.indexes.bm25.PRUNED_MAX_DF
+    assert _built(bundle, OdqaConfig.load(None, {"retrieval.bm25_max_df": 0}), "bm25").max_df == 0.0
+    other = FolderIndex.open(_index(tmp_path, "rank-bm25"))
+    assert _built(other, OdqaConfig(), "bm25").max_df == 0.0

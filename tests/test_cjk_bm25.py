@@ -7,6 +7,7 @@ import json
 import pytest
 
 from odqa.indexes.analysis import detect_language, get_analyzer
+from tests.retrievers import built_retriever
 
 
 def test_detect_language_by_script():
@@ -42,7 +43,7 @@ def test_korean_index_detects_its_language_and_matches_across_particles(tmp_path
     from odqa.indexes.analysis import DEFAULT_ANALYZER
     from odqa.indexes.manifest import Manifest
     from odqa.indexing import IndexSpec, build_index
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
     corpus = _write_corpus(tmp_path / "ko.jsonl", [
         ("임진왜란", "임진왜란은 1592년에 일본이 조선을 침략하여 일어난 전쟁이다."),
@@ -50,35 +51,36 @@ def test_korean_index_detects_its_language_and_matches_across_particles(tmp_path
         ("서울", "서울은 대한민국의 수도이며 한강이 흐른다."),
     ])
     build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "auto"), backends=["bm25"]))
-    detected = IndexBundle.open(tmp_path / "auto").manifest.params
+    detected = FolderIndex.open(tmp_path / "auto").manifest.params
     assert detected["language"] == "ko" and detected["analyzer"] == DEFAULT_ANALYZER["ko"]
     build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "idx"), backends=["bm25"], analyzer="ko-kiwi"))
-    bundle = IndexBundle.open(tmp_path / "idx")
+    bundle = FolderIndex.open(tmp_path / "idx")
     assert Manifest.load(tmp_path / "idx" / "bm25").params["analyzer"] == "ko-kiwi"
     # "세종대왕이" / "창제했나" in the question, "세종대왕이" / "창제한" in the passage: morphemes meet
-    hits = bundle.bm25().search(["한글을 창제한 사람은 누구인가?"], 3)[0]
+    hits = built_retriever(bundle, "bm25").search(["한글을 창제한 사람은 누구인가?"], 3)[0]
     assert hits[0].passage.title == "한글"
 
     build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "ws"), backends=["bm25"], analyzer="whitespace"))
     # whitespace tokens: "한글을" is not "한글은", "임진왜란이" not "임진왜란은"
-    assert IndexBundle.open(tmp_path / "ws").bm25().search(["임진왜란이 일어난 해"], 3)[0][0].passage.title == "임진왜란"
-    assert IndexBundle.open(tmp_path / "ws").bm25().search(["임진왜란이"], 3)[0] == []
-    assert bundle.bm25().search(["임진왜란이"], 3)[0][0].passage.title == "임진왜란"
+    spaces = built_retriever(FolderIndex.open(tmp_path / "ws"), "bm25")
+    assert spaces.search(["임진왜란이 일어난 해"], 3)[0][0].passage.title == "임진왜란"
+    assert spaces.search(["임진왜란이"], 3)[0] == []
+    assert built_retriever(bundle, "bm25").search(["임진왜란이"], 3)[0][0].passage.title == "임진왜란"
 
 
 def test_chinese_index_answers_a_traditional_question_over_simplified_text(tmp_path):
     pytest.importorskip("opencc", reason="pip install -e '.[cjk]'")
     from odqa.indexing import IndexSpec, build_index
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
     corpus = _write_corpus(tmp_path / "zh.jsonl", [
         ("长城", "长城是中国古代的军事防御工程，总长度超过两万公里。"),
         ("黄河", "黄河是中国第二长河，发源于青海。"),
     ])
     build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "idx"), backends=["bm25"], language="auto"))
-    bundle = IndexBundle.open(tmp_path / "idx")
+    bundle = FolderIndex.open(tmp_path / "idx")
     assert bundle.manifest.params["language"] == "zh"
-    assert bundle.bm25().search(["長城有多長？"], 2)[0][0].passage.title == "长城"
+    assert built_retriever(bundle, "bm25").search(["長城有多長？"], 2)[0][0].passage.title == "长城"
 
 
 def test_a_python_analyser_needs_the_tantivy_engine(tmp_path):
@@ -114,7 +116,8 @@ def test_korean_questions_through_the_pipeline_and_the_shell(shared_data, tmp_pa
                                                "linker.enabled": False}))
     bm25 = pipeline.retriever()
     stored = pipeline.bundle.manifest.params["analyzer"]
-    assert stored == "ko-bigram" and bm25.index.analyze("임진왜란은") == get_analyzer(stored)("임진왜란은")
+    analyze = pipeline.bundle.text_index().analyze
+    assert stored == "ko-bigram" and analyze("임진왜란은") == get_analyzer(stored)("임진왜란은")
     asked = [(qa["question"], a["title"].replace("_", " ")) for a in small["data"] for p in a["paragraphs"]
              for qa in p["qas"]]
     hits = bm25.search([q for q, _ in asked], 1)

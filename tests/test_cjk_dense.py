@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.retrievers import built_retriever
 
 ROOT = Path(__file__).resolve().parents[1]
 ENCODER = ROOT / "models" / "encoder-multilingual"
@@ -35,18 +36,19 @@ def test_dense_and_hybrid_cjk_index_end_to_end(shared_data, tmp_path, capsys, la
                     f"--output {ENCODER} --trim-corpus")
     from odqa.indexes.analysis import DEFAULT_ANALYZER
     from odqa.cli import main
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
     corpus, questions = _small_squad(shared_data / "multilingual" / source, tmp_path / source, articles, paragraphs)
     index = tmp_path / "index"
     assert main(["index", "--corpus", str(corpus), "--out", str(index), "--language", language,
                  "--backends", "bm25,dense", "--encoder", "encoder-multilingual", "--precision", "fp32"]) == 0
 
-    bundle = IndexBundle.open(index)
+    bundle = FolderIndex.open(index)
     assert bundle.manifest.params["language"] == language
     assert bundle.manifest.params["analyzer"] == DEFAULT_ANALYZER[language]
-    assert bundle.hybrid().fusion.describe() == "minmax alpha=0.5"  # `auto`, the default, for Korean and Chinese
-    dense = bundle.retriever("dense")
+    # `auto`, the default, for Korean and Chinese
+    assert built_retriever(bundle, "hybrid").fusion.describe() == "minmax alpha=0.5"
+    dense = built_retriever(bundle, "dense")
     # e5 needs its prompts: the index encodes questions with "query: " (from the folder's prompts)
     assert dense.encoder.query_prefix == "query: " and dense.encoder.passage_prefix == "passage: "
     # the trimmed vocabulary segments these texts without unknown pieces

@@ -107,13 +107,16 @@ DELIBERATE = {
     ("eval-reader", "batch_size"): "windows per forward pass of an evaluation run, not the pipeline's reader batch",
     ("fit-calibration", "retriever"): "the calibration is fitted on BM25's passages, as recorded in its source",
     ("index", "backends"): "the same backends (IndexSpec.backends), written as one comma-separated value",
+    ("eval-retrieval", "k"): "the recall@k cut-offs reported, not the passages the reader reads",
+    ("predict", "batch_size"): "questions linked and retrieved together, not the reader's windows per pass",
 }
 
 
 def stale_defaults(parser: argparse.ArgumentParser, command: str = "") -> list[str]:
     """Options whose default is not their dataclass field's: a generated one (a config override must default to
     None, so a config file's value is kept), or one written by hand with the dest of a field of a dataclass the
-    command builds from its options."""
+    command builds from its options, or of a config section it overrides (which must default to None too: any
+    other default would replace the config file's value unasked)."""
     problems = []
     actions = {a.dest: a for a in parser._actions}
     sources = option_sources(parser)
@@ -123,14 +126,22 @@ def stale_defaults(parser: argparse.ArgumentParser, command: str = "") -> list[s
         if got != expected:
             problems.append(f"--{source.dest}: {got!r}, {source.owner.__name__}.{source.field}: {expected!r}")
     generated = {s.dest for s in sources}
-    for owner in {s.owner for s in sources if s.section is None}:
+    plain = {s.owner for s in sources if s.section is None}
+    overridden = {s.owner: s.section for s in sources if s.section is not None}
+    skipped = DELIBERATE.keys()
+    for owner in plain | overridden.keys():
         for f in dataclasses.fields(owner):
             action = actions.get(f.name)
-            if action is None or f.name in generated or action.default is None or (command, f.name) in DELIBERATE:
+            if action is None or f.name in generated or action.default is None or (command, f.name) in skipped:
                 continue
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 continue
-            if action.default != field_default(owner, f.name):
+            if owner in plain and action.default == field_default(owner, f.name):
+                continue
+            if owner in overridden:
+                setting = f"{overridden[owner]}.{f.name}" if overridden[owner] else f.name
+                problems.append(f"--{f.name} (by hand): {action.default!r}, overrides {setting} of --config: None")
+            else:
                 problems.append(f"--{f.name} (by hand): {action.default!r}, {owner.__name__}.{f.name}: "
                                 f"{field_default(owner, f.name)!r}")
     return problems
@@ -144,7 +155,25 @@ def test_every_command_default_is_its_dataclass_default():
     # the commands whose options mirror a dataclass (the rest feed functions' keyword arguments)
     assert {"index", "search", "eval-retrieval", "ask", "predict", "shell", "eval-qa", "demo", "train-reader",
             "eval-reader", "fit-calibration", "link", "train-linker", "eval-linker", "train-retriever",
-            "es-index", "es-search"} <= generated
+            "es-index", "es-search", "serve"} <= generated
+    # the commands that take the config as overrides (checked above: their flags default to None, "the config's
+    # value"); each reads a config file for those flags to override
+    overriding = {name for name, parser in commands.items() if any(s.section is not None for s in
+                                                                    option_sources(parser))}
+    assert {"index", "search", "eval-retrieval", "ask", "predict", "shell", "eval-qa", "demo", "eval-reader",
+            "link", "eval-linker", "es-index", "es-search", "serve"} <= overriding
+    assert overriding <= {name for name, parser in commands.items() if any(a.dest == "config" for a in
+                                                                            parser._actions)}
+
+
+def test_the_check_finds_a_default_written_again_over_a_config_override():
+    from odqa.config import RetrievalConfig
+
+    parser = argparse.ArgumentParser()
+    add_options(parser, RetrievalConfig, ["encoder"], section="retrieval")
+    parser.add_argument("--alpha", type=float, default=0.3)  # would replace a config file's retrieval.alpha
+    parser.add_argument("--fusion")  # None: the config's value
+    assert stale_defaults(parser) == ["--alpha (by hand): 0.3, overrides retrieval.alpha of --config: None"]
 
 
 def test_the_check_finds_a_default_written_again_by_hand():

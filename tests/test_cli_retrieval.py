@@ -125,7 +125,10 @@ def test_bad_inputs(small_index, tmp_path):
     _one_line_error(run("eval-retrieval", "--index", idx, "--questions", tmp_path / "q.xml", check_ok=False), "unknown question format")
     _one_line_error(run("eval-retrieval", "--index", tmp_path, "--questions", q, check_ok=False), "not an odqa index")
     _one_line_error(run("eval-retrieval", "--index", idx, "--questions", q, "--k", "1", "500", check_ok=False), "larger than the corpus")
-    _one_line_error(run("search", "--index", idx, "--k", "99", "x", check_ok=False), "larger than the corpus")
+    clamped = run("search", "--index", idx, "--k", "99", "--json", "x")  # k beyond the index: all of it, said once
+    assert "k=99 is more than the" in clamped.stderr and len(json.loads(clamped.stdout.splitlines()[-1])["hits"]) < 99
+    refused = run("search", "--index", idx, "--k", "0", "x", check_ok=False)
+    assert refused.returncode == 2 and "argument --k: expected a positive whole number, got 0" in refused.stderr
     _one_line_error(run("index", "--corpus", small_index / "corpus.jsonl", "--out", tmp_path / "s", "--shard", "3/2", check_ok=False), "--shard")
 
 

@@ -12,6 +12,7 @@ import pytest
 from odqa.core.errors import DataFormatError
 from odqa.corpus import iter_documents, iter_passages
 from odqa.corpus.readers import CorpusFields, corpus_sources
+from tests.retrievers import built_retriever
 
 ROWS = [
     {"id": "d1", "title": "Penicillin", "text": "Penicillin was discovered by Alexander Fleming in 1928."},
@@ -106,7 +107,7 @@ def _beir_folder(folder):
 
 def test_a_beir_folder_is_read_as_its_corpus_alone(tmp_path):
     from odqa.indexing import IndexSpec, build_index
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
     beir = _beir_folder(tmp_path / "scifact")
     assert corpus_sources(beir) == [beir / "corpus.jsonl"]  # not queries.jsonl, not qrels/test.tsv
@@ -117,9 +118,9 @@ def test_a_beir_folder_is_read_as_its_corpus_alone(tmp_path):
     (tmp_path / "many" / "b.jsonl").write_text(json.dumps({"id": "b1", "text": "Another document."}) + "\n")
     assert corpus_sources(tmp_path / "many") == [tmp_path / "many" / "a" / "corpus.jsonl", tmp_path / "many" / "b.jsonl"]
     build_index(IndexSpec(corpus=str(beir), out=str(tmp_path / "idx"), backends=["bm25"]))
-    bundle = IndexBundle.open(tmp_path / "idx")
+    bundle = FolderIndex.open(tmp_path / "idx")
     assert sorted({p.doc_id for p in bundle.store.get_rows(list(range(len(bundle.store))))}) == ["d1", "d2", "d3"]
-    hits = bundle.retriever("bm25").search([ROWS[0]["text"]], 3)[0]  # a query finds its document, not itself
+    hits = built_retriever(bundle, "bm25").search([ROWS[0]["text"]], 3)[0]  # a query finds its document, not itself
     assert hits[0].passage.doc_id == "d1" and hits[0].passage.text == ROWS[0]["text"]
 
 

@@ -114,7 +114,7 @@ def test_the_plans_info_line_says_how_to_time_again(fresh, monkeypatch, caplog):
     cpu_choice.int8_or_bf16.cache_clear()
     monkeypatch.setattr(device, "cpu_has_fast_bf16", lambda: True)
     monkeypatch.setattr(runtime, "_announced", set())
-    plan = runtime.plan_inference("cpu", auto_int8=True)
+    plan = runtime.plan_inference("cpu", runtime.INFERENCE, auto_int8=True)
     with caplog.at_level(logging.INFO, logger="odqa"):
         runtime.announce("reader", plan)
     line, = [r.getMessage() for r in caplog.records if "reader runs" in r.getMessage()]

@@ -12,9 +12,10 @@ from odqa.core.encoder import TextEncoder
 from odqa.core.errors import OdqaError
 from odqa.indexing import IndexSpec, build_index
 from odqa.retriever.distill_encoder import RecallCheck, distill_passage_encoder, keep_layers, sample_passages
-from odqa.retriever.loading import IndexBundle
+from odqa.indexes.folder import FolderIndex
 from odqa.retriever.probe_loss import probe_weighted_loss, question_second_moment
 from odqa.retriever.train_config import EncoderDistillConfig
+from tests.retrievers import built_retriever
 
 TOPICS = ["rivers", "volcanoes", "painters", "chemistry", "football", "railways", "opera", "bridges"]
 DOCS = [{"id": str(i), "title": f"{TOPICS[i % 8].title()} {i}",
@@ -73,7 +74,7 @@ def test_distilled_student_moves_towards_the_teacher_and_serves_an_index(store_i
     corpus.write_text("".join(json.dumps(d) + "\n" for d in DOCS[:10]))
     build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "dense"), backends=["dense"], encoder=str(final),
                           device="cpu"))  # no --query-encoder: the student names its teacher
-    dense = IndexBundle.open(tmp_path / "dense").dense(device="cpu")
+    dense = built_retriever(FolderIndex.open(tmp_path / "dense"), "dense", device="cpu")
     assert dense.encoder.name == "retriever"
     manifest = json.loads((tmp_path / "dense" / "dense" / "manifest.json").read_text())
     assert manifest["encoder"] == str(final) and manifest["params"]["query_encoder"] == "retriever"

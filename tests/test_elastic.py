@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from odqa.indexes.elastic import BulkOptions, ElasticIndex, load_passages
+from odqa.indexes.elastic import ElasticIndex, ElasticPassageIndex
+from odqa.indexes.elastic_bulk import BulkOptions, load_passages
 from odqa.linker.elastic import load_entities
 from odqa.config import ElasticConfig
 from odqa.core.errors import IndexMismatchError, OdqaError
@@ -25,6 +26,7 @@ from odqa.core.models import DEFAULT_ENCODER
 from odqa.demo_corpus import DEMO_QUESTIONS
 from tests.answer_checks import assert_answer_read_from
 from tests.es_server import NoidaServer, free_port, start_or_skip
+from tests.retrievers import built_retriever
 
 pytestmark = pytest.mark.elastic
 
@@ -56,10 +58,15 @@ def demo_es(es_server, demo_bundle) -> ElasticIndex:
 
 
 @pytest.fixture(scope="session")
-def bundle(demo_bundle):
-    from odqa.retriever.loading import IndexBundle
+def es_backend(demo_es) -> ElasticPassageIndex:
+    return ElasticPassageIndex(demo_es, num_candidates=100)
 
-    return IndexBundle.open(demo_bundle)
+
+@pytest.fixture(scope="session")
+def bundle(demo_bundle):
+    from odqa.indexes.folder import FolderIndex
+
+    return FolderIndex.open(demo_bundle)
 
 
 @pytest.fixture(scope="session")
@@ -80,25 +87,24 @@ def test_load_records_meta_and_rerun_sends_nothing(demo_es, demo_bundle):
         load_passages(demo_es, demo_bundle, limit=10, options=BulkOptions(progress=False))
 
 
-def test_bm25_recall_matches_embedded(demo_es, bundle, demo_items):
+def test_bm25_recall_matches_embedded(es_backend, bundle, demo_items):
     from odqa.eval.retrieval import evaluate_retrieval
-    from odqa.retriever.elastic import ElasticBM25Retriever
 
     ks = [5, 10, 20]
-    embedded = evaluate_retrieval(bundle.bm25(), demo_items, ks, progress=False)
-    es = evaluate_retrieval(ElasticBM25Retriever(demo_es), demo_items, ks, progress=False)
+    embedded = evaluate_retrieval(built_retriever(bundle, "bm25"), demo_items, ks, progress=False)
+    es = evaluate_retrieval(built_retriever(es_backend, "bm25"), demo_items, ks, progress=False)
     for k in ks:
         assert abs(es[f"recall@{k}"] - embedded[f"recall@{k}"]) <= 1.0, (k, es, embedded)
 
 
-def test_knn_top10_matches_embedded(demo_es, bundle, demo_items):
-    from odqa.retriever.elastic import ElasticDenseRetriever
+def test_knn_top10_matches_embedded(es_backend, bundle, demo_items):
+    from odqa.retriever.dense import DenseRetriever
 
-    dense = bundle.dense()
+    dense = built_retriever(bundle, "dense")
     questions = [item.question for item in demo_items]
     vectors = dense.encoder.encode(questions)
-    scores, rows = dense.index.search(vectors, 11)
-    es_hits = ElasticDenseRetriever(demo_es, dense.encoder).search(questions, 10, vectors=vectors)
+    scores, rows = bundle.vector_index().search(vectors, 11)
+    es_hits = DenseRetriever(es_backend, dense.encoder).search_vectors(vectors, 10)
     for q, hits in enumerate(es_hits):
         got, want = {h.row for h in hits}, set(rows[q, :10].tolist())
         if got != want:  # only a near-tie at the cut may differ (fp16 vectors re-normalised for dot_product)
@@ -107,28 +113,27 @@ def test_knn_top10_matches_embedded(demo_es, bundle, demo_items):
         np.testing.assert_allclose([h.score for h in hits][:3], scores[q, :3], atol=5e-3)
 
 
-def test_hybrid_modes_and_rrf_fallback(demo_es, bundle, demo_items, monkeypatch, caplog):
-    from odqa.retriever.elastic import ElasticBM25Retriever, ElasticDenseRetriever, ElasticHybridRetriever
-    from odqa.retriever.hybrid import rrf_fuse
+def test_hybrid_modes_and_rrf_fallback(demo_es, es_backend, demo_items, monkeypatch, caplog):
+    from odqa.core.fusion import rrf_fuse
 
-    encoder = bundle.dense().encoder
     questions = [item.question for item in demo_items[:8]]
-    client_rrf = ElasticHybridRetriever(demo_es, encoder, method="rrf", candidates=50).search(questions, 10)
-    dense = ElasticDenseRetriever(demo_es, encoder).search(questions, 50)
-    sparse = ElasticBM25Retriever(demo_es).search(questions, 50)
-    for fused, d, s in zip(client_rrf, dense, sparse):  # the embedded hybrid's own fusion function
-        assert [h.row for h in fused] == [h.row for h in rrf_fuse([d, s], 10)]
-    minmax = ElasticHybridRetriever(demo_es, encoder, method="minmax").search(questions, 10)
+    client_rrf = built_retriever(es_backend, "hybrid", fusion="rrf", candidates=50).search(questions, 10)
+    dense = built_retriever(es_backend, "dense").search(questions, 50)
+    sparse = built_retriever(es_backend, "bm25").search(questions, 50)
+    for fused, d, s in zip(client_rrf, dense, sparse):  # the one fusion function (odqa.core.fusion)
+        assert [h.row for h in fused] == [h.row for h in rrf_fuse([d, s], 10, 60)]
+    minmax = built_retriever(es_backend, "hybrid", fusion="minmax").search(questions, 10)
     assert all(len(hits) == 10 and hits[0].passage for hits in minmax)
 
-    server = ElasticHybridRetriever(demo_es, encoder, method="es-rrf", candidates=50).search(questions, 10)
+    server = built_retriever(es_backend, "hybrid", fusion="es-rrf", candidates=50).search(questions, 10)
     assert all(len(hits) == 10 and hits[0].passage.text for hits in server)
 
     # a server without the rrf retriever: one notice, then the same client-side RRF
     old = ElasticIndex(demo_es.client, demo_es.name, demo_es.hosts)
     monkeypatch.setattr(old.client, "info", lambda **kw: {"version": {"number": "8.11.4"}})
     with caplog.at_level(logging.WARNING, logger="odqa.indexes.elastic"):
-        fallback = ElasticHybridRetriever(old, encoder, method="es-rrf", candidates=50).search(questions, 10)
+        old_server = ElasticPassageIndex(old, num_candidates=100)
+        fallback = built_retriever(old_server, "hybrid", fusion="es-rrf", candidates=50).search(questions, 10)
     assert [[h.row for h in hits] for hits in fallback] == [[h.row for h in hits] for hits in client_rrf]
     assert old.notices and "8.11.4" in old.notices[0] and "client-side" in caplog.text
 
@@ -337,18 +342,16 @@ def test_cli_es_index_and_es_search(es_server, demo_bundle, capsys):
     assert "holds no vectors" in capsys.readouterr().err
 
 
-def test_elastic_and_local_hybrids_fuse_identical_lists_identically(demo_es, bundle, demo_items):
+def test_elastic_and_local_hybrids_fuse_identical_lists_identically(es_backend, bundle, demo_items):
     from odqa.core.fusion import FUSIONS
-    from odqa.retriever.elastic import ElasticBM25Retriever, ElasticDenseRetriever, ElasticHybridRetriever
-    from odqa.retriever.hybrid import HybridRetriever
 
-    encoder = bundle.dense().encoder
     questions = [item.question for item in demo_items[:8]]
-    dense = ElasticDenseRetriever(demo_es, encoder).search(questions, 30)
-    sparse = ElasticBM25Retriever(demo_es).search(questions, 30)
+    dense = built_retriever(es_backend, "dense").search(questions, 30)
+    sparse = built_retriever(es_backend, "bm25").search(questions, 30)
     for method in FUSIONS.names:
-        es = ElasticHybridRetriever(demo_es, encoder, method=method, alpha=0.3, rrf_k=20)
-        local = HybridRetriever(None, None, method=method, alpha=0.3, rrf_k=20)
+        es = built_retriever(es_backend, "hybrid", fusion=method, alpha=0.3, rrf_k=20)
+        local = built_retriever(bundle, "hybrid", fusion=method, alpha=0.3, rrf_k=20)
+        assert type(es) is type(local) and es.fusion.describe() == local.fusion.describe()
         for d, s in zip(dense, sparse):
             assert [(h.row, h.score) for h in es.fuse(d, s, 10)] == [(h.row, h.score) for h in local.fuse(d, s, 10)]
 
@@ -481,12 +484,9 @@ def test_entity_bonus_on_an_elastic_index_ranks_as_on_the_folder_index(demo_es, 
     assert any(h.source == "entity" for hits in fused["es"] for h in hits)
 
 
-def test_bm25_max_df_is_refused_in_one_line_for_elasticsearch(demo_es):
-    from odqa.config import OdqaConfig
-    from odqa.retriever.elastic import ElasticBackend
-
-    backend = ElasticBackend(demo_es, OdqaConfig())
-    assert backend.bm25(0.0).search(["Who wrote Hamlet?"], 1)[0]
-    for make in (lambda: backend.bm25(0.1), lambda: backend.hybrid(bm25_max_df=0.1)):
+def test_bm25_max_df_is_refused_in_one_line_for_elasticsearch(es_backend):
+    assert built_retriever(es_backend, "bm25", bm25_max_df=0.0).search(["Who wrote Hamlet?"], 1)[0]
+    for make in (lambda: built_retriever(es_backend, "bm25", bm25_max_df=0.1),
+                 lambda: built_retriever(es_backend, "hybrid", bm25_max_df=0.1)):
         with pytest.raises(OdqaError, match="bm25_max_df.*Elasticsearch"):
             make()

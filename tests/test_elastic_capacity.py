@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 import odqa.indexes.elastic_capacity as capacity
-from odqa.indexes.elastic import BulkOptions, ElasticIndex, load_passages, mapping
+from odqa.indexes.elastic import ElasticIndex, mapping
+from odqa.indexes.elastic_bulk import BulkOptions, load_passages
 from odqa.indexes.elastic_capacity import SHARD_TARGET_GB, node_memory_gb, plan_elastic
 from odqa.config import ElasticConfig
 from tests.es_server import NoidaServer, start_or_skip

@@ -12,6 +12,7 @@ import torch
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.models import resolve_model
 from odqa.core.encoder import TextEncoder
+from tests.retrievers import built_retriever
 
 QUESTIONS = ["who discovered penicillin", "where is mount fuji"]
 PASSAGES = [("Penicillin", "Alexander Fleming discovered penicillin in 1928."),
@@ -125,7 +126,7 @@ def test_plain_model_pooling_and_similarity(plain_model, tokenizer):
 
 def test_index_with_a_dpr_pair_records_and_uses_the_question_encoder(dpr_pair, st_folder, tmp_path):
     from odqa.indexing import IndexSpec, build_index
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
     question_path, ctx_path = dpr_pair
     corpus = tmp_path / "corpus.jsonl"
@@ -137,16 +138,16 @@ def test_index_with_a_dpr_pair_records_and_uses_the_question_encoder(dpr_pair, s
     manifest = json.loads((out / "dense" / "manifest.json").read_text())
     assert manifest["encoder"] == str(ctx_path) and manifest["params"]["query_encoder"] == str(question_path)
     assert manifest["params"]["encoder_settings"]["similarity"] == "dot"
-    bundle = IndexBundle.open(out)
-    dense = bundle.dense(device="cpu")
+    bundle = FolderIndex.open(out)
+    dense = built_retriever(bundle, "dense", device="cpu")
     assert dense.encoder.name == str(question_path) and dense.encoder.kind == "dpr"
     hits = dense.search(QUESTIONS, 2)
     expected = dense.encoder.encode(QUESTIONS) @ np.asarray(
         TextEncoder.from_pretrained(str(ctx_path), device="cpu").encode_passages(PASSAGES)).T
     assert np.allclose([h.score for h in hits[0]], sorted(expected[0], reverse=True), atol=1e-2)
     # any question encoder of the same dimension may be named as such; as --encoder it must be the index's
-    assert bundle.dense(query_encoder=str(ctx_path), device="cpu").encoder.name == str(ctx_path)
+    assert built_retriever(bundle, "dense", query_encoder=str(ctx_path), device="cpu").encoder.name == str(ctx_path)
     with pytest.raises(IndexMismatchError):
-        bundle.dense(encoder=str(question_path), device="cpu")
+        built_retriever(bundle, "dense", encoder=str(question_path), device="cpu")
     with pytest.raises(IndexMismatchError, match="16-d"):
-        bundle.dense(query_encoder=str(st_folder), device="cpu")
+        built_retriever(bundle, "dense", query_encoder=str(st_folder), device="cpu")

@@ -10,6 +10,7 @@ from odqa.corpus.questions import load_questions
 from odqa.eval.evaluators import Evaluator, RetrievalEvaluator
 from odqa.eval.retrieval import RunHit, evaluate_retrieval
 from odqa.eval.runs import merge_runs, read_run, summarize_run
+from tests.retrievers import built_retriever
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -20,9 +21,9 @@ def _without_timing(metrics: dict) -> dict:
 
 def test_retrieval_evaluator_gives_evaluate_retrievals_figures_and_a_named_run(tmp_path):
     from odqa.demo_corpus import demo_index_path
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
-    retriever = IndexBundle.open(demo_index_path(quiet=True)).retriever("bm25")
+    retriever = built_retriever(FolderIndex.open(demo_index_path(quiet=True)), "bm25")
     items = load_questions(REPO / "odqa" / "demo" / "questions.jsonl", limit=30)
     evaluator = RetrievalEvaluator(items, ks=[5, 1], run_out=tmp_path / "run.jsonl", progress=False)
     assert isinstance(evaluator, Evaluator) and evaluator.primary_metric == "recall@5"

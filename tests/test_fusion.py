@@ -1,7 +1,7 @@
 import pytest
 
 from odqa.core.types import Passage, SearchHit
-from odqa.retriever.hybrid import minmax_fuse, rrf_fuse
+from odqa.core.fusion import minmax_fuse, rrf_fuse
 
 
 def hits(*pairs):
@@ -37,7 +37,7 @@ def test_rrf_by_hand():
 
 
 def test_fusion_of_empty_lists_and_k_cut():
-    assert rrf_fuse([[], []], k=5) == []
+    assert rrf_fuse([[], []], k=5, rrf_k=60) == []
     assert len(minmax_fuse([hits((1, 1.0), (2, 0.5), (3, 0.2)), []], [0.5, 0.5], k=2)) == 2
 
 

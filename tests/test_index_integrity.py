@@ -14,7 +14,8 @@ from odqa.indexes.integrity import build_lock, recover_swap
 from odqa.corpus import iter_passages
 from odqa.core.errors import DataFormatError, IndexMismatchError, OdqaError
 from odqa.indexing import IndexSpec, build_index
-from odqa.retriever.loading import IndexBundle
+from odqa.indexes.folder import FolderIndex
+from tests.retrievers import built_retriever
 
 DOCS = [{"id": str(i), "title": f"Doc {i}", "text": f"Document number {i} talks about topic {i} and nothing else."}
         for i in range(7)]
@@ -43,9 +44,9 @@ def test_a_passage_store_from_another_index_is_refused(corpus, tmp_path):
     b = bm25_index(write_corpus(tmp_path / "o.jsonl", OTHER), tmp_path / "b")
     shutil.copy(b / "passages" / "passages.arrow", a / "passages" / "passages.arrow")
     with pytest.raises(IndexMismatchError, match="passages"):
-        IndexBundle.open(a).retriever("bm25").search(["topic 3"], 3)
+        built_retriever(FolderIndex.open(a), "bm25").search(["topic 3"], 3)
     with pytest.raises(IndexMismatchError):
-        IndexBundle.open(a).verify()
+        FolderIndex.open(a).verify()
 
 
 def test_embeddings_from_another_index_or_with_fewer_rows_are_refused(corpus, tmp_path):
@@ -56,12 +57,12 @@ def test_embeddings_from_another_index_or_with_fewer_rows_are_refused(corpus, tm
     good = np.load(a / "dense" / "embeddings.npy")
     shutil.copy(b / "dense" / "embeddings.npy", a / "dense" / "embeddings.npy")  # same shape, other vectors
     with pytest.raises(IndexMismatchError, match="dense"):
-        IndexBundle.open(a).dense()
+        built_retriever(FolderIndex.open(a), "dense")
     np.save(a / "dense" / "embeddings.npy", good[:5])  # fewer rows than passages
     with pytest.raises(IndexMismatchError, match="dense"):
-        IndexBundle.open(a).dense()
+        built_retriever(FolderIndex.open(a), "dense")
     np.save(a / "dense" / "embeddings.npy", good)
-    assert IndexBundle.open(a).verify()[-1].startswith("dense: 7 x 384")
+    assert FolderIndex.open(a).verify()[-1].startswith("dense: 7 x 384")
 
 
 def test_verify_index_command(corpus, tmp_path, capsys):
@@ -93,8 +94,8 @@ def test_a_crash_inside_the_swap_is_recovered_on_the_next_open(corpus, tmp_path,
     assert _crash_build(corpus, out, stage) == 137
     leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".idx.") and "lock" not in p.name]
     assert leftovers  # the crash left half a swap behind
-    bundle = IndexBundle.open(out)
-    titles = {h.passage.title for h in bundle.retriever("bm25").search(["document topic"], 3)[0]}
+    bundle = FolderIndex.open(out)
+    titles = {h.passage.title for h in built_retriever(bundle, "bm25").search(["document topic"], 3)[0]}
     assert titles <= {d["title"] for d in DOCS} if stage == "rename-away" else titles <= {d["title"] for d in OTHER}
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".idx.") and "lock" not in p.name]
 
@@ -116,7 +117,7 @@ def test_a_symlinked_out_keeps_its_link_and_updates_its_target(corpus, tmp_path)
     assert (tmp_path / "link").is_symlink() and (real / "manifest.json").exists()
     bm25_index(write_corpus(tmp_path / "o.jsonl", OTHER), tmp_path / "link")
     assert (tmp_path / "link").is_symlink()
-    assert IndexBundle.open(tmp_path / "link").store.get(0).title == "Other 0"
+    assert FolderIndex.open(tmp_path / "link").store.get(0).title == "Other 0"
 
 
 # ---- 5: one writer -----------------------------------------------------------------------------------
@@ -138,17 +139,23 @@ def test_an_encoder_retrained_in_place_is_refused_unless_accepted(corpus, tmp_pa
     shutil.copytree(resolve_model("minilm"), encoder)
     out = tmp_path / "idx"
     build_index(IndexSpec(corpus=str(corpus), out=str(out), backends=["dense"], encoder=str(encoder)))
-    IndexBundle.open(out).dense()  # same weights: fine
+    built_retriever(FolderIndex.open(out), "dense")  # same weights: fine
     weights = load_file(encoder / "model.safetensors")
     name = next(iter(weights))
     weights[name] = weights[name] * 1.01  # "retrained" under the same name
     save_file(weights, encoder / "model.safetensors")
     with pytest.raises(IndexMismatchError, match="other weights"):
-        IndexBundle.open(out).dense()
-    assert IndexBundle.open(out).dense(accept_encoder_change=True) is not None
+        built_retriever(FolderIndex.open(out), "dense")
+    assert built_retriever(FolderIndex.open(out), "dense", accept_encoder_change=True) is not None
 
 
 # ---- 6: read-only ------------------------------------------------------------------------------------
+def _search_script(index) -> str:
+    """Python that prints the title of the best BM25 hit for 'topic 3' in `index` (run from the checkout)."""
+    return ("from odqa.indexes.folder import FolderIndex; from tests.retrievers import built_retriever; "
+            f"print(built_retriever(FolderIndex.open('{index}'), 'bm25').search(['topic 3'], 1)[0][0].passage.title)")
+
+
 @pytest.mark.subprocess
 def test_bm25_searches_a_read_only_index(corpus, tmp_path):
     out = bm25_index(corpus, tmp_path / "idx")
@@ -157,17 +164,14 @@ def test_bm25_searches_a_read_only_index(corpus, tmp_path):
     view = tmp_path / "ro"
     view.mkdir()
     script = (f"mount --bind {out} {view} && mount -o remount,ro,bind {view} && touch {view}/x 2>/dev/null; "
-              f"test ! -e {view}/x && {sys.executable} -c \"from retriever.loading import IndexBundle; "
-              f"print(IndexBundle.open('{view}').retriever('bm25').search(['topic 3'], 1)[0][0].passage.title)\"")
+              f"test ! -e {view}/x && {sys.executable} -c \"{_search_script(view)}\"")
     if os.geteuid() == 0:
         run = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True)
         if "Operation not permitted" in run.stderr or "unshare:" in run.stderr:
             pytest.skip("cannot mount a read-only view here")
     else:
         os.chmod(out / "bm25", 0o555)
-        code = ("from retriever.loading import IndexBundle; "
-                f"print(IndexBundle.open('{out}').retriever('bm25').search(['topic 3'], 1)[0][0].passage.title)")
-        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        run = subprocess.run([sys.executable, "-c", _search_script(out)], capture_output=True, text=True)
         os.chmod(out / "bm25", 0o755)
     assert run.returncode == 0, run.stderr[-500:]
     assert run.stdout.strip() == "Doc 3"
@@ -187,6 +191,6 @@ def test_duplicate_and_empty_document_ids_are_refused_with_their_lines(tmp_path)
 def test_bm25_ties_are_ordered_by_row(tmp_path):
     docs = [{"id": f"t{i}", "title": "Same", "text": "the very same words in every document"} for i in range(40)]
     out = bm25_index(write_corpus(tmp_path / "t.jsonl", docs), tmp_path / "idx")
-    hits = IndexBundle.open(out).retriever("bm25").search(["same words"], 10)[0]
+    hits = built_retriever(FolderIndex.open(out), "bm25").search(["same words"], 10)[0]
     assert [h.row for h in hits] == list(range(10))
     assert len({h.score for h in hits}) == 1

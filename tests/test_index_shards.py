@@ -10,7 +10,8 @@ import pytest
 
 from odqa.core.errors import OdqaError
 from odqa.indexing import IndexSpec, build_index, build_sharded_index
-from odqa.retriever.loading import IndexBundle, ShardedBundle
+from odqa.indexes.folder import FolderIndex, ShardedFolderIndex
+from tests.retrievers import built_retriever
 
 DEMO = Path(__file__).resolve().parent.parent / "odqa" / "demo"
 ARTICLES = 45  # of the demo corpus, in 3 files: the shards differ in size and vocabulary
@@ -28,7 +29,7 @@ def indexes(tmp_path_factory):
     whole = build_index(IndexSpec(corpus=str(corpus), out=str(root / "whole"), precision="fp32"))
     sharded = build_sharded_index(IndexSpec(corpus=str(corpus), out=str(root / "sharded"), precision="fp32"), 3)
     assert whole.finished and sharded.finished and whole.passages == sharded.passages
-    return corpus, IndexBundle.open(root / "whole"), IndexBundle.open(root / "sharded")
+    return corpus, FolderIndex.open(root / "whole"), FolderIndex.open(root / "sharded")
 
 
 def questions():
@@ -43,8 +44,8 @@ def ranking(hits):
 @pytest.mark.parametrize("kind", ["bm25", "dense", "hybrid"])
 def test_a_sharded_index_ranks_as_one_index(indexes, kind):
     _, whole, sharded = indexes
-    assert isinstance(sharded, ShardedBundle) and len(sharded.shards) == 3 and len(sharded) == len(whole)
-    one, parts = whole.retriever(kind), sharded.retriever(kind)
+    assert isinstance(sharded, ShardedFolderIndex) and len(sharded.shards) == 3 and len(sharded) == len(whole)
+    one, parts = built_retriever(whole, kind), built_retriever(sharded, kind)
     for question in questions():
         expected, got = ranking(one.search([question], 10)[0]), ranking(parts.search([question], 10)[0])
         assert [pid for pid, _ in got] == [pid for pid, _ in expected], question
@@ -55,11 +56,11 @@ def test_shard_statistics_are_the_whole_corpus(indexes):
     """Each shard alone scores with its own document frequencies; the sharded index does not."""
     _, whole, sharded = indexes
     question = questions()[0]
-    alone = sharded.shards[0].bm25().search([question], 1)[0][0]
-    joined = {h.passage.id: h.score for h in sharded.bm25().search([question], len(sharded))[0]}
+    alone = built_retriever(sharded.shards[0], "bm25").search([question], 1)[0][0]
+    joined = {h.passage.id: h.score for h in built_retriever(sharded, "bm25").search([question], len(sharded))[0]}
     assert alone.score != pytest.approx(joined[alone.passage.id])
-    assert joined[alone.passage.id] == pytest.approx({h.passage.id: h.score for h in
-                                                      whole.bm25().search([question], len(whole))[0]}[alone.passage.id])
+    whole_scores = {h.passage.id: h.score for h in built_retriever(whole, "bm25").search([question], len(whole))[0]}
+    assert joined[alone.passage.id] == pytest.approx(whole_scores[alone.passage.id])
 
 
 def test_a_rerun_keeps_the_finished_shards_and_verify_checks_them(indexes, capfd):
@@ -67,7 +68,7 @@ def test_a_rerun_keeps_the_finished_shards_and_verify_checks_them(indexes, capfd
     report = build_sharded_index(IndexSpec(corpus=str(corpus), out=str(sharded.path), precision="fp32"), 3)
     assert report.finished and report.seconds.keys() == {"bm25_union_s"}  # nothing rebuilt but the join
     assert "3/3 kept" in capfd.readouterr().err
-    lines = IndexBundle.open(sharded.path).verify()
+    lines = FolderIndex.open(sharded.path).verify()
     assert sum("fingerprint" in line for line in lines) == 3 and "as one index" in lines[-1]
 
 
@@ -95,9 +96,10 @@ def test_shards_with_block_digests_beside_their_files_join_and_verify(indexes, t
     union = tmp_path / "s" / "bm25"
     sidecars = list(union.glob(f"*{integrity.SIDECAR}"))
     assert sidecars and all(p.stat().st_nlink == 1 for p in sidecars)
-    bundle = IndexBundle.open(tmp_path / "s")
+    bundle = FolderIndex.open(tmp_path / "s")
     question = questions()[0]
-    got, expected = ranking(bundle.bm25().search([question], 5)[0]), ranking(whole.bm25().search([question], 5)[0])
+    got = ranking(built_retriever(bundle, "bm25").search([question], 5)[0])
+    expected = ranking(built_retriever(whole, "bm25").search([question], 5)[0])
     assert [pid for pid, _ in got] == [pid for pid, _ in expected]
     assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-5)
     assert "as one index" in bundle.verify()[-1]

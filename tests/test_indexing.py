@@ -7,7 +7,8 @@ import pytest
 
 from odqa.core.errors import OdqaError
 from odqa.indexing import IndexSpec, build_index, parse_shard
-from odqa.retriever.loading import IndexBundle
+from odqa.indexes.folder import FolderIndex
+from tests.retrievers import built_retriever
 
 DOCS = [{"id": str(i), "title": f"Doc {i}", "text": f"Document number {i} talks about topic {i} and nothing else."} for i in range(7)]
 
@@ -44,7 +45,7 @@ def test_resume_skips_finished_chunks(corpus, tmp_path):
     build_index(IndexSpec(corpus=str(corpus), out=str(out), backends=["bm25", "dense"], chunk_size=3))
     merged = np.load(out / "dense" / "embeddings.npy")
     assert np.all(merged[:3] == 7.0)
-    bundle = IndexBundle.open(out)
+    bundle = FolderIndex.open(out)
     assert bundle.backends == ["bm25", "dense"] and len(bundle.store) == 7
 
 
@@ -59,20 +60,20 @@ def test_parse_shard():
 def test_index_without_dense_says_how_to_add_it(corpus, tmp_path):
     build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "b"), backends=["bm25"]))
     with pytest.raises(OdqaError, match="no dense index"):
-        IndexBundle.open(tmp_path / "b").dense()
+        built_retriever(FolderIndex.open(tmp_path / "b"), "dense")
 
 
 def test_hybrid_on_a_bm25_only_index_falls_back_to_bm25(corpus, tmp_path, caplog):
     build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "b"), backends=["bm25"]))
-    retriever = IndexBundle.open(tmp_path / "b").retriever("hybrid")
+    retriever = built_retriever(FolderIndex.open(tmp_path / "b"), "hybrid")
     assert retriever.name == "bm25"
     assert "falls back to bm25" in caplog.text
 
 
 def test_hybrid_reads_the_passages_of_its_fused_top_k_only(corpus, tmp_path):
     build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "b"), backends=["bm25", "dense"]))
-    retriever = IndexBundle.open(tmp_path / "b").retriever("hybrid", candidates=7)
-    store = retriever.dense.store
+    retriever = built_retriever(FolderIndex.open(tmp_path / "b"), "hybrid", candidates=7)
+    store = retriever.backend.store
     asked: list[list[int]] = []
     get_rows = store.get_rows
     store.get_rows = lambda rows: asked.append(list(rows)) or get_rows(rows)

@@ -14,6 +14,7 @@ from odqa.core.errors import DataFormatError, OdqaError
 from odqa.corpus.questions import load_questions, with_answers
 from odqa.pipeline import clean_question
 from tests.answer_checks import assert_cli_answered
+from tests.retrievers import built_retriever
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -63,9 +64,9 @@ def test_eval_retrieval_keeps_no_hits_in_memory_and_writes_both_files(tmp_path):
     from odqa.demo_corpus import demo_index_path
     from odqa.eval.retrieval import evaluate_retrieval
     from odqa.eval.runs import read_run
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
-    bundle = IndexBundle.open(demo_index_path(quiet=True))
+    bundle = FolderIndex.open(demo_index_path(quiet=True))
     items = load_questions(REPO / "odqa" / "demo" / "questions.jsonl", limit=20)
     kept = []
     import odqa.eval.retrieval as module
@@ -78,7 +79,7 @@ def test_eval_retrieval_keeps_no_hits_in_memory_and_writes_both_files(tmp_path):
 
     module.summarize = spy
     try:
-        metrics = evaluate_retrieval(bundle.retriever("bm25"), items, [1, 5], per_question=tmp_path / "pq.jsonl",
+        metrics = evaluate_retrieval(built_retriever(bundle, "bm25"), items, [1, 5], per_question=tmp_path / "pq.jsonl",
                                      run_out=tmp_path / "run.jsonl", progress=False)
     finally:
         module.summarize = original
@@ -102,11 +103,11 @@ def test_bad_output_paths_are_refused_before_the_evaluation(tmp_path, capsys):
 
 # ---- 13: credentials in encoded forms ------------------------------------------------------------------
 def test_credentials_are_scrubbed_in_base64_and_quoted_forms():
-    from odqa.indexes.elastic import _secrets, scrub
+    from odqa.indexes.elastic_connection import scrub, secrets_of
     from odqa.config import ElasticConfig
 
     config = ElasticConfig(hosts="http://bob:p%40ss@h:9200", username="alice", password="s3cret pw", api_key="id7:k3y")
-    secrets = _secrets(config)
+    secrets = secrets_of(config)
     echoed = [base64.b64encode(b"alice:s3cret pw").decode(), base64.b64encode(b"bob:p@ss").decode(),
               base64.b64encode(b"id7:k3y").decode(), "s3cret%20pw"]
     text = scrub("proxy said: Authorization: Basic " + " / ".join(echoed), secrets)

@@ -170,3 +170,35 @@ def _fresh_lookup():
     models.installed_models.cache_clear()
     yield
     models.installed_models.cache_clear()
+
+
+def test_the_shipped_model_names_are_written_once():
+    """odqa.core.models.SHIPPED_NAMES is the list of shipped models; what names them again must agree with it: the
+    `models` extra (one pinned distribution each, in its order), models/ (one buildable folder each, declaring its
+    distribution and its entry point) and docs/install.md (each distribution)."""
+    import re
+    import sys
+
+    from tests.test_packaging import project
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    extra = project()["optional-dependencies"]["models"]
+    assert [re.split(r"[=<>~!\[; ]", requirement)[0] for requirement in extra] == [
+        f"odqa-model-{name}" for name in models.SHIPPED_NAMES]
+    folders = sorted(path.parent.name for path in (models.REPO_ROOT / "models").glob("*/pyproject.toml"))
+    assert folders == sorted(models.SHIPPED_NAMES)
+    for name in models.SHIPPED_NAMES:
+        with (models.REPO_ROOT / "models" / name / "pyproject.toml").open("rb") as f:
+            model_project = tomllib.load(f)["project"]
+        assert model_project["name"] == f"odqa-model-{name}"
+        assert list(model_project["entry-points"][models.MODEL_ENTRY_POINTS]) == [name]
+    install = " ".join((models.REPO_ROOT / "docs" / "install.md").read_text(encoding="utf-8").split())
+    for name in models.SHIPPED_NAMES:
+        assert f"`-{name}`" in install or f"`odqa-model-{name}`" in install, name
+    from odqa.reader.model import SHIPPED_READERS
+
+    assert set(SHIPPED_READERS) <= set(models.SHIPPED_NAMES) and models.DEFAULT_ENCODER in models.SHIPPED_NAMES

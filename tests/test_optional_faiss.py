@@ -82,17 +82,20 @@ def test_a_missing_cjk_analyser_is_refused_before_any_work(tmp_path):
 
 
 def test_an_index_whose_vector_kind_needs_faiss_says_so_before_loading(tmp_path, monkeypatch):
-    """IndexBundle.check_available reads the manifests only: an hnsw index without FAISS is one line."""
+    """FolderIndex.check_available checks the packages from the manifests before it opens any part: an hnsw
+    index without FAISS is one line."""
     from odqa.indexes.layout import BM25, DENSE
     from odqa.indexes.manifest import Manifest
     from odqa.core.errors import OdqaError
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
     Manifest(kind="bundle", corpus_fingerprint="x", count=1, encoder="minilm", dim=384, format_version=1,
              params={"backends": [BM25, DENSE]}).save(tmp_path)  # format 1: no part records are promised
     Manifest(kind="faiss", corpus_fingerprint="x", params={"kind": "hnsw"}).save(tmp_path / DENSE)
-    bundle = IndexBundle.open(tmp_path)
+    bundle = FolderIndex.open(tmp_path)
     monkeypatch.setitem(sys.modules, "faiss", None)
-    bundle.check_available("bm25")  # BM25 alone needs no FAISS
+    with pytest.raises(OdqaError) as bm25:  # BM25 alone needs no FAISS: only its parts (none here) are missed
+        bundle.check_available("bm25")
+    assert "FAISS" not in str(bm25.value)
     with pytest.raises(OdqaError, match=r"the hnsw vector index of .* needs FAISS, which is not installed"):
         bundle.check_available("hybrid")

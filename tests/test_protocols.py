@@ -6,7 +6,8 @@ import inspect
 import pytest
 
 from odqa.indexes.bm25 import Bm25sIndex, RankBm25Index, TantivyIndex
-from odqa.indexes.elastic import ElasticArticlePassages
+from odqa.indexes.elastic import ElasticArticlePassages, ElasticPassageIndex
+from odqa.indexes.folder import FolderIndex, ShardedFolderIndex
 from odqa.indexes.vector import VectorIndex
 from odqa.linker.baseline import SpacyAliasLinker
 from odqa.linker.linker import Linker
@@ -15,20 +16,18 @@ from odqa.corpus.articles import StoreArticlePassages
 from odqa.reader.model import Reader
 from odqa.retriever.bm25 import BM25Retriever
 from odqa.retriever.dense import DenseRetriever
-from odqa.retriever.elastic import ElasticBM25Retriever, ElasticDenseRetriever, ElasticHybridRetriever
 from odqa.retriever.hybrid import HybridRetriever
-from odqa.retriever.elastic import ElasticBackend
-from odqa.retriever.loading import IndexBundle
+from tests.memory_backend import MemoryIndex
 
 IMPLEMENTATIONS = [
     (protocols.TextIndex, [TantivyIndex, Bm25sIndex, RankBm25Index]),
     (protocols.VectorIndex, [VectorIndex]),
-    (protocols.Retriever, [BM25Retriever, DenseRetriever, HybridRetriever, ElasticBM25Retriever,
-                           ElasticDenseRetriever, ElasticHybridRetriever]),
+    (protocols.Retriever, [BM25Retriever, DenseRetriever, HybridRetriever]),
     (protocols.Linker, [Linker, SpacyAliasLinker]),
     (protocols.Reader, [Reader]),
     (protocols.ArticlePassages, [StoreArticlePassages, ElasticArticlePassages]),
-    (protocols.IndexBackend, [IndexBundle, ElasticBackend]),
+    (protocols.SearchBackend, [FolderIndex, ShardedFolderIndex, ElasticPassageIndex, MemoryIndex]),
+    (protocols.FusesItself, [ElasticPassageIndex]),
 ]
 CASES = [(protocol, cls) for protocol, classes in IMPLEMENTATIONS for cls in classes]
 

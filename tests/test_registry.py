@@ -7,15 +7,14 @@ from pathlib import Path
 import pytest
 
 from odqa.indexes.bm25 import TEXT_ENGINES
-from odqa.indexes.elastic import parse_location
+from odqa.indexes.elastic_connection import parse_location
 from odqa.indexes.layout import IndexLayout
 from odqa.indexes.vector import VECTOR_INDEXES
 from odqa.config import OdqaConfig
 from odqa.core.errors import OdqaError
 from odqa.core.fusion import FUSIONS
 from odqa.core.registry import Registry
-from odqa.retriever.kinds import ELASTIC_FUSIONS, RETRIEVERS
-from odqa.retriever.registry import INDEX_BACKENDS, backend_of
+from odqa.retriever.registry import INDEX_BACKENDS, RETRIEVERS, backend_of, fusion_choices
 
 
 def test_unknown_name_is_one_line_with_the_choices():
@@ -31,7 +30,8 @@ def test_the_registries_hold_the_backends():
     assert TEXT_ENGINES.names == ("tantivy", "bm25s", "rank-bm25")
     assert VECTOR_INDEXES.names == ("flat", "hnsw", "ivf", "ivfpq")
     assert RETRIEVERS.names == ("bm25", "dense", "hybrid")
-    assert FUSIONS.names == ("rrf", "minmax") and ELASTIC_FUSIONS == ("auto", "rrf", "minmax", "es-rrf")
+    assert FUSIONS.names == ("rrf", "minmax") and fusion_choices() == ("auto", "rrf", "minmax", "es-rrf")
+    assert fusion_choices("indexes/wiki") == ("auto", "rrf", "minmax")
     assert INDEX_BACKENDS.names == ("folder", "es")
 
 
@@ -48,7 +48,7 @@ def test_cli_choices_come_from_the_registries():
         assert _choices(parser, command, "--retriever") == RETRIEVERS.names, command
     assert _choices(parser, "index", "--bm25-engine") == TEXT_ENGINES.names
     assert _choices(parser, "index", "--vector-index") == ("auto", *VECTOR_INDEXES.names)
-    assert _choices(parser, "search", "--fusion") == ELASTIC_FUSIONS
+    assert _choices(parser, "search", "--fusion") == fusion_choices()
 
 
 def test_the_shell_names_the_registered_retrievers():

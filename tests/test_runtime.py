@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from odqa.core.errors import OdqaError
-from odqa.core.runtime import plan_inference
+from odqa.core.runtime import InferenceSettings, plan_inference
 from odqa.core.types import Passage
+from tests.retrievers import built_retriever
 
 pytest.importorskip("onnxruntime")
 
@@ -56,32 +57,55 @@ def _machine(monkeypatch, *, fast_bf16: bool | None = None, prefers_int8: bool |
 
 
 def test_a_few_questions_read_with_int8_where_bf16_would_import_torch(monkeypatch):
-    """`odqa ask` (expect_few_questions): importing torch for bf16 costs more than it saves on a few questions, so
-    the int8 graph reads where int8 is measured for the model; models without it, and other processes, keep the
-    timed verdict."""
-    from odqa.core.runtime import expect_few_questions
-
+    """`odqa ask` (few_questions): importing torch for bf16 costs more than it saves on a few questions, so the
+    int8 graph reads where int8 is measured for the model; models without it, and other pipelines, keep the timed
+    verdict."""
     _machine(monkeypatch, fast_bf16=True, prefers_int8=False, onnx=True)
-    assert plan_inference("cpu", auto_int8=True).label == "torch bf16"
-    monkeypatch.setattr("odqa.core.runtime._few_questions", False)
-    expect_few_questions()
-    plan = plan_inference("cpu", auto_int8=True)
+    assert plan_inference("cpu", InferenceSettings(), auto_int8=True).label == "torch bf16"
+    few = InferenceSettings(few_questions=True)
+    plan = plan_inference("cpu", few, auto_int8=True)
     assert plan.label == "onnx int8" and "a few questions" in plan.reason
-    assert plan_inference("cpu").label == "torch bf16"  # int8 not measured for this model
-    assert plan_inference("cpu", precision="bf16", auto_int8=True).label == "torch bf16"  # asked for
+    assert plan_inference("cpu", few).label == "torch bf16"  # int8 not measured for this model
+    assert plan_inference("cpu", InferenceSettings("bf16", few_questions=True), auto_int8=True).label == "torch bf16"
+    assert plan_inference("cpu", InferenceSettings(), auto_int8=True).label == "torch bf16"  # nothing process-wide
+
+
+def test_few_questions_reach_the_models_through_the_pipeline_not_the_process(monkeypatch, tiny_dir, home, tmp_path):
+    """`ask` builds its pipeline with few_questions (odqa.commands.qa.make_pipeline): its reader and an
+    int8-measured question encoder read int8; a reader or pipeline built without it in the same process keeps
+    bf16, and the settings' defaults are OdqaConfig's."""
+    from odqa.config import OdqaConfig
+    from odqa.core.encoder import TextEncoder
+    from odqa.core.runtime import INFERENCE
+    from odqa.pipeline import Pipeline
+    from odqa.reader.model import Reader
+    from tests.reader_fixtures import save_tiny_qa
+
+    assert OdqaConfig().inference() == INFERENCE == InferenceSettings()
+    _machine(monkeypatch, fast_bf16=True, prefers_int8=False, onnx=True)
+    few = Pipeline(OdqaConfig.load(None, {"reader.model": str(tiny_dir), "device": "cpu"}), few_questions=True)
+    assert few.inference.few_questions and few.reader.plan.label == "onnx int8"
+    assert Reader.from_pretrained(str(tiny_dir), device="cpu").plan.label == "torch bf16"
+    assert Pipeline(OdqaConfig.load(None, {"reader.model": str(tiny_dir)})).reader.plan.label == "torch bf16"
+    folder = save_tiny_qa(tmp_path / "enc", qa=False)
+    (folder / "retriever_info.json").write_text(json.dumps({"auto_int8": True}))
+    encoder = TextEncoder.from_pretrained(str(folder), device="cpu", few_questions=True)
+    assert encoder.plan(question_time=True).label == "onnx int8"
+    encoder.few_questions = False
+    assert encoder.plan(question_time=True).label == "onnx fp32"
 
 
 def test_auto_picks_bf16_with_native_bf16_else_onnx_int8(monkeypatch):
     _machine(monkeypatch, fast_bf16=True)
-    assert plan_inference("cpu", auto_int8=True).label == "torch bf16"
-    assert plan_inference("cpu", runtime="onnx", auto_int8=True).label == "onnx int8"
+    assert plan_inference("cpu", InferenceSettings(), auto_int8=True).label == "torch bf16"
+    assert plan_inference("cpu", InferenceSettings(runtime="onnx"), auto_int8=True).label == "onnx int8"
     _machine(monkeypatch, fast_bf16=False)
-    assert plan_inference("cpu", auto_int8=True).label == "onnx int8"
-    assert plan_inference("cpu", runtime="torch", auto_int8=True).label == "torch fp32"
-    assert plan_inference("cpu", "int8").label == "onnx int8"
-    assert plan_inference("cpu", "int8", "torch").label == "torch int8"
-    assert plan_inference("cpu", "fp32").label == "torch fp32"
-    assert plan_inference("cuda").label == "torch fp16"
+    assert plan_inference("cpu", InferenceSettings(), auto_int8=True).label == "onnx int8"
+    assert plan_inference("cpu", InferenceSettings(runtime="torch"), auto_int8=True).label == "torch fp32"
+    assert plan_inference("cpu", InferenceSettings("int8")).label == "onnx int8"
+    assert plan_inference("cpu", InferenceSettings("int8", "torch")).label == "torch int8"
+    assert plan_inference("cpu", InferenceSettings("fp32")).label == "torch fp32"
+    assert plan_inference("cuda", InferenceSettings()).label == "torch fp16"
 
 
 def test_auto_picks_int8_over_native_bf16_where_it_was_timed_faster(monkeypatch):
@@ -95,27 +119,27 @@ def test_auto_picks_int8_over_native_bf16_where_it_was_timed_faster(monkeypatch)
     assert not flags_prefer_int8(zen4.replace(" avx512_vnni", ""))
     assert not flags_prefer_int8(zen4.replace(" avx512_bf16", ""))  # no native bf16: the int8 rule of AVX2 CPUs
     _machine(monkeypatch, fast_bf16=True, prefers_int8=True)
-    plan = plan_inference("cpu", auto_int8=True)
+    plan = plan_inference("cpu", InferenceSettings(), auto_int8=True)
     assert plan.label == "onnx int8" and "int8 timed 1.50x bf16's speed on this CPU" in plan.reason
-    assert plan_inference("cpu").label == "torch bf16"
-    assert plan_inference("cpu", runtime="torch", auto_int8=True).label == "torch bf16"
-    assert plan_inference("cpu", "bf16", auto_int8=True).label == "torch bf16"
+    assert plan_inference("cpu", InferenceSettings()).label == "torch bf16"
+    assert plan_inference("cpu", InferenceSettings(runtime="torch"), auto_int8=True).label == "torch bf16"
+    assert plan_inference("cpu", InferenceSettings("bf16"), auto_int8=True).label == "torch bf16"
 
 
 def test_auto_never_picks_int8_for_models_whose_int8_quality_is_unmeasured(monkeypatch):
     """Only the reader's int8 F1 loss was measured: under `auto` on a CPU without native bf16 the encoders and the
     linker run fp32 on onnx (torch's numbers; torch without onnxruntime); int8 asked for explicitly still runs."""
     _machine(monkeypatch, fast_bf16=False)
-    assert plan_inference("cpu").label == "onnx fp32"
-    assert plan_inference("cpu", runtime="onnx").label == "onnx fp32"
-    assert plan_inference("cpu", runtime="torch").label == "torch fp32"
-    assert plan_inference("cpu", "int8").label == "onnx int8"
-    assert plan_inference("cpu", "int8", "torch").label == "torch int8"
+    assert plan_inference("cpu", InferenceSettings()).label == "onnx fp32"
+    assert plan_inference("cpu", InferenceSettings(runtime="onnx")).label == "onnx fp32"
+    assert plan_inference("cpu", InferenceSettings(runtime="torch")).label == "torch fp32"
+    assert plan_inference("cpu", InferenceSettings("int8")).label == "onnx int8"
+    assert plan_inference("cpu", InferenceSettings("int8", "torch")).label == "torch int8"
     _machine(monkeypatch, fast_bf16=True)
-    assert plan_inference("cpu").label == "torch bf16"
+    assert plan_inference("cpu", InferenceSettings()).label == "torch bf16"
     _machine(monkeypatch, fast_bf16=False, onnx=False)
-    assert plan_inference("cpu").label == "torch fp32"
-    assert plan_inference("cpu", auto_int8=True).label == "torch fp32"
+    assert plan_inference("cpu", InferenceSettings()).label == "torch fp32"
+    assert plan_inference("cpu", InferenceSettings(), auto_int8=True).label == "torch fp32"
 
 
 def test_questions_run_onnx_fp32_under_auto_even_where_bulk_work_runs_bf16(monkeypatch):
@@ -123,19 +147,19 @@ def test_questions_run_onnx_fp32_under_auto_even_where_bulk_work_runs_bf16(monke
     torch import) and keeps bf16 for bulk work; the int8-measured models, torch asked for, or no onnxruntime
     keep their own rules."""
     _machine(monkeypatch, fast_bf16=True, onnx=True)
-    assert plan_inference("cpu", question_time=True).label == "onnx fp32"
-    assert plan_inference("cpu").label == "torch bf16"
-    assert plan_inference("cpu", runtime="torch", question_time=True).label == "torch bf16"
-    assert plan_inference("cpu", "bf16", question_time=True).label == "torch bf16"
-    assert plan_inference("cpu", "int8", question_time=True).label == "onnx int8"
-    assert plan_inference("cuda", question_time=True).label == "torch fp16"
+    assert plan_inference("cpu", InferenceSettings(), question_time=True).label == "onnx fp32"
+    assert plan_inference("cpu", InferenceSettings()).label == "torch bf16"
+    assert plan_inference("cpu", InferenceSettings(runtime="torch"), question_time=True).label == "torch bf16"
+    assert plan_inference("cpu", InferenceSettings("bf16"), question_time=True).label == "torch bf16"
+    assert plan_inference("cpu", InferenceSettings("int8"), question_time=True).label == "onnx int8"
+    assert plan_inference("cuda", InferenceSettings(), question_time=True).label == "torch fp16"
     _machine(monkeypatch, prefers_int8=True)
-    assert plan_inference("cpu", auto_int8=True, question_time=True).label == "onnx int8"
+    assert plan_inference("cpu", InferenceSettings(), auto_int8=True, question_time=True).label == "onnx int8"
     _machine(monkeypatch, fast_bf16=False)
-    assert plan_inference("cpu", question_time=True).label == "onnx fp32"
-    assert plan_inference("cpu", auto_int8=True, question_time=True).label == "onnx int8"
+    assert plan_inference("cpu", InferenceSettings(), question_time=True).label == "onnx fp32"
+    assert plan_inference("cpu", InferenceSettings(), auto_int8=True, question_time=True).label == "onnx int8"
     _machine(monkeypatch, fast_bf16=True, onnx=False)
-    assert plan_inference("cpu", question_time=True).label == "torch bf16"
+    assert plan_inference("cpu", InferenceSettings(), question_time=True).label == "torch bf16"
 
 
 def test_an_encoder_reads_questions_and_passages_on_their_own_plans(monkeypatch, tmp_path, home, caplog):
@@ -203,7 +227,7 @@ def test_an_encoder_marked_int8_measured_runs_int8_under_auto(monkeypatch, tmp_p
 ])
 def test_impossible_plans_are_refused_with_a_clear_error(device, precision, runtime):
     with pytest.raises(OdqaError):
-        plan_inference(device, precision, runtime)
+        plan_inference(device, InferenceSettings(precision, runtime))
 
 
 def test_config_refuses_an_unknown_precision():
@@ -373,7 +397,7 @@ def test_a_large_auto_build_records_the_fast_passage_encoder_and_is_searched_wit
 
     import odqa.indexing
     from odqa.indexing import IndexSpec, build_index
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
     _machine(monkeypatch, onnx=True, fast_bf16=False)
     monkeypatch.setattr(odqa.indexing, "LARGE_BUILD", 4)  # four passages stand for a large corpus
@@ -384,7 +408,7 @@ def test_a_large_auto_build_records_the_fast_passage_encoder_and_is_searched_wit
     manifest = json.loads((tmp_path / "index" / "dense" / "manifest.json").read_text())
     assert manifest["encoder"] == "fast-passage-encoder" and manifest["params"]["query_encoder"] == "retriever"
     assert manifest["params"]["passage_precision"] == "int8"
-    dense = IndexBundle.open(tmp_path / "index").dense(device="cpu")
+    dense = built_retriever(FolderIndex.open(tmp_path / "index"), "dense", device="cpu")
     assert dense.encoder.name == "retriever"
     assert dense.search(["Which passage is about volcanoes?"], 1)[0][0].row == 1
 

@@ -13,6 +13,7 @@ from odqa.core.errors import OdqaError
 from odqa.indexing import IndexSpec, build_index
 from odqa.retriever.losses import dpr_nll_loss, positive_ranks
 from odqa.retriever.train_data import ReadStats, build_dpr_data, read_dpr_file
+from tests.retrievers import built_retriever
 
 # ---------------------------------------------------------------------------------------------------- fixtures
 
@@ -406,15 +407,16 @@ def test_training_survives_bad_rows(tmp_path, train_file):
 def test_tune_hybrid_records_a_choice(tmp_path):
     from odqa.eval.tuning import tune_hybrid
     from odqa.corpus.questions import QAItem
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
     enc = _tiny_encoder(tmp_path / "enc")
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("".join(json.dumps(d) + "\n" for d in DOCS))
     build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "idx"), backends=["bm25", "dense"], encoder=str(enc)))
-    bundle = IndexBundle.open(tmp_path / "idx")
+    bundle = FolderIndex.open(tmp_path / "idx")
     items = [QAItem(str(i), q, a) for i, (q, a) in enumerate(QUESTIONS)]
-    result = tune_hybrid(bundle.dense(), bundle.bm25(), items, alphas=[0.2, 0.8], candidates=6, ks=[1, 5],
+    result = tune_hybrid(built_retriever(bundle, "dense"), built_retriever(bundle, "bm25"), items, alphas=[0.2, 0.8], candidates=6,
+                         ks=[1, 5],
                          select="recall@5")
     assert result["questions"] == 4 and len(result["settings"]) == 3
     assert result["best"]["method"] in ("rrf", "minmax")
@@ -424,27 +426,36 @@ def test_tune_hybrid_records_a_choice(tmp_path):
     assert result["bm25"]["recall@5"] == 75.0 and result["dense"]["questions"] == 4
 
 
+def _fusion(backend, **settings) -> tuple:
+    """(method, alpha, rrf_k) of the hybrid over `backend` with these retrieval settings."""
+    from odqa.retriever.registry import hybrid_fusion
+    from odqa.retriever.settings import RetrievalConfig
+
+    fusion = hybrid_fusion(backend, RetrievalConfig(**settings))
+    return fusion.method, fusion.alpha, fusion.rrf_k
+
+
 def test_tune_hybrid_record_sets_what_auto_fuses_with(tmp_path, capsys):
     from odqa.cli import main
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
     enc = _tiny_encoder(tmp_path / "enc")
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("".join(json.dumps(d) + "\n" for d in DOCS))
     build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "idx"), backends=["bm25", "dense"], encoder=str(enc)))
-    assert IndexBundle.open(tmp_path / "idx").fusion_setting() == ("rrf", 0.5, 60)  # English, untuned
+    assert _fusion(FolderIndex.open(tmp_path / "idx")) == ("rrf", 0.5, 60)  # English, untuned
     questions = tmp_path / "dev.tsv"
     questions.write_text("".join(f"{q}\t{json.dumps(a)}\n" for q, a in QUESTIONS))
     # alphas 0.2 and 0.8 only: whichever wins, the record differs from the untuned rrf / 0.5
     assert main(["tune-hybrid", "--index", str(tmp_path / "idx"), "--questions", str(questions), "--alphas", "0.2",
                  "0.8", "--candidates", "6", "--k", "1", "5", "--select", "recall@5", "--record", "--json"]) == 0
     best = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["best"]
-    bundle = IndexBundle.open(tmp_path / "idx")
-    method, alpha, rrf_k = bundle.fusion_setting()
+    bundle = FolderIndex.open(tmp_path / "idx")
+    method, alpha, rrf_k = _fusion(bundle)
     assert method == best["method"] and (method == "rrf" or alpha == best["alpha"])
-    assert bundle.fusion_setting("minmax", 0.3, 60) == ("minmax", 0.3, 60)  # a named method overrides the record
+    assert _fusion(bundle, fusion="minmax", alpha=0.3) == ("minmax", 0.3, 60)  # a named method overrides the record
     assert bundle.verify()[-1].endswith("ok")  # raises if rewriting the manifest broke a recorded digest
-    hybrid = bundle.hybrid()
+    hybrid = built_retriever(bundle, "hybrid")
     assert (hybrid.fusion.method, hybrid.fusion.weights[0]) == (method, alpha)
 
 

@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from odqa.indexing import IndexSpec, build_index
-from odqa.retriever.loading import IndexBundle
+from odqa.indexes.folder import FolderIndex
+from tests.retrievers import built_retriever
 
 TEXTS = {
     "d1": "Alexander Fleming discovered penicillin in 1928 at St Mary's Hospital in London.",
@@ -86,8 +87,8 @@ def test_a_corpus_without_titles_builds_an_index_that_reads(kind, tmp_path):
     out = tmp_path / "idx"
     build_index(IndexSpec(corpus=str(corpus), out=str(out), backends=["bm25"]))
     for _ in range(2):  # opened afresh: the store is mapped at another address each time
-        bundle = IndexBundle.open(out)
-        hits = bundle.retriever("bm25").search(["who discovered penicillin"], 3)[0]
+        bundle = FolderIndex.open(out)
+        hits = built_retriever(bundle, "bm25").search(["who discovered penicillin"], 3)[0]
         assert hits and hits[0].passage.text == TEXTS["d1"] and hits[0].passage.title == ""
         assert sorted(p.text for p in bundle.store.get_rows(list(range(len(bundle.store))))) == sorted(TEXTS.values())
     assert bundle.verify()  # the full digests agree too

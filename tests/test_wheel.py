@@ -162,7 +162,7 @@ def test_other_projects_of_the_same_names_beside_it_change_nothing(installed, tm
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert_answer_read_from(result["answers"][0], result["passages"])
     _run([str(python), "-m", "pip", "uninstall", "-y", "-q", "odqa-test-name-clash"], env=env)
-    code = "import odqa.reader.model, odqa.retriever.loading, odqa.linker.linker, odqa.indexes.vector; print('ok')"
+    code = "import odqa.reader.model, odqa.indexes.folder, odqa.linker.linker, odqa.indexes.vector; print('ok')"
     assert _run([str(python), "-c", code], cwd=tmp_path, env=env).stdout.strip() == "ok"
 
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import textwrap
 
-from odqa.indexes.elastic import BulkOptions
+from odqa.indexes.elastic_bulk import BulkOptions
 from odqa.commands.common import add_command, add_config_flag, print_json_last
 from odqa.commands.options import COUNT, POSITIVE_INT, add_options, config_overrides, dataclass_values
 from odqa.config import ElasticConfig, RetrievalConfig
 from odqa.core.optional import require
 from odqa.core.terminal import printable
-from odqa.retriever.kinds import ELASTIC_FUSIONS, HYBRID_FUSIONS, RETRIEVERS
 
 
 def register(subparsers) -> None:
@@ -49,13 +48,10 @@ def register(subparsers) -> None:
                     run_es_search)
     p.add_argument("question", nargs="+")
     _connection_flags(p)
-    p.add_argument("--retriever", choices=RETRIEVERS.names, default="bm25")
-    p.add_argument("--fusion", choices=ELASTIC_FUSIONS,
-                   help="hybrid: client-side rrf/minmax (as the embedded hybrid) or the server's RRF retriever")
-    add_options(p, RetrievalConfig, ["encoder"], section="retrieval",
-                help={"encoder": "question encoder (empty: the one recorded in the index)"})
+    add_options(p, RetrievalConfig, ["retriever", "fusion", "encoder", "k"], section="retrieval", help={
+        "fusion": "hybrid: client-side rrf/minmax (as over an index folder) or the server's RRF retriever (es-rrf)",
+        "encoder": "question encoder (empty: the one recorded in the index)", "k": "passages to show"})
     add_options(p, ElasticConfig, ["num_candidates"], section="elastic")
-    p.add_argument("--k", type=POSITIVE_INT, default=5)
     p.add_argument("--json", action="store_true", help="print hits as one JSON object")
     add_config_flag(p)
 
@@ -65,21 +61,22 @@ def _connection_flags(p) -> None:
     p.add_argument("--insecure", action="store_true", help="skip TLS certificate verification (test clusters only)")
 
 
-def _config(args):
+# es-search's index: the one the [elastic] section (and --hosts, --index-name) names
+SECTION_INDEX = "es://"
+
+
+def _config(args, index: str | None = None):
     from odqa.config import OdqaConfig
 
-    fusion = getattr(args, "fusion", None)
     return OdqaConfig.load(getattr(args, "config", None), {
-        **config_overrides(args),
-        "elastic.verify_certs": False if args.insecure else None,
-        # the server's own RRF is no client-side fusion setting: run_es_search passes it to the retriever
-        "retrieval.fusion": fusion if fusion in HYBRID_FUSIONS else None,
-    })
+        **config_overrides(args), "index": index, "elastic.verify_certs": False if args.insecure else None})
 
 
 def run_es_index(args) -> int:
     require("elasticsearch", "odqa es-index")  # the client is an extra, odqa[elastic]
-    from odqa.indexes.elastic import ElasticIndex, describe_hosts, load_passages
+    from odqa.indexes.elastic import ElasticIndex
+    from odqa.indexes.elastic_bulk import load_passages
+    from odqa.indexes.elastic_connection import describe_hosts
     from odqa.linker.elastic import load_entities
     from odqa.core.errors import OdqaError
 
@@ -103,13 +100,12 @@ def run_es_index(args) -> int:
 
 def run_es_search(args) -> int:
     require("elasticsearch", "odqa es-search")
-    from odqa.retriever.elastic import open_elastic_retriever
+    from odqa.retriever.registry import build_retriever, open_index
 
-    config = _config(args)
-    retriever = open_elastic_retriever(config, args.retriever, fusion=args.fusion)
+    config = _config(args, SECTION_INDEX)
+    retriever = build_retriever(open_index(config.index, config), config.retrieval, config.retriever_runtime())
     question = " ".join(args.question)
-    k = min(args.k, retriever.corpus_size)
-    hits = retriever.search([question], k)[0]
+    hits = retriever.search([question], config.retrieval.k)[0]
     if args.json:
         print_json_last({"question": question, "hits": [
             {"rank": i, "score": h.score, "row": h.row, **h.passage.to_dict()} for i, h in enumerate(hits, 1)]})

@@ -6,14 +6,13 @@ import sys
 import time
 from pathlib import Path
 
-from odqa.indexes.layout import IndexLayout
 from odqa.linker.train_config import TrainConfig
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 from odqa.commands.options import COUNT, POSITIVE_INT, add_options, config_overrides, dataclass_values
 from odqa.config import LinkerConfig, OdqaConfig
 from odqa.core.errors import OdqaError
 from odqa.core.terminal import printable
-from odqa.retriever.registry import backend_of
+from odqa.retriever.registry import kb_beside
 
 
 def register(subparsers) -> None:
@@ -71,8 +70,9 @@ def default_kb_path(config) -> Path:
     if config.linker.kb:
         return Path(config.linker.kb)
     candidates = []
-    if config.index and backend_of(config.index) == "folder":
-        candidates.append(IndexLayout(config.index).kb)  # the one place: beside the index, as `ask` looks
+    beside = kb_beside(config.index) if config.index else None
+    if beside is not None:
+        candidates.append(beside)  # the one place: beside the index, as `ask` looks
     candidates += [Path("work_indexes/kb"), REPO_ROOT / "work_indexes" / "kb"]
     for path in candidates:
         if (path / "entities.jsonl").is_file():
@@ -128,7 +128,8 @@ def _open(args, kb_as_ask: bool = False):
 
     check_device_available(config.device, "device")
     kb = KnowledgeBase.load(kb_path)
-    return Linker.from_pretrained(config.linker.model, kb=kb, device=config.device or None, **thresholds), kb
+    return Linker.from_pretrained(config.linker.model, kb=kb, device=config.device or None, precision=config.precision,
+                                  runtime=config.runtime, **thresholds), kb
 
 
 def run_build_kb(args) -> int:

@@ -55,36 +55,31 @@ def _pipeline_flags(p) -> None:
     add_config_flag(p)
 
 
-def make_pipeline(args):
+def make_pipeline(args, few_questions: bool = False):
     """The pipeline the flags and the config describe, its device and optional packages checked before any
-    model loads."""
+    model loads. `few_questions`: the command answers a few questions and exits (odqa.pipeline.Pipeline)."""
     from odqa.demo_corpus import demo_index_path, demo_kb_path
     from odqa.pipeline import Pipeline
 
     config = OdqaConfig.load(args.config, config_overrides(args))
-    pipeline = Pipeline(config, default_index=demo_index_path, default_kb=demo_kb_path)
+    pipeline = Pipeline(config, default_index=demo_index_path, default_kb=demo_kb_path, few_questions=few_questions)
     pipeline.check_available()
     return pipeline
 
 
 def run_ask(args) -> int:
-    from odqa.core.runtime import expect_few_questions
     from odqa.shell import Shell
 
-    expect_few_questions()  # a one-shot process: int8 graphs rather than importing torch for bf16
-    try:
-        pipeline = make_pipeline(args)
-        questions = split_questions(args.question)
-        for result in pipeline.ask_batch(questions):
-            if args.json:
-                print_json_last({**result.to_dict(), "inference": pipeline.inference_plans()})
-            else:
-                shell = Shell(pipeline)
-                if len(questions) > 1:
-                    shell.say(result.question)
-                shell.show(result)
-    finally:  # `main` may run in a process that goes on (the library, tests): later pipelines read as usual
-        expect_few_questions(False)
+    pipeline = make_pipeline(args, few_questions=True)  # a one-shot process: int8 graphs rather than torch's bf16
+    questions = split_questions(args.question)
+    for result in pipeline.ask_batch(questions):
+        if args.json:
+            print_json_last({**result.to_dict(), "inference": pipeline.inference_plans()})
+        else:
+            shell = Shell(pipeline)
+            if len(questions) > 1:
+                shell.say(result.question)
+            shell.show(result)
     return 0
 
 

@@ -10,7 +10,7 @@ from odqa.commands.options import (COUNT, FRACTION, NON_NEGATIVE, POSITIVE_INT, 
 from odqa.config import OdqaConfig, ReaderConfig, RetrievalConfig
 from odqa.core.logs import get_logger
 from odqa.reader.train_config import TrainConfig
-from odqa.retriever.kinds import RETRIEVERS
+from odqa.retriever.registry import RETRIEVERS
 
 log = get_logger(__name__)
 
@@ -52,9 +52,9 @@ def register(subparsers) -> None:
         _build_data,
     )
     p.add_argument("--questions", nargs="+", required=True, metavar="FILE", help="question files with answers")
-    p.add_argument("--index", required=True, help="index folder (BM25 is used)")
-    p.add_argument("--retriever", choices=RETRIEVERS.names, default="bm25")
-    p.add_argument("--k", type=POSITIVE_INT, default=10, help="passages retrieved per question")
+    p.add_argument("--index", required=True, help="index folder or es://HOST:9200/NAME, searched by --retriever")
+    add_options(p, RetrievalConfig, ["retriever", "k"], section="retrieval",
+                help={"k": "passages retrieved per question"})
     p.add_argument("--limit", type=COUNT, default=0, help="questions per file (0: all)")
     p.add_argument("--negatives", type=COUNT, default=1, help="no-answer examples kept per question")
     p.add_argument("--positives", type=POSITIVE_INT, default=2, help="answer-bearing passages kept per question")
@@ -63,6 +63,7 @@ def register(subparsers) -> None:
                    help="never use passages of the articles of these SQuAD files (test sets, e.g. SQuAD v1.1 dev: "
                         "24 of its 48 articles are in the Wikipedia subset); titles match with underscores as spaces")
     add_output(p, "--output", required=True, help="SQuAD-format JSON to write")
+    add_config_flag(p)
 
     p = add_command(
         subparsers, "build-topical-negatives",
@@ -170,11 +171,13 @@ def _train(args) -> int:
 
 def _build_data(args) -> int:
     from odqa.reader.distant import build_distant_data
-    from odqa.retriever import load_retriever
+    from odqa.retriever.registry import build_retriever, open_index
 
     _setup_logging()
+    config = OdqaConfig.load(args.config, config_overrides(args))
+    retriever = build_retriever(open_index(args.index, config), config.retrieval, config.retriever_runtime())
     stats = build_distant_data(
-        args.questions, args.output, load_retriever(args.index, args.retriever).search, k=args.k, limit=args.limit,
+        args.questions, args.output, retriever.search, k=config.retrieval.k, limit=args.limit,
         positives=args.positives, negatives=args.negatives, seed=args.seed,
         exclude_articles_of=args.exclude_articles_of,
     )
@@ -207,16 +210,16 @@ def _eval(args) -> int:
     from odqa.corpus.questions import load_questions
     from odqa.eval.evaluators import ReaderEvaluator
     from odqa.eval.reader_eval import items_language
-    from odqa.reader.model import AUTO_READER, Reader, reader_for_language
+    from odqa.reader.model import Reader, resolve_reader
 
     if args.threads:
         torch.set_num_threads(args.threads)
     # the pipeline's settings where no flag is given: what eval-reader measures is what ask and eval-qa read with
     config = OdqaConfig.load(args.config, config_overrides(args))
     check_device_available(config.device)
-    model = args.model
-    if model == AUTO_READER:  # the shipped reader for the data's language
-        model, why = reader_for_language(items_language(load_questions(args.data, limit=50)))
+    # auto: the shipped reader for the data's language
+    model, why = resolve_reader(args.model, lambda: items_language(load_questions(args.data, limit=50)))
+    if why:
         log.info("reader %s for %s (--model auto)", model, why)
     reader = Reader.from_pretrained(model, device=config.device or None, batch_size=args.batch_size,
                                     max_answer_tokens=args.max_answer_tokens, precision=config.precision,

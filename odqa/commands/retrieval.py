@@ -63,7 +63,7 @@ def register(subparsers) -> None:
                    help="the runs' query ids of the questions given as arguments, one each (default: 1, 2, ...)")
     p.add_argument("--limit", type=POSITIVE_INT, help="--questions: first N questions only")
     _index_flags(p)
-    p.add_argument("--k", type=POSITIVE_INT, help="passages to show (default 5, or the corpus size if smaller)")
+    add_options(p, RetrievalConfig, ["k"], section="retrieval", help={"k": "passages to show"})
     p.add_argument("--json", action="store_true", help="print each question's hits as one JSON object on its own line")
     _run_file_flags(p)
     _retrieval_flags(p)
@@ -145,13 +145,12 @@ def open_retriever(config, accept_encoder_change: bool = False):
     device and the optional packages checked first."""
     from odqa.core.device import check_device_available
     from odqa.demo_corpus import demo_index_path
-    from odqa.retriever.kinds import configured_retriever
-    from odqa.retriever.registry import open_index
+    from odqa.retriever.registry import build_retriever, open_index
 
     check_device_available(config.device, "device")
     bundle = open_index(config.index or demo_index_path(), config)
-    bundle.check_available(config.retrieval.retriever)
-    return bundle, configured_retriever(bundle, config, accept_encoder_change=accept_encoder_change)
+    runtime = config.retriever_runtime(accept_encoder_change=accept_encoder_change)
+    return bundle, build_retriever(bundle, config.retrieval, runtime)
 
 
 def run_index(args) -> int:
@@ -190,14 +189,14 @@ def _check_index_parts_available(spec) -> None:
 
 def run_verify(args) -> int:
     from odqa.core.errors import OdqaError
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
     if args.index and args.index_option and args.index != args.index_option:
         raise OdqaError(f"two index folders given ({args.index} and --index {args.index_option}); name one")
     index = args.index_option or args.index
     if not index:
         raise OdqaError("no index folder to check: odqa verify-index --index DIR")
-    for line in IndexBundle.open(index).verify():
+    for line in FolderIndex.open(index).verify():
         print(line)
     print(f"{index}: ok")
     return 0
@@ -207,12 +206,13 @@ def run_search(args) -> int:
     from odqa.core.terminal import printable
     from odqa.eval.qrels import passages_asked, ranks_documents
     from odqa.pipeline import clean_question
+    from odqa.retriever.base import fit_k
 
     config = _config(args)
     items = [dataclasses.replace(item, question=clean_question(item.question)[0]) for item in _search_questions(args)]
     questions = [item.question for item in items]
     bundle, retriever = open_retriever(config, args.accept_encoder_change)
-    k = args.k if args.k is not None else min(5, len(bundle))
+    k = fit_k(config.retrieval.k, len(bundle))
     documents = bool(args.trec_run) and ranks_documents(items)
     # k documents need more passages when several of a document's rank high; those beyond k are not shown
     rankings = retriever.search(questions, max(k, passages_asked(k, len(bundle))) if documents else k)

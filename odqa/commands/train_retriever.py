@@ -8,6 +8,8 @@ from pathlib import Path
 
 from odqa.commands.common import add_command, add_output, print_json_last
 from odqa.commands.options import COUNT, FRACTION, POSITIVE_INT, add_options, dataclass_values
+from odqa.core.settings import TRAINING_PRECISIONS
+from odqa.retriever.settings import RetrievalConfig
 from odqa.retriever.train_config import EncoderDistillConfig, RetrieverTrainConfig
 
 
@@ -53,7 +55,7 @@ def register(subparsers) -> None:
     p.add_argument("--exclude", help="DPR file whose questions are left out (e.g. train-retriever's heldout.jsonl)")
     p.add_argument("--batch-size", type=POSITIVE_INT, default=64)
     p.add_argument("--threads", type=COUNT, default=0)
-    p.add_argument("--precision", default=None, choices=("auto", "fp32", "fp16", "bf16"),
+    p.add_argument("--precision", default=None, choices=TRAINING_PRECISIONS,
                    help="autocast while encoding (default: the encoder's)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--json", action="store_true")
@@ -106,8 +108,8 @@ def register(subparsers) -> None:
     p.add_argument("--limit", type=COUNT, default=0)
     p.add_argument("--encoder", help="question encoder (default: the index's)")
     p.add_argument("--alphas", type=FRACTION, nargs="+", default=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
-    p.add_argument("--rrf-k", type=COUNT, nargs="+", default=[60])
-    p.add_argument("--candidates", type=POSITIVE_INT, default=100)
+    p.add_argument("--rrf-k", type=COUNT, nargs="+", default=[RetrievalConfig.rrf_k])
+    p.add_argument("--candidates", type=POSITIVE_INT, default=RetrievalConfig.candidates)
     p.add_argument("--k", type=POSITIVE_INT, nargs="+", default=[1, 5, 20])
     p.add_argument("--select", default="recall@20", help="metric to maximise (ties: mrr)")
     p.add_argument("--batch-size", type=POSITIVE_INT, default=32)
@@ -228,12 +230,15 @@ def _eval(args) -> int:
 def _tune(args) -> int:
     from odqa.corpus.questions import check_not_test_set, load_questions
     from odqa.eval.tuning import tune_hybrid
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
+    from odqa.retriever.registry import RetrieverRuntime, build_retriever
 
     check_not_test_set(args.questions)
     items = load_questions(args.questions, limit=args.limit or None)
-    bundle = IndexBundle.open(args.index)
-    result = tune_hybrid(bundle.dense(args.encoder), bundle.bm25(), items, alphas=args.alphas, rrf_ks=args.rrf_k,
+    bundle = FolderIndex.open(args.index)
+    settings, runtime = RetrievalConfig(encoder=args.encoder or ""), RetrieverRuntime()
+    dense, sparse = (build_retriever(bundle, settings, runtime, kind) for kind in ("dense", "bm25"))
+    result = tune_hybrid(dense, sparse, items, alphas=args.alphas, rrf_ks=args.rrf_k,
                          candidates=args.candidates, ks=args.k, select=args.select, batch_size=args.batch_size)
     result.update({"index": str(args.index), "questions_file": str(args.questions), "encoder": args.encoder or bundle.manifest.encoder})
     for name in ("bm25", "dense"):
@@ -245,7 +250,8 @@ def _tune(args) -> int:
     flags = f"--fusion {best['method']}" + (f" --alpha {best['alpha']}" if best["method"] == "minmax" else "")
     print(f"best by {args.select}: {flags}")
     if args.record:
-        bundle.record_fusion({"method": best["method"], "alpha": best.get("alpha", 0.5), "rrf_k": best.get("rrf_k", 60),
+        bundle.record_fusion({"method": best["method"], "alpha": best.get("alpha", settings.alpha),
+                              "rrf_k": best.get("rrf_k", settings.rrf_k),
                               "select": args.select, args.select: result["best_metrics"][args.select],
                               "questions_file": str(args.questions), "questions": len(items)})
         print(f"recorded in {args.index}: `--fusion auto` (the default) now fuses with {flags}")

@@ -119,10 +119,16 @@ def flags_prefer_int8(cpuinfo: str) -> bool:
     return "avx512_bf16" in flags and "amx_bf16" not in flags and "avx512_vnni" in flags
 
 
+# Autocast precisions: training's, and an encoding's outside the inference plan (fp16 needs a GPU; auto: fp32 on a
+# CPU without bf16)
+AUTOCAST_PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+
+
 def resolve_precision(device: "torch.device", precision: str) -> str:
     """`auto` made concrete for a device: fp16 on CUDA, bf16 on CPUs with native bf16, else fp32."""
-    if precision not in ("auto", "fp32", "bf16", "fp16"):
-        raise OdqaError(f"unknown precision {precision!r}; use auto, fp32, bf16 or fp16")
+    if precision not in AUTOCAST_PRECISIONS:
+        raise OdqaError(f"unknown precision {precision!r}; use {', '.join(AUTOCAST_PRECISIONS[:-1])} or "
+                        f"{AUTOCAST_PRECISIONS[-1]}")
     if precision == "auto":
         return "fp16" if device.type == "cuda" else ("bf16" if cpu_has_fast_bf16() else "fp32")
     return precision

@@ -23,7 +23,7 @@ from odqa.core.device import autocast_for, pick_device
 from odqa.core.errors import OdqaError
 from odqa.core.logs import loggers_quieted
 from odqa.core.models import hub_options, resolve_model
-from odqa.core.runtime import InferencePlan, LoadedFrom, PerWeights, files_digest, int8_dynamic
+from odqa.core.runtime import INFERENCE, InferencePlan, LoadedFrom, PerWeights, files_digest, int8_dynamic
 from odqa.core.text_encoding import (DEFAULT_MAX_LENGTH, KIND_DEFAULTS, POOLINGS, SIMILARITIES,  # noqa: F401
                                      EncodesTexts, PassageInput, check_choice, encoder_kind, encoder_max_length,
                                      graph_variant, int8_measured, passage_text, sentence_transformers_layout,
@@ -47,8 +47,8 @@ class TextEncoder(torch.nn.Module, EncodesTexts):
 
     def __init__(self, model, tokenizer, name: str, max_length: int = DEFAULT_MAX_LENGTH, pooling: str = "mean",
                  similarity: str = "cosine", query_prefix: str = "", passage_prefix: str = "",
-                 precision: str = "auto", kind: str = "transformers", modules: torch.nn.Module | None = None,
-                 runtime: str = "auto"):
+                 precision: str = INFERENCE.precision, kind: str = "transformers",
+                 modules: torch.nn.Module | None = None, runtime: str = INFERENCE.runtime):
         super().__init__()
         check_choice("pooling", pooling, POOLINGS)
         check_choice("similarity", similarity, SIMILARITIES)
@@ -70,9 +70,10 @@ class TextEncoder(torch.nn.Module, EncodesTexts):
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, max_length: int | None = None, device: str | None = None,
-                        precision: str = "auto", pooling: str | None = None, similarity: str | None = None,
-                        query_prefix: str | None = None, passage_prefix: str | None = None,
-                        runtime: str = "auto") -> "TextEncoder":
+                        precision: str = INFERENCE.precision, pooling: str | None = None,
+                        similarity: str | None = None, query_prefix: str | None = None,
+                        passage_prefix: str | None = None, runtime: str = INFERENCE.runtime,
+                        few_questions: bool = INFERENCE.few_questions) -> "TextEncoder":
         """Unset settings come from the model (a sentence-transformers folder's modules and prompts; DPR:
         cls and dot), else mean pooling, cosine similarity, no prefixes."""
         path = resolve_model(name_or_path)
@@ -94,6 +95,7 @@ class TextEncoder(torch.nn.Module, EncodesTexts):
             ) from exc
         encoder.precision = precision
         encoder.runtime = runtime
+        encoder.few_questions = few_questions
         encoder.auto_int8 = int8_measured(name_or_path)
         if max_length is not None:
             encoder.max_length = max_length

@@ -1,6 +1,6 @@
-"""Fusion of ranked lists of SearchHits: the one implementation behind every hybrid path (the embedded hybrid,
-retriever/hybrid.py; the Elasticsearch hybrid's client-side fusion, retriever/elastic.py; the entity bonus,
-linker/guided.py) and the per-question scaling of retrieval scores the reader weighs (odqa/pipeline.py).
+"""Fusion of ranked lists of SearchHits: the one implementation behind every fusion (the hybrid over any store,
+retriever/hybrid.py; merge-runs' rrf, odqa/eval/runs.py; the entity bonus, linker/guided.py) and the
+per-question scaling of retrieval scores the reader weighs (odqa/pipeline.py).
 
 Shaped like Haystack's DocumentJoiner: a `Fusion(method, weights, rrf_k)` called on several ranked lists gives
 one list, best first, ties broken by row (so results are deterministic).
@@ -9,11 +9,14 @@ one list, best first, ties broken by row (so results are deterministic).
 * `minmax`: each list's scores min-max scaled to [0, 1], then summed with their weights (a hybrid's
   `alpha * dense + (1 - alpha) * sparse`); a passage missing from a list scores 0 there. BM25 scores and
   inner products live on different scales, so they must be scaled before weighting.
-* `auto` (the hybrid's default, `resolve_fusion`): the setting `odqa tune-hybrid --record` chose on a dev split
+* `auto` (`resolve_fusion`): the setting `odqa tune-hybrid --record` chose on a dev split
   and wrote into the index, else the index language's default: `minmax` for Korean and Chinese, where it beat
   `rrf` on every set measured (bench/results/retrieval-cjk.md; chosen on CMRC 2018 trial), `rrf` elsewhere.
 * `entity_bonus_fuse`: a retriever's list min-max scaled, plus `bonus` x the (unscaled) scores of the
   linked entities' passages.
+
+A new method is one function and one line in `FUSIONS`; the settings (method, alpha, rrf_k) and their defaults
+are `retrieval.fusion`, `alpha` and `rrf_k` (retriever.settings.RetrievalConfig).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ def minmax_scale(scores: Sequence[float]) -> list[float]:
     return [(s - low) / span if span > 0 else 1.0 for s in scores]
 
 
-def rrf_fuse(lists: Sequence[list[SearchHit]], k: int, rrf_k: int = 60,
+def rrf_fuse(lists: Sequence[list[SearchHit]], k: int, rrf_k: int,
              weights: Sequence[float] | None = None) -> list[SearchHit]:
     fused: dict[int, float] = {}
     passages = {}
@@ -111,16 +114,24 @@ def resolve_fusion(method: str, alpha: float, rrf_k: int, *, tuned: dict | None 
 
 
 class Fusion:
-    """One fusion setting, applied to each question's lists: `Fusion("minmax", weights=[a, 1 - a])(lists, k)`."""
+    """One fusion setting, applied to each question's lists: `Fusion("minmax", [a, 1 - a], rrf_k)(lists, k)`.
+    `server`: a method the store runs on its side (odqa.core.protocols.FusesItself), asked first; this fusion is
+    its fallback where the store cannot."""
 
-    def __init__(self, method: str = "rrf", weights: Sequence[float] | None = None, rrf_k: int = 60):
+    def __init__(self, method: str, weights: Sequence[float] | None, rrf_k: int, server: str = ""):
         self._fuse = FUSIONS.get(method)
         self.method, self.weights, self.rrf_k = method, list(weights) if weights is not None else None, rrf_k
+        self.server = server
 
     @classmethod
-    def hybrid(cls, method: str, alpha: float, rrf_k: int) -> "Fusion":
+    def hybrid(cls, method: str, alpha: float, rrf_k: int, server: str = "") -> "Fusion":
         """A dense-then-sparse hybrid's fusion: minmax weighs dense by alpha, sparse by 1 - alpha."""
-        return cls(method, weights=[alpha, 1.0 - alpha], rrf_k=rrf_k)
+        return cls(method, [alpha, 1.0 - alpha], rrf_k, server)
+
+    @property
+    def alpha(self) -> float | None:
+        """The dense list's weight of a hybrid's fusion (`hybrid`)."""
+        return self.weights[0] if self.weights else None
 
     def describe(self) -> str:
         if self.method == "minmax" and self.weights:

@@ -5,11 +5,12 @@ subclassing): a new backend only has to have these methods.
 |---|---|
 | `TextIndex` | indexes.bm25: TantivyIndex, Bm25sIndex, RankBm25Index |
 | `VectorIndex` | indexes.vector.VectorIndex |
-| `Retriever` | retriever: BM25Retriever, DenseRetriever, HybridRetriever, Elastic{BM25,Dense,Hybrid}Retriever |
+| `Retriever` | retriever: BM25Retriever, DenseRetriever, HybridRetriever (over any `SearchBackend`) |
 | `Linker` | linker: Linker (ELQ), SpacyAliasLinker |
 | `Reader` | reader.model.Reader |
 | `ArticlePassages` | odqa.corpus.articles.StoreArticlePassages, indexes.elastic.ElasticArticlePassages |
-| `IndexBackend` | retriever.loading.IndexBundle (a folder), retriever.elastic.ElasticBackend (Elasticsearch) |
+| `SearchBackend` | indexes.folder.FolderIndex (an index folder, sharded too), indexes.elastic.ElasticPassageIndex |
+| `FusesItself` | indexes.elastic.ElasticPassageIndex (Elasticsearch's own RRF) |
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from odqa.core.types import Answer, Mention, Passage, SearchHit
+from odqa.core.fusion import Fusion
+from odqa.core.types import Answer, BackendInfo, Mention, Passage, SearchHit
 
 
 @runtime_checkable
@@ -79,27 +81,51 @@ class ArticlePassages(Protocol):
 
 
 @runtime_checkable
-class IndexBackend(Protocol):
-    """Where passages are searched (retriever.registry.INDEX_BACKENDS): it builds each kind of retriever
-    (retriever.kinds.RETRIEVERS) from the options a config gives (`OdqaConfig.retriever_options`,
-    `retriever.registry.configured_retriever`), so a new backend touches its own module and one registry line."""
+class SearchBackend(Protocol):
+    """A store of passages, storage only (retriever.registry.INDEX_BACKENDS): what it can search and hold. The
+    retrievers (retriever.bm25, .dense, .hybrid) search every store through these methods, and
+    retriever.registry.build_retriever alone chooses and builds them, so a new store is its module and one
+    registry line. A store may also fuse text and vector search itself (`FusesItself`)."""
 
-    def __len__(self) -> int: ...
-
-    def describe(self) -> str: ...
-
-    @property
-    def language(self) -> str:
-        """The language of the indexed text: `en`, `ko` or `zh`."""
+    def __len__(self) -> int:
+        """Passages in the store."""
         ...
 
-    def retriever(self, kind: str, **options) -> Retriever:
-        """The `kind` retriever over this index; options: encoder, fusion, alpha, candidates, rrf_k, precision,
-        runtime, device, accept_encoder_change, query_encoder, settings (each backend takes what applies)."""
+    def info(self) -> BackendInfo:
+        """Language, encoder record, tuned fusion, knowledge base and /info's summary (odqa.core.types)."""
         ...
 
-    def check_available(self, kind: str) -> None:
-        """Raise one line (OdqaError) when an optional package the `kind` retriever needs here is missing."""
+    def text_search(self, questions: Sequence[str], k: int, max_df: float) -> list[list[SearchHit]]:
+        """Each question's top-k passages by BM25, best first, `source` "bm25"; `max_df` > 0: leave out the
+        question's terms found in more than that fraction of the passages. A hit's `passage` may be None
+        (`passages(rows)` reads it)."""
+        ...
+
+    def vector_search(self, vectors: np.ndarray, k: int) -> list[list[SearchHit]]:
+        """Each question vector's top-k passages by inner product, best first, `source` "dense"; `passage` as
+        in `text_search`."""
+        ...
+
+    def passages(self, rows: Sequence[int]) -> list[Passage]:
+        """The passages of `rows`, in that order."""
         ...
 
     def article_passages(self) -> ArticlePassages: ...
+
+    def check_available(self, kind: str) -> None:
+        """Before the first search by the `kind` retriever: raise one line (OdqaError) where this store cannot
+        serve it (an optional package, a part or the vectors missing); a store that opens its parts on first
+        use opens those `kind` reads here."""
+        ...
+
+
+@runtime_checkable
+class FusesItself(Protocol):
+    """A `SearchBackend` that also fuses text and vector search on its side (Elasticsearch's rrf retriever),
+    asked first by a hybrid whose fusion names that method (odqa.core.fusion.Fusion.server)."""
+
+    def fused_search(self, questions: Sequence[str], vectors: np.ndarray, k: int, depth: int,
+                     fusion: Fusion) -> list[list[SearchHit]] | None:
+        """Each question's fused top k from `depth` candidates of each list; None where the store cannot (the
+        hybrid then fuses on its side with `fusion`)."""
+        ...

@@ -3,8 +3,8 @@ one line in its registry, and every list of choices (config validation, CLI `cho
 error messages) is read from the registry instead of being written out again.
 
 The registries: `indexes.bm25.TEXT_ENGINES` (BM25 engines), `indexes.vector.VECTOR_INDEXES` (FAISS index
-kinds), `retriever.registry.INDEX_BACKENDS` (an index folder or Elasticsearch) with its `RETRIEVERS`, and
-`odqa.core.fusion.FUSIONS` (ways of fusing ranked lists).
+kinds), `retriever.registry.INDEX_BACKENDS` (stores of passages by location: an index folder, Elasticsearch) and
+its `RETRIEVERS` (retriever kinds), and `odqa.core.fusion.FUSIONS` (ways of fusing ranked lists).
 """
 
 from __future__ import annotations
@@ -29,6 +29,12 @@ class Registry(Generic[T]):
         if name in self._entries:
             raise ValueError(f"{self.what} {name!r} is registered twice")
         self._entries[name] = factory
+        return factory
+
+    def unregister(self, name: str) -> T:
+        """Take a backend out again (one a test or a plugin registered for a while)."""
+        factory = self.get(name)
+        del self._entries[name]
         return factory
 
     @property

@@ -57,6 +57,24 @@ TOKEN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 @dataclass(frozen=True)
+class InferenceSettings:
+    """How the models that answer questions run (the reader, the encoders, the linker), before `plan_inference`
+    makes it concrete for one model and device: the one place these defaults are written. OdqaConfig's
+    `precision` and `runtime`, the reader's settings and the models' loaders take theirs from `INFERENCE`."""
+
+    precision: str = "auto"  # one of PRECISIONS
+    runtime: str = "auto"  # one of RUNTIMES
+    # A process that answers a few questions and exits (`odqa ask`) pays seconds for importing torch, which bf16's
+    # faster reads only pay back over many questions: there `auto` reads with the int8 graph wherever int8 is
+    # measured for the model. Passed by the command to its pipeline, never set for the whole process: a library
+    # or server in the same process goes on reading as usual
+    few_questions: bool = False
+
+
+INFERENCE = InferenceSettings()  # the defaults, for a signature that takes one of the settings apart
+
+
+@dataclass(frozen=True)
 class InferencePlan:
     runtime: str  # torch | onnx
     precision: str  # fp32 | bf16 | fp16 | int8
@@ -78,9 +96,9 @@ def onnx_runtime_available() -> bool:
     return True
 
 
-def plan_inference(device_type: str, precision: str = "auto", runtime: str = "auto", *,
-                   auto_int8: bool = False, question_time: bool = False) -> InferencePlan:
-    """`precision` and `runtime` made concrete for a device type ("cpu", "cuda").
+def plan_inference(device_type: str, settings: InferenceSettings, *, auto_int8: bool = False,
+                   question_time: bool = False) -> InferencePlan:
+    """`settings`' precision and runtime made concrete for a device type ("cpu", "cuda").
 
     `auto_int8`: whether `auto` may pick int8 on a CPU without native bf16 (or with it, where int8 was timed
     faster on the CPU: odqa.core.cpu_choice) — only for a model whose int8 quality was measured (the reader, an
@@ -92,6 +110,7 @@ def plan_inference(device_type: str, precision: str = "auto", runtime: str = "au
     fp32 is the reference arithmetic; bulk work (passages, entities) keeps bf16 there (or int8, as above)."""
     from odqa.core.device import cpu_has_fast_bf16
 
+    precision, runtime = settings.precision, settings.runtime
     if precision not in PRECISIONS:
         raise OdqaError(f"unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}")
     if runtime not in RUNTIMES:
@@ -114,7 +133,7 @@ def plan_inference(device_type: str, precision: str = "auto", runtime: str = "au
                 choice = int8_or_bf16(time_bf16_and_int8)
                 if choice.prefers_int8:
                     return InferencePlan("onnx", "int8", f"{bf16_reason}, {choice.reason}")
-                if _few_questions:
+                if settings.few_questions:
                     return InferencePlan("onnx", "int8", "auto: a few questions, where importing torch for bf16 "
                                          f"costs more than bf16 saves ({choice.reason})")
                 bf16_reason += f", {choice.reason}"
@@ -137,17 +156,6 @@ def plan_inference(device_type: str, precision: str = "auto", runtime: str = "au
 
 
 _announced: set[tuple[str, str]] = set()
-
-# A process that answers a few questions and exits (`odqa ask`) pays seconds for importing torch, which bf16's
-# faster reads only pay back over many questions: there `auto` reads with the int8 graph wherever int8 is measured
-# for the model (`expect_few_questions`).
-_few_questions = False
-
-
-def expect_few_questions(few: bool = True) -> None:
-    """Mark this process as one that answers a few questions and exits (the command line's `ask`)."""
-    global _few_questions
-    _few_questions = few
 
 
 def announce(component: str, plan: InferencePlan) -> None:

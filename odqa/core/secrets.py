@@ -28,7 +28,7 @@ from urllib.parse import quote, unquote
 
 from odqa.core.errors import OdqaError
 
-# The environment variables that may hold a credential (read by indexes.elastic.connect).
+# The environment variables that may hold a credential (read by indexes.elastic_connection.connect).
 API_KEY_ENV = "ODQA_ES_API_KEY"
 PASSWORD_ENV = "ODQA_ES_PASSWORD"
 SECRET_ENVS = (API_KEY_ENV, PASSWORD_ENV)

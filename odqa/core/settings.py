@@ -17,11 +17,10 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from odqa.core.device import DEVICE_HELP
+from odqa.core.device import AUTOCAST_PRECISIONS, DEVICE_HELP
 from odqa.core.errors import OdqaError
 
-# Training precisions of the models trained on CPU or GPU (fp16 needs a GPU; auto: fp32 on a CPU without bf16).
-TRAINING_PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+TRAINING_PRECISIONS = AUTOCAST_PRECISIONS  # of the models trained on CPU or GPU
 
 
 def field_help(text: str, **more: Any) -> dict[str, Any]:

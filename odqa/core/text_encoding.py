@@ -17,7 +17,7 @@ import numpy as np
 
 from odqa.core.errors import OdqaError
 from odqa.core.models import resolve_model
-from odqa.core.runtime import InferencePlan, OnnxModel, announce, plan_inference
+from odqa.core.runtime import INFERENCE, InferencePlan, InferenceSettings, OnnxModel, announce, plan_inference
 
 POOLINGS = ("mean", "cls")
 SIMILARITIES = ("cosine", "dot")
@@ -202,6 +202,7 @@ class EncodesTexts:
     precision: str  # of encode() only: training sets its own autocast
     runtime: str
     auto_int8: bool = False  # `auto` may pick int8 on a CPU without native bf16 (int8_measured)
+    few_questions: bool = INFERENCE.few_questions  # odqa.core.runtime.InferenceSettings
 
     @property
     def normalize(self) -> bool:
@@ -280,8 +281,8 @@ class EncodesTexts:
     def plan(self, precision: str | None = None, question_time: bool = False) -> InferencePlan:
         """The runtime and precision encode() uses (`precision`: this call's, default the encoder's;
         `question_time`: for questions rather than passages)."""
-        return plan_inference(self.device_type, precision or self.precision, self.runtime, auto_int8=self.auto_int8,
-                              question_time=question_time)
+        settings = InferenceSettings(precision or self.precision, self.runtime, self.few_questions)
+        return plan_inference(self.device_type, settings, auto_int8=self.auto_int8, question_time=question_time)
 
 
 class OnnxTextEncoder(EncodesTexts):

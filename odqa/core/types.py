@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -97,6 +98,40 @@ class Answer:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class EncoderRecord:
+    """The encoder a store's vectors were made with, as the store records it: the question encoder is chosen by
+    it and checked against it (retriever.registry), whichever store holds the vectors."""
+
+    name: str  # the passage encoder ("": none recorded)
+    dim: int = 0
+    query_encoder: str = ""  # a question encoder apart from `name` (DPR's pair; "": `name` itself)
+    settings: dict[str, Any] = field(default_factory=dict)  # pooling, similarity, query_prefix of the vectors
+    max_length: int | None = None  # question tokens (None: the model's own)
+    weights: str = ""  # fingerprint of the encoder's weights when the vectors were made ("": not recorded)
+
+    @property
+    def question_encoder(self) -> str:
+        return self.query_encoder or self.name
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What a store of passages says of itself (`SearchBackend.info()`), so that the retriever builder, the
+    pipeline and the server's /info read one record instead of guessing at each store's attributes."""
+
+    location: str  # printable, without credentials
+    language: str = "en"  # of the indexed text
+    text: bool = True  # offers text (BM25) search
+    vectors: bool = False  # offers vector search
+    encoder: EncoderRecord | None = None  # where it holds vectors and records their encoder
+    tuned_fusion: dict[str, Any] | None = None  # the hybrid setting `tune-hybrid --record` chose for it
+    kb: Path | None = None  # the knowledge base beside it (None: none)
+    bm25_max_df: float = 0.0  # BM25 term pruning where `retrieval.bm25_max_df` is unset
+    max_df_refusal: str = ""  # why it cannot prune a question's terms ("": it can): the one-line error
+    summary: dict[str, Any] = field(default_factory=dict)  # what /info shows of it besides location and size
 
 
 @dataclass

@@ -15,8 +15,8 @@ TREC run files and DPR retrieval JSON (`odqa.eval.run_formats`, eval-retrieval -
 other tools' runs) read as the same rows; a TREC run does not say which passages hold an answer (None), so it
 is scored against qrels.
 
-Runs of different retrievers (BM25 from Pyserini, dense from odqa) fuse by reciprocal rank (`fusion="rrf"`),
-which needs no comparable scores.
+Runs of different retrievers (BM25 from Pyserini, dense from odqa) fuse by reciprocal rank (`fusion="rrf"`, the
+hybrids' own RRF: odqa.core.fusion, with `retrieval.rrf_k`), which needs no comparable scores.
 """
 
 from __future__ import annotations
@@ -26,13 +26,15 @@ from pathlib import Path
 from typing import Sequence
 
 from odqa.core.errors import OdqaError
+from odqa.core.fusion import Fusion
 from odqa.core.inputs import check_input
+from odqa.core.types import SearchHit
 from odqa.corpus.questions import QAItem
 from odqa.eval.retrieval import QuestionResult, RunHit, summarize
 from odqa.eval.run_formats import detect_run_format, read_dpr_json, read_trec_run
+from odqa.retriever.settings import RetrievalConfig
 
 FUSIONS = ("score", "rrf")
-RRF_K = 60  # the constant of Cormack et al. (2009), as the hybrid retriever uses
 
 
 def _hit(h) -> RunHit:
@@ -84,10 +86,12 @@ def _with_run_hits(rows: list[dict]) -> list[dict]:
     return rows
 
 
-def merge_runs(paths: Sequence[str | Path], depth: int, fusion: str = "score") -> list[dict]:
+def merge_runs(paths: Sequence[str | Path], depth: int, fusion: str = "score",
+               rrf_k: int = RetrievalConfig.rrf_k) -> list[dict]:
     """The `depth` best hits per question over all runs (a passage found in several runs counts once), in the
     first run's question order. `score`: by score (shards of one corpus searched with one model); `rrf`: by
-    reciprocal rank fusion (runs of different retrievers). The runs must rank the same questions."""
+    reciprocal rank fusion with the rank constant `rrf_k` (runs of different retrievers). The runs must rank the
+    same questions."""
     if fusion not in FUSIONS:
         raise OdqaError(f"unknown fusion {fusion!r}; use {' or '.join(FUSIONS)}")
     runs = [read_run(p) for p in paths]
@@ -97,6 +101,7 @@ def merge_runs(paths: Sequence[str | Path], depth: int, fusion: str = "score") -
         if set(rows) != set(by_id[0]):
             raise OdqaError(f"{path} and {paths[0]} rank different questions; merge runs of one question file "
                             "(same --questions and --limit)")
+    rrf = Fusion("rrf", None, rrf_k)
     merged = []
     for row in first:
         rows = [ids[row["id"]] for ids in by_id]
@@ -104,13 +109,19 @@ def merge_runs(paths: Sequence[str | Path], depth: int, fusion: str = "score") -
         known: dict[str, list] = {}
         fused: dict[str, float] = {}
         for each in rows:
-            for rank, (pid, score, holds, gold) in enumerate(each["hits"], 1):
+            for pid, score, holds, gold in each["hits"]:
                 facts = known.setdefault(pid, [None, None])
                 facts[0] = holds if facts[0] is None else facts[0]
                 facts[1] = gold if facts[1] is None else facts[1]
-                value = score if fusion == "score" else 1.0 / (RRF_K + rank)
-                fused[pid] = max(fused.get(pid, value), value) if fusion == "score" else fused.get(pid, 0.0) + value
-        best = sorted(fused.items(), key=lambda item: -item[1])[:depth]
+                fused[pid] = max(fused.get(pid, score), score)
+        if fusion == "rrf":
+            # each passage numbered by where the runs first name it, so that ties keep that order
+            number = {pid: n for n, pid in enumerate(known)}
+            lists = [[SearchHit(row=number[hit[0]], score=hit[1]) for hit in each["hits"]] for each in rows]
+            pids = list(known)
+            best = [(pids[hit.row], hit.score) for hit in rrf(lists, depth)]
+        else:
+            best = sorted(fused.items(), key=lambda item: -item[1])[:depth]
         question = next((r["question"] for r in rows if r.get("question")), "")
         merged.append({**row, "question": question, "gold": any(r.get("gold") for r in rows),
                        "hits": [RunHit(pid, score, *known[pid]) for pid, score in best]})

@@ -41,7 +41,7 @@ from odqa.serve.models import (
 )
 from odqa.serve.settings import API_KEY_HEADER, ServeSettings, api_key_problem, cors_origin_problem
 from odqa.serve.worker import Answered, PipelineWorker, QueueFull
-from odqa.retriever.kinds import RETRIEVERS
+from odqa.retriever.registry import RETRIEVERS
 
 log = get_logger("odqa.serve")
 
@@ -252,19 +252,10 @@ questions.</p>
 
 
 def index_summary(pipeline: Pipeline) -> dict[str, Any]:
-    """Where the index is and what the manifest says of it (an Elasticsearch index: its `_meta`)."""
-    bundle = pipeline.bundle
-    manifest = getattr(bundle, "manifest", None)
-    summary: dict[str, Any] = {"location": bundle.describe(), "passages": len(bundle)}
-    if manifest is not None:
-        params = manifest.params
-        summary.update(backends=list(params.get("backends", [])), language=params.get("language", "en"),
-                       analyzer=params.get("analyzer", ""), encoder=manifest.encoder, dim=manifest.dim,
-                       built=manifest.created, corpus_fingerprint=manifest.corpus_fingerprint)
-    else:
-        meta = getattr(getattr(bundle, "index", None), "meta", {}) or {}
-        summary.update(language=meta.get("language", "en"), encoder=meta.get("encoder", ""))
-    return summary
+    """Where the index is, its size, and what it says of itself (`SearchBackend.info()`: a folder's manifest, an
+    Elasticsearch index's `_meta`)."""
+    info = pipeline.bundle.info()
+    return {"location": info.location, "passages": len(pipeline.bundle), **info.summary}
 
 
 WARM_UP_QUESTION = "Who wrote it?"

@@ -16,7 +16,7 @@ from odqa.config import RetrievalConfig
 from odqa.core.settings import Number, number_rule
 from odqa.indexes.analysis import LANGUAGES
 from odqa.core.types import Mention, SearchHit
-from odqa.retriever.kinds import RETRIEVERS
+from odqa.retriever.registry import RETRIEVERS
 
 AUTO_LANGUAGE = "auto"
 K_RULE: Number = number_rule(RetrievalConfig, "k")  # type: ignore[assignment]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import odqa.indexes.elastic
+import odqa.indexes.elastic_bulk
 from odqa.indexes.elastic import ElasticIndex
 from odqa.cli import main
 from odqa.config import ElasticConfig
@@ -56,7 +56,7 @@ def test_server_restarted_mid_load_ends_exact_or_names_the_numbers(tmp_path, dem
     """After the second bulk request the server stops (SIGTERM, or SIGKILL: what it had not saved is lost)
     and starts again on the same port a second later, inside es-index's retry backoff."""
     server = start_or_skip(NoidaServer(tmp_path / "data", port=free_port()))
-    send_chunk, sent, restarts = odqa.indexes.elastic._send_chunk, [], []
+    send_chunk, sent, restarts = odqa.indexes.elastic_bulk._send_chunk, [], []
 
     def restart() -> None:
         time.sleep(1.0)
@@ -70,7 +70,7 @@ def test_server_restarted_mid_load_ends_exact_or_names_the_numbers(tmp_path, dem
             server.stop(kill=how == "killed")
             threading.Thread(target=restart, daemon=True).start()
 
-    monkeypatch.setattr(odqa.indexes.elastic, "_send_chunk", send_then_restart)
+    monkeypatch.setattr(odqa.indexes.elastic_bulk, "_send_chunk", send_then_restart)
     try:
         code, out, err = run_cli(["es-index", "--index", demo_bundle, "--hosts", server.url, "--index-name", "restart",
                                   "--replicas", "0", "--no-vectors", "--chunk-size", "50", "--backoff", "0.5",

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from odqa.cli import main
+from tests.retrievers import built_retriever
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [{"id": f"d{i}", "title": f"Title {i}", "text": f"Passage {i} is about subject{i} and shared words."}
@@ -61,9 +62,9 @@ def built(tmp_path_factory):
 
 
 def answer(index: Path) -> list[str]:
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
-    return [h.passage.id for h in IndexBundle.open(index).retriever("bm25").search(["subject3 shared"], 3)[0]]
+    return [h.passage.id for h in built_retriever(FolderIndex.open(index), "bm25").search(["subject3 shared"], 3)[0]]
 
 
 @pytest.fixture()

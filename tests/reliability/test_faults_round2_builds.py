@@ -105,7 +105,7 @@ def test_finished_dense_part_of_other_settings_is_never_used(tmp_path, capsys):
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_corpus_replaced_with_the_same_size_and_times_is_not_resumed(tmp_path, capsys):
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
     corpus = jsonl(tmp_path / "c.jsonl", DOCS)
     out = tmp_path / "idx"
@@ -119,5 +119,5 @@ def test_corpus_replaced_with_the_same_size_and_times_is_not_resumed(tmp_path, c
     assert (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
     code, text = run_cli(["index", "--corpus", corpus, "--out", out, "--backends", "bm25"], capsys)
     assert code == 0, text[-800:]
-    texts = [t for batch in IndexBundle.open(out).store.iter_batches(100) for t in batch["text"]]
+    texts = [t for batch in FolderIndex.open(out).store.iter_batches(100) for t in batch["text"]]
     assert any("subjectX" in t for t in texts) and not any("subject3 " in t for t in texts)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.reliability.test_faults import DOCS, NEW_DOCS, REPO, run_cli
+from tests.retrievers import built_retriever
 
 SEARCHES = 60  # opens and searches in the library, every tenth one also through the CLI
 MIN_SWAPS = 5
@@ -40,14 +41,14 @@ def test_searches_during_a_rebuild_get_the_old_or_the_new_index(tmp_path, capsys
     longer than one swap: retries alone cannot outrun the swapper, the swap lock must hold it off."""
     import odqa.indexes.integrity as integrity
     from odqa.core.atomic import publish_folder
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
     first, second = bm25_index_of(DOCS, "old"), bm25_index_of(NEW_DOCS, "new")
     target, stop = tmp_path / "idx", tmp_path / "stop-swapping"
     staging = tmp_path / ".idx.building-first"
     subprocess.run(["cp", "-al", str(first), str(staging)], check=True)
     publish_folder(staging, target)  # as a build publishes it: the swap lock lies beside it from the first build
-    answers = {tuple(h.passage.id for h in IndexBundle.open(index).retriever("bm25").search(["subject3 shared"], 3)[0])
+    answers = {tuple(h.passage.id for h in built_retriever(FolderIndex.open(index), "bm25").search(["subject3 shared"], 3)[0])
                for index in (first, second)}
     # the swapper goes on until the searches are done, however slow either side runs on a loaded machine
     swapper = subprocess.Popen([sys.executable, "-c", SWAPPER, str(stop), str(target), str(second), str(first)],
@@ -61,7 +62,7 @@ def test_searches_during_a_rebuild_get_the_old_or_the_new_index(tmp_path, capsys
         for search in range(1, SEARCHES + 1):
             assert swapper.poll() is None, f"the swapper stopped early: {swapper.stderr.read()[-1500:]}"
             try:
-                hits = IndexBundle.open(target).retriever("bm25").search(["subject3 shared"], 3)[0]
+                hits = built_retriever(FolderIndex.open(target), "bm25").search(["subject3 shared"], 3)[0]
                 got = tuple(h.passage.id for h in hits)
                 if got not in answers:
                     failures.append(f"mixed answer {got}")

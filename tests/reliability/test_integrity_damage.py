@@ -16,6 +16,7 @@ import pytest
 
 import odqa.indexes.integrity
 from tests.reliability.test_faults import assert_clean, jsonl, run_cli
+from tests.retrievers import built_retriever
 
 QUERY = "Who wrote Hamlet?"
 ANSWERED = b"Prince of Denmark, is a tragedy by William Shakespeare"  # the passage found first
@@ -134,10 +135,10 @@ def test_ask_refuses_a_damaged_passage(index, capsys):
 
 
 def test_undamaged_index_answers_and_reads_only_the_blocks_it_needs(index, capsys):
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
-    bundle = IndexBundle.open(index)
-    hits = bundle.retriever("bm25").search([QUERY], 3)[0]
+    bundle = FolderIndex.open(index)
+    hits = built_retriever(bundle, "bm25").search([QUERY], 3)[0]
     assert hits[0].passage.id == "demo-123_0"
     check = bundle.store._check
     assert check is not None and 0 < check._checked.sum() <= check._checked.size

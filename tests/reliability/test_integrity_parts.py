@@ -22,6 +22,7 @@ import pytest
 
 from odqa.cli import main
 from tests.reliability.test_faults import assert_clean, jsonl, run_cli
+from tests.retrievers import built_retriever
 
 QUERY = "subject3 shared"
 
@@ -69,9 +70,9 @@ def whole(built, tmp_path) -> Path:
 
 def _hits(index: Path) -> list[tuple[str, str]]:
     """(id, text) of the top hits: a passage's id names its text, so a hit of a swapped shard shows."""
-    from odqa.retriever.loading import IndexBundle
+    from odqa.indexes.folder import FolderIndex
 
-    return [(h.passage.id, h.passage.text) for h in IndexBundle.open(index).retriever("bm25").search([QUERY], 5)[0]]
+    return [(h.passage.id, h.passage.text) for h in built_retriever(FolderIndex.open(index), "bm25").search([QUERY], 5)[0]]
 
 
 def _names_its_text(pid: str, text: str) -> bool:

@@ -87,6 +87,24 @@ def test_a_secret_in_a_bad_config_file_is_never_printed(tmp_path, monkeypatch, c
     assert not files_holding(tmp_path, MARKER, planted=[config])
 
 
+def test_a_dump_of_the_config_masks_its_secrets(tmp_path):
+    """OdqaConfig.to_dict() (what prints or writes the settings) and its repr hold no secret's value; the config
+    itself keeps it, to connect with."""
+    import json
+
+    from odqa.config import OdqaConfig
+
+    config_file = tmp_path / "odqa.toml"
+    config_file.write_text(f'[elastic]\nusername = "odqa"\npassword = "{MARKER}"\napi_key = "{MARKER}-key"\n')
+    config = OdqaConfig.load(config_file)
+    assert config.elastic.password == MARKER and config.elastic.api_key == f"{MARKER}-key"
+    dump = config.to_dict()
+    assert MARKER not in json.dumps(dump) and MARKER not in repr(config)
+    assert dump["elastic"]["password"] == dump["elastic"]["api_key"] == "***"
+    assert dump["elastic"]["username"] == "odqa" and dump["retrieval"] == OdqaConfig().to_dict()["retrieval"]
+    assert OdqaConfig().to_dict()["elastic"]["password"] == ""  # none given: an empty one says so
+
+
 def test_the_servers_key_from_the_environment_is_scrubbed_like_any_credential(tmp_path, monkeypatch, capsys):
     """`odqa serve --api-key-env VAR`: the key read from VAR is scrubbed from all output as the Elasticsearch
     credentials of ODQA_ES_API_KEY / ODQA_ES_PASSWORD are (tests/reliability/test_secrets.py), so a library

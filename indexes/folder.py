@@ -1,36 +1,35 @@
-"""Open an index folder (built by `odqa index`) and make retrievers over it."""
+"""An index folder built by `odqa index` (whole, or as shards searched as one) as a `SearchBackend`
+(odqa.core.protocols): its passage store, BM25 text index and vector index, each opened on first use and checked
+against the folder's manifest (row counts, corpus fingerprint, recorded file digests)."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Sequence
 
+import numpy as np
+
+from odqa.core.atomic import swap_lock
+from odqa.core.errors import IndexMismatchError, OdqaError
+from odqa.core.optional import require
+from odqa.core.types import BackendInfo, EncoderRecord, Passage, SearchHit
+from odqa.corpus.articles import StoreArticlePassages
+from odqa.corpus.store import DATA_FILE, PassageStore
 from odqa.indexes.analysis import check_analyzer_available
-from odqa.indexes.bm25 import default_max_df, load_text_index
+from odqa.indexes.bm25 import TEXT_ENGINES, default_max_df, load_text_index
 from odqa.indexes.integrity import (add_block_digests, check_bundle_manifest, check_files_whole, check_part,
-                                   check_part_format, check_shard, file_check, note_unchecked, part_fix, recover_swap,
-                                   sharded_fix, swap_in_progress)
+                                    check_part_format, check_shard, file_check, note_unchecked, part_fix, recover_swap,
+                                    sharded_fix, swap_in_progress)
 from odqa.indexes.layout import BM25, DENSE, PASSAGES, SHARD_RECORDS, SHARDS, IndexLayout
 from odqa.indexes.manifest import MANIFEST, Manifest
 from odqa.indexes.vector import FAISS_KINDS, VectorIndex
-from odqa.core.atomic import swap_lock
-from odqa.core.errors import IndexMismatchError, OdqaError
-from odqa.core.fusion import AUTO, resolve_fusion
-from odqa.core.logs import get_logger
-from odqa.core.optional import require
-from odqa.corpus.articles import StoreArticlePassages
-from odqa.corpus.store import DATA_FILE, PassageStore
-from odqa.retriever.bm25 import BM25Retriever
-from odqa.retriever.hybrid import HybridRetriever
-from odqa.retriever.kinds import make_retriever
 
-log = get_logger(__name__)
 TUNED_FUSION = "fusion"  # the bundle manifest's record of `tune-hybrid --record`
 # A reader that meets a rebuild's swap (two renames) opens the folder again, waiting 0.02, 0.04, ... s between
 # tries: about 2.5 s in all before the error is taken for real
@@ -70,8 +69,8 @@ def _swapping(path: Path, pin: "_PinnedFolder | None") -> bool:
     return swap_in_progress(path) or (pin is not None and pin.replaced(path))
 
 
-@dataclass
-class IndexBundle:
+@dataclass(eq=False)  # one open index is one object (the retriever builder keeps its encoders by it)
+class FolderIndex:
     path: Path
     manifest: Manifest
     _cache: dict = field(default_factory=dict, repr=False)
@@ -85,11 +84,8 @@ class IndexBundle:
         """Passages in the index."""
         return len(self.store)
 
-    def describe(self) -> str:
-        return str(self.path)
-
     @classmethod
-    def open(cls, path: str | Path) -> "IndexBundle":
+    def open(cls, path: str | Path) -> "FolderIndex":
         path = Path(path)
         try:
             recover_swap(path)
@@ -99,7 +95,7 @@ class IndexBundle:
             return cls._open_pinned(path)
 
     @classmethod
-    def _open_pinned(cls, path: Path) -> "IndexBundle":
+    def _open_pinned(cls, path: Path) -> "FolderIndex":
         for attempt in range(SWAP_RETRIES + 1):
             pin = None
             try:
@@ -113,7 +109,7 @@ class IndexBundle:
                                     "--out` wrote") from None
                 manifest = Manifest.load(path, kind="bundle")
                 check_bundle_manifest(manifest, path)
-                bundle = (ShardedBundle if manifest.params.get(SHARDS) else cls)(path, manifest, _pin=pin)
+                bundle = (ShardedFolderIndex if manifest.params.get(SHARDS) else cls)(path, manifest, _pin=pin)
                 bundle._check_parts()
             except (OdqaError, OSError):
                 # a rebuild swapping the folder: between its two renames there is none, or another one
@@ -130,7 +126,7 @@ class IndexBundle:
     def _reopen(self) -> None:
         """Read the new index that a rebuild put in place, dropping every part opened from the old one, so that
         parts of the two are never mixed."""
-        fresh = IndexBundle._open_pinned(self.path)
+        fresh = FolderIndex._open_pinned(self.path)
         self.manifest, self._pin = fresh.manifest, fresh._pin
         self._cache.clear()
         for name in ("store", "_article_passages", "shards"):
@@ -141,19 +137,80 @@ class IndexBundle:
         parts are checked as they open."""
 
     def check_available(self, kind: str) -> None:
-        """Before any work: the optional packages the `kind` retriever over this index needs (its BM25 analyser,
-        FAISS for an hnsw or ivf vector index) are installed, else one line names the missing one."""
+        """Before the first search by the `kind` retriever: the optional packages it needs here (the BM25
+        analyser, FAISS for an hnsw or ivf vector index) are installed, else one line names the missing one; then
+        the parts it reads are opened and checked. Where a rebuild swaps the folder meanwhile, the parts found are
+        the new index's and the manifest the old one's, so the new index is opened whole instead."""
         if kind in ("bm25", "hybrid") and BM25 in self.backends:
             check_analyzer_available(self.manifest.params.get("analyzer", "en"))
         if kind in ("dense", "hybrid") and DENSE in self.backends and self.layout.dense.is_dir():
             vector_kind = Manifest.load(self.layout.dense).params.get("kind", "flat")
             if vector_kind in FAISS_KINDS:
                 require("faiss", f"the {vector_kind} vector index of {self.path}")
+        with swap_lock(self.path):
+            self._open_parts(kind)
 
-    @property
-    def language(self) -> str:
-        """The language of the index's text (`ko`, `zh`, `en`): its manifest's, `en` where none was recorded."""
-        return self.manifest.params.get("language", "en")
+    def _open_parts(self, kind: str) -> None:
+        if self._pin is not None and self._pin.replaced(self.path):
+            with contextlib.suppress(OdqaError):  # still swapping (no lock beside it): the retries below wait
+                self._reopen()  # swapped since it was opened: the parts are read from the new index
+        for attempt in range(SWAP_RETRIES + 1):
+            try:
+                _ = self.store
+                if kind in ("bm25", "hybrid"):
+                    self.text_index()
+                if kind == "dense" or (kind == "hybrid" and DENSE in self.backends):
+                    self.vector_index()
+                return
+            except (OdqaError, OSError):
+                if attempt == SWAP_RETRIES or self._pin is None or not _swapping(self.path, self._pin):
+                    raise
+            _wait_for_swap(attempt)
+            try:
+                self._reopen()
+            except OdqaError:
+                if attempt == SWAP_RETRIES:
+                    raise
+
+    def info(self) -> BackendInfo:
+        if "info" not in self._cache:
+            params = self.manifest.params
+            language = params.get("language", "en")
+            engine = self._text_engine()
+            prunes = hasattr(TEXT_ENGINES.get(engine), "drop_frequent_terms") if engine in TEXT_ENGINES else False
+            self._cache["info"] = BackendInfo(
+                location=str(self.path), language=language, text=BM25 in self.backends,
+                vectors=DENSE in self.backends, encoder=self._encoder_record(),
+                tuned_fusion=params.get(TUNED_FUSION), kb=self.layout.kb,
+                bm25_max_df=default_max_df(self.manifest.count) if prunes else 0.0,
+                max_df_refusal="" if prunes else (
+                    f"retrieval.bm25_max_df needs the tantivy BM25 engine; this index uses {engine or 'another'}: "
+                    "set it to 0 or rebuild the index with `run_qa.py index` (tantivy is the default)"),
+                summary={"backends": self.backends, "language": language, "analyzer": params.get("analyzer", ""),
+                         "encoder": self.manifest.encoder, "dim": self.manifest.dim, "built": self.manifest.created,
+                         "corpus_fingerprint": self.manifest.corpus_fingerprint})
+        return self._cache["info"]
+
+    def _text_engine(self) -> str:
+        """The BM25 engine the text part was built with ("": no readable text part)."""
+        if BM25 not in self.backends or not (self.layout.bm25 / MANIFEST).is_file():
+            return ""
+        return Manifest.load(self.layout.bm25).params.get("engine", "tantivy")
+
+    def _vector_manifest(self) -> Manifest | None:
+        """The vector part's manifest (None: no readable vector part; opening it names the problem)."""
+        if DENSE not in self.backends or not (self.layout.dense / MANIFEST).is_file():
+            return None
+        return Manifest.load(self.layout.dense)
+
+    def _encoder_record(self) -> EncoderRecord | None:
+        manifest = self._vector_manifest()
+        if manifest is None:
+            return None
+        params = manifest.params
+        return EncoderRecord(name=manifest.encoder, dim=manifest.dim, query_encoder=params.get("query_encoder", ""),
+                             settings=dict(params.get("encoder_settings", {})),
+                             max_length=int(params.get("max_length", 256)), weights=params.get("encoder_weights", ""))
 
     @property
     def backends(self) -> list[str]:
@@ -171,7 +228,7 @@ class IndexBundle:
                 f"{self.manifest.params.get('corpus', 'CORPUS')} --out {self.path}`")
 
     def article_passages(self) -> StoreArticlePassages:
-        """Each article's passages, for the entity bonus (linker.guided); an Elasticsearch backend has its own."""
+        """Each article's passages, for the entity bonus (linker.guided), from the passage store."""
         return self._article_passages
 
     @cached_property
@@ -230,103 +287,48 @@ class IndexBundle:
         check_part(folder, self.parts.get(backend), rows=None)
         return folder
 
-    def bm25(self, bm25_max_df: float | None = None):
-        """`bm25_max_df`: leave out of each question its terms found in more than this fraction of the passages
-        (None: `indexes.bm25.default_max_df` of the corpus size, for an engine that can)."""
+    def text_index(self):
+        """The BM25 part's text index (indexes.bm25), checked against the folder, opened once."""
         if BM25 not in self._cache:
             folder = self._require(BM25)
             self._checker(BM25)  # the note on an older index
             check_files_whole(folder, self.parts.get(BM25))  # the engines read their files themselves
             index = load_text_index(folder)
             self._check_rows(BM25, index.num_docs())
-            self._cache[BM25] = BM25Retriever(index, self.store)
-        if bm25_max_df is None:
-            index = self._cache[BM25].index
-            bm25_max_df = default_max_df(index.num_docs()) if hasattr(index, "drop_frequent_terms") else 0.0
-        if not bm25_max_df:
-            return self._cache[BM25]
-        key = (BM25, bm25_max_df)
-        if key not in self._cache:
-            self._cache[key] = BM25Retriever(self._cache[BM25].index, self.store, max_df=bm25_max_df)
-        return self._cache[key]
+            self._cache[BM25] = index
+        return self._cache[BM25]
 
-    def dense(self, encoder: str | None = None, device: str | None = None, precision: str = "auto",
-              runtime: str = "auto", accept_encoder_change: bool = False, query_encoder: str | None = None,
-              settings: dict | None = None):
-        """`encoder`: must be the index's (checked); `query_encoder`: any question encoder of the index's
-        dimension (DPR's pair). Unset: the question encoder the manifest records. `settings` (pooling,
-        similarity, query_prefix): override the manifest's."""
-        from odqa.core.encoder_loading import load_text_encoder
-        from odqa.retriever.dense import DenseRetriever
+    def text_search(self, questions: Sequence[str], k: int, max_df: float) -> list[list[SearchHit]]:
+        """`max_df` > 0: each question without its terms in more than that fraction of the passages (Tantivy)."""
+        index = self.text_index()
+        if max_df and not hasattr(index, "drop_frequent_terms"):
+            raise OdqaError(self.info().max_df_refusal)
+        found = index.search(list(questions), k, max_df=max_df) if max_df else index.search(list(questions), k)
+        return [[SearchHit(row=row, score=score, source="bm25") for row, score in hits] for hits in found]
 
-        key = ("dense", encoder or "", query_encoder or "", json.dumps(settings or {}, sort_keys=True))
-        if key not in self._cache:
-            index = self.vector_index()
-            folder = index.path
-            params = index.manifest.params
-            name = query_encoder or encoder or params.get("query_encoder") or index.manifest.encoder
-            _check_encoder_weights(index.manifest, encoder or index.manifest.encoder, folder, accept_encoder_change)
-            recorded = params.get("encoder_settings", {})
-            chosen = {k: recorded.get(k) for k in ("pooling", "similarity", "query_prefix")}
-            chosen.update({k: v for k, v in (settings or {}).items() if v not in (None, "")})
-            if name != (params.get("query_encoder") or index.manifest.encoder) and not (settings or {}).get("pooling"):
-                chosen["pooling"] = None  # another model: its own pooling
-            text_encoder = load_text_encoder(name, max_length=int(params.get("max_length", 256)),
-                                                       device=device, precision=precision, runtime=runtime, **chosen)
-            self._cache[key] = DenseRetriever(text_encoder, index, self.store, check_name=bool(encoder) and not query_encoder)
-        return self._cache[key]
+    def vector_search(self, vectors: np.ndarray, k: int) -> list[list[SearchHit]]:
+        scores, rows = self.vector_index().search(vectors, k)
+        return [[SearchHit(row=int(r), score=float(s), source="dense") for s, r in zip(qs, qr) if r >= 0]
+                for qs, qr in zip(scores, rows)]
+
+    def passages(self, rows: Sequence[int]) -> list[Passage]:
+        return self.store.get_rows(list(rows))
 
     def vector_index(self):
-        """The dense part's vector index (`search(vectors, k)`, `dim`, `manifest`), checked against the bundle."""
-        index = VectorIndex.load(self._require(DENSE), use_gpu=None, check=self._checker(DENSE))
-        self._check_rows(DENSE, len(index))
-        return index
-
-    def retriever(self, kind: str, **options):
-        """The `kind` retriever (`retriever.kinds.RETRIEVERS`) over this index (options: `make_retriever`'s). Its
-        parts open now; where a rebuild swaps the folder meanwhile, the parts found are of the new index and the
-        bundle's manifest is the old one's, so it opens the new index and makes the retriever over that."""
-        with swap_lock(self.path):
-            return self._make_retriever(kind, **options)
-
-    def _make_retriever(self, kind: str, **options):
-        if self._pin is not None and self._pin.replaced(self.path):
-            with contextlib.suppress(OdqaError):  # still swapping (no lock beside it): the retries below wait
-                self._reopen()  # swapped since it was opened: the retriever is made over the new index
-        for attempt in range(SWAP_RETRIES + 1):
-            try:
-                return make_retriever(self, kind, **options)
-            except (OdqaError, OSError):
-                if attempt == SWAP_RETRIES or self._pin is None or not _swapping(self.path, self._pin):
-                    raise
-            _wait_for_swap(attempt)
-            try:
-                self._reopen()
-            except OdqaError:
-                if attempt == SWAP_RETRIES:
-                    raise
-
-    def hybrid(self, fusion: str = AUTO, alpha: float = 0.5, candidates: int = 100, rrf_k: int = 60,
-               bm25_max_df: float | None = None, **dense_options):
-        if DENSE not in self.backends and BM25 in self.backends:
-            # hybrid is the default; an index built with --backends bm25 should still answer
-            log.warning("%s has no dense index, so hybrid retrieval falls back to bm25", self.path)
-            return self.bm25(bm25_max_df)
-        method, alpha, rrf_k = self.fusion_setting(fusion, alpha, rrf_k)
-        return HybridRetriever(self.dense(**dense_options), self.bm25(bm25_max_df), method=method, alpha=alpha,
-                               candidates=candidates, rrf_k=rrf_k)
-
-    def fusion_setting(self, fusion: str = AUTO, alpha: float = 0.5, rrf_k: int = 60) -> tuple[str, float, int]:
-        """The hybrid's (method, alpha, rrf_k): `auto` resolves to this index's tuned record, else its language's
-        default (odqa.core.fusion.resolve_fusion)."""
-        params = self.manifest.params
-        return resolve_fusion(fusion, alpha, rrf_k, tuned=params.get(TUNED_FUSION), language=params.get("language", "en"))
+        """The dense part's vector index (`search(vectors, k)`, `dim`, `manifest`), checked against the folder,
+        opened once."""
+        if DENSE not in self._cache:
+            index = VectorIndex.load(self._require(DENSE), use_gpu=None, check=self._checker(DENSE))
+            self._check_rows(DENSE, len(index))
+            self._cache[DENSE] = index
+        return self._cache[DENSE]
 
     def record_fusion(self, setting: dict) -> None:
         """Keep a fusion setting chosen on a dev split (`tune-hybrid --record`) in the bundle manifest, where
         `auto` finds it. The manifest is rewritten atomically; the parts and their digests are untouched."""
         self.manifest.params[TUNED_FUSION] = setting
         self.manifest.save(self.path)
+        self._cache.pop("info", None)
 
     def verify(self) -> list[str]:
         """The full check behind `run_qa.py verify-index`: every part's files against their recorded digests,
@@ -350,7 +352,7 @@ class IndexBundle:
                 f"index {self.manifest.corpus_fingerprint}): rebuild it with `run_qa.py index`")
         lines.append(f"passages: {len(self.store)} rows, fingerprint {fingerprint.hexdigest()} ok")
         if BM25 in self.backends:
-            self.bm25()
+            self.text_index()
             lines.append(f"bm25: {self.manifest.count} documents ok")
         if DENSE in self.backends:
             index = VectorIndex.load(self._require(DENSE), use_gpu=False)
@@ -364,20 +366,20 @@ class IndexBundle:
         return lines
 
 
-class ShardedBundle(IndexBundle):
+class ShardedFolderIndex(FolderIndex):
     """An index built as shards (`odqa index --shards N`, indexes/shards.py), searched as one: `OUT/shards/*` are
     whole index folders over consecutive groups of the corpus files, `OUT/bm25` joins their BM25 segments (whole-
     corpus statistics), the passage store is theirs in order, and dense search merges theirs."""
 
     @cached_property
-    def shards(self) -> list[IndexBundle]:
+    def shards(self) -> list[FolderIndex]:
         """The shards, each checked to be the one the index was built with (its manifest's digest and rows, as
         the bundle manifest records them): a shard swapped with another or copied from another build would
         put other passages under the rows the joined BM25 index returns."""
         params = self.manifest.params
         fix = sharded_fix(self.path, params.get("corpus"), params[SHARDS])
-        return [IndexBundle(self.path / name, check_shard(self.path / name, params[SHARD_RECORDS][name],
-                                                          self.manifest, fix))
+        return [FolderIndex(self.path / name, check_shard(self.path / name, params[SHARD_RECORDS][name],
+                                                         self.manifest, fix))
                 for name in params[SHARDS]]
 
     def _check_parts(self) -> None:
@@ -392,12 +394,17 @@ class ShardedBundle(IndexBundle):
     def vector_index(self):
         from odqa.indexes.shards import ShardedVectorIndex
 
-        if DENSE not in self.backends:
-            self._require(DENSE)  # names the fix
-        index = ShardedVectorIndex([shard.vector_index() for shard in self.shards], self.path)
-        index.manifest.corpus_fingerprint = self.manifest.corpus_fingerprint
-        self._check_rows(DENSE, len(index))
-        return index
+        if DENSE not in self._cache:
+            if DENSE not in self.backends:
+                self._require(DENSE)  # names the fix
+            index = ShardedVectorIndex([shard.vector_index() for shard in self.shards], self.path)
+            index.manifest.corpus_fingerprint = self.manifest.corpus_fingerprint
+            self._check_rows(DENSE, len(index))
+            self._cache[DENSE] = index
+        return self._cache[DENSE]
+
+    def _vector_manifest(self) -> Manifest | None:
+        return self.shards[0]._vector_manifest() if DENSE in self.backends else None
 
     def verify(self) -> list[str]:
         lines = []
@@ -405,31 +412,8 @@ class ShardedBundle(IndexBundle):
             lines += [f"{shard.path.name}: {line}" for line in shard.verify()]
         if BM25 in self.backends:
             check_part(self.layout.bm25, self.parts.get(BM25), rows=None, full=True)
-            self.bm25()
+            self.text_index()
             lines.append(f"bm25 (the shards' segments as one index): {self.manifest.count} documents ok")
         return lines
 
 
-def _check_encoder_weights(manifest: Manifest, name: str, folder: Path, accept: bool) -> None:
-    """The index's vectors come from one set of weights: a model retrained in place under the same name
-    would silently pair them with other question vectors."""
-    import os
-
-    from odqa.core.models import model_fingerprint
-
-    recorded = manifest.params.get("encoder_weights")
-    if not recorded or name.rstrip("/").lower() != manifest.encoder.rstrip("/").lower():
-        return
-    if model_fingerprint(name) == recorded:
-        return
-    message = (f"{folder} was encoded with other weights of {name!r} than the ones installed now (the model was "
-               f"retrained or replaced); rebuild the index with `run_qa.py index --encoder {name}`, or pass "
-               "--accept-encoder-change (ODQA_ACCEPT_ENCODER_CHANGE=1) to search it anyway")
-    if accept or os.environ.get("ODQA_ACCEPT_ENCODER_CHANGE") == "1":
-        log.warning("warning: %s", message)
-        return
-    raise IndexMismatchError(message)
-
-
-def load_retriever(index_dir: str | Path, kind: str = "bm25", **options):
-    return IndexBundle.open(index_dir).retriever(kind, **options)

@@ -1,0 +1,208 @@
+"""One suite for every store of passages (odqa.core.protocols.SearchBackend), the way Haystack tests every document
+store: the index folder, Elasticsearch (noida-db, tests/es_server.py) and a toy store held in memory that is
+registered with its own location scheme (tests/memory_backend.py: a new store is its module and one registry
+line). Each keeps the contract and finds what the folder finds; every retriever kind, a fusion method registered
+in one place, and the pipeline run on each."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from odqa.config import OdqaConfig
+from odqa.core.errors import OdqaError
+from odqa.core.fusion import FUSIONS, minmax_scale, top_hits
+from odqa.core.protocols import FusesItself, SearchBackend
+from odqa.core.types import BackendInfo
+from odqa.demo_corpus import DEMO_QUESTIONS, demo_index_path
+from odqa.indexes.folder import FolderIndex
+from odqa.retriever.registry import RETRIEVERS, RetrieverRuntime, backend_of, build_retriever, hybrid_fusion, open_index
+from odqa.retriever.settings import RetrievalConfig
+from tests.memory_backend import MemoryIndex, registered
+
+STORES = ["folder", pytest.param("es", marks=pytest.mark.elastic), "memory"]
+EINSTEIN = "In which city was Albert Einstein born?"
+
+
+@pytest.fixture(scope="module")
+def folder() -> FolderIndex:
+    return FolderIndex.open(demo_index_path(quiet=True))
+
+
+@pytest.fixture(scope="module")
+def questions() -> list[str]:
+    from odqa.corpus.questions import load_questions
+
+    return [item.question for item in load_questions(str(DEMO_QUESTIONS), limit=12)]
+
+
+@pytest.fixture(scope="module")
+def es_location(tmp_path_factory, folder):
+    from odqa.config import ElasticConfig
+    from odqa.indexes.elastic import ElasticIndex
+    from odqa.indexes.elastic_bulk import BulkOptions, load_passages
+    from tests.es_server import NoidaServer, start_or_skip
+
+    server = start_or_skip(NoidaServer(tmp_path_factory.mktemp("noida") / "data"))
+    index = ElasticIndex.open(ElasticConfig(hosts=server.url, index_name="odqa-conformance"))
+    load_passages(index, folder.path, recreate=True, replicas=0, options=BulkOptions(chunk_size=100, progress=False))
+    yield f"es://127.0.0.1:{server.port}/odqa-conformance"
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def memory_location(folder):
+    with registered(MemoryIndex.copy_of("demo", folder)):
+        yield "mem://demo"
+
+
+@pytest.fixture(scope="module", params=STORES)
+def store(request, folder) -> tuple[str, str, SearchBackend]:
+    """(backend name, location, the opened store)."""
+    name = request.param
+    location = {"folder": lambda: str(folder.path), "es": lambda: request.getfixturevalue("es_location"),
+                "memory": lambda: request.getfixturevalue("memory_location")}[name]()
+    return name, location, open_index(location, OdqaConfig.load(None, {"index": location}))
+
+
+@pytest.fixture(scope="module")
+def vectors(folder, questions) -> np.ndarray:
+    return build_retriever(folder, RetrievalConfig(), RetrieverRuntime(), "dense").encode(questions)
+
+
+def test_the_store_says_what_it_is(store, folder):
+    name, location, backend = store
+    assert isinstance(backend, SearchBackend) and backend_of(location) == name
+    info = backend.info()
+    assert isinstance(info, BackendInfo) and info.location and info.summary["language"] == info.language == "en"
+    assert len(backend) == len(folder) == 308 and info.text and info.vectors
+    assert (info.encoder.question_encoder, info.encoder.dim) == (folder.info().encoder.question_encoder, 384)
+    for kind in RETRIEVERS.names:
+        backend.check_available(kind)
+
+
+def test_passages_by_row_are_the_folder_store_rows(store, folder):
+    rows = [307, 0, 5, 150, 5]
+    assert [p.id for p in store[2].passages(rows)] == [p.id for p in folder.passages(rows)]
+    assert store[2].passages([]) == []
+
+
+def test_text_search_ranks_best_first(store, questions):
+    backend = store[2]
+    results = backend.text_search([EINSTEIN, *questions], 5, 0.0)
+    assert len(results) == len(questions) + 1
+    for hits in results:
+        assert 0 < len(hits) <= 5 and {h.source for h in hits} == {"bm25"}
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+        assert len({h.row for h in hits}) == len(hits) and all(0 <= h.row < len(backend) for h in hits)
+        read = backend.passages([h.row for h in hits])
+        assert all(h.passage is None or h.passage.id == p.id for h, p in zip(hits, read))
+    assert backend.passages([results[0][0].row])[0].title == "Albert Einstein"
+
+
+def test_term_pruning_is_done_or_refused_in_one_line(store, questions):
+    backend = store[2]
+    refusal = backend.info().max_df_refusal
+    if refusal:
+        with pytest.raises(OdqaError) as refused:
+            backend.text_search(questions[:1], 3, 0.5)
+        assert str(refused.value) == refusal and "\n" not in refusal
+    else:
+        assert backend.text_search(questions[:1], 3, 0.5)[0]
+
+
+def test_vector_search_finds_what_the_folder_finds(store, folder, vectors):
+    got, want = store[2].vector_search(vectors, 10), folder.vector_search(vectors, 11)
+    for hits, expected in zip(got, want):
+        assert len(hits) == 10 and {h.source for h in hits} == {"dense"}
+        if {h.row for h in hits} != {h.row for h in expected[:10]}:  # only a near-tie at the cut may differ
+            assert abs(expected[9].score - expected[10].score) < 2e-3
+        np.testing.assert_allclose([h.score for h in hits[:3]], [h.score for h in expected[:3]], atol=5e-3)
+
+
+def test_article_passages_are_the_folder_store_s(store, folder):
+    doc_ids = sorted({p.doc_id for p in folder.passages(range(0, 308, 29))})
+    mine, theirs = store[2].article_passages(), folder.article_passages()
+    for doc_id in doc_ids:
+        assert [(row, p.id) for row, p in mine.article(doc_id, 50)] == [(row, p.id) for row, p in
+                                                                         theirs.article(doc_id, 50)]
+    assert mine.article("no-such-article", 5) == []
+
+
+def test_every_retriever_kind_serves_the_store(store, questions):
+    backend = store[2]
+    for kind in RETRIEVERS.names:
+        retriever = build_retriever(backend, RetrievalConfig(), RetrieverRuntime(), kind)
+        results = retriever.search(questions[:3], 5)
+        assert all(len(hits) == 5 and {h.source for h in hits} == {kind} for hits in results), kind
+        assert all(h.passage is not None and h.passage.id for hits in results for h in hits), kind
+
+
+def test_an_out_of_range_k_is_the_whole_store_and_k_below_one_one_line(store):
+    backend = store[2]
+    dense = build_retriever(backend, RetrievalConfig(), RetrieverRuntime(), "dense")
+    assert len(dense.search([EINSTEIN], len(backend) + 5)[0]) == len(backend)
+    with pytest.raises(OdqaError, match="^k must be a positive number, got 0$"):
+        dense.search([EINSTEIN], 0)
+
+
+def test_hybrid_fuses_the_store_s_own_lists(store, questions):
+    backend = store[2]
+    hybrid = build_retriever(backend, RetrievalConfig(candidates=30), RetrieverRuntime(), "hybrid")
+    dense = hybrid.dense.search(questions, 30, passages=False)
+    sparse = hybrid.sparse.search(questions, 30, passages=False)
+    for fused, d, s in zip(hybrid.search(questions, 10), dense, sparse):
+        assert [(h.row, h.score) for h in fused] == [(h.row, h.score) for h in hybrid.fusion([d, s], 10)]
+
+
+def test_the_pipeline_runs_on_the_store(store):
+    from odqa.pipeline import Pipeline
+
+    name, location, _ = store
+    pipeline = Pipeline(OdqaConfig.load(None, {"index": location, "linker.enabled": False, "retrieval.k": 5}))
+    hits = pipeline.retrieve([EINSTEIN], [[]])[0]
+    assert len(hits) == 5 and hits[0].passage.title == "Albert Einstein" and {h.source for h in hits} == {"hybrid"}
+    assert pipeline.corpus_size == 308
+    assert pipeline.language_differs("아인슈타인은 어디서 태어났나?") is not None  # the store's language, from info()
+
+
+def test_a_fusion_the_store_does_not_run_is_refused(store):
+    name, location, backend = store
+    if isinstance(backend, FusesItself):
+        assert hybrid_fusion(backend, RetrievalConfig(fusion="es-rrf")).server == "es-rrf"
+        return
+    with pytest.raises(OdqaError, match="'es-rrf' needs an Elasticsearch index"):
+        OdqaConfig.load(None, {"index": location, "retrieval.fusion": "es-rrf"})
+    with pytest.raises(OdqaError, match="'es-rrf' needs an Elasticsearch index"):
+        hybrid_fusion(backend, RetrievalConfig(fusion="es-rrf"))
+
+
+def _best_scaled(lists, k, weights, rrf_k):
+    """The toy fusion: each passage's best weighted min-max scaled score over the lists."""
+    best, passages = {}, {}
+    for hits, weight in zip(lists, weights):
+        for hit, scaled in zip(hits, minmax_scale([h.score for h in hits])):
+            best[hit.row] = max(best.get(hit.row, 0.0), weight * scaled)
+            passages.setdefault(hit.row, hit.passage)
+    return top_hits(best, passages, k)
+
+
+@pytest.fixture
+def best_scaled_fusion():
+    FUSIONS.register("best-scaled", _best_scaled)  # a new fusion method: its function and this one line
+    yield "best-scaled"
+    FUSIONS.unregister("best-scaled")
+
+
+def test_a_fusion_method_registered_in_one_place_serves_every_store(store, best_scaled_fusion, questions):
+    from odqa.pipeline import Pipeline
+
+    name, location, _ = store
+    config = OdqaConfig.load(None, {"index": location, "linker.enabled": False, "retrieval.fusion": best_scaled_fusion,
+                                    "retrieval.alpha": 0.7, "retrieval.candidates": 20})
+    hybrid = Pipeline(config).retriever("hybrid")
+    assert (hybrid.fusion.method, hybrid.fusion.weights) == (best_scaled_fusion, [0.7, pytest.approx(0.3)])
+    dense = hybrid.dense.search(questions, 20, passages=False)
+    sparse = hybrid.sparse.search(questions, 20, passages=False)
+    for fused, d, s in zip(hybrid.search(questions, 5), dense, sparse):
+        assert [h.row for h in fused] == [h.row for h in _best_scaled([d, s], 5, hybrid.fusion.weights, 60)]
