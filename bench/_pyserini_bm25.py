@@ -76,9 +76,20 @@ def _rss_now_mb() -> float:
 def cmd_index(args) -> int:
     _prepare_jvm()
     sys.argv = [
-        "pyserini.index.lucene", "--collection", "JsonCollection", "--input", args.input, "--index", args.index,
-        "--generator", "DefaultLuceneDocumentGenerator", "--threads", str(args.threads),
-        "--storePositions", "--storeDocvectors", "--storeRaw",
+        "pyserini.index.lucene",
+        "--collection",
+        "JsonCollection",
+        "--input",
+        args.input,
+        "--index",
+        args.index,
+        "--generator",
+        "DefaultLuceneDocumentGenerator",
+        "--threads",
+        str(args.threads),
+        "--storePositions",
+        "--storeDocvectors",
+        "--storeRaw",
     ]
     start = time.perf_counter()
     runpy.run_module("pyserini.index.lucene", run_name="__main__")
@@ -107,8 +118,17 @@ def cmd_search(args) -> int:
         seconds.append(time.perf_counter() - start)
         docids.append(ids)
     with open(args.out, "w", encoding="utf-8") as f:
-        json.dump({"docids": docids, "seconds": seconds, "open_seconds": open_seconds,
-                   "import_seconds": import_seconds, "peak_rss_mb": _rss_mb(), "rss_end_mb": _rss_now_mb()}, f)
+        json.dump(
+            {
+                "docids": docids,
+                "seconds": seconds,
+                "open_seconds": open_seconds,
+                "import_seconds": import_seconds,
+                "peak_rss_mb": _rss_mb(),
+                "rss_end_mb": _rss_now_mb(),
+            },
+            f,
+        )
     return 0
 
 

@@ -39,8 +39,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--index", required=True, help="an index folder with bm25/ (Tantivy) and passages/")
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
-    parser.add_argument("--questions-file", default="dpr-qas/nq-test.qa.tsv",
-                        help="under --data (NQ test: held out from every odqa model)")
+    parser.add_argument(
+        "--questions-file",
+        default="dpr-qas/nq-test.qa.tsv",
+        help="under --data (NQ test: held out from every odqa model)",
+    )
     parser.add_argument("--questions", type=int, default=1000, help="the first N questions (0: all)")
     parser.add_argument("--max-df", type=float, nargs="+", default=[0.0, 0.1, 0.05, 0.02])
     parser.add_argument("--k", type=int, nargs="+", default=[20, 100])
@@ -49,8 +52,11 @@ def main(argv=None) -> int:
 
     folder = Path(args.index)
     if not (folder / "bm25" / "manifest.json").exists():
-        print(f"error: no BM25 index in {folder}/bm25; build one with `python run_qa.py index --corpus "
-              f"../shared/data/wiki --out {folder} --backends bm25`", file=sys.stderr)
+        print(
+            f"error: no BM25 index in {folder}/bm25; build one with `python run_qa.py index --corpus "
+            f"../shared/data/wiki --out {folder} --backends bm25`",
+            file=sys.stderr,
+        )
         return 2
     index = load_text_index(folder / "bm25")
     if not hasattr(index, "searcher") or index.analyze is not None:
@@ -59,7 +65,7 @@ def main(argv=None) -> int:
     store = PassageStore.open(folder / "passages")
     items = load_questions(Path(args.data) / args.questions_file, limit=args.questions or None)
     depth = max(max(args.k), 100)
-    runs = {m: {"found": {k: 0 for k in args.k}, "timer": Timer(), "terms": 0} for m in args.max_df}
+    runs = {m: {"found": dict.fromkeys(args.k, 0), "timer": Timer(), "terms": 0} for m in args.max_df}
     total_terms = 0
     for item in items:
         text = clean_query(item.question)
@@ -83,12 +89,16 @@ def main(argv=None) -> int:
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for max_df, run in runs.items():
         cpu = run["timer"].summary() if run["timer"].cpu else {"cpu_p50_ms": 0.0, "cpu_p99_ms": 0.0}
-        lines.append(f"| {max_df if max_df else 'off (every term)'} | {run['terms'] / max(total_terms, 1):.3f} | "
-                     + " | ".join(f"{100 * run['found'][k] / n:.2f}" for k in args.k)
-                     + f" | {cpu['cpu_p50_ms']:.2f} / {cpu['cpu_p99_ms']:.2f} |")
-    text = (f"# BM25 with its most frequent question terms dropped\n\nWritten by `python bench/bm25_prune.py "
-            f"{' '.join(argv if argv is not None else sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}; {cpu_description()}; "
-            f"{index.num_docs():,} passages; {n} questions of {args.questions_file}).\n\n" + "\n".join(lines) + "\n")
+        lines.append(
+            f"| {max_df if max_df else 'off (every term)'} | {run['terms'] / max(total_terms, 1):.3f} | "
+            + " | ".join(f"{100 * run['found'][k] / n:.2f}" for k in args.k)
+            + f" | {cpu['cpu_p50_ms']:.2f} / {cpu['cpu_p99_ms']:.2f} |"
+        )
+    text = (
+        f"# BM25 with its most frequent question terms dropped\n\nWritten by `python bench/bm25_prune.py "
+        f"{' '.join(argv if argv is not None else sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}; {cpu_description()}; "
+        f"{index.num_docs():,} passages; {n} questions of {args.questions_file}).\n\n" + "\n".join(lines) + "\n"
+    )
     print(text)
     if args.out:
         Path(args.out).write_text(text)

@@ -42,8 +42,9 @@ def figures(judged, cal) -> dict:
 
     from odqa.eval.confidence import auroc, confidence_metrics
 
-    out = confidence_metrics([replace(j, probability=cal.probability(j.margin, j.share)) for j in judged],
-                             cal.threshold)
+    out = confidence_metrics(
+        [replace(j, probability=cal.probability(j.margin, j.share)) for j in judged], cal.threshold
+    )
     area = auroc([j.share for j in judged], [j.em for j in judged])
     out["auroc_share"] = round(area, 4) if area is not None else None
     # the share read as a probability: how far it is from calibrated
@@ -52,8 +53,9 @@ def figures(judged, cal) -> dict:
 
 
 def rows_for(suite: str, judged, calibrations, seconds: float) -> list[dict]:
-    return [{"suite": suite, "calibration": name, **figures(judged, cal), "seconds": seconds}
-            for name, cal in calibrations]
+    return [
+        {"suite": suite, "calibration": name, **figures(judged, cal), "seconds": seconds} for name, cal in calibrations
+    ]
 
 
 def main(argv=None) -> int:
@@ -78,16 +80,26 @@ def main(argv=None) -> int:
     import torch
 
     from odqa.config import OdqaConfig
-    from odqa.eval.confidence import article_split, judge_pipeline, judge_reader, sample_questions
-    from odqa.corpus.questions import load_questions
-    from odqa.pipeline import Pipeline
     from odqa.core.device import cpu_description
+    from odqa.corpus.questions import load_questions
+    from odqa.eval.confidence import article_split, judge_pipeline, judge_reader, sample_questions
+    from odqa.pipeline import Pipeline
     from odqa.reader.calibration import Calibration
 
     torch.set_num_threads(args.threads)
-    pipeline = Pipeline(OdqaConfig.load(None, {
-        "index": args.index, "reader.model": args.model, "reader.calibration": args.calibration,
-        "retrieval.retriever": args.retriever, "retrieval.k": args.k, "linker.enabled": False}))
+    pipeline = Pipeline(
+        OdqaConfig.load(
+            None,
+            {
+                "index": args.index,
+                "reader.model": args.model,
+                "reader.calibration": args.calibration,
+                "retrieval.retriever": args.retriever,
+                "retrieval.k": args.k,
+                "linker.enabled": False,
+            },
+        )
+    )
     reader = pipeline.reader
     cal = reader.calibration
     # every figure is recomputed from the same reads: the unfitted default beside the fitted calibration
@@ -100,7 +112,8 @@ def main(argv=None) -> int:
     items = sample_questions(items, 0 if args.all else args.limit, args.seed)
     judged = judge_reader(reader, items, distractors=args.distractors, seed=args.seed, progress=True)
     suite = f"SQuAD v2.0 dev ({args.part} articles), gold paragraph" + (
-        f" + {args.distractors} distractors" if args.distractors else "")
+        f" + {args.distractors} distractors" if args.distractors else ""
+    )
     rows += rows_for(suite, judged, calibrations, round(time.time() - t0, 1))
     if args.index and args.questions:
         t0 = time.time()
@@ -110,10 +123,25 @@ def main(argv=None) -> int:
         rows += rows_for(suite, judged, calibrations, round(time.time() - t0, 1))
 
     fitted_on = json.dumps(cal.source.get("sources", "")) if cal.fitted else "none"
-    head = (f"Reader `{args.model}`; fitted calibration: {fitted_on}. {cpu_description()}, "
-            f"{args.threads} thread(s), machine shared with other jobs.")
-    cols = ["suite", "calibration", "questions", "em", "auroc", "auroc_share", "ece", "ece_share",
-            "em_at_50_coverage", "threshold", "confident_share", "em_when_confident", "mean_probability"]
+    head = (
+        f"Reader `{args.model}`; fitted calibration: {fitted_on}. {cpu_description()}, "
+        f"{args.threads} thread(s), machine shared with other jobs."
+    )
+    cols = [
+        "suite",
+        "calibration",
+        "questions",
+        "em",
+        "auroc",
+        "auroc_share",
+        "ece",
+        "ece_share",
+        "em_at_50_coverage",
+        "threshold",
+        "confident_share",
+        "em_when_confident",
+        "mean_probability",
+    ]
     table = [head, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     table += ["| " + " | ".join(str(r.get(c)) for c in cols) + " |" for r in rows]
     text = "\n".join(table) + "\n"

@@ -88,9 +88,9 @@ def time_links(kb_path: Path, questions: Path, limit: int) -> dict:
     exact float32 scan, each question on both; and how many questions got the same links."""
     import faiss
 
+    from odqa.corpus.questions import load_questions
     from odqa.linker.kb import KnowledgeBase
     from odqa.linker.linker import Linker
-    from odqa.corpus.questions import load_questions
 
     kb = KnowledgeBase.load(kb_path)
     linker = Linker.from_pretrained("linker", kb=kb)
@@ -110,8 +110,11 @@ def time_links(kb_path: Path, questions: Path, limit: int) -> dict:
             seconds[name].append(time.perf_counter() - t0)
         same += links["float16 copies"] == links["float32 exact"]
     kb._candidate_index = searches["float16 copies"]
-    return {"questions": len(texts), "same_links": same,
-            "link_ms_median": {name: round(1000 * statistics.median(s), 2) for name, s in seconds.items()}}
+    return {
+        "questions": len(texts),
+        "same_links": same,
+        "link_ms_median": {name: round(1000 * statistics.median(s), 2) for name, s in seconds.items()},
+    }
 
 
 def main(argv=None) -> int:
@@ -130,16 +133,18 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="one JSON object as the last line")
     args = ap.parse_args(argv)
 
-    from odqa.indexes.vector import VectorIndex, _blocked_flat_search
     from odqa.core.device import cpu_description
+    from odqa.indexes.vector import VectorIndex, _blocked_flat_search
 
     if args.kb:
         if not args.link:
             ap.error("--kb needs --link QUESTIONS")
         result = {"kb": str(args.kb), "cpu": cpu_description(), **time_links(args.kb, args.link, args.link_limit)}
-        print(f"{args.kb}; {result['cpu']}; linking {result['questions']} questions one at a time, median ms: "
-              + ", ".join(f"{name} {ms}" for name, ms in result["link_ms_median"].items())
-              + f"; the same links for {result['same_links']} of them")
+        print(
+            f"{args.kb}; {result['cpu']}; linking {result['questions']} questions one at a time, median ms: "
+            + ", ".join(f"{name} {ms}" for name, ms in result["link_ms_median"].items())
+            + f"; the same links for {result['same_links']} of them"
+        )
         if args.json:
             print(json.dumps(result))
         return 0
@@ -162,8 +167,10 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         index.search(queries[:1], args.k)
         build_s = time.perf_counter() - t0
-        paths = {"in memory": index.search,
-                 "memmap blocks": lambda q, k: _blocked_flat_search(index.embeddings, q, k, 262144)}
+        paths = {
+            "in memory": index.search,
+            "memmap blocks": lambda q, k: _blocked_flat_search(index.embeddings, q, k, 262144),
+        }
         _blocked_flat_search(index.embeddings, queries[:1], args.k, 262144)  # warm the page cache
         result = {"index": what, "cpu": cpu_description(), "first_search_s": round(build_s, 2), "paths": {}}
         found = {}
@@ -180,8 +187,10 @@ def main(argv=None) -> int:
     print(f"\nsame rows on both paths: {result['same_rows']}")
     if args.ask and args.index:
         result["ask_ms_median"] = time_asks(args.index, args.ask, args.ask_limit)
-        print(f"\nwhole `ask`s, {args.ask_limit} questions of {args.ask}, median ms:",
-              ", ".join(f"{name} {ms}" for name, ms in result["ask_ms_median"].items()))
+        print(
+            f"\nwhole `ask`s, {args.ask_limit} questions of {args.ask}, median ms:",
+            ", ".join(f"{name} {ms}" for name, ms in result["ask_ms_median"].items()),
+        )
     if args.json:
         print(json.dumps(result))
     return 0 if result["same_rows"] else 1

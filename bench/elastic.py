@@ -45,9 +45,23 @@ def start_noida(workdir: Path) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([str(binary), "start", "--only", "elasticsearch", "--host", "127.0.0.1",
-                             "--elasticsearch-port", str(port), "--data-dir", str(workdir / "data")],
-                            stdout=(workdir / "noida.log").open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            str(binary),
+            "start",
+            "--only",
+            "elasticsearch",
+            "--host",
+            "127.0.0.1",
+            "--elasticsearch-port",
+            str(port),
+            "--data-dir",
+            str(workdir / "data"),
+        ],
+        stdout=(workdir / "noida.log").open("wb"),
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(200):
         try:
@@ -72,10 +86,21 @@ def median_ms(fn, items) -> float:
 def load(index, bundle: Path, limit: int | None, replicas: int, chunk_size: int) -> dict:
     from odqa.indexes.elastic_bulk import BulkOptions, load_passages
 
-    report = load_passages(index, bundle, recreate=True, limit=limit, replicas=replicas,
-                           options=BulkOptions(chunk_size=chunk_size, progress=False))
-    return {"passages": report.created, "seconds": round(report.seconds, 2), "per_second": round(report.per_second, 1),
-            "rejected": report.rejected, "failed": report.failed}
+    report = load_passages(
+        index,
+        bundle,
+        recreate=True,
+        limit=limit,
+        replicas=replicas,
+        options=BulkOptions(chunk_size=chunk_size, progress=False),
+    )
+    return {
+        "passages": report.created,
+        "seconds": round(report.seconds, 2),
+        "per_second": round(report.per_second, 1),
+        "rejected": report.rejected,
+        "failed": report.failed,
+    }
 
 
 def tantivy_build(store, limit: int, folder: Path) -> tuple[object, float]:
@@ -90,9 +115,9 @@ def tantivy_build(store, limit: int, folder: Path) -> tuple[object, float]:
 
 
 def demo_suite(config, args, workdir: Path) -> dict:
-    from odqa.indexes.elastic import ElasticIndex, ElasticPassageIndex
     from odqa.corpus.questions import load_questions
     from odqa.demo_corpus import DEMO_QUESTIONS, demo_index_path
+    from odqa.indexes.elastic import ElasticIndex, ElasticPassageIndex
     from odqa.indexes.folder import FolderIndex
     from odqa.retriever.registry import RetrieverRuntime, build_retriever
     from odqa.retriever.settings import RetrievalConfig
@@ -100,7 +125,10 @@ def demo_suite(config, args, workdir: Path) -> dict:
     path = demo_index_path(quiet=True)
     bundle = FolderIndex.open(path)
     index = ElasticIndex.open(config, name="odqa-bench-demo")
-    result = {"corpus": f"demo ({len(bundle.store)} passages, {bundle.manifest.dim}-d vectors)", "load": load(index, path, None, args.replicas, args.chunk_size)}
+    result = {
+        "corpus": f"demo ({len(bundle.store)} passages, {bundle.manifest.dim}-d vectors)",
+        "load": load(index, path, None, args.replicas, args.chunk_size),
+    }
     _, seconds = tantivy_build(bundle.store, len(bundle.store), workdir / "demo-tantivy")
     result["load_embedded_bm25"] = {"seconds": round(seconds, 2), "per_second": round(len(bundle.store) / seconds, 1)}
     questions = [item.question for item in load_questions(str(DEMO_QUESTIONS))]
@@ -122,14 +150,22 @@ def demo_suite(config, args, workdir: Path) -> dict:
     for h in (hybrid_client, hybrid_server, embedded_hybrid):  # timed without the encoder call
         h.dense.encode = lambda qs: vectors[qs[0]]
     result["latency_ms"] = {
-        "BM25": {"elasticsearch": median_ms(lambda q: es_bm25.search([q], k), questions),
-                 "embedded": median_ms(lambda q: bm25.search([q], k), questions)},
-        "kNN": {"elasticsearch": median_ms(lambda q: es_dense.search_vectors(vectors[q], k), questions),
-                "embedded": median_ms(lambda q: dense.search_vectors(vectors[q], k), questions)},
-        "hybrid RRF (client-side)": {"elasticsearch": median_ms(lambda q: hybrid_client.search([q], k), questions),
-                                     "embedded": median_ms(lambda q: embedded_hybrid.search([q], k), questions)},
-        "hybrid RRF (server retriever)": {"elasticsearch": median_ms(lambda q: hybrid_server.search([q], k), questions),
-                                          "embedded": None},
+        "BM25": {
+            "elasticsearch": median_ms(lambda q: es_bm25.search([q], k), questions),
+            "embedded": median_ms(lambda q: bm25.search([q], k), questions),
+        },
+        "kNN": {
+            "elasticsearch": median_ms(lambda q: es_dense.search_vectors(vectors[q], k), questions),
+            "embedded": median_ms(lambda q: dense.search_vectors(vectors[q], k), questions),
+        },
+        "hybrid RRF (client-side)": {
+            "elasticsearch": median_ms(lambda q: hybrid_client.search([q], k), questions),
+            "embedded": median_ms(lambda q: embedded_hybrid.search([q], k), questions),
+        },
+        "hybrid RRF (server retriever)": {
+            "elasticsearch": median_ms(lambda q: hybrid_server.search([q], k), questions),
+            "embedded": None,
+        },
     }
     result["notices"] = index.notices
     result["questions"] = len(questions)
@@ -151,12 +187,16 @@ def wiki_suite(config, args, workdir: Path) -> dict | None:
     bundle = FolderIndex.open(args.wiki_index)
     n = min(args.wiki_passages, len(bundle.store))
     index = ElasticIndex.open(config, name="odqa-bench-wiki")
-    result = {"corpus": f"Wikipedia subset, first {n:,} passages (BM25 only)", "load": load(index, args.wiki_index, n, args.replicas, args.chunk_size)}
+    result = {
+        "corpus": f"Wikipedia subset, first {n:,} passages (BM25 only)",
+        "load": load(index, args.wiki_index, n, args.replicas, args.chunk_size),
+    }
     tantivy, seconds = tantivy_build(bundle.store, n, workdir / "wiki-tantivy")
     result["load_embedded_bm25"] = {"seconds": round(seconds, 2), "per_second": round(n / seconds, 1)}
     questions = [item.question for item in load_questions(str(args.questions))][: args.wiki_questions]
-    es_bm25 = build_retriever(ElasticPassageIndex(index, config.num_candidates), RetrievalConfig(), RetrieverRuntime(),
-                              "bm25")
+    es_bm25 = build_retriever(
+        ElasticPassageIndex(index, config.num_candidates), RetrievalConfig(), RetrieverRuntime(), "bm25"
+    )
 
     class FirstPassages:
         """The first n passages' Tantivy index, built here, as a store with text search alone."""
@@ -171,30 +211,44 @@ def wiki_suite(config, args, workdir: Path) -> dict | None:
             return bundle.store.get_rows(list(rows))
 
     embedded = BM25Retriever(FirstPassages(), 0.0)
-    result["latency_ms"] = {"BM25": {"elasticsearch": median_ms(lambda q: es_bm25.search([q], args.k), questions),
-                                     "embedded": median_ms(lambda q: embedded.search([q], args.k), questions)}}
+    result["latency_ms"] = {
+        "BM25": {
+            "elasticsearch": median_ms(lambda q: es_bm25.search([q], args.k), questions),
+            "embedded": median_ms(lambda q: embedded.search([q], args.k), questions),
+        }
+    }
     result["questions"] = len(questions)
     index.delete()
     return result
 
 
 def markdown(results: dict, meta: dict) -> str:
-    lines = ["# Elasticsearch backend vs embedded backends", "",
-             f"Server: {meta['server']}. Machine: {meta['machine']}. k = {meta['k']}, hybrid candidates = "
-             f"{meta['candidates']}, kNN num_candidates = {meta['num_candidates']}, bulk chunk = {meta['chunk_size']} "
-             "documents. Latency: one question per request, sequential, median ms; question vectors precomputed "
-             "(encoding excluded). Embedded: tantivy BM25, flat FAISS (exact), hybrid RRF of the two. "
-             "Command: `python bench/elastic.py`.", ""]
+    lines = [
+        "# Elasticsearch backend vs embedded backends",
+        "",
+        f"Server: {meta['server']}. Machine: {meta['machine']}. k = {meta['k']}, hybrid candidates = "
+        f"{meta['candidates']}, kNN num_candidates = {meta['num_candidates']}, bulk chunk = {meta['chunk_size']} "
+        "documents. Latency: one question per request, sequential, median ms; question vectors precomputed "
+        "(encoding excluded). Embedded: tantivy BM25, flat FAISS (exact), hybrid RRF of the two. "
+        "Command: `python bench/elastic.py`.",
+        "",
+    ]
     for name, r in results.items():
         if r is None:
             continue
-        lines += [f"## {name}: {r['corpus']}", "",
-                  "| indexing | passages | seconds | passages/s |", "|---|---|---|---|",
-                  f"| Elasticsearch bulk (create, {meta['chunk_size']}/request) | {r['load']['passages']:,} | "
-                  f"{r['load']['seconds']} | {r['load']['per_second']:,.0f} |",
-                  f"| embedded tantivy BM25 build (same passages) | {r['load']['passages']:,} | "
-                  f"{r['load_embedded_bm25']['seconds']} | {r['load_embedded_bm25']['per_second']:,.0f} |", "",
-                  f"| search ({r['questions']} questions) | Elasticsearch ms | embedded ms |", "|---|---|---|"]
+        lines += [
+            f"## {name}: {r['corpus']}",
+            "",
+            "| indexing | passages | seconds | passages/s |",
+            "|---|---|---|---|",
+            f"| Elasticsearch bulk (create, {meta['chunk_size']}/request) | {r['load']['passages']:,} | "
+            f"{r['load']['seconds']} | {r['load']['per_second']:,.0f} |",
+            f"| embedded tantivy BM25 build (same passages) | {r['load']['passages']:,} | "
+            f"{r['load_embedded_bm25']['seconds']} | {r['load_embedded_bm25']['per_second']:,.0f} |",
+            "",
+            f"| search ({r['questions']} questions) | Elasticsearch ms | embedded ms |",
+            "|---|---|---|",
+        ]
         for kind, v in r["latency_ms"].items():
             emb = "—" if v["embedded"] is None else v["embedded"]
             lines.append(f"| {kind} | {v['elasticsearch']} | {emb} |")
@@ -241,15 +295,24 @@ def main() -> int:
             proc, url = start_noida(workdir)
             with urllib.request.urlopen(url) as response:
                 version = json.load(response)["version"]["number"]
-            server = f"noida-db (Elasticsearch API {version}, a local API-compatible stand-in, not Elasticsearch) on 127.0.0.1"
+            server = (
+                f"noida-db (Elasticsearch API {version}, a local "
+                "API-compatible stand-in, not Elasticsearch) on 127.0.0.1"
+            )
         config = ElasticConfig(hosts=url, num_candidates=args.num_candidates)
         results = {}
         if args.suite in ("demo", "all"):
             results["demo"] = demo_suite(config, args, workdir)
         if args.suite in ("wiki", "all"):
             results["wiki"] = wiki_suite(config, args, workdir)
-        meta = {"server": server, "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores (shared)",
-                "k": args.k, "candidates": args.candidates, "num_candidates": args.num_candidates, "chunk_size": args.chunk_size}
+        meta = {
+            "server": server,
+            "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores (shared)",
+            "k": args.k,
+            "candidates": args.candidates,
+            "num_candidates": args.num_candidates,
+            "chunk_size": args.chunk_size,
+        }
         text = markdown(results, meta)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")

@@ -31,8 +31,13 @@ from typing import NoReturn
 HIDDEN_FLAG = re.compile(r"^(avx512.*|amx.*|avx_vnni.*|avx_ifma)$")
 XGETBV = b"\x0f\x01\xd0"
 XCR0_AVX = b"\xb0\x07\x90"  # mov al, 7 (x87 | SSE | AVX state); nop
-CAPS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2",
-        "MKL_ENABLE_INSTRUCTIONS": "AVX2", "FAISS_OPT_LEVEL": "avx2"}
+CAPS = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "DNNL_MAX_CPU_ISA": "AVX2",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    "FAISS_OPT_LEVEL": "avx2",
+}
 
 
 def fail(message: str) -> NoReturn:
@@ -60,8 +65,9 @@ def xgetbv_offsets(library: Path) -> list[int]:
     if text is None:
         fail(f"{library} has no .text section")
     vma, file_offset = int(text[3], 16), int(text[5], 16)
-    listing = subprocess.run(["objdump", "-d", "-j", ".text", "--no-show-raw-insn", str(library)],
-                             capture_output=True, text=True, check=True).stdout
+    listing = subprocess.run(
+        ["objdump", "-d", "-j", ".text", "--no-show-raw-insn", str(library)], capture_output=True, text=True, check=True
+    ).stdout
     return [int(m.group(1), 16) - vma + file_offset for m in re.finditer(r"^\s*([0-9a-f]+):\s+xgetbv\b", listing, re.M)]
 
 
@@ -94,8 +100,9 @@ def patched_onnxruntime(cache: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cache", default=str(Path(os.environ.get("ODQA_HOME", Path.home() / ".cache" / "odqa"))
-                                            / "avx2-emulation"))
+    ap.add_argument(
+        "--cache", default=str(Path(os.environ.get("ODQA_HOME", Path.home() / ".cache" / "odqa")) / "avx2-emulation")
+    )
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
     args = ap.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command

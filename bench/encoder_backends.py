@@ -26,8 +26,14 @@ from odqa.core.runtime import InferencePlan
 from odqa.core.text_encoding import EncodesTexts
 
 ROOT = Path(__file__).resolve().parent.parent
-BACKENDS = ("onnx-int8-fastgelu", "onnx-int8-mha", "onnx-int8-static", "openvino-fp32", "openvino-int8",
-            "ctranslate2-int8")
+BACKENDS = (
+    "onnx-int8-fastgelu",
+    "onnx-int8-mha",
+    "onnx-int8-static",
+    "openvino-fp32",
+    "openvino-int8",
+    "ctranslate2-int8",
+)
 
 
 class BackendEncoder(EncodesTexts):
@@ -36,8 +42,17 @@ class BackendEncoder(EncodesTexts):
     device_type = "cpu"
 
     def __init__(self, torch_encoder, label: str, forward):
-        for name in ("name", "kind", "tokenizer", "max_length", "similarity", "query_prefix", "passage_prefix",
-                     "pooling", "dim"):
+        for name in (
+            "name",
+            "kind",
+            "tokenizer",
+            "max_length",
+            "similarity",
+            "query_prefix",
+            "passage_prefix",
+            "pooling",
+            "dim",
+        ):
             setattr(self, name, getattr(torch_encoder, name))
         self.precision, self.runtime, self._label, self._forward = "fp32", "torch", label, forward
 
@@ -57,8 +72,9 @@ def build_backend(name: str, torch_encoder, threads: int) -> BackendEncoder:
         return BackendEncoder(torch_encoder, name, _ctranslate2(torch_encoder, folder, threads))
     exported = _export(torch_encoder, folder)
     if name.startswith("openvino"):
-        return BackendEncoder(torch_encoder, name, _openvino(exported, folder, name.endswith("int8"), threads,
-                                                             torch_encoder))
+        return BackendEncoder(
+            torch_encoder, name, _openvino(exported, folder, name.endswith("int8"), threads, torch_encoder)
+        )
     target = folder / f"{name}.onnx"
     if not target.is_file():
         _onnx_recipe(name, exported, target, torch_encoder)
@@ -90,17 +106,28 @@ def _export(encoder, folder: Path) -> Path:
     args = tuple(example if n != "token_type_ids" else torch.zeros_like(example) for n in TOKEN_INPUTS)
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
-        torch.onnx.export(_exportable(encoder, lambda module, **inputs: module(inputs), TOKEN_INPUTS), args,
-                          str(target), input_names=list(TOKEN_INPUTS), output_names=["vectors"],
-                          dynamic_axes={n: {0: "batch", 1: "tokens"} for n in TOKEN_INPUTS}, opset_version=17,
-                          dynamo=False)
+        torch.onnx.export(
+            _exportable(encoder, lambda module, **inputs: module(inputs), TOKEN_INPUTS),
+            args,
+            str(target),
+            input_names=list(TOKEN_INPUTS),
+            output_names=["vectors"],
+            dynamic_axes={n: {0: "batch", 1: "tokens"} for n in TOKEN_INPUTS},
+            opset_version=17,
+            dynamo=False,
+        )
     return target
 
 
 def _onnx_recipe(name: str, exported: Path, target: Path, encoder) -> None:
     import onnx
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic,
-                                          quantize_static)
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_dynamic,
+        quantize_static,
+    )
     from onnxruntime.transformers.fusion_options import FusionOptions
     from onnxruntime.transformers.optimizer import optimize_model
 
@@ -109,13 +136,19 @@ def _onnx_recipe(name: str, exported: Path, target: Path, encoder) -> None:
     options.enable_gelu_approximation = name == "onnx-int8-fastgelu"
     options.use_multi_head_attention = name == "onnx-int8-mha"
     fused = target.with_suffix(".fp32.onnx")
-    optimize_model(str(exported), model_type="bert", num_heads=int(config.num_attention_heads),
-                   hidden_size=int(config.hidden_size), opt_level=1,
-                   optimization_options=options).save_model_to_file(str(fused))
+    optimize_model(
+        str(exported),
+        model_type="bert",
+        num_heads=int(config.num_attention_heads),
+        hidden_size=int(config.hidden_size),
+        opt_level=1,
+        optimization_options=options,
+    ).save_model_to_file(str(fused))
     float_outputs = {"DefaultTensorType": onnx.TensorProto.FLOAT}
     if name != "onnx-int8-static":
-        quantize_dynamic(str(fused), str(target), per_channel=True, weight_type=QuantType.QInt8,
-                         extra_options=float_outputs)
+        quantize_dynamic(
+            str(fused), str(target), per_channel=True, weight_type=QuantType.QInt8, extra_options=float_outputs
+        )
         return
 
     class Calibration(CalibrationDataReader):
@@ -125,9 +158,17 @@ def _onnx_recipe(name: str, exported: Path, target: Path, encoder) -> None:
         def get_next(self):
             return next(self.feeds, None)
 
-    quantize_static(str(fused), str(target), Calibration(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"],
-                    extra_options=float_outputs)
+    quantize_static(
+        str(fused),
+        str(target),
+        Calibration(),
+        quant_format=QuantFormat.QDQ,
+        per_channel=True,
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
+        op_types_to_quantize=["MatMul"],
+        extra_options=float_outputs,
+    )
 
 
 def _openvino(exported: Path, folder: Path, int8: bool, threads: int, encoder):
@@ -140,11 +181,13 @@ def _openvino(exported: Path, folder: Path, int8: bool, threads: int, encoder):
             import nncf
 
             feeds = calibration_feeds(encoder)
-            model = nncf.quantize(model, nncf.Dataset(feeds), subset_size=len(feeds),
-                                  model_type=nncf.ModelType.TRANSFORMER)
+            model = nncf.quantize(
+                model, nncf.Dataset(feeds), subset_size=len(feeds), model_type=nncf.ModelType.TRANSFORMER
+            )
         ov.save_model(model, str(target), compress_to_fp16=False)
-    compiled = ov.Core().compile_model(str(target), "CPU", {"INFERENCE_NUM_THREADS": threads,
-                                                            "PERFORMANCE_HINT": "LATENCY"})
+    compiled = ov.Core().compile_model(
+        str(target), "CPU", {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"}
+    )
     request = compiled.create_infer_request()
     names = [i.get_any_name() for i in compiled.inputs]
     return lambda feeds: request.infer({k: feeds[k] for k in names})[compiled.outputs[0]]
@@ -163,8 +206,11 @@ def _ctranslate2(encoder, folder: Path, threads: int):
 
     def forward(feeds):
         mask = feeds["attention_mask"]
-        hidden = np.array(model.forward_batch([row[m.astype(bool)].tolist()
-                                               for row, m in zip(feeds["input_ids"], mask)]).last_hidden_state)
+        hidden = np.array(
+            model.forward_batch(
+                [row[m.astype(bool)].tolist() for row, m in zip(feeds["input_ids"], mask)]
+            ).last_hidden_state
+        )
         weights = mask[:, : hidden.shape[1], None].astype(np.float32)
         return (hidden * weights).sum(1) / np.maximum(weights.sum(1), 1e-9)
 

@@ -36,17 +36,26 @@ sys.path.insert(0, str(ROOT / "bench"))
 from encoder_backends import BACKENDS, build_backend  # noqa: E402
 
 SQUAD_V11_DEV = ROOT.parent / "shared" / "data" / "squad" / "dev-v1.1.json"
-VARIANTS = {"torch-fp32": ("torch", "fp32"), "torch-bf16": ("torch", "bf16"), "onnx-int8": ("onnx", "int8"),
-            "onnx-fp32": ("onnx", "fp32")}
+VARIANTS = {
+    "torch-fp32": ("torch", "fp32"),
+    "torch-bf16": ("torch", "bf16"),
+    "onnx-int8": ("onnx", "int8"),
+    "onnx-fp32": ("onnx", "fp32"),
+}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--encoder", default="retriever")
     ap.add_argument("--squad", default=str(SQUAD_V11_DEV))
-    ap.add_argument("--variants", nargs="+", default=["torch-fp32", "onnx-int8"],
-                    metavar="VARIANT", help=f"{', '.join(list(VARIANTS) + list(BACKENDS))}, or VARIANT@FOLDER "
-                                            "(another passage encoder, e.g. a distilled student)")
+    ap.add_argument(
+        "--variants",
+        nargs="+",
+        default=["torch-fp32", "onnx-int8"],
+        metavar="VARIANT",
+        help=f"{', '.join(list(VARIANTS) + list(BACKENDS))}, or VARIANT@FOLDER "
+        "(another passage encoder, e.g. a distilled student)",
+    )
     ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--passages", type=int, default=512, help="passages timed per variant")
     ap.add_argument("--chunk", type=int, default=64)
@@ -55,8 +64,12 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--wiki-index", default="", help="index whose passages serve as --distractors")
     ap.add_argument("--distractors", type=int, default=0, help="Wikipedia passages added to the recall corpus")
-    ap.add_argument("--pool-questions", default="", help="open-domain questions with answers (DPR tsv, jsonl): "
-                    "recall over their pooled BM25 passages of --wiki-index")
+    ap.add_argument(
+        "--pool-questions",
+        default="",
+        help="open-domain questions with answers (DPR tsv, jsonl): "
+        "recall over their pooled BM25 passages of --wiki-index",
+    )
     ap.add_argument("--pool-k", type=int, default=20, help="BM25 passages pooled per question")
     ap.add_argument("--pool-limit", type=int, default=300, help="first N of --pool-questions")
     ap.add_argument("--out", default="")
@@ -80,8 +93,9 @@ def main(argv=None) -> int:
             encoders[name] = build_backend(variant, base, args.threads)
         elif variant in VARIANTS:
             runtime, precision = VARIANTS[variant]
-            encoders[name] = TextEncoder.from_pretrained(folder or args.encoder, device="cpu", precision=precision,
-                                                         runtime=runtime)
+            encoders[name] = TextEncoder.from_pretrained(
+                folder or args.encoder, device="cpu", precision=precision, runtime=runtime
+            )
         else:
             ap.error(f"--variants {name}: not one of {', '.join(VARIANTS)} (with @FOLDER) or {', '.join(BACKENDS)}")
         encoders[name].encode_passages(contexts[:4], batch_size=4)  # builds or loads the graph before timing
@@ -89,15 +103,17 @@ def main(argv=None) -> int:
     if args.distractors:
         corpus += distractor_texts(args, [name.partition("@")[2] for name in args.variants])
     long_enough = [c for c in contexts if len(c.split()) >= 120][: args.passages]
-    seconds = {name: 0.0 for name in encoders}
+    seconds = dict.fromkeys(encoders, 0.0)
     for lo in range(0, len(long_enough), args.chunk):
         part = long_enough[lo : lo + args.chunk]
         for name, encoder in encoders.items():
             t0 = time.perf_counter()
             encoder.encode_passages(part, batch_size=args.batch_size, max_length=args.max_length)
             seconds[name] += time.perf_counter() - t0
-    rows = [{"variant": name, f"passages_per_s_at_{args.max_length}": round(len(long_enough) / seconds[name], 1)}
-            for name in encoders]
+    rows = [
+        {"variant": name, f"passages_per_s_at_{args.max_length}": round(len(long_enough) / seconds[name], 1)}
+        for name in encoders
+    ]
     reference = args.variants[0]
     for row in rows:
         row["speedup"] = round(seconds[reference] / seconds[row["variant"]], 2)
@@ -118,15 +134,19 @@ def main(argv=None) -> int:
     for row in rows:
         print(json.dumps(row), flush=True)
     columns = list(rows[0])
-    table = "\n".join(["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-                      + ["| " + " | ".join(str(r.get(c, "-")) for c in columns) + " |" for r in rows])
-    text = (f"`python bench/encoder_int8.py {' '.join(argv if argv is not None else sys.argv[1:])}`: encoder "
-            f"`{args.encoder}`, {len(long_enough)} SQuAD v1.1 dev paragraphs timed at {args.max_length} tokens "
-            f"(batch {args.batch_size}, length-sorted), recall over all {len(contexts)} paragraphs "
-            f"{f'and {args.distractors:,} Wikipedia passages ' if args.distractors else ''}at 256 tokens "
-            f"with {args.questions} questions encoded by {reference}; "
-            f"{pool_note}{args.threads} threads of a "
-            f"{cpu_description()}.\n\n{table}\n")
+    table = "\n".join(
+        ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+        + ["| " + " | ".join(str(r.get(c, "-")) for c in columns) + " |" for r in rows]
+    )
+    text = (
+        f"`python bench/encoder_int8.py {' '.join(argv if argv is not None else sys.argv[1:])}`: encoder "
+        f"`{args.encoder}`, {len(long_enough)} SQuAD v1.1 dev paragraphs timed at {args.max_length} tokens "
+        f"(batch {args.batch_size}, length-sorted), recall over all {len(contexts)} paragraphs "
+        f"{f'and {args.distractors:,} Wikipedia passages ' if args.distractors else ''}at 256 tokens "
+        f"with {args.questions} questions encoded by {reference}; "
+        f"{pool_note}{args.threads} threads of a "
+        f"{cpu_description()}.\n\n{table}\n"
+    )
     print("\n" + text)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -174,11 +194,14 @@ def pool_recalls(args, encoders: list, reference) -> tuple[list[dict], str]:
         vectors = encoder.encode_passages(texts, batch_size=args.batch_size, max_length=256)
         top = np.argsort(-(queries @ vectors.T), axis=1)[:, :20]
         found = [[answered(n, int(p)) for p in ranked] for n, ranked in zip(kept, top)]
-        out.append({f"pool recall@{k}": round(100 * float(np.mean([any(f[:k]) for f in found])), 2)
-                    for k in (1, 5, 20)})
-    return out, (f"pool recall: {Path(args.pool_questions).name}, the first {len(items)} questions' BM25 top "
-                 f"{args.pool_k} pooled ({len(texts):,} passages), {len(kept)} questions with an answer-bearing "
-                 "passage in it; ")
+        out.append(
+            {f"pool recall@{k}": round(100 * float(np.mean([any(f[:k]) for f in found])), 2) for k in (1, 5, 20)}
+        )
+    return out, (
+        f"pool recall: {Path(args.pool_questions).name}, the first {len(items)} questions' BM25 top "
+        f"{args.pool_k} pooled ({len(texts):,} passages), "
+        f"{len(kept)} questions with an answer-bearing passage in it; "
+    )
 
 
 def distractor_texts(args, students: list[str]) -> list[str]:
@@ -194,11 +217,15 @@ def distractor_texts(args, students: list[str]) -> list[str]:
     for folder in filter(None, students):
         config = json.loads((Path(folder) / INFO_FILE).read_text()).get("config", {})
         if Path(config.get("index", "")).resolve() == Path(args.wiki_index).resolve():
-            trained |= set(sample_passages(config["index"], config["passages"] + config["holdout"],
-                                           config.get("exclude", []), config["seed"]))
+            trained |= set(
+                sample_passages(
+                    config["index"], config["passages"] + config["holdout"], config.get("exclude", []), config["seed"]
+                )
+            )
     excluded = [args.squad, str(Path(args.squad).with_name("dev-v2.0.json"))]
-    pool = sample_passages(args.wiki_index, args.distractors + len(trained), [e for e in excluded if Path(e).exists()],
-                           seed=20261126)
+    pool = sample_passages(
+        args.wiki_index, args.distractors + len(trained), [e for e in excluded if Path(e).exists()], seed=20261126
+    )
     # as text: SQuAD's paragraphs have no title field, and one batch holds either texts or pairs
     return [passage_text(*p) for p in pool if p not in trained][: args.distractors]
 

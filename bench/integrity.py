@@ -36,7 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 MEASURE = r"""
 import json, statistics, sys, time
 from pathlib import Path
-index, retriever, k, queries, ask = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4]), sys.argv[5] == "1"
+index, retriever, k = sys.argv[1], sys.argv[2], int(sys.argv[3])
+queries, ask = json.loads(sys.argv[4]), sys.argv[5] == "1"
 from odqa.indexes.folder import FolderIndex
 wall, cpu = time.perf_counter(), time.process_time()
 bundle = FolderIndex.open(index)
@@ -71,8 +72,22 @@ print(json.dumps(out))
 
 def run_side(code_root: Path, index: Path, args, queries: list[str]) -> dict:
     env = {**os.environ, "PYTHONPATH": str(code_root)}
-    done = subprocess.run([sys.executable, "-c", MEASURE, str(index), args.retriever, str(args.k), json.dumps(queries),
-                           "1" if args.ask else "0"], cwd=code_root, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            MEASURE,
+            str(index),
+            args.retriever,
+            str(args.k),
+            json.dumps(queries),
+            "1" if args.ask else "0",
+        ],
+        cwd=code_root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         raise SystemExit(f"{code_root}: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -109,15 +124,30 @@ def main() -> None:
         if args.demo:
             source = tmp / "demo"
             env = {**os.environ, "PYTHONPATH": str(baseline)}
-            subprocess.run([sys.executable, "-m", "odqa.cli", "index", "--corpus", str(ROOT / "odqa/demo/articles.jsonl"),
-                            "--out", str(source)], cwd=baseline, env=env, check=True, capture_output=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "odqa.cli",
+                    "index",
+                    "--corpus",
+                    str(ROOT / "odqa/demo/articles.jsonl"),
+                    "--out",
+                    str(source),
+                ],
+                cwd=baseline,
+                env=env,
+                check=True,
+                capture_output=True,
+            )
         else:
             source = args.index.resolve()
         before = linked_copy(source, tmp / "before")
         unrecorded = linked_copy(source, tmp / "unrecorded")
         after = linked_copy(source, tmp / "after")
-        verify = subprocess.run([sys.executable, "-m", "odqa.cli", "verify-index", str(after)], cwd=ROOT,
-                                capture_output=True, text=True)
+        verify = subprocess.run(
+            [sys.executable, "-m", "odqa.cli", "verify-index", str(after)], cwd=ROOT, capture_output=True, text=True
+        )
         if verify.returncode != 0:
             raise SystemExit(verify.stderr[-2000:])
         unchecked = linked_copy(source, tmp / "unchecked")
@@ -131,20 +161,31 @@ def main() -> None:
         if not args.no_baseline:
             names += ["baseline", "built before block digests"]
         rows: dict[str, list[dict]] = {name: [] for name in names}
-        where = {"baseline": (baseline, before), "block checks": (ROOT, after),
-                 "built before block digests": (ROOT, unrecorded), "no file records (nothing checked)": (ROOT, unchecked)}
+        where = {
+            "baseline": (baseline, before),
+            "block checks": (ROOT, after),
+            "built before block digests": (ROOT, unrecorded),
+            "no file records (nothing checked)": (ROOT, unchecked),
+        }
         for r in range(args.rounds):
             for name in names if r % 2 == 0 else names[::-1]:
                 rows[name].append(run_side(*where[name], args, queries))
         assert len({tuple(runs[0]["top"]) for runs in rows.values()}) == 1, "the same hits on every side"
     model, flags = cpu_model_and_flags(["avx2", "avx512f"])
     sizes = {p.name: p.stat().st_size for p in source.rglob("*") if p.is_file()}
-    print(f"CPU: {model} ({', '.join(flags)}); {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f} "
-          "(wall times wait for the CPU under load; the *_cpu_ms are this process's CPU time)")
-    print(f"index: {source} ({sum(sizes.values()) / 1e6:.0f} MB; passages.arrow {sizes.get('passages.arrow', 0) / 1e6:.0f} MB), "
-          f"retriever {args.retriever}, k={args.k}, {args.queries} questions one at a time, {args.rounds} fresh processes a side")
+    print(
+        f"CPU: {model} ({', '.join(flags)}); {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f} "
+        "(wall times wait for the CPU under load; the *_cpu_ms are this process's CPU time)"
+    )
+    print(
+        f"index: {source} ({sum(sizes.values()) / 1e6:.0f} MB; passages.arrow "
+        f"{sizes.get('passages.arrow', 0) / 1e6:.0f} MB), "
+        f"retriever {args.retriever}, k={args.k}, {args.queries} "
+        f"questions one at a time, {args.rounds} fresh processes a side"
+    )
     keys = ["open_ms", "open_cpu_ms", "first_ms", "first_cpu_ms", "search_ms", "search_cpu_ms"] + (
-        ["ask_ms"] if args.ask else [])
+        ["ask_ms"] if args.ask else []
+    )
     print("\n| code | " + " | ".join(keys) + " |\n|---|" + "---|" * len(keys))
     for name, runs in rows.items():
         cells = []

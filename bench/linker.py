@@ -40,24 +40,28 @@ def linking_table(linkers: dict, kb) -> dict:
 
 
 def print_linking(results: dict) -> None:
-    print("| set | linker | strong F1 | weak F1 | strong F1 in-KB | weak F1 in-KB | weak P/R in-KB | weak F1 in-KB lenient "
-          "| ms/q batch 1 | q/s batch 64 |")
+    print(
+        "| set | linker | strong F1 | weak F1 | strong F1 in-KB | weak F1 in-KB | weak P/R in-KB | weak F1 in-KB "
+        "lenient | ms/q batch 1 | q/s batch 64 |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for key, m in results.items():
         set_name, name = key.split(" | ")
-        print(f"| {set_name} | {name} | {m['strong_f1']:.3f} | {m['weak_f1']:.3f} | {m['strong_f1_in_kb']:.3f} | "
-              f"{m['weak_f1_in_kb']:.3f} | {m['weak_precision_in_kb']:.3f}/{m['weak_recall_in_kb']:.3f} | "
-              f"{m['weak_f1_in_kb_lenient']:.3f} | "
-              f"{m['ms_per_question_batch1']:.1f} | {m['questions_per_second_batch64']:.0f} |")
+        print(
+            f"| {set_name} | {name} | {m['strong_f1']:.3f} | {m['weak_f1']:.3f} | {m['strong_f1_in_kb']:.3f} | "
+            f"{m['weak_f1_in_kb']:.3f} | {m['weak_precision_in_kb']:.3f}/{m['weak_recall_in_kb']:.3f} | "
+            f"{m['weak_f1_in_kb_lenient']:.3f} | "
+            f"{m['ms_per_question_batch1']:.1f} | {m['questions_per_second_batch64']:.0f} |"
+        )
 
 
 def guided_retrieval(elq, kb, index: Path, bonuses=(0.25, 0.5, 1.0, 2.0), per_entity: int = 3) -> dict:
     import torch
 
-    from odqa.linker.guided import EntityPassages, entity_hits, fuse_entity_hits
     from odqa.core.answers import has_answer
     from odqa.corpus.questions import load_questions
     from odqa.indexes.folder import FolderIndex
+    from odqa.linker.guided import EntityPassages, entity_hits, fuse_entity_hits
     from odqa.retriever.registry import RetrieverRuntime, build_retriever
     from odqa.retriever.settings import RetrievalConfig
 
@@ -66,8 +70,11 @@ def guided_retrieval(elq, kb, index: Path, bonuses=(0.25, 0.5, 1.0, 2.0), per_en
     passages = EntityPassages(bundle.store)
     out = {}
     cached = {}
-    splits = {"val": DATA / "webquestions" / "val.json", "devtest": DATA / "webquestions" / "devtest.json",
-              "nq-test": DATA / "dpr-qas" / "nq-test.qa.tsv"}
+    splits = {
+        "val": DATA / "webquestions" / "val.json",
+        "devtest": DATA / "webquestions" / "devtest.json",
+        "nq-test": DATA / "dpr-qas" / "nq-test.qa.tsv",
+    }
     for split, path in splits.items():
         items = load_questions(path)
         questions = [q.question for q in items]
@@ -81,10 +88,14 @@ def guided_retrieval(elq, kb, index: Path, bonuses=(0.25, 0.5, 1.0, 2.0), per_en
         out[f"{split}_seconds"] = round(time.time() - t)
 
     def recall(items, lists, k):
-        return sum(any(has_answer(h.passage.text, it.answers) for h in hs[:k]) for it, hs in zip(items, lists)) / len(items)
+        return sum(any(has_answer(h.passage.text, it.answers) for h in hs[:k]) for it, hs in zip(items, lists)) / len(
+            items
+        )
 
     items, hits, extra = cached["val"]
-    best = max(bonuses, key=lambda b: (recall(items, [fuse_entity_hits(h, e, b, 100) for h, e in zip(hits, extra)], 20), -b))
+    best = max(
+        bonuses, key=lambda b: (recall(items, [fuse_entity_hits(h, e, b, 100) for h, e in zip(hits, extra)], 20), -b)
+    )
     out["entity_bonus"] = best
     for split, (items, hits, extra) in cached.items():
         fused = [fuse_entity_hits(h, e, best, 100) for h, e in zip(hits, extra)]
@@ -105,8 +116,11 @@ def main(argv=None) -> int:
     parser.add_argument("--index", default=str(ROOT / "work_indexes" / "wiki"))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-retrieval", action="store_true")
-    parser.add_argument("--precisions", default="auto",
-                        help="comma-separated precisions of the ELQ linker to compare, e.g. fp32,int8 (default auto)")
+    parser.add_argument(
+        "--precisions",
+        default="auto",
+        help="comma-separated precisions of the ELQ linker to compare, e.g. fp32,int8 (default auto)",
+    )
     parser.add_argument("--json", help="write all numbers to this JSON file")
     args = parser.parse_args(argv)
 
@@ -125,20 +139,29 @@ def main(argv=None) -> int:
         linkers["ELQ" if precisions == ["auto"] else f"ELQ {precision} ({linker.plan.label})"] = linker
     elq = next(iter(linkers.values()))  # entity-guided retrieval: the first
     linkers["spaCy + alias"] = SpacyAliasLinker(kb)
-    report = {"threads": args.threads, "mention_threshold": elq.mention_threshold, "entity_threshold": elq.entity_threshold}
+    report = {
+        "threads": args.threads,
+        "mention_threshold": elq.mention_threshold,
+        "entity_threshold": elq.entity_threshold,
+    }
     report["linking"] = linking_table(linkers, kb)
     print_linking(report["linking"])
     if not args.skip_retrieval:
         if (Path(args.index) / "manifest.json").is_file():
             report["guided_retrieval"] = guided_retrieval(elq, kb, Path(args.index))
             g = report["guided_retrieval"]
-            print(f"\nEntity-guided retrieval (BM25 over {args.index}; bonus {g['entity_bonus']} chosen on WebQuestions val)")
+            print(
+                f"\nEntity-guided retrieval (BM25 over {args.index}; "
+                f"bonus {g['entity_bonus']} chosen on WebQuestions val)"
+            )
             print("| split | questions | BM25 R@20 | +entities R@20 | BM25 R@100 | +entities R@100 |")
             print("|---|---|---|---|---|---|")
             for split in ("val", "devtest", "nq-test"):
                 r = g[split]
-                print(f"| {split} | {r['questions']} | {r['bm25_recall@20']:.3f} | {r['bm25+entities_recall@20']:.3f} | "
-                      f"{r['bm25_recall@100']:.3f} | {r['bm25+entities_recall@100']:.3f} |")
+                print(
+                    f"| {split} | {r['questions']} | {r['bm25_recall@20']:.3f} | {r['bm25+entities_recall@20']:.3f} | "
+                    f"{r['bm25_recall@100']:.3f} | {r['bm25+entities_recall@100']:.3f} |"
+                )
         else:
             print(f"\n(no index at {args.index}: entity-guided retrieval skipped)")
     if args.json:

@@ -1,8 +1,9 @@
 """End-to-end QA benchmark: EM/F1 of the top answer and retrieval recall of the same run, with throughput.
 
 Suites:
-* `squad-open`: SQuAD v1.1 dev questions (of the 13 articles not in SQuAD v2.0 dev) over the squad-open corpus (all SQuAD dev paragraphs + 40k Wikipedia
-  distractor passages), hybrid over the default encoder's index (built here if absent).
+* `squad-open`: SQuAD v1.1 dev questions (of the 13 articles not in SQuAD v2.0 dev) over the squad-open corpus
+  (all SQuAD dev paragraphs + 40k Wikipedia distractor passages), hybrid over the default encoder's index (built
+  here if absent).
 * `nq`: NQ test (DPR qas) over the full Wikipedia subset, BM25 (no dense index: encoding 759k passages is
   GPU work).
 * `demo`: the 100 built-in demo questions over the demo corpus.
@@ -14,7 +15,8 @@ Suites:
   official KorQuAD / CMRC 2018 metrics; compare `--readers reader-multilingual reader`.
 
     python bench/qa.py --suite all --questions 500
-    python bench/qa.py --suite korquad-open cmrc-open --retrievers hybrid --questions 0 --readers reader-multilingual reader
+    python bench/qa.py --suite korquad-open cmrc-open --retrievers hybrid --questions 0 \\
+        --readers reader-multilingual reader
 """
 
 from __future__ import annotations
@@ -28,18 +30,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.common import SEED, open_dev_sample, squad_open_index_dir, variant_pipeline  # noqa: E402 (after the path line)
 from odqa.retriever.registry import RETRIEVERS  # noqa: E402 (after the path line)
-SEED = 13
+
 # the Korean and Chinese test sets read over their own paragraphs (never trained on: docs/multilingual-reader.md)
 CJK_OPEN = {"korquad-open": "korquad-v1.0-dev.json", "cmrc-open": "cmrc2018-dev.json"}
 CJK_ENCODER = "encoder-multilingual"
 NOTES: list[str] = []  # lines for the written table (e.g. how many questions --answer-read-only kept)
 
 
-def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str], n: int | None, k: int,
-              linker: bool, exclude_articles_of: Path | None = None, readers: tuple[str, ...] = ("reader",),
-              answer_read_only: bool = False, settings: tuple[dict, ...] = ({},),
-              only_articles_of: Path | None = None) -> list[list]:
+def run_suite(
+    name: str,
+    index: str,
+    questions_path: Path,
+    retrievers: list[str],
+    n: int | None,
+    k: int,
+    linker: bool,
+    exclude_articles_of: Path | None = None,
+    readers: tuple[str, ...] = ("reader",),
+    answer_read_only: bool = False,
+    settings: tuple[dict, ...] = ({},),
+    only_articles_of: Path | None = None,
+) -> list[list]:
     import torch
 
     from odqa.corpus.questions import drop_articles, keep_articles, load_questions
@@ -55,35 +68,45 @@ def run_suite(name: str, index: str, questions_path: Path, retrievers: list[str]
             pipeline, label = variant_pipeline(index, kind, k, linker, reader, variant)
             if answer_read_only and asked is items:
                 asked = with_answer_retrieved(pipeline, items, k)
-                NOTES.append(f"{name} {kind}: {len(asked)} of {sampled} questions have an answer in the top {k} (only "
-                             f"those read); EM over all {sampled} = EM x {len(asked) / sampled:.4f}.")
+                NOTES.append(
+                    f"{name} {kind}: {len(asked)} of {sampled} questions have an answer in the top {k} (only "
+                    f"those read); EM over all {sampled} = EM x {len(asked) / sampled:.4f}."
+                )
                 print(NOTES[-1], flush=True)
             pipeline.retriever(kind), pipeline.reader  # load before the clock starts
             started = time.perf_counter()
             m, judged = _evaluate_with_rows(pipeline, asked, [1, 5, k])
             seconds = time.perf_counter() - started
-            rows.append([name, kind, label, k, len(asked), f"{m['em']:.2f}", f"{m['f1']:.2f}",
-                         f"{m['em_given_answer_read']:.2f}", f"{m['recall@1']:.2f}", f"{m[f'recall@{k}']:.2f}",
-                         f"{len(asked) / seconds:.2f}", *_confidence_cells(judged)])
+            rows.append(
+                [
+                    name,
+                    kind,
+                    label,
+                    k,
+                    len(asked),
+                    f"{m['em']:.2f}",
+                    f"{m['f1']:.2f}",
+                    f"{m['em_given_answer_read']:.2f}",
+                    f"{m['recall@1']:.2f}",
+                    f"{m[f'recall@{k}']:.2f}",
+                    f"{len(asked) / seconds:.2f}",
+                    *_confidence_cells(judged),
+                ]
+            )
             print(" | ".join(map(str, rows[-1])), flush=True)
     return rows
 
 
-def variant_pipeline(index: str, kind: str, k: int, linker: bool, reader: str, variant: dict):
-    """The pipeline of one compared (retriever, reader, settings variant) and its row label. An empty `index`
-    is the demo corpus's."""
-    from odqa.config import OdqaConfig
-    from odqa.demo_corpus import demo_index_path, demo_kb_path
-    from odqa.pipeline import Pipeline
-
-    overrides = {"index": index, "retrieval.retriever": kind, "retrieval.k": k, "linker.enabled": linker,
-                 "reader.model": reader, **variant}
-    pipeline = Pipeline(OdqaConfig.load(None, overrides), default_index=demo_index_path, default_kb=demo_kb_path)
-    return pipeline, reader + (f" ({', '.join(f'{key} {v}' for key, v in variant.items())})" if variant else "")
-
-
-def run_open_dev(index: str, data: Path, retrievers: list[str], n: int | None, k: int, linker: bool,
-                 readers: tuple[str, ...], settings: tuple[dict, ...]) -> list[list]:
+def run_open_dev(
+    index: str,
+    data: Path,
+    retrievers: list[str],
+    n: int | None,
+    k: int,
+    linker: bool,
+    readers: tuple[str, ...],
+    settings: tuple[dict, ...],
+) -> list[list]:
     """Every reader (and settings variant) on each open-dev source and on all of them together; the overall
     figures are the per-source ones weighted by their question counts (EM given answer read: by the answers
     read). Beside them, how well the calibrated probability of the top answer tells right (EM) from wrong:
@@ -104,31 +127,33 @@ def run_open_dev(index: str, data: Path, retrievers: list[str], n: int | None, k
 
 def results_table(rows: list[list]) -> str:
     """The Markdown table of the suites' rows (with the confidence columns when any row has them)."""
-    header = ["suite", "retriever", "reader", "k read", "questions", "EM", "F1", "EM given answer read", "R@1", "R@k", "q/s"]
+    header = [
+        "suite",
+        "retriever",
+        "reader",
+        "k read",
+        "questions",
+        "EM",
+        "F1",
+        "EM given answer read",
+        "R@1",
+        "R@k",
+        "q/s",
+    ]
     if any(len(row) > len(header) for row in rows):
         header += ["AUROC", "ECE", "% confident", "EM of confident"]
         rows = [row + [""] * (len(header) - len(row)) for row in rows]
-    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] +
-                     ["| " + " | ".join(map(str, r)) + " |" for r in rows])
-
-
-def open_dev_sample(data: Path, n: int | None) -> dict[str, list]:
-    """The open-dev questions of each source, or `n` of each drawn with the suite's seed."""
-    from odqa.corpus.open_dev import open_dev_questions
-
-    sources = open_dev_questions(data)
-    if n:
-        sources = {name: random.Random(SEED).sample(items, n) if n < len(items) else items
-                   for name, items in sources.items()}
-    return sources
+    return "\n".join(
+        ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        + ["| " + " | ".join(map(str, r)) + " |" for r in rows]
+    )
 
 
 def open_dev_rows(pipeline, kind: str, label: str, k: int, sources: dict[str, list]) -> list[list]:
     """One table row per open-dev source and one for all of them together, for one pipeline (anything with
     `ask_batch`, e.g. `read_saved.SavedPassages`)."""
     rows = []
-    totals = {"questions": 0, "em": 0.0, "f1": 0.0, "read": 0.0, "em_read": 0.0, "r1": 0.0, "rk": 0.0,
-              "seconds": 0.0}
+    totals = {"questions": 0, "em": 0.0, "f1": 0.0, "read": 0.0, "em_read": 0.0, "r1": 0.0, "rk": 0.0, "seconds": 0.0}
     judged_all: list[dict] = []
     for name, items in sources.items():
         started = time.perf_counter()
@@ -137,18 +162,51 @@ def open_dev_rows(pipeline, kind: str, label: str, k: int, sources: dict[str, li
         judged_all += judged
         q = len(items)
         read = m["answer_in_read"] * q / 100
-        for key, value in (("questions", q), ("em", m["em"] * q), ("f1", m["f1"] * q), ("read", read),
-                           ("em_read", m["em_given_answer_read"] * read), ("r1", m["recall@1"] * q),
-                           ("rk", m[f"recall@{k}"] * q), ("seconds", seconds)):
+        for key, value in (
+            ("questions", q),
+            ("em", m["em"] * q),
+            ("f1", m["f1"] * q),
+            ("read", read),
+            ("em_read", m["em_given_answer_read"] * read),
+            ("r1", m["recall@1"] * q),
+            ("rk", m[f"recall@{k}"] * q),
+            ("seconds", seconds),
+        ):
             totals[key] += value
-        rows.append([f"open-dev {name}", kind, label, k, q, f"{m['em']:.2f}", f"{m['f1']:.2f}",
-                     f"{m['em_given_answer_read']:.2f}", f"{m['recall@1']:.2f}", f"{m[f'recall@{k}']:.2f}",
-                     f"{q / seconds:.2f}", *_confidence_cells(judged)])
+        rows.append(
+            [
+                f"open-dev {name}",
+                kind,
+                label,
+                k,
+                q,
+                f"{m['em']:.2f}",
+                f"{m['f1']:.2f}",
+                f"{m['em_given_answer_read']:.2f}",
+                f"{m['recall@1']:.2f}",
+                f"{m[f'recall@{k}']:.2f}",
+                f"{q / seconds:.2f}",
+                *_confidence_cells(judged),
+            ]
+        )
         print(" | ".join(map(str, rows[-1])), flush=True)
     q = totals["questions"]
-    rows.append(["**open-dev all**", kind, label, k, q, f"{totals['em'] / q:.2f}", f"{totals['f1'] / q:.2f}",
-                 f"{totals['em_read'] / max(totals['read'], 1e-9):.2f}", f"{totals['r1'] / q:.2f}",
-                 f"{totals['rk'] / q:.2f}", f"{q / totals['seconds']:.2f}", *_confidence_cells(judged_all)])
+    rows.append(
+        [
+            "**open-dev all**",
+            kind,
+            label,
+            k,
+            q,
+            f"{totals['em'] / q:.2f}",
+            f"{totals['f1'] / q:.2f}",
+            f"{totals['em_read'] / max(totals['read'], 1e-9):.2f}",
+            f"{totals['r1'] / q:.2f}",
+            f"{totals['rk'] / q:.2f}",
+            f"{q / totals['seconds']:.2f}",
+            *_confidence_cells(judged_all),
+        ]
+    )
     print(" | ".join(map(str, rows[-1])), flush=True)
     return rows
 
@@ -172,9 +230,12 @@ def _confidence_cells(judged: list[dict]) -> list[str]:
     em = [row["em"] for row in judged]
     area = auroc(probability, em)
     confident = [row["em"] for row in judged if row["confident"]]
-    return [f"{area:.3f}" if area is not None else "-", f"{expected_calibration_error(probability, em):.3f}",
-            f"{100 * len(confident) / max(len(judged), 1):.1f}",
-            f"{100 * sum(confident) / len(confident):.1f}" if confident else "-"]
+    return [
+        f"{area:.3f}" if area is not None else "-",
+        f"{expected_calibration_error(probability, em):.3f}",
+        f"{100 * len(confident) / max(len(judged), 1):.1f}",
+        f"{100 * sum(confident) / len(confident):.1f}" if confident else "-",
+    ]
 
 
 def settings_variants(focus_words: list[int] | None, settings: list[str] | None) -> tuple[dict, ...]:
@@ -190,8 +251,10 @@ def parse_settings(arg: str) -> dict:
     for pair in arg.split(","):
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            print(f"{Path(sys.argv[0]).name}: error: --settings {arg}: give KEY=VALUE pairs joined by commas",
-                  file=sys.stderr)
+            print(
+                f"{Path(sys.argv[0]).name}: error: --settings {arg}: give KEY=VALUE pairs joined by commas",
+                file=sys.stderr,
+            )
             raise SystemExit(2)
         overrides[key.strip()] = value.strip()  # OdqaConfig.load coerces it to the setting's type
     return overrides
@@ -215,40 +278,73 @@ def with_answer_retrieved(pipeline, items, k: int) -> list:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--suite", nargs="+", default=["all"],
-                        choices=["open-dev", "squad-open", "nq", "efficientqa", "demo", *CJK_OPEN, "all"],
-                        help="efficientqa: NQ-open's EfficientQA dev over the Wikipedia subset, the NQ-style set for "
-                             "choosing settings (no shipped reader trained on it; nq is NQ test)")
+    parser.add_argument(
+        "--suite",
+        nargs="+",
+        default=["all"],
+        choices=["open-dev", "squad-open", "nq", "efficientqa", "demo", *CJK_OPEN, "all"],
+        help="efficientqa: NQ-open's EfficientQA dev over the Wikipedia subset, the NQ-style set for "
+        "choosing settings (no shipped reader trained on it; nq is NQ test)",
+    )
     parser.add_argument("--questions", type=int, default=500, help="questions sampled per suite (seed 13); 0: all")
     parser.add_argument("--k", type=int, default=10, help="passages read per question")
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
     parser.add_argument("--cache", default=str(ROOT / "work_indexes" / "bench"))
     parser.add_argument("--wiki-index", default=str(ROOT / "work_indexes" / "wiki"))
-    parser.add_argument("--linker", action="store_true", help="link entities too (off by default: measures retrieval+reading)")
+    parser.add_argument(
+        "--linker", action="store_true", help="link entities too (off by default: measures retrieval+reading)"
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "qa.md"))
-    parser.add_argument("--readers", nargs="+", default=["reader"],
-                        help="reader models compared side by side in one run (names or paths)")
-    parser.add_argument("--retrievers", nargs="+", choices=RETRIEVERS.names,
-                        help="retrievers compared (demo, squad-open: default bm25 hybrid; open-dev, nq, efficientqa: "
-                             "default bm25; dense and hybrid need an index with vectors)")
-    parser.add_argument("--focus-words", type=int, nargs="+",
-                        help="reader.focus_words values compared side by side (default: the config's; 0: whole "
-                             "passages)")
-    parser.add_argument("--settings", nargs="+", metavar="KEY=VALUE[,KEY=VALUE]",
-                        help="config overrides compared side by side, one variant per argument (e.g. "
-                             "reader.focus_words=40,reader.whole_passages=2 reader.focus_words=0)")
-    parser.add_argument("--answer-read-only", action="store_true",
-                        help="read only the questions whose answer is in the top k retrieved (reader comparisons: "
-                             "EM is then 'EM given answer read'; the line printed first gives the factor to the "
-                             "EM over all questions)")
-    parser.add_argument("--bm25-only", action="store_true",
-                        help="squad-open: the BM25-only index (no passage encoding; for CPU-only machines)")
-    parser.add_argument("--tuning-articles", action="store_true",
-                        help="squad-open: only the 35 articles SQuAD v2.0 dev shares with v1.1 dev, for choosing "
-                             "pipeline settings (the readers since v3 trained on neither; the 13 others stay the test)")
-    parser.add_argument("--all-articles", action="store_true",
-                        help="squad-open: every SQuAD v1.1 dev article (default: the 13 not in SQuAD v2.0 dev, "
-                             "the only ones the reader trained on v2.0 dev has not seen)")
+    parser.add_argument(
+        "--readers",
+        nargs="+",
+        default=["reader"],
+        help="reader models compared side by side in one run (names or paths)",
+    )
+    parser.add_argument(
+        "--retrievers",
+        nargs="+",
+        choices=RETRIEVERS.names,
+        help="retrievers compared (demo, squad-open: default bm25 hybrid; open-dev, nq, efficientqa: "
+        "default bm25; dense and hybrid need an index with vectors)",
+    )
+    parser.add_argument(
+        "--focus-words",
+        type=int,
+        nargs="+",
+        help="reader.focus_words values compared side by side (default: the config's; 0: whole passages)",
+    )
+    parser.add_argument(
+        "--settings",
+        nargs="+",
+        metavar="KEY=VALUE[,KEY=VALUE]",
+        help="config overrides compared side by side, one variant per argument (e.g. "
+        "reader.focus_words=40,reader.whole_passages=2 reader.focus_words=0)",
+    )
+    parser.add_argument(
+        "--answer-read-only",
+        action="store_true",
+        help="read only the questions whose answer is in the top k retrieved (reader comparisons: "
+        "EM is then 'EM given answer read'; the line printed first gives the factor to the "
+        "EM over all questions)",
+    )
+    parser.add_argument(
+        "--bm25-only",
+        action="store_true",
+        help="squad-open: the BM25-only index (no passage encoding; for CPU-only machines)",
+    )
+    parser.add_argument(
+        "--tuning-articles",
+        action="store_true",
+        help="squad-open: only the 35 articles SQuAD v2.0 dev shares with v1.1 dev, for choosing "
+        "pipeline settings (the readers since v3 trained on neither; the 13 others stay the test)",
+    )
+    parser.add_argument(
+        "--all-articles",
+        action="store_true",
+        help="squad-open: every SQuAD v1.1 dev article (default: the 13 not in SQuAD v2.0 dev, "
+        "the only ones the reader trained on v2.0 dev has not seen)",
+    )
     args = parser.parse_args(argv)
     data = Path(args.data)
     n = args.questions or None
@@ -261,10 +357,10 @@ def main(argv=None) -> int:
         if suite == "demo":
             from odqa.demo_corpus import DEMO_QUESTIONS
 
-            rows += run_suite("demo", "", DEMO_QUESTIONS, retrievers, None, args.k, args.linker, readers=readers,
-                              settings=variants)
+            rows += run_suite(
+                "demo", "", DEMO_QUESTIONS, retrievers, None, args.k, args.linker, readers=readers, settings=variants
+            )
         elif suite == "squad-open":
-            from bench.retrieval import squad_open_index_dir
             from odqa.core.models import DEFAULT_ENCODER
 
             index = squad_open_index_dir(args.cache, None if args.bm25_only else DEFAULT_ENCODER)
@@ -273,46 +369,101 @@ def main(argv=None) -> int:
 
                 # builds the index; its table goes beside the index, not over bench/results
                 encoders = ["--bm25-only"] if args.bm25_only else ["--encoders", DEFAULT_ENCODER]
-                retrieval_bench(["--suite", "squad-open", "--data", args.data, "--cache", args.cache,
-                                 "--wiki-index", args.wiki_index, *encoders,
-                                 "--out", str(index.parent / "retrieval-for-qa.md")])
+                retrieval_bench(
+                    [
+                        "--suite",
+                        "squad-open",
+                        "--data",
+                        args.data,
+                        "--cache",
+                        args.cache,
+                        "--wiki-index",
+                        args.wiki_index,
+                        *encoders,
+                        "--out",
+                        str(index.parent / "retrieval-for-qa.md"),
+                    ]
+                )
             # only the 13 articles SQuAD v2.0 dev (the models' training data) does not share with v1.1 dev
             held_out = None if args.all_articles or args.tuning_articles else data / "squad" / "dev-v2.0.json"
-            rows += run_suite("squad-open", str(index), data / "squad" / "dev-v1.1.json", retrievers, n, args.k,
-                              args.linker, exclude_articles_of=held_out, readers=readers,
-                              answer_read_only=args.answer_read_only, settings=variants,
-                              only_articles_of=data / "squad" / "dev-v2.0.json" if args.tuning_articles else None)
+            rows += run_suite(
+                "squad-open",
+                str(index),
+                data / "squad" / "dev-v1.1.json",
+                retrievers,
+                n,
+                args.k,
+                args.linker,
+                exclude_articles_of=held_out,
+                readers=readers,
+                answer_read_only=args.answer_read_only,
+                settings=variants,
+                only_articles_of=data / "squad" / "dev-v2.0.json" if args.tuning_articles else None,
+            )
         elif suite in CJK_OPEN:
             path = data / "multilingual" / CJK_OPEN[suite]
             index = Path(args.cache) / suite
             if not (index / "manifest.json").exists():
                 from odqa.indexing import IndexSpec, build_index
 
-                build_index(IndexSpec(corpus=str(path), out=str(index), backends=["bm25", "dense"],
-                                      encoder=CJK_ENCODER))
-            rows += run_suite(suite, str(index), path, retrievers, n, args.k, args.linker, readers=readers,
-                              answer_read_only=args.answer_read_only, settings=variants)
+                build_index(
+                    IndexSpec(corpus=str(path), out=str(index), backends=["bm25", "dense"], encoder=CJK_ENCODER)
+                )
+            rows += run_suite(
+                suite,
+                str(index),
+                path,
+                retrievers,
+                n,
+                args.k,
+                args.linker,
+                readers=readers,
+                answer_read_only=args.answer_read_only,
+                settings=variants,
+            )
         elif suite == "open-dev":
             index = Path(args.wiki_index)
             if not (index / "manifest.json").exists():
-                print(f"error: no Wikipedia index at {index}; build it with `python run_qa.py index --corpus "
-                      f"{data / 'wiki'} --out {index} --backends bm25`", file=sys.stderr)
+                print(
+                    f"error: no Wikipedia index at {index}; build it with `python run_qa.py index --corpus "
+                    f"{data / 'wiki'} --out {index} --backends bm25`",
+                    file=sys.stderr,
+                )
                 return 2
-            rows += run_open_dev(str(index), data, args.retrievers or ["bm25"], n, args.k, args.linker, readers,
-                                 variants)
+            rows += run_open_dev(
+                str(index), data, args.retrievers or ["bm25"], n, args.k, args.linker, readers, variants
+            )
         else:
             index = Path(args.wiki_index)
             if not (index / "manifest.json").exists():
-                print(f"error: no Wikipedia index at {index}; build it with `python run_qa.py index --corpus "
-                      f"{data / 'wiki'} --out {index} --backends bm25`", file=sys.stderr)
+                print(
+                    f"error: no Wikipedia index at {index}; build it with `python run_qa.py index --corpus "
+                    f"{data / 'wiki'} --out {index} --backends bm25`",
+                    file=sys.stderr,
+                )
                 return 2
-            name, questions = (("nq-test", data / "dpr-qas" / "nq-test.qa.tsv") if suite == "nq" else
-                               ("efficientqa-dev", data / "nq-open" / "NQ-open.efficientqa.dev.1.1.jsonl"))
-            rows += run_suite(name, str(index), questions, args.retrievers or ["bm25"], n, args.k, args.linker,
-                              readers=readers, answer_read_only=args.answer_read_only, settings=variants)
+            name, questions = (
+                ("nq-test", data / "dpr-qas" / "nq-test.qa.tsv")
+                if suite == "nq"
+                else ("efficientqa-dev", data / "nq-open" / "NQ-open.efficientqa.dev.1.1.jsonl")
+            )
+            rows += run_suite(
+                name,
+                str(index),
+                questions,
+                args.retrievers or ["bm25"],
+                n,
+                args.k,
+                args.linker,
+                readers=readers,
+                answer_read_only=args.answer_read_only,
+                settings=variants,
+            )
     table = results_table(rows)
-    text = (f"# End-to-end QA\n\nWritten by `python bench/qa.py {' '.join(argv or sys.argv[1:])}` "
-            f"(2 CPU cores, {time.strftime('%Y-%m-%d')}).\n\n{table}\n" + "".join(f"\n{line}\n" for line in NOTES))
+    text = (
+        f"# End-to-end QA\n\nWritten by `python bench/qa.py {' '.join(argv or sys.argv[1:])}` "
+        f"(2 CPU cores, {time.strftime('%Y-%m-%d')}).\n\n{table}\n" + "".join(f"\n{line}\n" for line in NOTES)
+    )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     print(text)

@@ -41,7 +41,10 @@ sys.path.insert(0, str(ROOT))
 DATA = ROOT.parent / "shared" / "data"
 # sets kept for choosing settings (NQ-open dev is NQ test's questions: results/ runs before 2026-11-25 18:00
 # used it, a choice made on test data)
-DEFAULT_SETS = [str(DATA / "nq-open" / "NQ-open.efficientqa.dev.1.1.jsonl"), str(DATA / "dpr-qas" / "trivia-dev.qa.tsv")]
+DEFAULT_SETS = [
+    str(DATA / "nq-open" / "NQ-open.efficientqa.dev.1.1.jsonl"),
+    str(DATA / "dpr-qas" / "trivia-dev.qa.tsv"),
+]
 
 
 def parse_variant(name: str) -> dict:
@@ -55,13 +58,24 @@ def parse_variant(name: str) -> dict:
     if parts[0] == "batched":
         return {"batched": True, "batch_size": int(parts[1]), "early_stop_passages": 0}
     if parts[0] == "early":
-        return {"batched": True, "batch_size": 16, "early_stop_passages": int(parts[1]),
-                "early_stop_probability": float(parts[2])}
+        return {
+            "batched": True,
+            "batch_size": 16,
+            "early_stop_passages": int(parts[1]),
+            "early_stop_probability": float(parts[2]),
+        }
     if parts[0] == "focus" and (len(parts) == 2 or len(parts) == 4 and parts[2] == "whole"):
-        return {"batched": True, "batch_size": 16, "early_stop_passages": 0, "focus_words": int(parts[1]),
-                "whole_passages": int(parts[3]) if len(parts) == 4 else 0}
-    raise SystemExit(f"read_less.py: unknown variant {name!r} (per-question[-B], batched-B, early-M-P, focus-W, "
-                     "focus-W-whole-N, focus-W-whole-N-early-M-P)")
+        return {
+            "batched": True,
+            "batch_size": 16,
+            "early_stop_passages": 0,
+            "focus_words": int(parts[1]),
+            "whole_passages": int(parts[3]) if len(parts) == 4 else 0,
+        }
+    raise SystemExit(
+        f"read_less.py: unknown variant {name!r} (per-question[-B], batched-B, early-M-P, focus-W, "
+        "focus-W-whole-N, focus-W-whole-N-early-M-P)"
+    )
 
 
 def main(argv=None) -> int:
@@ -74,19 +88,33 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--group", type=int, default=8, help="questions per read_many call (eval-qa's batch)")
     ap.add_argument("--chunk", type=int, default=40, help="questions each variant reads before the next one's turn")
-    ap.add_argument("--variants", nargs="+",
-                    default=["per-question", "batched-16", "batched-32", "early-3-0.5", "early-3-0.7"])
-    ap.add_argument("--early-grid", nargs="*", default=["2-0.5", "3-0.4", "3-0.5", "3-0.7", "5-0.5"],
-                    help="M-P pairs replayed on decoded passages (untimed)")
+    ap.add_argument(
+        "--variants", nargs="+", default=["per-question", "batched-16", "batched-32", "early-3-0.5", "early-3-0.7"]
+    )
+    ap.add_argument(
+        "--early-grid",
+        nargs="*",
+        default=["2-0.5", "3-0.4", "3-0.5", "3-0.7", "5-0.5"],
+        help="M-P pairs replayed on decoded passages (untimed)",
+    )
     ap.add_argument("--grid-questions", type=int, default=0, help="questions per file for the grid (0: --questions)")
-    ap.add_argument("--count-only", action="store_true",
-                    help="no reading: the tokens each batching variant computes per question (padding included), "
-                         "from the windows alone; deterministic, so it holds on a loaded machine too")
-    ap.add_argument("--only-articles-of", default="",
-                    help="SQuAD file: keep the questions of its articles only (e.g. dev-v2.0.json: the squad-open "
-                         "articles kept for choosing settings)")
-    ap.add_argument("--exclude-articles-of", default="",
-                    help="SQuAD file: leave out the questions of its articles (dev-v2.0.json: the held-out articles)")
+    ap.add_argument(
+        "--count-only",
+        action="store_true",
+        help="no reading: the tokens each batching variant computes per question (padding included), "
+        "from the windows alone; deterministic, so it holds on a loaded machine too",
+    )
+    ap.add_argument(
+        "--only-articles-of",
+        default="",
+        help="SQuAD file: keep the questions of its articles only (e.g. dev-v2.0.json: the squad-open "
+        "articles kept for choosing settings)",
+    )
+    ap.add_argument(
+        "--exclude-articles-of",
+        default="",
+        help="SQuAD file: leave out the questions of its articles (dev-v2.0.json: the held-out articles)",
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--precision", default=INFERENCE.precision, choices=PRECISIONS)
     ap.add_argument("--out", default="")
@@ -106,8 +134,12 @@ def main(argv=None) -> int:
         loaded = with_answers(load_questions(path), path)
         loaded = keep_articles(drop_articles(loaded, args.exclude_articles_of or None), args.only_articles_of or None)
         items += random.Random(13).sample(loaded, min(args.questions, len(loaded)))
-    pipeline = Pipeline(OdqaConfig.load(None, {"index": args.index, "retrieval.retriever": "bm25",
-                                               "linker.enabled": False, "precision": args.precision}))
+    pipeline = Pipeline(
+        OdqaConfig.load(
+            None,
+            {"index": args.index, "retrieval.retriever": "bm25", "linker.enabled": False, "precision": args.precision},
+        )
+    )
     hits = pipeline.retriever("bm25").search([q.question for q in items], args.k)
     passages = [[h.passage for h in hs] for hs in hits]
     scores = [relative_scores([h.score for h in hs]) for hs in hits]
@@ -118,10 +150,10 @@ def main(argv=None) -> int:
     reader.read(items[0].question, passages[0], scores[0])  # warm-up: builds or loads the runtime's graph
 
     variants = {name: parse_variant(name) for name in args.variants}
-    seconds = {name: 0.0 for name in variants}
-    cpu_seconds = {name: 0.0 for name in variants}
+    seconds = dict.fromkeys(variants, 0.0)
+    cpu_seconds = dict.fromkeys(variants, 0.0)
     predictions: dict[str, list[str]] = {name: [] for name in variants}
-    passages_read = {name: 0 for name in variants}
+    passages_read = dict.fromkeys(variants, 0)
     for lo in range(0, len(items), args.chunk):
         chunk = range(lo, min(lo + args.chunk, len(items)))
         for name, v in variants.items():
@@ -137,8 +169,9 @@ def main(argv=None) -> int:
             if v["batched"]:
                 for g in range(chunk.start, chunk.stop, args.group):
                     idx = range(g, min(g + args.group, chunk.stop))
-                    out += reader.read_many([items[i].question for i in idx], [passages[i] for i in idx],
-                                            [scores[i] for i in idx])
+                    out += reader.read_many(
+                        [items[i].question for i in idx], [passages[i] for i in idx], [scores[i] for i in idx]
+                    )
             else:
                 out = [reader.read(items[i].question, passages[i], scores[i]) for i in chunk]
             seconds[name] += time.perf_counter() - t0
@@ -153,13 +186,19 @@ def main(argv=None) -> int:
             e, f = score_answer(prediction, item)
             em, f1 = em + e, f1 + f
         same = sum(a == b for a, b in zip(predictions[name], predictions[reference]))
-        rows.append({"variant": name, "ms_per_question": round(1000 * seconds[name] / len(items), 1),
-                     "speedup": round(seconds[reference] / seconds[name], 2),
-                     "cpu_ms_per_question": round(1000 * cpu_seconds[name] / len(items), 1),
-                     "cpu_speedup": round(cpu_seconds[reference] / cpu_seconds[name], 2),
-                     "em": round(100 * em / len(items), 2), "f1": round(100 * f1 / len(items), 2),
-                     "same_top_answer": round(100 * same / len(items), 1),
-                     "passages_read_per_question": round(passages_read[name] / len(items), 2)})
+        rows.append(
+            {
+                "variant": name,
+                "ms_per_question": round(1000 * seconds[name] / len(items), 1),
+                "speedup": round(seconds[reference] / seconds[name], 2),
+                "cpu_ms_per_question": round(1000 * cpu_seconds[name] / len(items), 1),
+                "cpu_speedup": round(cpu_seconds[reference] / cpu_seconds[name], 2),
+                "em": round(100 * em / len(items), 2),
+                "f1": round(100 * f1 / len(items), 2),
+                "same_top_answer": round(100 * same / len(items), 1),
+                "passages_read_per_question": round(passages_read[name] / len(items), 2),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     first = variants[reference]  # the grid replays early stopping over the first variant's reading
     reader.settings.__dict__.update(base)
@@ -167,18 +206,21 @@ def main(argv=None) -> int:
     reader.settings.whole_passages = first.get("whole_passages", 0)
     rows += early_grid(reader, items, passages, scores, args)
     columns = list(rows[0])
-    table = "\n".join(["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-                      + ["| " + " | ".join(str(r.get(c, "-")) for c in columns) + " |" for r in rows])
+    table = "\n".join(
+        ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+        + ["| " + " | ".join(str(r.get(c, "-")) for c in columns) + " |" for r in rows]
+    )
     sets = ", ".join(f"{Path(p).name}" for p in args.sets)
-    text = (f"`python bench/read_less.py {' '.join(argv if argv is not None else sys.argv[1:])}`: {len(items)} "
-            f"questions ({args.questions} sampled from each of {sets}), BM25 top {args.k} over {args.index}, "
-            f"reader {reader.plan.label}, {args.threads} threads of a {cpu_description()}.\n\n{table}\n")
+    text = (
+        f"`python bench/read_less.py {' '.join(argv if argv is not None else sys.argv[1:])}`: {len(items)} "
+        f"questions ({args.questions} sampled from each of {sets}), BM25 top {args.k} over {args.index}, "
+        f"reader {reader.plan.label}, {args.threads} threads of a {cpu_description()}.\n\n{table}\n"
+    )
     print("\n" + text)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text)
     return 0
-
 
 
 def count_tokens(model: str, items, passages, args) -> int:
@@ -188,7 +230,6 @@ def count_tokens(model: str, items, passages, args) -> int:
 
     from odqa.core.models import hub_options, resolve_model
     from odqa.reader.features import tokenize_windows
-
     from odqa.reader.focus import Focus
 
     path = resolve_model(model)
@@ -202,8 +243,12 @@ def count_tokens(model: str, items, passages, args) -> int:
             if focus is not None:
                 spans = focus.spans([q.question] * len(texts), texts, range(len(texts)))
                 texts = [t[a:b] for t, (a, b) in zip(texts, spans)]
-            out.append([len(ids) for ids in tokenize_windows(tokenizer, [q.question] * len(texts), texts)
-                        .encoding["input_ids"]])
+            out.append(
+                [
+                    len(ids)
+                    for ids in tokenize_windows(tokenizer, [q.question] * len(texts), texts).encoding["input_ids"]
+                ]
+            )
         return out
 
     by_focus = {(0, 0): window_lengths(0)}
@@ -215,8 +260,11 @@ def count_tokens(model: str, items, passages, args) -> int:
         if key not in by_focus:
             by_focus[key] = window_lengths(*key)
         lengths = by_focus[key]
-        groups = ([sum(lengths[i : i + args.group], []) for i in range(0, len(lengths), args.group)]
-                  if v["batched"] else lengths)
+        groups = (
+            [sum(lengths[i : i + args.group], []) for i in range(0, len(lengths), args.group)]
+            if v["batched"]
+            else lengths
+        )
         padded = attention = 0
         for group in groups:
             ordered = sorted(group, reverse=True)
@@ -225,9 +273,15 @@ def count_tokens(model: str, items, passages, args) -> int:
                 padded += len(batch) * batch[0]
                 attention += len(batch) * batch[0] ** 2
         own_real = sum(map(sum, lengths))
-        rows.append({"variant": name, "tokens_per_question": round(padded / len(items)),
-                     "real_tokens_per_question": round(own_real / len(items)),
-                     "padding_share": round(100 * (1 - own_real / padded), 1), "attention": attention})
+        rows.append(
+            {
+                "variant": name,
+                "tokens_per_question": round(padded / len(items)),
+                "real_tokens_per_question": round(own_real / len(items)),
+                "padding_share": round(100 * (1 - own_real / padded), 1),
+                "attention": attention,
+            }
+        )
     first = rows[0]["attention"]
     for row in rows:
         row["attention_vs_first"] = round(row.pop("attention") / first, 3)
@@ -244,8 +298,14 @@ def window_tokens(reader, question: str, texts: list[str]) -> list[int]:
 
     parts = reader.focus_spans([question] * len(texts), texts, range(len(texts)))
     s = reader.settings
-    w = tokenize_windows(reader.tokenizer, [question] * len(texts), [t[a:b] for t, (a, b) in zip(texts, parts)],
-                         s.max_length, s.stride, s.max_query_tokens)
+    w = tokenize_windows(
+        reader.tokenizer,
+        [question] * len(texts),
+        [t[a:b] for t, (a, b) in zip(texts, parts)],
+        s.max_length,
+        s.stride,
+        s.max_query_tokens,
+    )
     per_passage = [0] * len(texts)
     for sample, ids in zip(w.sample, w.encoding["input_ids"]):
         per_passage[sample] += len(ids)
@@ -260,8 +320,12 @@ def early_grid(reader, items, passages, scores, args) -> list[dict]:
     if not args.early_grid:
         return []
     per_set = args.grid_questions or args.questions
-    picked = [i for s in range(len(args.sets)) for i in range(s * args.questions, s * args.questions + per_set)
-              if i < len(items)]
+    picked = [
+        i
+        for s in range(len(args.sets))
+        for i in range(s * args.questions, s * args.questions + per_set)
+        if i < len(items)
+    ]
     threshold = reader.settings.no_answer_threshold
     decoded = []
     texts = {i: ReadState.make(items[i].question, passages[i], scores[i], 1).texts for i in picked}
@@ -269,8 +333,9 @@ def early_grid(reader, items, passages, scores, args) -> list[dict]:
     for g in range(0, len(picked), args.group):
         idx = picked[g : g + args.group]
         pairs = [(i, n) for i in idx for n in range(len(texts[i]))]
-        out = reader.decode_passages([items[i].question for i, _ in pairs],
-                                     [texts[i][n] for i, n in pairs], [n for _, n in pairs])
+        out = reader.decode_passages(
+            [items[i].question for i, _ in pairs], [texts[i][n] for i, n in pairs], [n for _, n in pairs]
+        )
         by_question = {i: [] for i in idx}
         for (i, _), result in zip(pairs, out):
             by_question[i].append(result)
@@ -291,10 +356,16 @@ def early_grid(reader, items, passages, scores, args) -> list[dict]:
             ranked, _ = reader.rank(state, threshold)
             e, f = score_answer(ranked[0].text if ranked else "", items[i])
             em, f1 = em + e, f1 + f
-        rows.append({"variant": f"replay: {'all' if not m else f'early-{m}-{p}'}", "em": round(100 * em / len(picked), 2),
-                     "f1": round(100 * f1 / len(picked), 2),
-                     "passages_read_per_question": round(read / len(picked), 2),
-                     "tokens_read_per_question": round(tokens_read / len(picked)), "questions": len(picked)})
+        rows.append(
+            {
+                "variant": f"replay: {'all' if not m else f'early-{m}-{p}'}",
+                "em": round(100 * em / len(picked), 2),
+                "f1": round(100 * f1 / len(picked), 2),
+                "passages_read_per_question": round(read / len(picked), 2),
+                "tokens_read_per_question": round(tokens_read / len(picked)),
+                "questions": len(picked),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     reader.settings.early_stop_probability = 1.0
     return rows

@@ -24,7 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from qa import SEED, open_dev_rows, open_dev_sample, results_table, variant_pipeline  # noqa: E402  (bench/ is the script's folder)
+from bench.common import SEED, open_dev_sample, variant_pipeline  # noqa: E402 (after the path line)
+from qa import open_dev_rows, results_table  # noqa: E402  (bench/ is the script's folder)
 
 
 class SavedPassages:
@@ -41,9 +42,12 @@ class SavedPassages:
         asked = [i for i, h in enumerate(hits) if h]
         results = [Result(question=q, answers=[], passages=h) for q, h in zip(questions, hits)]
         if asked:
-            answers = self.reader.read_many([questions[i] for i in asked], [[x.passage for x in hits[i]] for i in asked],
-                                            [relative_scores([x.score for x in hits[i]]) for i in asked],
-                                            top_n=self.top_n)
+            answers = self.reader.read_many(
+                [questions[i] for i in asked],
+                [[x.passage for x in hits[i]] for i in asked],
+                [relative_scores([x.score for x in hits[i]]) for i in asked],
+                top_n=self.top_n,
+            )
             for i, a in zip(asked, answers):
                 results[i].answers = a
         return results
@@ -52,8 +56,11 @@ class SavedPassages:
 def save(args) -> int:
     index = Path(args.wiki_index)
     if not (index / "manifest.json").exists():
-        print(f"error: no index at {index}; build it with `python run_qa.py index --corpus ../shared/data/wiki "
-              f"--out {index} --backends bm25`", file=sys.stderr)
+        print(
+            f"error: no index at {index}; build it with `python run_qa.py index --corpus ../shared/data/wiki "
+            f"--out {index} --backends bm25`",
+            file=sys.stderr,
+        )
         return 2
     sources = open_dev_sample(Path(args.data), args.questions)
     pipeline, _ = variant_pipeline(str(index), args.retriever, args.k, False, "reader", {})
@@ -66,9 +73,20 @@ def save(args) -> int:
                 batch = items[lo : lo + 32]
                 found = pipeline.retrieve([q.question for q in batch], [[] for _ in batch], k=args.k)
                 for item, hits in zip(batch, found):
-                    f.write(json.dumps({"source": name, "item": dataclasses.asdict(item), "hits": [
-                        {"row": h.row, "score": h.score, "source": h.source, "passage": h.passage.to_dict()}
-                        for h in hits]}, ensure_ascii=False) + "\n")
+                    f.write(
+                        json.dumps(
+                            {
+                                "source": name,
+                                "item": dataclasses.asdict(item),
+                                "hits": [
+                                    {"row": h.row, "score": h.score, "source": h.source, "passage": h.passage.to_dict()}
+                                    for h in hits
+                                ],
+                            },
+                            ensure_ascii=False,
+                        )
+                        + "\n"
+                    )
     tmp.replace(out)
     print(f"saved {sum(len(v) for v in sources.values())} questions' top {args.k} {args.retriever} passages to {out}")
     return 0
@@ -87,8 +105,9 @@ def load_saved(path: Path) -> tuple[dict[str, list], dict[str, list], int]:
             row = json.loads(line)
             item = QAItem(**row["item"])
             sources.setdefault(row["source"], []).append(item)
-            hits[item.question] = [SearchHit(h["row"], h["score"], Passage(**h["passage"]), h["source"])
-                                   for h in row["hits"]]
+            hits[item.question] = [
+                SearchHit(h["row"], h["score"], Passage(**h["passage"]), h["source"]) for h in row["hits"]
+            ]
             k = max(k, len(row["hits"]))
     return sources, hits, k
 
@@ -125,9 +144,11 @@ def read(args) -> int:
         label = name + "".join(f" {key}={value}" for key, value in overrides.items())
         rows += open_dev_rows(SavedPassages(reader, hits, top_n), "saved", label, k, sources)
     table = results_table(rows)
-    text = (f"# Readers on saved open-dev passages\n\nWritten by `python bench/read_saved.py "
-            f"{' '.join(sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}; passages: {path.name}, sample seed {SEED}).\n\n"
-            f"{table}\n")
+    text = (
+        f"# Readers on saved open-dev passages\n\nWritten by `python bench/read_saved.py "
+        f"{' '.join(sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}; passages: {path.name}, sample seed {SEED}).\n\n"
+        f"{table}\n"
+    )
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text)
@@ -149,8 +170,13 @@ def main(argv=None) -> int:
     p.add_argument("--passages", required=True)
     p.add_argument("--readers", nargs="+", default=["reader"])
     p.add_argument("--device", default="", help="cpu or cuda (default: the reader's choice)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="a reader setting for every reader, e.g. temperature=2 or early_stop_passages=0 (repeatable)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a reader setting for every reader, e.g. temperature=2 or early_stop_passages=0 (repeatable)",
+    )
     p.add_argument("--out", default="")
     args = parser.parse_args(argv)
     return save(args) if args.command == "save" else read(args)

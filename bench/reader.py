@@ -75,9 +75,12 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default="reader", help="reader name or path (default: models/reader)")
     ap.add_argument("--data", default=str(SQUAD_V11_DEV), help="SQuAD v1.1 dev JSON")
     ap.add_argument("--limit", type=int, default=0, help="first N questions for EM/F1 (0: all 10,570)")
-    ap.add_argument("--trained-on", default=str(SQUAD_V20_DEV),
-                    help="SQuAD file the reader was trained on: EM/F1 are also reported without its articles "
-                         "('held-out'); '' to skip")
+    ap.add_argument(
+        "--trained-on",
+        default=str(SQUAD_V20_DEV),
+        help="SQuAD file the reader was trained on: EM/F1 are also reported without its articles "
+        "('held-out'); '' to skip",
+    )
     ap.add_argument("--speed-questions", type=int, default=100)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--variants", default="fp32,bf16,int8", help="comma-separated: fp32, int8, bf16 (CPU autocast)")
@@ -113,11 +116,13 @@ def main(argv=None) -> int:
     n = rows[0].get("questions", 0) if rows else 0
     lines = [
         f"Reader `{args.model}` on {Path(args.data).name} ({n or 'no'} questions, gold paragraph), "
-        f"{args.threads} CPU threads of a {cpu_description()}; speed: 10 passages x ~100 words per question, {args.speed_questions} questions. "
+        f"{args.threads} CPU threads of a {cpu_description()}; speed: 10 passages x ~100 words per question, "
+        f"{args.speed_questions} questions. "
         f"Held-out: only the articles not in {Path(args.trained_on).name if args.trained_on else '-'} "
         "(the reader's training data shares the other articles and their questions).",
         "",
-        "| variant | EM | F1 | questions | held-out EM | held-out F1 | held-out questions | eval s (both sets, each question read once) | median ms (top-10) | p90 ms | passages/s |",
+        "| variant | EM | F1 | questions | held-out EM | held-out F1 | held-out questions "
+        "| eval s (both sets, each question read once) | median ms (top-10) | p90 ms | passages/s |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:

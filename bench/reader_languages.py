@@ -31,18 +31,31 @@ def main(argv=None) -> int:
     from odqa.core.runtime import INFERENCE
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--readers", nargs="*", default=["reader-multilingual", "reader"],
-                    help="names or folders (none: only the tables of --merge)")
+    ap.add_argument(
+        "--readers",
+        nargs="*",
+        default=["reader-multilingual", "reader"],
+        help="names or folders (none: only the tables of --merge)",
+    )
     ap.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
     ap.add_argument("--limit", type=int, default=0, help="first N questions of each set (0: all)")
-    ap.add_argument("--precision", default=INFERENCE.precision, choices=(INFERENCE.precision, "fp32", "bf16"),
-                    help="inference precision of every reader (auto: the reader's own plan on this CPU)")
+    ap.add_argument(
+        "--precision",
+        default=INFERENCE.precision,
+        choices=(INFERENCE.precision, "fp32", "bf16"),
+        help="inference precision of every reader (auto: the reader's own plan on this CPU)",
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", help="Markdown table to write")
     ap.add_argument("--json-out", help="every figure as JSON")
-    ap.add_argument("--merge", nargs="*", default=[], metavar="JSON",
-                    help="--json-out files of earlier runs whose rows join the table (e.g. the same sets read by "
-                         "another reader while this one trained); their header lines are kept beside it")
+    ap.add_argument(
+        "--merge",
+        nargs="*",
+        default=[],
+        metavar="JSON",
+        help="--json-out files of earlier runs whose rows join the table (e.g. the same sets read by "
+        "another reader while this one trained); their header lines are kept beside it",
+    )
     args = ap.parse_args(argv)
 
     import torch
@@ -72,13 +85,21 @@ def main(argv=None) -> int:
         headers.append(f"{', '.join(loaded['results'])}: {loaded['header']}")
         for name, by_set in loaded["results"].items():
             results.setdefault(name, by_set)
-    lines = [*headers, "", "Gold paragraph, official metrics, " + ("every question" if not args.limit else
-                                                                  f"first {args.limit} questions of each set") + ".",
-             "", "| reader | " + " | ".join(f"{SETS[k][0]} EM / F1 (s)" for k in args.sets) + " |",
-             "|---|" + "---|" * len(args.sets)]
+    lines = [
+        *headers,
+        "",
+        "Gold paragraph, official metrics, "
+        + ("every question" if not args.limit else f"first {args.limit} questions of each set")
+        + ".",
+        "",
+        "| reader | " + " | ".join(f"{SETS[k][0]} EM / F1 (s)" for k in args.sets) + " |",
+        "|---|" + "---|" * len(args.sets),
+    ]
     for name, by_set in results.items():
-        cells = [f"{by_set[k]['em']:.2f} / {by_set[k]['f1']:.2f} ({by_set[k]['seconds']:.0f})" if k in by_set else "-"
-                 for k in args.sets]
+        cells = [
+            f"{by_set[k]['em']:.2f} / {by_set[k]['f1']:.2f} ({by_set[k]['seconds']:.0f})" if k in by_set else "-"
+            for k in args.sets
+        ]
         lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
     questions = {k: next(r[k]["questions"] for r in results.values() if k in r) for k in args.sets}
     lines += ["", "Questions: " + ", ".join(f"{SETS[k][0]} {n:,}" for k, n in questions.items()) + "."]

@@ -61,10 +61,13 @@ class PrefixedDense:
         import numpy as np
 
         from odqa.core.types import SearchHit
+
         queries = self.encoder.encode_queries(list(questions), batch_size=64)
         scores = queries @ self.vectors.T
         top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-        results = [[SearchHit(row=int(r), score=float(s[r]), source=self.name) for r in row] for row, s in zip(top, scores)]
+        results = [
+            [SearchHit(row=int(r), score=float(s[r]), source=self.name) for r in row] for row, s in zip(top, scores)
+        ]
         for hits in results:
             for hit in hits:
                 hit.passage = self.store.get(hit.row)
@@ -99,8 +102,10 @@ class Fused:
 
     def search(self, questions, k):
         depth = max(k, CANDIDATES)
-        return [self.fusion([d, s], k) for d, s in zip(self.dense.search(questions, depth),
-                                                       self.sparse.search(questions, depth))]
+        return [
+            self.fusion([d, s], k)
+            for d, s in zip(self.dense.search(questions, depth), self.sparse.search(questions, depth))
+        ]
 
 
 def bm25_of(bundle):
@@ -134,8 +139,8 @@ def fusion_label(method: str, alpha: float, rrf_k: int) -> str:
 
 
 def bm25_bundle(path: Path, language: str, analyzer: str, cache: Path):
-    from odqa.indexing import IndexSpec, build_index
     from odqa.indexes.folder import FolderIndex
+    from odqa.indexing import IndexSpec, build_index
 
     out = cache / f"bm25-{analyzer}"
     if not (out / "manifest.json").exists():
@@ -167,8 +172,8 @@ def questions_of(path: Path) -> tuple[list, int]:
 
 def choose_fusion(args, encoder) -> tuple[tuple[str, float, int], list]:
     """The fusion setting with the best R@1 + R@5 on the tuning split (ties: the earlier in FUSION_GRID)."""
-    from odqa.indexes.analysis import DEFAULT_ANALYZER
     from odqa.eval.retrieval import evaluate_retrieval
+    from odqa.indexes.analysis import DEFAULT_ANALYZER
 
     rows = []
     for name, (relative, language) in TUNING.items():
@@ -190,47 +195,76 @@ def choose_fusion(args, encoder) -> tuple[tuple[str, float, int], list]:
 
 
 def write_table(results: dict, tuning: list, chosen, args, argv) -> None:
-    lines = ["## Korean and Chinese: each dev set's own paragraphs as the corpus", "",
-             "Recall@k: a top-k passage holds an answer (substring match for CJK answers); gold: a top-k passage "
-             "is cut from the question's own paragraph. Dense: multilingual e5 (models/encoder-multilingual) with "
-             "its \"query: \" / \"passage: \" prompts, exact inner product. Hybrids: odqa.core.fusion over 100 "
-             "candidates of dense and of BM25 with the language's default analyser; the fused rows read the two "
-             "lists cached from the rows above them, so they have no speed of their own (about the two summed).", ""]
+    lines = [
+        "## Korean and Chinese: each dev set's own paragraphs as the corpus",
+        "",
+        "Recall@k: a top-k passage holds an answer (substring match for CJK answers); gold: a top-k passage "
+        "is cut from the question's own paragraph. Dense: multilingual e5 (models/encoder-multilingual) with "
+        'its "query: " / "passage: " prompts, exact inner product. Hybrids: odqa.core.fusion over 100 '
+        "candidates of dense and of BM25 with the language's default analyser; the fused rows read the two "
+        "lists cached from the rows above them, so they have no speed of their own (about the two summed).",
+        "",
+    ]
     for name, result in results.items():
-        lines += [f"### {name}: {result['passages']} passages, {result['questions']} questions", "",
-                  "| retriever | " + " | ".join(f"R@{k}" for k in KS) + " | " + " | ".join(f"gold R@{k}" for k in KS)
-                  + " | MRR | q/s |",
-                  "|---|" + "---|" * (2 * len(KS) + 2)]
+        lines += [
+            f"### {name}: {result['passages']} passages, {result['questions']} questions",
+            "",
+            "| retriever | "
+            + " | ".join(f"R@{k}" for k in KS)
+            + " | "
+            + " | ".join(f"gold R@{k}" for k in KS)
+            + " | MRR | q/s |",
+            "|---|" + "---|" * (2 * len(KS) + 2),
+        ]
         for label, m in result["rows"].items():
             speed = f"{m['questions_per_second']:.1f}" if not label.startswith("hybrid") else "-"
-            lines.append(f"| {label} | " + " | ".join(f"{m[f'recall@{k}']:.2f}" for k in KS) + " | "
-                         + " | ".join(f"{m.get(f'gold_recall@{k}', float('nan')):.2f}" for k in KS)
-                         + f" | {m['mrr']:.2f} | {speed} |")
+            lines.append(
+                f"| {label} | "
+                + " | ".join(f"{m[f'recall@{k}']:.2f}" for k in KS)
+                + " | "
+                + " | ".join(f"{m.get(f'gold_recall@{k}', float('nan')):.2f}" for k in KS)
+                + f" | {m['mrr']:.2f} | {speed} |"
+            )
         lines.append("")
     if tuning:
         name, count = tuning[0][0], tuning[0][1]
-        lines += [f"Fusion setting chosen on {name} ({count} questions over its own paragraphs, BM25 with the "
-                  f"language's default analyser + dense), best R@1 + R@5; never on a dev set: "
-                  f"**{fusion_label(*chosen)}**.", "",
-                  "| fusion | R@1 | R@5 | R@20 | MRR |", "|---|---|---|---|---|"]
+        lines += [
+            f"Fusion setting chosen on {name} ({count} questions over its own paragraphs, BM25 with the "
+            f"language's default analyser + dense), best R@1 + R@5; never on a dev set: "
+            f"**{fusion_label(*chosen)}**.",
+            "",
+            "| fusion | R@1 | R@5 | R@20 | MRR |",
+            "|---|---|---|---|---|",
+        ]
         for _, _, setting, m in tuning:
-            lines.append(f"| {fusion_label(*setting)} | {m['recall@1']:.2f} | {m['recall@5']:.2f} | "
-                         f"{m['recall@20']:.2f} | {m['mrr']:.2f} |")
+            lines.append(
+                f"| {fusion_label(*setting)} | {m['recall@1']:.2f} | {m['recall@5']:.2f} | "
+                f"{m['recall@20']:.2f} | {m['mrr']:.2f} |"
+            )
         lines.append("")
     from odqa.core.device import FAST_BF16_FLAGS, cpu_model_and_flags
 
     model, flags = cpu_model_and_flags(("avx2", "avx512f", "avx512_vnni", *FAST_BF16_FLAGS))
-    lines.append(f"Machine: {model}, {os.cpu_count()} cores, flags {' '.join(flags)}; Python "
-                 f"{platform.python_version()}; load average {os.getloadavg()[0]:.1f} (shared with other jobs: q/s "
-                 f"indicative only). Command: `python bench/retrieval_cjk.py {' '.join(argv or sys.argv[1:])}`")
+    lines.append(
+        f"Machine: {model}, {os.cpu_count()} cores, flags {' '.join(flags)}; Python "
+        f"{platform.python_version()}; load average {os.getloadavg()[0]:.1f} (shared with other jobs: q/s "
+        f"indicative only). Command: `python bench/retrieval_cjk.py {' '.join(argv or sys.argv[1:])}`"
+    )
     table = "\n".join(lines) + "\n"
     print(table, file=sys.stderr)
     if args.out:
         Path(args.out).write_text(table, encoding="utf-8")
-        Path(args.out).with_suffix(".json").write_text(json.dumps(
-            {"datasets": results, "tuning": [{"split": n, "fusion": fusion_label(*st), "metrics": m}
-                                             for n, _, st, m in tuning],
-             "chosen": fusion_label(*chosen) if chosen else None}, indent=1, ensure_ascii=False))
+        Path(args.out).with_suffix(".json").write_text(
+            json.dumps(
+                {
+                    "datasets": results,
+                    "tuning": [{"split": n, "fusion": fusion_label(*st), "metrics": m} for n, _, st, m in tuning],
+                    "chosen": fusion_label(*chosen) if chosen else None,
+                },
+                indent=1,
+                ensure_ascii=False,
+            )
+        )
 
 
 def main(argv=None) -> int:
@@ -240,29 +274,37 @@ def main(argv=None) -> int:
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
     parser.add_argument("--encoder", default="models/encoder-multilingual", help="multilingual e5 folder")
     parser.add_argument("--max-length", type=int, default=512)
-    parser.add_argument("--runtime", default=INFERENCE.runtime, choices=RUNTIMES,
-                        help="encoder runtime, fp32 either way (onnx: same vectors, faster on CPU)")
+    parser.add_argument(
+        "--runtime",
+        default=INFERENCE.runtime,
+        choices=RUNTIMES,
+        help="encoder runtime, fp32 either way (onnx: same vectors, faster on CPU)",
+    )
     parser.add_argument("--questions", type=int, help="N questions of each set sampled with seed 13 (default: all)")
     parser.add_argument("--datasets", nargs="*", default=list(DATASETS), choices=list(DATASETS))
     parser.add_argument("--no-dense", action="store_true", help="BM25 analysers only")
     parser.add_argument("--no-tune", action="store_true", help="skip choosing the fusion setting on the tuning split")
-    parser.add_argument("--encode-only", action="store_true",
-                        help="only encode (and cache) the passage vectors of --datasets and the tuning split")
+    parser.add_argument(
+        "--encode-only",
+        action="store_true",
+        help="only encode (and cache) the passage vectors of --datasets and the tuning split",
+    )
     parser.add_argument("--default-analyzer-only", action="store_true", help="BM25 with each language's default only")
     parser.add_argument("--cache", default="work_indexes/bench/cjk")
     parser.add_argument("--out", help="write the Markdown table here")
     args = parser.parse_args(argv)
 
-    from odqa.indexes.analysis import DEFAULT_ANALYZER
     from odqa.corpus.questions import load_questions
     from odqa.eval.retrieval import evaluate_retrieval
+    from odqa.indexes.analysis import DEFAULT_ANALYZER
 
     encoder = None
     if not args.no_dense:
         from odqa.core.encoder import TextEncoder
 
-        encoder = TextEncoder.from_pretrained(args.encoder, max_length=args.max_length, device="cpu",
-                                              precision="fp32", runtime=args.runtime)
+        encoder = TextEncoder.from_pretrained(
+            args.encoder, max_length=args.max_length, device="cpu", precision="fp32", runtime=args.runtime
+        )
     if args.encode_only:
         sets = [DATASETS[name][:2] for name in args.datasets] + ([] if args.no_tune else list(TUNING.values()))
         for relative, language in sets:

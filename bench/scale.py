@@ -34,7 +34,6 @@ import os
 import random
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -160,7 +159,9 @@ def synthetic_passages(size: int, words: int = 100, seed: int = 0):
                     count += s.count(" ") + 1
                 if chunk and (count >= words or not s):
                     text = " ".join(chunk)
-                    yield Passage(id=f"{new_id}-{part}", title=new_title, text=text, doc_id=new_id, start=0, end=len(text))
+                    yield Passage(
+                        id=f"{new_id}-{part}", title=new_title, text=text, doc_id=new_id, start=0, end=len(text)
+                    )
                     made += 1
                     part += 1
                     chunk, count = [], 0
@@ -183,9 +184,9 @@ def stage_store(folder: str, size: int) -> dict:
 
 
 def stage_bm25(store_folder: str, out: str) -> dict:
+    from odqa.corpus.store import PassageStore
     from odqa.indexes.bm25 import build_text_index
     from odqa.indexes.manifest import Manifest
-    from odqa.corpus.store import PassageStore
 
     store = PassageStore.open(store_folder)
 
@@ -202,8 +203,8 @@ def stage_bm25(store_folder: str, out: str) -> dict:
 def stage_bm25_query(store_folder: str, bm25_folder: str, questions: int, max_dfs: str = "0") -> dict:
     """odqa's BM25 top 100 and Tantivy's alone, for each `max_df` (`[retrieval] bm25_max_df`, comma-separated)
     in turn on every question, so each variant meets the same page-cache state."""
-    from odqa.indexes.bm25 import clean_query, load_text_index
     from odqa.corpus.store import PassageStore
+    from odqa.indexes.bm25 import clean_query, load_text_index
 
     t0 = time.perf_counter()
     store = PassageStore.open(store_folder)
@@ -231,8 +232,12 @@ def stage_bm25_query(store_folder: str, bm25_folder: str, questions: int, max_df
                     index.searcher.search(query, 100, count=False)
         with fetch:
             store.get_rows([row for row, _ in hits[:20]])
-    out = {"store_open_s": round(open_s, 3), "bm25_open_s": round(bm25_open_s, 3), "questions": len(fetch.wall),
-           "store_fetch20": fetch.summary()}
+    out = {
+        "store_open_s": round(open_s, 3),
+        "bm25_open_s": round(bm25_open_s, 3),
+        "questions": len(fetch.wall),
+        "store_fetch20": fetch.summary(),
+    }
     for max_df, (search, engine) in timers.items():
         suffix = f"_max_df_{max_df:g}" if max_df else ""
         out[f"bm25_top100{suffix}"] = search.summary()
@@ -252,8 +257,9 @@ def cmd_passages(args) -> None:
         out, rss = run_stage(["bm25", str(store), str(bm25)])
         result.update(out, bm25_peak_rss_gb=round(rss / 2**30, 2))
     result.update(store_disk_gb=round(disk_bytes(store) / 1e9, 2), bm25_disk_gb=round(disk_bytes(bm25) / 1e9, 2))
-    out, rss = run_stage(["bm25-query", str(store), str(bm25), str(args.questions),
-                          ",".join(str(m) for m in args.max_df)])
+    out, rss = run_stage(
+        ["bm25-query", str(store), str(bm25), str(args.questions), ",".join(str(m) for m in args.max_df)]
+    )
     result.update(out, query_peak_rss_gb=round(rss / 2**30, 2))
     record(result)
     if args.delete:
@@ -263,10 +269,10 @@ def cmd_passages(args) -> None:
 # ---- vectors ------------------------------------------------------------------------------------------------
 def cmd_real(args) -> None:
     """Real passage vectors (the default encoder, the subset's first passages) and NQ-dev question vectors."""
-    from odqa.corpus.readers import iter_passages
     from odqa.core.encoder_loading import load_text_encoder
     from odqa.core.models import DEFAULT_ENCODER
     from odqa.core.text_encoding import paired_query_encoder
+    from odqa.corpus.readers import iter_passages
 
     folder = scale_home() / "real"
     folder.mkdir(parents=True, exist_ok=True)
@@ -283,9 +289,12 @@ def cmd_real(args) -> None:
     encode_s = time.perf_counter() - t0
     np.save(folder / "passages.npy", vectors.astype(np.float16))
     queries = load_text_encoder(paired_query_encoder(DEFAULT_ENCODER) or DEFAULT_ENCODER, max_length=64).encode_queries(
-        nq_questions(args.questions))
+        nq_questions(args.questions)
+    )
     np.save(folder / "queries.npy", queries.astype(np.float32))
-    record({"what": "real-vectors", "passages": len(passages), "questions": len(queries), "encode_s": round(encode_s, 1)})
+    record(
+        {"what": "real-vectors", "passages": len(passages), "questions": len(queries), "encode_s": round(encode_s, 1)}
+    )
 
 
 def synthetic_vectors(size: int, path: Path, clusters: int = 1024, block: int = 200_000) -> None:
@@ -301,7 +310,7 @@ def synthetic_vectors(size: int, path: Path, clusters: int = 1024, block: int = 
     _, assign = kmeans.index.search(real, 1)
     assign = assign[:, 0]
     residuals = real - kmeans.centroids[assign]
-    noise = 0.25 * float(np.sqrt(np.mean(residuals ** 2)))
+    noise = 0.25 * float(np.sqrt(np.mean(residuals**2)))
     members = [np.flatnonzero(assign == c) for c in range(kmeans.k)]
     weights = np.array([len(m) for m in members], dtype=np.float64)
     rng = np.random.default_rng(0)
@@ -310,7 +319,11 @@ def synthetic_vectors(size: int, path: Path, clusters: int = 1024, block: int = 
     for start in range(0, size, block):
         n = min(block, size - start)
         cluster = rng.choice(kmeans.k, size=n, p=weights / weights.sum())
-        pick = lambda: np.array([members[c][i] for c, i in zip(cluster, rng.integers(0, 1 << 30, n) % weights[cluster].astype(np.int64))])
+
+        def pick():  # called in this iteration (B023: late-bound loop variables)
+            rows = rng.integers(0, 1 << 30, n) % weights[cluster].astype(np.int64)  # noqa: B023
+            return np.array([members[c][i] for c, i in zip(cluster, rows)])  # noqa: B023
+
         a, b = rng.standard_normal((n, 1)), rng.standard_normal((n, 1))
         mix = (a * residuals[pick()] + b * residuals[pick()]) / np.sqrt(a * a + b * b)
         v = kmeans.centroids[cluster] + mix + noise * rng.standard_normal((n, DIM)).astype(np.float32)
@@ -333,9 +346,15 @@ ODQA_KIND = "odqa-ivfpq"  # odqa's own VectorIndex (indexes/vector.py) as `index
 def factory(kind: str, n: int) -> str:
     nlist = 1 << max(6, int(round(np.log2(4 * np.sqrt(n)))))
     # "np": no polysemous training (slow, and odqa's ivfpq kind does without it)
-    return {"ivf": f"IVF{nlist},Flat", "ivfpq": f"IVF{nlist},PQ48np", "opq-ivfpq": f"OPQ48,IVF{nlist},PQ48np",
-            "ivfpq96": f"IVF{nlist},PQ96np", "ivfsq8": f"IVF{nlist},SQ8",
-            "hnsw": "HNSW32,Flat", "hnsw-sq": "HNSW32,SQfp16"}[kind]
+    return {
+        "ivf": f"IVF{nlist},Flat",
+        "ivfpq": f"IVF{nlist},PQ48np",
+        "opq-ivfpq": f"OPQ48,IVF{nlist},PQ48np",
+        "ivfpq96": f"IVF{nlist},PQ96np",
+        "ivfsq8": f"IVF{nlist},SQ8",
+        "hnsw": "HNSW32,Flat",
+        "hnsw-sq": "HNSW32,SQfp16",
+    }[kind]
 
 
 def stage_vector_build(vectors_path: str, kind: str, out: str) -> dict:
@@ -353,8 +372,10 @@ def stage_vector_build(vectors_path: str, kind: str, out: str) -> dict:
         os.link(vectors_path, linked)  # the build moves its input into the index folder
         index = VectorIndex.build(linked, out, Manifest(kind="faiss"), VectorIndexParams(kind="ivfpq"))
         build_s = time.perf_counter() - t0
-        return {"build_s": round(build_s, 1), "params": {k: index.manifest.params.get(k)
-                                                         for k in ("nlist", "nprobe", "pq_m", "rerank")}}
+        return {
+            "build_s": round(build_s, 1),
+            "params": {k: index.manifest.params.get(k) for k in ("nlist", "nprobe", "pq_m", "rerank")},
+        }
     if kind == "flat":
         from odqa.indexes.vector import float16_copy_index
 
@@ -399,8 +420,9 @@ def timed_top20(queries: np.ndarray, truth: np.ndarray, search) -> dict:
     return {"recall20": round(recall, 4), **timer.summary()}
 
 
-def stage_vector_query(vectors_path: str, index_path: str, kind: str, truth_path: str, queries_path: str,
-                       depths: str = "") -> dict:
+def stage_vector_query(
+    vectors_path: str, index_path: str, kind: str, truth_path: str, queries_path: str, depths: str = ""
+) -> dict:
     import faiss
 
     faiss.omp_set_num_threads(1)  # one question at a time on one thread: its CPU time is its cost
@@ -418,8 +440,13 @@ def stage_vector_query(vectors_path: str, index_path: str, kind: str, truth_path
         def search(q):
             return index.search(np.asarray(q[None, :], dtype=np.float32), 20)[1][0]
 
-        rows = [{"setting": "odqa defaults", "rerank": int(index.manifest.params.get("rerank", 0)),
-                 **timed_top20(queries, truth, search)}]
+        rows = [
+            {
+                "setting": "odqa defaults",
+                "rerank": int(index.manifest.params.get("rerank", 0)),
+                **timed_top20(queries, truth, search),
+            }
+        ]
         for depth in depths.split(",") if depths else ():  # other nprobe:rerank, as a manifest would record them
             nprobe, rerank = (int(x) for x in depth.split(":"))
             index.manifest.params.update(nprobe=nprobe, rerank=rerank)
@@ -436,6 +463,7 @@ def stage_vector_query(vectors_path: str, index_path: str, kind: str, truth_path
         elif name == "efSearch":
             faiss.downcast_index(index).hnsw.efSearch = value
         for refine in rerank_depths(kind):
+
             def search(q, refine=refine):
                 top = index.search(q[None, :], refine or 20)[1][0]
                 if refine:  # rerank the candidates with their float16 vectors read from the memmap
@@ -444,8 +472,9 @@ def stage_vector_query(vectors_path: str, index_path: str, kind: str, truth_path
                     top = cand[np.argsort(-exact)[:20]]
                 return top
 
-            rows.append({"setting": f"{name}={value}" if name else "", "rerank": refine,
-                         **timed_top20(queries, truth, search)})
+            rows.append(
+                {"setting": f"{name}={value}" if name else "", "rerank": refine, **timed_top20(queries, truth, search)}
+            )
     return {"open_s": round(open_s, 2), "searches": rows}
 
 
@@ -476,15 +505,29 @@ def cmd_vectors(args) -> None:
         run_stage(["vector-truth", str(vectors_path), str(queries_path), str(truth_path)])
     for kind in args.kinds:
         index_path = folder / f"{kind}.faiss"
-        result = {"what": "vectors", "size": size, "real": bool(args.real), "kind": kind,
-                  "factory": "" if kind in ("flat", ODQA_KIND) else factory(kind, size)}
+        result = {
+            "what": "vectors",
+            "size": size,
+            "real": bool(args.real),
+            "kind": kind,
+            "factory": "" if kind in ("flat", ODQA_KIND) else factory(kind, size),
+        }
         if not index_path.exists():
             out, rss = run_stage(["vector-build", str(vectors_path), kind, str(index_path)])
             result.update(out, build_peak_rss_gb=round(rss / 2**30, 2))
         faiss_file = index_path / FAISS_FILE if index_path.is_dir() else index_path
         result["disk_gb"] = round(faiss_file.stat().st_size / 1e9, 3)
-        out, rss = run_stage(["vector-query", str(vectors_path), str(index_path), kind, str(truth_path), str(queries_path),
-                              ",".join(args.depths) if kind == ODQA_KIND else ""])
+        out, rss = run_stage(
+            [
+                "vector-query",
+                str(vectors_path),
+                str(index_path),
+                kind,
+                str(truth_path),
+                str(queries_path),
+                ",".join(args.depths) if kind == ODQA_KIND else "",
+            ]
+        )
         result.update(out, query_peak_rss_gb=round(rss / 2**30, 2))
         record(result)
         if not args.keep:
@@ -518,13 +561,16 @@ def reference_kb(path: str | None) -> Path:
 
     kb = Path(path) if path else odqa_home() / "work_indexes" / "kb"
     if not (kb / "manifest.json").is_file():
-        sys.exit(f"scale.py kb: no knowledge base at {kb}; build the subset's with `python run_qa.py build-kb "
-                 f"--corpus ../shared/data/wiki --out {kb}` (about 7 minutes), or pass --reference-kb")
+        sys.exit(
+            f"scale.py kb: no knowledge base at {kb}; build the subset's with `python run_qa.py build-kb "
+            f"--corpus ../shared/data/wiki --out {kb}` (about 7 minutes), or pass --reference-kb"
+        )
     return kb
 
 
-def synthetic_entity_vectors(size: int, reference: Path, path: Path, block: int = 200_000,
-                             copy_cosine: float = 0.9, namesakes: str = "distinct") -> None:
+def synthetic_entity_vectors(
+    size: int, reference: Path, path: Path, block: int = 200_000, copy_cosine: float = 0.9, namesakes: str = "distinct"
+) -> None:
     """`size` entity vectors following synthetic_entities: row n is the real entity n % R of the reference KB,
     itself in round 0; in round r > 0 a namesake (same aliases), whose vector is another real entity's, drawn at
     random (`distinct`: one name, unrelated meanings, as "Paris" the city and Paris Hilton), or the original's
@@ -562,8 +608,15 @@ def stage_kb_build(size: int, vectors_path: str, kind: str, out: str) -> dict:
     config = Linker.from_pretrained("linker").config
     vectors = np.load(vectors_path, mmap_mode="r")[:size]
     t0 = time.perf_counter()
-    KnowledgeBase.write(synthetic_entities(size), vectors, out, config.entity_encoder, config.entity_dim,
-                        {"synthetic": True}, VectorIndexParams(kind=kind))
+    KnowledgeBase.write(
+        synthetic_entities(size),
+        vectors,
+        out,
+        config.entity_encoder,
+        config.entity_dim,
+        {"synthetic": True},
+        VectorIndexParams(kind=kind),
+    )
     return {"write_s": round(time.perf_counter() - t0, 1), "disk_gb": round(disk_bytes(Path(out)) / 1e9, 2)}
 
 
@@ -602,11 +655,19 @@ def stage_kb_query(kb_path: str, questions: int, reference: str) -> dict:
     found = [links(m) for m in linked]
     wanted = [links(m) for m in expected]
     kept = sum(len(f & w) for f, w in zip(found, wanted))
-    return {"count": len(kb), "kind": kb.index.manifest.params.get("kind") if kb.index else None,
-            "load_s": round(load_s, 1), "load_rss_gb": load_rss, "first_question_s": round(first_s, 2),
-            "rss_after_gb": after, "questions": len(texts), "mentions": sum(map(len, found)),
-            "reference_mentions": sum(map(len, wanted)),
-            "links_kept": round(kept / max(1, sum(map(len, wanted))), 3), "link": timer.summary()}
+    return {
+        "count": len(kb),
+        "kind": kb.index.manifest.params.get("kind") if kb.index else None,
+        "load_s": round(load_s, 1),
+        "load_rss_gb": load_rss,
+        "first_question_s": round(first_s, 2),
+        "rss_after_gb": after,
+        "questions": len(texts),
+        "mentions": sum(map(len, found)),
+        "reference_mentions": sum(map(len, wanted)),
+        "links_kept": round(kept / max(1, sum(map(len, wanted))), 3),
+        "link": timer.summary(),
+    }
 
 
 def cmd_kb(args) -> None:
@@ -657,8 +718,13 @@ def cmd_rows(args) -> None:
     path = scale_home() / f"vectors-{size_name(size)}" / "vectors.npy"
     if not path.exists():
         raise SystemExit(f"{path} is missing: run `python bench/scale.py vectors --size {args.size}` first")
-    result = {"what": "rows", "size": size, "rows": args.rows, "questions": args.questions,
-              "read_ahead_kb": read_ahead_kb(path)}
+    result = {
+        "what": "rows",
+        "size": size,
+        "rows": args.rows,
+        "questions": args.questions,
+        "read_ahead_kb": read_ahead_kb(path),
+    }
     for name in ("plain", "random", "random-willneed"):
         vectors = np.load(path, mmap_mode="r")
         if name != "plain":
@@ -672,8 +738,10 @@ def cmd_rows(args) -> None:
                 if name == "random-willneed":  # every row's pages asked for at once, read in parallel
                     prefetch_rows(vectors, rows)
                 np.asarray(vectors[rows], dtype=np.float32).sum()
-        result[name] = {**timer.summary(),
-                        "disk_mb_per_question": round((disk_read_bytes() - before) / args.questions / 1e6, 2)}
+        result[name] = {
+            **timer.summary(),
+            "disk_mb_per_question": round((disk_read_bytes() - before) / args.questions / 1e6, 2),
+        }
         del vectors
     record(result)
     print(json.dumps(result))
@@ -722,8 +790,9 @@ def file_records(passages_folder: str, vector_index: str, checks: str) -> dict:
     return records
 
 
-def stage_ask(passages_folder: str, vector_index: str, questions: int, checks: str = "none", cold: str = "",
-              settings: str = "{}") -> dict:
+def stage_ask(
+    passages_folder: str, vector_index: str, questions: int, checks: str = "none", cold: str = "", settings: str = "{}"
+) -> dict:
     """A default `ask` over the simulated corpus: the hybrid of its BM25 index and the dense index over its
     simulated vectors (built by `vectors --kinds odqa-ivfpq --keep`), rrf fusion, the shipped reader on the fused
     top k, the real question encoder; the pipeline's own ask_batch, linking off (the kb command measures it).
@@ -765,18 +834,27 @@ def stage_ask(passages_folder: str, vector_index: str, questions: int, checks: s
 
         def info(self) -> BackendInfo:
             prunes = hasattr(self.text_index, "drop_frequent_terms")
-            return BackendInfo(location=str(passages_folder), vectors=True, encoder=EncoderRecord(DEFAULT_ENCODER),
-                               bm25_max_df=default_max_df(self.text_index.num_docs()) if prunes else 0.0)
+            return BackendInfo(
+                location=str(passages_folder),
+                vectors=True,
+                encoder=EncoderRecord(DEFAULT_ENCODER),
+                bm25_max_df=default_max_df(self.text_index.num_docs()) if prunes else 0.0,
+            )
 
         def text_search(self, questions, k, max_df):
-            found = self.text_index.search(list(questions), k, max_df=max_df) if max_df \
+            found = (
+                self.text_index.search(list(questions), k, max_df=max_df)
+                if max_df
                 else self.text_index.search(list(questions), k)
+            )
             return [[SearchHit(row=row, score=score, source="bm25") for row, score in hits] for hits in found]
 
         def vector_search(self, vectors, k):
             scores, rows = self.vectors.search(vectors, k)
-            return [[SearchHit(row=int(r), score=float(s), source="dense") for s, r in zip(qs, qr) if r >= 0]
-                    for qs, qr in zip(scores, rows)]
+            return [
+                [SearchHit(row=int(r), score=float(s), source="dense") for s, r in zip(qs, qr) if r >= 0]
+                for qs, qr in zip(scores, rows)
+            ]
 
         def passages(self, rows):
             return self.store.get_rows(list(rows))
@@ -802,14 +880,26 @@ def stage_ask(passages_folder: str, vector_index: str, questions: int, checks: s
     store.advise_random_reads()  # as an index's bundle opens it
     vector_check = None
     if records:  # what an index's bundle does: every byte an answer is built from checked at its first read
-        store.verify_with(FileCheck(records["store"], store.byte_reader(), "passages", "rebuild it",
-                                    folder=Path(passages_folder) / "passages"))
+        store.verify_with(
+            FileCheck(
+                records["store"],
+                store.byte_reader(),
+                "passages",
+                "rebuild it",
+                folder=Path(passages_folder) / "passages",
+            )
+        )
 
         def vector_check(name, read):
-            return FileCheck(records["vectors"], read, name, "rebuild it", folder=vector_index) \
-                if name == EMBEDDINGS else None
-    simulated = SimulatedStore(store, load_text_index(Path(passages_folder) / "bm25"),
-                               VectorIndex.load(vector_index, check=vector_check))
+            return (
+                FileCheck(records["vectors"], read, name, "rebuild it", folder=vector_index)
+                if name == EMBEDDINGS
+                else None
+            )
+
+    simulated = SimulatedStore(
+        store, load_text_index(Path(passages_folder) / "bm25"), VectorIndex.load(vector_index, check=vector_check)
+    )
     hybrid = build_retriever(simulated, config.retrieval, config.retriever_runtime(), "hybrid")
     method = hybrid.fusion.method
     pipeline = SimulatedCorpusPipeline(config, hybrid, len(store))
@@ -823,27 +913,46 @@ def stage_ask(passages_folder: str, vector_index: str, questions: int, checks: s
             result = pipeline.ask(question)
         for name in parts:
             parts[name].append(result.timings[name])
-    return {"open_s": round(open_s, 2), "questions": len(total.wall), "fusion": method, "checks": checks,
-            "cold": bool(cold), "settings": json.loads(settings),
-            "bm25_max_df": hybrid.sparse.max_df,
-            "k": config.retrieval.k, "ask": percentiles(total.wall),
-            **{name: percentiles(values) for name, values in parts.items()}, "rss_gb": resident_gb()}
+    return {
+        "open_s": round(open_s, 2),
+        "questions": len(total.wall),
+        "fusion": method,
+        "checks": checks,
+        "cold": bool(cold),
+        "settings": json.loads(settings),
+        "bm25_max_df": hybrid.sparse.max_df,
+        "k": config.retrieval.k,
+        "ask": percentiles(total.wall),
+        **{name: percentiles(values) for name, values in parts.items()},
+        "rss_gb": resident_gb(),
+    }
 
 
 def cmd_ask(args) -> None:
     size = parse_size(args.size)
     passages = scale_home() / f"passages-{size_name(size)}"
     vector_index = scale_home() / f"vectors-{size_name(size)}" / f"{ODQA_KIND}.faiss"
-    for needed, command in ((passages / "bm25" / "manifest.json", f"passages --size {args.size}"),
-                            (vector_index / "manifest.json", f"vectors --size {args.size} --kinds {ODQA_KIND} --keep")):
+    for needed, command in (
+        (passages / "bm25" / "manifest.json", f"passages --size {args.size}"),
+        (vector_index / "manifest.json", f"vectors --size {args.size} --kinds {ODQA_KIND} --keep"),
+    ):
         if not needed.exists():
             raise SystemExit(f"{needed} is missing: run `python bench/scale.py {command}` first")
     from qa import parse_settings  # config overrides as strings: OdqaConfig.load coerces them
 
     settings = parse_settings(",".join(args.set)) if args.set else {}
     result = {"what": "ask", "size": size, "checks": args.checks}
-    out, rss = run_stage(["ask", str(passages), str(vector_index), str(args.questions), args.checks,
-                          "cold" if args.cold else "", json.dumps(settings)])
+    out, rss = run_stage(
+        [
+            "ask",
+            str(passages),
+            str(vector_index),
+            str(args.questions),
+            args.checks,
+            "cold" if args.cold else "",
+            json.dumps(settings),
+        ]
+    )
     result.update(out, peak_rss_gb=round(rss / 2**30, 2))
     record(result)
 
@@ -891,8 +1000,13 @@ def main(argv=None) -> None:
     p = sub.add_parser("passages")
     p.add_argument("--size", default="1M")
     p.add_argument("--questions", type=int, default=300)
-    p.add_argument("--max-df", type=float, nargs="+", default=[0.0],
-                   help="search with each [retrieval] bm25_max_df in turn (0: every term)")
+    p.add_argument(
+        "--max-df",
+        type=float,
+        nargs="+",
+        default=[0.0],
+        help="search with each [retrieval] bm25_max_df in turn (0: every term)",
+    )
     p.add_argument("--delete", action="store_true", help="remove the generated store and index afterwards")
     p.set_defaults(run=cmd_passages)
     p = sub.add_parser("real")
@@ -904,29 +1018,50 @@ def main(argv=None) -> None:
     p.add_argument("--real", action="store_true", help="the real passage vectors of `real` instead")
     p.add_argument("--kinds", nargs="+", default=list(INDEX_KINDS), choices=[*INDEX_KINDS, "hnsw-sq"])
     p.add_argument("--keep", action="store_true", help="keep the built FAISS files")
-    p.add_argument("--depths", nargs="*", default=[], metavar="NPROBE:RERANK",
-                   help=f"{ODQA_KIND}: also search with these settings (e.g. 128:200 192:200)")
+    p.add_argument(
+        "--depths",
+        nargs="*",
+        default=[],
+        metavar="NPROBE:RERANK",
+        help=f"{ODQA_KIND}: also search with these settings (e.g. 128:200 192:200)",
+    )
     p.set_defaults(run=cmd_vectors)
     p = sub.add_parser("kb")
     p.add_argument("--size", default="1M")
-    p.add_argument("--kinds", nargs="+", choices=["auto", "flat", "hnsw", "ivf", "ivfpq"],
-                   help="entity index kinds (default: auto, what build-kb picks)")
+    p.add_argument(
+        "--kinds",
+        nargs="+",
+        choices=["auto", "flat", "hnsw", "ivf", "ivfpq"],
+        help="entity index kinds (default: auto, what build-kb picks)",
+    )
     p.add_argument("--questions", type=int, default=200)
     p.add_argument("--delete", action="store_true", help="remove the built KB afterwards")
-    p.add_argument("--namesakes", choices=["distinct", "near"], default="distinct",
-                   help="a later round's vector: another real entity's (distinct) or the original's (near)")
-    p.add_argument("--reference-kb", help="the real KB whose entities are drawn again (default: "
-                   "$ODQA_HOME/work_indexes/kb, built from ../shared/data/wiki)")
+    p.add_argument(
+        "--namesakes",
+        choices=["distinct", "near"],
+        default="distinct",
+        help="a later round's vector: another real entity's (distinct) or the original's (near)",
+    )
+    p.add_argument(
+        "--reference-kb",
+        help="the real KB whose entities are drawn again (default: "
+        "$ODQA_HOME/work_indexes/kb, built from ../shared/data/wiki)",
+    )
     p.set_defaults(run=cmd_kb)
     p = sub.add_parser("ask", help="a default ask (hybrid + reader) over the simulated passages and vectors")
     p.add_argument("--size", default="1M")
     p.add_argument("--questions", type=int, default=200)
-    p.add_argument("--checks", choices=["none", "64KiB", "4MiB"], default="64KiB",
-                   help="check the bytes read against block digests as an index does (64KiB: now, a sidecar "
-                        "beside a large file; 4MiB: before, at most 4096 blocks inline); none: unchecked")
+    p.add_argument(
+        "--checks",
+        choices=["none", "64KiB", "4MiB"],
+        default="64KiB",
+        help="check the bytes read against block digests as an index does (64KiB: now, a sidecar "
+        "beside a large file; 4MiB: before, at most 4096 blocks inline); none: unchecked",
+    )
     p.add_argument("--cold", action="store_true", help="evict the index's files from the page cache first")
-    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
-                   help="config settings, e.g. retrieval.bm25_max_df=0")
+    p.add_argument(
+        "--set", nargs="*", default=[], metavar="KEY=VALUE", help="config settings, e.g. retrieval.bm25_max_df=0"
+    )
     p.set_defaults(run=cmd_ask)
     p = sub.add_parser("rows", help="random vector rows read through a plain and a MADV_RANDOM memory map")
     p.add_argument("--size", default="21M")

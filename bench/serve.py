@@ -11,10 +11,10 @@ the same questions in the same run, so the cost of HTTP and of answering one req
 Each --max-batch setting gets its own server (`run_qa.py serve` in a child process on a free port of 127.0.0.1,
 access log off), all running at once; each client level sends --requests questions (the questions cycled) to each
 server in turn: questions per second, p50 and p99 latency, errors (anything but 200; must be 0). The soak then
-sends --soak requests at the highest level to the first setting's server (the others stopped) and reads the server's resident memory (RSS) before and after, and
-every 10% on the way. `eval-qa` runs alone before the servers start and again after they stop: the evaluator
-`odqa eval-qa` runs (QAEvaluator, batches of 8), in this process, on a pipeline warmed by one question, over the
-same questions.
+sends --soak requests at the highest level to the first setting's server (the others stopped) and reads the server's
+resident memory (RSS) before and after, and every 10% on the way. `eval-qa` runs alone before the servers start and
+again after they stop: the evaluator `odqa eval-qa` runs (QAEvaluator, batches of 8), in this process, on a pipeline
+warmed by one question, over the same questions.
 
 The clients are threads of this process and share the machine's cores with the server: on a 2-core machine the
 figures are a floor. Run it on an idle machine for figures to quote; on a shared one, say so.
@@ -28,7 +28,6 @@ import itertools
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import threading
@@ -80,8 +79,17 @@ class Server:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        command = [sys.executable, str(ROOT / "run_qa.py"), "serve", "--port", str(self.port), "--no-access-log",
-                   "--max-batch", str(max_batch), *(["--index", index] if index else [])]
+        command = [
+            sys.executable,
+            str(ROOT / "run_qa.py"),
+            "serve",
+            "--port",
+            str(self.port),
+            "--no-access-log",
+            "--max-batch",
+            str(max_batch),
+            *(["--index", index] if index else []),
+        ]
         self.log = log.open("w")
         self.process = subprocess.Popen(command, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
 
@@ -155,10 +163,16 @@ def load(url: str, questions: list[str], clients: int, requests: int, on_progres
     for t in threads:
         t.join()
     wall = time.perf_counter() - started
-    return {"clients": clients, "requests": len(latencies), "seconds": round(wall, 1),
-            "qps": round(len(latencies) / wall, 2), "p50_ms": round(percentile(latencies, 50) * 1000, 1),
-            "p99_ms": round(percentile(latencies, 99) * 1000, 1), "errors": len(errors),
-            "first_error": errors[0] if errors else ""}
+    return {
+        "clients": clients,
+        "requests": len(latencies),
+        "seconds": round(wall, 1),
+        "qps": round(len(latencies) / wall, 2),
+        "p50_ms": round(percentile(latencies, 50) * 1000, 1),
+        "p99_ms": round(percentile(latencies, 99) * 1000, 1),
+        "errors": len(errors),
+        "first_error": errors[0] if errors else "",
+    }
 
 
 def batches(url: str) -> dict:
@@ -175,10 +189,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--requests", type=int, default=300, help="requests per client level")
-    parser.add_argument("--soak", type=int, default=10_000,
-                        help="requests of the memory run at the highest client level (0: none)")
-    parser.add_argument("--max-batch", type=int, nargs="+", default=[16, 1],
-                        help="server settings compared (1: one question at a time)")
+    parser.add_argument(
+        "--soak", type=int, default=10_000, help="requests of the memory run at the highest client level (0: none)"
+    )
+    parser.add_argument(
+        "--max-batch", type=int, nargs="+", default=[16, 1], help="server settings compared (1: one question at a time)"
+    )
     parser.add_argument("--index", help="an index folder (default: the demo corpus)")
     parser.add_argument("--questions", help="its questions (default: the 100 demo questions)")
     parser.add_argument("--limit", type=int, help="the first N questions only (eval-qa's and the clients')")
@@ -202,10 +218,15 @@ def main() -> int:
     logs = Path(os.environ.get("TMPDIR", "/tmp"))
     # every setting's server runs at once and the levels alternate between them, so a change in the machine's
     # load falls on all settings alike; the models of each load while the others do
-    servers = [Server(args.index, max_batch, logs / f"odqa-serve-bench-{max_batch}.log") for max_batch in args.max_batch]
+    servers = [
+        Server(args.index, max_batch, logs / f"odqa-serve-bench-{max_batch}.log") for max_batch in args.max_batch
+    ]
     try:
         for max_batch, server in zip(args.max_batch, servers):
-            log(f"server (max batch {max_batch}) ready after {server.wait_ready():.0f} s; RSS {server.rss_mib():.0f} MiB")
+            log(
+                f"server (max batch {max_batch}) ready after "
+                f"{server.wait_ready():.0f} s; RSS {server.rss_mib():.0f} MiB"
+            )
         for clients in args.clients:
             for max_batch, server in zip(args.max_batch, servers):
                 row = load(server.url, questions, clients, args.requests)
@@ -228,8 +249,13 @@ def main() -> int:
                     marks.append((done, round(server.rss_mib(), 1)))
 
             result = load(server.url, questions, max(args.clients), args.soak, progress)
-            soak = {**result, "rss_before_mib": round(before, 1), "rss_after_mib": round(server.rss_mib(), 1),
-                    "rss_marks": marks, "max_batch": args.max_batch[0]}
+            soak = {
+                **result,
+                "rss_before_mib": round(before, 1),
+                "rss_after_mib": round(server.rss_mib(), 1),
+                "rss_marks": marks,
+                "max_batch": args.max_batch[0],
+            }
             log(json.dumps(soak))
     finally:
         for server in servers:
@@ -261,13 +287,18 @@ def write(args, cpu: str, flags: list[str], corpus: str, evaluated: dict, rows: 
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r['max_batch']} | {r['clients']} | {r['requests']:,} | {r['qps']} | {r['p50_ms']} | "
-                     f"{r['p99_ms']} | {r['errors']} | {r['ratio']} |")
+        lines.append(
+            f"| {r['max_batch']} | {r['clients']} | {r['requests']:,} | {r['qps']} | {r['p50_ms']} | "
+            f"{r['p99_ms']} | {r['errors']} | {r['ratio']} |"
+        )
     if soak:
-        lines += ["", f"Memory: {soak['requests']:,} requests at {soak['clients']} clients (max batch "
-                      f"{soak['max_batch']}, {soak['qps']} questions/s, {soak['errors']} errors): server RSS "
-                      f"{soak['rss_before_mib']} MiB before, {soak['rss_after_mib']} MiB after; on the way (requests, "
-                      f"MiB): {', '.join(f'{d:,} {m}' for d, m in soak['rss_marks'])}."]
+        lines += [
+            "",
+            f"Memory: {soak['requests']:,} requests at {soak['clients']} clients (max batch "
+            f"{soak['max_batch']}, {soak['qps']} questions/s, {soak['errors']} errors): server RSS "
+            f"{soak['rss_before_mib']} MiB before, {soak['rss_after_mib']} MiB after; on the way (requests, "
+            f"MiB): {', '.join(f'{d:,} {m}' for d, m in soak['rss_marks'])}.",
+        ]
     if args.note:
         lines += ["", args.note]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

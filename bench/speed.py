@@ -65,8 +65,19 @@ E2E_SEED = 13  # bench/qa.py's and bench/retrieval.py's sample of squad-open que
 AUTO = "auto"
 INDEX_DEFAULT = "index-default"  # not a variant: a default index build's passage encoder, measured once per run
 DEFAULT_VARIANTS = [v for v in VARIANTS if v != WHOLE_PASSAGES]
-SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16",
-              "amx_bf16", "amx_int8")
+SIMD_FLAGS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx_vnni",
+    "avx512f",
+    "avx512_vnni",
+    "avx512_bf16",
+    "amx_bf16",
+    "amx_int8",
+)
 
 
 def cpu_info() -> tuple[str, list[str]]:
@@ -83,8 +94,8 @@ def percentile(values: list[float], q: float) -> float:
 
 def measure_reader(runtime: str, precision: str, args) -> dict:
     from bench.reader import accuracy, speed
-    from odqa.corpus.questions import load_questions
     from odqa.core.types import Passage
+    from odqa.corpus.questions import load_questions
     from odqa.reader.model import Reader
 
     reader = Reader.from_pretrained("reader", device="cpu", precision=precision, runtime=runtime)
@@ -111,15 +122,16 @@ def measure_reader(runtime: str, precision: str, args) -> dict:
 
 def measure_encoder(runtime: str, precision: str, args, encoder=None) -> dict:
     """`encoder`: a loaded encoder to time (default: the shipped retriever in `runtime` and `precision`)."""
-    from odqa.corpus.questions import load_questions
-    from odqa.core.models import DEFAULT_ENCODER
     from odqa.core.encoder import TextEncoder
+    from odqa.core.models import DEFAULT_ENCODER
+    from odqa.corpus.questions import load_questions
 
     items = load_questions(args.squad)
     contexts = sorted({q.context for q in items})
     if encoder is None:
-        encoder = TextEncoder.from_pretrained(DEFAULT_ENCODER, max_length=128, device="cpu", precision=precision,
-                                              runtime=runtime)
+        encoder = TextEncoder.from_pretrained(
+            DEFAULT_ENCODER, max_length=128, device="cpu", precision=precision, runtime=runtime
+        )
     long_enough = [c for c in contexts if len(c.split()) >= 120][: args.encoder_passages]
     encoder.encode(long_enough[:8], batch_size=32)
     t0 = time.perf_counter()
@@ -134,18 +146,25 @@ def measure_encoder(runtime: str, precision: str, args, encoder=None) -> dict:
         top = np.argsort(-(q @ p.T), axis=1)[:, :20]
         gold = {c: i for i, c in enumerate(contexts)}
         row["dense_recall@20_squad_dev_paragraphs"] = round(
-            100 * float(np.mean([gold[x.context] in top[n] for n, x in enumerate(asked)])), 2)
+            100 * float(np.mean([gold[x.context] in top[n] for n, x in enumerate(asked)])), 2
+        )
     return row
 
 
 def measure_pipeline(runtime: str, precision: str, args, whole_passages: bool = False) -> dict:
     from odqa.config import OdqaConfig
-    from odqa.eval.qa import evaluate_qa
     from odqa.corpus.questions import load_questions
+    from odqa.eval.qa import evaluate_qa
     from odqa.pipeline import Pipeline
 
-    overrides = {"index": args.index or None, "retrieval.retriever": "bm25", "retrieval.k": 10,
-                 "linker.enabled": True, "precision": precision, "runtime": runtime}
+    overrides = {
+        "index": args.index or None,
+        "retrieval.retriever": "bm25",
+        "retrieval.k": 10,
+        "linker.enabled": True,
+        "precision": precision,
+        "runtime": runtime,
+    }
     if whole_passages:
         overrides["reader.focus_words"] = 0
         overrides["reader.early_stop_passages"] = 0
@@ -182,8 +201,13 @@ def measure_pipeline(runtime: str, precision: str, args, whole_passages: bool = 
             times.append(time.perf_counter() - t0)
         row["linker_ms_median"] = round(1000 * statistics.median(times), 1)
     m = evaluate_qa(pipeline, items, ks=[10], progress=False)
-    row.update(e2e_qps=m["questions_per_second"], e2e_em=m["em"], e2e_f1=m["f1"], e2e_questions=m["questions"],
-               linker_on=linker is not None)
+    row.update(
+        e2e_qps=m["questions_per_second"],
+        e2e_em=m["em"],
+        e2e_f1=m["f1"],
+        e2e_questions=m["questions"],
+        linker_on=linker is not None,
+    )
     return row
 
 
@@ -192,11 +216,15 @@ def measure_index_encoder(args) -> dict:
     LARGE_BUILD passages or more picks them)."""
     from odqa.indexing import LARGE_BUILD, IndexSpec, auto_passage_encoder, passage_encoder
 
-    encoder = passage_encoder(auto_passage_encoder(IndexSpec(corpus="", out="", device="cpu", max_length=128),
-                                                   LARGE_BUILD))
+    encoder = passage_encoder(
+        auto_passage_encoder(IndexSpec(corpus="", out="", device="cpu", max_length=128), LARGE_BUILD)
+    )
     row = measure_encoder("", "", argparse.Namespace(**{**vars(args), "quick": True}), encoder)
-    return {"variant": INDEX_DEFAULT, "index_passage_encoder": f"{encoder.name} ({encoder.plan().label})",
-            "index_encoder_passages_per_s": row["encoder_passages_per_s"]}
+    return {
+        "variant": INDEX_DEFAULT,
+        "index_passage_encoder": f"{encoder.name} ({encoder.plan().label})",
+        "index_encoder_passages_per_s": row["encoder_passages_per_s"],
+    }
 
 
 def run_variant(name: str, args) -> dict:
@@ -231,9 +259,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer timing samples, no dense recall")
     ap.add_argument("--json", action="store_true", help="one JSON object as the last line")
-    ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
-                    help="comma-separated subset of " + ", ".join(VARIANTS) + f" ({WHOLE_PASSAGES}: end to end "
-                         "reading whole passages, the pipeline before reading less)")
+    ap.add_argument(
+        "--variants",
+        default=",".join(DEFAULT_VARIANTS),
+        help="comma-separated subset of " + ", ".join(VARIANTS) + f" ({WHOLE_PASSAGES}: end to end "
+        "reading whole passages, the pipeline before reading less)",
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--squad", default=str(SQUAD_V11_DEV))
     ap.add_argument("--reader-questions", type=int, default=1000)
@@ -242,14 +273,22 @@ def main(argv=None) -> int:
     ap.add_argument("--index", default="", help="index for the end-to-end run (default: the demo corpus)")
     ap.add_argument("--e2e-questions", default="", help="question file (default: the 100 demo questions)")
     ap.add_argument("--e2e-limit", type=int, default=200)
-    ap.add_argument("--e2e-held-out", default="", help="drop the questions of this file's articles (e.g. SQuAD v2.0 "
-                    "dev, the shipped models' training data) and sample --e2e-limit of the rest (seed 13; bench/qa.py's "
-                    "squad-open test articles)")
+    ap.add_argument(
+        "--e2e-held-out",
+        default="",
+        help="drop the questions of this file's articles (e.g. SQuAD v2.0 "
+        "dev, the shipped models' training data) and sample --e2e-limit "
+        "of the rest (seed 13; bench/qa.py's squad-open test articles)",
+    )
     ap.add_argument("--no-e2e", action="store_true", help="reader and encoder only (no index needed)")
-    ap.add_argument("--settings", default="", metavar="KEY=VALUE[,KEY=VALUE]",
-                    help="config overrides for the end-to-end runs of every variant but torch-fp32-whole, e.g. "
-                         "reader.focus_words=40,reader.whole_passages=1,reader.early_stop_passages=0 (an older "
-                         "default; bench/qa.py --settings takes the same form)")
+    ap.add_argument(
+        "--settings",
+        default="",
+        metavar="KEY=VALUE[,KEY=VALUE]",
+        help="config overrides for the end-to-end runs of every variant but torch-fp32-whole, e.g. "
+        "reader.focus_words=40,reader.whole_passages=1,reader.early_stop_passages=0 (an older "
+        "default; bench/qa.py --settings takes the same form)",
+    )
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one variant in this process
     ap.add_argument("--out", default="", help="also write the Markdown table here")
     args = ap.parse_args(argv)
@@ -298,27 +337,49 @@ def main(argv=None) -> int:
     by = {r["variant"]: r for r in rows}
     if AUTO in by and default in by:  # auto's reader figures are its default variant's; end to end is its own run
         by[AUTO].update({k: by[default].get(k) for k in ("reader_ms_median", "reader_ms_p95", "reader_f1")})
-    columns = ["variant", "reader_ms_median", "reader_ms_p95", "reader_f1", "encoder_passages_per_s",
-               "linker_ms_median", "e2e_qps", "e2e_f1", "dense_recall@20_squad_dev_paragraphs", "peak_rss_mb"]
-    table = "\n".join(["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] +
-                      ["| " + " | ".join(str(r.get(c, "-")) for c in columns) + " |" for r in rows])
-    print(f"\nCPU {model} ({' '.join(flags)}), {args.threads} threads; default (auto) = {default} ({plan.reason})"
-          f"\n\n{table}\n")
+    columns = [
+        "variant",
+        "reader_ms_median",
+        "reader_ms_p95",
+        "reader_f1",
+        "encoder_passages_per_s",
+        "linker_ms_median",
+        "e2e_qps",
+        "e2e_f1",
+        "dense_recall@20_squad_dev_paragraphs",
+        "peak_rss_mb",
+    ]
+    table = "\n".join(
+        ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+        + ["| " + " | ".join(str(r.get(c, "-")) for c in columns) + " |" for r in rows]
+    )
+    print(
+        f"\nCPU {model} ({' '.join(flags)}), {args.threads} threads; default (auto) = {default} ({plan.reason})"
+        f"\n\n{table}\n"
+    )
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(f"`python bench/speed.py {' '.join(passthrough)}` on {model} "
-                                  f"({' '.join(flags)}), {args.threads} threads\n\n{table}\n")
+        Path(args.out).write_text(
+            f"`python bench/speed.py {' '.join(passthrough)}` on {model} "
+            f"({' '.join(flags)}), {args.threads} threads\n\n{table}\n"
+        )
     # the default: auto's own run where it was measured (every model on its own plan), else the reader's variant
     ref, chosen = by.get("torch-fp32"), by.get(AUTO) or by.get(default)
     summary = {
-        "cpu_model": model, "cpu_flags": flags, "threads": args.threads, "default_variant": default,
-        "default_reason": plan.reason, "cpu_choice": kept_cpu_choice(),
+        "cpu_model": model,
+        "cpu_flags": flags,
+        "threads": args.threads,
+        "default_variant": default,
+        "default_reason": plan.reason,
+        "cpu_choice": kept_cpu_choice(),
         "e2e_default_variant": AUTO if AUTO in by else default,
         **{key: {r["variant"]: r.get(key) for r in rows} for key in columns[1:]},
         "speedup_vs_torch_fp32": round(chosen["e2e_qps"] / ref["e2e_qps"], 2)
-        if ref and chosen and "e2e_qps" in ref else None,
+        if ref and chosen and "e2e_qps" in ref
+        else None,
         "reader_speedup_vs_torch_fp32": round(ref["reader_ms_median"] / chosen["reader_ms_median"], 2)
-        if ref and chosen else None,
+        if ref and chosen
+        else None,
         "f1_loss_vs_torch_fp32": round(ref["reader_f1"] - chosen["reader_f1"], 2) if ref and chosen else None,
     }
     if index_default:
@@ -326,9 +387,12 @@ def main(argv=None) -> int:
         summary["index_encoder_passages_per_s"] = index_default["index_encoder_passages_per_s"]
         if ref:
             summary["index_encoder_speedup_vs_torch_fp32"] = round(
-                index_default["index_encoder_passages_per_s"] / ref["encoder_passages_per_s"], 2)
-        print(f"index builds (default encoder): {index_default['index_passage_encoder']}, "
-              f"{index_default['index_encoder_passages_per_s']} passages/s at 128 tokens\n")
+                index_default["index_encoder_passages_per_s"] / ref["encoder_passages_per_s"], 2
+            )
+        print(
+            f"index builds (default encoder): {index_default['index_passage_encoder']}, "
+            f"{index_default['index_encoder_passages_per_s']} passages/s at 128 tokens\n"
+        )
     bf16 = by.get("torch-bf16")
     if bf16 and chosen and chosen is not bf16 and "e2e_qps" in bf16 and "e2e_qps" in chosen:
         # CPUs with native bf16 where auto runs something else: against the all-bf16 path

@@ -33,8 +33,13 @@ def ask_once(question: str, extra: list[str], env: dict) -> tuple[float, float, 
     answer's JSON."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, str(ROOT / "run_qa.py"), "ask", "--json", question, *extra],
-                         cwd=ROOT, env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "run_qa.py"), "ask", "--json", question, *extra],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     seconds = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -57,11 +62,20 @@ def main(argv=None) -> int:
         s, cpu, answer = ask_once(args.question, args.ask_flags, env)
         seconds.append(round(s, 2))
         cpu_seconds.append(round(cpu, 2))
-        print(f"first answer in {s:.2f} s ({cpu:.2f} s of CPU): "
-              f"{answer['answers'][0]['text'] if answer['answers'] else '(none)'}", flush=True)
-    summary = {"question": args.question, "seconds": seconds, "median_s": round(statistics.median(seconds), 2),
-               "cpu_seconds": cpu_seconds, "median_cpu_s": round(statistics.median(cpu_seconds), 2),
-               "stage_ms": answer.get("timings_ms", {}), "inference": answer.get("inference", {})}
+        print(
+            f"first answer in {s:.2f} s ({cpu:.2f} s of CPU): "
+            f"{answer['answers'][0]['text'] if answer['answers'] else '(none)'}",
+            flush=True,
+        )
+    summary = {
+        "question": args.question,
+        "seconds": seconds,
+        "median_s": round(statistics.median(seconds), 2),
+        "cpu_seconds": cpu_seconds,
+        "median_cpu_s": round(statistics.median(cpu_seconds), 2),
+        "stage_ms": answer.get("timings_ms", {}),
+        "inference": answer.get("inference", {}),
+    }
     print(f"median time to first answer: {summary['median_s']} s over {len(seconds)} fresh processes")
     if args.json:
         print(json.dumps(summary), flush=True)

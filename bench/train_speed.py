@@ -30,8 +30,8 @@ MULTILINGUAL = [
     "12 layers, 256 tokens=--max-length 256",
     "12 layers, 256 tokens, embeddings frozen=--max-length 256 --freeze-embeddings",
     "6 layers (0,2,..,10), 256 tokens=--max-length 256 --keep-layers 0,2,4,6,8,10",
-    "6 layers (0,2,..,10), 256 tokens, embeddings frozen=--max-length 256 --keep-layers 0,2,4,6,8,10 "
-    "--freeze-embeddings",
+    "6 layers (0,2,..,10), 256 tokens, embeddings frozen=--max-length "
+    "256 --keep-layers 0,2,4,6,8,10 --freeze-embeddings",
 ]
 
 
@@ -50,32 +50,58 @@ def time_recipe(args: argparse.Namespace, flags: str) -> dict:
     torch.set_num_threads(args.threads)
     stamps: list[float] = []
     with tempfile.TemporaryDirectory() as out:
-        cfg = TrainConfig(train_files=args.train, output_dir=out, init=args.init, batch_size=args.batch_size,
-                          max_steps=args.steps + 1, save_every=10**9, progress=False, limit=args.limit,
-                          max_length=recipe.max_length, stride=recipe.stride, keep_layers=recipe.keep_layers,
-                          freeze_embeddings=recipe.freeze_embeddings, precision=recipe.precision,
-                          threads=args.threads, seed=1)
+        cfg = TrainConfig(
+            train_files=args.train,
+            output_dir=out,
+            init=args.init,
+            batch_size=args.batch_size,
+            max_steps=args.steps + 1,
+            save_every=10**9,
+            progress=False,
+            limit=args.limit,
+            max_length=recipe.max_length,
+            stride=recipe.stride,
+            keep_layers=recipe.keep_layers,
+            freeze_embeddings=recipe.freeze_embeddings,
+            precision=recipe.precision,
+            threads=args.threads,
+            seed=1,
+        )
         train(cfg, on_step=lambda step, loss: stamps.append(time.perf_counter()))
         seconds = stamps[-1] - stamps[0]
         info = json.loads((Path(out) / "final" / "train_info.json").read_text())
     windows = args.steps * args.batch_size
-    return {"windows_per_second": round(windows / seconds, 2), "seconds_per_step": round(seconds / args.steps, 2),
-            "steps_timed": args.steps, "train_info_steps": info.get("steps")}
+    return {
+        "windows_per_second": round(windows / seconds, 2),
+        "seconds_per_step": round(seconds / args.steps, 2),
+        "steps_timed": args.steps,
+        "train_info_steps": info.get("steps"),
+    }
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--init", default="encoder-multilingual")
-    ap.add_argument("--train", nargs="+", default=[str(DATA / "squad" / "train-v1.1.json"),
-                                                   str(DATA / "multilingual" / "drcd-dev.json"),
-                                                   str(DATA / "multilingual" / "cmrc2018-trial.json")])
+    ap.add_argument(
+        "--train",
+        nargs="+",
+        default=[
+            str(DATA / "squad" / "train-v1.1.json"),
+            str(DATA / "multilingual" / "drcd-dev.json"),
+            str(DATA / "multilingual" / "cmrc2018-trial.json"),
+        ],
+    )
     ap.add_argument("--recipes", nargs="+", default=MULTILINGUAL, metavar="NAME=FLAGS")
     ap.add_argument("--limit", type=int, default=40, help="questions of each training file")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--steps", type=int, default=5, help="steps timed (one more runs first, untimed)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--full-windows", type=int, default=120672,
-                    help="windows of the full training set at 256 tokens (bench/results/reader-multilingual-cpu.md)")
+    ap.add_argument(
+        "--full-windows",
+        type=int,
+        default=120672,
+        help="windows of the full training set at 256 tokens (bench/results/reader-multilingual-cpu.md)",
+    )
     ap.add_argument("--out", help="Markdown table to write")
     args = ap.parse_args(argv)
 
@@ -89,13 +115,22 @@ def main(argv=None) -> int:
         name, _, flags_text = spec.partition("=")
         result = time_recipe(args, flags_text)
         hours = args.full_windows / result["windows_per_second"] / 3600
-        rows.append(f"| {name} | `{flags_text}` | {result['windows_per_second']} | {result['seconds_per_step']} | "
-                    f"{hours:.1f} |")
+        rows.append(
+            f"| {name} | `{flags_text}` | {result['windows_per_second']} | {result['seconds_per_step']} | {hours:.1f} |"
+        )
         print(rows[-1], flush=True)
-    table = "\n".join([header, "", f"init `{args.init}`, batch {args.batch_size}, {args.steps} steps timed after one "
-                       "untimed (fp32 unless the flags say --precision)", "",
-                       "| recipe | flags | windows/s | s/step | hours per pass over "
-                       f"{args.full_windows:,} windows |", "|---|---|---:|---:|---:|", *rows])
+    table = "\n".join(
+        [
+            header,
+            "",
+            f"init `{args.init}`, batch {args.batch_size}, {args.steps} steps timed after one "
+            "untimed (fp32 unless the flags say --precision)",
+            "",
+            f"| recipe | flags | windows/s | s/step | hours per pass over {args.full_windows:,} windows |",
+            "|---|---|---:|---:|---:|",
+            *rows,
+        ]
+    )
     print(table)
     if args.out:
         Path(args.out).write_text(table + "\n")

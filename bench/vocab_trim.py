@@ -29,20 +29,26 @@ def compare(trimmed, full, texts: list[str], batch: int = 1000) -> dict:
     differing_texts = pieces = differing_pieces = 0
     for lo in range(0, len(texts), batch):
         chunk = texts[lo : lo + batch]
-        for a, b in zip(trimmed.encode_batch(chunk, add_special_tokens=False),
-                        full.encode_batch(chunk, add_special_tokens=False)):
+        for a, b in zip(
+            trimmed.encode_batch(chunk, add_special_tokens=False), full.encode_batch(chunk, add_special_tokens=False)
+        ):
             pieces += len(b.tokens)
             if a.tokens != b.tokens:
                 differing_texts += 1
                 differing_pieces += sum(x != y for x, y in itertools.zip_longest(a.tokens, b.tokens))
-    return {"texts": len(texts), "texts_segmented_otherwise": differing_texts, "pieces": pieces,
-            "pieces_differing": differing_pieces}
+    return {
+        "texts": len(texts),
+        "texts_segmented_otherwise": differing_texts,
+        "pieces": pieces,
+        "pieces_differing": differing_pieces,
+    }
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="reader-multilingual",
-                    help="model folder or shipped name with the trimmed tokenizer")
+    ap.add_argument(
+        "--model", default="reader-multilingual", help="model folder or shipped name with the trimmed tokenizer"
+    )
     ap.add_argument("--data", nargs="*", default=[], help="SQuAD-format files (titles, contexts and questions)")
     ap.add_argument("--wiki", help="Wikipedia JSONL(.xz) file: held-out articles")
     ap.add_argument("--wiki-skip", type=int, default=3000, help="articles skipped first (those the trim counted)")
@@ -66,14 +72,24 @@ def main(argv=None) -> int:
     if args.wiki:
         texts = list(itertools.islice(corpus_texts(args.wiki, args.wiki_skip + args.wiki_articles), 10**9))
         head = len(list(corpus_texts(args.wiki, args.wiki_skip)))
-        rows.append((f"{Path(args.wiki).name}, articles {args.wiki_skip}-{args.wiki_skip + args.wiki_articles} "
-                     "(held out)", compare(trimmed, full, texts[head:])))
-    lines = [f"Trimmed tokenizer of `{args.model}` ({trimmed.get_vocab_size():,} pieces) against the full "
-             f"vocabulary ({full.get_vocab_size():,}).", "",
-             "| text | texts | segmented otherwise | pieces | pieces differing |", "|---|---:|---:|---:|---:|"]
+        rows.append(
+            (
+                f"{Path(args.wiki).name}, articles {args.wiki_skip}-{args.wiki_skip + args.wiki_articles} (held out)",
+                compare(trimmed, full, texts[head:]),
+            )
+        )
+    lines = [
+        f"Trimmed tokenizer of `{args.model}` ({trimmed.get_vocab_size():,} pieces) against the full "
+        f"vocabulary ({full.get_vocab_size():,}).",
+        "",
+        "| text | texts | segmented otherwise | pieces | pieces differing |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for name, r in rows:
-        lines.append(f"| {name} | {r['texts']:,} | {r['texts_segmented_otherwise']:,} | {r['pieces']:,} | "
-                     f"{r['pieces_differing']:,} |")
+        lines.append(
+            f"| {name} | {r['texts']:,} | {r['texts_segmented_otherwise']:,} "
+            f"| {r['pieces']:,} | {r['pieces_differing']:,} |"
+        )
     table = "\n".join(lines) + "\n"
     print(table)
     if args.out:

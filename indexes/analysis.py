@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Callable, Sequence
 
 from odqa.core.errors import OdqaError
 from odqa.core.optional import require
@@ -44,8 +44,13 @@ _KO_STOP_TAGS = ("E", "J", "IC", "MAG", "MAJ", "MM", "XP", "XS", "SF", "SP", "SS
 
 def get_analyzer(name: str) -> Callable[[str], list[str]]:
     """The Python analyser `name` (text -> terms); `en` has none (Tantivy analyses English itself)."""
-    makers = {"whitespace": _whitespace, "ko-kiwi": _korean_morphemes, "ko-bigram": lambda: _bigrams(fold=False),
-              "zh-jieba": _chinese_words, "zh-bigram": lambda: _bigrams(fold=True)}
+    makers = {
+        "whitespace": _whitespace,
+        "ko-kiwi": _korean_morphemes,
+        "ko-bigram": lambda: _bigrams(fold=False),
+        "zh-jieba": _chinese_words,
+        "zh-bigram": lambda: _bigrams(fold=True),
+    }
     if name not in makers:
         raise OdqaError(f"unknown analyzer {name!r}; choose one of {', '.join(ANALYZERS)}")
     return makers[name]()
@@ -71,7 +76,7 @@ def detect_language(texts: Sequence[str]) -> str:
                 counts["han"] += 1
             elif char.isascii() and char.isalpha():
                 counts["latin"] += 1
-    top = max(counts, key=counts.get)
+    top = max(counts, key=counts.__getitem__)
     return {"hangul": "ko", "han": "zh"}.get(top, "en") if counts[top] else "en"
 
 
@@ -113,8 +118,11 @@ def _korean_morphemes():
     kiwi = _kiwi()
 
     def analyze(text: str) -> list[str]:
-        return [t.form.lower() for t in kiwi.tokenize(unicodedata.normalize("NFKC", text))
-                if not t.tag.startswith(_KO_STOP_TAGS)]
+        return [
+            t.form.lower()
+            for t in kiwi.tokenize(unicodedata.normalize("NFKC", text))
+            if not t.tag.startswith(_KO_STOP_TAGS)
+        ]
 
     return analyze
 

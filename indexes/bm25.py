@@ -16,18 +16,17 @@ from __future__ import annotations
 
 import pickle
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
-
-from odqa.indexes.analysis import get_analyzer
-from odqa.indexes.manifest import Manifest
 
 from odqa.core.atomic import atomic_folder
 from odqa.core.errors import OdqaError
 from odqa.core.optional import require
 from odqa.core.registry import Registry
+from odqa.indexes.analysis import get_analyzer
+from odqa.indexes.manifest import Manifest
 
 _QUERY_JUNK = re.compile(r"[^\w\s]+", flags=re.UNICODE)
 Hits = list[tuple[int, float]]
@@ -53,8 +52,10 @@ def load_text_index(path: str | Path):
     try:
         return cls.load(Path(path), manifest)
     except (OSError, ValueError, EOFError, KeyError, pickle.UnpicklingError) as exc:
-        raise OdqaError(f"the BM25 index in {path} cannot be read ({exc.__class__.__name__}: "
-                        f"{str(exc).splitlines()[0] if str(exc) else ''}); rebuild it with `run_qa.py index`") from exc
+        raise OdqaError(
+            f"the BM25 index in {path} cannot be read ({exc.__class__.__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}); rebuild it with `run_qa.py index`"
+        ) from exc
 
 
 # BM25's time grows with the posting lists of the question's terms, most of them the frequent terms' (scale.md):
@@ -126,8 +127,10 @@ class TantivyIndex:
         # a sharded index's shards (indexes/shards.py) number rows from 0: each segment's offset, by ordinal
         self.segment_rows = manifest.params.get("segment_row_offsets")
         if self.segment_rows is not None and len(self.segment_rows) != self.searcher.num_segments:
-            raise OdqaError(f"the sharded BM25 index lists {len(self.segment_rows)} segments but holds "
-                            f"{self.searcher.num_segments}; rebuild it with `run_qa.py index --shards N`")
+            raise OdqaError(
+                f"the sharded BM25 index lists {len(self.segment_rows)} segments but holds "
+                f"{self.searcher.num_segments}; rebuild it with `run_qa.py index --shards N`"
+            )
 
     @staticmethod
     def _schema(tokenizer_name: str = ANALYZER):
@@ -158,8 +161,15 @@ class TantivyIndex:
         )
 
     @classmethod
-    def build_into(cls, texts: Iterable[str], folder: Path, heap_mb: int = 512, threads: int = 2,
-                   analyzer: str = "en", language: str = "en") -> int:
+    def build_into(
+        cls,
+        texts: Iterable[str],
+        folder: Path,
+        heap_mb: int = 512,
+        threads: int = 2,
+        analyzer: str = "en",
+        language: str = "en",
+    ) -> int:
         import tantivy
 
         python_analyzer = None if analyzer == "en" else get_analyzer(analyzer)
@@ -183,7 +193,7 @@ class TantivyIndex:
         return count
 
     @classmethod
-    def load(cls, path: Path, manifest: Manifest) -> "TantivyIndex":
+    def load(cls, path: Path, manifest: Manifest) -> TantivyIndex:
         import tantivy
 
         try:
@@ -208,7 +218,7 @@ class TantivyIndex:
         (`drop_frequent_terms`; 0: every term)."""
         if self.analyze is not None:
             return [self._search_terms(self.drop_frequent_terms(self.analyze(query), max_df), k) for query in queries]
-        out = []
+        out: list[Hits] = []
         for query in queries:
             text = clean_query(query)
             # a query of stop words only would parse to match-everything
@@ -242,7 +252,8 @@ class TantivyIndex:
 
         schema = self.index.schema
         return tantivy.Query.boolean_query(
-            [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "text", term)) for term in terms])
+            [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "text", term)) for term in terms]
+        )
 
     def _search_terms(self, terms: list[str], k: int) -> Hits:
         if not terms:
@@ -297,7 +308,7 @@ class Bm25sIndex:
         return len(ids)
 
     @classmethod
-    def load(cls, path: Path, manifest: Manifest) -> "Bm25sIndex":
+    def load(cls, path: Path, manifest: Manifest) -> Bm25sIndex:
         import bm25s
 
         retriever = bm25s.BM25.load(str(path), mmap=True)
@@ -310,12 +321,13 @@ class Bm25sIndex:
         return int(self.retriever.scores["num_docs"])
 
     def search(self, queries: Sequence[str], k: int) -> list[Hits]:
-        out = []
+        out: list[Hits] = []
         for query in queries:
             ids = self.tokenizer.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)
             if not ids or not ids[0]:
                 out.append([])
                 continue
+
             def fetch(n: int, ids=ids) -> Hits:
                 n = min(n, self.num_docs())
                 rows, scores = self.retriever.retrieve(ids, k=n, show_progress=False, n_threads=1)
@@ -349,7 +361,7 @@ class RankBm25Index:
         return len(docs)
 
     @classmethod
-    def load(cls, path: Path, manifest: Manifest) -> "RankBm25Index":
+    def load(cls, path: Path, manifest: Manifest) -> RankBm25Index:
         with (path / cls.FILE).open("rb") as f:
             return cls(pickle.load(f), manifest)
 
@@ -357,7 +369,7 @@ class RankBm25Index:
         return int(self.model.corpus_size)
 
     def search(self, queries: Sequence[str], k: int) -> list[Hits]:
-        out = []
+        out: list[Hits] = []
         for query in queries:
             tokens = self.analyze(query)
             if not tokens:
@@ -387,9 +399,41 @@ def _writable_view(path: Path) -> Path:
 
 # Lucene's English stop words, as bm25s lists them (its STOPWORDS_EN): held here so that the reader's focus, which
 # every answer uses, needs no bm25s (an extra: odqa[bm25-engines]); tests/test_packaging.py checks they agree
-ENGLISH_STOP_WORDS = ("a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
-                      "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they",
-                      "this", "to", "was", "will", "with")
+ENGLISH_STOP_WORDS = (
+    "a",
+    "an",
+    "and",
+    "are",
+    "as",
+    "at",
+    "be",
+    "but",
+    "by",
+    "for",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "no",
+    "not",
+    "of",
+    "on",
+    "or",
+    "such",
+    "that",
+    "the",
+    "their",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "to",
+    "was",
+    "will",
+    "with",
+)
 
 
 def english_analyzer():
@@ -408,9 +452,12 @@ def english_analyzer():
 # The BM25 engines by name (`--bm25-engine`, the manifest's `engine`): a class with `build_into(texts, folder,
 # **params) -> count`, `load(path, manifest)`, `search(queries, k)` and `num_docs()`. A new engine: its module,
 # plus one line here.
-TEXT_ENGINES: Registry[type] = Registry("BM25 engine", {
-    "tantivy": TantivyIndex,
-    "bm25s": Bm25sIndex,
-    "rank-bm25": RankBm25Index,
-})
+TEXT_ENGINES: Registry[type] = Registry(
+    "BM25 engine",
+    {
+        "tantivy": TantivyIndex,
+        "bm25s": Bm25sIndex,
+        "rank-bm25": RankBm25Index,
+    },
+)
 ENGINES = TEXT_ENGINES.names

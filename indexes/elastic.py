@@ -19,16 +19,28 @@ connections and error messages: indexes/elastic_connection.py.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.fusion import Fusion
 from odqa.core.types import BackendInfo, EncoderRecord, Passage, SearchHit
-from odqa.indexes.elastic_connection import (SearchFailed, auth_error, call, connect, describe_hosts, reason,
-                                             require_json, secrets_of, scrub, server_version, settings_for,
-                                             translate_error)
+from odqa.indexes.elastic_connection import (
+    SearchFailed,
+    auth_error,
+    call,
+    connect,
+    describe_hosts,
+    reason,
+    require_json,
+    scrub,
+    secrets_of,
+    server_version,
+    settings_for,
+    translate_error,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +51,15 @@ DEFAULT_TITLE_BOOST = 0.5
 RRF_MIN_VERSION = (8, 14)  # the `retriever` search API (with `rrf`) appeared in 8.14
 
 
-def mapping(dim: int, analyzer: str = "english", similarity: str = "dot_product", hnsw_m: int = 16,
-            ef_construction: int = 100, meta: dict | None = None, knn_type: str = "hnsw") -> dict:
+def mapping(
+    dim: int,
+    analyzer: str = "english",
+    similarity: str = "dot_product",
+    hnsw_m: int = 16,
+    ef_construction: int = 100,
+    meta: dict | None = None,
+    knn_type: str = "hnsw",
+) -> dict:
     if similarity not in SIMILARITIES:
         raise OdqaError(f"unknown vector similarity {similarity!r}; use {' or '.join(SIMILARITIES)}")
     properties: dict[str, Any] = {
@@ -53,11 +72,13 @@ def mapping(dim: int, analyzer: str = "english", similarity: str = "dot_product"
     }
     if dim:
         properties["vector"] = {
-            "type": "dense_vector", "dims": int(dim), "index": True, "similarity": similarity,
+            "type": "dense_vector",
+            "dims": int(dim),
+            "index": True,
+            "similarity": similarity,
             "index_options": {"type": knn_type, "m": int(hnsw_m), "ef_construction": int(ef_construction)},
         }
     return {"dynamic": "strict", "_meta": meta or {}, "properties": properties}
-
 
 
 class ElasticIndex:
@@ -74,7 +95,7 @@ class ElasticIndex:
         self.notices: list[str] = []
 
     @classmethod
-    def open(cls, config, name: str | None = None, check: bool = True) -> "ElasticIndex":
+    def open(cls, config, name: str | None = None, check: bool = True) -> ElasticIndex:
         client = connect(config, check=check)
         return cls(client, name or config.index_name, config.hosts, secrets_of(config))
 
@@ -86,7 +107,7 @@ class ElasticIndex:
     def exists(self) -> bool:
         return bool(self._call(lambda: self.client.indices.exists(index=self.name), f"looking for index {self.name!r}"))
 
-    def require(self) -> "ElasticIndex":
+    def require(self) -> ElasticIndex:
         if not self.exists():
             raise OdqaError(
                 f"Elasticsearch at {describe_hosts(self.hosts)} has no index {self.name!r}; load one with "
@@ -97,9 +118,11 @@ class ElasticIndex:
     @property
     def meta(self) -> dict:
         if self._meta is None:
-            result = self._call(lambda: self.client.indices.get_mapping(index=self.name), f"reading the mapping of {self.name!r}")
+            result = self._call(
+                lambda: self.client.indices.get_mapping(index=self.name), f"reading the mapping of {self.name!r}"
+            )
             body = dict(result)
-            first = next(iter(body.values()), {}) if body else {}
+            first: dict = next(iter(body.values()), {}) if body else {}
             self._meta = dict(first.get("mappings", {}).get("_meta", {}) or {})
         return self._meta
 
@@ -111,14 +134,25 @@ class ElasticIndex:
     def similarity(self) -> str:
         return str(self.meta.get("similarity", "dot_product"))
 
-    def create(self, meta: dict, dim: int, analyzer: str = "english", similarity: str = "dot_product",
-               shards: int = 1, replicas: int = 1, hnsw_m: int = 16, ef_construction: int = 100,
-               knn_type: str = "hnsw") -> None:
+    def create(
+        self,
+        meta: dict,
+        dim: int,
+        analyzer: str = "english",
+        similarity: str = "dot_product",
+        shards: int = 1,
+        replicas: int = 1,
+        hnsw_m: int = 16,
+        ef_construction: int = 100,
+        knn_type: str = "hnsw",
+    ) -> None:
         meta = {"format": FORMAT, **meta, "dim": int(dim), "similarity": similarity, "analyzer": analyzer}
         body = mapping(dim, analyzer, similarity, hnsw_m, ef_construction, meta, knn_type)
         settings = {"number_of_shards": int(shards), "number_of_replicas": int(replicas)}
-        self._call(lambda: self.client.indices.create(index=self.name, settings=settings, mappings=body),
-                   f"creating index {self.name!r}")
+        self._call(
+            lambda: self.client.indices.create(index=self.name, settings=settings, mappings=body),
+            f"creating index {self.name!r}",
+        )
         self._meta = meta
 
     def delete(self) -> None:
@@ -137,8 +171,10 @@ class ElasticIndex:
     def max_row(self) -> int:
         """Highest committed row (after a refresh), -1 when empty."""
         self.refresh()
-        result = self._call(lambda: self.client.search(index=self.name, size=0, aggs={"max_row": {"max": {"field": "row"}}}),
-                            f"reading the last row of {self.name!r}")
+        result = self._call(
+            lambda: self.client.search(index=self.name, size=0, aggs={"max_row": {"max": {"field": "row"}}}),
+            f"reading the last row of {self.name!r}",
+        )
         value = result["aggregations"]["max_row"]["value"]
         return -1 if value is None else int(value)
 
@@ -160,12 +196,17 @@ class ElasticIndex:
             )
 
     def set_settings(self, settings: dict) -> None:
-        self._call(lambda: self.client.indices.put_settings(index=self.name, settings=settings),
-                   f"changing the settings of {self.name!r}")
+        self._call(
+            lambda: self.client.indices.put_settings(index=self.name, settings=settings),
+            f"changing the settings of {self.name!r}",
+        )
 
     def get_setting(self, name: str) -> Any:
-        result = dict(self._call(lambda: self.client.indices.get_settings(index=self.name), f"reading settings of {self.name!r}"))
-        node: Any = next(iter(result.values()), {}).get("settings", {}).get("index", {})
+        result = dict(
+            self._call(lambda: self.client.indices.get_settings(index=self.name), f"reading settings of {self.name!r}")
+        )
+        first: dict = next(iter(result.values()), {})
+        node: Any = first.get("settings", {}).get("index", {})
         return node.get(name)
 
     # -------------------------------------------------- search
@@ -177,21 +218,34 @@ class ElasticIndex:
             for body in bodies[start : start + batch]:
                 searches.extend([{"index": self.name}, body])
             if translate:
-                result = self._call(lambda: self.client.msearch(searches=searches), what)
+                result = self._call(lambda: self.client.msearch(searches=searches), what)  # noqa: B023 -- called before the next batch
             else:
                 result = require_json(self.client.msearch(searches=searches), self.hosts, what, self.secrets)
             for response in result["responses"]:
                 if "error" in response:
-                    error = response["error"] if isinstance(response["error"], dict) else {"reason": str(response["error"])}
+                    error: dict = (
+                        response["error"] if isinstance(response["error"], dict) else {"reason": str(response["error"])}
+                    )
                     root = (error.get("root_cause") or [{}])[0]
                     raise SearchFailed(
-                        scrub(f"Elasticsearch index {self.name!r} failed a {what} search: {error.get('type', '')}: "
-                              f"{root.get('reason') or error.get('reason', '')}", self.secrets),
-                        status=int(response.get("status", 500)))
-                out.append([
-                    {"id": h["_id"], "row": int(h["_source"].get("row", -1)), "score": float(h["_score"] or 0.0), "source": h["_source"]}
-                    for h in response["hits"]["hits"]
-                ])
+                        scrub(
+                            f"Elasticsearch index {self.name!r} failed a {what} search: {error.get('type', '')}: "
+                            f"{root.get('reason') or error.get('reason', '')}",
+                            self.secrets,
+                        ),
+                        status=int(response.get("status", 500)),
+                    )
+                out.append(
+                    [
+                        {
+                            "id": h["_id"],
+                            "row": int(h["_source"].get("row", -1)),
+                            "score": float(h["_score"] or 0.0),
+                            "source": h["_source"],
+                        }
+                        for h in response["hits"]["hits"]
+                    ]
+                )
         return out
 
     def rows(self, rows: Sequence[int], source: Sequence[str] = SOURCE_FIELDS) -> list[dict]:
@@ -201,27 +255,43 @@ class ElasticIndex:
 
     def article_passages(self, doc_id: str, limit: int, source: Sequence[str] = SOURCE_FIELDS) -> list[dict]:
         """The first `limit` passages of one article (`doc_id`), in row order (the entity bonus's candidates)."""
-        body = {"query": {"term": {"doc_id": str(doc_id)}}, "sort": [{"row": "asc"}], "size": int(limit),
-                "_source": list(source)}
+        body = {
+            "query": {"term": {"doc_id": str(doc_id)}},
+            "sort": [{"row": "asc"}],
+            "size": int(limit),
+            "_source": list(source),
+        }
         return self._msearch([body], "article passages")[0]
 
     @staticmethod
     def bm25_query(question: str, title_boost: float = DEFAULT_TITLE_BOOST) -> dict:
         if title_boost > 0:
-            return {"multi_match": {"query": question, "fields": ["text", f"title^{title_boost:g}"], "type": "most_fields"}}
+            return {
+                "multi_match": {"query": question, "fields": ["text", f"title^{title_boost:g}"], "type": "most_fields"}
+            }
         return {"match": {"text": question}}
 
     def _knn(self, vector: np.ndarray, k: int, num_candidates: int) -> dict:
-        return {"field": "vector", "query_vector": [float(x) for x in vector], "k": int(k),
-                "num_candidates": int(max(num_candidates, k))}
+        return {
+            "field": "vector",
+            "query_vector": [float(x) for x in vector],
+            "k": int(k),
+            "num_candidates": int(max(num_candidates, k)),
+        }
 
-    def search_bm25(self, questions: Sequence[str], k: int, title_boost: float = DEFAULT_TITLE_BOOST,
-                    source: Sequence[str] = SOURCE_FIELDS) -> list[list[dict]]:
+    def search_bm25(
+        self,
+        questions: Sequence[str],
+        k: int,
+        title_boost: float = DEFAULT_TITLE_BOOST,
+        source: Sequence[str] = SOURCE_FIELDS,
+    ) -> list[list[dict]]:
         bodies = [{"query": self.bm25_query(q, title_boost), "size": k, "_source": list(source)} for q in questions]
         return self._msearch(bodies, "BM25")
 
-    def search_knn(self, vectors: np.ndarray, k: int, num_candidates: int = 100,
-                   source: Sequence[str] = SOURCE_FIELDS) -> list[list[dict]]:
+    def search_knn(
+        self, vectors: np.ndarray, k: int, num_candidates: int = 100, source: Sequence[str] = SOURCE_FIELDS
+    ) -> list[list[dict]]:
         self.require_vectors()
         vectors = self.prepare_vectors(vectors)
         bodies = [{"knn": self._knn(v, k, num_candidates), "size": k, "_source": list(source)} for v in vectors]
@@ -248,9 +318,17 @@ class ElasticIndex:
         self.notices.append(notice)
         log.warning(notice)
 
-    def search_rrf(self, questions: Sequence[str], vectors: np.ndarray, k: int, window: int = 100, rank_constant: int = 60,
-                   num_candidates: int = 100, title_boost: float = DEFAULT_TITLE_BOOST,
-                   source: Sequence[str] = SOURCE_FIELDS) -> list[list[dict]] | None:
+    def search_rrf(
+        self,
+        questions: Sequence[str],
+        vectors: np.ndarray,
+        k: int,
+        window: int = 100,
+        rank_constant: int = 60,
+        num_candidates: int = 100,
+        title_boost: float = DEFAULT_TITLE_BOOST,
+        source: Sequence[str] = SOURCE_FIELDS,
+    ) -> list[list[dict]] | None:
         """Server-side RRF of BM25 and kNN; None when the server cannot (the caller then fuses client-side)."""
         from elasticsearch import ApiError
 
@@ -259,13 +337,23 @@ class ElasticIndex:
             return None
         vectors = self.prepare_vectors(vectors)
         window = max(window, k)
-        bodies = [{
-            "retriever": {"rrf": {
-                "retrievers": [{"standard": {"query": self.bm25_query(q, title_boost)}},
-                               {"knn": self._knn(v, window, num_candidates)}],
-                "rank_window_size": int(window), "rank_constant": int(rank_constant)}},
-            "size": k, "_source": list(source),
-        } for q, v in zip(questions, vectors)]
+        bodies = [
+            {
+                "retriever": {
+                    "rrf": {
+                        "retrievers": [
+                            {"standard": {"query": self.bm25_query(q, title_boost)}},
+                            {"knn": self._knn(v, window, num_candidates)},
+                        ],
+                        "rank_window_size": int(window),
+                        "rank_constant": int(rank_constant),
+                    }
+                },
+                "size": k,
+                "_source": list(source),
+            }
+            for q, v in zip(questions, vectors)
+        ]
         try:
             return self._msearch(bodies, "RRF", translate=False)
         except SearchFailed as exc:
@@ -277,7 +365,10 @@ class ElasticIndex:
             if exc.status_code in (400, 403) and not auth_error(exc):
                 self._no_rrf(f"HTTP {exc.status_code}: {reason(exc)}")
                 return None
-            raise translate_error(exc, self.hosts, "an RRF search", self.secrets) from None
+            error = translate_error(exc, self.hosts, "an RRF search", self.secrets)
+            if error is None:  # never for an ApiError
+                raise
+            raise error from None
         except Exception as exc:
             error = translate_error(exc, self.hosts, "an RRF search", self.secrets)
             if error is None:
@@ -286,8 +377,10 @@ class ElasticIndex:
 
     def require_vectors(self) -> None:
         if not self.dim:
-            raise OdqaError(f"Elasticsearch index {self.name!r} holds no vectors (loaded from a BM25-only index); "
-                            "use --retriever bm25, or load an index folder built with --backends bm25,dense")
+            raise OdqaError(
+                f"Elasticsearch index {self.name!r} holds no vectors (loaded from a BM25-only index); "
+                "use --retriever bm25, or load an index folder built with --backends bm25,dense"
+            )
 
     def prepare_vectors(self, vectors: np.ndarray) -> np.ndarray:
         vectors = np.asarray(vectors, dtype=np.float32)
@@ -307,8 +400,14 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
 def passage_of(hit: dict) -> Passage:
     """The Passage a search hit's document holds (`hit`: {"id", "source", ...} of ElasticIndex's searches)."""
     s = hit["source"]
-    return Passage(id=hit["id"], title=s.get("title", ""), text=s.get("text", ""), doc_id=s.get("doc_id", ""),
-                   start=int(s.get("start", 0) or 0), end=int(s.get("end", 0) or 0))
+    return Passage(
+        id=hit["id"],
+        title=s.get("title", ""),
+        text=s.get("text", ""),
+        doc_id=s.get("doc_id", ""),
+        start=int(s.get("start", 0) or 0),
+        end=int(s.get("end", 0) or 0),
+    )
 
 
 class ElasticArticlePassages:
@@ -317,7 +416,7 @@ class ElasticArticlePassages:
     folder's store gives (`es-index` loads each passage with its store row and doc_id). One query per article,
     remembered."""
 
-    def __init__(self, index: "ElasticIndex"):
+    def __init__(self, index: ElasticIndex):
         self.index = index
         self._articles: dict[tuple[str, int], list[tuple[int, Passage]]] = {}
 
@@ -329,13 +428,17 @@ class ElasticArticlePassages:
 
 
 SERVER_RRF = "es-rrf"  # `retrieval.fusion`: the server's own rrf retriever (client-side rrf where it has none)
-MAX_DF_REFUSAL = ("retrieval.bm25_max_df applies to an index folder's BM25 (Tantivy); Elasticsearch ranks with every "
-                  "term: set it to 0 for an es:// index")
+MAX_DF_REFUSAL = (
+    "retrieval.bm25_max_df applies to an index folder's BM25 (Tantivy); Elasticsearch ranks with every "
+    "term: set it to 0 for an es:// index"
+)
 
 
 def _hits(results: list[list[dict]], source: str) -> list[list[SearchHit]]:
-    return [[SearchHit(row=hit["row"], score=hit["score"], passage=passage_of(hit), source=source) for hit in hits]
-            for hits in results]
+    return [
+        [SearchHit(row=hit["row"], score=hit["score"], passage=passage_of(hit), source=source) for hit in hits]
+        for hits in results
+    ]
 
 
 class ElasticPassageIndex:
@@ -353,7 +456,7 @@ class ElasticPassageIndex:
         self._articles: ElasticArticlePassages | None = None
 
     @classmethod
-    def open(cls, location: str, elastic) -> "ElasticPassageIndex":
+    def open(cls, location: str, elastic) -> ElasticPassageIndex:
         """`location`: es://host:9200/name; the parts it leaves out, and the connection, from `elastic` (an
         ElasticConfig, the config's [elastic])."""
         elastic = settings_for(location, elastic)
@@ -370,14 +473,22 @@ class ElasticPassageIndex:
         language = meta.get("language", "en")
         encoder = None
         if self.index.dim:
-            encoder = EncoderRecord(name=str(meta.get("encoder", "")), dim=self.index.dim,
-                                    query_encoder=str(meta.get("query_encoder", "")),
-                                    settings=dict(meta.get("encoder_settings") or {}),
-                                    max_length=int(meta["max_length"]) if meta.get("max_length") else None)
-        return BackendInfo(location=f"Elasticsearch index {self.index.name!r} at {describe_hosts(self.index.hosts)}",
-                           language=language, vectors=bool(self.index.dim), encoder=encoder,
-                           tuned_fusion=meta.get("fusion"), max_df_refusal=MAX_DF_REFUSAL,
-                           summary={"language": language, "encoder": meta.get("encoder", "")})
+            encoder = EncoderRecord(
+                name=str(meta.get("encoder", "")),
+                dim=self.index.dim,
+                query_encoder=str(meta.get("query_encoder", "")),
+                settings=dict(meta.get("encoder_settings") or {}),
+                max_length=int(meta["max_length"]) if meta.get("max_length") else None,
+            )
+        return BackendInfo(
+            location=f"Elasticsearch index {self.index.name!r} at {describe_hosts(self.index.hosts)}",
+            language=language,
+            vectors=bool(self.index.dim),
+            encoder=encoder,
+            tuned_fusion=meta.get("fusion"),
+            max_df_refusal=MAX_DF_REFUSAL,
+            summary={"language": language, "encoder": meta.get("encoder", "")},
+        )
 
     def text_search(self, questions: Sequence[str], k: int, max_df: float) -> list[list[SearchHit]]:
         if max_df:
@@ -387,14 +498,22 @@ class ElasticPassageIndex:
     def vector_search(self, vectors: np.ndarray, k: int) -> list[list[SearchHit]]:
         return _hits(self.index.search_knn(vectors, k, self.num_candidates), "dense")
 
-    def fused_search(self, questions: Sequence[str], vectors: np.ndarray, k: int, depth: int,
-                     fusion: Fusion) -> list[list[SearchHit]] | None:
+    def fused_search(
+        self, questions: Sequence[str], vectors: np.ndarray, k: int, depth: int, fusion: Fusion
+    ) -> list[list[SearchHit]] | None:
         """`es-rrf`: the server's rrf retriever over `depth` candidates of each list; None where the server has
         none (said once: ElasticIndex.supports_rrf) or the fusion is another."""
         if fusion.server != SERVER_RRF:
             return None
-        results = self.index.search_rrf(list(questions), vectors, k, window=depth, rank_constant=fusion.rrf_k,
-                                        num_candidates=max(self.num_candidates, depth), title_boost=self.title_boost)
+        results = self.index.search_rrf(
+            list(questions),
+            vectors,
+            k,
+            window=depth,
+            rank_constant=fusion.rrf_k,
+            num_candidates=max(self.num_candidates, depth),
+            title_boost=self.title_boost,
+        )
         return None if results is None else _hits(results, "hybrid")
 
     def passages(self, rows: Sequence[int]) -> list[Passage]:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 
@@ -53,9 +53,11 @@ class BulkReport:
         return (self.created + self.already_present) / self.seconds if self.seconds > 0 else 0.0
 
     def summary(self) -> str:
-        text = (f"{self.count} documents in the index: {self.created} created, {self.skipped} skipped (already "
-                f"committed), {self.already_present} already present; {self.rejected} rejections and {self.retries} "
-                f"retries; {self.failed} failed; {self.resent} re-sent as missing; {self.per_second:.0f} docs/s")
+        text = (
+            f"{self.count} documents in the index: {self.created} created, {self.skipped} skipped (already "
+            f"committed), {self.already_present} already present; {self.rejected} rejections and {self.retries} "
+            f"retries; {self.failed} failed; {self.resent} re-sent as missing; {self.per_second:.0f} docs/s"
+        )
         if self.errors:
             text += "\nfirst failures:\n  " + "\n  ".join(self.errors)
         return text
@@ -74,8 +76,9 @@ class BulkOptions:
     # the metadata's help is the `es-index` command's (odqa.commands.options)
     chunk_size: int = field(default=500, metadata={"help": "documents per bulk request"})
     max_retries: int = field(default=5, metadata={"help": "retries of a failed bulk request or rejected documents"})
-    initial_backoff: float = field(default=1.0, metadata={
-        "help": f"first retry wait in seconds (doubles each retry, max {MAX_BACKOFF:g})"})
+    initial_backoff: float = field(
+        default=1.0, metadata={"help": f"first retry wait in seconds (doubles each retry, max {MAX_BACKOFF:g})"}
+    )
     max_backoff: float = MAX_BACKOFF
     request_timeout: float = 120.0
     progress: bool = field(default=True, metadata={"help": "progress bar"})
@@ -85,8 +88,9 @@ class BulkOptions:
 Doc = tuple[int, str, dict]  # (row, _id, _source)
 
 
-def bulk_load(index: ElasticIndex, docs: Callable[[int], Iterator[Doc]], total: int,
-              options: BulkOptions | None = None) -> BulkReport:
+def bulk_load(
+    index: ElasticIndex, docs: Callable[[int], Iterator[Doc]], total: int, options: BulkOptions | None = None
+) -> BulkReport:
     """Send docs (`docs(start_row)` yields rows start_row.. in order) to an existing index, resuming after the
     contiguous prefix already committed. Refresh is switched off during the load and restored after."""
     from tqdm.auto import tqdm
@@ -104,7 +108,14 @@ def bulk_load(index: ElasticIndex, docs: Callable[[int], Iterator[Doc]], total: 
     if str(old_refresh) == "-1":  # left behind by an interrupted load: restore the cluster default afterwards
         old_refresh = None
     began = time.perf_counter()
-    bar = tqdm(total=total, initial=start, desc=f"es-index {index.name}", unit=" doc", disable=not options.progress, mininterval=2)
+    bar = tqdm(
+        total=total,
+        initial=start,
+        desc=f"es-index {index.name}",
+        unit=" doc",
+        disable=not options.progress,
+        mininterval=2,
+    )
     bulk_client = index.client.options(max_retries=0, request_timeout=options.request_timeout)
     try:
         if start < total:
@@ -134,7 +145,9 @@ def bulk_load(index: ElasticIndex, docs: Callable[[int], Iterator[Doc]], total: 
 
 def _count_rows(index: ElasticIndex, lo: int, hi: int) -> int:
     query = {"range": {"row": {"gte": lo, "lt": hi}}}
-    return int(index._call(lambda: index.client.count(index=index.name, query=query), f"counting {index.name!r}")["count"])
+    return int(
+        index._call(lambda: index.client.count(index=index.name, query=query), f"counting {index.name!r}")["count"]
+    )
 
 
 def missing_rows(index: ElasticIndex, lo: int, hi: int, leaf: int = 1000) -> list[int]:
@@ -145,30 +158,40 @@ def missing_rows(index: ElasticIndex, lo: int, hi: int, leaf: int = 1000) -> lis
     if hi - lo > leaf:
         mid = (lo + hi) // 2
         return missing_rows(index, lo, mid, leaf) + missing_rows(index, mid, hi, leaf)
-    result = index._call(lambda: index.client.search(index=index.name, size=hi - lo, source=["row"],
-                                                     query={"range": {"row": {"gte": lo, "lt": hi}}}),
-                         f"listing rows of {index.name!r}")
+    result = index._call(
+        lambda: index.client.search(
+            index=index.name, size=hi - lo, source=["row"], query={"range": {"row": {"gte": lo, "lt": hi}}}
+        ),
+        f"listing rows of {index.name!r}",
+    )
     present = {int(h["_source"]["row"]) for h in result["hits"]["hits"]}
     return [row for row in range(lo, hi) if row not in present]
 
 
-def _resend_missing(index: ElasticIndex, docs: Callable[[int], Iterator[Doc]], total: int, report: BulkReport,
-                    options: BulkOptions) -> None:
+def _resend_missing(
+    index: ElasticIndex, docs: Callable[[int], Iterator[Doc]], total: int, report: BulkReport, options: BulkOptions
+) -> None:
     """The final count fell short (a server that restarted inside a retry wait loses what it had acknowledged
     but not saved): send the missing rows again, then refuse to report success if any are still absent."""
     index.refresh()
     missing = missing_rows(index, 0, total)
     if missing:
-        log.warning("%d of %d documents are missing from %s after the load; sending them again", len(missing),
-                    total, index.name)
+        log.warning(
+            "%d of %d documents are missing from %s after the load; sending them again", len(missing), total, index.name
+        )
         wanted = set(missing)
         chunk: list[Doc] = []
         for doc in docs(missing[0]):
             if doc[0] in wanted:
                 chunk.append(doc)
             if len(chunk) >= options.chunk_size or (chunk and doc[0] >= missing[-1]):
-                _send_chunk(index, index.client.options(max_retries=0, request_timeout=options.request_timeout),
-                            chunk, report, options)
+                _send_chunk(
+                    index,
+                    index.client.options(max_retries=0, request_timeout=options.request_timeout),
+                    chunk,
+                    report,
+                    options,
+                )
                 chunk = []
             if doc[0] >= missing[-1]:
                 break
@@ -209,8 +232,14 @@ def _send_chunk(index: ElasticIndex, client, chunk: list[Doc], report: BulkRepor
             if attempt > options.max_retries:
                 raise _interrupted(index, report, exc, options) from None
             wait = _backoff(attempt, options)
-            log.warning("bulk request to %s failed (%s); retry %d/%d in %.1f s", describe_hosts(index.hosts),
-                        exc.__class__.__name__, attempt, options.max_retries, wait)
+            log.warning(
+                "bulk request to %s failed (%s); retry %d/%d in %.1f s",
+                describe_hosts(index.hosts),
+                exc.__class__.__name__,
+                attempt,
+                options.max_retries,
+                wait,
+            )
             time.sleep(wait)
             continue
         report.sent += len(pending)
@@ -229,17 +258,27 @@ def _send_chunk(index: ElasticIndex, client, chunk: list[Doc], report: BulkRepor
                 report.failed += 1
                 if len(report.errors) < 10:
                     err = outcome.get("error", {})
-                    report.errors.append(scrub(f"{doc[1]}: {err.get('type', status)}: {err.get('reason', '')}"[:300], index.secrets))
+                    report.errors.append(
+                        scrub(f"{doc[1]}: {err.get('type', status)}: {err.get('reason', '')}"[:300], index.secrets)
+                    )
         if retry:
             attempt += 1
             if attempt > options.max_retries:
                 report.failed += len(retry)
                 if len(report.errors) < 10:
-                    report.errors.append(f"{len(retry)} documents still rejected (HTTP 429) after {options.max_retries} retries")
+                    report.errors.append(
+                        f"{len(retry)} documents still rejected (HTTP 429) after {options.max_retries} retries"
+                    )
                 break
             wait = _backoff(attempt, options)
-            log.warning("%d documents rejected by %s (queue full); retry %d/%d in %.1f s", len(retry),
-                        describe_hosts(index.hosts), attempt, options.max_retries, wait)
+            log.warning(
+                "%d documents rejected by %s (queue full); retry %d/%d in %.1f s",
+                len(retry),
+                describe_hosts(index.hosts),
+                attempt,
+                options.max_retries,
+                wait,
+            )
             time.sleep(wait)
         pending = retry
     report.last_row, report.last_id = chunk[-1][0], chunk[-1][1]
@@ -248,14 +287,17 @@ def _send_chunk(index: ElasticIndex, client, chunk: list[Doc], report: BulkRepor
 
 
 def _interrupted(index: ElasticIndex, report: BulkReport, exc: BaseException, options: BulkOptions) -> OdqaError:
-    last = (f"the last committed passage is {report.last_id!r} (row {report.last_row})" if report.last_row >= 0
-            else "no passage was committed")
+    last = (
+        f"the last committed passage is {report.last_id!r} (row {report.last_row})"
+        if report.last_row >= 0
+        else "no passage was committed"
+    )
+    status = getattr(exc, "status_code", None)
     return OdqaError(
         f"lost Elasticsearch at {describe_hosts(index.hosts)} during bulk indexing ({exc.__class__.__name__}"
-        f"{f' HTTP {exc.status_code}' if getattr(exc, 'status_code', None) else ''}; gave up "
+        f"{f' HTTP {status}' if status else ''}; gave up "
         f"after {options.max_retries} retries); {last}; rerun the same command to resume from there"
     )
-
 
 
 # ---------------------------------------------------------------- source: an index folder (a KB: linker/elastic.py)
@@ -287,16 +329,25 @@ def passage_docs(bundle_path: str | Path, limit: int | None = None, with_vectors
                 vectors_check.whole()
         embeddings = np.load(layout.embeddings, mmap_mode="r")
         if embeddings.shape[0] != len(store):
-            raise IndexMismatchError(f"{bundle_path}: {len(store)} passages but {embeddings.shape[0]} vectors; rebuild the index")
+            raise IndexMismatchError(
+                f"{bundle_path}: {len(store)} passages but {embeddings.shape[0]} vectors; rebuild the index"
+            )
         encoder = dense.encoder
-        encoding = {"query_encoder": dense.params.get("query_encoder", encoder),
-                    "encoder_settings": dense.params.get("encoder_settings", {}),
-                    "max_length": dense.params.get("max_length", 0)}
+        encoding = {
+            "query_encoder": dense.params.get("query_encoder", encoder),
+            "encoder_settings": dense.params.get("encoder_settings", {}),
+            "max_length": dense.params.get("max_length", 0),
+        }
     total = len(store) if limit is None else min(limit, len(store))
     dim = int(embeddings.shape[1]) if embeddings is not None else 0
     fingerprint = manifest.corpus_fingerprint + (f"/first{total}" if total < len(store) else "")
-    meta = {"corpus_fingerprint": fingerprint, "encoder": encoder, "count": total, "source": str(bundle_path),
-            **(encoding if embeddings is not None else {})}
+    meta = {
+        "corpus_fingerprint": fingerprint,
+        "encoder": encoder,
+        "count": total,
+        "source": str(bundle_path),
+        **(encoding if embeddings is not None else {}),
+    }
 
     def docs(start: int, batch: int = 2000) -> Iterator[Doc]:
         for lo in range(start, total, batch):
@@ -304,8 +355,14 @@ def passage_docs(bundle_path: str | Path, limit: int | None = None, with_vectors
             rows = store.dataset[lo:hi]
             vectors = unit_rows(np.asarray(embeddings[lo:hi], dtype=np.float32)) if embeddings is not None else None
             for i in range(hi - lo):
-                source = {"row": lo + i, "title": rows["title"][i], "text": rows["text"][i], "doc_id": rows["doc_id"][i],
-                          "start": int(rows["start"][i]), "end": int(rows["end"][i])}
+                source = {
+                    "row": lo + i,
+                    "title": rows["title"][i],
+                    "text": rows["text"][i],
+                    "doc_id": rows["doc_id"][i],
+                    "start": int(rows["start"][i]),
+                    "end": int(rows["end"][i]),
+                }
                 if vectors is not None:
                     source["vector"] = vectors[i].tolist()
                 yield lo + i, rows["id"][i], source
@@ -313,10 +370,22 @@ def passage_docs(bundle_path: str | Path, limit: int | None = None, with_vectors
     return total, docs, meta, dim
 
 
-def load_passages(index: ElasticIndex, bundle_path: str | Path, *, recreate: bool = False, limit: int | None = None,
-                  with_vectors: bool = True, analyzer: str = "english", similarity: str = "dot_product",
-                  shards: int | None = 1, replicas: int = 1, hnsw_m: int = 16, ef_construction: int = 100,
-                  options: BulkOptions | None = None, knn_type: str | None = "hnsw") -> BulkReport:
+def load_passages(
+    index: ElasticIndex,
+    bundle_path: str | Path,
+    *,
+    recreate: bool = False,
+    limit: int | None = None,
+    with_vectors: bool = True,
+    analyzer: str = "english",
+    similarity: str = "dot_product",
+    shards: int | None = 1,
+    replicas: int = 1,
+    hnsw_m: int = 16,
+    ef_construction: int = 100,
+    options: BulkOptions | None = None,
+    knn_type: str | None = "hnsw",
+) -> BulkReport:
     """Create (or reuse and check) the index, then bulk-load an odqa index folder into it, resumably. `shards`
     or `knn_type` None: picked from the corpus size (indexes.elastic_capacity.plan_elastic)."""
     total, docs, meta, dim = passage_docs(bundle_path, limit, with_vectors)
@@ -331,6 +400,15 @@ def load_passages(index: ElasticIndex, bundle_path: str | Path, *, recreate: boo
 
         plan = plan_elastic(total, dim, shards=shards, knn_type=knn_type)
         log.info("creating %s for %s", index.name, plan.summary())
-        index.create(meta, dim, analyzer=analyzer, similarity=similarity, shards=plan.shards, replicas=replicas,
-                     hnsw_m=hnsw_m, ef_construction=ef_construction, knn_type=plan.knn_type)
+        index.create(
+            meta,
+            dim,
+            analyzer=analyzer,
+            similarity=similarity,
+            shards=plan.shards,
+            replicas=replicas,
+            hnsw_m=hnsw_m,
+            ef_construction=ef_construction,
+            knn_type=plan.knn_type,
+        )
     return bulk_load(index, docs, total, options)

@@ -43,11 +43,19 @@ class ElasticPlan:
         return asdict(self)
 
     def summary(self) -> str:
-        vectors = (f", kNN {self.knn_type} (m {self.hnsw_m}, ef_construction {self.ef_construction}, "
-                   f"num_candidates {self.num_candidates}), {self.vector_ram_gb:.1f} GB of vectors to keep in "
-                   "the page cache") if self.dims else ""
-        return (f"{self.passages:,} passages: {self.shards} shard{'s' if self.shards > 1 else ''}, about "
-                f"{self.disk_gb:.1f} GB a copy on disk{vectors}")
+        vectors = (
+            (
+                f", kNN {self.knn_type} (m {self.hnsw_m}, ef_construction {self.ef_construction}, "
+                f"num_candidates {self.num_candidates}), "
+                f"{self.vector_ram_gb:.1f} GB of vectors to keep in the page cache"
+            )
+            if self.dims
+            else ""
+        )
+        return (
+            f"{self.passages:,} passages: {self.shards} shard{'s' if self.shards > 1 else ''}, about "
+            f"{self.disk_gb:.1f} GB a copy on disk{vectors}"
+        )
 
 
 def plan_elastic(passages: int, dims: int, shards: int | None = None, knn_type: str | None = None) -> ElasticPlan:
@@ -64,9 +72,17 @@ def plan_elastic(passages: int, dims: int, shards: int | None = None, knn_type: 
     disk_gb = passages * per_passage / 1e9
     if shards is None:
         shards = max(1, math.ceil(disk_gb / SHARD_TARGET_GB))
-    return ElasticPlan(passages=passages, dims=dims, shards=shards, knn_type=knn_type, hnsw_m=HNSW_M,
-                       ef_construction=EF_CONSTRUCTION, num_candidates=NUM_CANDIDATES, disk_gb=round(disk_gb, 2),
-                       vector_ram_gb=round(passages * ram_per_passage / 1e9, 2))
+    return ElasticPlan(
+        passages=passages,
+        dims=dims,
+        shards=shards,
+        knn_type=knn_type,
+        hnsw_m=HNSW_M,
+        ef_construction=EF_CONSTRUCTION,
+        num_candidates=NUM_CANDIDATES,
+        disk_gb=round(disk_gb, 2),
+        vector_ram_gb=round(passages * ram_per_passage / 1e9, 2),
+    )
 
 
 def node_memory_gb(plan: ElasticPlan, nodes: int = 1, replicas: int = 0) -> float:

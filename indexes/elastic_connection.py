@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from odqa.core.errors import OdqaError
@@ -54,8 +55,10 @@ def check_hosts(hosts: Sequence[str]) -> None:
         except ValueError:
             parts, port = None, None
         if parts is None or port == 0 or (_port_text(parts) and port is None):
-            raise OdqaError(f"Elasticsearch host {redact_url(url)}: the port must be a number from 1 to 65535 "
-                            "(e.g. http://127.0.0.1:9200)")
+            raise OdqaError(
+                f"Elasticsearch host {redact_url(url)}: the port must be "
+                "a number from 1 to 65535 (e.g. http://127.0.0.1:9200)"
+            )
         if not parts.hostname:
             raise OdqaError(f"Elasticsearch host {redact_url(url)} names no host; write it like http://127.0.0.1:9200")
 
@@ -78,8 +81,10 @@ def parse_location(location: str) -> tuple[str, str]:
     name = path.strip("/")
     hosts = ",".join(f"{LOCATION_SCHEMES[scheme.lower()]}://{h.strip()}" for h in netloc.split(",") if h.strip())
     if "/" in name or "?" in name or "#" in name:
-        raise OdqaError(f"Elasticsearch index name {name!r} (of an es:// index location) holds '/', '?' or '#'; "
-                        "write es://HOST:9200/INDEX_NAME")
+        raise OdqaError(
+            f"Elasticsearch index name {name!r} (of an es:// index location) holds '/', '?' or '#'; "
+            "write es://HOST:9200/INDEX_NAME"
+        )
     return hosts, name
 
 
@@ -146,11 +151,17 @@ def connect(config, *, request_timeout: float = 30.0, check: bool = True):
         log.warning("TLS certificate verification is off for %s (elastic.verify_certs = false)", describe_hosts(hosts))
     try:
         client = Elasticsearch(**kwargs)
-    except ValueError as exc:  # malformed host URL; its text may hold the URL, so it is not echoed
-        raise OdqaError(f"elastic.hosts is not a list of URLs like http://127.0.0.1:9200 (got {describe_hosts(hosts)})") from None
+    except ValueError:  # malformed host URL; its text may hold the URL, so it is not echoed
+        raise OdqaError(
+            f"elastic.hosts is not a list of URLs like http://127.0.0.1:9200 (got {describe_hosts(hosts)})"
+        ) from None
     if check:
-        call(lambda: client.options(max_retries=1, request_timeout=min(request_timeout, 10.0)).info(),
-             hosts, "connecting", secrets_of(config))
+        call(
+            lambda: client.options(max_retries=1, request_timeout=min(request_timeout, 10.0)).info(),
+            hosts,
+            "connecting",
+            secrets_of(config),
+        )
     return client
 
 
@@ -178,9 +189,14 @@ def require_json(result, hosts, what: str, secrets: Sequence[str] = ()):
 
 def not_json_error(hosts, what: str, text: str, secrets: Sequence[str] = ()) -> OdqaError:
     snippet = " ".join(text.split())[:80]
-    return OdqaError(scrub(f"the server at {describe_hosts(hosts)} answered {what} with something that is not "
-                           f"Elasticsearch JSON ({snippet!r}); is a proxy or another service at that address? "
-                           "check elastic.hosts / --hosts", secrets))
+    return OdqaError(
+        scrub(
+            f"the server at {describe_hosts(hosts)} answered {what} with something that is not "
+            f"Elasticsearch JSON ({snippet!r}); is a proxy or another "
+            "service at that address? check elastic.hosts / --hosts",
+            secrets,
+        )
+    )
 
 
 def translate_error(exc: BaseException, hosts, what: str, secrets: Sequence[str] = ()) -> OdqaError | None:
@@ -207,11 +223,13 @@ def translate_error(exc: BaseException, hosts, what: str, secrets: Sequence[str]
         )
     if isinstance(exc, (elastic_transport.ConnectionError, elastic_transport.ConnectionTimeout)):
         return OdqaError(
-            f"cannot reach Elasticsearch at {where} while {what} ({exc.__class__.__name__}); start the server or "
-            "fix elastic.hosts / --hosts"
+            f"cannot reach Elasticsearch at {where} while {what} "
+            f"({exc.__class__.__name__}); start the server or fix elastic.hosts / --hosts"
         )
     if isinstance(exc, ApiError):
-        return OdqaError(scrub(f"Elasticsearch at {where} answered HTTP {exc.status_code} while {what}: {reason(exc)}", secrets))
+        return OdqaError(
+            scrub(f"Elasticsearch at {where} answered HTTP {exc.status_code} while {what}: {reason(exc)}", secrets)
+        )
     if isinstance(exc, elastic_transport.SerializationError):  # labelled JSON, but is not
         return not_json_error(hosts, what, str(exc).removeprefix("Unable to deserialize as JSON: "), secrets)
     return None
@@ -231,8 +249,12 @@ def auth_error(exc) -> bool:
     if isinstance(exc, AuthenticationException):
         return True
     body = getattr(exc, "body", None)
-    return isinstance(body, dict) and isinstance(body.get("error"), dict) and body["error"].get("type") == "security_exception" \
+    return (
+        isinstance(body, dict)
+        and isinstance(body.get("error"), dict)
+        and body["error"].get("type") == "security_exception"
         and "license" not in str(body["error"].get("reason", ""))
+    )
 
 
 def reason(exc) -> str:

@@ -8,10 +8,10 @@ import contextlib
 import os
 import time
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -23,9 +23,20 @@ from odqa.corpus.articles import StoreArticlePassages
 from odqa.corpus.store import DATA_FILE, PassageStore
 from odqa.indexes.analysis import check_analyzer_available
 from odqa.indexes.bm25 import TEXT_ENGINES, default_max_df, load_text_index
-from odqa.indexes.integrity import (add_block_digests, check_bundle_manifest, check_files_whole, check_part,
-                                    check_part_format, check_shard, file_check, note_unchecked, part_fix, recover_swap,
-                                    sharded_fix, swap_in_progress)
+from odqa.indexes.integrity import (
+    add_block_digests,
+    check_bundle_manifest,
+    check_files_whole,
+    check_part,
+    check_part_format,
+    check_shard,
+    file_check,
+    note_unchecked,
+    part_fix,
+    recover_swap,
+    sharded_fix,
+    swap_in_progress,
+)
 from odqa.indexes.layout import BM25, DENSE, PASSAGES, SHARD_RECORDS, SHARDS, IndexLayout
 from odqa.indexes.manifest import MANIFEST, Manifest
 from odqa.indexes.vector import FAISS_KINDS, VectorIndex
@@ -61,10 +72,10 @@ class _PinnedFolder:
 
 
 def _wait_for_swap(attempt: int) -> None:
-    time.sleep(0.02 * 2 ** attempt)
+    time.sleep(0.02 * 2**attempt)
 
 
-def _swapping(path: Path, pin: "_PinnedFolder | None") -> bool:
+def _swapping(path: Path, pin: _PinnedFolder | None) -> bool:
     """Whether a rebuild is swapping `path` now or has swapped it since `pin` was taken."""
     return swap_in_progress(path) or (pin is not None and pin.replaced(path))
 
@@ -85,7 +96,7 @@ class FolderIndex:
         return len(self.store)
 
     @classmethod
-    def open(cls, path: str | Path) -> "FolderIndex":
+    def open(cls, path: str | Path) -> FolderIndex:
         path = Path(path)
         try:
             recover_swap(path)
@@ -95,18 +106,20 @@ class FolderIndex:
             return cls._open_pinned(path)
 
     @classmethod
-    def _open_pinned(cls, path: Path) -> "FolderIndex":
+    def _open_pinned(cls, path: Path) -> FolderIndex:
         for attempt in range(SWAP_RETRIES + 1):
             pin = None
             try:
                 try:
                     pin = _PinnedFolder(path)
                 except FileNotFoundError:
-                    raise OdqaError(f"index folder not found: {path}; build it with `odqa index --corpus PATH "
-                                    f"--out {path}`") from None
+                    raise OdqaError(
+                        f"index folder not found: {path}; build it with `odqa index --corpus PATH --out {path}`"
+                    ) from None
                 except NotADirectoryError:
-                    raise OdqaError(f"{path} is a file, not an index folder; give the folder that `odqa index "
-                                    "--out` wrote") from None
+                    raise OdqaError(
+                        f"{path} is a file, not an index folder; give the folder that `odqa index --out` wrote"
+                    ) from None
                 manifest = Manifest.load(path, kind="bundle")
                 check_bundle_manifest(manifest, path)
                 bundle = (ShardedFolderIndex if manifest.params.get(SHARDS) else cls)(path, manifest, _pin=pin)
@@ -120,8 +133,10 @@ class FolderIndex:
             if not pin.replaced(path):
                 return bundle
             _wait_for_swap(attempt)
-        raise OdqaError(f"{path} was replaced {SWAP_RETRIES + 1} times while it was opened; open it again when the "
-                        "builds writing it are done")
+        raise OdqaError(
+            f"{path} was replaced {SWAP_RETRIES + 1} times while it was "
+            "opened; open it again when the builds writing it are done"
+        )
 
     def _reopen(self) -> None:
         """Read the new index that a rebuild put in place, dropping every part opened from the old one, so that
@@ -179,16 +194,30 @@ class FolderIndex:
             engine = self._text_engine()
             prunes = hasattr(TEXT_ENGINES.get(engine), "drop_frequent_terms") if engine in TEXT_ENGINES else False
             self._cache["info"] = BackendInfo(
-                location=str(self.path), language=language, text=BM25 in self.backends,
-                vectors=DENSE in self.backends, encoder=self._encoder_record(),
-                tuned_fusion=params.get(TUNED_FUSION), kb=self.layout.kb,
+                location=str(self.path),
+                language=language,
+                text=BM25 in self.backends,
+                vectors=DENSE in self.backends,
+                encoder=self._encoder_record(),
+                tuned_fusion=params.get(TUNED_FUSION),
+                kb=self.layout.kb,
                 bm25_max_df=default_max_df(self.manifest.count) if prunes else 0.0,
-                max_df_refusal="" if prunes else (
+                max_df_refusal=""
+                if prunes
+                else (
                     f"retrieval.bm25_max_df needs the tantivy BM25 engine; this index uses {engine or 'another'}: "
-                    "set it to 0 or rebuild the index with `run_qa.py index` (tantivy is the default)"),
-                summary={"backends": self.backends, "language": language, "analyzer": params.get("analyzer", ""),
-                         "encoder": self.manifest.encoder, "dim": self.manifest.dim, "built": self.manifest.created,
-                         "corpus_fingerprint": self.manifest.corpus_fingerprint})
+                    "set it to 0 or rebuild the index with `run_qa.py index` (tantivy is the default)"
+                ),
+                summary={
+                    "backends": self.backends,
+                    "language": language,
+                    "analyzer": params.get("analyzer", ""),
+                    "encoder": self.manifest.encoder,
+                    "dim": self.manifest.dim,
+                    "built": self.manifest.created,
+                    "corpus_fingerprint": self.manifest.corpus_fingerprint,
+                },
+            )
         return self._cache["info"]
 
     def _text_engine(self) -> str:
@@ -208,9 +237,14 @@ class FolderIndex:
         if manifest is None:
             return None
         params = manifest.params
-        return EncoderRecord(name=manifest.encoder, dim=manifest.dim, query_encoder=params.get("query_encoder", ""),
-                             settings=dict(params.get("encoder_settings", {})),
-                             max_length=int(params.get("max_length", 256)), weights=params.get("encoder_weights", ""))
+        return EncoderRecord(
+            name=manifest.encoder,
+            dim=manifest.dim,
+            query_encoder=params.get("query_encoder", ""),
+            settings=dict(params.get("encoder_settings", {})),
+            max_length=int(params.get("max_length", 256)),
+            weights=params.get("encoder_weights", ""),
+        )
 
     @property
     def backends(self) -> list[str]:
@@ -225,7 +259,8 @@ class FolderIndex:
             raise IndexMismatchError(
                 f"index part {self.path.name}/{part} holds {rows} rows but the index has {self.manifest.count} "
                 f"passages; it was replaced or damaged: rebuild it with `run_qa.py index --corpus "
-                f"{self.manifest.params.get('corpus', 'CORPUS')} --out {self.path}`")
+                f"{self.manifest.params.get('corpus', 'CORPUS')} --out {self.path}`"
+            )
 
     def article_passages(self) -> StoreArticlePassages:
         """Each article's passages, for the entity bonus (linker.guided), from the passage store."""
@@ -240,11 +275,16 @@ class FolderIndex:
         before parts or block digests were recorded is said so, once."""
         recorded = self.parts.get(part)
         if not recorded:
-            note_unchecked(str(self.path), "records no file digests, so damage inside its files cannot be seen; "
-                           "rebuild it with `run_qa.py index`")
+            note_unchecked(
+                str(self.path),
+                "records no file digests, so damage inside its files cannot be seen; rebuild it with `run_qa.py index`",
+            )
         elif any("blocks" not in info for info in recorded["files"].values()):
-            note_unchecked(str(self.path), "was built before block digests: each file is checked whole against its "
-                           f"SHA-256 at first use (slower); `run_qa.py verify-index {self.path}` records them")
+            note_unchecked(
+                str(self.path),
+                "was built before block digests: each file is checked whole against its "
+                f"SHA-256 at first use (slower); `run_qa.py verify-index {self.path}` records them",
+            )
         folder = self.layout.part(part)
         return lambda name, read: file_check(folder, recorded, name, read)
 
@@ -259,9 +299,11 @@ class FolderIndex:
             check_part_format(self.manifest, part, f"index part {self.path.name}/{PASSAGES}", part_fix(folder))
             part.check_corpus(self.manifest.corpus_fingerprint, where=str(folder))
             if part.params.get("layout", store.layout_digest()) != store.layout_digest():
-                raise IndexMismatchError(f"index part {self.path.name}/passages: {DATA_FILE} is laid out otherwise "
-                                         f"than when it was built (a damaged batch header); rebuild it with "
-                                         f"`run_qa.py index --corpus CORPUS --out {self.path}`")
+                raise IndexMismatchError(
+                    f"index part {self.path.name}/passages: {DATA_FILE} is laid out otherwise "
+                    f"than when it was built (a damaged batch header); rebuild it with "
+                    f"`run_qa.py index --corpus CORPUS --out {self.path}`"
+                )
         store.advise_random_reads()
         check = self._checker(PASSAGES)(DATA_FILE, store.byte_reader())
         if check is not None:
@@ -272,14 +314,16 @@ class FolderIndex:
         if backend not in self.backends:
             raise OdqaError(
                 f"{self.path} has no {backend} index (it has: {', '.join(self.backends)}); rebuild with "
-                f"`odqa index --corpus {self.manifest.params.get('corpus', 'PATH')} --out {self.path} --backends bm25,dense`"
+                f"`odqa index --corpus {self.manifest.params.get('corpus', 'PATH')} "
+                f"--out {self.path} --backends bm25,dense`"
             )
         folder = self.layout.part(backend)
         if not (folder / MANIFEST).is_file():  # Manifest.load would take the part for an index of its own
             raise IndexMismatchError(
                 f"index part {self.path.name}/{backend} has no {MANIFEST} (deleted, or not copied with the rest); "
-                f"rebuild the index with `odqa index --corpus {self.manifest.params.get('corpus', 'CORPUS')} "
-                f"--out {self.path}`")
+                "rebuild the index with `odqa index --corpus "
+                f"{self.manifest.params.get('corpus', 'CORPUS')} --out {self.path}`"
+            )
         manifest = Manifest.load(folder)
         check_part_format(self.manifest, manifest, f"index part {self.path.name}/{backend}", part_fix(folder))
         manifest.check_corpus(self.manifest.corpus_fingerprint, where=str(folder))
@@ -308,8 +352,10 @@ class FolderIndex:
 
     def vector_search(self, vectors: np.ndarray, k: int) -> list[list[SearchHit]]:
         scores, rows = self.vector_index().search(vectors, k)
-        return [[SearchHit(row=int(r), score=float(s), source="dense") for s, r in zip(qs, qr) if r >= 0]
-                for qs, qr in zip(scores, rows)]
+        return [
+            [SearchHit(row=int(r), score=float(s), source="dense") for s, r in zip(qs, qr) if r >= 0]
+            for qs, qr in zip(scores, rows)
+        ]
 
     def passages(self, rows: Sequence[int]) -> list[Passage]:
         return self.store.get_rows(list(rows))
@@ -333,13 +379,15 @@ class FolderIndex:
     def verify(self) -> list[str]:
         """The full check behind `run_qa.py verify-index`: every part's files against their recorded digests,
         row counts, and the passage store's fingerprint recomputed from its rows. Raises on the first problem."""
-        from odqa.corpus.store import Fingerprint
         from odqa.core.types import Passage
+        from odqa.corpus.store import Fingerprint
 
         lines = []
         if not self.parts:
-            lines.append("note: this index was built before parts were recorded; only row counts and the "
-                         "passage fingerprint are checked (rebuild it to record file digests)")
+            lines.append(
+                "note: this index was built before parts were recorded; only row counts and the "
+                "passage fingerprint are checked (rebuild it to record file digests)"
+            )
         for part in [PASSAGES, *self.backends]:
             check_part(self.layout.part(part), self.parts.get(part), rows=None, full=True)
         fingerprint = Fingerprint()
@@ -349,7 +397,8 @@ class FolderIndex:
         if fingerprint.hexdigest() != self.manifest.corpus_fingerprint:
             raise IndexMismatchError(
                 f"index part {self.path.name}/passages holds other passages (fingerprint {fingerprint.hexdigest()}, "
-                f"index {self.manifest.corpus_fingerprint}): rebuild it with `run_qa.py index`")
+                f"index {self.manifest.corpus_fingerprint}): rebuild it with `run_qa.py index`"
+            )
         lines.append(f"passages: {len(self.store)} rows, fingerprint {fingerprint.hexdigest()} ok")
         if BM25 in self.backends:
             self.text_index()
@@ -361,8 +410,10 @@ class FolderIndex:
         parts = [part for part in [PASSAGES, *self.backends] if self.parts.get(part)]
         if [part for part in parts if add_block_digests(self.layout.part(part), self.parts[part])]:
             self.manifest.save(self.path)  # atomically; the files are untouched
-            lines.append("recorded the block digests this index was built without: searches now check the "
-                         "blocks they read instead of whole files")
+            lines.append(
+                "recorded the block digests this index was built without: searches now check the "
+                "blocks they read instead of whole files"
+            )
         return lines
 
 
@@ -378,9 +429,12 @@ class ShardedFolderIndex(FolderIndex):
         put other passages under the rows the joined BM25 index returns."""
         params = self.manifest.params
         fix = sharded_fix(self.path, params.get("corpus"), params[SHARDS])
-        return [FolderIndex(self.path / name, check_shard(self.path / name, params[SHARD_RECORDS][name],
-                                                         self.manifest, fix))
-                for name in params[SHARDS]]
+        return [
+            FolderIndex(
+                self.path / name, check_shard(self.path / name, params[SHARD_RECORDS][name], self.manifest, fix)
+            )
+            for name in params[SHARDS]
+        ]
 
     def _check_parts(self) -> None:
         _ = self.shards
@@ -415,5 +469,3 @@ class ShardedFolderIndex(FolderIndex):
             self.text_index()
             lines.append(f"bm25 (the shards' segments as one index): {self.manifest.count} documents ok")
         return lines
-
-

@@ -39,16 +39,17 @@ import re
 import shutil
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import NoReturn
 
 import numpy as np
 import xxhash
 
-from odqa.indexes.layout import BM25, DENSE, PASSAGES, SEARCH_PARTS, SHARD_RECORDS, SHARDS
-from odqa.indexes.manifest import Manifest, file_record_gaps
 from odqa.core.atomic import fsync_dir, writer_lock
 from odqa.core.errors import IndexMismatchError, OdqaError
+from odqa.indexes.layout import BM25, DENSE, PASSAGES, SEARCH_PARTS, SHARD_RECORDS, SHARDS
+from odqa.indexes.manifest import Manifest, file_record_gaps
 
 SAMPLE_BYTES = 1 << 20
 MANIFEST = "manifest.json"
@@ -124,8 +125,14 @@ class FileCheck:
     checked whole against its SHA-256 at the first use. `folder`: where the file lies, for a record whose
     block digests are in a sidecar (read and checked at the first read)."""
 
-    def __init__(self, record: dict, read: Callable[[int, int], bytes], where: str, fix: str,
-                 folder: str | Path | None = None):
+    def __init__(
+        self,
+        record: dict,
+        read: Callable[[int, int], bytes | memoryview],
+        where: str,
+        fix: str,
+        folder: str | Path | None = None,
+    ):
         self.record, self.read, self.where, self.fix = record, read, where, fix
         blocks = record.get("blocks") or {}
         self.block = int(blocks.get("size", 0))
@@ -140,9 +147,10 @@ class FileCheck:
         self._whole = False
         self._lock = threading.Lock()
 
-    def _fail(self, what: str):
-        raise IndexMismatchError(f"{self.where} differs from the file that was built ({what}): it was damaged "
-                                 f"or changed on disk; {self.fix}")
+    def _fail(self, what: str) -> NoReturn:
+        raise IndexMismatchError(
+            f"{self.where} differs from the file that was built ({what}): it was damaged or changed on disk; {self.fix}"
+        )
 
     def whole(self) -> None:
         if self._whole:
@@ -179,6 +187,7 @@ class FileCheck:
 
     def _load_sidecar(self) -> None:
         """The block digests from the sidecar, checked against the record's digest of them."""
+        assert self._sidecar is not None  # read only for a record whose digests lie in one
         try:
             digests = self._sidecar.read_bytes()
         except OSError as exc:
@@ -245,8 +254,14 @@ def note_unchecked(where: str, what: str) -> None:
         print(f"odqa: note: {where} {what}", file=sys.stderr)
 
 
-def check_part(folder: str | Path, recorded: dict | None, rows: int | None, full: bool = False,
-               name: str | None = None, fix: str | None = None) -> None:
+def check_part(
+    folder: str | Path,
+    recorded: dict | None,
+    rows: int | None,
+    full: bool = False,
+    name: str | None = None,
+    fix: str | None = None,
+) -> None:
     """Raise IndexMismatchError when `folder` is not the part recorded in the bundle manifest.
 
     `rows`: the row count the part reports now (passages, vectors, BM25 documents), or None when unknown.
@@ -256,29 +271,37 @@ def check_part(folder: str | Path, recorded: dict | None, rows: int | None, full
     if not recorded:
         return  # an index built before parts were recorded: only the cheaper checks of its caller apply
     if rows is not None and rows != recorded["count"]:
-        raise IndexMismatchError(f"{name} holds {rows} rows but the index was built with "
-                                 f"{recorded['count']}; it was replaced or damaged: {fix}")
+        raise IndexMismatchError(
+            f"{name} holds {rows} rows but the index was built with "
+            f"{recorded['count']}; it was replaced or damaged: {fix}"
+        )
     for rel, info in recorded["files"].items():
         path = folder / rel
         if not path.is_file():
             raise IndexMismatchError(f"{name} lacks {rel}; it was removed or damaged: {fix}")
         size = path.stat().st_size
         if size != info["size"]:
-            raise IndexMismatchError(f"{name}: {rel} has {size} bytes, built with {info['size']}; "
-                                     f"it was replaced or truncated: {fix}")
+            raise IndexMismatchError(
+                f"{name}: {rel} has {size} bytes, built with {info['size']}; it was replaced or truncated: {fix}"
+            )
         if _sample_digest(path, size) != info["sample"] or (full and _full_digest(path) != info["sha256"]):
-            raise IndexMismatchError(f"{name}: {rel} differs from the file that was built "
-                                     f"with (another index's file, or damaged): {fix}")
+            raise IndexMismatchError(
+                f"{name}: {rel} differs from the file that was built with (another index's file, or damaged): {fix}"
+            )
         blocks = info.get("blocks") or {}
         if "sidecar" in blocks:
-            _check_sidecar(path.with_name(blocks["sidecar"]), blocks, -(-size // int(blocks["size"])), full,
-                           f"{name}: {rel}", fix)
+            _check_sidecar(
+                path.with_name(blocks["sidecar"]), blocks, -(-size // int(blocks["size"])), full, f"{name}: {rel}", fix
+            )
 
 
 def _check_sidecar(sidecar: Path, blocks: dict, count: int, full: bool, name: str, fix: str) -> None:
     """A large file's block digests beside it: there and of the right size (at open), unchanged (`full`)."""
-    if not sidecar.is_file() or sidecar.stat().st_size != count * DIGEST_BYTES \
-            or (full and not _sidecar_matches(sidecar.read_bytes(), blocks, count)):
+    if (
+        not sidecar.is_file()
+        or sidecar.stat().st_size != count * DIGEST_BYTES
+        or (full and not _sidecar_matches(sidecar.read_bytes(), blocks, count))
+    ):
         raise IndexMismatchError(f"{name}: its block digests {sidecar.name} are missing or were changed: {fix}")
 
 
@@ -296,15 +319,22 @@ def check_bundle_manifest(manifest, path: str | Path, fix: str | None = None) ->
     params = manifest.params if isinstance(manifest.params, dict) else {}
     version = manifest.format_version
     shards = params.get(SHARDS)
-    fix = fix or (sharded_fix(path, params.get("corpus"), shards) if shards is not None else
-                  f"rebuild the index with `run_qa.py index --corpus CORPUS --out {path}`")
+    fix = fix or (
+        sharded_fix(path, params.get("corpus"), shards)
+        if shards is not None
+        else f"rebuild the index with `run_qa.py index --corpus CORPUS --out {path}`"
+    )
 
-    def refuse(what: str, why: str = "it was edited or damaged"):
+    def refuse(what: str, why: str = "it was edited or damaged") -> NoReturn:
         raise IndexMismatchError(f"{Path(path) / MANIFEST} {what}: {why}; {fix}")
 
     backends = params.get("backends")
-    if (not isinstance(backends, list) or not backends or len(set(map(str, backends))) != len(backends)
-            or any(b not in SEARCH_PARTS for b in backends)):
+    if (
+        not isinstance(backends, list)
+        or not backends
+        or len(set(map(str, backends))) != len(backends)
+        or any(b not in SEARCH_PARTS for b in backends)
+    ):
         refuse(f"names no valid backends ({backends!r}; an index has {' and/or '.join(SEARCH_PARTS)})")
     if not isinstance(manifest.count, int) or manifest.count <= 0:
         refuse(f"gives no passage count ({manifest.count!r})")
@@ -326,7 +356,12 @@ def check_bundle_manifest(manifest, path: str | Path, fix: str | None = None) ->
     for name in required:
         record = parts.get(name)
         files = record.get("files") if isinstance(record, dict) else None
-        if not isinstance(files, dict) or not files or not isinstance(record.get("count"), int):
+        if (
+            not isinstance(record, dict)
+            or not isinstance(files, dict)
+            or not files
+            or not isinstance(record.get("count"), int)
+        ):
             refuse(f"lacks the record of its part {name}")
         for rel, info in files.items():
             gaps = file_record_gaps(info, version)
@@ -337,25 +372,37 @@ def check_bundle_manifest(manifest, path: str | Path, fix: str | None = None) ->
 SHARD_NAME = re.compile(r"^shards/\d{3,}$")
 
 
-def _check_shard_records(manifest, params: dict, refuse) -> None:
+def _check_shard_records(manifest, params: dict, refuse: Callable[..., NoReturn]) -> None:
     """A sharded bundle manifest lists its shards and records each one's manifest digest and rows, in row order
     from 0 to its passage count: so that a shard swapped with another, or one of another build, is refused."""
     shards, records = params.get(SHARDS), params.get(SHARD_RECORDS)
     if manifest.format_version < 2:
         refuse(f"claims manifest format {manifest.format_version}, older than any sharded index (format 2 on)")
-    if (not isinstance(shards, list) or not shards or len(set(map(str, shards))) != len(shards)
-            or not all(isinstance(name, str) and SHARD_NAME.match(name) for name in shards)):
+    if (
+        not isinstance(shards, list)
+        or not shards
+        or len(set(map(str, shards))) != len(shards)
+        or not all(isinstance(name, str) and SHARD_NAME.match(name) for name in shards)
+    ):
         refuse(f"names no valid shards ({shards!r})")
     if not isinstance(records, dict) or set(records) != set(shards):
-        refuse("lacks the record of its shards (each one's manifest digest and rows)",
-               "it was built before they were recorded, or edited or damaged")
+        refuse(
+            "lacks the record of its shards (each one's manifest digest and rows)",
+            "it was built before they were recorded, or edited or damaged",
+        )
     start = 0
     for name in shards:
         record = records[name]
         rows = record.get("rows") if isinstance(record, dict) else None
-        if (not isinstance(rows, list) or len(rows) != 2 or not all(type(r) is int for r in rows)
-                or rows[0] != start or rows[1] < start or not isinstance(record.get("manifest"), str)
-                or not record["manifest"]):
+        if (
+            not isinstance(rows, list)
+            or len(rows) != 2
+            or not all(type(r) is int for r in rows)
+            or rows[0] != start
+            or rows[1] < start
+            or not isinstance(record.get("manifest"), str)
+            or not record["manifest"]
+        ):
             refuse(f"lacks the record of its shard {name} (its manifest digest, and rows from {start})")
         start = rows[1]
     if start != manifest.count:
@@ -364,8 +411,10 @@ def _check_shard_records(manifest, params: dict, refuse) -> None:
 
 def sharded_fix(path: str | Path, corpus=None, shards=None) -> str:
     n = len(shards) if isinstance(shards, list) and shards else "N"
-    return (f"rebuild the index with `run_qa.py index --corpus {corpus or 'CORPUS'} --out {path} --shards {n}` "
-            "(its shards that are still right are kept)")
+    return (
+        f"rebuild the index with `run_qa.py index --corpus {corpus or 'CORPUS'} --out {path} --shards {n}` "
+        "(its shards that are still right are kept)"
+    )
 
 
 def check_shard(folder: str | Path, record: dict, bundle, fix: str):
@@ -380,13 +429,16 @@ def check_shard(folder: str | Path, record: dict, bundle, fix: str):
     if manifest.kind != "bundle":
         raise IndexMismatchError(f"{name} holds a {manifest.kind!r} index, not a shard of this index; {fix}")
     if manifest.digest != record["manifest"]:
-        raise IndexMismatchError(f"{name} is not the shard this index was built with (its manifest's digest "
-                                 f"{manifest.digest}, recorded {record['manifest']}): swapped with another shard or "
-                                 f"copied from another build; {fix}")
+        raise IndexMismatchError(
+            f"{name} is not the shard this index was built with (its manifest's digest "
+            f"{manifest.digest}, recorded {record['manifest']}): swapped with another shard or "
+            f"copied from another build; {fix}"
+        )
     start, end = record["rows"]
     if manifest.count != end - start:
-        raise IndexMismatchError(f"{name} holds {manifest.count} rows but the index records rows {start}-{end} of "
-                                 f"it; {fix}")
+        raise IndexMismatchError(
+            f"{name} holds {manifest.count} rows but the index records rows {start}-{end} of it; {fix}"
+        )
     check_part_format(bundle, manifest, name, fix)
     check_bundle_manifest(manifest, folder, fix=fix)
     return manifest
@@ -396,9 +448,11 @@ def check_part_format(bundle, part, name: str, fix: str) -> None:
     """A part is never of a newer manifest format than the index it belongs to (the index's manifest is written
     last): a bundle manifest that claims an older format than its parts' was edited to look older."""
     if part.format_version > bundle.format_version:
-        raise IndexMismatchError(f"{name} has a manifest of format {part.format_version}, but the index's {MANIFEST} "
-                                 f"claims format {bundle.format_version}, older than its parts: it was edited (to "
-                                 f"look older) or damaged; {fix}")
+        raise IndexMismatchError(
+            f"{name} has a manifest of format {part.format_version}, but the index's {MANIFEST} "
+            f"claims format {bundle.format_version}, older than its parts: it was edited (to "
+            f"look older) or damaged; {fix}"
+        )
 
 
 def _part_name(folder: Path) -> str:
@@ -409,15 +463,21 @@ def part_fix(folder: Path) -> str:
     return f"rebuild the index with `run_qa.py index --corpus CORPUS --out {Path(folder).parent}`"
 
 
-def file_check(folder: str | Path, recorded: dict | None, rel: str,
-               read: Callable[[int, int], bytes]) -> FileCheck | None:
+def file_check(
+    folder: str | Path, recorded: dict | None, rel: str, read: Callable[[int, int], bytes | memoryview]
+) -> FileCheck | None:
     """The check of one file of a part against the bundle manifest's record; None where nothing was recorded
     (an index built before parts were recorded)."""
     if not recorded or rel not in recorded.get("files", {}):
         return None
     folder = Path(folder)
-    return FileCheck(recorded["files"][rel], read, f"index part {_part_name(folder)}: {rel}", part_fix(folder),
-                     folder=(folder / rel).parent)
+    return FileCheck(
+        recorded["files"][rel],
+        read,
+        f"index part {_part_name(folder)}: {rel}",
+        part_fix(folder),
+        folder=(folder / rel).parent,
+    )
 
 
 def check_files_whole(folder: str | Path, recorded: dict | None) -> None:
@@ -425,7 +485,9 @@ def check_files_whole(folder: str | Path, recorded: dict | None) -> None:
     folder = Path(folder)
     for rel in (recorded or {}).get("files", {}):
         with (folder / rel).open("rb") as f:
-            file_check(folder, recorded, rel, file_reader(f)).whole()
+            check = file_check(folder, recorded, rel, file_reader(f))
+            assert check is not None  # `rel` is one of the recorded files
+            check.whole()
 
 
 def add_block_digests(folder: str | Path, recorded: dict) -> bool:
@@ -438,8 +500,10 @@ def add_block_digests(folder: str | Path, recorded: dict) -> bool:
             continue
         described = describe_file(folder / rel)
         if described["sha256"] != info["sha256"] or described["size"] != info["size"]:
-            raise IndexMismatchError(f"index part {_part_name(folder)}: {rel} differs from the file the index was "
-                                     f"built with (damaged); {part_fix(folder)}")
+            raise IndexMismatchError(
+                f"index part {_part_name(folder)}: {rel} differs from the file the index was "
+                f"built with (damaged); {part_fix(folder)}"
+            )
         info["blocks"] = described["blocks"]
         added = True
     return added

@@ -57,7 +57,7 @@ class IndexLayout:
 
     # ---- building -------------------------------------------------------------------------------------
     @property
-    def work(self) -> "IndexLayout":
+    def work(self) -> IndexLayout:
         """Where a build keeps its finished parts until it publishes them (survives a crash)."""
         return IndexLayout(self.root.with_name(self.root.name + ".work"))
 

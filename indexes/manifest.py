@@ -46,13 +46,14 @@ class Manifest:
         write_json_atomic(Path(folder) / MANIFEST, asdict(self))
 
     @classmethod
-    def load(cls, folder: str | Path, kind: str | None = None, fix: str | None = None) -> "Manifest":
+    def load(cls, folder: str | Path, kind: str | None = None, fix: str | None = None) -> Manifest:
         """`fix`: what a refusal tells to do (default: rebuild the index or knowledge base the folder holds)."""
         folder = Path(folder)
         path = folder / MANIFEST
         if not path.is_file():
             raise OdqaError(
-                f"{folder} is not an odqa index (no {MANIFEST}); build it with `odqa index --corpus PATH --out {folder}`"
+                f"{folder} is not an odqa index (no {MANIFEST}); build "
+                f"it with `odqa index --corpus PATH --out {folder}`"
             )
         try:
             data = json.loads(path.read_text())
@@ -64,17 +65,23 @@ class Manifest:
         fix = fix or _rebuild_fix(manifest.kind, folder, manifest.params)
         version = manifest.format_version
         if type(version) is not int or version < OLDEST_FORMAT:
-            raise IndexMismatchError(f"{path} gives no valid format_version ({version!r}): it was edited or damaged; "
-                                     f"{fix}")
+            raise IndexMismatchError(
+                f"{path} gives no valid format_version ({version!r}): it was edited or damaged; {fix}"
+            )
         if version >= 2 and not manifest.digest:
-            raise IndexMismatchError(f"{path} lacks its digest, which a format-{version} manifest records: it was "
-                                     f"edited (to look older) or damaged; {fix}")
+            raise IndexMismatchError(
+                f"{path} lacks its digest, which a format-{version} manifest records: it was "
+                f"edited (to look older) or damaged; {fix}"
+            )
         if manifest.digest and manifest.digest != content_digest(data):
-            raise IndexMismatchError(f"{path} was edited or damaged after the build (its content does not match its "
-                                     f"digest); {fix}")
+            raise IndexMismatchError(
+                f"{path} was edited or damaged after the build (its content does not match its digest); {fix}"
+            )
         if version > FORMAT_VERSION:
-            raise OdqaError(f"{path} is of manifest format {version}, newer than this odqa reads ({FORMAT_VERSION}); "
-                            f"upgrade odqa, or {fix}")
+            raise OdqaError(
+                f"{path} is of manifest format {version}, newer than this "
+                f"odqa reads ({FORMAT_VERSION}); upgrade odqa, or {fix}"
+            )
         if manifest.kind == "kb" and version >= 2:
             _check_kb_files(manifest, path, fix)
         if kind is not None and manifest.kind != kind:
@@ -108,10 +115,15 @@ def file_record_gaps(info, version: int) -> list[str]:
         return ["record"]
     gaps = [name for name in FILE_FIELDS if name not in info]
     blocks = info.get("blocks")
-    if version >= 2 and not (isinstance(blocks, dict) and type(blocks.get("size")) is int and blocks["size"] > 0
-                             and (isinstance(blocks.get("xxh3"), str)
-                                  or (isinstance(blocks.get("sidecar"), str)
-                                      and isinstance(blocks.get("sidecar_xxh3_128"), str)))):
+    if version >= 2 and not (
+        isinstance(blocks, dict)
+        and type(blocks.get("size")) is int
+        and blocks["size"] > 0
+        and (
+            isinstance(blocks.get("xxh3"), str)
+            or (isinstance(blocks.get("sidecar"), str) and isinstance(blocks.get("sidecar_xxh3_128"), str))
+        )
+    ):
         gaps.append("block digests")
     return gaps
 
@@ -120,14 +132,18 @@ def _check_kb_files(manifest: Manifest, path: Path, fix: str) -> None:
     """A format-2 knowledge base records every file with its block digests (linker.kb)."""
     files = manifest.params.get("files") if isinstance(manifest.params, dict) else None
     if not isinstance(files, dict) or not files:
-        raise IndexMismatchError(f"{path} lacks the record of its files, which a format-{manifest.format_version} "
-                                 f"manifest holds: it was edited (to look older) or damaged; {fix}")
+        raise IndexMismatchError(
+            f"{path} lacks the record of its files, which a format-{manifest.format_version} "
+            f"manifest holds: it was edited (to look older) or damaged; {fix}"
+        )
     for rel, info in files.items():
         gaps = file_record_gaps(info, manifest.format_version)
         if gaps:
-            raise IndexMismatchError(f"{path} lacks the {' and '.join(gaps)} of {rel}, which a format-"
-                                     f"{manifest.format_version} manifest records: it was edited (to look older) or "
-                                     f"damaged; {fix}")
+            raise IndexMismatchError(
+                f"{path} lacks the {' and '.join(gaps)} of {rel}, which a format-"
+                f"{manifest.format_version} manifest records: "
+                f"it was edited (to look older) or damaged; {fix}"
+            )
 
 
 def _rebuild_fix(kind, folder: Path, params) -> str:
@@ -136,8 +152,10 @@ def _rebuild_fix(kind, folder: Path, params) -> str:
     if kind == "bundle":
         shards = params.get("shards") if isinstance(params, dict) else None
         if isinstance(shards, list) and shards:  # as indexes.integrity.sharded_fix says it
-            return (f"rebuild the index with `run_qa.py index --corpus CORPUS --out {folder} --shards {len(shards)}` "
-                    "(its shards that are still right are kept)")
+            return (
+                f"rebuild the index with `run_qa.py index --corpus CORPUS --out {folder} --shards {len(shards)}` "
+                "(its shards that are still right are kept)"
+            )
         return f"rebuild the index with `run_qa.py index --corpus CORPUS --out {folder}`"
     return "rebuild it (`run_qa.py index`, or `run_qa.py build-kb` for a knowledge base)"
 

@@ -17,36 +17,40 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
+from odqa.core.atomic import atomic_folder
+from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.indexes.integrity import SIDECAR
 from odqa.indexes.manifest import MANIFEST, Manifest
 from odqa.indexes.vector import VectorIndex
-
-from odqa.core.atomic import atomic_folder
-from odqa.core.errors import IndexMismatchError, OdqaError
 
 SEGMENT_ROW_OFFSETS = "segment_row_offsets"  # the union BM25 manifest's row offset of each Tantivy segment
 TANTIVY_META = "meta.json"
 TANTIVY_MANAGED = ".managed.json"
 
 
-def union_text_index(shard_folders: Sequence[Path], row_offsets: Sequence[int], out: str | Path,
-                     fingerprint: str = "") -> Manifest:
+def union_text_index(
+    shard_folders: Sequence[Path], row_offsets: Sequence[int], out: str | Path, fingerprint: str = ""
+) -> Manifest:
     """Join the Tantivy BM25 indexes of the shards (row i of shard s is row `row_offsets[s] + i` of the whole)
     into one index folder `out`, atomically. The segment files are hard-linked (copied across file systems)."""
     manifests = [Manifest.load(folder, kind="bm25") for folder in shard_folders]
     engines = {m.params.get("engine", "tantivy") for m in manifests}
     if engines != {"tantivy"}:
-        raise OdqaError(f"a sharded index needs the tantivy BM25 engine (its shards' segments are searched as one "
-                        f"index), not {', '.join(sorted(engines - {'tantivy'}))}: rebuild with --bm25-engine tantivy")
+        raise OdqaError(
+            f"a sharded index needs the tantivy BM25 engine (its shards' segments are searched as one "
+            f"index), not {', '.join(sorted(engines - {'tantivy'}))}: rebuild with --bm25-engine tantivy"
+        )
     analyzers = {m.params.get("analyzer", "en") for m in manifests}
     if len(analyzers) > 1:
-        raise OdqaError(f"the shards were analysed differently ({', '.join(sorted(analyzers))}); build every "
-                        "shard with one --language / --analyzer")
+        raise OdqaError(
+            f"the shards were analysed differently ({', '.join(sorted(analyzers))}); build every "
+            "shard with one --language / --analyzer"
+        )
     with atomic_folder(out) as tmp:
         meta: dict | None = None
         segments: list[dict] = []
@@ -58,23 +62,33 @@ def union_text_index(shard_folders: Sequence[Path], row_offsets: Sequence[int], 
             if meta is None:
                 meta = shard_meta
             elif shard_meta["schema"] != meta["schema"]:
-                raise IndexMismatchError(f"{folder} has another BM25 schema than {shard_folders[0]}; rebuild the shards "
-                                         "with one odqa version")
+                raise IndexMismatchError(
+                    f"{folder} has another BM25 schema than {shard_folders[0]}; "
+                    "rebuild the shards with one odqa version"
+                )
             segments += shard_meta["segments"]
             opstamp = max(opstamp, int(shard_meta.get("opstamp", 0)))
             offsets += [int(offset)] * len(shard_meta["segments"])
             if (folder / TANTIVY_MANAGED).exists():
                 managed.update(json.loads((folder / TANTIVY_MANAGED).read_text()))
             for file in folder.iterdir():
-                if file.is_file() and file.name not in (TANTIVY_META, TANTIVY_MANAGED, MANIFEST) \
-                        and not file.name.startswith(".tantivy-") and not file.name.endswith(SIDECAR):
+                if (
+                    file.is_file()
+                    and file.name not in (TANTIVY_META, TANTIVY_MANAGED, MANIFEST)
+                    and not file.name.startswith(".tantivy-")
+                    and not file.name.endswith(SIDECAR)
+                ):
                     _link_or_copy(file, tmp / file.name)
         assert meta is not None
         meta = {**meta, "segments": segments, "opstamp": opstamp}
         (tmp / TANTIVY_META).write_text(json.dumps(meta))
         (tmp / TANTIVY_MANAGED).write_text(json.dumps(sorted(managed | {TANTIVY_META})))
-        manifest = Manifest(kind="bm25", corpus_fingerprint=fingerprint, count=sum(m.count for m in manifests),
-                            params={**manifests[0].params, SEGMENT_ROW_OFFSETS: offsets})
+        manifest = Manifest(
+            kind="bm25",
+            corpus_fingerprint=fingerprint,
+            count=sum(m.count for m in manifests),
+            params={**manifests[0].params, SEGMENT_ROW_OFFSETS: offsets},
+        )
         manifest.save(tmp)
     return manifest
 
@@ -95,13 +109,20 @@ class ShardedVectorIndex:
             raise OdqaError("a sharded vector index needs at least one shard")
         dims = {shard.dim for shard in shards}
         if len(dims) > 1:
-            raise IndexMismatchError(f"the shards hold vectors of different dimensions ({sorted(dims)}); rebuild "
-                                     "them with one encoder")
+            raise IndexMismatchError(
+                f"the shards hold vectors of different dimensions ({sorted(dims)}); rebuild them with one encoder"
+            )
         self.shards = list(shards)
         self.offsets = np.cumsum([0] + [len(shard) for shard in shards[:-1]])
         first = shards[0].manifest
-        self.manifest = Manifest(kind="faiss", corpus_fingerprint="", count=sum(len(s) for s in shards),
-                                 encoder=first.encoder, dim=first.dim, params=dict(first.params))
+        self.manifest = Manifest(
+            kind="faiss",
+            corpus_fingerprint="",
+            count=sum(len(s) for s in shards),
+            encoder=first.encoder,
+            dim=first.dim,
+            params=dict(first.params),
+        )
         self.path = path
 
     @property

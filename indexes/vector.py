@@ -3,25 +3,23 @@
 Index types: `flat` (exact), `hnsw` (graph; M, efConstruction, efSearch), `ivf` (IVF-Flat; nlist, nprobe) and
 `ivfpq` (IVF over product-quantised codes, its candidates rescored exactly from the float16 vectors on disk;
 nlist, nprobe, rerank). `auto` (the default) picks by the number of vectors (`auto_kind`): flat up to
-`FLAT_MAX_VECTORS`, ivfpq above (bench/results/scale.md). FAISS is optional (odqa[cpu] / odqa[gpu]): without it a flat index is searched as a matrix
-product in numpy (`MatrixProductIndex`, the same exact scores); hnsw, ivf and GPU search need it. Vectors are stored once as `embeddings.npy` (float32 or float16) and memory-mapped. The flat
-index searches float16 vectors of up to `RESIDENT_FP16_BYTES` from a copy in memory (FAISS's scalar quantiser in
-float16, whose codes are those vectors as they are: the same scores), and larger or float32 ones from the memmap
-in blocks, so RAM stays bounded whatever the corpus size.
+`FLAT_MAX_VECTORS`, ivfpq above (bench/results/scale.md). FAISS is optional (odqa[cpu] / odqa[gpu]): without it a
+flat index is searched as a matrix product in numpy (`MatrixProductIndex`, the same exact scores); hnsw, ivf and GPU
+search need it. Vectors are stored once as `embeddings.npy` (float32 or float16) and memory-mapped. The flat index
+searches float16 vectors of up to `RESIDENT_FP16_BYTES` from a copy in memory (FAISS's scalar quantiser in float16,
+whose codes are those vectors as they are: the same scores), and larger or float32 ones from the memmap in blocks, so
+RAM stays bounded whatever the corpus size.
 """
 
 from __future__ import annotations
 
 import mmap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, BinaryIO
 
 import numpy as np
-
-from odqa.indexes.integrity import file_reader
-from odqa.indexes.layout import EMBEDDINGS
-from odqa.indexes.manifest import Manifest
 
 from odqa.core.atomic import atomic_folder
 from odqa.core.errors import IndexMismatchError, OdqaError
@@ -29,6 +27,9 @@ from odqa.core.logs import get_logger
 from odqa.core.mapped_reads import advise_random, prefetch_ranges
 from odqa.core.optional import installed, require
 from odqa.core.registry import Registry
+from odqa.indexes.integrity import file_reader
+from odqa.indexes.layout import EMBEDDINGS
+from odqa.indexes.manifest import Manifest
 
 log = get_logger(__name__)
 
@@ -86,9 +87,13 @@ def auto_kind(vectors: int) -> str:
 class VectorIndexParams:
     # the metadata's help and choices are the `index` command's (odqa.commands.options); the kinds are the
     # registry's below, read when the command line is built
-    kind: str = field(default=AUTO, metadata={
-        "help": f"vector index kind (auto: flat up to {FLAT_MAX_VECTORS:,} passages, else ivfpq)",
-        "choices": lambda: (AUTO, *VECTOR_INDEXES.names)})
+    kind: str = field(
+        default=AUTO,
+        metadata={
+            "help": f"vector index kind (auto: flat up to {FLAT_MAX_VECTORS:,} passages, else ivfpq)",
+            "choices": lambda: (AUTO, *VECTOR_INDEXES.names),
+        },
+    )
     hnsw_m: int = field(default=32, metadata={"help": "hnsw: links per node"})
     ef_construction: int = 80
     ef_search: int = field(default=128, metadata={"help": "hnsw: candidates kept while searching"})
@@ -97,9 +102,13 @@ class VectorIndexParams:
     # search over simulated passage vectors (bench/results/scale.md, the ivfpq rows); by size: `search_depth`
     nprobe: int = field(default=0, metadata={"help": "ivf, ivfpq: lists searched per query (0: by corpus size)"})
     pq_m: int = field(default=0, metadata={"help": "ivfpq: bytes per vector code (0: dimension / 4)"})
-    rerank: int = field(default=-1, metadata={
-        "help": "ivfpq: candidates rescored exactly from the float16 vectors (-1: by corpus size; 0: the codes' "
-                "approximate scores)"})
+    rerank: int = field(
+        default=-1,
+        metadata={
+            "help": "ivfpq: candidates rescored exactly from the float16 vectors (-1: by corpus size; 0: the codes' "
+            "approximate scores)"
+        },
+    )
     # ivf / ivfpq: how a vector finds its lists: "auto" (an HNSW graph of the centroids from
     # HNSW_QUANTIZER_MIN_LISTS lists on, else every centroid compared), "graph" or "flat"
     quantizer: str = "auto"
@@ -108,6 +117,8 @@ class VectorIndexParams:
 
 class VectorIndex:
     """search(vectors, k) -> (scores [q, k], rows [q, k]); rows are passage/entity rows, -1 when missing."""
+
+    _source: BinaryIO  # of an index loaded from its folder: the open embeddings.npy its memory map and check read
 
     def __init__(self, embeddings: np.ndarray, manifest: Manifest, faiss_index=None, path: Path | None = None):
         self.embeddings = embeddings
@@ -130,12 +141,14 @@ class VectorIndex:
         out: str | Path,
         manifest: Manifest,
         params: VectorIndexParams | None = None,
-    ) -> "VectorIndex":
+    ) -> VectorIndex:
         """Turn an embeddings .npy file (moved into the index folder) into a saved index."""
         params = params or VectorIndexParams()
         embeddings = np.load(embeddings_path, mmap_mode="r")
         if embeddings.ndim != 2 or embeddings.shape[0] == 0:
-            raise OdqaError(f"{embeddings_path}: expected a non-empty 2-d array of vectors, got shape {embeddings.shape}")
+            raise OdqaError(
+                f"{embeddings_path}: expected a non-empty 2-d array of vectors, got shape {embeddings.shape}"
+            )
         with atomic_folder(out) as tmp:
             Path(embeddings_path).replace(tmp / EMBEDDINGS)
             embeddings = np.load(tmp / EMBEDDINGS, mmap_mode="r")
@@ -155,7 +168,7 @@ class VectorIndex:
         return VectorIndex.load(out)
 
     @staticmethod
-    def load(path: str | Path, use_gpu: bool | None = None, check: Callable | None = None) -> "VectorIndex":
+    def load(path: str | Path, use_gpu: bool | None = None, check: Callable | None = None) -> VectorIndex:
         """`check(file name, read)`: the FileCheck of one of the folder's files over `read(offset, length)`
         (indexes.integrity.file_check), or None where nothing was recorded. The FAISS file is checked before it
         is read; the vectors before they are first read (`verified_embeddings`)."""
@@ -189,7 +202,9 @@ class VectorIndex:
         faiss = load_faiss("GPU vector search")
         if not hasattr(faiss, "StandardGpuResources") or faiss.get_num_gpus() == 0:
             if required:
-                raise OdqaError("no GPU FAISS available: install faiss-gpu (pip install 'odqa[gpu]') on a machine with a GPU")
+                raise OdqaError(
+                    "no GPU FAISS available: install faiss-gpu (pip install 'odqa[gpu]') on a machine with a GPU"
+                )
             return False
         if self.faiss_index is None:
             self.faiss_index = faiss.IndexFlatIP(self.dim)
@@ -274,10 +289,14 @@ def _memmap_npy(source, path: Path) -> np.ndarray:
             shape, fortran, dtype = np.lib.format.read_array_header_1_0(source)
         else:
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(source)
-        return np.memmap(source, dtype=dtype, mode="r", offset=source.tell(), shape=shape, order="F" if fortran else "C")
+        return np.memmap(
+            source, dtype=dtype, mode="r", offset=source.tell(), shape=shape, order="F" if fortran else "C"
+        )
     except (ValueError, OSError) as exc:
-        raise IndexMismatchError(f"{path} is not a readable array of vectors ({str(exc).splitlines()[0][:120]}); "
-                                 "it was damaged: rebuild the index") from None
+        raise IndexMismatchError(
+            f"{path} is not a readable array of vectors ({str(exc).splitlines()[0][:120]}); "
+            "it was damaged: rebuild the index"
+        ) from None
 
 
 class MatrixProductIndex:
@@ -291,8 +310,9 @@ class MatrixProductIndex:
         return matrix_product_search(self.vectors, np.ascontiguousarray(queries, dtype=np.float32), k)
 
 
-def matrix_product_search(vectors: np.ndarray, queries: np.ndarray, k: int,
-                          block_rows: int = 65536) -> tuple[np.ndarray, np.ndarray]:
+def matrix_product_search(
+    vectors: np.ndarray, queries: np.ndarray, k: int, block_rows: int = 65536
+) -> tuple[np.ndarray, np.ndarray]:
     """The k rows of highest inner product with each query, best first (ties: the lower row first), computed in
     float32 one block of `vectors` at a time, keeping each query's best k so far."""
     n_q = queries.shape[0]
@@ -302,8 +322,9 @@ def matrix_product_search(vectors: np.ndarray, queries: np.ndarray, k: int,
     for start in range(0, len(vectors), block_rows):
         block = np.asarray(vectors[start : start + block_rows], dtype=np.float32)
         scores = np.concatenate([best_scores, queries @ block.T], axis=1)
-        rows = np.concatenate([best_rows, np.broadcast_to(np.arange(start, start + len(block)), (n_q, len(block)))],
-                              axis=1)
+        rows = np.concatenate(
+            [best_rows, np.broadcast_to(np.arange(start, start + len(block)), (n_q, len(block)))], axis=1
+        )
         if scores.shape[1] > k:
             keep = np.argpartition(-scores, k - 1, axis=1)[:, :k]
             scores, rows = np.take_along_axis(scores, keep, 1), np.take_along_axis(rows, keep, 1)
@@ -403,8 +424,9 @@ def _ivfpq(embeddings: np.ndarray, params: VectorIndexParams):
     if dim % m:
         raise OdqaError(f"--pq-m {m} does not divide the vectors' dimension {dim}; pick a divisor of {dim}")
     faiss = load_faiss()
-    index = faiss.IndexIVFPQ(_coarse_quantizer(dim, nlist, params.quantizer), dim, nlist, m, 8,
-                             faiss.METRIC_INNER_PRODUCT)
+    index = faiss.IndexIVFPQ(
+        _coarse_quantizer(dim, nlist, params.quantizer), dim, nlist, m, 8, faiss.METRIC_INNER_PRODUCT
+    )
     exact = faiss.IndexFlatIP(dim)  # the k-means itself assigns exactly; the graph then holds its centroids
     index.clustering_index = exact
     rng = np.random.default_rng(0)

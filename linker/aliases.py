@@ -13,9 +13,9 @@ import contextlib
 import itertools
 import re
 import unicodedata
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -28,7 +28,9 @@ _ALSO = re.compile(
     re.UNICODE,
 )
 _ACRONYM = re.compile(r"\((?:the\s+)?([A-Z][A-Za-z0-9&.\-]{1,8})(?=[),;])")
-_PERSON_DATES = re.compile(r"^[^.]{0,80}\((?:[^()]*?;\s*)?(?:born\s|[A-Z][a-z]+ \d{1,2}, \d{3,4}|\d{1,2} [A-Z][a-z]+ \d{3,4})")
+_PERSON_DATES = re.compile(
+    r"^[^.]{0,80}\((?:[^()]*?;\s*)?(?:born\s|[A-Z][a-z]+ \d{1,2}, \d{3,4}|\d{1,2} [A-Z][a-z]+ \d{3,4})"
+)
 KEY_SEPARATOR = "\x1f"  # between the normalised tokens of a stored alias key: never inside a token
 STOPWORDS = frozenset(
     "a an the of in on at to for by with from and or is are was were be been what which who whom whose when "
@@ -171,7 +173,7 @@ class AliasMatcher:
         self._ranked = None
 
     @classmethod
-    def from_entities(cls, aliases: Sequence[Iterable[str]], priors: Sequence[float] | None = None) -> "AliasMatcher":
+    def from_entities(cls, aliases: Sequence[Iterable[str]], priors: Sequence[float] | None = None) -> AliasMatcher:
         """The first alias of each entity is its title: an exact title outranks any other alias."""
         matcher = cls()
         for row, names in enumerate(aliases):
@@ -188,16 +190,15 @@ class AliasMatcher:
 
     def lookup(self, key: tuple[str, ...]) -> list[int]:
         """The entity rows of one alias key, most popular first."""
-        self._rank()
-        return list(self._ranked.get(key, []))
+        return list(self._rank().get(key, []))
 
     def ranked(self) -> Iterator[tuple[tuple[str, ...], list[int]]]:
-        self._rank()
-        return iter(self._ranked.items())
+        return iter(self._rank().items())
 
-    def _rank(self) -> None:
+    def _rank(self) -> dict[tuple[str, ...], list[int]]:
         if self._ranked is None:
             self._ranked = {k: [r for r, _ in sorted(v.items(), key=lambda kv: -kv[1])] for k, v in self._table.items()}
+        return self._ranked
 
     def find(self, text: str, spans: Sequence[tuple[int, int]] | None = None) -> list[AliasMatch]:
         """All matches in `text`; with `spans`, only inside those character ranges."""
@@ -246,8 +247,9 @@ class StoredAliases(AliasMatcher):
         import threading
 
         self.path = Path(path)
-        self._connection = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro&immutable=1", uri=True,
-                                           check_same_thread=False)
+        self._connection = sqlite3.connect(
+            f"{self.path.resolve().as_uri()}?mode=ro&immutable=1", uri=True, check_same_thread=False
+        )
         self._lock = threading.Lock()
         self._count: int | None = None
 
@@ -261,7 +263,9 @@ class StoredAliases(AliasMatcher):
             connection.execute("PRAGMA journal_mode = OFF")
             connection.execute("PRAGMA temp_store = FILE")  # the pending triples of millions of entities sort on disk
             connection.execute("CREATE TABLE aliases (alias TEXT PRIMARY KEY, entities BLOB NOT NULL) WITHOUT ROWID")
-            connection.execute("CREATE TEMP TABLE pending (alias TEXT NOT NULL, row INTEGER NOT NULL, prior REAL NOT NULL)")
+            connection.execute(
+                "CREATE TEMP TABLE pending (alias TEXT NOT NULL, row INTEGER NOT NULL, prior REAL NOT NULL)"
+            )
 
             def triples():
                 for row, (names, prior) in enumerate(entities):
@@ -272,11 +276,14 @@ class StoredAliases(AliasMatcher):
 
             connection.executemany("INSERT INTO pending VALUES (?, ?, ?)", triples())
             # ties in prior keep the lower row first, as the in-memory matcher's stable sort does
-            ranked = connection.execute("SELECT alias, row, MAX(prior) AS best FROM pending GROUP BY alias, row "
-                                        "ORDER BY alias, best DESC, row")
+            ranked = connection.execute(
+                "SELECT alias, row, MAX(prior) AS best FROM pending GROUP BY alias, row ORDER BY alias, best DESC, row"
+            )
             grouped = itertools.groupby(ranked, key=lambda found: found[0])
-            connection.cursor().executemany("INSERT INTO aliases VALUES (?, ?)", (
-                (alias, np.asarray([row for _, row, _ in rows], dtype="<i4").tobytes()) for alias, rows in grouped))
+            connection.cursor().executemany(
+                "INSERT INTO aliases VALUES (?, ?)",
+                ((alias, np.asarray([row for _, row, _ in rows], dtype="<i4").tobytes()) for alias, rows in grouped),
+            )
             connection.execute("DROP TABLE pending")
             connection.commit()
 
@@ -291,8 +298,9 @@ class StoredAliases(AliasMatcher):
 
     def lookup(self, key: tuple[str, ...]) -> list[int]:
         with self._lock:
-            found = self._connection.execute("SELECT entities FROM aliases WHERE alias = ?",
-                                             (KEY_SEPARATOR.join(key),)).fetchone()
+            found = self._connection.execute(
+                "SELECT entities FROM aliases WHERE alias = ?", (KEY_SEPARATOR.join(key),)
+            ).fetchone()
         return np.frombuffer(found[0], dtype="<i4").tolist() if found else []
 
     def ranked(self) -> Iterator[tuple[tuple[str, ...], list[int]]]:

@@ -3,7 +3,7 @@ alias (popularity = article length). The same `link(questions)` interface as `Li
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from odqa.core.nlp import load_spacy
 from odqa.core.types import Mention

@@ -9,13 +9,13 @@ import json
 import random
 import re
 import urllib.parse
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
-from odqa.linker.aliases import AliasMatcher, make_aliases, tokenize, trim_possessive
 from odqa.core.errors import DataFormatError
 from odqa.core.inputs import check_input
+from odqa.linker.aliases import AliasMatcher, make_aliases, tokenize, trim_possessive
 
 _RESOURCE = re.compile(r"<?http://dbpedia\.org/resource/([^>\s]+)>?")
 
@@ -79,7 +79,9 @@ def locate(question: str, title: str, aliases: Sequence[str] = (), fuzzy: float 
                 if abs(len(window) - len(target)) > max(4, len(target) // 3):
                     continue
                 ratio = difflib.SequenceMatcher(None, window, target).ratio()
-                if ratio > best_ratio or (ratio == best_ratio and best_span and end - start > best_span[1] - best_span[0]):
+                if ratio > best_ratio or (
+                    ratio == best_ratio and best_span and end - start > best_span[1] - best_span[0]
+                ):
                     best_span, best_ratio = (start, end), ratio
     return _drop_article(question, best_span) if best_span else None
 
@@ -155,7 +157,9 @@ def load_mentions_file(path, kb=None, source: str = "") -> list[ELExample]:
                 continue
             seen.add(key)
             mentions.append(GoldMention(span[0] if span else -1, span[1] if span else -1, title, r))
-        out.append(ELExample(question, mentions, source or Path(path).stem, str(items[0].get("question_id", "")), complete))
+        out.append(
+            ELExample(question, mentions, source or Path(path).stem, str(items[0].get("question_id", "")), complete)
+        )
     return out
 
 
@@ -200,7 +204,8 @@ def load_webquestions_entities(questions_path, entities_path, kb=None) -> list[E
         question = questions.get(row["qId"])
         if not question:
             continue
-        mentions, used = [], []
+        mentions = []
+        used: list[tuple[int, int]] = []
         for text, tag in row.get("entities", []):
             if tag not in ("PERSON", "LOCATION", "ORGANIZATION", "MISC"):
                 continue

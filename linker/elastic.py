@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -12,14 +13,25 @@ from odqa.indexes.elastic_bulk import BulkOptions, BulkReport, Doc, bulk_load
 from odqa.linker.kb import KnowledgeBase
 
 
-def load_entities(index: ElasticIndex, kb_path: str | Path, *, recreate: bool = False, similarity: str = "dot_product",
-                  options: BulkOptions | None = None) -> BulkReport:
+def load_entities(
+    index: ElasticIndex,
+    kb_path: str | Path,
+    *,
+    recreate: bool = False,
+    similarity: str = "dot_product",
+    options: BulkOptions | None = None,
+) -> BulkReport:
     """A linker knowledge base (linker/kb.py) as an entity index: `title` holds the title and its aliases
     (joined with " | "), `text` the description, `vector` the entity vector; `row` = the entity's KB row."""
     kb = KnowledgeBase.load(kb_path)
     vectors = kb.index.verified_embeddings() if kb.index is not None else None
     dim = int(vectors.shape[1]) if vectors is not None else 0
-    meta = {"corpus_fingerprint": kb.manifest.corpus_fingerprint, "encoder": kb.encoder, "count": len(kb), "kind": "kb"}
+    meta: dict[str, Any] = {
+        "corpus_fingerprint": kb.manifest.corpus_fingerprint,
+        "encoder": kb.encoder,
+        "count": len(kb),
+        "kind": "kb",
+    }
     if recreate:
         index.delete()
     if index.exists():
@@ -30,8 +42,14 @@ def load_entities(index: ElasticIndex, kb_path: str | Path, *, recreate: bool = 
     def docs(start: int) -> Iterator[Doc]:
         for row in range(start, len(kb)):
             entry = kb.entries[row]
-            source = {"row": row, "title": " | ".join([entry.title, *entry.aliases]), "text": entry.description,
-                      "doc_id": entry.doc_id, "start": 0, "end": 0}
+            source = {
+                "row": row,
+                "title": " | ".join([entry.title, *entry.aliases]),
+                "text": entry.description,
+                "doc_id": entry.doc_id,
+                "start": 0,
+                "end": 0,
+            }
             if vectors is not None:
                 source["vector"] = unit_rows(np.asarray(vectors[row : row + 1], dtype=np.float32))[0].tolist()
             yield row, entry.id, source

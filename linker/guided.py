@@ -3,15 +3,16 @@
 An `ArticlePassages` (odqa.core.protocols) gives an article's passages by article id (a passage's `doc_id`,
 which is the entity's `doc_id` in the KB): a local passage store's (`EntityPassages(store)`) or an
 Elasticsearch index's, from each index backend's `article_passages()`. `entity_hits` ranks each linked
-entity's passages by how many of the question's other content words they contain (the lead passage wins ties) and keeps a few. `fuse_entity_hits` adds
-`bonus * mention score * passage weight` to the min-max normalised retriever scores (odqa.core.fusion's
-entity bonus), so a passage of a linked entity rises, and one the retriever missed can enter the list.
+entity's passages by how many of the question's other content words they contain (the lead passage wins ties) and
+keeps a few. `fuse_entity_hits` adds `bonus * mention score * passage weight` to the min-max normalised retriever scores
+(odqa.core.fusion's entity bonus), so a passage of a linked entity rises, and one the retriever missed can enter the
+list.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from odqa.core.fusion import entity_bonus_fuse
 from odqa.core.protocols import ArticlePassages
@@ -51,9 +52,7 @@ def entity_hits(
             continue
         rows, texts = [row for row, _ in found], [passage for _, passage in found]
         words = content_words(question) - content_words(m.text)
-        ranked = sorted(
-            range(len(rows)), key=lambda i: (-len(words & content_words(texts[i].text)), i)
-        )[:per_entity]
+        ranked = sorted(range(len(rows)), key=lambda i: (-len(words & content_words(texts[i].text)), i))[:per_entity]
         for rank, i in enumerate(ranked):
             score = m.score * (0.8**rank)
             row = rows[i]

@@ -6,9 +6,9 @@ same scoring for training.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -27,7 +27,7 @@ class ELQConfig:
     entity_threshold: float = 0.3
 
     @classmethod
-    def from_dict(cls, data: dict) -> "ELQConfig":
+    def from_dict(cls, data: dict) -> ELQConfig:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
@@ -47,14 +47,23 @@ class LinkHeads:
     feature_weights: np.ndarray
 
     @classmethod
-    def from_tensors(cls, get: Callable[[str], np.ndarray]) -> "LinkHeads":
+    def from_tensors(cls, get: Callable[[str], np.ndarray]) -> LinkHeads:
         """From a getter of ELQModel state-dict entries (its module names) as arrays."""
-        return cls(*(np.asarray(get(key), dtype=np.float32) for key in (
-            "project.weight", "project.bias", "nil.weight", "nil.bias")),
-            float(get("logit_scale")), np.asarray(get("feature_weights"), dtype=np.float32))
+        project_weight, project_bias, nil_weight, nil_bias = (
+            np.asarray(get(key), dtype=np.float32)
+            for key in ("project.weight", "project.bias", "nil.weight", "nil.bias")
+        )
+        return cls(
+            project_weight,
+            project_bias,
+            nil_weight,
+            nil_bias,
+            float(get("logit_scale")),
+            np.asarray(get("feature_weights"), dtype=np.float32),
+        )
 
     @classmethod
-    def from_file(cls, path: Path) -> "LinkHeads":
+    def from_file(cls, path: Path) -> LinkHeads:
         """From a saved linker's weights (linker.safetensors), reading only the heads' tensors."""
         from safetensors import safe_open
 
@@ -62,7 +71,7 @@ class LinkHeads:
             return cls.from_tensors(f.get_tensor)
 
     @classmethod
-    def from_model(cls, model) -> "LinkHeads":
+    def from_model(cls, model) -> LinkHeads:
         """From a live ELQModel (its current weights: the linker may be training)."""
         state = model.state_dict()
         return cls.from_tensors(lambda key: state[key].detach().float().cpu().numpy())
@@ -87,7 +96,9 @@ class LinkHeads:
     def entity_logits(self, span_vecs: np.ndarray, cand_vecs: np.ndarray, features: np.ndarray) -> np.ndarray:
         """span_vecs [N, d]; cand_vecs [N, C, d]; features [N, C, 2] -> logits [N, C + 1] (last = NIL)."""
         scale = np.float32(min(np.exp(self.logit_scale), 100.0))
-        sims = np.einsum("nd,ncd->nc", span_vecs, cand_vecs) * scale + features.astype(np.float32) @ self.feature_weights
+        sims = (
+            np.einsum("nd,ncd->nc", span_vecs, cand_vecs) * scale + features.astype(np.float32) @ self.feature_weights
+        )
         nil = span_vecs @ self.nil_weight.T + self.nil_bias
         return np.concatenate([sims, nil], axis=-1)
 

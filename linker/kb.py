@@ -25,20 +25,20 @@ import mmap
 import os
 import re
 import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from odqa.core.atomic import atomic_folder, write_npy_blocks
+from odqa.core.errors import IndexMismatchError, OdqaError
+from odqa.core.types import Document, Entity
 from odqa.indexes.integrity import FileCheck, check_part, describe_file, file_reader, part_files
 from odqa.indexes.manifest import MANIFEST, Manifest
 from odqa.indexes.vector import AUTO, VectorIndex, VectorIndexParams, faiss_installed, float16_copy_index
 from odqa.linker.aliases import AliasMatcher, StoredAliases, alias_key, make_aliases
 from odqa.linker.encoder import entity_text
-from odqa.core.atomic import atomic_folder, write_npy_blocks
-from odqa.core.errors import IndexMismatchError, OdqaError
-from odqa.core.types import Document, Entity
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +83,9 @@ class KBEntry:
     length: int = 0  # article length in characters: the popularity prior
 
     def to_entity(self) -> Entity:
-        return Entity(id=self.id, title=self.title, description=self.description, aliases=self.aliases,
-                      doc_id=self.doc_id)
+        return Entity(
+            id=self.id, title=self.title, description=self.description, aliases=self.aliases, doc_id=self.doc_id
+        )
 
     @property
     def prior(self) -> float:
@@ -109,7 +110,7 @@ class KBFingerprint:
         self._hash = hashlib.sha256()
 
     def update(self, e: KBEntry) -> None:
-        self._hash.update(f"{e.id}\t{e.title}\t{e.description}\n".encode("utf-8"))
+        self._hash.update(f"{e.id}\t{e.title}\t{e.description}\n".encode())
 
     def hexdigest(self) -> str:
         return self._hash.hexdigest()[:16]
@@ -141,8 +142,13 @@ class StoredEntries(Sequence[KBEntry]):
         with path.open("rb") as f:
             size = os.fstat(f.fileno()).st_size
             self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-        self._check = None if record is None else FileCheck(
-            record, lambda offset, length: self._map[offset : offset + length], where, fix, folder=path.parent)
+        self._check = (
+            None
+            if record is None
+            else FileCheck(
+                record, lambda offset, length: self._map[offset : offset + length], where, fix, folder=path.parent
+            )
+        )
         self._starts = self._line_starts(size)
 
     def _line_starts(self, size: int) -> np.ndarray:
@@ -229,7 +235,7 @@ class KnowledgeBase:
         if self._matcher is None:
             stored = self.path / ALIASES if self.path is not None else None
             if stored is not None and stored.is_file():
-                where, fix = f"knowledge base {self.path}", rebuild_fix(self.path)
+                where, fix = f"knowledge base {self.path}", rebuild_fix(stored.parent)
                 record = self.manifest.params.get("files", {}).get(ALIASES)
                 if record is None:
                     raise IndexMismatchError(f"{where}: {ALIASES} was not recorded when it was built; {fix}")
@@ -325,23 +331,28 @@ class KnowledgeBase:
     # ---- persistence -------------------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, path: str | Path) -> "KnowledgeBase":
+    def load(cls, path: str | Path) -> KnowledgeBase:
         path = Path(path)
         if not (path / ENTITIES).is_file():
-            raise OdqaError(f"{path} is not a knowledge base (no {ENTITIES}); build one with `odqa build-kb --corpus PATH --out {path}`")
+            raise OdqaError(
+                f"{path} is not a knowledge base (no {ENTITIES}); build "
+                f"one with `odqa build-kb --corpus PATH --out {path}`"
+            )
         manifest = Manifest.load(path, kind="kb")
         where, fix = f"knowledge base {path}", rebuild_fix(path)
         files = manifest.params.get("files")
         if not isinstance(files, dict) or ENTITIES not in files:
-            raise IndexMismatchError(f"{where} was built before its files were recorded, so damage in it cannot be "
-                                     f"seen; {fix}")
+            raise IndexMismatchError(
+                f"{where} was built before its files were recorded, so damage in it cannot be seen; {fix}"
+            )
         check_part(path, {"count": manifest.count, "files": files}, rows=None, name=where, fix=fix)
         # the block digests of the recorded file (kept in the manifest, itself checked) stand for the fingerprint,
         # which would mean parsing every entity at load
         entries = StoredEntries(path / ENTITIES, files[ENTITIES], f"{where}: {ENTITIES}", fix)
         if len(entries) != manifest.count:
-            raise IndexMismatchError(f"{where}: {ENTITIES} holds {len(entries):,} entities, the KB was built with "
-                                     f"{manifest.count:,}; {fix}")
+            raise IndexMismatchError(
+                f"{where}: {ENTITIES} holds {len(entries):,} entities, the KB was built with {manifest.count:,}; {fix}"
+            )
 
         def check(name: str, read):
             record = files.get(f"{VECTORS}/{name}")
@@ -362,7 +373,7 @@ class KnowledgeBase:
         batch_size: int = 128,
         progress: bool = True,
         device: str | None = None,
-    ) -> "KnowledgeBase":
+    ) -> KnowledgeBase:
         """Entities of `documents` (disambiguation pages and untitled documents skipped), encoded as `title [SEP]
         description`, written as a KB at `out`. Streamed: the entries go to a scratch file beside `out` first and
         are encoded ENCODE_BLOCK at a time, so memory does not grow with the corpus."""
@@ -390,13 +401,22 @@ class KnowledgeBase:
             vectors_path = Path(scratch) / "entity_vectors.npy"
             write_npy_blocks(vectors_path, np.float32, (len(entries), model.dim), blocks())
             bar.close()
-            return cls.write(entries, np.load(vectors_path, mmap_mode="r"), out, encoder, model.dim,
-                             {"max_length": max_length})
+            return cls.write(
+                entries, np.load(vectors_path, mmap_mode="r"), out, encoder, model.dim, {"max_length": max_length}
+            )
 
     @classmethod
-    def write(cls, entries: Iterable[KBEntry], vectors: np.ndarray, out: str | Path, encoder: str, dim: int,
-              params: dict | None = None, vector_index: VectorIndexParams | None = None,
-              block_rows: int = 65536) -> "KnowledgeBase":
+    def write(
+        cls,
+        entries: Iterable[KBEntry],
+        vectors: np.ndarray,
+        out: str | Path,
+        encoder: str,
+        dim: int,
+        params: dict | None = None,
+        vector_index: VectorIndexParams | None = None,
+        block_rows: int = 65536,
+    ) -> KnowledgeBase:
         """Save `entries` with their vectors (row i = the i-th entry, kept as float32; a memory map is copied block
         by block) as a knowledge base at `out`, replacing it only when the whole folder is written. Entries are
         streamed (an iterator of millions is never held in memory). `vector_index`: the entity index's kind
@@ -420,8 +440,12 @@ class KnowledgeBase:
             if count != len(vectors):
                 raise OdqaError(f"{count} entities need {count} x {dim} vectors, got {vectors.shape}")
             staging = tmp / "entity_vectors.npy"
-            write_npy_blocks(staging, np.float32, vectors.shape,
-                             (vectors[i : i + block_rows] for i in range(0, len(vectors), block_rows)))
+            write_npy_blocks(
+                staging,
+                np.float32,
+                vectors.shape,
+                (vectors[i : i + block_rows] for i in range(0, len(vectors), block_rows)),
+            )
             vec_manifest = Manifest(kind="faiss", corpus_fingerprint=fingerprint.hexdigest(), encoder=encoder, dim=dim)
             VectorIndex.build(staging, tmp / VECTORS, vec_manifest, entity_index_params(count, vector_index))
             Manifest(
@@ -430,9 +454,16 @@ class KnowledgeBase:
                 count=count,
                 encoder=encoder,
                 dim=dim,
-                params={**(params or {}), "description_words": DESCRIPTION_WORDS, "text": "title [SEP] description",
-                        "files": {str(p.relative_to(tmp)): describe_file(p) for p in part_files(tmp) if p.name != MANIFEST
-                                  or p.parent != tmp}},
+                params={
+                    **(params or {}),
+                    "description_words": DESCRIPTION_WORDS,
+                    "text": "title [SEP] description",
+                    "files": {
+                        str(p.relative_to(tmp)): describe_file(p)
+                        for p in part_files(tmp)
+                        if p.name != MANIFEST or p.parent != tmp
+                    },
+                },
             ).save(tmp)
         return cls.load(out)
 

@@ -5,21 +5,31 @@ from __future__ import annotations
 import json
 import logging
 import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Sequence
-
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from odqa.linker.heads import ELQConfig, LinkHeads, enumerate_spans, word_masks
-from odqa.linker.kb import KnowledgeBase
 from odqa.core.device import autocast_for, device_type
 from odqa.core.errors import OdqaError
 from odqa.core.models import hub_options, resolve_model
-from odqa.core.runtime import (INFERENCE, InferenceSettings, LoadedFrom, OnnxModel, PerWeights, announce,
-                               cached_graph, fast_tokenizer, files_digest, int8_dynamic, plan_inference)
+from odqa.core.runtime import (
+    INFERENCE,
+    InferenceSettings,
+    LoadedFrom,
+    OnnxModel,
+    PerWeights,
+    announce,
+    cached_graph,
+    fast_tokenizer,
+    files_digest,
+    int8_dynamic,
+    plan_inference,
+)
 from odqa.core.types import Mention
+from odqa.linker.heads import ELQConfig, LinkHeads, enumerate_spans, word_masks
+from odqa.linker.kb import KnowledgeBase
 
 if TYPE_CHECKING:
     from odqa.linker.model import ELQModel
@@ -42,7 +52,7 @@ def _no_init_weights():
 class Linker:
     def __init__(
         self,
-        model: "ELQModel | None",
+        model: ELQModel | None,
         tokenizer,
         kb: KnowledgeBase | None = None,
         mention_threshold: float | None = None,
@@ -55,7 +65,7 @@ class Linker:
         config: ELQConfig | None = None,
         session: OnnxModel | None = None,
         heads: LinkHeads | None = None,
-        load_model: Callable[[], "ELQModel"] | None = None,
+        load_model: Callable[[], ELQModel] | None = None,
         weights_digest: str | None = None,
     ):
         """`model`: the torch ELQModel; or None, with `config`, `session` (the cached ONNX graph of its weight
@@ -65,38 +75,43 @@ class Linker:
         self._onnx = PerWeights()  # the ONNX Runtime session of the current weights
         self._int8_copy = PerWeights()  # a quantised copy of the current weights
         self.device = device or "cpu"
-        self._model = None
+        self._model: ELQModel | None = None
         self._load_model = load_model
         self._session, self._file_heads, self._weights_digest = session, heads, weights_digest
         self._loaded_from: LoadedFrom | None = None  # of a model loaded from a saved linker's folder
         if model is not None:
             self.model = model
         self.tokenizer = tokenizer
-        self.config = config or model.config
+        if config is None:
+            assert model is not None  # given the model, or its config
+            config = model.config
+        self.config = config
         self.mention_threshold = self.config.mention_threshold if mention_threshold is None else mention_threshold
         self.entity_threshold = self.config.entity_threshold if entity_threshold is None else entity_threshold
         self.max_spans = max_spans
-        self.kb = None
+        self.kb: KnowledgeBase | None = None
         if kb is not None:
             self.set_kb(kb)
 
     @property
-    def model(self) -> "ELQModel":
+    def model(self) -> ELQModel:
         """The torch module (built on first use when the linker was made from a cached graph)."""
         if self._model is None:
+            assert self._load_model is not None  # a linker made without its module can build it
             self.model = self._load_model()
             if self._weights_digest:
                 self._loaded_from = LoadedFrom(self._weights_digest, self._model)
+        assert self._model is not None  # set by the setter above
         return self._model
 
     @model.setter
-    def model(self, module: "ELQModel") -> None:
+    def model(self, module: ELQModel) -> None:
         self._model = module.to(self.device).eval()
 
     # ---- construction -------------------------------------------------------------------------------------
 
     @classmethod
-    def from_encoder(cls, name: str = "minilm", kb=None, config: ELQConfig | None = None, **kwargs) -> "Linker":
+    def from_encoder(cls, name: str = "minilm", kb=None, config: ELQConfig | None = None, **kwargs) -> Linker:
         """A fresh (untrained heads) linker on top of a pretrained encoder."""
         from transformers import AutoModel, AutoTokenizer
 
@@ -113,7 +128,7 @@ class Linker:
         return cls(ELQModel(encoder, config), tokenizer, kb=kb, **kwargs)
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | Path = "linker", kb=None, **kwargs) -> "Linker":
+    def from_pretrained(cls, name_or_path: str | Path = "linker", kb=None, **kwargs) -> Linker:
         path = Path(resolve_model(str(name_or_path)))
         if not (path / LINKER_CONFIG).is_file():
             raise OdqaError(
@@ -121,8 +136,9 @@ class Linker:
                 "or use the shipped model 'linker'"
             )
         config = ELQConfig.from_dict(json.loads((path / LINKER_CONFIG).read_text()))
-        inference = InferenceSettings(kwargs.get("precision", INFERENCE.precision),
-                                      kwargs.get("runtime", INFERENCE.runtime))
+        inference = InferenceSettings(
+            kwargs.get("precision", INFERENCE.precision), kwargs.get("runtime", INFERENCE.runtime)
+        )
         plan = plan_inference(device_type(kwargs.get("device") or "cpu"), inference, question_time=True)
         session = cached_graph("linker", str(name_or_path), plan)
 
@@ -139,19 +155,35 @@ class Linker:
             missing, unexpected = model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
             missing = [m for m in missing if not m.endswith("position_ids")]
             if missing or unexpected:
-                raise OdqaError(f"{path}: linker weights do not fit the model (missing {missing[:3]}, "
-                                f"unexpected {unexpected[:3]})")
+                raise OdqaError(
+                    f"{path}: linker weights do not fit the model (missing {missing[:3]}, unexpected {unexpected[:3]})"
+                )
             return model
 
         digest = files_digest(str(name_or_path))
         if session is not None:
-            return cls(None, fast_tokenizer(path), kb=kb, config=config, session=session,
-                       heads=LinkHeads.from_file(path / WEIGHTS), load_model=load_model, weights_digest=digest,
-                       **kwargs)
+            return cls(
+                None,
+                fast_tokenizer(path),
+                kb=kb,
+                config=config,
+                session=session,
+                heads=LinkHeads.from_file(path / WEIGHTS),
+                load_model=load_model,
+                weights_digest=digest,
+                **kwargs,
+            )
         from transformers import AutoTokenizer
 
-        linker = cls(None, AutoTokenizer.from_pretrained(str(path), local_files_only=True), kb=kb, config=config,
-                     load_model=load_model, weights_digest=digest, **kwargs)
+        linker = cls(
+            None,
+            AutoTokenizer.from_pretrained(str(path), local_files_only=True),
+            kb=kb,
+            config=config,
+            load_model=load_model,
+            weights_digest=digest,
+            **kwargs,
+        )
         linker.model  # noqa: B018 -- loaded now, so that weights that do not fit fail here, not at the first link
         return linker
 
@@ -160,7 +192,10 @@ class Linker:
 
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        state = {k: (v.half() if half and v.is_floating_point() else v).contiguous().cpu() for k, v in self.model.state_dict().items()}
+        state = {
+            k: (v.half() if half and v.is_floating_point() else v).contiguous().cpu()
+            for k, v in self.model.state_dict().items()
+        }
         state = {k: v for k, v in state.items() if not k.endswith("position_ids")}
         save_file(state, str(path / WEIGHTS), metadata={"format": "pt"})
         self.model.encoder.config.save_pretrained(str(path))
@@ -237,8 +272,9 @@ class Linker:
             keep.extend(rows.tolist())
         if not keep:
             return results
-        keep = np.asarray(keep)
-        spans, p_mention = spans[keep], p_mention[keep]
+        assert self.kb is not None  # linking needs the knowledge base (link() refuses a linker without one)
+        kept = np.asarray(keep)
+        spans, p_mention = spans[kept], p_mention[kept]
         span_vecs = heads.span_vectors(hidden, spans)
         texts = [questions[r][offsets[r, i, 0] : offsets[r, j, 1]] for r, i, j in spans]
         cand_rows = self.candidates(span_vecs, texts)
@@ -258,18 +294,21 @@ class Linker:
 
     @property
     def plan(self):
-        return plan_inference(device_type(self.device), InferenceSettings(self.precision, self.runtime),
-                              question_time=True)
+        return plan_inference(
+            device_type(self.device), InferenceSettings(self.precision, self.runtime), question_time=True
+        )
 
     def _heads(self) -> LinkHeads:
         """The scoring heads: read from the files while no torch module was built, else the module's own (their
         current values: the linker may be training)."""
-        return self._file_heads if self._model is None else LinkHeads.from_model(self._model)
+        if self._model is None:
+            assert self._file_heads is not None  # a linker made without its module was given its heads
+            return self._file_heads
+        return LinkHeads.from_model(self._model)
 
     def _onnx_model(self, int8: bool) -> OnnxModel:
         """The ONNX Runtime session of the current weights (built and cached on first use)."""
-        if self._model is None and self._session is not None and self._session.path.name.endswith(
-                ".int8.onnx") == int8:
+        if self._model is None and self._session is not None and self._session.path.name.endswith(".int8.onnx") == int8:
             return self._session  # the graph of the files, no module built since
 
         def encode(module, **named):
@@ -277,9 +316,19 @@ class Linker:
 
         model = self.model  # built first: building it records the files it came from
         digest = self._loaded_from.digest_of(model) if self._loaded_from else None
-        return self._onnx.get(model, int8, lambda: OnnxModel.for_module(
-            model, "linker", ("hidden", "scores"), int8, forward=encode, transformer=model.encoder,
-            weights_digest=digest))
+        return self._onnx.get(
+            model,
+            int8,
+            lambda: OnnxModel.for_module(
+                model,
+                "linker",
+                ("hidden", "scores"),
+                int8,
+                forward=encode,
+                transformer=model.encoder,
+                weights_digest=digest,
+            ),
+        )
 
     def _encode(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Token vectors and mention scores (float32) of a batch, on the planned runtime and precision."""
@@ -304,11 +353,17 @@ class Linker:
 
     def candidates(self, span_vecs: np.ndarray, texts: Sequence[str]) -> np.ndarray:
         """Dense top-K entities of each span plus the entities whose alias is the span's text; -1 pads."""
+        assert self.kb is not None  # linking needs the knowledge base (link() refuses a linker without one)
         k = min(self.config.candidates, len(self.kb))
         _, dense = self.kb.search(span_vecs, k)
         rows = []
         for n, text in enumerate(texts):
-            merged = list(dict.fromkeys([int(r) for r in dense[n] if r >= 0] + self.kb.matcher.candidates(text)[: self.config.alias_candidates]))
+            merged = list(
+                dict.fromkeys(
+                    [int(r) for r in dense[n] if r >= 0]
+                    + self.kb.matcher.candidates(text)[: self.config.alias_candidates]
+                )
+            )
             rows.append(merged)
         width = max(len(r) for r in rows)
         out = np.full((len(rows), width), -1, dtype=np.int64)
@@ -316,9 +371,11 @@ class Linker:
             out[n, : len(r)] = r
         return out
 
-    def entity_probabilities(self, span_vecs: np.ndarray, texts: Sequence[str], cand_rows: np.ndarray,
-                             heads: LinkHeads | None = None) -> np.ndarray:
+    def entity_probabilities(
+        self, span_vecs: np.ndarray, texts: Sequence[str], cand_rows: np.ndarray, heads: LinkHeads | None = None
+    ) -> np.ndarray:
         """Softmax over each span's candidates plus NIL -> [N, C + 1] (padding gets probability 0)."""
+        assert self.kb is not None  # linking needs the knowledge base (link() refuses a linker without one)
         cand = self.kb.vectors_of(np.maximum(cand_rows, 0))
         logits = (heads or self._heads()).entity_logits(span_vecs, cand, self.kb.features(texts, cand_rows))
         pad = np.concatenate([cand_rows < 0, np.zeros((len(cand_rows), 1), bool)], 1)

@@ -13,10 +13,10 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
-from odqa.linker.data import ELExample
 from odqa.core.types import Mention
+from odqa.linker.data import ELExample
 
 
 def prf(tp: int, n_pred: int, n_gold: int) -> tuple[float, float, float]:
@@ -48,38 +48,58 @@ def _match(preds: list[Mention], golds: list, strong: bool) -> int:
 def evaluate(examples: Sequence[ELExample], predictions: Sequence[Sequence[Mention]]) -> dict[str, float]:
     if len(examples) != len(predictions):
         raise ValueError(f"{len(examples)} examples but {len(predictions)} predictions")
-    counts = {key: [0, 0, 0] for key in ("strong", "weak", "strong_in_kb", "weak_in_kb", "strong_in_kb_lenient",
-                                         "weak_in_kb_lenient", "entity", "entity_in_kb", "entity_in_kb_lenient")}
+    counts = {
+        key: [0, 0, 0]
+        for key in (
+            "strong",
+            "weak",
+            "strong_in_kb",
+            "weak_in_kb",
+            "strong_in_kb_lenient",
+            "weak_in_kb_lenient",
+            "entity",
+            "entity_in_kb",
+            "entity_in_kb_lenient",
+        )
+    }
     n_gold = n_gold_in_kb = n_implicit = 0
     for ex, preds in zip(examples, predictions):
         labelled = [g for g in ex.mentions if g.title is not None]
         golds = [g for g in labelled if g.has_span]
         implicit = {g.title for g in labelled if not g.has_span}
-        raw = [p for p in preds if p.entity is not None]
-        preds = [p for p in raw if p.entity.title not in implicit]
+        raw = [(p, p.entity) for p in preds if p.entity is not None]
+        preds = [p for p, entity in raw if entity.title not in implicit]
         golds_in = [g for g in golds if g.in_kb]
         out_spans = [(g.start, g.end) for g in golds if not g.in_kb]
         preds_in = [p for p in preds if not any(_overlap(p.start, p.end, s, e) for s, e in out_spans)]
         n_gold += len(golds)
         n_gold_in_kb += len(golds_in)
         n_implicit += len(implicit)
-        for key, ps, gs in (("strong", preds, golds), ("weak", preds, golds), ("strong_in_kb", preds, golds_in),
-                            ("weak_in_kb", preds, golds_in), ("strong_in_kb_lenient", preds_in, golds_in),
-                            ("weak_in_kb_lenient", preds_in, golds_in)):
+        for key, ps, gs in (
+            ("strong", preds, golds),
+            ("weak", preds, golds),
+            ("strong_in_kb", preds, golds_in),
+            ("weak_in_kb", preds, golds_in),
+            ("strong_in_kb_lenient", preds_in, golds_in),
+            ("weak_in_kb_lenient", preds_in, golds_in),
+        ):
             c = counts[key]
             c[0] += _match(ps, gs, strong=key.startswith("strong"))
             c[1] += len(ps)
             c[2] += len(gs)
-        bag = {p.entity.title for p in raw}
-        bag_in = {p.entity.title for p in raw if not any(_overlap(p.start, p.end, s, e) for s, e in out_spans)}
+        bag = {entity.title for _, entity in raw}
+        bag_in = {entity.title for p, entity in raw if not any(_overlap(p.start, p.end, s, e) for s, e in out_spans)}
         gold_set = {g.title for g in labelled}
         gold_set_in = {g.title for g in labelled if g.in_kb}
-        for key, ps, gs in (("entity", bag, gold_set), ("entity_in_kb", bag, gold_set_in),
-                            ("entity_in_kb_lenient", bag_in, gold_set_in)):
+        for key, found, gold in (
+            ("entity", bag, gold_set),
+            ("entity_in_kb", bag, gold_set_in),
+            ("entity_in_kb_lenient", bag_in, gold_set_in),
+        ):
             c = counts[key]
-            c[0] += len(ps & gs)
-            c[1] += len(ps)
-            c[2] += len(gs)
+            c[0] += len(found & gold)
+            c[1] += len(found)
+            c[2] += len(gold)
     out: dict[str, float] = {}
     for key, (tp, n_pred, n_g) in counts.items():
         p, r, f = prf(tp, n_pred, n_g)
@@ -88,5 +108,7 @@ def evaluate(examples: Sequence[ELExample], predictions: Sequence[Sequence[Menti
         out[f"{kind}_precision{suffix}"] = round(p, 4)
         out[f"{kind}_recall{suffix}"] = round(r, 4)
         out[f"{kind}_f1{suffix}"] = round(f, 4)
-    out.update(questions=len(examples), gold_mentions=n_gold, gold_mentions_in_kb=n_gold_in_kb, gold_without_span=n_implicit)
+    out.update(
+        questions=len(examples), gold_mentions=n_gold, gold_mentions_in_kb=n_gold_in_kb, gold_without_span=n_implicit
+    )
     return out

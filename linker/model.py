@@ -11,6 +11,7 @@ candidate's aliases; the candidate's log popularity), which help a 6-layer encod
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -22,7 +23,7 @@ class ELQModel(nn.Module):
     def __init__(self, encoder: nn.Module, config: ELQConfig):
         super().__init__()
         self.config = config
-        self.encoder = encoder
+        self.encoder: Any = encoder  # a transformers model (its config is saved beside the linker's weights)
         h, d = config.hidden_size, config.entity_dim
         self.mention_heads = nn.Linear(h, 3)  # start, end, inside
         self.project = nn.Linear(h, d)

@@ -7,13 +7,22 @@ from __future__ import annotations
 import json
 import logging
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
+from odqa.core.training import (
+    LoopSettings,
+    Stopwatch,
+    TrainingLoop,
+    latest_checkpoint,
+    prune_checkpoints,
+    training_device,
+)
+from odqa.core.types import Mention
 from odqa.linker.data import (
     ELExample,
     id_number,
@@ -28,9 +37,6 @@ from odqa.linker.kb import KnowledgeBase
 from odqa.linker.linker import Linker, resolve_overlaps
 from odqa.linker.metrics import evaluate
 from odqa.linker.train_config import TrainConfig  # there so the command line reads it without torch
-from odqa.core.training import (LoopSettings, Stopwatch, TrainingLoop, latest_checkpoint, prune_checkpoints,
-                                training_device)
-from odqa.core.types import Mention
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +82,9 @@ def token_span(offsets: np.ndarray, start: int, end: int) -> tuple[int, int] | N
 
 
 class Trainer:
-    def __init__(self, linker: Linker, kb: KnowledgeBase, cfg: TrainConfig,
-                 on_step: Callable[[int, float], None] | None = None):
+    def __init__(
+        self, linker: Linker, kb: KnowledgeBase, cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None
+    ):
         self.linker = linker
         self.on_step = on_step
         self.kb = kb
@@ -95,7 +102,7 @@ class Trainer:
         hidden, scores = self.model.encode(**inputs)
         spans = self.linker.span_candidates(questions, batch)
         index = {tuple(s): n for n, s in enumerate(spans.tolist())}
-        extra = []
+        extra: list[tuple[int, int, int]] = []
         gold_spans = []  # (span tuple, example, mention)
         for row, ex in enumerate(examples):
             for m in ex.mentions:
@@ -114,13 +121,15 @@ class Trainer:
         spans_t = torch.from_numpy(spans).to(self.device)
         labels = torch.zeros(len(spans), device=self.device)
         weights = torch.tensor([examples[r].weight for r in spans[:, 0]], dtype=torch.float32, device=self.device)
-        for key, ex, m in gold_spans:
+        for key, _ex, _m in gold_spans:
             labels[index[key]] = 1.0
         for row, ex in enumerate(examples):  # incomplete examples: their negatives are not trusted
             if not ex.complete:
                 weights[(spans_t[:, 0] == row) & (labels == 0)] = 0.0
         logits = self.model.mention_logits(scores, spans_t)
-        mention_loss = (torch.nn.functional.binary_cross_entropy_with_logits(logits, labels, reduction="none") * weights).sum() / weights.sum().clamp(min=1)
+        mention_loss = (
+            torch.nn.functional.binary_cross_entropy_with_logits(logits, labels, reduction="none") * weights
+        ).sum() / weights.sum().clamp(min=1)
 
         linked = [(key, ex, m) for key, ex, m in gold_spans if m.title is not None]
         entity_loss = torch.zeros((), device=self.device)
@@ -134,8 +143,13 @@ class Trainer:
             in_batch = [m.row for _, _, m in linked if m.row >= 0]
             texts = [ex.question[m.start : m.end] for _, ex, m in linked]
             rows, targets = [], []
-            for n, (_, ex, m) in enumerate(linked):
-                cands = ([m.row] if m.row >= 0 else []) + in_batch + hard[n].tolist() + self.kb.matcher.candidates(texts[n])[: self.model.config.alias_candidates]
+            for n, (_, _ex, m) in enumerate(linked):
+                cands = (
+                    ([m.row] if m.row >= 0 else [])
+                    + in_batch
+                    + hard[n].tolist()
+                    + self.kb.matcher.candidates(texts[n])[: self.model.config.alias_candidates]
+                )
                 cands = list(dict.fromkeys(cands))
                 rows.append(cands)
                 targets.append(0 if m.row >= 0 else -1)
@@ -143,17 +157,23 @@ class Trainer:
             cand_rows = np.full((len(rows), width), -1, dtype=np.int64)
             for n, r in enumerate(rows):
                 cand_rows[n, : len(r)] = r
-            targets = torch.tensor([t if t >= 0 else width for t in targets], device=self.device)
+            target_t = torch.tensor([t if t >= 0 else width for t in targets], device=self.device)
             cand_vecs = self.entity_vectors[torch.from_numpy(np.maximum(cand_rows, 0)).to(self.device)]
             feats = torch.from_numpy(self.kb.features(texts, cand_rows)).to(self.device)
             ent_logits = self.model.entity_logits(vecs, cand_vecs, feats)
             pad = torch.from_numpy(np.concatenate([cand_rows < 0, np.zeros((len(rows), 1), bool)], 1)).to(self.device)
             ent_logits = ent_logits.masked_fill(pad, -1e4)
             w = torch.tensor([ex.weight for _, ex, _ in linked], device=self.device)
-            entity_loss = (torch.nn.functional.cross_entropy(ent_logits, targets, reduction="none") * w).sum() / w.sum()
-            acc = float((ent_logits.argmax(-1) == targets).float().mean())
+            entity_loss = (
+                torch.nn.functional.cross_entropy(ent_logits, target_t, reduction="none") * w
+            ).sum() / w.sum()
+            acc = float((ent_logits.argmax(-1) == target_t).float().mean())
         loss = mention_loss + entity_loss
-        return loss, {"mention_loss": float(mention_loss.detach()), "entity_loss": float(entity_loss.detach()), "entity_acc": acc}
+        return loss, {
+            "mention_loss": float(mention_loss.detach()),
+            "entity_loss": float(entity_loss.detach()),
+            "entity_acc": acc,
+        }
 
     def train(self, train: list[ELExample], resume: Path | None = None) -> dict:
         """Train (continuing from `resume`, a checkpoint whose weights the linker was loaded from); returns
@@ -187,8 +207,9 @@ class Trainer:
             epoch, pos = divmod(step, per_epoch)
             if epoch not in batches_of_epoch:
                 batches_of_epoch.clear()
-                batches_of_epoch[epoch] = length_buckets(lengths, cfg.batch_size,
-                                                         random.Random(cfg.seed * 1000003 + epoch))
+                batches_of_epoch[epoch] = length_buckets(
+                    lengths, cfg.batch_size, random.Random(cfg.seed * 1000003 + epoch)
+                )
             with loop.autocast():
                 loss, stats = self.batch_loss([train[i] for i in batches_of_epoch[epoch][pos]])
             loop.backward(loss)
@@ -198,20 +219,39 @@ class Trainer:
             self.linker.save_pretrained(folder, half=False)  # fp32: a resumed run continues from exact weights
 
         loop = TrainingLoop(
-            LoopSettings(Path(cfg.output), cfg.steps, per_epoch, name="train-linker", save_every=cfg.save_every,
-                         keep_checkpoints=cfg.keep_checkpoints, log_every=cfg.log_every, max_seconds=budget,
-                         progress=cfg.progress),
-            params=self.model.parameters(), optimizer=opt, scheduler=scheduler, device=self.device,
-            precision=self.precision, train_step=train_step, save_model=save_model, on_step=self.on_step,
-            logger=log, stopwatch=stopwatch,
+            LoopSettings(
+                Path(cfg.output),
+                cfg.steps,
+                per_epoch,
+                name="train-linker",
+                save_every=cfg.save_every,
+                keep_checkpoints=cfg.keep_checkpoints,
+                log_every=cfg.log_every,
+                max_seconds=budget,
+                progress=cfg.progress,
+            ),
+            params=self.model.parameters(),
+            optimizer=opt,
+            scheduler=scheduler,
+            device=self.device,
+            precision=self.precision,
+            train_step=train_step,
+            save_model=save_model,
+            on_step=self.on_step,
+            logger=log,
+            stopwatch=stopwatch,
         )
         loop.resume(resume)
         self.model.train()
         result = loop.run()
         self.model.eval()
         self.model.to("cpu")  # the linker answers (and its thresholds are tuned) on the CPU
-        return {"steps": result.step, "seconds": round(result.seconds), "stopped_by": result.stopped_by,
-                "history": result.logged}
+        return {
+            "steps": result.step,
+            "seconds": round(result.seconds),
+            "stopped_by": result.stopped_by,
+            "history": result.logged,
+        }
 
 
 def length_buckets(lengths: Sequence[int], batch_size: int, rng: random.Random, pool: int = 50) -> list[list[int]]:
@@ -240,9 +280,12 @@ def raw_predictions(linker: Linker, questions: Sequence[str], floor_mention: flo
         linker.mention_threshold, linker.entity_threshold = keep
 
 
-def apply_thresholds(raw: list[list[Mention]], mention_threshold: float, entity_threshold: float) -> list[list[Mention]]:
+def apply_thresholds(
+    raw: list[list[Mention]], mention_threshold: float, entity_threshold: float
+) -> list[list[Mention]]:
     return [
-        resolve_overlaps([m for m in ms if m.mention_score >= mention_threshold and m.score >= entity_threshold]) for ms in raw
+        resolve_overlaps([m for m in ms if m.mention_score >= mention_threshold and m.score >= entity_threshold])
+        for ms in raw
     ]
 
 
@@ -257,6 +300,7 @@ def tune_thresholds(linker: Linker, dev: list[ELExample], metric: str = "weak_f1
             key = (m[metric], m["strong_f1"])
             if best is None or key > best[0]:
                 best = (key, mt, et, m)
+    assert best is not None  # the grid has a pair
     return {"mention_threshold": best[1], "entity_threshold": best[2], "dev": best[3]}
 
 
@@ -286,7 +330,9 @@ def train_linker(cfg: TrainConfig, on_step: Callable[[int, float], None] | None 
     linker.config.entity_threshold = tuned["entity_threshold"]
     linker.mention_threshold, linker.entity_threshold = tuned["mention_threshold"], tuned["entity_threshold"]
     report = {"config": asdict(cfg), "data": data_report, "training": run, "tuned": tuned}
-    linker.save_pretrained(cfg.output, extra_config={"kb_fingerprint": kb.manifest.corpus_fingerprint, "kb_count": len(kb)})
+    linker.save_pretrained(
+        cfg.output, extra_config={"kb_fingerprint": kb.manifest.corpus_fingerprint, "kb_count": len(kb)}
+    )
     (Path(cfg.output) / "training_report.json").write_text(json.dumps(report, indent=2))
     prune_checkpoints(Path(cfg.output), 0)  # OUTPUT is the model folder itself: it ships without them
     return report

@@ -1,4 +1,5 @@
-"""Command line: `odqa COMMAND ...` (in a source checkout also `python run_qa.py`). Each command lives in odqa/commands/."""
+"""Command line: `odqa COMMAND ...` (in a source checkout also `python run_qa.py`). Each command lives in
+odqa/commands/."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="odqa",
         description="odqa: open-domain question answering over your own corpus.",
         formatter_class=HelpFormatter,
-        epilog="Example:\n  odqa ask \"Who wrote Hamlet?\"",
+        epilog='Example:\n  odqa ask "Who wrote Hamlet?"',
     )
     from odqa import __version__
 
@@ -77,8 +78,10 @@ def _main(argv: list[str] | None) -> int:
         print(f"odqa: error: {printable(str(exc))}", file=sys.stderr)  # messages quote corpus text
         return 2
     except RecursionError:  # the JSON readers name the file; this is the net under any other nested input
-        print("odqa: error: an input is nested too deeply to read (RecursionError); check the files this command "
-              "reads", file=sys.stderr)
+        print(
+            "odqa: error: an input is nested too deeply to read (RecursionError); check the files this command reads",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         print("odqa: interrupted", file=sys.stderr)
@@ -91,9 +94,13 @@ def _main(argv: list[str] | None) -> int:
             traceback.print_exc()
             print("odqa: internal error (the traceback above); please report it", file=sys.stderr)
             return 1
-        where = f" to write {exc.filename}" if getattr(exc, "filename", None) else ""
-        print(f"odqa: error: no room left on the device{where} ({no_room_reason(exc)}): free some space or write "
-              "elsewhere, then rerun", file=sys.stderr)
+        filename = getattr(exc, "filename", None)
+        where = f" to write {filename}" if filename else ""
+        print(
+            f"odqa: error: no room left on the device{where} "
+            f"({no_room_reason(exc)}): free some space or write elsewhere, then rerun",
+            file=sys.stderr,
+        )
         return 2
 
 

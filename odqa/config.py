@@ -7,17 +7,17 @@ import sys
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from odqa.core.device import DEVICE_HELP, check_device_name
 from odqa.core.errors import OdqaError
 from odqa.core.runtime import INFERENCE, PRECISIONS, RUNTIMES, InferenceSettings
-from odqa.reader.settings import ReaderSettings
-from odqa.retriever.registry import RetrieverRuntime, check_location
-from odqa.retriever.settings import RetrievalConfig
 from odqa.core.secrets import is_secret_setting, remember, scrub, secret_values_in
 from odqa.core.settings import check_number, check_numbers, number_rule
 from odqa.core.settings import field_help as _help
+from odqa.reader.settings import ReaderSettings
+from odqa.retriever.registry import RetrieverRuntime, check_location
+from odqa.retriever.settings import RetrievalConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -31,28 +31,53 @@ _READER = ReaderSettings()
 
 @dataclass
 class ReaderConfig:
-    model: str = field(default="auto", metadata=_help(
-        "reader checkpoint: auto (the shipped reader for the index's language: 'reader' for English, "
-        "'reader-multilingual' for Korean and Chinese where installed), 'reader', or any extractive-QA name/path"))
+    model: str = field(
+        default="auto",
+        metadata=_help(
+            "reader checkpoint: auto (the shipped reader for the index's language: 'reader' for English, "
+            "'reader-multilingual' for Korean and Chinese where installed), 'reader', or any extractive-QA name/path"
+        ),
+    )
     top_n: int = 5
     max_answer_tokens: int = field(default=_READER.max_answer_tokens, metadata=_help("longest answer span, in tokens"))
-    no_answer_threshold: float = _READER.no_answer_threshold
+    # the reader's default is a number: the config has no "always answer" (None) setting
+    no_answer_threshold: float = cast(float, _READER.no_answer_threshold)
     retrieval_weight: float = _READER.retrieval_weight
-    selection_weight: float = field(default=_READER.selection_weight, metadata=_help(
-        "weight of the reader's own passage selection: minus each passage's null score added to its spans' scores "
-        "(0: spans compared as shared normalisation scored them)"))
+    selection_weight: float = field(
+        default=_READER.selection_weight,
+        metadata=_help(
+            "weight of the reader's own passage selection: minus each passage's null score added to its spans' scores "
+            "(0: spans compared as shared normalisation scored them)"
+        ),
+    )
     batch_size: int = _READER.batch_size
-    focus_words: int = field(default=_READER.focus_words, metadata=_help(
-        "read only the run of each passage's sentences that best matches the question, at most this many words "
-        "(reader/focus.py; 0: whole passages)", minimum=0))
-    whole_passages: int = field(default=_READER.whole_passages, metadata=_help(
-        "with focus_words: read the first N passages of each question (retrieval order) whole, the rest focused",
-        minimum=0))
-    early_stop_passages: int = field(default=_READER.early_stop_passages, metadata=_help(
-        "read the first N passages of each question first and the rest only when the best answer so far has a "
-        "calibrated probability below --early-stop-probability (0: read all at once)", minimum=0))
-    early_stop_probability: float = field(default=_READER.early_stop_probability, metadata=_help(
-        "with early_stop_passages: how sure the best answer must be to stop reading", maximum=1))
+    focus_words: int = field(
+        default=_READER.focus_words,
+        metadata=_help(
+            "read only the run of each passage's sentences that best matches the question, at most this many words "
+            "(reader/focus.py; 0: whole passages)",
+            minimum=0,
+        ),
+    )
+    whole_passages: int = field(
+        default=_READER.whole_passages,
+        metadata=_help(
+            "with focus_words: read the first N passages of each question (retrieval order) whole, the rest focused",
+            minimum=0,
+        ),
+    )
+    early_stop_passages: int = field(
+        default=_READER.early_stop_passages,
+        metadata=_help(
+            "read the first N passages of each question first and the rest only when the best answer so far has a "
+            "calibrated probability below --early-stop-probability (0: read all at once)",
+            minimum=0,
+        ),
+    )
+    early_stop_probability: float = field(
+        default=_READER.early_stop_probability,
+        metadata=_help("with early_stop_passages: how sure the best answer must be to stop reading", maximum=1),
+    )
     # calibration.json (run_qa.py fit-calibration); empty: the model folder's own, if it has one
     calibration: str = ""
 
@@ -66,11 +91,20 @@ class LinkerConfig:
     model: str = field(default="linker", metadata=_help("linker model: 'linker' (shipped), or a folder"))
     kb: str = field(default="", metadata=_help("knowledge-base folder (empty: the one beside the index)"))
     # unset: the thresholds the linker was tuned with on its dev split (saved with the model)
-    mention_threshold: float | None = field(default=None, metadata=_help(
-        "threshold on the mention score (unset: the one the linker was tuned with)", minimum=0, maximum=1))
-    entity_threshold: float | None = field(default=None, metadata=_help(
-        "threshold on the joint (mention x entity) score (unset: the one the linker was tuned with)", minimum=0,
-        maximum=1))
+    mention_threshold: float | None = field(
+        default=None,
+        metadata=_help(
+            "threshold on the mention score (unset: the one the linker was tuned with)", minimum=0, maximum=1
+        ),
+    )
+    entity_threshold: float | None = field(
+        default=None,
+        metadata=_help(
+            "threshold on the joint (mention x entity) score (unset: the one the linker was tuned with)",
+            minimum=0,
+            maximum=1,
+        ),
+    )
 
     def validate(self) -> None:
         check_numbers(self, "linker.")
@@ -85,8 +119,9 @@ class ElasticConfig:
 
     hosts: str = field(default="http://127.0.0.1:9200", metadata=_help("comma-separated Elasticsearch URLs"))
     api_key: str = field(default="", repr=False)
-    username: str = field(default="", metadata=_help(
-        "basic-auth user; the password comes from the config or ODQA_ES_PASSWORD"))
+    username: str = field(
+        default="", metadata=_help("basic-auth user; the password comes from the config or ODQA_ES_PASSWORD")
+    )
     password: str = field(default="", repr=False)
     verify_certs: bool = True
     ca_certs: str = ""  # CA bundle for a self-signed cluster certificate
@@ -106,20 +141,26 @@ class CorpusConfig:
     """[corpus]: which column (or JSON key) of a corpus holds each field; empty: the usual names (id or _id,
     title, text or contents; odqa.corpus.readers)."""
 
-    id_field: str = field(default="", metadata=_help(
-        "column/key of the document id (empty: the first of id, _id, docid, doc_id)"))
+    id_field: str = field(
+        default="", metadata=_help("column/key of the document id (empty: the first of id, _id, docid, doc_id)")
+    )
     title_field: str = field(default="", metadata=_help("column/key of the title (empty: title, if present)"))
-    text_field: str = field(default="", metadata=_help(
-        "column/key of the text (empty: text, contents, content or body)"))
+    text_field: str = field(
+        default="", metadata=_help("column/key of the text (empty: text, contents, content or body)")
+    )
 
 
 @dataclass
 class OdqaConfig:
     # index folder built by `run_qa.py index`, or an Elasticsearch index loaded by `es-index`:
     # "es://host:9200/name" ("es://": [elastic]'s hosts and index_name); empty: the built-in demo corpus
-    index: str = field(default="", metadata=_help(
-        "index folder, or an Elasticsearch index es://HOST:9200/NAME (es://: the config's [elastic]); empty: the "
-        "built-in demo corpus"))
+    index: str = field(
+        default="",
+        metadata=_help(
+            "index folder, or an Elasticsearch index es://HOST:9200/NAME "
+            "(es://: the config's [elastic]); empty: the built-in demo corpus"
+        ),
+    )
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     reader: ReaderConfig = field(default_factory=ReaderConfig)
@@ -129,16 +170,22 @@ class OdqaConfig:
     # CUDA; on CPUs, questions (linker, question encoder) on onnx fp32, the reader and index builds in bf16 where
     # the CPU has native bf16 and int8 was not timed faster there (odqa.core.cpu_choice), else onnx int8 for the
     # reader (bench/speed.py measures its F1 against torch fp32)
-    precision: str = field(default=INFERENCE.precision, metadata=_help(
-        "inference precision of all models (auto: on CPUs questions onnx fp32, the reader bf16 where native "
-        "unless int8 was timed faster there, else onnx int8)", choices=PRECISIONS))
-    runtime: str = field(default=INFERENCE.runtime, metadata=_help("inference runtime (auto: see --precision)",
-                                                                   choices=RUNTIMES))
+    precision: str = field(
+        default=INFERENCE.precision,
+        metadata=_help(
+            "inference precision of all models (auto: on CPUs questions onnx fp32, the reader bf16 where native "
+            "unless int8 was timed faster there, else onnx int8)",
+            choices=PRECISIONS,
+        ),
+    )
+    runtime: str = field(
+        default=INFERENCE.runtime, metadata=_help("inference runtime (auto: see --precision)", choices=RUNTIMES)
+    )
     # where the reader, the encoders and the linker run (empty: the question-time models on the cpu unless a
     # CUDA device is visible, as odqa.core.device.pick_device)
     device: str = field(default="", metadata=_help(DEVICE_HELP))
 
-    def validate(self) -> "OdqaConfig":
+    def validate(self) -> OdqaConfig:
         _choice("precision", self.precision, PRECISIONS)
         _choice("runtime", self.runtime, RUNTIMES)
         check_device_name(self.device, "config: device")
@@ -159,14 +206,15 @@ class OdqaConfig:
         odqa.core.runtime.InferenceSettings)."""
         return InferenceSettings(self.precision, self.runtime, few_questions)
 
-    def retriever_runtime(self, few_questions: bool = INFERENCE.few_questions,
-                          accept_encoder_change: bool = False) -> RetrieverRuntime:
+    def retriever_runtime(
+        self, few_questions: bool = INFERENCE.few_questions, accept_encoder_change: bool = False
+    ) -> RetrieverRuntime:
         """How the question encoder of a retriever built with this config runs (retriever.registry.build_retriever,
         with `retrieval`)."""
         return RetrieverRuntime(self.inference(few_questions), self.device or None, accept_encoder_change)
 
     @classmethod
-    def load(cls, path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> "OdqaConfig":
+    def load(cls, path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> OdqaConfig:
         """Load a TOML, YAML or JSON file (optional; by its suffix), then apply dotted overrides such as
         {"retrieval.k": 50}."""
         config = cls()
@@ -220,8 +268,11 @@ def _read_file(path: Path) -> dict[str, Any]:
     except Exception as exc:  # tomllib/yaml/json raise their own error types (RecursionError: nested too deeply)
         # one line, where and what, never the lines themselves: the parser's excerpt would show a password
         problem = scrub(" ".join(_syntax_problem(exc).split()), secret_values_in(text))
-        other = "" if path.suffix.lower() in (".toml", *CONFIG_FORMATS) else (
-            " (a config file is TOML, or YAML or JSON named .yaml, .yml or .json)")
+        other = (
+            ""
+            if path.suffix.lower() in (".toml", *CONFIG_FORMATS)
+            else (" (a config file is TOML, or YAML or JSON named .yaml, .yml or .json)")
+        )
         raise OdqaError(f"config file {path} is not valid {kind}{other}: {problem}; correct it there") from None
     if not isinstance(data, dict):
         raise OdqaError(f"config file {path} must hold a table of settings")
@@ -302,8 +353,10 @@ def _coerce(name: str, kind: type, value: Any, source: str) -> Any:
     except ValueError:
         pass
     if is_secret_setting(name):  # the value of a secret is never shown, even a wrong one
-        raise OdqaError(f"{source}: {name!r} must be {kind.__name__}, got a {type(value).__name__} (not shown: a "
-                        "secret); write it as a quoted string")
+        raise OdqaError(
+            f"{source}: {name!r} must be {kind.__name__}, got a {type(value).__name__} (not shown: a "
+            "secret); write it as a quoted string"
+        )
     raise OdqaError(f"{source}: {name!r} must be {kind.__name__}, got {value!r}")
 
 

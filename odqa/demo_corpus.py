@@ -8,15 +8,15 @@ encoder or a retrained one under the same name gets fresh ones.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from odqa.indexes.manifest import FORMAT_VERSION
 from odqa.core.atomic import writer_lock
 from odqa.core.errors import OdqaError
 from odqa.core.logs import get_logger
 from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
 from odqa.core.paths import odqa_home  # noqa: F401 (re-exported: odqa.commands.qa and tests use it here)
+from odqa.indexes.manifest import FORMAT_VERSION
 
 log = get_logger(__name__)
 DEMO_DIR = Path(__file__).resolve().parent / "demo"
@@ -30,8 +30,9 @@ def _cached_build(kind: str, encoder: str, quiet: bool, build: Callable[[Path], 
     if not DEMO_ARTICLES.is_file():
         raise OdqaError(f"the demo corpus is missing ({DEMO_ARTICLES}); reinstall odqa or pass --index")
     # the manifest format is part of the key: an index or KB written before its integrity records is built again
-    digest = hashlib.sha1(DEMO_ARTICLES.read_bytes() + model_fingerprint(encoder).encode()
-                          + str(FORMAT_VERSION).encode()).hexdigest()[:12]
+    digest = hashlib.sha1(
+        DEMO_ARTICLES.read_bytes() + model_fingerprint(encoder).encode() + str(FORMAT_VERSION).encode()
+    ).hexdigest()[:12]
     path = odqa_home() / f"demo-{kind}-{digest}"
     if (path / "manifest.json").exists():
         return path
@@ -41,8 +42,14 @@ def _cached_build(kind: str, encoder: str, quiet: bool, build: Callable[[Path], 
 
     # the one-writer lock of the folder: a second first use (two `ask` at once in a fresh $ODQA_HOME) waits for
     # the first's build and then uses it, rather than being refused or building it again
-    with writer_lock(path, flag=None, wait_s=DEMO_BUILD_WAIT_S, nested=True, on_wait=None if quiet else waiting,
-                     fix="rerun when it has finished, or set ODQA_HOME to another folder"):
+    with writer_lock(
+        path,
+        flag=None,
+        wait_s=DEMO_BUILD_WAIT_S,
+        nested=True,
+        on_wait=None if quiet else waiting,
+        fix="rerun when it has finished, or set ODQA_HOME to another folder",
+    ):
         if not (path / "manifest.json").exists():
             if not quiet:
                 log.info("building the demo %s in %s (first use only)...", kind, path)
@@ -63,8 +70,8 @@ def demo_kb_path(encoder: str = "minilm", quiet: bool = False) -> Path:
     """The demo knowledge base: one entity per demo article."""
 
     def build(path: Path) -> None:
-        from odqa.linker.kb import KnowledgeBase
         from odqa.corpus.readers import iter_documents
+        from odqa.linker.kb import KnowledgeBase
 
         KnowledgeBase.build(iter_documents(DEMO_ARTICLES), path, encoder=encoder, progress=False)
 

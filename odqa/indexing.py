@@ -1,11 +1,11 @@
 """Build an index folder from a corpus: passages (Arrow), BM25 and dense vectors, with one manifest.
 
 Layout of `OUT/`: `manifest.json`, `passages/`, `bm25/`, `dense/` (each with its own manifest; the
-folder names are `indexes.layout.IndexLayout`'s, which the readers use too). Work in progress lives in `OUT.work/` and survives a crash: rerunning the same command reuses the finished
-passages, BM25 index and encoded chunks. Dense encoding is split into chunks of `chunk_size` passages;
-`--shard i/n` encodes only chunks i, i+n, ... so several processes or machines can share the work (they
-need a shared `OUT.work/`, or copy their chunk files into one before the final run). Nothing replaces
-`OUT/` until everything is built.
+folder names are `indexes.layout.IndexLayout`'s, which the readers use too). Work in progress lives in `OUT.work/`
+and survives a crash: rerunning the same command reuses the finished passages, BM25 index and encoded chunks. Dense
+encoding is split into chunks of `chunk_size` passages; `--shard i/n` encodes only chunks i, i+n, ... so several
+processes or machines can share the work (they need a shared `OUT.work/`, or copy their chunk files into one before the
+final run). Nothing replaces `OUT/` until everything is built.
 """
 
 from __future__ import annotations
@@ -18,25 +18,26 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xxhash
 from tqdm.auto import tqdm
 
+from odqa.core.atomic import publish_folder, write_npy, write_npy_blocks
+from odqa.core.errors import DiskFullError, OdqaError, is_disk_full, no_room_reason
+from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
+from odqa.core.runtime import INFERENCE, PRECISIONS, InferenceSettings
+from odqa.corpus.readers import CorpusFields, corpus_files, corpus_sources, iter_passages
 from odqa.indexes.analysis import ANALYZERS, LANGUAGES, analyzer_for, detect_language
 from odqa.indexes.bm25 import TEXT_ENGINES, build_text_index, require_engine
 from odqa.indexes.integrity import build_lock, describe_part, recover_swap
 from odqa.indexes.layout import BM25, DENSE, PASSAGES, SEARCH_PARTS, SHARD_RECORDS, SHARDS, IndexLayout
 from odqa.indexes.manifest import MANIFEST, Manifest
 from odqa.indexes.vector import VectorIndex, VectorIndexParams
-from odqa.core.atomic import publish_folder, write_npy, write_npy_blocks
-from odqa.core.errors import DiskFullError, OdqaError, is_disk_full, no_room_reason
-from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
-from odqa.core.runtime import INFERENCE, PRECISIONS, InferenceSettings
-from odqa.corpus.readers import CorpusFields, corpus_files, corpus_sources, iter_passages
 
 if TYPE_CHECKING:  # the store loads `datasets` (seconds): imported where an index is built, not by the CLI's parser
     from odqa.corpus.store import PassageStore
@@ -60,26 +61,45 @@ class IndexSpec:
     words: int = field(default=100, metadata={"help": "target passage length in words"})
     fields: CorpusFields = field(default_factory=CorpusFields)  # the corpus's id, title and text columns
     bm25_engine: str = field(default="tantivy", metadata={"help": "BM25 engine", "choices": TEXT_ENGINES})
-    language: str = field(default="auto", metadata={
-        "help": "corpus language: picks the BM25 analyser (auto: detected from the passages' scripts); stored in "
-                "the manifest, queries are analysed the same way", "choices": ("auto", *LANGUAGES)})
-    analyzer: str | None = field(default=None, metadata={  # unset: the language's (indexes/analysis.py)
-        "help": "BM25 analyser other than the language's default", "choices": ANALYZERS})
+    language: str = field(
+        default="auto",
+        metadata={
+            "help": "corpus language: picks the BM25 analyser (auto: detected from the passages' scripts); stored in "
+            "the manifest, queries are analysed the same way",
+            "choices": ("auto", *LANGUAGES),
+        },
+    )
+    analyzer: str | None = field(
+        default=None,
+        metadata={  # unset: the language's (indexes/analysis.py)
+            "help": "BM25 analyser other than the language's default",
+            "choices": ANALYZERS,
+        },
+    )
     vector: VectorIndexParams = field(default_factory=VectorIndexParams)
     batch_size: int = field(default=64, metadata={"help": "passages encoded per batch"})
-    max_length: int | None = field(default=None, metadata={  # None: the encoder's own limit (encoder_max_length)
-        "help": "encoder max tokens per passage (default: the encoder's own: multilingual e5 512, others 256)"})
+    max_length: int | None = field(
+        default=None,
+        metadata={  # None: the encoder's own limit (encoder_max_length)
+            "help": "encoder max tokens per passage (default: the encoder's own: multilingual e5 512, others 256)"
+        },
+    )
     chunk_size: int = field(default=20000, metadata={"help": "passages per resumable encoding chunk"})
     shard: tuple[int, int] | None = None  # (i, n): encode only chunks i, i+n, ...
     part: tuple[int, int] | None = None  # (i, n): only the i-th of n consecutive groups of the corpus's files
     device: str | None = field(default=None, metadata={"help": "cpu or cuda (default: cuda when available)"})
     # of passage encoding (odqa.core.runtime.plan_inference)
-    precision: str = field(default=INFERENCE.precision, metadata={
-        "help": "passage encoding precision (auto: the fastest measured equal here: bf16 on CPUs with native bf16 "
-                "unless int8 was timed faster there, fp16 on a GPU, else int8 where measured, and for 50,000 "
-                "passages or more with the default encoder, fast-passage-encoder; int8: ONNX Runtime dynamic int8, bench/encoder_int8.py measures its speed and "
-                "recall)",
-        "choices": PRECISIONS})
+    precision: str = field(
+        default=INFERENCE.precision,
+        metadata={
+            "help": "passage encoding precision (auto: the fastest measured equal here: bf16 on CPUs with native bf16 "
+            "unless int8 was timed faster there, fp16 on a GPU, else int8 where measured, and for 50,000 "
+            "passages or more with the default encoder, fast-passage-encoder; int8: ONNX Runtime dynamic int8, "
+            "bench/encoder_int8.py measures its speed and "
+            "recall)",
+            "choices": PRECISIONS,
+        },
+    )
 
 
 @dataclass
@@ -107,11 +127,17 @@ def validate_spec(spec: IndexSpec) -> list[str]:
     backends = list(dict.fromkeys(spec.backends))
     unknown = set(backends) - set(BACKENDS)
     if unknown or not backends:
-        raise OdqaError(f"unknown backend(s) {', '.join(sorted(unknown)) or '(none)'}; choose from {', '.join(BACKENDS)}")
+        raise OdqaError(
+            f"unknown backend(s) {', '.join(sorted(unknown)) or '(none)'}; choose from {', '.join(BACKENDS)}"
+        )
     if BM25 in backends:
         require_engine(spec.bm25_engine)
-    for flag, value in (("--words", spec.words), ("--chunk-size", spec.chunk_size),
-                        ("--batch-size", spec.batch_size), ("--max-length", spec.max_length)):
+    for flag, value in (
+        ("--words", spec.words),
+        ("--chunk-size", spec.chunk_size),
+        ("--batch-size", spec.batch_size),
+        ("--max-length", spec.max_length),
+    ):
         if value is not None and value <= 0:
             raise OdqaError(f"{flag} must be a positive number, got {value}")
     out = Path(spec.out)
@@ -119,8 +145,10 @@ def validate_spec(spec: IndexSpec) -> list[str]:
         raise OdqaError(f"--out {out} is a file; name a folder for the index")
     corpus = Path(spec.corpus)
     if corpus.is_dir() and _within(Path(os.path.abspath(out)), Path(os.path.abspath(corpus))):
-        raise OdqaError(f"--out {out} is inside the corpus folder {corpus}: the build would read its own index files "
-                        "as documents; choose an --out outside the corpus folder")
+        raise OdqaError(
+            f"--out {out} is inside the corpus folder {corpus}: the build would read its own index files "
+            "as documents; choose an --out outside the corpus folder"
+        )
     return backends
 
 
@@ -179,15 +207,24 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
                     done, total = _encode_chunks(spec, work, store)
                 _maybe_crash(crash_after, "encode")
                 if done < total:
-                    return BuildReport(False, len(store), f"shard {spec.shard[0]}/{spec.shard[1]} finished: {done} of {total} "
-                                       f"chunks encoded in {work.root}; run the other shards, then rerun without --shard to finish",
-                                       seconds)
+                    assert spec.shard is not None  # only a shard leaves chunks to the others
+                    return BuildReport(
+                        False,
+                        len(store),
+                        f"shard {spec.shard[0]}/{spec.shard[1]} finished: {done} of {total} "
+                        f"chunks encoded in {work.root}; run the other shards, then rerun without --shard to finish",
+                        seconds,
+                    )
                 with _timed(seconds, "dense_index_s"):
                     _dense(spec, work, store, fingerprint, total)
                 _maybe_crash(crash_after, "dense")
             elif DENSE in backends and spec.shard:
-                return BuildReport(False, len(store), f"every chunk is encoded and merged in {work.root}; rerun without "
-                                   "--shard to finish", seconds)
+                return BuildReport(
+                    False,
+                    len(store),
+                    f"every chunk is encoded and merged in {work.root}; rerun without --shard to finish",
+                    seconds,
+                )
 
             tmp = layout.staging(os.getpid())
             shutil.rmtree(tmp, ignore_errors=True)
@@ -201,13 +238,21 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
                     shutil.copytree(work.part(part), staged.part(part), copy_function=_link_or_copy)
                     parts[part] = describe_part(staged.part(part), Manifest.load(staged.part(part)).count)
                 Manifest(
-                    kind="bundle", corpus_fingerprint=fingerprint, count=len(store),
+                    kind="bundle",
+                    corpus_fingerprint=fingerprint,
+                    count=len(store),
                     encoder=spec.encoder if DENSE in backends else "",
                     dim=Manifest.load(staged.dense, kind="faiss").dim if DENSE in backends else 0,
-                    params={"backends": backends, "words": spec.words, "corpus": str(spec.corpus), "parts": parts,
-                            **({"part": list(spec.part)} if spec.part else {}),
-                            "language": language, **({"analyzer": analyzer} if BM25 in backends else {}),
-                            **({"query_encoder": spec.query_encoder or spec.encoder} if DENSE in backends else {})},
+                    params={
+                        "backends": backends,
+                        "words": spec.words,
+                        "corpus": str(spec.corpus),
+                        "parts": parts,
+                        **({"part": list(spec.part)} if spec.part else {}),
+                        "language": language,
+                        **({"analyzer": analyzer} if BM25 in backends else {}),
+                        **({"query_encoder": spec.query_encoder or spec.encoder} if DENSE in backends else {}),
+                    },
                 ).save(tmp)
                 publish_folder(tmp, out, crash_after=crash_after)
             except BaseException:
@@ -225,8 +270,9 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
             ) from exc
         shutil.rmtree(work.root, ignore_errors=True)
     note = " (resumed from the work folder of an interrupted build)" if resumed else ""
-    return BuildReport(True, len(store), f"index ready in {out}: {len(store)} passages, backends {', '.join(backends)}{note}",
-                       seconds)
+    return BuildReport(
+        True, len(store), f"index ready in {out}: {len(store)} passages, backends {', '.join(backends)}{note}", seconds
+    )
 
 
 @contextlib.contextmanager
@@ -283,8 +329,10 @@ def corpus_part(corpus: str | Path, part: tuple[int, int] | None) -> list[Path]:
         return sources
     i, n = part
     if len(sources) < n:
-        raise OdqaError(f"--shards {n} needs a corpus of at least {n} files, and {corpus} has {len(sources)}: split "
-                        "it into files (one shard takes whole files) or ask for fewer shards")
+        raise OdqaError(
+            f"--shards {n} needs a corpus of at least {n} files, and {corpus} has {len(sources)}: split "
+            "it into files (one shard takes whole files) or ask for fewer shards"
+        )
     return [Path(p) for p in np.array_split(np.array([str(s) for s in sources], dtype=object), n)[i]]
 
 
@@ -331,11 +379,21 @@ def _passages(spec: IndexSpec, work: IndexLayout) -> tuple[PassageStore, str]:
     shutil.rmtree(work.root, ignore_errors=True)  # another corpus: nothing in the work folder is valid
     work.root.mkdir(parents=True)
     sources = corpus_part(spec.corpus, spec.part)
-    passages = tqdm(itertools.chain.from_iterable(iter_passages(source, words=spec.words, fields=spec.fields)
-                                                  for source in sources), desc="passages", unit=" psg", mininterval=2)
+    passages = tqdm(
+        itertools.chain.from_iterable(
+            iter_passages(source, words=spec.words, fields=spec.fields) for source in sources
+        ),
+        desc="passages",
+        unit=" psg",
+        mininterval=2,
+    )
     store, fingerprint = PassageStore.write(passages, work.passages)
-    Manifest(kind="passages", corpus_fingerprint=fingerprint, count=len(store),
-             params={"words": spec.words, "layout": store.layout_digest()}).save(work.passages)
+    Manifest(
+        kind="passages",
+        corpus_fingerprint=fingerprint,
+        count=len(store),
+        params={"words": spec.words, "layout": store.layout_digest()},
+    ).save(work.passages)
     marker.write_text(json.dumps({"source": key, "fingerprint": fingerprint}))
     return store, fingerprint
 
@@ -355,7 +413,9 @@ def corpus_language(store: PassageStore, sample: int = 500) -> str:
     return detect_language([f"{t} {x}" for t, x in zip(rows["title"], rows["text"])])
 
 
-def _bm25(spec: IndexSpec, work: IndexLayout, store: PassageStore, fingerprint: str, language: str, analyzer: str) -> None:
+def _bm25(
+    spec: IndexSpec, work: IndexLayout, store: PassageStore, fingerprint: str, language: str, analyzer: str
+) -> None:
     if IndexLayout(work.bm25).manifest.exists():
         if Manifest.load(work.bm25).params.get("analyzer", "en") == analyzer:
             return
@@ -406,10 +466,14 @@ def auto_passage_encoder(spec: IndexSpec, passages: int) -> IndexSpec:
     if not _fast_encoder_serves(spec, passages, precision):
         return spec
     fast = replace(spec, encoder=FAST_PASSAGE_ENCODER, query_encoder=paired_query_encoder(FAST_PASSAGE_ENCODER))
-    print(f"odqa: {passages:,} passages on this CPU: `auto` encodes them with {FAST_PASSAGE_ENCODER} "
-          f"({passage_precision(fast)}; distilled from {DEFAULT_ENCODER}, searched with its questions, recall "
-          f"measured level: models/{FAST_PASSAGE_ENCODER}/README.md); --precision {precision} keeps "
-          f"{DEFAULT_ENCODER}", file=sys.stderr, flush=True)
+    print(
+        f"odqa: {passages:,} passages on this CPU: `auto` encodes them with {FAST_PASSAGE_ENCODER} "
+        f"({passage_precision(fast)}; distilled from {DEFAULT_ENCODER}, searched with its questions, recall "
+        f"measured level: models/{FAST_PASSAGE_ENCODER}/README.md); "
+        f"--precision {precision} keeps {DEFAULT_ENCODER}",
+        file=sys.stderr,
+        flush=True,
+    )
     return fast
 
 
@@ -427,10 +491,13 @@ def _suggest_fast_encoder(spec: IndexSpec, encoder, passages: int) -> None:
     precision = encoder.plan().precision
     if encoder.device_type != "cpu" or not _fast_encoder_serves(spec, passages, precision):
         return
-    print(f"odqa: {passages:,} passages to encode in {precision} on this CPU; `--encoder {FAST_PASSAGE_ENCODER}` "
-          f"(distilled from {DEFAULT_ENCODER}, searched with its questions; what `--precision auto` picks here) "
-          f"encodes them faster at recall measured level (models/{FAST_PASSAGE_ENCODER}/README.md)",
-          file=sys.stderr, flush=True)
+    print(
+        f"odqa: {passages:,} passages to encode in {precision} on this CPU; `--encoder {FAST_PASSAGE_ENCODER}` "
+        f"(distilled from {DEFAULT_ENCODER}, searched with its questions; what `--precision auto` picks here) "
+        f"encodes them faster at recall measured level (models/{FAST_PASSAGE_ENCODER}/README.md)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _encoding_choice(spec: IndexSpec, work: IndexLayout, passages: int) -> IndexSpec:
@@ -442,16 +509,20 @@ def _encoding_choice(spec: IndexSpec, work: IndexLayout, passages: int) -> Index
     since a shared work folder may hold other machines' shards."""
     asked = {"encoder": spec.encoder, "precision": spec.precision, "device": spec.device or ""}
     saved = _read_record(work.encoding)
-    encoded = (work.dense_chunks.is_dir() and any(work.dense_chunks.glob("chunk-*.npy"))) or \
-        IndexLayout(work.dense).manifest.exists()
+    encoded = (work.dense_chunks.is_dir() and any(work.dense_chunks.glob("chunk-*.npy"))) or IndexLayout(
+        work.dense
+    ).manifest.exists()
     if saved and saved.get("asked") == asked and spec.precision == "auto":
         spec = replace(spec, encoder=saved["encoder"], query_encoder=saved.get("query_encoder") or spec.query_encoder)
         if saved.get("precision") != passage_precision(spec):
             spec = replace(spec, precision=saved["precision"])
         if encoded:
-            print(f"odqa: resuming with the passages encoded by {saved['encoder']} in precision {saved['precision']}, "
-                  f"as `--precision auto` chose when this build started (recorded in {work.encoding})",
-                  file=sys.stderr, flush=True)
+            print(
+                f"odqa: resuming with the passages encoded by {saved['encoder']} in precision {saved['precision']}, "
+                f"as `--precision auto` chose when this build started (recorded in {work.encoding})",
+                file=sys.stderr,
+                flush=True,
+            )
     elif spec.precision == "auto":
         spec = auto_passage_encoder(spec, passages)
     key = _encoding_key(spec)
@@ -459,11 +530,14 @@ def _encoding_choice(spec: IndexSpec, work: IndexLayout, passages: int) -> Index
         if not encoded:
             saved = None  # nothing encoded under the old settings yet
         else:
-            differ = ", ".join(f"{name} {saved.get(name)!r} (now {value!r})" for name, value in key.items()
-                               if saved.get(name) != value)
-            raise OdqaError(f"{work.root} holds passages encoded with other settings: {differ}; rerun with the "
-                            f"settings it was started with to resume it, or remove {work.dense_chunks} and "
-                            f"{work.dense} to encode again with these")
+            differ = ", ".join(
+                f"{name} {saved.get(name)!r} (now {value!r})" for name, value in key.items() if saved.get(name) != value
+            )
+            raise OdqaError(
+                f"{work.root} holds passages encoded with other settings: {differ}; rerun with the "
+                f"settings it was started with to resume it, or remove {work.dense_chunks} and "
+                f"{work.dense} to encode again with these"
+            )
     if not saved:
         shutil.rmtree(work.dense, ignore_errors=True)
         shutil.rmtree(work.dense_chunks, ignore_errors=True)
@@ -474,14 +548,23 @@ def _encoding_choice(spec: IndexSpec, work: IndexLayout, passages: int) -> Index
 def _encoding_key(spec: IndexSpec) -> dict:
     """Everything the passage vectors depend on: chunks and a dense part are reused only under the same key.
     Chunks of one build share a precision (int8 vectors differ slightly from fp32 ones)."""
-    return {"encoder": spec.encoder, "chunk_size": spec.chunk_size, "max_length": spec.max_length,
-            "weights": model_fingerprint(spec.encoder), **_encoder_options(spec),
-            "precision": passage_precision(spec)}
+    return {
+        "encoder": spec.encoder,
+        "chunk_size": spec.chunk_size,
+        "max_length": spec.max_length,
+        "weights": model_fingerprint(spec.encoder),
+        **_encoder_options(spec),
+        "precision": passage_precision(spec),
+    }
 
 
 def _encoder_options(spec: IndexSpec) -> dict:
-    return {"pooling": spec.pooling or None, "similarity": spec.similarity or None,
-            "query_prefix": spec.query_prefix, "passage_prefix": spec.passage_prefix}
+    return {
+        "pooling": spec.pooling or None,
+        "similarity": spec.similarity or None,
+        "query_prefix": spec.query_prefix,
+        "passage_prefix": spec.passage_prefix,
+    }
 
 
 def passage_precision(spec: IndexSpec) -> str:
@@ -490,8 +573,11 @@ def passage_precision(spec: IndexSpec) -> str:
     from odqa.core.runtime import plan_inference
     from odqa.core.text_encoding import int8_measured
 
-    return plan_inference(device_type(spec.device), InferenceSettings(spec.precision),
-                          auto_int8=int8_measured(spec.encoder, passages=True)).precision
+    return plan_inference(
+        device_type(spec.device),
+        InferenceSettings(spec.precision),
+        auto_int8=int8_measured(spec.encoder, passages=True),
+    ).precision
 
 
 def passage_encoder(spec: IndexSpec, load: bool = True):
@@ -501,10 +587,13 @@ def passage_encoder(spec: IndexSpec, load: bool = True):
     from odqa.core.encoder import TextEncoder
     from odqa.core.text_encoding import int8_measured
 
-    encoder = TextEncoder.from_pretrained(spec.encoder, max_length=spec.max_length,
-                                          device=spec.device if load else "cpu",
-                                          precision=spec.precision if load else INFERENCE.precision,
-                                          **_encoder_options(spec))
+    encoder = TextEncoder.from_pretrained(
+        spec.encoder,
+        max_length=spec.max_length,
+        device=spec.device if load else "cpu",
+        precision=spec.precision if load else INFERENCE.precision,
+        **_encoder_options(spec),
+    )
     encoder.auto_int8 = int8_measured(spec.encoder, passages=True)
     return encoder if load else encoder.settings()
 
@@ -520,17 +609,26 @@ def _dense(spec: IndexSpec, work: IndexLayout, store: PassageStore, fingerprint:
         for c in range(total):
             part = np.load(chunks / f"chunk-{c:05d}.npy", mmap_mode="r")
             if len(part) != min(spec.chunk_size, len(store) - c * spec.chunk_size):
-                raise OdqaError(f"{chunks}/chunk-{c:05d}.npy holds {len(part)} vectors, not those of its passages; "
-                                f"remove it and rerun to encode it again")
+                raise OdqaError(
+                    f"{chunks}/chunk-{c:05d}.npy holds {len(part)} vectors, not those of its passages; "
+                    f"remove it and rerun to encode it again"
+                )
             yield part
 
     # written, not memory-mapped: a full disk is then an error to report, not SIGBUS
     write_npy_blocks(merged_path, np.float16, (len(store), first.shape[1]), parts())
-    manifest = Manifest(kind="faiss", corpus_fingerprint=fingerprint, encoder=spec.encoder,
-                        params={"max_length": spec.max_length, "encoder_weights": model_fingerprint(spec.encoder),
-                                "query_encoder": spec.query_encoder or spec.encoder,
-                                "passage_precision": passage_precision(spec),
-                                "encoder_settings": passage_encoder(spec, load=False)})
+    manifest = Manifest(
+        kind="faiss",
+        corpus_fingerprint=fingerprint,
+        encoder=spec.encoder,
+        params={
+            "max_length": spec.max_length,
+            "encoder_weights": model_fingerprint(spec.encoder),
+            "query_encoder": spec.query_encoder or spec.encoder,
+            "passage_precision": passage_precision(spec),
+            "encoder_settings": passage_encoder(spec, load=False),
+        },
+    )
     VectorIndex.build(merged_path, work.dense, manifest, spec.vector)
     shutil.rmtree(chunks, ignore_errors=True)
 
@@ -545,11 +643,15 @@ def build_sharded_index(spec: IndexSpec, shards: int) -> BuildReport:
     if shards < 1:
         raise OdqaError(f"--shards must be a positive number, got {shards}")
     if spec.shard is not None:
-        raise OdqaError("--shard i/n (encoding chunks) and --shards N (index parts) do not combine; build without --shard")
+        raise OdqaError(
+            "--shard i/n (encoding chunks) and --shards N (index parts) do not combine; build without --shard"
+        )
     backends = validate_spec(spec)
     if BM25 in backends and spec.bm25_engine != "tantivy":
-        raise OdqaError(f"--shards needs the tantivy BM25 engine (its shards' segments are searched as one index), "
-                        f"not {spec.bm25_engine}: drop --bm25-engine or pass --bm25-engine tantivy")
+        raise OdqaError(
+            f"--shards needs the tantivy BM25 engine (its shards' segments are searched as one index), "
+            f"not {spec.bm25_engine}: drop --bm25-engine or pass --bm25-engine tantivy"
+        )
     corpus_part(spec.corpus, (0, shards))  # enough files: refused before any work
     out = Path(spec.out)
     layout = IndexLayout(out)
@@ -562,8 +664,9 @@ def build_sharded_index(spec: IndexSpec, shards: int) -> BuildReport:
     language = spec.language
     with build_lock(out):
         for i, name in enumerate(names):
-            shard_spec = replace(spec, out=str(out / name), part=(i, shards), language=language,
-                                 vector=replace(spec.vector))  # a build may set its nlist: each shard its own
+            shard_spec = replace(
+                spec, out=str(out / name), part=(i, shards), language=language, vector=replace(spec.vector)
+            )  # a build may set its nlist: each shard its own
             key = out / f"{name}.source.json"
             wanted = {"source": _source_key(shard_spec), "spec": _shard_settings(shard_spec)}
             if _shard_kept(out / name, key, wanted, (i, shards), str(spec.corpus)):
@@ -583,8 +686,10 @@ def build_sharded_index(spec: IndexSpec, shards: int) -> BuildReport:
         starts = np.cumsum([0] + counts).tolist()
         # each shard by its manifest's digest (which records its parts' digests) and rows: a shard swapped with
         # another, or one of another build, is refused at open (indexes.integrity.check_shard)
-        records = {name: {"manifest": bundle.digest, "rows": [starts[i], starts[i + 1]]}
-                   for i, (name, bundle) in enumerate(zip(names, bundles))}
+        records = {
+            name: {"manifest": bundle.digest, "rows": [starts[i], starts[i + 1]]}
+            for i, (name, bundle) in enumerate(zip(names, bundles))
+        }
         parts = {}
         if BM25 in backends:
             with _timed(seconds, "bm25_union_s"):
@@ -592,14 +697,28 @@ def build_sharded_index(spec: IndexSpec, shards: int) -> BuildReport:
                 union_text_index([out / name / BM25 for name in names], offsets, layout.bm25, fingerprint)
                 parts[BM25] = describe_part(layout.bm25, sum(counts))
         first = bundles[0].params
-        Manifest(kind="bundle", corpus_fingerprint=fingerprint, count=sum(counts), encoder=bundles[0].encoder,
-                 dim=bundles[0].dim,
-                 params={"backends": backends, "words": spec.words, "corpus": str(spec.corpus), "parts": parts,
-                         SHARDS: names, SHARD_RECORDS: records,
-                         **{k: first[k] for k in ("language", "analyzer", "query_encoder") if k in first}},
-                 ).save(out)
-    return BuildReport(True, sum(counts), f"index ready in {out}: {sum(counts)} passages in {shards} shards, backends "
-                       f"{', '.join(backends)}", seconds)
+        Manifest(
+            kind="bundle",
+            corpus_fingerprint=fingerprint,
+            count=sum(counts),
+            encoder=bundles[0].encoder,
+            dim=bundles[0].dim,
+            params={
+                "backends": backends,
+                "words": spec.words,
+                "corpus": str(spec.corpus),
+                "parts": parts,
+                SHARDS: names,
+                SHARD_RECORDS: records,
+                **{k: first[k] for k in ("language", "analyzer", "query_encoder") if k in first},
+            },
+        ).save(out)
+    return BuildReport(
+        True,
+        sum(counts),
+        f"index ready in {out}: {sum(counts)} passages in {shards} shards, backends {', '.join(backends)}",
+        seconds,
+    )
 
 
 def _sharded(out: Path) -> bool:

@@ -5,20 +5,25 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, cast
 
 from odqa.config import OdqaConfig
 from odqa.core.errors import OdqaError
 from odqa.core.fusion import minmax_scale
 from odqa.core.logs import get_logger
-from odqa.core.protocols import Linker, Reader, Retriever
+from odqa.core.protocols import Retriever, SearchBackend
 from odqa.core.runtime import InferenceSettings
-from odqa.core.types import Answer, Mention, SearchHit
+from odqa.core.types import Answer, Mention, Passage, SearchHit
 from odqa.indexes.analysis import LANGUAGE_NAMES, detect_language
 from odqa.retriever.base import fit_k
 from odqa.retriever.registry import INDEX_BACKENDS, backend_of, build_retriever, kb_beside, open_index
+
+if TYPE_CHECKING:  # loaded on first use (torch, transformers)
+    from odqa.linker.linker import Linker as LinkerModel
+    from odqa.reader.model import Reader as ReaderModel
 
 log = get_logger(__name__)
 MAX_QUESTION_CHARS = 500
@@ -63,8 +68,11 @@ def clean_question(question: str) -> tuple[str, list[str]]:
     notices = []
     if question and not question.isascii():
         # undecodable bytes of a command line arrive as lone surrogates, which tokenizers cannot encode
-        question = question.encode("utf-8", "surrogateescape").decode("utf-8", "replace") \
-            if _encodes_with_escapes(question) else question.encode("utf-8", "replace").decode("utf-8")
+        question = (
+            question.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            if _encodes_with_escapes(question)
+            else question.encode("utf-8", "replace").decode("utf-8")
+        )
     text = " ".join((question or "").split())
     if not text or not _HAS_WORD.search(text):
         raise OdqaError("the question is empty (or only punctuation); type a question such as 'Who wrote Hamlet?'")
@@ -96,8 +104,13 @@ def relative_scores(scores: list[float]) -> list[float]:
 
 
 class Pipeline:
-    def __init__(self, config: OdqaConfig | None = None, default_index: Callable[[], Path] | None = None,
-                 default_kb: Callable[[], Path] | None = None, few_questions: bool = False):
+    def __init__(
+        self,
+        config: OdqaConfig | None = None,
+        default_index: Callable[[], Path] | None = None,
+        default_kb: Callable[[], Path] | None = None,
+        few_questions: bool = False,
+    ):
         """`default_index`, `default_kb`: where the index and the knowledge base are when the config names none,
         asked on first use (the CLI passes the demo corpus's, which builds them on first use: building stays
         out of the query-time pipeline). `few_questions`: the process answers a few questions and exits (`odqa
@@ -106,11 +119,11 @@ class Pipeline:
         self.few_questions = few_questions
         self._default_index = default_index
         self._default_kb = default_kb
-        self._bundle = None
+        self._bundle: SearchBackend | None = None
         self._retrievers: dict[str, Retriever] = {}
-        self._reader: Reader | None = None
+        self._reader: ReaderModel | None = None
         self._reader_name: str | None = None
-        self._linker: Linker | None = None
+        self._linker: LinkerModel | None = None
         self._linker_failed: str | None = None
 
     # ---- components, loaded on first use ----------------------------------------------------------------
@@ -144,8 +157,9 @@ class Pipeline:
     def retriever(self, kind: str | None = None) -> Retriever:
         kind = kind or self.config.retrieval.retriever
         if kind not in self._retrievers:
-            retriever = build_retriever(self.bundle, self.config.retrieval,
-                                        self.config.retriever_runtime(self.few_questions), kind)
+            retriever = build_retriever(
+                self.bundle, self.config.retrieval, self.config.retriever_runtime(self.few_questions), kind
+            )
             encoder = _question_encoder(retriever)
             if encoder is not None:  # the retriever's options carry the config's precision and runtime alone
                 encoder.few_questions = self.few_questions
@@ -167,8 +181,7 @@ class Pipeline:
         if self._reader_name is None:
             from odqa.reader.model import resolve_reader
 
-            self._reader_name, why = resolve_reader(self.config.reader.model,
-                                                    lambda: self.bundle.info().language)
+            self._reader_name, why = resolve_reader(self.config.reader.model, lambda: self.bundle.info().language)
             if why:
                 log.info("reader %s for %s (reader.model auto)", self._reader_name, why)
         return self._reader_name
@@ -184,32 +197,40 @@ class Pipeline:
         if not languages or held in languages:
             return None
         reads = ", ".join(LANGUAGE_NAMES.get(code, code) for code in languages)
-        return (f"the reader {self.reader_name!r} was trained on {reads} text only, so its answers over this "
-                f"{LANGUAGE_NAMES.get(held, held)} index are guesses and none is called confident; install "
-                f"{MULTILINGUAL_READER} (a checkout has models/{MULTILINGUAL_READER}; else "
-                f"{models_install(MULTILINGUAL_READER)}) and leave reader.model at auto")
+        return (
+            f"the reader {self.reader_name!r} was trained on {reads} text only, so its answers over this "
+            f"{LANGUAGE_NAMES.get(held, held)} index are guesses and none is called confident; install "
+            f"{MULTILINGUAL_READER} (a checkout has models/{MULTILINGUAL_READER}; else "
+            f"{models_install(MULTILINGUAL_READER)}) and leave reader.model at auto"
+        )
 
     @property
-    def reader(self) -> Reader:
+    def reader(self) -> ReaderModel:
         if self._reader is None:
             from odqa.reader.model import Reader
 
             c = self.config.reader
-            self._reader = Reader.from_pretrained(self.reader_name, device=self.config.device or None,
-                                                  calibration=c.calibration or None,
-                                                  batch_size=c.batch_size, max_answer_tokens=c.max_answer_tokens,
-                                                  no_answer_threshold=c.no_answer_threshold,
-                                                  retrieval_weight=c.retrieval_weight,
-                                                  selection_weight=c.selection_weight,
-                                                  focus_words=c.focus_words, whole_passages=c.whole_passages,
-                                                  early_stop_passages=c.early_stop_passages,
-                                                  early_stop_probability=c.early_stop_probability,
-                                                  precision=self.config.precision, runtime=self.config.runtime,
-                                                  few_questions=self.few_questions)
+            self._reader = Reader.from_pretrained(
+                self.reader_name,
+                device=self.config.device or None,
+                calibration=c.calibration or None,
+                batch_size=c.batch_size,
+                max_answer_tokens=c.max_answer_tokens,
+                no_answer_threshold=c.no_answer_threshold,
+                retrieval_weight=c.retrieval_weight,
+                selection_weight=c.selection_weight,
+                focus_words=c.focus_words,
+                whole_passages=c.whole_passages,
+                early_stop_passages=c.early_stop_passages,
+                early_stop_probability=c.early_stop_probability,
+                precision=self.config.precision,
+                runtime=self.config.runtime,
+                few_questions=self.few_questions,
+            )
         return self._reader
 
     @property
-    def linker(self) -> Linker | None:
+    def linker(self) -> LinkerModel | None:
         """The entity linker, or None when disabled or unavailable (the pipeline then runs without it)."""
         if not self.config.linker.enabled or self._linker_failed:
             return None
@@ -220,10 +241,15 @@ class Pipeline:
 
                 kb = KnowledgeBase.load(self.kb_path)
                 c = self.config.linker
-                self._linker = Linker.from_pretrained(c.model, kb=kb, device=self.config.device or None,
-                                                      mention_threshold=c.mention_threshold,
-                                                      entity_threshold=c.entity_threshold,
-                                                      precision=self.config.precision, runtime=self.config.runtime)
+                self._linker = Linker.from_pretrained(
+                    c.model,
+                    kb=kb,
+                    device=self.config.device or None,
+                    mention_threshold=c.mention_threshold,
+                    entity_threshold=c.entity_threshold,
+                    precision=self.config.precision,
+                    runtime=self.config.runtime,
+                )
             except OdqaError as exc:
                 self._linker_failed = str(exc)
                 log.warning("entity linking is off: %s", exc)
@@ -238,8 +264,10 @@ class Pipeline:
         if self.config.index:
             kb = kb_beside(self.config.index)
             if kb is None:
-                raise OdqaError(f"an {INDEX_BACKENDS.get(backend_of(self.config.index)).title} has no knowledge base "
-                                "beside it; set linker.kb (or pass --no-linker)")
+                raise OdqaError(
+                    f"an {INDEX_BACKENDS.get(backend_of(self.config.index)).title} has no knowledge base "
+                    "beside it; set linker.kb (or pass --no-linker)"
+                )
             return kb
         if self._default_kb is None:
             raise OdqaError("no knowledge base: set `linker.kb` in the config")
@@ -263,8 +291,9 @@ class Pipeline:
         linker = self.linker
         return linker.link(questions) if linker is not None else [[] for _ in questions]
 
-    def retrieve(self, questions: list[str], mentions: list[list[Mention]], k: int | None = None,
-                 retriever: str | None = None) -> list[list[SearchHit]]:
+    def retrieve(
+        self, questions: list[str], mentions: list[list[Mention]], k: int | None = None, retriever: str | None = None
+    ) -> list[list[SearchHit]]:
         """The passages the reader gets for each (cleaned) question: the retriever's top k, with the entity bonus
         (retrieval.entity_bonus) for the questions' linked `mentions` (from `link`) on any index backend."""
         k = fit_k(k or self.config.retrieval.k, self.corpus_size)
@@ -282,9 +311,11 @@ class Pipeline:
         held = self.bundle.info().language
         if asked == "en" or asked == held:
             return None
-        return (f"languages differ: the question is {LANGUAGE_NAMES.get(asked, asked)} and the index "
-                f"{self.index_location} holds {LANGUAGE_NAMES.get(held, held)} text; ask in "
-                f"{LANGUAGE_NAMES.get(held, held)}, or use an index of {LANGUAGE_NAMES.get(asked, asked)} text")
+        return (
+            f"languages differ: the question is {LANGUAGE_NAMES.get(asked, asked)} and the index "
+            f"{self.index_location} holds {LANGUAGE_NAMES.get(held, held)} text; ask in "
+            f"{LANGUAGE_NAMES.get(held, held)}, or use an index of {LANGUAGE_NAMES.get(asked, asked)} text"
+        )
 
     def ask(self, question: str, k: int | None = None, retriever: str | None = None) -> Result:
         return self.ask_batch([question], k=k, retriever=retriever)[0]
@@ -301,17 +332,19 @@ class Pipeline:
         kept = [i for i, notice in enumerate(differs) if not notice]
         kept_texts = [results[i].question for i in kept]
         texts = [r.question for r in results]
-        mentions, hits = [[] for _ in results], [[] for _ in results]
+        mentions: list[list[Mention]] = [[] for _ in results]
+        hits: list[list[SearchHit]] = [[] for _ in results]
 
         start = time.perf_counter()
-        for i, found in zip(kept, self.link(kept_texts) if kept else []):
-            mentions[i] = found
+        for i, linked in zip(kept, self.link(kept_texts) if kept else []):
+            mentions[i] = linked
         link_time = (time.perf_counter() - start) / len(results)
 
         start = time.perf_counter()
-        for i, found in zip(kept, self.retrieve(kept_texts, [mentions[i] for i in kept], k=k, retriever=retriever)
-                            if kept else []):
-            hits[i] = found
+        for i, retrieved in zip(
+            kept, self.retrieve(kept_texts, [mentions[i] for i in kept], k=k, retriever=retriever) if kept else []
+        ):
+            hits[i] = retrieved
         retrieve_time = (time.perf_counter() - start) / len(results)
 
         # one reader call for all the questions that have passages: their windows share the forward batches
@@ -319,8 +352,11 @@ class Pipeline:
         asked = [i for i, h in enumerate(hits) if h]
         if asked:
             answers = self.reader.read_many(
-                [texts[i] for i in asked], [[x.passage for x in hits[i]] for i in asked],
-                [relative_scores([x.score for x in hits[i]]) for i in asked], top_n=self.config.reader.top_n)
+                [texts[i] for i in asked],
+                [cast("list[Passage]", [x.passage for x in hits[i]]) for i in asked],  # retrieve() gives them
+                [relative_scores([x.score for x in hits[i]]) for i in asked],
+                top_n=self.config.reader.top_n,
+            )
             for i, a in zip(asked, answers):
                 results[i].answers = a
         read_time = (time.perf_counter() - start) / len(texts)
@@ -347,11 +383,13 @@ class Pipeline:
                 result.notices.append(
                     f"uncalibrated reader: {self.reader_name!r} has no calibration.json, so its score "
                     f"{result.answers[0].probability:.2f} is no probability of being right and no answer is called "
-                    "confident (fit one with `odqa fit-calibration`)")
+                    "confident (fit one with `odqa fit-calibration`)"
+                )
             elif not result.confident:
                 result.notices.append(
                     f"no confident answer: the best guess has p={result.answers[0].probability:.2f}, below the "
-                    f"threshold {self.reader.calibration.threshold:.2f} chosen on dev")
+                    f"threshold {self.reader.calibration.threshold:.2f} chosen on dev"
+                )
         return results
 
     def _add_entity_passages(self, texts, mentions, hits, bonus: float, k: int):
@@ -360,7 +398,4 @@ class Pipeline:
         from odqa.linker.guided import entity_hits, fuse_entity_hits
 
         articles = self.bundle.article_passages()
-        return [
-            fuse_entity_hits(h, entity_hits(t, m, articles), bonus, k)
-            for t, m, h in zip(texts, mentions, hits)
-        ]
+        return [fuse_entity_hits(h, entity_hits(t, m, articles), bonus, k) for t, m, h in zip(texts, mentions, hits)]

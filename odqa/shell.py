@@ -7,7 +7,8 @@ import secrets
 import sys
 import textwrap
 import time
-from typing import IO, Iterable
+from collections.abc import Iterable
+from typing import IO
 
 from odqa.core.errors import OdqaError
 from odqa.core.terminal import printable
@@ -142,15 +143,21 @@ class Shell:
                     self.say("     also in: " + ", ".join(sorted({e["title"] for e in a.evidence[1:]})))
         if not result.answers and result.passages:
             best = result.passages[0].passage
+            assert best is not None  # the pipeline's hits carry their passages
             self.say(f"  best passage: {best.title}: {textwrap.shorten(best.text, SNIPPET_CHARS)}")
         if result.mentions:
-            self.say("  entities: " + ", ".join(
-                f"{m.text} → {m.entity.title if m.entity else '?'} ({m.score:.2f})" for m in result.mentions))
+            self.say(
+                "  entities: "
+                + ", ".join(
+                    f"{m.text} → {m.entity.title if m.entity else '?'} ({m.score:.2f})" for m in result.mentions
+                )
+            )
         t = result.timings
         self.say(self._dim("  time: " + " · ".join(f"{k} {v * 1000:.0f} ms" for k, v in t.items())))
 
     def show_passages(self, result: Result) -> None:
         for i, h in enumerate(result.passages, 1):
+            assert h.passage is not None  # the pipeline's hits carry their passages
             self.say(f"  {i:>2}. [{h.score:.3f} {h.source}] {h.passage.title} ({h.passage.id})")
             self.say(textwrap.indent(textwrap.fill(h.passage.text, 96), "      "))
 
@@ -159,30 +166,38 @@ class Shell:
             self.say("  no entities linked")
         for m in result.mentions:
             entity = m.entity.title if m.entity else "(none)"
-            self.say(f"  [{m.start}:{m.end}] {m.text!r} → {entity}  mention={m.mention_score:.2f} "
-                     f"entity={m.entity_score:.2f} joint={m.score:.2f}")
+            self.say(
+                f"  [{m.start}:{m.end}] {m.text!r} → {entity}  mention={m.mention_score:.2f} "
+                f"entity={m.entity_score:.2f} joint={m.score:.2f}"
+            )
 
     def show_explain(self, result: Result) -> None:
         c = self.pipeline.config
         fusion = getattr(self.pipeline.retriever(self.retriever), "fusion", None)  # hybrids: `auto` resolved
         fusion = f"fusion {fusion.describe()}, " if fusion is not None else ""
-        self.say(f"  retriever {self.retriever} ({fusion}candidates {c.retrieval.candidates}), "
-                 f"k={self.k}, entity bonus {c.retrieval.entity_bonus}")
-        self.say(f"  linked {len(result.mentions)} entities; retrieved {len(result.passages)} passages "
-                 f"({', '.join(sorted({h.source for h in result.passages}))})")
-        rank = {h.passage.id: i for i, h in enumerate(result.passages, 1)}
+        self.say(
+            f"  retriever {self.retriever} ({fusion}candidates {c.retrieval.candidates}), "
+            f"k={self.k}, entity bonus {c.retrieval.entity_bonus}"
+        )
+        self.say(
+            f"  linked {len(result.mentions)} entities; retrieved {len(result.passages)} passages "
+            f"({', '.join(sorted({h.source for h in result.passages}))})"
+        )
+        rank = {h.passage_id: i for i, h in enumerate(result.passages, 1)}
         for a in result.answers:
             p = f"p={a.probability:.2f}" if a.calibrated else f"uncalibrated {a.probability:.2f}"
-            self.say(f"  {a.text!r}: score {a.score:.2f}, {p}, from passage #{rank.get(a.passage_id, '?')} "
-                     f"{a.title} [{a.start}:{a.end}]")
+            self.say(
+                f"  {a.text!r}: score {a.score:.2f}, {p}, from passage "
+                f"#{rank.get(a.passage_id, '?')} {a.title} [{a.start}:{a.end}]"
+            )
         self.say("  " + " · ".join(f"{k} {v * 1000:.0f} ms" for k, v in result.timings.items()))
 
     # ---- loops ------------------------------------------------------------------------------------------
     def warm_up(self) -> float:
         start = time.perf_counter()
         self.pipeline.retriever(self.retriever)
-        self.pipeline.reader
-        self.pipeline.linker
+        self.pipeline.reader  # noqa: B018 -- a property: loads the reader now
+        self.pipeline.linker  # noqa: B018 -- a property: loads the linker now
         return time.perf_counter() - start
 
     def run_lines(self, lines: Iterable[str]) -> int:
@@ -198,7 +213,9 @@ class Shell:
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import InMemoryHistory
 
-        session = PromptSession(history=question_history(history_file) if history_file else InMemoryHistory())
+        session: PromptSession[str] = PromptSession(
+            history=question_history(history_file) if history_file else InMemoryHistory()
+        )
         self.say("odqa shell — ask a question, :help for commands, Ctrl-D to leave.")
         while True:
             try:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -61,7 +61,7 @@ class Calibration:
             tmp.write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
 
     @classmethod
-    def load(cls, path: str | Path) -> "Calibration":
+    def load(cls, path: str | Path) -> Calibration:
         path = Path(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -69,15 +69,20 @@ class Calibration:
             raise OdqaError(f"calibration file not found: {path} (write one with `run_qa.py fit-calibration`)") from exc
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise DataFormatError(f"{path}: cannot read calibration JSON: {exc}") from exc
-        if not isinstance(data, dict) or data.get("features", list(FEATURES)) != list(FEATURES) \
-                or len(data.get("weights", [])) != len(FEATURES):
-            raise DataFormatError(f"{path}: not an odqa calibration file (expected weights over {list(FEATURES)}); "
-                                  "refit it with `run_qa.py fit-calibration`")
+        if (
+            not isinstance(data, dict)
+            or data.get("features", list(FEATURES)) != list(FEATURES)
+            or len(data.get("weights", [])) != len(FEATURES)
+        ):
+            raise DataFormatError(
+                f"{path}: not an odqa calibration file (expected weights over {list(FEATURES)}); "
+                "refit it with `run_qa.py fit-calibration`"
+            )
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
 
     @classmethod
-    def for_model(cls, model_dir: str | Path) -> "Calibration":
+    def for_model(cls, model_dir: str | Path) -> Calibration:
         """The model folder's calibration.json, or the unfitted default."""
         path = Path(model_dir) / CALIBRATION_FILE
         return cls.load(path) if path.is_file() else cls()
@@ -93,8 +98,10 @@ def fit_platt(x: np.ndarray, correct: np.ndarray, l2: float = 1e-3) -> tuple[lis
     if x.ndim != 2 or len(x) != len(y) or len(y) == 0:
         raise OdqaError("calibration needs one feature row per judged answer")
     if y.min() == y.max():
-        raise OdqaError(f"calibration needs right and wrong answers on dev; all {len(y)} were "
-                        f"{'right' if y[0] else 'wrong'} (use more questions)")
+        raise OdqaError(
+            f"calibration needs right and wrong answers on dev; all {len(y)} were "
+            f"{'right' if y[0] else 'wrong'} (use more questions)"
+        )
     xt, yt = torch.tensor(x), torch.tensor(y)
     w = torch.zeros(x.shape[1], dtype=torch.float64, requires_grad=True)
     b = torch.zeros((), dtype=torch.float64, requires_grad=True)
@@ -124,8 +131,9 @@ def choose_threshold(probabilities: Sequence[float], correct: Sequence[float]) -
     return best_t
 
 
-def threshold_for_precision(probabilities: Sequence[float], correct: Sequence[float], precision: float,
-                            min_answers: int = 20) -> float:
+def threshold_for_precision(
+    probabilities: Sequence[float], correct: Sequence[float], precision: float, min_answers: int = 20
+) -> float:
     """The lowest probability threshold at which the answers at or above it are right at least `precision` of
     the time on dev (at least `min_answers` of them, so a handful of lucky answers cannot set it); 1.0 when no
     threshold reaches it. The lowest such threshold withholds the fewest answers."""
@@ -142,8 +150,13 @@ def threshold_for_precision(probabilities: Sequence[float], correct: Sequence[fl
     return best
 
 
-def fit_calibration(margins: Sequence[float], shares: Sequence[float], correct: Sequence[float],
-                    source: dict | None = None, target_precision: float | None = None) -> Calibration:
+def fit_calibration(
+    margins: Sequence[float],
+    shares: Sequence[float],
+    correct: Sequence[float],
+    source: dict | None = None,
+    target_precision: float | None = None,
+) -> Calibration:
     """Fit weights and threshold on judged dev answers (one top answer per question). The threshold: with
     `target_precision`, the lowest at which the answers called confident are right that often on dev; else the
     one that best separates right from wrong."""

@@ -14,8 +14,8 @@ import logging
 import random
 import re
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from odqa.core.errors import OdqaError
 from odqa.core.nlp import load_spacy
@@ -26,15 +26,30 @@ from odqa.reader.distant import write_squad_json
 log = logging.getLogger("odqa.reader.cloze")
 
 WH_WORD = {
-    "PERSON": "who", "NORP": "what", "ORG": "what", "GPE": "where", "LOC": "where", "FAC": "where",
-    "DATE": "when", "TIME": "when", "CARDINAL": "how many", "QUANTITY": "how much", "MONEY": "how much",
-    "PERCENT": "what percentage", "ORDINAL": "which", "EVENT": "what", "WORK_OF_ART": "what",
-    "PRODUCT": "what", "LAW": "what", "LANGUAGE": "what",
+    "PERSON": "who",
+    "NORP": "what",
+    "ORG": "what",
+    "GPE": "where",
+    "LOC": "where",
+    "FAC": "where",
+    "DATE": "when",
+    "TIME": "when",
+    "CARDINAL": "how many",
+    "QUANTITY": "how much",
+    "MONEY": "how much",
+    "PERCENT": "what percentage",
+    "ORDINAL": "which",
+    "EVENT": "what",
+    "WORK_OF_ART": "what",
+    "PRODUCT": "what",
+    "LAW": "what",
+    "LANGUAGE": "what",
 }
 
 
-def cloze_paragraphs(corpus: str | Path, exclude_titles: set[str], every: int, per_article: int,
-                     seed: int) -> Iterator[tuple[str, str]]:
+def cloze_paragraphs(
+    corpus: str | Path, exclude_titles: set[str], every: int, per_article: int, seed: int
+) -> Iterator[tuple[str, str]]:
     """(title, paragraph) of every `every`-th article: up to `per_article` of its 60-180-word paragraphs."""
     rng = random.Random(seed)
     for i, doc in enumerate(iter_documents(corpus)):
@@ -65,28 +80,46 @@ def paragraph_questions(doc, rng: random.Random, limit: int, first_id: int) -> l
     for entity in entities:
         if len(qas) >= limit:
             break
-        if any(e.text == entity.text for e in entities
-               if e is not entity and e.sent == entity.sent and e.start < entity.start):
+        if any(
+            e.text == entity.text
+            for e in entities
+            if e is not entity and e.sent == entity.sent and e.start < entity.start
+        ):
             continue
         question = cloze_question(entity.sent, entity, rng)
         if question is None:
             continue
-        qas.append({"id": f"cloze-{first_id + len(qas)}", "question": question,
-                    "answers": [{"text": entity.text, "answer_start": entity.start_char}]})
+        qas.append(
+            {
+                "id": f"cloze-{first_id + len(qas)}",
+                "question": question,
+                "answers": [{"text": entity.text, "answer_start": entity.start_char}],
+            }
+        )
     return qas
 
 
-def build_cloze_data(corpus: str | Path, output: str | Path, questions: int = 24000, every: int = 3,
-                     per_paragraph: int = 2, exclude: Sequence[str | Path] = (), seed: int = 13,
-                     nlp=None, progress: bool = True, per_article: int = 2) -> dict:
+def build_cloze_data(
+    corpus: str | Path,
+    output: str | Path,
+    questions: int = 24000,
+    every: int = 3,
+    per_paragraph: int = 2,
+    exclude: Sequence[str | Path] = (),
+    seed: int = 13,
+    nlp=None,
+    progress: bool = True,
+    per_article: int = 2,
+) -> dict:
     """Write `questions` cloze questions over the corpus's paragraphs as SQuAD JSON; returns counts."""
     from tqdm import tqdm
 
     if questions <= 0:
         raise OdqaError(f"--questions must be positive, got {questions}")
     if per_article <= 0 or per_paragraph <= 0 or every <= 0:
-        raise OdqaError(f"--per-article ({per_article}), --per-paragraph ({per_paragraph}) and --every ({every}) "
-                        "must be positive")
+        raise OdqaError(
+            f"--per-article ({per_article}), --per-paragraph ({per_paragraph}) and --every ({every}) must be positive"
+        )
     if nlp is None:
         nlp = load_spacy()
     t0 = time.time()
@@ -106,11 +139,22 @@ def build_cloze_data(corpus: str | Path, output: str | Path, questions: int = 24
             if n >= questions:
                 break
     if n == 0:
-        raise OdqaError(f"no cloze question could be made from {corpus}: it needs paragraphs of 60-180 words "
-                        "with named entities")
+        raise OdqaError(
+            f"no cloze question could be made from {corpus}: it needs paragraphs of 60-180 words with named entities"
+        )
     if n < questions:
         log.warning("only %d of %d cloze questions: the corpus sample ran out (lower --every)", n, questions)
-    write_squad_json([{"title": title, "paragraphs": paragraphs} for title, paragraphs in articles.items()],
-                     output, version="v1.1", source="odqa cloze questions")
-    return {"output": str(output), "questions": n, "paragraphs": sum(len(p) for p in articles.values()), "articles": len(articles),
-            "excluded_titles": len(excluded), "seconds": round(time.time() - t0, 1)}
+    write_squad_json(
+        [{"title": title, "paragraphs": paragraphs} for title, paragraphs in articles.items()],
+        output,
+        version="v1.1",
+        source="odqa cloze questions",
+    )
+    return {
+        "output": str(output),
+        "questions": n,
+        "paragraphs": sum(len(p) for p in articles.values()),
+        "articles": len(articles),
+        "excluded_titles": len(excluded),
+        "seconds": round(time.time() - t0, 1),
+    }

@@ -12,8 +12,8 @@ distinct answer (equal normalised text, or one span inside another in the same p
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -52,9 +52,9 @@ def best_spans(
     if k <= 0:
         return []
     idx = np.argpartition(-flat, k - 1)[:k] if k < flat.size else np.arange(flat.size)
-    idx = sorted(idx, key=lambda t: (-flat[t], t))[:k]
+    ranked = sorted(idx, key=lambda t: (-flat[t], t))[:k]
     out = []
-    for t in idx:
+    for t in ranked:
         a, b = divmod(int(t), n)
         if not np.isfinite(flat[t]):
             continue
@@ -79,10 +79,17 @@ _NO_END = ",;:([{-\u2013\u2014"  # ...that opens or joins: never the last (a fin
 
 # Korean case and auxiliary particles, written onto the word they follow: a subword piece holds noun and particle
 # together ("대통령이"), so a span ending at that piece ends with the particle. Longest first.
-KOREAN_PARTICLES = tuple(sorted((
-    "은 는 이 가 을 를 의 에 에서 에게 께 께서 한테 으로 로 와 과 도 만 까지 부터 에는 에서는 으로는 로는 과는 와는 이라는 "
-    "라는 이란 란 처럼 보다 조차 마저 이나 이며 이고 이다 였다 이었다 에도 로도 으로도 에서도 과의 와의 에서의").split(),
-    key=len, reverse=True))
+KOREAN_PARTICLES = tuple(
+    sorted(
+        (
+            "은 는 이 가 을 를 의 에 에서 에게 께 께서 한테 으로 로 와 과 도 만 까지 부터 "
+            "에는 에서는 으로는 로는 과는 와는 이라는 라는 이란 란 처럼 보다 조차 마저 이나 "
+            "이며 이고 이다 였다 이었다 에도 로도 으로도 에서도 과의 와의 에서의"
+        ).split(),
+        key=len,
+        reverse=True,
+    )
+)
 
 
 def _hangul(ch: str) -> bool:
@@ -175,7 +182,7 @@ class AggregatedAnswer:
     text: str
     score: float  # max over merged spans of span score + retrieval_weight * retrieval score
     probability: float  # share: summed over merged spans of the softmax over candidates and no-answer
-    best: PassageSpan = field(repr=False, default=None)  # the highest-scoring span carrying this answer
+    best: PassageSpan = field(repr=False)  # the highest-scoring span carrying this answer
     spans: list[PassageSpan] = field(repr=False, default_factory=list)  # every merged span, best first
 
     @property
@@ -239,8 +246,9 @@ def aggregate(
     n = len(passage_nulls)
     if retrieval_scores is None:
         retrieval_scores = [0.0] * n
-    bonus = [retrieval_weight * float(r) - selection_weight * float(null)
-             for r, null in zip(retrieval_scores, passage_nulls)]
+    bonus = [
+        retrieval_weight * float(r) - selection_weight * float(null) for r, null in zip(retrieval_scores, passage_nulls)
+    ]
     kept = []
     for sp in spans:
         if no_answer_threshold is not None and not sp.score - sp.null_score > no_answer_threshold:

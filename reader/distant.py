@@ -17,8 +17,9 @@ import logging
 import random
 import re
 import time
+from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
-from typing import Callable, Sequence
 
 from odqa.core.answers import has_answer, normalize_answer
 from odqa.core.atomic import atomic_file
@@ -58,7 +59,7 @@ def distant_examples(
     batch_size: int = 128,
     stats: dict | None = None,
     prefix: str = "",
-    excluded_articles: set[str] = frozenset(),
+    excluded_articles: AbstractSet[str] = frozenset(),
 ) -> list[dict]:
     """SQuAD paragraphs ({title, context, qas}) built from the retrieved passages of `items`. Passages of
     the articles in `excluded_articles` (`article_key`s: test sets' articles) are skipped, neither
@@ -98,16 +99,38 @@ def distant_examples(
                         stats["unlocated"] += 1
                         continue
                     a, b = span
-                    out.append({"title": hit.passage.title, "context": text, "qas": [{
-                        "id": qid, "question": q.question, "is_impossible": False,
-                        "answers": [{"text": text[a:b], "answer_start": a}], "retrieval_rank": rank,
-                    }]})
+                    out.append(
+                        {
+                            "title": hit.passage.title,
+                            "context": text,
+                            "qas": [
+                                {
+                                    "id": qid,
+                                    "question": q.question,
+                                    "is_impossible": False,
+                                    "answers": [{"text": text[a:b], "answer_start": a}],
+                                    "retrieval_rank": rank,
+                                }
+                            ],
+                        }
+                    )
                     pos += 1
                 elif neg < negatives:
-                    out.append({"title": hit.passage.title, "context": text, "qas": [{
-                        "id": qid, "question": q.question, "is_impossible": True, "answers": [],
-                        "retrieval_rank": rank,
-                    }]})
+                    out.append(
+                        {
+                            "title": hit.passage.title,
+                            "context": text,
+                            "qas": [
+                                {
+                                    "id": qid,
+                                    "question": q.question,
+                                    "is_impossible": True,
+                                    "answers": [],
+                                    "retrieval_rank": rank,
+                                }
+                            ],
+                        }
+                    )
                     neg += 1
             stats["with_positive"] += int(pos > 0)
             stats["positives"] += pos
@@ -119,8 +142,12 @@ def write_squad(paragraphs: list[dict], path: str | Path, seed: int = 42) -> Non
     """One SQuAD v2.0 file; paragraphs shuffled (deterministically) so --limit takes a mixed sample."""
     paragraphs = list(paragraphs)
     random.Random(seed).shuffle(paragraphs)
-    write_squad_json([{"title": p["title"], "paragraphs": [{"context": p["context"], "qas": p["qas"]}]}
-                      for p in paragraphs], path, version="v2.0", source="odqa distant supervision")
+    write_squad_json(
+        [{"title": p["title"], "paragraphs": [{"context": p["context"], "qas": p["qas"]}]} for p in paragraphs],
+        path,
+        version="v2.0",
+        source="odqa distant supervision",
+    )
 
 
 def write_squad_json(articles: list[dict], path: str | Path, version: str, source: str) -> None:
@@ -152,13 +179,21 @@ def build_distant_data(
     for i, f in enumerate(question_files):
         items, held_out = drop_open_dev(load_questions(f, limit=limit or None))
         stats: dict = {"open_dev_skipped": held_out}
-        paragraphs += distant_examples(items, search, k, positives, negatives, stats=stats, prefix=f"d{i}-",
-                                       excluded_articles=excluded)
+        paragraphs += distant_examples(
+            items, search, k, positives, negatives, stats=stats, prefix=f"d{i}-", excluded_articles=excluded
+        )
         per_file[Path(f).name] = stats
         log.info("%s: %s", f, stats)
     write_squad(paragraphs, output, seed)
     keys = sorted({key for s in per_file.values() for key in s})
     total = {key: sum(s.get(key, 0) for s in per_file.values()) for key in keys}
-    total.update({"output": str(output), "paragraphs": len(paragraphs), "seconds": round(time.time() - t0, 1),
-                  "excluded_articles": len(excluded), "per_file": per_file})
+    total.update(
+        {
+            "output": str(output),
+            "paragraphs": len(paragraphs),
+            "seconds": round(time.time() - t0, 1),
+            "excluded_articles": len(excluded),
+            "per_file": per_file,
+        }
+    )
     return total

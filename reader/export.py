@@ -49,9 +49,13 @@ def train_command(config: dict) -> str:
     from odqa.reader.train_config import TrainConfig
 
     defaults = TrainConfig(train_files=[], output_dir="")
-    words = ["python run_qa.py train-reader --train", *config.get("train_files", []),
-             "--output", config.get("output_dir", "OUT")]
-    for f in sorted(dataclasses.fields(TrainConfig), key=lambda f: f.kw_only):  # the run options last
+    words = [
+        "python run_qa.py train-reader --train",
+        *config.get("train_files", []),
+        "--output",
+        config.get("output_dir", "OUT"),
+    ]
+    for f in sorted(dataclasses.fields(TrainConfig), key=lambda f: f.kw_only is True):  # the run options last
         if f.name in ("train_files", "output_dir", "device") or f.name not in config:
             continue
         value = config[f.name]
@@ -65,24 +69,37 @@ def train_command(config: dict) -> str:
 def card_skeleton(src: str, dst: str, max_length: int, stride: int, info: dict) -> str:
     """The model card of an export without one; `info`: the checkpoint's train_info.json ({}: none)."""
     config = info.get("config", {})
-    lines = [f"# odqa reader: {Path(dst).name}", "",
-             f"Extractive reader (`*ForQuestionAnswering`), fp16 safetensors, read in windows of {max_length} tokens "
-             f"(stride {stride}).", "", "## Made by", "```bash"]
+    lines = [
+        f"# odqa reader: {Path(dst).name}",
+        "",
+        "Extractive reader (`*ForQuestionAnswering`), fp16 safetensors, "
+        f"read in windows of {max_length} tokens (stride {stride}).",
+        "",
+        "## Made by",
+        "```bash",
+    ]
     if config:
         lines.append(train_command(config))
     lines += [f"python -m odqa.reader.export {src} {dst} --max-length {max_length} --stride {stride}", "```", ""]
     if info:
-        lines += ["## Training",
-                  f"Started from `{config.get('init', '?')}`; {info.get('questions', '?')} questions "
-                  f"({info.get('answerable', '?')} answerable, {info.get('unanswerable', '?')} unanswerable, "
-                  f"{info.get('skipped_bad_offset', 0)} skipped: answer not at its offset), "
-                  f"{info.get('windows', '?')} windows, {info.get('steps', '?')} steps of batch "
-                  f"{config.get('batch_size', '?')} (CPU) / {config.get('gpu_batch_size', '?')} (GPU), "
-                  f"lr {config.get('lr', '?')}, {info.get('precision', '?')} on {info.get('device', '?')}.", ""]
+        lines += [
+            "## Training",
+            f"Started from `{config.get('init', '?')}`; {info.get('questions', '?')} questions "
+            f"({info.get('answerable', '?')} answerable, {info.get('unanswerable', '?')} unanswerable, "
+            f"{info.get('skipped_bad_offset', 0)} skipped: answer not at its offset), "
+            f"{info.get('windows', '?')} windows, {info.get('steps', '?')} steps of batch "
+            f"{config.get('batch_size', '?')} (CPU) / {config.get('gpu_batch_size', '?')} (GPU), "
+            f"lr {config.get('lr', '?')}, {info.get('precision', '?')} on {info.get('device', '?')}.",
+            "",
+        ]
     else:
         lines += ["## Training", f"(no {TRAIN_INFO} in {src}: describe the data, steps and hardware)", ""]
-    lines += ["## Scores", "Not measured yet: `python run_qa.py eval-reader --data DEV --model "
-              f"{dst} --json` on each dev set (the metric follows the data's language), then replace this line.", ""]
+    lines += [
+        "## Scores",
+        "Not measured yet: `python run_qa.py eval-reader --data DEV --model "
+        f"{dst} --json` on each dev set (the metric follows the data's language), then replace this line.",
+        "",
+    ]
     return "\n".join(lines)
 
 

@@ -6,8 +6,9 @@ windows: `[CLS] question [SEP] passage-slice [SEP]`, consecutive slices overlapp
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, cast
 
 from odqa.core.errors import OdqaError
 
@@ -38,7 +39,7 @@ def truncate_question(tokenizer, question: str, max_query_tokens: int) -> str:
 class Windows:
     """Tokenised windows plus, per window, which input it came from and where its passage tokens lie."""
 
-    encoding: object  # transformers BatchEncoding (lists, no padding)
+    encoding: Any  # transformers BatchEncoding (lists, no padding)
     sample: list[int]  # window -> index of its (question, passage) pair
     context_start: list[int]  # first passage token of the window
     context_end: list[int]  # last passage token of the window (inclusive)
@@ -93,7 +94,7 @@ def char_span_to_tokens(windows: Windows, i: int, start_char: int, end_char: int
     cs, ce = windows.context_start[i], windows.context_end[i]
     if ce < cs:
         return None
-    offs = windows.offsets[i]
+    offs = cast("list[tuple[int, int]]", windows.offsets[i])  # the passage's tokens (cs..ce) all have offsets
     if offs[cs][0] > start_char or offs[ce][1] < end_char:
         return None
     s = cs

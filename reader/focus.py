@@ -15,7 +15,7 @@ Terms are those of the BM25 index's English analyser (lower-cased, stop words dr
 from __future__ import annotations
 
 import re
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 # a sentence ends at ., ! or ? (closing quotes and brackets included) before white space, at a full-width
 # stop (no space follows it in Chinese or Japanese), or at a line break
@@ -40,8 +40,9 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def focus_span(question_terms: set[str], text: str, max_words: int,
-               analyze: Callable[[str], list[str]]) -> tuple[int, int]:
+def focus_span(
+    question_terms: set[str], text: str, max_words: int, analyze: Callable[[str], list[str]]
+) -> tuple[int, int]:
     """The character span [start, end) of `text` to read for a question with `question_terms` (see the module
     docstring); (0, len(text)) when the whole passage is to be read."""
     whole = (0, len(text))
@@ -80,8 +81,9 @@ class Focus:
         self.whole_first = whole_first
         self.analyze = analyze
 
-    def spans(self, questions: Sequence[str], texts: Sequence[str],
-              places: Sequence[int] | None = None) -> list[tuple[int, int]]:
+    def spans(
+        self, questions: Sequence[str], texts: Sequence[str], places: Sequence[int] | None = None
+    ) -> list[tuple[int, int]]:
         """The span of each text to read; `places` (each passage's place among its question's, from 0) let the
         first `whole_first` be read whole; without them every passage is focused."""
         terms: dict[str, set[str]] = {}

@@ -5,18 +5,31 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from odqa.core.device import autocast_for, device_type, pick_device
 from odqa.core.errors import OdqaError
 from odqa.core.models import hub_options, models_install, resolve_model, shipped_model
-from odqa.core.runtime import (INFERENCE, InferencePlan, InferenceSettings, LoadedFrom, OnnxModel, PerWeights,
-                               announce, cached_graph, fast_tokenizer, files_digest, int8_dynamic, pad_batch,
-                               plan_inference)
+from odqa.core.runtime import (
+    INFERENCE,
+    InferencePlan,
+    InferenceSettings,
+    LoadedFrom,
+    OnnxModel,
+    PerWeights,
+    announce,
+    cached_graph,
+    fast_tokenizer,
+    files_digest,
+    int8_dynamic,
+    pad_batch,
+    plan_inference,
+)
 from odqa.core.types import Answer, Passage
 from odqa.indexes.analysis import LANGUAGE_NAMES
 from odqa.reader.calibration import CALIBRATION_FILE, Calibration
@@ -26,6 +39,8 @@ from odqa.reader.settings import QUESTION_TIME_SETTINGS, ReaderSettings
 
 if TYPE_CHECKING:
     import torch
+
+    from odqa.reader.focus import Focus
 
 DEFAULT_READER = "reader"  # resolves to models/reader
 MULTILINGUAL_READER = "reader-multilingual"
@@ -56,16 +71,18 @@ def reader_for_language(language: str) -> tuple[str, str]:
         return DEFAULT_READER, "English text"
     if shipped_model(MULTILINGUAL_READER) is not None:
         return MULTILINGUAL_READER, f"{names} text"
-    return DEFAULT_READER, (f"{names} text, but {MULTILINGUAL_READER} is not installed "
-                            f"({models_install(MULTILINGUAL_READER)}), so the English reader reads it")
+    return DEFAULT_READER, (
+        f"{names} text, but {MULTILINGUAL_READER} is not installed "
+        f"({models_install(MULTILINGUAL_READER)}), so the English reader reads it"
+    )
 
 
 def _check_qa_architectures(name: str, architectures: list[str] | None) -> None:
     if not any(a.endswith("ForQuestionAnswering") for a in architectures or []):
         raise OdqaError(
             f"{name!r} is not an extractive question-answering checkpoint (architectures: "
-            f"{', '.join(architectures or ['none recorded'])}); train one with `odqa train-reader` or pass a "
-            "*ForQuestionAnswering model"
+            f"{', '.join(architectures or ['none recorded'])}); train one "
+            "with `odqa train-reader` or pass a *ForQuestionAnswering model"
         )
 
 
@@ -83,8 +100,9 @@ class ReadState:
     read: list[tuple[list[PassageSpan], float]]  # (spans, null score) of keep[0], keep[1], ...
 
     @classmethod
-    def make(cls, question: str, passages: list[Passage], retrieval_scores: list[float] | None,
-             top_n: int) -> "ReadState":
+    def make(
+        cls, question: str, passages: list[Passage], retrieval_scores: list[float] | None, top_n: int
+    ) -> ReadState:
         if not isinstance(question, str) or not question.strip():
             raise OdqaError("the question is empty")
         if not passages:
@@ -101,9 +119,17 @@ class ReadState:
 class Reader:
     """Reads passages and returns answer spans with character offsets into each passage's text."""
 
-    def __init__(self, model, tokenizer, settings: ReaderSettings | None = None, name: str = "",
-                 calibration: Calibration | None = None, session: OnnxModel | None = None,
-                 load_model: Callable[[], object] | None = None, weights_digest: str | None = None):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        settings: ReaderSettings | None = None,
+        name: str = "",
+        calibration: Calibration | None = None,
+        session: OnnxModel | None = None,
+        load_model: Callable[[], Any] | None = None,
+        weights_digest: str | None = None,
+    ):
         """`model`: the torch module; or None, with `load_model` to build it on first need (torch inference,
         training, saving) and `session`, the cached ONNX graph of its weight files (`weights_digest`, which
         names the graph while the loaded weights stay unchanged), which reads without it."""
@@ -117,10 +143,10 @@ class Reader:
         self.name = name
         self.calibration = calibration or Calibration()
         self._quantized = False
-        self._bf16_copy: tuple[object, "torch.nn.Module"] | None = None  # (the model it copies, the copy)
+        self._bf16_copy: tuple[object, torch.nn.Module] | None = None  # (the model it copies, the copy)
         self._onnx = PerWeights()  # the ONNX Runtime session of the current weights
         self.passages_read = 0  # passages decoded so far (early stopping skips some)
-        self._focus = None  # reader.focus.Focus of settings.focus_words, made on first use
+        self._focus: Focus | None = None  # of settings.focus_words, made on first use
         self._loaded_from: LoadedFrom | None = None  # of a model loaded from a local folder
         self.few_questions = INFERENCE.few_questions  # odqa.core.runtime.InferenceSettings
 
@@ -128,6 +154,7 @@ class Reader:
     def model(self):
         """The torch module (built on first use when the reader was made from a cached graph)."""
         if self._model is None:
+            assert self._load_model is not None  # a reader made without its module can build it
             self._model = self._load_model().eval()
             if self._weights_digest:
                 self._loaded_from = LoadedFrom(self._weights_digest, self._model)
@@ -139,9 +166,14 @@ class Reader:
 
     # ---------------------------------------------------------------- loading / saving
     @classmethod
-    def from_pretrained(cls, name_or_path: str = DEFAULT_READER, device: str | None = None,
-                        calibration: str | Path | None = None, few_questions: bool = INFERENCE.few_questions,
-                        **overrides) -> "Reader":
+    def from_pretrained(
+        cls,
+        name_or_path: str = DEFAULT_READER,
+        device: str | None = None,
+        calibration: str | Path | None = None,
+        few_questions: bool = INFERENCE.few_questions,
+        **overrides,
+    ) -> Reader:
         """Load an extractive-QA checkpoint: a name (`reader` = the shipped models/reader), a folder, or a hub
         name. Settings saved with the model (reader_config.json) apply unless overridden by keyword, but for the
         question-time ones (reader.settings.QUESTION_TIME_SETTINGS: ReaderSettings' defaults unless overridden);
@@ -153,8 +185,10 @@ class Reader:
         path = resolve_model(str(name_or_path))
         name = str(name_or_path).strip()
         if name in SHIPPED_READERS and not (Path(path) / "config.json").exists():
-            raise OdqaError(f"the shipped reader models/{name} is missing; train one with `odqa train-reader` "
-                            "(README, Train the models) or pass --model PATH_OR_NAME")
+            raise OdqaError(
+                f"the shipped reader models/{name} is missing; train one with `odqa train-reader` "
+                "(README, Train the models) or pass --model PATH_OR_NAME"
+            )
         settings = ReaderSettings()
         cfg_file = Path(path) / SETTINGS_FILE
         if cfg_file.is_file():
@@ -172,8 +206,9 @@ class Reader:
         plan = plan_inference(device_type(device), inference, auto_int8=True)
         session = cached_graph("reader", str(name_or_path), plan)
         if session is not None:  # a local folder: its config.json says what it is, without transformers' torch
-            _check_qa_architectures(str(name_or_path), json.loads((Path(path) / "config.json").read_text())
-                                    .get("architectures"))
+            _check_qa_architectures(
+                str(name_or_path), json.loads((Path(path) / "config.json").read_text()).get("architectures")
+            )
             tokenizer = fast_tokenizer(path)
         else:
             tokenizer = _load_tokenizer(str(name_or_path), path)
@@ -186,13 +221,22 @@ class Reader:
             try:
                 # shipped weights are fp16; compute in fp32 on CPU (fp16 matmuls there are slow and lossy)
                 model = AutoModelForQuestionAnswering.from_pretrained(
-                    path, dtype=torch.float32 if dev.type == "cpu" else torch.float16, **hub_options(path))
+                    path, dtype=torch.float32 if dev.type == "cpu" else torch.float16, **hub_options(path)
+                )
             except (OSError, ValueError) as exc:
                 raise OdqaError(f"cannot load reader {name_or_path!r}: {exc}") from exc
             return model.to(dev)
 
-        reader = cls(None, tokenizer, settings, name=str(name_or_path), calibration=cal, session=session,
-                     load_model=load_model, weights_digest=files_digest(str(name_or_path)))
+        reader = cls(
+            None,
+            tokenizer,
+            settings,
+            name=str(name_or_path),
+            calibration=cal,
+            session=session,
+            load_model=load_model,
+            weights_digest=files_digest(str(name_or_path)),
+        )
         reader.few_questions = few_questions
         if session is None:
             reader.model  # noqa: B018 -- loaded now, so that a broken checkpoint fails here, not at the first read
@@ -212,7 +256,7 @@ class Reader:
         if self.calibration.fitted:
             self.calibration.save(path / CALIBRATION_FILE)
 
-    def quantize_int8(self) -> "Reader":
+    def quantize_int8(self) -> Reader:
         """Dynamic int8 quantisation of the linear layers (CPU inference), one weight scale per output channel:
         on the 4,557 held-out SQuAD v1.1 dev questions F1 drops 2.6 from fp32 where one scale per tensor drops 5.7,
         at the same speed."""
@@ -222,7 +266,7 @@ class Reader:
         return self
 
     @property
-    def device(self) -> "torch.device":
+    def device(self) -> torch.device:
         import torch
 
         try:
@@ -251,13 +295,15 @@ class Reader:
 
     def _onnx_model(self, int8: bool):
         """The ONNX Runtime session of the current weights (built and cached on first use)."""
-        if self._model is None and self._session is not None and self._session.path.name.endswith(
-                ".int8.onnx") == int8:
+        if self._model is None and self._session is not None and self._session.path.name.endswith(".int8.onnx") == int8:
             return self._session  # the graph of the files, no module built since
         model = self.model  # built first: building it records the files it came from
         digest = self._loaded_from.digest_of(model) if self._loaded_from else None
-        return self._onnx.get(model, int8, lambda: OnnxModel.for_module(
-            model, "reader", ("start_logits", "end_logits"), int8, weights_digest=digest))
+        return self._onnx.get(
+            model,
+            int8,
+            lambda: OnnxModel.for_module(model, "reader", ("start_logits", "end_logits"), int8, weights_digest=digest),
+        )
 
     def _forward_model(self, precision: str):
         """The module for a forward pass and its autocast context.
@@ -307,8 +353,11 @@ class Reader:
             order.sort(key=lambda i: questions[w.sample[i]])  # stable: longest first within each question
         batches: list[list[int]] = []
         for i in order:
-            if (batches and len(batches[-1]) < max(1, s.batch_size)
-                    and not (separate_questions and questions[w.sample[batches[-1][0]]] != questions[w.sample[i]])):
+            if (
+                batches
+                and len(batches[-1]) < max(1, s.batch_size)
+                and not (separate_questions and questions[w.sample[batches[-1][0]]] != questions[w.sample[i]])
+            ):
                 batches[-1].append(i)
             else:
                 batches.append([i])
@@ -317,8 +366,9 @@ class Reader:
             if plan.runtime == "onnx":
                 sl, el = session.run(feeds)
             else:
-                batch = {k: torch.from_numpy(v).to(dev) for k, v in feeds.items()
-                         if k != "token_type_ids" or tts is not None}
+                batch = {
+                    k: torch.from_numpy(v).to(dev) for k, v in feeds.items() if k != "token_type_ids" or tts is not None
+                }
                 with torch.inference_mode(), context:
                     out = model(**batch)
                 sl = out.start_logits.float().cpu().numpy()
@@ -358,24 +408,36 @@ class Reader:
         two stages: the first m of every question, then the rest only for the questions whose best answer so
         far has a calibrated probability below `settings.early_stop_probability`. Only a reader with a fitted
         calibration stops early: the unfitted default, sigmoid(margin), is no probability to stop on."""
-        if len(questions) != len(passages) or (retrieval_scores is not None and len(retrieval_scores) != len(questions)):
-            raise OdqaError(f"{len(questions)} questions, {len(passages)} passage lists"
-                            + (f" and {len(retrieval_scores)} score lists" if retrieval_scores is not None else ""))
-        jobs = [ReadState.make(q, ps, retrieval_scores[i] if retrieval_scores is not None else None, top_n)
-                for i, (q, ps) in enumerate(zip(questions, passages))]
+        if len(questions) != len(passages) or (
+            retrieval_scores is not None and len(retrieval_scores) != len(questions)
+        ):
+            raise OdqaError(
+                f"{len(questions)} questions, {len(passages)} passage lists"
+                + (f" and {len(retrieval_scores)} score lists" if retrieval_scores is not None else "")
+            )
+        jobs = [
+            ReadState.make(q, ps, retrieval_scores[i] if retrieval_scores is not None else None, top_n)
+            for i, (q, ps) in enumerate(zip(questions, passages))
+        ]
         threshold = self.settings.no_answer_threshold if no_answer_threshold == "default" else no_answer_threshold
         first = self.settings.early_stop_passages if self.calibration.fitted else 0
         stages = [first, None] if first and first > 0 else [None]
         pending = [j for j in jobs if j.keep]
         for until in stages:
-            pairs = [(j, n) for j in pending for n in range(len(j.read), len(j.keep) if until is None
-                                                             else min(until, len(j.keep)))]
+            pairs = [
+                (j, n)
+                for j in pending
+                for n in range(len(j.read), len(j.keep) if until is None else min(until, len(j.keep)))
+            ]
             self.passages_read += len(pairs)
-            for (job, n), (spans, null) in zip(pairs, self.decode_passages(
-                    [job.question for job, _ in pairs], [job.texts[n] for job, n in pairs], [n for _, n in pairs])):
+            for (job, _), (spans, null) in zip(
+                pairs,
+                self.decode_passages(
+                    [job.question for job, _ in pairs], [job.texts[n] for job, n in pairs], [n for _, n in pairs]
+                ),
+            ):
                 job.read.append((spans, null))
-            pending = [j for j in pending if len(j.read) < len(j.keep)
-                       and not self.decided(j, threshold)]
+            pending = [j for j in pending if len(j.read) < len(j.keep) and not self.decided(j, threshold)]
         return [self._answers(j, threshold) for j in jobs]
 
     def decode_passages(self, questions: Sequence[str], texts: Sequence[str], indexes: Sequence[int]):
@@ -400,8 +462,9 @@ class Reader:
             out.append((spans, null))
         return out
 
-    def focus_spans(self, questions: Sequence[str], texts: Sequence[str],
-                    indexes: Sequence[int] | None = None) -> list[tuple[int, int]]:
+    def focus_spans(
+        self, questions: Sequence[str], texts: Sequence[str], indexes: Sequence[int] | None = None
+    ) -> list[tuple[int, int]]:
         """The character span of each passage text that is read: all of it, or with `settings.focus_words` the
         run of its sentences that best matches the question (reader.focus), except for the passages whose
         `indexes` (their place among the question's passages) are below `settings.whole_passages`."""
@@ -415,21 +478,23 @@ class Reader:
             self._focus = Focus(words, whole_first=top)
         return self._focus.spans(questions, texts, indexes)
 
-    def rank(self, job: "ReadState", threshold):
+    def rank(self, job: ReadState, threshold):
         """The job's answers over the passages read so far, and whether they are best guesses (none passed
         the threshold)."""
         s = self.settings
         spans = [sp for passage_spans, _ in job.read for sp in passage_spans]
         nulls = [null for _, null in job.read]
         scores = job.scores[: len(job.read)] if job.scores is not None else None
-        ranked = aggregate(spans, nulls, scores, s.retrieval_weight, threshold, job.top_n, s.temperature,
-                           s.selection_weight)
+        ranked = aggregate(
+            spans, nulls, scores, s.retrieval_weight, threshold, job.top_n, s.temperature, s.selection_weight
+        )
         if ranked:
             return ranked, False
-        return aggregate(spans, nulls, scores, s.retrieval_weight, None, job.top_n, s.temperature,
-                         s.selection_weight), True
+        return aggregate(
+            spans, nulls, scores, s.retrieval_weight, None, job.top_n, s.temperature, s.selection_weight
+        ), True
 
-    def decided(self, job: "ReadState", threshold) -> bool:
+    def decided(self, job: ReadState, threshold) -> bool:
         """Whether the best answer over the passages read so far is sure enough to stop reading."""
         ranked, guessing = self.rank(job, threshold)
         if guessing or not ranked:
@@ -437,7 +502,7 @@ class Reader:
         best = ranked[0]
         return self.calibration.probability(best.margin, best.probability) >= self.settings.early_stop_probability
 
-    def _answers(self, job: "ReadState", threshold) -> list[Answer]:
+    def _answers(self, job: ReadState, threshold) -> list[Answer]:
         if not job.read:
             return []
         ranked, guessing = self.rank(job, threshold)
@@ -447,13 +512,29 @@ class Reader:
     def _answer(self, a: AggregatedAnswer, passages: list[Passage], guessing: bool) -> Answer:
         p = passages[a.best.passage_index]
         probability = self.calibration.probability(a.margin, a.probability)
-        evidence = [{"passage_id": passages[sp.passage_index].id, "title": passages[sp.passage_index].title,
-                     "start": sp.start_char, "end": sp.end_char, "text": sp.text, "score": round(sp.score, 4)}
-                    for sp in a.evidence]
+        evidence = [
+            {
+                "passage_id": passages[sp.passage_index].id,
+                "title": passages[sp.passage_index].title,
+                "start": sp.start_char,
+                "end": sp.end_char,
+                "text": sp.text,
+                "score": round(sp.score, 4),
+            }
+            for sp in a.evidence
+        ]
         return Answer(
-            text=a.best.text, score=float(a.score), probability=probability, passage_id=p.id, title=p.title,
-            start=a.best.start_char, end=a.best.end_char, context=p.text, margin=float(a.margin),
-            share=float(min(1.0, a.probability)), confident=not guessing and self.calibration.confident(probability),
+            text=a.best.text,
+            score=float(a.score),
+            probability=probability,
+            passage_id=p.id,
+            title=p.title,
+            start=a.best.start_char,
+            end=a.best.end_char,
+            context=p.text,
+            margin=float(a.margin),
+            share=float(min(1.0, a.probability)),
+            confident=not guessing and self.calibration.confident(probability),
             calibrated=self.calibration.fitted,
             evidence=evidence,
         )

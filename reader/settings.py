@@ -54,5 +54,12 @@ class ReaderSettings:
 # How to read at question time, rather than what a checkpoint was trained with: a model folder's
 # reader_config.json (written with every setting, some of them before these defaults were chosen) does not
 # change them; a caller's keyword or the [reader] config section does.
-QUESTION_TIME_SETTINGS = ("no_answer_threshold", "retrieval_weight", "selection_weight", "early_stop_passages",
-                          "early_stop_probability", "focus_words", "whole_passages")
+QUESTION_TIME_SETTINGS = (
+    "no_answer_threshold",
+    "retrieval_weight",
+    "selection_weight",
+    "early_stop_passages",
+    "early_stop_probability",
+    "focus_words",
+    "whole_passages",
+)

@@ -4,8 +4,8 @@ mixes, seeds or lengths of training). `python -m odqa.reader.export` then makes 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from odqa.core.atomic import atomic_folder
 from odqa.core.errors import OdqaError
@@ -36,6 +36,7 @@ def average_readers(models: Sequence[str], output: str | Path, shares: Sequence[
     with atomic_folder(output) as tmp:
         model.save_pretrained(str(tmp))
         tokenizer.save_pretrained(str(tmp))
-        (tmp / SOUP_INFO).write_text(json.dumps(
-            {"ingredients": [{"model": str(m), "share": s} for m, s in zip(models, shares)]}, indent=2))
+        (tmp / SOUP_INFO).write_text(
+            json.dumps({"ingredients": [{"model": str(m), "share": s} for m, s in zip(models, shares)]}, indent=2)
+        )
     return Path(output)

@@ -38,18 +38,24 @@ def topical_negatives(squad: dict, ratio: float, seed: int = 42) -> dict:
                 for other in others[:5]:
                     context = paragraphs[other]["context"].lower()
                     if not any(ans in context for ans in answers):
-                        extra.setdefault(other, []).append({
-                            "id": f"{qa.get('id', '')}#neg{a_index}.{other}",
-                            "question": qa["question"],
-                            "answers": [],
-                            "is_impossible": True,
-                        })
+                        extra.setdefault(other, []).append(
+                            {
+                                "id": f"{qa.get('id', '')}#neg{a_index}.{other}",
+                                "question": qa["question"],
+                                "answers": [],
+                                "is_impossible": True,
+                            }
+                        )
                         break
         if extra:
-            articles_out.append({
-                "title": article.get("title", ""),
-                "paragraphs": [{"context": paragraphs[i]["context"], "qas": qas} for i, qas in sorted(extra.items())],
-            })
+            articles_out.append(
+                {
+                    "title": article.get("title", ""),
+                    "paragraphs": [
+                        {"context": paragraphs[i]["context"], "qas": qas} for i, qas in sorted(extra.items())
+                    ],
+                }
+            )
     return {"version": "v2.0", "data": articles_out}
 
 

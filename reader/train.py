@@ -26,17 +26,24 @@ import logging
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 import torch
 
 from odqa.core.errors import DataFormatError, OdqaError
 from odqa.core.inputs import check_input
 from odqa.core.models import resolve_model
-from odqa.core.training import (LoopSettings, TrainingLoop, keep_transformer_layers, latest_checkpoint, set_seed,
-                                training_device)
+from odqa.core.training import (
+    LoopSettings,
+    TrainingLoop,
+    keep_transformer_layers,
+    latest_checkpoint,
+    set_seed,
+    training_device,
+)
 from odqa.corpus.open_dev import is_open_dev
 from odqa.corpus.questions import check_not_test_set
 from odqa.reader.features import char_span_to_tokens, require_fast, tokenize_windows
@@ -68,7 +75,11 @@ class LoadStats:
 
 
 def load_squad_examples(
-    path: str | Path, limit: int = 0, negative_ratio: float = 1.0, seed: int = 42, stats: LoadStats | None = None,
+    path: str | Path,
+    limit: int = 0,
+    negative_ratio: float = 1.0,
+    seed: int = 42,
+    stats: LoadStats | None = None,
     all_answers: bool = False,
 ) -> list[Example]:
     """SQuAD v1/v2 JSON -> examples. The first answer whose text sits at its answer_start is used, or with
@@ -126,8 +137,9 @@ def load_squad_examples(
 
 def simplify_chinese(examples: list[Example], stats: LoadStats | None = None) -> list[Example]:
     """Chinese questions and passages folded to Simplified (OpenCC t2s, as the BM25 analysers fold them), answer
-    offsets unchanged; other languages (Korean with its Hanja too) stay as they are. A passage whose conversion changes its length (a phrase mapped to one of
-    another length) stays as it is, with its questions, so that no label moves; counted in `stats.kept_traditional`."""
+    offsets unchanged; other languages (Korean with its Hanja too) stay as they are. A passage whose conversion changes
+    its length (a phrase mapped to one of another length) stays as it is, with its questions, so that no label moves;
+    counted in `stats.kept_traditional`."""
     from odqa.indexes.analysis import detect_language, to_simplified
 
     converted: dict[str, str | None] = {}
@@ -146,8 +158,9 @@ def simplify_chinese(examples: list[Example], stats: LoadStats | None = None) ->
     return out
 
 
-def build_features(tokenizer, examples: list[Example], cfg: TrainConfig, chunk: int = 1000,
-                   teacher_tokenizer=None) -> dict[str, list]:
+def build_features(
+    tokenizer, examples: list[Example], cfg: TrainConfig, chunk: int = 1000, teacher_tokenizer=None
+) -> dict[str, list]:
     """Windows with start/end token labels (0, 0 = null span). With `teacher_tokenizer`, each window's passage
     slice is also tokenised for the teacher (`teacher_ids`), with the teacher's token that starts (ends) at each
     student token's first (last) character (`teacher_start_map`, `teacher_end_map`; -1: none, [CLS] to [CLS])."""
@@ -157,8 +170,12 @@ def build_features(tokenizer, examples: list[Example], cfg: TrainConfig, chunk: 
     for lo in range(0, len(examples), chunk):
         part = examples[lo : lo + chunk]
         w = tokenize_windows(
-            tokenizer, [e.question for e in part], [e.context for e in part],
-            max_length=cfg.max_length, stride=cfg.stride, max_query_tokens=cfg.max_query_tokens,
+            tokenizer,
+            [e.question for e in part],
+            [e.context for e in part],
+            max_length=cfg.max_length,
+            stride=cfg.stride,
+            max_query_tokens=cfg.max_query_tokens,
         )
         for i, s in enumerate(w.sample):
             ex = part[s]
@@ -185,8 +202,14 @@ def _add_teacher_windows(teacher_tokenizer, w, part: list[Example], cfg: TrainCo
         first = w.offsets[i][cs][0] if ce >= cs else 0
         last = w.offsets[i][ce][1] if ce >= cs else 0
         slices.append((part[s].question.strip(), part[s].context[first:last], first))
-    enc = teacher_tokenizer([q for q, _, _ in slices], [c for _, c, _ in slices], truncation="only_second",
-                            max_length=cfg.max_length + 32, return_offsets_mapping=True, padding=False)
+    enc = teacher_tokenizer(
+        [q for q, _, _ in slices],
+        [c for _, c, _ in slices],
+        truncation="only_second",
+        max_length=cfg.max_length + 32,
+        return_offsets_mapping=True,
+        padding=False,
+    )
     for i, (_, text, first) in enumerate(slices):
         starts: dict[int, int] = {}
         ends: dict[int, int] = {}
@@ -245,8 +268,14 @@ def question_batches(groups: list, lengths: list[int], batch_size: int, seed: in
     return batches
 
 
-def shared_norm_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, attention_mask: torch.Tensor,
-                     start_positions: torch.Tensor, end_positions: torch.Tensor, groups: list[int]) -> torch.Tensor:
+def shared_norm_loss(
+    start_logits: torch.Tensor,
+    end_logits: torch.Tensor,
+    attention_mask: torch.Tensor,
+    start_positions: torch.Tensor,
+    end_positions: torch.Tensor,
+    groups: list[int],
+) -> torch.Tensor:
     """Clark and Gardner's shared normalisation: for each question of the batch with an answer in some window,
     minus the log of the probability mass its answer's starts (and ends) hold in one softmax over every token of
     all its windows ([CLS] and padding excluded), so spans of different passages are scored on one scale, as
@@ -268,8 +297,9 @@ def shared_norm_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, atten
     return torch.stack(losses).mean()
 
 
-def selection_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, start_positions: torch.Tensor,
-                   groups: list[int]) -> torch.Tensor:
+def selection_loss(
+    start_logits: torch.Tensor, end_logits: torch.Tensor, start_positions: torch.Tensor, groups: list[int]
+) -> torch.Tensor:
     """The reader's passage selection, DPR-style but on the null score: for each question of the batch with an
     answer in some window, minus the log of the probability its answer-holding windows get in one softmax over
     all its windows of minus their null scores ([CLS] start + end logits). A window that holds the answer is to
@@ -277,8 +307,10 @@ def selection_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, start_p
     selection = -(start_logits[:, 0].float() + end_logits[:, 0].float())
     answered = start_positions > 0
     group_ids = torch.tensor(groups, device=start_logits.device)
-    losses = [torch.logsumexp(selection[group_ids == g], 0) - torch.logsumexp(selection[(group_ids == g) & answered], 0)
-              for g in torch.unique(group_ids[answered])]
+    losses = [
+        torch.logsumexp(selection[group_ids == g], 0) - torch.logsumexp(selection[(group_ids == g) & answered], 0)
+        for g in torch.unique(group_ids[answered])
+    ]
     if not losses:
         return start_logits.sum() * 0.0
     return torch.stack(losses).mean()
@@ -320,7 +352,9 @@ def collate(feats: dict[str, list], idx: list[int], pad_id: int, token_types: bo
     return batch
 
 
-def collate_teacher(feats: dict[str, list], idx: list[int], pad_id: int, student_length: int) -> dict[str, torch.Tensor]:
+def collate_teacher(
+    feats: dict[str, list], idx: list[int], pad_id: int, student_length: int
+) -> dict[str, torch.Tensor]:
     """The teacher's padded inputs for the windows `idx`, and its start/end position for each student token
     (padded with -1 to the student batch's length)."""
     batch = {
@@ -350,9 +384,15 @@ def _kl(teacher: torch.Tensor, student: torch.Tensor) -> torch.Tensor:
     return terms.nan_to_num(0.0).sum(-1)
 
 
-def distill_loss(student_start: torch.Tensor, student_end: torch.Tensor, teacher_start: torch.Tensor,
-                 teacher_end: torch.Tensor, attention_mask: torch.Tensor, temperature: float,
-                 groups: list[int] | None = None) -> torch.Tensor:
+def distill_loss(
+    student_start: torch.Tensor,
+    student_end: torch.Tensor,
+    teacher_start: torch.Tensor,
+    teacher_end: torch.Tensor,
+    attention_mask: torch.Tensor,
+    temperature: float,
+    groups: list[int] | None = None,
+) -> torch.Tensor:
     """Hinton's soft-target loss (times T squared) between the teacher's and the student's start and end
     distributions over each window's tokens (padding excluded; student tokens with no teacher match get the
     teacher's probability 0). With `groups` (each window's question, under shared normalisation), also over all
@@ -368,10 +408,11 @@ def distill_loss(student_start: torch.Tensor, student_end: torch.Tensor, teacher
             inside[:, 0] = False
             group_ids = torch.tensor(groups, device=s.device)
             s_in, t_in = s.masked_fill(~inside, float("-inf")), t.masked_fill(~inside, float("-inf"))
-            per_group = [_kl(t_in[group_ids == g].reshape(-1), s_in[group_ids == g].reshape(-1))
-                         for g in torch.unique(group_ids)]
+            per_group = [
+                _kl(t_in[group_ids == g].reshape(-1), s_in[group_ids == g].reshape(-1)) for g in torch.unique(group_ids)
+            ]
             losses.append(torch.stack(per_group).mean())
-    return temperature ** 2 * torch.stack(losses).mean()
+    return temperature**2 * torch.stack(losses).mean()
 
 
 def load_qa_model(name_or_path: str):
@@ -419,14 +460,19 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     if cfg.freeze_embeddings:
         model.get_input_embeddings().weight.requires_grad_(False)
     model.to(device)
-    teacher = teacher_tokenizer = None
+    teacher: Any = None
+    teacher_tokenizer: Any = None
     if cfg.teacher:
         teacher, teacher_tokenizer = load_qa_model(cfg.teacher)
         require_fast(teacher_tokenizer)
         teacher.requires_grad_(False)
         teacher.eval().to(device)
-        log.info("distilling from %s (weight %.2f, temperature %.1f)", cfg.teacher, cfg.distill_weight,
-                 cfg.distill_temperature)
+        log.info(
+            "distilling from %s (weight %.2f, temperature %.1f)",
+            cfg.teacher,
+            cfg.distill_weight,
+            cfg.distill_temperature,
+        )
 
     from odqa.indexes.analysis import detect_language
 
@@ -435,8 +481,9 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     examples: list[Example] = []
     languages: set[str] = set()  # recorded with the model: what it reads (reader.settings.ReaderSettings.languages)
     for number, f in enumerate(cfg.train_files):
-        loaded = load_squad_examples(f, cfg.limit, 1.0 if cfg.shared_norm else cfg.negative_ratio, cfg.seed, stats,
-                                     cfg.all_answers)
+        loaded = load_squad_examples(
+            f, cfg.limit, 1.0 if cfg.shared_norm else cfg.negative_ratio, cfg.seed, stats, cfg.all_answers
+        )
         for ex in loaded:  # distant supervision writes one entry per (question, passage): the text is the key
             ex.group = f"{number}\t{ex.question}"
         examples += loaded
@@ -444,26 +491,42 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
             languages.add(detect_language([ex.context for ex in loaded[:50]]))
     if cfg.shared_norm:
         examples, dropped = drop_unanswered_questions(examples, cfg.negative_ratio, cfg.seed)
-        log.info("shared normalisation over each question's windows; %d questions without an answering passage "
-                 "dropped (ratio %.2f)", dropped, cfg.negative_ratio)
+        log.info(
+            "shared normalisation over each question's windows; %d "
+            "questions without an answering passage dropped (ratio %.2f)",
+            dropped,
+            cfg.negative_ratio,
+        )
     if not examples:
         raise OdqaError("no training examples left after loading " + ", ".join(cfg.train_files))
     if cfg.to_simplified:
         examples = simplify_chinese(examples, stats)
-        log.info("Chinese folded to Simplified; %d passages kept as they were (their conversion changed length)",
-                 stats.kept_traditional)
+        log.info(
+            "Chinese folded to Simplified; %d passages kept as they were (their conversion changed length)",
+            stats.kept_traditional,
+        )
     log.info(
         "loaded %d questions: %d answerable, %d unanswerable, %d negatives dropped (ratio %.2f), "
         "%d skipped because the answer is not at answer_start, %d open-dev questions skipped%s",
-        stats.questions, stats.answerable, stats.unanswerable, stats.dropped_negatives, cfg.negative_ratio,
-        stats.skipped_bad_offset, stats.open_dev,
+        stats.questions,
+        stats.answerable,
+        stats.unanswerable,
+        stats.dropped_negatives,
+        cfg.negative_ratio,
+        stats.skipped_bad_offset,
+        stats.open_dev,
         f" (e.g. {', '.join(stats.skipped_examples[:5])})" if stats.skipped_examples else "",
     )
     feats = build_features(tokenizer, examples, cfg, teacher_tokenizer=teacher_tokenizer)
     lengths = [len(x) for x in feats["input_ids"]]
     n_null = sum(1 for s in feats["start"] if s == 0)
-    log.info("%d windows (%d labelled null) in %.1fs; mean length %.0f tokens",
-             len(lengths), n_null, time.time() - t0, sum(lengths) / len(lengths))
+    log.info(
+        "%d windows (%d labelled null) in %.1fs; mean length %.0f tokens",
+        len(lengths),
+        n_null,
+        time.time() - t0,
+        sum(lengths) / len(lengths),
+    )
 
     group_number = {g: n for n, g in enumerate(dict.fromkeys(feats["group"]))}
     window_question = [group_number[g] for g in feats["group"]] if cfg.shared_norm else list(range(len(lengths)))
@@ -500,22 +563,35 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
             loss = out.loss
             if cfg.shared_norm:
                 loss = loss + cfg.shared_norm * shared_norm_loss(
-                    out.start_logits, out.end_logits, batch["attention_mask"], batch["start_positions"],
-                    batch["end_positions"], [window_question[i] for i in idx])
+                    out.start_logits,
+                    out.end_logits,
+                    batch["attention_mask"],
+                    batch["start_positions"],
+                    batch["end_positions"],
+                    [window_question[i] for i in idx],
+                )
                 if cfg.selection_loss:
                     loss = loss + cfg.selection_loss * selection_loss(
-                        out.start_logits, out.end_logits, batch["start_positions"], [window_question[i] for i in idx])
+                        out.start_logits, out.end_logits, batch["start_positions"], [window_question[i] for i in idx]
+                    )
             if teacher is not None:
-                taught = {k: v.to(device) for k, v in collate_teacher(
-                    feats, idx, teacher_tokenizer.pad_token_id or 0, batch["input_ids"].shape[1]).items()}
+                taught = {
+                    k: v.to(device)
+                    for k, v in collate_teacher(
+                        feats, idx, teacher_tokenizer.pad_token_id or 0, batch["input_ids"].shape[1]
+                    ).items()
+                }
                 with torch.no_grad():
                     t_out = teacher(**{k: v for k, v in taught.items() if not k.endswith("_map")})
                 loss = loss + cfg.distill_weight * distill_loss(
-                    out.start_logits, out.end_logits,
+                    out.start_logits,
+                    out.end_logits,
                     teacher_logits_on_student_tokens(t_out.start_logits, taught["start_map"]),
                     teacher_logits_on_student_tokens(t_out.end_logits, taught["end_map"]),
-                    batch["attention_mask"], cfg.distill_temperature,
-                    [window_question[i] for i in idx] if cfg.shared_norm else None)
+                    batch["attention_mask"],
+                    cfg.distill_temperature,
+                    [window_question[i] for i in idx] if cfg.shared_norm else None,
+                )
         loop.backward(loss)
         return {"loss": float(loss.detach()), "windows": len(idx)}
 
@@ -524,11 +600,27 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
         tokenizer.save_pretrained(str(folder))
 
     loop = TrainingLoop(
-        LoopSettings(out, total, per_epoch, name="train-reader", save_every=cfg.save_every,
-                     keep_checkpoints=cfg.keep_checkpoints, log_every=cfg.log_every, count="windows",
-                     max_seconds=cfg.max_minutes * 60, progress=cfg.progress),
-        params=model.parameters(), optimizer=optimizer, scheduler=scheduler, device=device, precision=precision,
-        train_step=train_step, save_model=save_model, on_step=on_step, logger=log,
+        LoopSettings(
+            out,
+            total,
+            per_epoch,
+            name="train-reader",
+            save_every=cfg.save_every,
+            keep_checkpoints=cfg.keep_checkpoints,
+            log_every=cfg.log_every,
+            count="windows",
+            max_seconds=cfg.max_minutes * 60,
+            progress=cfg.progress,
+        ),
+        params=model.parameters(),
+        optimizer=optimizer,
+        scheduler=scheduler,
+        device=device,
+        precision=precision,
+        train_step=train_step,
+        save_model=save_model,
+        on_step=on_step,
+        logger=log,
     )
     loop.resume(resume)
     (out / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
@@ -538,11 +630,26 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     final = out / "final"
     model.save_pretrained(str(final))
     tokenizer.save_pretrained(str(final))
-    (final / "train_info.json").write_text(json.dumps(
-        {"config": cfg.to_dict(), "steps": result.step, "planned_steps": total, "stopped_by": result.stopped_by,
-         "train_seconds": result.seconds, "windows": len(lengths), "questions": stats.questions,
-         "answerable": stats.answerable, "unanswerable": stats.unanswerable,
-         "skipped_bad_offset": stats.skipped_bad_offset, "kept_traditional": stats.kept_traditional, "languages": sorted(languages), "device": str(device),
-         "precision": precision}, indent=2))
+    (final / "train_info.json").write_text(
+        json.dumps(
+            {
+                "config": cfg.to_dict(),
+                "steps": result.step,
+                "planned_steps": total,
+                "stopped_by": result.stopped_by,
+                "train_seconds": result.seconds,
+                "windows": len(lengths),
+                "questions": stats.questions,
+                "answerable": stats.answerable,
+                "unanswerable": stats.unanswerable,
+                "skipped_bad_offset": stats.skipped_bad_offset,
+                "kept_traditional": stats.kept_traditional,
+                "languages": sorted(languages),
+                "device": str(device),
+                "precision": precision,
+            },
+            indent=2,
+        )
+    )
     log.info("saved %s", final)
     return final

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from odqa.core.settings import RunOptions, field_help as _help
+from odqa.core.settings import RunOptions
+from odqa.core.settings import field_help as _help
 from odqa.reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS
 
 
@@ -24,36 +25,76 @@ class TrainConfig(RunOptions):
     weight_decay: float = 0.01
     epochs: float = field(default=2.0, metadata=_help("passes over the training examples"))
     max_steps: int = field(default=0, metadata=_help("stop after this many steps (overrides --epochs)"))
-    max_minutes: float = field(default=0.0, metadata=_help(
-        "stop after this much training time, resumed runs included, and save the model reached (0: no budget)"))
+    max_minutes: float = field(
+        default=0.0,
+        metadata=_help(
+            "stop after this much training time, resumed runs included, and save the model reached (0: no budget)"
+        ),
+    )
     seed: int = field(default=42, metadata=_help("seed of the batch order and dropout", minimum=0))
     save_every: int = field(default=500, metadata=_help("checkpoint every N steps"))
     keep_checkpoints: int = field(default=3, kw_only=True)
-    negative_ratio: float = field(default=1.0, metadata=_help(
-        "fraction of unanswerable questions kept (with --shared-norm: of questions none of whose passages answers)"))
-    shared_norm: float = field(default=0.0, metadata=_help(
-        "weight of a loss that scores all windows of one question (every passage of it in one training file) in "
-        "one softmax, as reading compares their spans; batches then hold whole questions (0: each window alone)",
-        minimum=0))
-    selection_loss: float = field(default=0.0, metadata=_help(
-        "with --shared-norm, weight of a passage-selection loss: minus each window's null score ([CLS] start + end) "
-        "in one softmax over a question's windows, the answer-holding ones the target, so the null score ranks "
-        "passages (read with the reader setting selection_weight)", minimum=0))
-    teacher: str = field(default="", metadata=_help(
-        "a larger QA model to distil from (any tokenizer): its start/end scores on each training window (and, with "
-        "--shared-norm, over all windows of a question) become soft targets beside the labels (default: none)"))
-    distill_weight: float = field(default=1.0, metadata=_help(
-        "weight of the distillation loss added to the label loss (with --teacher)", minimum=0))
-    distill_temperature: float = field(default=2.0, metadata=_help(
-        "softmax temperature of the teacher's and the student's scores in the distillation loss", minimum=0.05))
+    negative_ratio: float = field(
+        default=1.0,
+        metadata=_help(
+            "fraction of unanswerable questions kept (with --shared-norm: of questions none of whose passages answers)"
+        ),
+    )
+    shared_norm: float = field(
+        default=0.0,
+        metadata=_help(
+            "weight of a loss that scores all windows of one question (every passage of it in one training file) in "
+            "one softmax, as reading compares their spans; batches then hold whole questions (0: each window alone)",
+            minimum=0,
+        ),
+    )
+    selection_loss: float = field(
+        default=0.0,
+        metadata=_help(
+            "with --shared-norm, weight of a passage-selection loss: "
+            "minus each window's null score ([CLS] start + end) "
+            "in one softmax over a question's windows, the answer-holding ones the target, so the null score ranks "
+            "passages (read with the reader setting selection_weight)",
+            minimum=0,
+        ),
+    )
+    teacher: str = field(
+        default="",
+        metadata=_help(
+            "a larger QA model to distil from (any tokenizer): its start/end scores on each training window (and, with "
+            "--shared-norm, over all windows of a question) become soft targets beside the labels (default: none)"
+        ),
+    )
+    distill_weight: float = field(
+        default=1.0,
+        metadata=_help("weight of the distillation loss added to the label loss (with --teacher)", minimum=0),
+    )
+    distill_temperature: float = field(
+        default=2.0,
+        metadata=_help(
+            "softmax temperature of the teacher's and the student's scores in the distillation loss", minimum=0.05
+        ),
+    )
     # SQuAD dev files have up to 5 annotators, who often disagree on the span's boundaries
-    all_answers: bool = field(default=False, metadata=_help(
-        "one example per distinct reference answer (--no-all-answers: the first answer only)"))
+    all_answers: bool = field(
+        default=False,
+        metadata=_help("one example per distinct reference answer (--no-all-answers: the first answer only)"),
+    )
     limit: int = field(default=0, metadata=_help("first N questions of each file (smoke tests)"))
-    to_simplified: bool = field(default=False, metadata=_help(
-        "fold Traditional Chinese (e.g. DRCD) to Simplified with OpenCC, answer offsets kept (needs .[cjk])"))
-    keep_layers: str = field(default="", metadata=_help(
-        "a layer-reduced student: the encoder layers of --init kept, e.g. 0,2,4,6,8,10 (default: all)"))
-    freeze_embeddings: bool = field(default=False, metadata=_help(
-        "keep the word embeddings as --init has them: no gradient or optimiser state for the vocabulary (large "
-        "for multilingual encoders)"))
+    to_simplified: bool = field(
+        default=False,
+        metadata=_help(
+            "fold Traditional Chinese (e.g. DRCD) to Simplified with OpenCC, answer offsets kept (needs .[cjk])"
+        ),
+    )
+    keep_layers: str = field(
+        default="",
+        metadata=_help("a layer-reduced student: the encoder layers of --init kept, e.g. 0,2,4,6,8,10 (default: all)"),
+    )
+    freeze_embeddings: bool = field(
+        default=False,
+        metadata=_help(
+            "keep the word embeddings as --init has them: no gradient or "
+            "optimiser state for the vocabulary (large for multilingual encoders)"
+        ),
+    )

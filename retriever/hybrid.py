@@ -3,9 +3,11 @@ the store itself, where the fusion names a method it runs: Elasticsearch's es-rr
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
+from typing import cast
 
 from odqa.core.fusion import Fusion
+from odqa.core.protocols import FusesItself
 from odqa.core.types import SearchHit
 from odqa.retriever.base import attach_passages, fit_k
 from odqa.retriever.bm25 import BM25Retriever
@@ -28,7 +30,8 @@ class HybridRetriever:
         depth = min(max(k, self.candidates), size)
         vectors = self.dense.encode(questions)
         if self.fusion.server:
-            fused = self.backend.fused_search(questions, vectors, k, depth, self.fusion)
+            # a fusion on the server's side is only chosen for a store that fuses (retriever.registry)
+            fused = cast(FusesItself, self.backend).fused_search(questions, vectors, k, depth, self.fusion)
             if fused is not None:
                 return attach_passages(self.backend, fused)
         # the passages of the fused top k only: reading those of every candidate (2 x 100) cost a question

@@ -32,8 +32,7 @@ def interpolate_encoders(base: str, tuned: str, output: str | Path, weight: floa
         raise OdqaError(f"--weight must be in [0, 1] (0 = the base model, 1 = the tuned one), got {weight}")
     base_model, _ = _load(base)
     tuned_model, tokenizer = _load(tuned)
-    mixed = average_weights([base_model.state_dict(), tuned_model.state_dict()], [1.0 - weight, weight],
-                            [base, tuned])
+    mixed = average_weights([base_model.state_dict(), tuned_model.state_dict()], [1.0 - weight, weight], [base, tuned])
     tuned_model.load_state_dict(mixed)
     info_path = Path(resolve_model(tuned)) / "retriever_info.json"
     info = json.loads(info_path.read_text()) if info_path.exists() else {}

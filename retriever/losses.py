@@ -42,15 +42,21 @@ def dpr_nll_loss(
 ) -> torch.Tensor:
     """Mean NLL of the positive passages. `targets[i]` is the column of question i's positive (default i)."""
     if q_vectors.dim() != 2 or p_vectors.dim() != 2 or q_vectors.shape[1] != p_vectors.shape[1]:
-        raise ValueError(f"expected (B, d) and (C, d) vectors, got {tuple(q_vectors.shape)} and {tuple(p_vectors.shape)}")
+        raise ValueError(
+            f"expected (B, d) and (C, d) vectors, got {tuple(q_vectors.shape)} and {tuple(p_vectors.shape)}"
+        )
     if targets is None:
         targets = torch.arange(q_vectors.shape[0], device=q_vectors.device)
     scores = mask_out(scale * (q_vectors.float() @ p_vectors.float().T), mask, targets)
     return F.cross_entropy(scores, targets)
 
 
-def positive_ranks(q_vectors: torch.Tensor, p_vectors: torch.Tensor, targets: torch.Tensor | None = None,
-                   mask: torch.Tensor | None = None) -> torch.Tensor:
+def positive_ranks(
+    q_vectors: torch.Tensor,
+    p_vectors: torch.Tensor,
+    targets: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+) -> torch.Tensor:
     """1-based rank of each question's positive among the candidates (ties count against it)."""
     if targets is None:
         targets = torch.arange(q_vectors.shape[0], device=q_vectors.device)

@@ -15,9 +15,9 @@ few accepted candidates: the dense top is where paraphrased answers, false negat
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from odqa.core.answers import has_answer
 from odqa.core.errors import OdqaError
@@ -43,8 +43,9 @@ def _key(text: str) -> str:
     return " ".join(text.split())
 
 
-def accept_negative(example: DPRExample, text: str, seen: set[str], positive_keys: Sequence[str],
-                    stats: MineStats | None = None) -> bool:
+def accept_negative(
+    example: DPRExample, text: str, seen: set[str], positive_keys: Sequence[str], stats: MineStats | None = None
+) -> bool:
     """Whether a ranked candidate may be one of `example`'s negatives (see the module docstring).
     `seen`: whitespace-normalised texts already among its negatives; `positive_keys`: its positives', likewise."""
     key = _key(text)
@@ -61,8 +62,13 @@ def accept_negative(example: DPRExample, text: str, seen: set[str], positive_key
     return True
 
 
-def pick_negatives(example: DPRExample, ranked: Sequence[tuple[str, str]], per_question: int, skip_top: int,
-                   stats: MineStats | None = None) -> list[dict]:
+def pick_negatives(
+    example: DPRExample,
+    ranked: Sequence[tuple[str, str]],
+    per_question: int,
+    skip_top: int,
+    stats: MineStats | None = None,
+) -> list[dict]:
     """The first `per_question` acceptable (title, text) candidates of `ranked` after skipping `skip_top`."""
     seen = {_key(c["text"]) for c in example.hard_negatives + example.negatives}
     positive_keys = [_key(c["text"]) for c in example.positives]
@@ -81,10 +87,20 @@ def pick_negatives(example: DPRExample, ranked: Sequence[tuple[str, str]], per_q
     return out
 
 
-def mine_dense_negatives(train_file: str | Path, output: str | Path, encoder: str = "retriever",
-                         per_question: int = 3, depth: int = 50, skip_top: int = 0, exclude: str | Path | None = None,
-                         batch_size: int = 64, q_max_length: int = 32, p_max_length: int = 160,
-                         precision: str | None = None, progress: bool = True) -> MineStats:
+def mine_dense_negatives(
+    train_file: str | Path,
+    output: str | Path,
+    encoder: str = "retriever",
+    per_question: int = 3,
+    depth: int = 50,
+    skip_top: int = 0,
+    exclude: str | Path | None = None,
+    batch_size: int = 64,
+    q_max_length: int = 32,
+    p_max_length: int = 160,
+    precision: str | None = None,
+    progress: bool = True,
+) -> MineStats:
     """Write `output`: `train_file`'s examples with dense negatives appended (module docstring).
     `exclude`: a DPR file whose questions (by id or text) are left out, e.g. a validation split, so its
     contexts do not enter the pool either."""
@@ -92,8 +108,9 @@ def mine_dense_negatives(train_file: str | Path, output: str | Path, encoder: st
     from odqa.retriever.train import context_pool
 
     if per_question < 1 or depth < per_question + skip_top:
-        raise OdqaError(f"need per_question >= 1 and depth >= per_question + skip_top (got {per_question}, "
-                        f"{depth}, {skip_top})")
+        raise OdqaError(
+            f"need per_question >= 1 and depth >= per_question + skip_top (got {per_question}, {depth}, {skip_top})"
+        )
     examples = read_dpr_file(train_file, ReadStats())
     if exclude:
         held = read_dpr_file(exclude, ReadStats())
@@ -106,10 +123,20 @@ def mine_dense_negatives(train_file: str | Path, output: str | Path, encoder: st
     pool = context_pool(examples)
     stats.pool = len(pool)
     model = TextEncoder.from_pretrained(encoder)
-    p = model.encode([passage_text(ti, tx) for ti, tx in pool], batch_size, max_length=p_max_length,
-                     precision=precision, progress="passages" if progress else "")
-    q = model.encode([e.question for e in examples], batch_size, max_length=q_max_length, precision=precision,
-                     progress="questions" if progress else "")
+    p = model.encode(
+        [passage_text(ti, tx) for ti, tx in pool],
+        batch_size,
+        max_length=p_max_length,
+        precision=precision,
+        progress="passages" if progress else "",
+    )
+    q = model.encode(
+        [e.question for e in examples],
+        batch_size,
+        max_length=q_max_length,
+        precision=precision,
+        progress="questions" if progress else "",
+    )
     from odqa.indexes.vector import load_faiss
 
     index = load_faiss().IndexFlatIP(p.shape[1])

@@ -20,14 +20,16 @@ import torch
 def question_second_moment(question_vectors: torch.Tensor) -> torch.Tensor:
     """C = Q^T Q / n of unit-normalised question vectors (fp32, dim x dim, trace 1)."""
     if question_vectors.ndim != 2 or len(question_vectors) == 0:
-        raise ValueError(f"question vectors must be a non-empty (n, dim) matrix, got shape "
-                         f"{tuple(question_vectors.shape)}")
+        raise ValueError(
+            f"question vectors must be a non-empty (n, dim) matrix, got shape {tuple(question_vectors.shape)}"
+        )
     q = torch.nn.functional.normalize(question_vectors.float(), dim=-1)
     return q.T @ q / len(q)
 
 
-def probe_weighted_loss(student: torch.Tensor, teacher: torch.Tensor, second_moment: torch.Tensor | None,
-                        weight: float) -> torch.Tensor:
+def probe_weighted_loss(
+    student: torch.Tensor, teacher: torch.Tensor, second_moment: torch.Tensor | None, weight: float
+) -> torch.Tensor:
     """(1 - weight) * (1 - cos) + weight * dim/2 * d^T C d, averaged over the batch; `student` and `teacher` are
     unit vectors. weight 0 or no C: the plain cosine loss."""
     student, teacher = student.float(), teacher.float()

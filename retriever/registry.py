@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import os
 import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.fusion import AUTO, FUSIONS, Fusion, resolve_fusion
@@ -83,11 +84,20 @@ def _check_elastic(location: str, config) -> None:
     settings_for(location, config.elastic).validate()
 
 
-INDEX_BACKENDS: Registry[Backend] = Registry("index backend", {
-    "folder": Backend(_open_folder, title="index folder", example="PATH", kb=_folder_kb),
-    "es": Backend(_open_elastic, schemes=tuple(LOCATION_SCHEMES), server_fusions={SERVER_RRF: "rrf"},
-                  title="Elasticsearch index", example="es://HOST:9200/NAME", check=_check_elastic),
-})
+INDEX_BACKENDS: Registry[Backend] = Registry(
+    "index backend",
+    {
+        "folder": Backend(_open_folder, title="index folder", example="PATH", kb=_folder_kb),
+        "es": Backend(
+            _open_elastic,
+            schemes=tuple(LOCATION_SCHEMES),
+            server_fusions={SERVER_RRF: "rrf"},
+            title="Elasticsearch index",
+            example="es://HOST:9200/NAME",
+            check=_check_elastic,
+        ),
+    },
+)
 
 
 def backend_of(location: str) -> str:
@@ -122,8 +132,9 @@ def kb_beside(location: str) -> Path | None:
 
 def fusion_runner(method: str) -> Backend | None:
     """The kind of store that runs fusion `method` itself, None for a method odqa runs (odqa.core.fusion)."""
-    return next((INDEX_BACKENDS.get(name) for name in INDEX_BACKENDS
-                 if method in INDEX_BACKENDS.get(name).server_fusions), None)
+    return next(
+        (INDEX_BACKENDS.get(name) for name in INDEX_BACKENDS if method in INDEX_BACKENDS.get(name).server_fusions), None
+    )
 
 
 def fusion_choices(location: str | None = None) -> tuple[str, ...]:
@@ -173,14 +184,19 @@ def _dense(backend: SearchBackend, settings, runtime: RetrieverRuntime) -> Dense
 
 
 def _hybrid(backend: SearchBackend, settings, runtime: RetrieverRuntime) -> HybridRetriever:
-    return HybridRetriever(_dense(backend, settings, runtime), _bm25(backend, settings, runtime),
-                           hybrid_fusion(backend, settings), settings.candidates)
+    return HybridRetriever(
+        _dense(backend, settings, runtime),
+        _bm25(backend, settings, runtime),
+        hybrid_fusion(backend, settings),
+        settings.candidates,
+    )
 
 
 # The kinds of retriever (`--retriever`, `retrieval.retriever`, the shell's `:retriever`), each served by every
 # store: (backend, settings, runtime) -> Retriever.
-RETRIEVERS: Registry[Callable[..., Retriever]] = Registry("retriever", {
-    "bm25": _bm25, "dense": _dense, "hybrid": _hybrid})
+RETRIEVERS: Registry[Callable[..., Retriever]] = Registry(
+    "retriever", {"bm25": _bm25, "dense": _dense, "hybrid": _hybrid}
+)
 
 
 def hybrid_fusion(backend: SearchBackend, settings) -> Fusion:
@@ -192,16 +208,19 @@ def hybrid_fusion(backend: SearchBackend, settings) -> Fusion:
     runner = fusion_runner(method)
     if runner is not None:
         if not isinstance(backend, FusesItself):
-            raise OdqaError(f"retrieval.fusion {method!r} needs an {runner.title}, which {info.location} is not; "
-                            f"use one of {', '.join((AUTO, *FUSIONS.names))}")
+            raise OdqaError(
+                f"retrieval.fusion {method!r} needs an {runner.title}, which {info.location} is not; "
+                f"use one of {', '.join((AUTO, *FUSIONS.names))}"
+            )
         method, server = runner.server_fusions[method], method
-    method, alpha, rrf_k = resolve_fusion(method, settings.alpha, settings.rrf_k, tuned=info.tuned_fusion,
-                                          language=info.language)
+    method, alpha, rrf_k = resolve_fusion(
+        method, settings.alpha, settings.rrf_k, tuned=info.tuned_fusion, language=info.language
+    )
     return Fusion.hybrid(method, alpha, rrf_k, server)
 
 
 # the question encoders loaded for each open store, by what was asked of them (dense and hybrid share one)
-_ENCODERS: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+_ENCODERS: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
 
 
 def question_encoder(backend: SearchBackend, settings, runtime: RetrieverRuntime) -> EncodesTexts:
@@ -227,9 +246,15 @@ def question_encoder(backend: SearchBackend, settings, runtime: RetrieverRuntime
         cache = {}
     if key not in cache:
         inference = runtime.inference
-        cache[key] = load_text_encoder(name, max_length=record.max_length, device=runtime.device,
-                                       precision=inference.precision, runtime=inference.runtime,
-                                       few_questions=inference.few_questions, **chosen)
+        cache[key] = load_text_encoder(
+            name,
+            max_length=record.max_length,
+            device=runtime.device,
+            precision=inference.precision,
+            runtime=inference.runtime,
+            few_questions=inference.few_questions,
+            **chosen,
+        )
     encoder = cache[key]
     # a question encoder named apart (DPR's pair) is any of the vectors' dimension; an `encoder` must be theirs
     _check_encoder(record, encoder.name if settings.encoder and not settings.query_encoder else "", encoder.dim, info)
@@ -244,10 +269,13 @@ def _check_encoder(record: EncoderRecord, name: str, dim: int, info: BackendInfo
     if dim and record.dim and dim != record.dim:
         raise IndexMismatchError(
             f"{info.location} holds {record.dim}-d vectors from encoder {record.name!r}, but encoder {name!r} gives "
-            f"{dim}-d vectors; use the index's encoder or rebuild the index with `--encoder {name}`")
+            f"{dim}-d vectors; use the index's encoder or rebuild the index with `--encoder {name}`"
+        )
     if name and record.name and _norm(name) != _norm(record.name):
-        raise IndexMismatchError(f"{info.location} was encoded with {record.name!r}, not {name!r}; query with the same "
-                                 f"encoder or rebuild the index with `--encoder {name}`")
+        raise IndexMismatchError(
+            f"{info.location} was encoded with {record.name!r}, not {name!r}; query with the same "
+            f"encoder or rebuild the index with `--encoder {name}`"
+        )
 
 
 def _check_weights(record: EncoderRecord, name: str, info: BackendInfo, accept: bool) -> None:
@@ -257,9 +285,11 @@ def _check_weights(record: EncoderRecord, name: str, info: BackendInfo, accept: 
 
     if not record.weights or _norm(name) != _norm(record.name) or model_fingerprint(name) == record.weights:
         return
-    message = (f"{info.location} was encoded with other weights of {name!r} than the ones installed now (the model "
-               f"was retrained or replaced); rebuild the index with `run_qa.py index --encoder {name}`, or pass "
-               f"--accept-encoder-change ({ACCEPT_ENCODER_CHANGE_ENV}=1) to search it anyway")
+    message = (
+        f"{info.location} was encoded with other weights of {name!r} than the ones installed now (the model "
+        f"was retrained or replaced); rebuild the index with `run_qa.py index --encoder {name}`, or pass "
+        f"--accept-encoder-change ({ACCEPT_ENCODER_CHANGE_ENV}=1) to search it anyway"
+    )
     if accept or os.environ.get(ACCEPT_ENCODER_CHANGE_ENV) == "1":
         log.warning("warning: %s", message)
         return

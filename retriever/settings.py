@@ -21,31 +21,55 @@ class RetrievalConfig:
     k: int = field(default=10, metadata=_help("passages passed to the reader"))
     candidates: int = field(default=100, metadata=_help("hybrid: passages asked of each retriever before fusion"))
     # odqa.core.fusion's methods, and those a store runs itself (an Elasticsearch index: es-rrf)
-    fusion: str = field(default="auto", metadata=_help(
-        "hybrid fusion method (auto: the index's tuned setting, else its language's default; es-rrf: an "
-        "Elasticsearch index's own RRF)", choices=fusion_choices))
+    fusion: str = field(
+        default="auto",
+        metadata=_help(
+            "hybrid fusion method (auto: the index's tuned setting, else its language's default; es-rrf: an "
+            "Elasticsearch index's own RRF)",
+            choices=fusion_choices,
+        ),
+    )
     alpha: float = field(default=0.5, metadata=_help("minmax fusion: weight of the dense score", maximum=1))
     rrf_k: int = field(default=60, metadata=_help("rrf fusion: the rank constant", minimum=0))
-    encoder: str = field(default="", metadata=_help(
-        "the index's encoder (checked; empty: the one the index was built with)"))
+    encoder: str = field(
+        default="", metadata=_help("the index's encoder (checked; empty: the one the index was built with)")
+    )
     # a question encoder apart from the passage encoder (DPR's pair)
-    query_encoder: str = field(default="", metadata=_help(
-        "a question encoder apart from the passage encoder, e.g. a DPR question encoder (empty: the one the index "
-        "records)"))
+    query_encoder: str = field(
+        default="",
+        metadata=_help(
+            "a question encoder apart from the passage encoder, e.g. "
+            "a DPR question encoder (empty: the one the index records)"
+        ),
+    )
     passage_encoder: str = ""  # `index`: the passage encoder (else `encoder`)
-    pooling: str = field(default="", metadata=_help(
-        "plain transformers model: token pooling (empty: the model's own, else mean)", choices=POOLINGS))
-    similarity: str = field(default="", metadata=_help(
-        "cosine: L2-normalised vectors; dot: raw (DPR); empty: the model's own, else cosine", choices=SIMILARITIES))
-    query_prefix: str | None = field(default=None, metadata=_help(
-        "text put before each question (unset: the model's prompt, e5: 'query: ')"))
-    passage_prefix: str | None = field(default=None, metadata=_help(
-        "text put before each passage (unset: the model's prompt, e5: 'passage: ')"))
+    pooling: str = field(
+        default="",
+        metadata=_help("plain transformers model: token pooling (empty: the model's own, else mean)", choices=POOLINGS),
+    )
+    similarity: str = field(
+        default="",
+        metadata=_help(
+            "cosine: L2-normalised vectors; dot: raw (DPR); empty: the model's own, else cosine", choices=SIMILARITIES
+        ),
+    )
+    query_prefix: str | None = field(
+        default=None, metadata=_help("text put before each question (unset: the model's prompt, e5: 'query: ')")
+    )
+    passage_prefix: str | None = field(
+        default=None, metadata=_help("text put before each passage (unset: the model's prompt, e5: 'passage: ')")
+    )
     entity_bonus: float = field(default=0.0, metadata=_help("fusion weight of linked entities' passages (0: off)"))
-    bm25_max_df: float | None = field(default=None, metadata=_help(
-        "BM25: leave out of each question the terms found in more than this fraction of the passages (the rarest "
-        "kept); faster on large corpora, slightly different ranking (0: every term; unset: by the corpus size, "
-        "0.1 from 5 M passages, else 0)", minimum=0, maximum=1))
+    bm25_max_df: float | None = field(
+        default=None,
+        metadata=_help(
+            "BM25: leave out of each question the terms found in more than this fraction of the passages (the rarest "
+            "kept); faster on large corpora, slightly different ranking (0: every term; unset: by the corpus size, "
+            "0.1 from 5 M passages, else 0)",
+            minimum=0,
+            maximum=1,
+        ),
+    )
 
     def validate(self, index: str = "") -> None:
         """`index`: the config's index location (a store that fuses itself allows its own fusion methods)."""
@@ -57,13 +81,17 @@ class RetrievalConfig:
         allowed = fusion_choices(index)
         runner = fusion_runner(self.fusion)
         if self.fusion not in allowed and runner is not None:
-            raise OdqaError(f"config: retrieval.fusion {self.fusion!r} needs an {runner.title} (index = "
-                            f"\"{runner.example}\"); use one of {', '.join(allowed)}")
+            raise OdqaError(
+                f"config: retrieval.fusion {self.fusion!r} needs an {runner.title} (index = "
+                f'"{runner.example}"); use one of {", ".join(allowed)}'
+            )
         _choice("retrieval.fusion", self.fusion, allowed)
         check_numbers(self, "retrieval.")
         if self.bm25_max_df is not None and not 0.0 <= self.bm25_max_df < 1.0:
-            raise OdqaError(f"config: retrieval.bm25_max_df must lie in [0, 1) (0: every term; 0.1: terms in at most "
-                            f"10 % of the passages), got {self.bm25_max_df}")
+            raise OdqaError(
+                f"config: retrieval.bm25_max_df must lie in [0, 1) (0: every term; 0.1: terms in at most "
+                f"10 % of the passages), got {self.bm25_max_df}"
+            )
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:

@@ -42,9 +42,9 @@ import math
 import random
 import shutil
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -115,7 +115,8 @@ def load_dual_encoder(init: str, shared: bool, checkpoint: Path | None = None) -
     if meta.get("shared", shared) != shared:
         raise OdqaError(
             f"{checkpoint} was trained with {'shared' if meta.get('shared') else 'separate'} encoders, but this run "
-            f"asks for {'shared' if shared else 'separate'} ones; use the same --separate-encoders setting or another --output"
+            f"asks for {'shared' if shared else 'separate'} ones; use "
+            "the same --separate-encoders setting or another --output"
         )
     from transformers import AutoConfig
 
@@ -128,7 +129,9 @@ def load_dual_encoder(init: str, shared: bool, checkpoint: Path | None = None) -
         try:
             ck_arch = _arch(AutoConfig.from_pretrained(str(folder)))
         except (OSError, ValueError) as exc:
-            raise OdqaError(f"{folder} is not a retriever checkpoint ({exc.__class__.__name__}); remove it or use another --output") from exc
+            raise OdqaError(
+                f"{folder} is not a retriever checkpoint ({exc.__class__.__name__}); remove it or use another --output"
+            ) from exc
         if ck_arch != init_arch:
             raise OdqaError(
                 f"checkpoint {folder} is another architecture ({ck_arch}) than --init {init} ({init_arch}); "
@@ -148,8 +151,9 @@ class Batch:
     mask: torch.Tensor  # (B, C) True = not a negative of that question
 
 
-def make_batch(examples: Sequence[DPRExample], hard_negatives: int, rng: random.Random | None,
-               mask_answers: bool = True) -> Batch:
+def make_batch(
+    examples: Sequence[DPRExample], hard_negatives: int, rng: random.Random | None, mask_answers: bool = True
+) -> Batch:
     """Positives first (column i = question i's), then up to `hard_negatives` negatives per question.
     With `rng` None the first hard negatives are taken (validation); else a random sample."""
     questions = [ex.question for ex in examples]
@@ -242,8 +246,15 @@ def _teacher_vectors(teacher: DualEncoder, q_in, p_in, chunk: int, autocast) -> 
     return out[0], out[1]
 
 
-def train_step(model: DualEncoder, batch: Batch, cfg: RetrieverTrainConfig, device: torch.device,
-               autocast, scaler=None, teacher: DualEncoder | None = None) -> float:
+def train_step(
+    model: DualEncoder,
+    batch: Batch,
+    cfg: RetrieverTrainConfig,
+    device: torch.device,
+    autocast,
+    scaler=None,
+    teacher: DualEncoder | None = None,
+) -> float:
     """Forward + backward of one batch (gradients accumulate into .grad); returns the loss.
     With a `teacher` (and `cfg.distill_weight`), the loss adds the score distillation term."""
     q_in = _tokenize(model.question, batch.questions, cfg.q_max_length, device)
@@ -251,7 +262,7 @@ def train_step(model: DualEncoder, batch: Batch, cfg: RetrieverTrainConfig, devi
     mask = batch.mask.to(device)
     n_q, n_p = len(batch.questions), len(batch.passages)
     distill = teacher is not None and cfg.distill_weight > 0
-    if distill:
+    if distill and teacher is not None:
         # the teacher shares the student's tokenizer (it is the model training started from), so the inputs are reused
         t_q, t_p = _teacher_vectors(teacher, q_in, p_in, cfg.chunk_size, autocast)
 
@@ -282,17 +293,25 @@ def train_step(model: DualEncoder, batch: Batch, cfg: RetrieverTrainConfig, devi
     loss = batch_loss(q, p)
     (scaler.scale(loss) if scaler is not None else loss).backward()
     # 3) each chunk again, with a graph, back-propagating its cached gradient
-    for enc, inputs, n, states, reps in parts:
+    for enc, inputs, n, states, cached in parts:
+        grad = cached.grad
+        assert grad is not None  # filled by the backward pass above
         for s, state in zip(_slices(n, cfg.chunk_size), states):
             with state, autocast():
                 out = enc(_sub(inputs, s)).float()
-            out.backward(reps.grad[s])
+            out.backward(grad[s])
     return float(loss.detach())
 
 
 @torch.no_grad()
-def validate(model: DualEncoder, examples: Sequence[DPRExample], cfg: RetrieverTrainConfig, device: torch.device,
-             precision: str, hard_negatives: int = 1) -> dict:
+def validate(
+    model: DualEncoder,
+    examples: Sequence[DPRExample],
+    cfg: RetrieverTrainConfig,
+    device: torch.device,
+    precision: str,
+    hard_negatives: int = 1,
+) -> dict:
     """Rank of each positive among its validation batch's candidates (positives + first hard negatives), and
     (`cfg.pool_validation`) recall over every validation context, both under the training `precision`."""
     was_training = model.training
@@ -302,16 +321,28 @@ def validate(model: DualEncoder, examples: Sequence[DPRExample], cfg: RetrieverT
         batch = make_batch(examples[lo : lo + cfg.eval_batch_size], hard_negatives, None, cfg.mask_answer_negatives)
         with autocast_for(device, precision):
             q = model.question(_tokenize(model.question, batch.questions, cfg.q_max_length, device)).float()
-            p = torch.cat([model.passage(_tokenize(model.passage, batch.passages[s], cfg.p_max_length, device)).float()
-                           for s in _slices(len(batch.passages), 128)])
+            p = torch.cat(
+                [
+                    model.passage(_tokenize(model.passage, batch.passages[s], cfg.p_max_length, device)).float()
+                    for s in _slices(len(batch.passages), 128)
+                ]
+            )
         mask = batch.mask.to(device)
         ranks.append(positive_ranks(q, p, mask=mask).cpu())
         losses.append(float(dpr_nll_loss(q, p, scale=cfg.scale, mask=mask)) * len(batch.questions))
         cands.append(len(batch.passages))
     pool = {}
     if cfg.pool_validation:
-        metrics = retrieve_context_pool(model.question, model.passage, examples, (1, 5, 20), cfg.eval_batch_size,
-                                        cfg.q_max_length, cfg.p_max_length, precision)
+        metrics = retrieve_context_pool(
+            model.question,
+            model.passage,
+            examples,
+            (1, 5, 20),
+            cfg.eval_batch_size,
+            cfg.q_max_length,
+            cfg.p_max_length,
+            precision,
+        )
         pool = {("pool_" + k): v for k, v in metrics.items()}
     if was_training:
         model.train()
@@ -337,21 +368,31 @@ def context_pool(examples: Sequence[DPRExample]) -> list[tuple[str, str]]:
     return list(corpus.values())
 
 
-def retrieve_context_pool(question_encoder: TextEncoder, passage_encoder: TextEncoder,
-                          examples: Sequence[DPRExample], ks: Sequence[int], batch_size: int,
-                          q_max_length: int, p_max_length: int, precision: str | None = None) -> dict:
+def retrieve_context_pool(
+    question_encoder: TextEncoder,
+    passage_encoder: TextEncoder,
+    examples: Sequence[DPRExample],
+    ks: Sequence[int],
+    batch_size: int,
+    q_max_length: int,
+    p_max_length: int,
+    precision: str | None = None,
+) -> dict:
     """`pool_recall` of the examples' questions over their `context_pool`, plus `passages` (the pool's size).
     `precision`: autocast of the encoding (default: each encoder's own)."""
     texts = context_pool(examples)
-    p = passage_encoder.encode([passage_text(ti, tx) for ti, tx in texts], batch_size, max_length=p_max_length,
-                               precision=precision)
-    q = question_encoder.encode([ex.question for ex in examples], batch_size, max_length=q_max_length,
-                                precision=precision)
+    p = passage_encoder.encode(
+        [passage_text(ti, tx) for ti, tx in texts], batch_size, max_length=p_max_length, precision=precision
+    )
+    q = question_encoder.encode(
+        [ex.question for ex in examples], batch_size, max_length=q_max_length, precision=precision
+    )
     return {**pool_recall(q, p, [tx for _, tx in texts], examples, ks), "passages": len(texts)}
 
 
-def pool_recall(q: np.ndarray, p: np.ndarray, texts: Sequence[str], examples: Sequence[DPRExample],
-                ks: Sequence[int]) -> dict:
+def pool_recall(
+    q: np.ndarray, p: np.ndarray, texts: Sequence[str], examples: Sequence[DPRExample], ks: Sequence[int]
+) -> dict:
     """Recall@k and MRR of inner-product retrieval of `texts` (vectors `p`) for each example's question
     (vectors `q`): a passage is a hit when it holds one of the example's answers (DPR's match)."""
     depth = min(max(ks), len(texts))
@@ -359,11 +400,14 @@ def pool_recall(q: np.ndarray, p: np.ndarray, texts: Sequence[str], examples: Se
     top = np.argsort(-scores, axis=1)[:, :depth]
     first = []
     for ex, rows in zip(examples, top):
-        first.append(next((r for r, row in enumerate(rows, 1)
-                           if has_answer(texts[row], ex.answers, regex_answers=ex.regex)), None))
+        first.append(
+            next(
+                (r for r, row in enumerate(rows, 1) if has_answer(texts[row], ex.answers, regex_answers=ex.regex)), None
+            )
+        )
     n = len(examples)
     metrics = {f"recall@{k}": round(100.0 * sum(r is not None and r <= k for r in first) / n, 2) for k in ks}
-    metrics["mrr@%d" % max(ks)] = round(sum(1.0 / r for r in first if r) / n, 4)
+    metrics[f"mrr@{max(ks)}"] = round(sum(1.0 / r for r in first if r) / n, 4)
     return metrics
 
 
@@ -388,8 +432,14 @@ def train(cfg: RetrieverTrainConfig, on_step: Callable[[int, float], None] | Non
     batch_size = cfg.gpu_batch_size if device.type == "cuda" else cfg.batch_size
 
     examples, stats = load_examples(cfg.train_files, cfg.limit)
-    log.info("training files: %d rows, %d kept, %d skipped %s, %d bad contexts dropped",
-             stats.rows, stats.kept, stats.skipped_total, dict(stats.skipped), stats.bad_contexts)
+    log.info(
+        "training files: %d rows, %d kept, %d skipped %s, %d bad contexts dropped",
+        stats.rows,
+        stats.kept,
+        stats.skipped_total,
+        dict(stats.skipped),
+        stats.bad_contexts,
+    )
     if cfg.val_files:
         val, vstats = load_examples(cfg.val_files)
         log.info("validation files: %d kept, %d skipped", vstats.kept, vstats.skipped_total)
@@ -400,8 +450,10 @@ def train(cfg: RetrieverTrainConfig, on_step: Callable[[int, float], None] | Non
             write_dpr_jsonl(val, out / "heldout.jsonl")
             log.info("held out %d questions -> %s", len(val), out / "heldout.jsonl")
     if len(train_examples) < batch_size:
-        raise OdqaError(f"{len(train_examples)} training examples, fewer than one batch of {batch_size}; "
-                        "pass more data or a smaller --batch-size")
+        raise OdqaError(
+            f"{len(train_examples)} training examples, fewer than one batch of {batch_size}; "
+            "pass more data or a smaller --batch-size"
+        )
 
     set_seed(cfg.seed)
     resume = latest_checkpoint(out)
@@ -413,8 +465,10 @@ def train(cfg: RetrieverTrainConfig, on_step: Callable[[int, float], None] | Non
         teacher_name = cfg.distill_from or cfg.init
         teacher = load_dual_encoder(teacher_name, cfg.shared)
         if teacher.question.tokenizer.get_vocab() != model.question.tokenizer.get_vocab():
-            raise OdqaError(f"--distill-from {teacher_name} has another tokenizer than the model being trained; "
-                            "distil from an encoder with the same vocabulary (e.g. the --init model)")
+            raise OdqaError(
+                f"--distill-from {teacher_name} has another tokenizer than the model being trained; "
+                "distil from an encoder with the same vocabulary (e.g. the --init model)"
+            )
         teacher.to(device).eval().requires_grad_(False)
         log.info("distilling from %s (weight %g)", teacher_name, cfg.distill_weight)
 
@@ -437,38 +491,82 @@ def train(cfg: RetrieverTrainConfig, on_step: Callable[[int, float], None] | Non
 
     def save_model(folder: Path) -> None:
         model.save(folder)
-        (folder / "meta.json").write_text(json.dumps({
-            "shared": model.shared, "init": cfg.init, "arch": _arch(model.question.model.config), "step": loop.step,
-        }))
+        (folder / "meta.json").write_text(
+            json.dumps(
+                {
+                    "shared": model.shared,
+                    "init": cfg.init,
+                    "arch": _arch(model.question.model.config),
+                    "step": loop.step,
+                }
+            )
+        )
 
     def evaluate(step: int) -> dict:
         return validate(model, val, cfg, device, precision, cfg.hard_negatives or 1)
 
     loop = TrainingLoop(
-        LoopSettings(out, total, per_epoch, name="train-retriever", save_every=cfg.save_every,
-                     keep_checkpoints=cfg.keep_checkpoints, log_every=cfg.log_every, eval_every=cfg.eval_every,
-                     eval_at_start=True,
-                     primary_metric=cfg.primary_metric or ("pool_recall@5" if cfg.pool_validation else "recall@5"), early_stop=cfg.early_stop,
-                     progress=cfg.progress),
-        params=params, optimizer=optimizer, scheduler=scheduler, device=device, precision=precision,
-        train_step=train_one_step, save_model=save_model, evaluate=evaluate if val else None, on_step=on_step,
+        LoopSettings(
+            out,
+            total,
+            per_epoch,
+            name="train-retriever",
+            save_every=cfg.save_every,
+            keep_checkpoints=cfg.keep_checkpoints,
+            log_every=cfg.log_every,
+            eval_every=cfg.eval_every,
+            eval_at_start=True,
+            primary_metric=cfg.primary_metric or ("pool_recall@5" if cfg.pool_validation else "recall@5"),
+            early_stop=cfg.early_stop,
+            progress=cfg.progress,
+        ),
+        params=params,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        device=device,
+        precision=precision,
+        train_step=train_one_step,
+        save_model=save_model,
+        evaluate=evaluate if val else None,
+        on_step=on_step,
         logger=log,
     )
     loop.resume(resume)
     (out / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
-    log.info("training %d steps (%d per epoch of %d questions; batch %d + %d hard negatives each; %s on %s%s)",
-             total, per_epoch, len(train_examples), batch_size, cfg.hard_negatives, precision, device,
-             f"; gradient cache chunks of {cfg.chunk_size}" if cfg.chunk_size else "")
+    log.info(
+        "training %d steps (%d per epoch of %d questions; batch %d + %d hard negatives each; %s on %s%s)",
+        total,
+        per_epoch,
+        len(train_examples),
+        batch_size,
+        cfg.hard_negatives,
+        precision,
+        device,
+        f"; gradient cache chunks of {cfg.chunk_size}" if cfg.chunk_size else "",
+    )
     result = loop.run()
     final = out / "final"
     with atomic_folder(final) as tmp:
         model.save(tmp)
-        (tmp / "retriever_info.json").write_text(json.dumps({
-            "config": cfg.to_dict(), "steps": result.step, "train_examples": len(train_examples),
-            "val_examples": len(val), "read": stats.to_dict(), "device": str(device), "precision": precision,
-            "last_validation": result.last_eval, "stopped_by": result.stopped_by,
-            "shared": model.shared, "pooling": "mean", "normalize": True,
-        }, indent=2))
+        (tmp / "retriever_info.json").write_text(
+            json.dumps(
+                {
+                    "config": cfg.to_dict(),
+                    "steps": result.step,
+                    "train_examples": len(train_examples),
+                    "val_examples": len(val),
+                    "read": stats.to_dict(),
+                    "device": str(device),
+                    "precision": precision,
+                    "last_validation": result.last_eval,
+                    "stopped_by": result.stopped_by,
+                    "shared": model.shared,
+                    "pooling": "mean",
+                    "normalize": True,
+                },
+                indent=2,
+            )
+        )
     log.info("saved %s", final)
     return final
 
@@ -476,17 +574,25 @@ def train(cfg: RetrieverTrainConfig, on_step: Callable[[int, float], None] | Non
 # ---------------------------------------------------------------------------------------------------- evaluation
 
 
-def heldout_corpus_eval(encoder: str, examples: Sequence[DPRExample], ks: Sequence[int] = (1, 5, 20),
-                        q_max_length: int = 32, p_max_length: int = 160, batch_size: int = 64,
-                        question_encoder: str | None = None, bf16: bool = False) -> dict:
+def heldout_corpus_eval(
+    encoder: str,
+    examples: Sequence[DPRExample],
+    ks: Sequence[int] = (1, 5, 20),
+    q_max_length: int = 32,
+    p_max_length: int = 160,
+    batch_size: int = 64,
+    question_encoder: str | None = None,
+    bf16: bool = False,
+) -> dict:
     """Dense retrieval over a small corpus made of every context of `examples` (e.g. the held-out questions'
     BM25 top-k): recall@k by DPR's answer match (a regex search for regex answers) and the rank of the first
     hit, for comparing encoders on questions none of them was trained on."""
     p_enc = TextEncoder.from_pretrained(encoder, max_length=p_max_length)
     q_enc = TextEncoder.from_pretrained(question_encoder, max_length=q_max_length) if question_encoder else p_enc
     t = time.time()
-    metrics = retrieve_context_pool(q_enc, p_enc, examples, ks, batch_size, q_max_length, p_max_length,
-                                    "bf16" if bf16 else None)
+    metrics = retrieve_context_pool(
+        q_enc, p_enc, examples, ks, batch_size, q_max_length, p_max_length, "bf16" if bf16 else None
+    )
     metrics.update({"questions": len(examples), "seconds": round(time.time() - t, 1), "encoder": encoder, "bf16": bf16})
     return metrics
 

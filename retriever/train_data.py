@@ -31,9 +31,9 @@ import hashlib
 import json
 import logging
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from tqdm.auto import tqdm
 
@@ -70,13 +70,15 @@ class BuildStats:
 
 
 def _context(title: str, text: str, passage_id: str, score: float | None = None) -> dict:
-    ctx = {"title": title, "text": text, "passage_id": passage_id}
+    ctx: dict[str, str | float] = {"title": title, "text": text, "passage_id": passage_id}
     if score is not None:
         ctx["score"] = round(float(score), 4)
     return ctx
 
 
-def split_hits(item: QAItem, hits, max_positives: int = 0, max_hard_negatives: int = 0) -> tuple[list[dict], list[dict]]:
+def split_hits(
+    item: QAItem, hits, max_positives: int = 0, max_hard_negatives: int = 0
+) -> tuple[list[dict], list[dict]]:
     """(positive_ctxs, hard_negative_ctxs) for one question from its retrieved hits (0 = keep all)."""
     positives: list[dict] = []
     negatives: list[dict] = []
@@ -183,8 +185,9 @@ def build_dpr_data(
     for src in sources:
         items = load_questions(src, limit=limit or None)
         name = Path(src).name
-        counts = stats.per_source.setdefault(name, {"questions": len(items), "written": 0, "dropped": 0, "dev": 0,
-                                                    "open_dev_skipped": 0})
+        counts = stats.per_source.setdefault(
+            name, {"questions": len(items), "written": 0, "dropped": 0, "dev": 0, "open_dev_skipped": 0}
+        )
         stats.questions += len(items)
         for i, item in enumerate(items):
             if is_open_dev(item.question):
@@ -193,12 +196,15 @@ def build_dpr_data(
             key = f"{name}:{i}"
             if in_dev_split(key, dev_fraction):
                 if key in done:
-                    raise OdqaError(f"{output} already holds {key}, which the dev split sets aside: it was built with "
-                                    "another --dev-fraction; build into a new --output")
+                    raise OdqaError(
+                        f"{output} already holds {key}, which the dev split sets aside: it was built with "
+                        "another --dev-fraction; build into a new --output"
+                    )
                 stats.dev += 1
                 counts["dev"] += 1
                 dev_rows.setdefault(name, []).append(
-                    {"id": key, "question": item.question, "answers": item.answers, "regex": item.regex})
+                    {"id": key, "question": item.question, "answers": item.answers, "regex": item.regex}
+                )
                 continue
             if key in done:
                 stats.already_done += 1
@@ -208,7 +214,7 @@ def build_dpr_data(
                 counts["dropped"] += 1
                 continue
             todo.append((key, name, item))
-    if dev_rows:
+    if dev_rows and dev_dir is not None:  # a dev split has its folder (checked above)
         _write_dev_files(Path(dev_dir), dev_rows)
     dropped_path = output.with_name(output.name + ".dropped")
     bar = tqdm(total=len(todo), desc="build-dpr-data", unit=" q", disable=not progress, mininterval=2)
@@ -228,11 +234,22 @@ def build_dpr_data(
                 stats.positives += len(positives)
                 stats.hard_negatives += len(negatives)
                 stats.per_source[name]["written"] += 1
-                lines.append(json.dumps({
-                    "id": key, "source": name, "question": item.question, "answers": item.answers,
-                    "regex": item.regex, "positive_ctxs": positives, "hard_negative_ctxs": negatives,
-                    "negative_ctxs": [],
-                }, ensure_ascii=False) + "\n")
+                lines.append(
+                    json.dumps(
+                        {
+                            "id": key,
+                            "source": name,
+                            "question": item.question,
+                            "answers": item.answers,
+                            "regex": item.regex,
+                            "positive_ctxs": positives,
+                            "hard_negative_ctxs": negatives,
+                            "negative_ctxs": [],
+                        },
+                        ensure_ascii=False,
+                    )
+                    + "\n"
+                )
             out.write("".join(lines))
             out.flush()
             dropped.write("".join(drops))
@@ -350,8 +367,15 @@ def parse_row(row, stats: ReadStats) -> DPRExample | str:
         return "contexts not a list"
     if not positives:
         return "no positive context"
-    return DPRExample(question.strip(), answers, positives, hard, negatives, id=str(row.get("id", "")),
-                      regex=bool(row.get("regex", False)))
+    return DPRExample(
+        question.strip(),
+        answers,
+        positives,
+        hard,
+        negatives,
+        id=str(row.get("id", "")),
+        regex=bool(row.get("regex", False)),
+    )
 
 
 def read_dpr_file(path: str | Path, stats: ReadStats | None = None, limit: int = 0) -> list[DPRExample]:
@@ -383,7 +407,18 @@ def read_dpr_file(path: str | Path, stats: ReadStats | None = None, limit: int =
 def write_dpr_jsonl(examples: Sequence[DPRExample], path: str | Path) -> None:
     with atomic_file(path) as tmp, tmp.open("w", encoding="utf-8") as f:
         for ex in examples:
-            f.write(json.dumps({
-                "id": ex.id, "question": ex.question, "answers": ex.answers, "regex": ex.regex,
-                "positive_ctxs": ex.positives, "hard_negative_ctxs": ex.hard_negatives, "negative_ctxs": ex.negatives,
-            }, ensure_ascii=False) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": ex.id,
+                        "question": ex.question,
+                        "answers": ex.answers,
+                        "regex": ex.regex,
+                        "positive_ctxs": ex.positives,
+                        "hard_negative_ctxs": ex.hard_negatives,
+                        "negative_ctxs": ex.negatives,
+                    },
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )

@@ -22,8 +22,14 @@ def shared_data() -> Path:
 # Tests that take a minute or more on 2 cores (wheel builds and installs, a headless browser, full-disk faults, big
 # merges): `pytest` alone stays a few minutes long, `pytest --long` (what .ci/run runs) includes them. Durations:
 # `pytest --long --durations=30`.
-LONG_FILES = ("test_wheel.py", "test_serve_browser.py", "reliability/test_full_disk.py", "test_distill_encoder.py",
-              "test_train_retriever.py", "reliability/test_faults_round2_swap.py")
+LONG_FILES = (
+    "test_wheel.py",
+    "test_serve_browser.py",
+    "reliability/test_full_disk.py",
+    "test_distill_encoder.py",
+    "test_train_retriever.py",
+    "reliability/test_faults_round2_swap.py",
+)
 LONG_TESTS = (
     "test_cli_retrieval.py::test_runs_of_two_corpus_halves_merge_into_the_full_corpus_ranking",
     "test_cli_retrieval.py::test_bad_inputs",

@@ -56,10 +56,24 @@ class NoidaServer:
             raise RuntimeError("noida-db is not installed (pip install -e '.[elastic-test]')")
         command, via_script = found
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        args = command + ["start", "--only", "elasticsearch", "--host", "127.0.0.1",
-                          "--elasticsearch-port", str(self.port), "--data-dir", str(self.data_dir)]
-        self.proc = subprocess.Popen(args, stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=via_script)
+        args = command + [
+            "start",
+            "--only",
+            "elasticsearch",
+            "--host",
+            "127.0.0.1",
+            "--elasticsearch-port",
+            str(self.port),
+            "--data-dir",
+            str(self.data_dir),
+        ]
+        self.proc = subprocess.Popen(
+            args,
+            stdout=self.log.open("ab"),
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=via_script,
+        )
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -9,7 +9,7 @@ import contextlib
 import math
 import re
 from collections import Counter
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from odqa.retriever.registry import INDEX_BACKENDS, Backend
 
 WORD = re.compile(r"\w+", re.UNICODE)
 SCHEME = "mem"
-OPEN: dict[str, "MemoryIndex"] = {}  # the stores `mem://NAME` names
+OPEN: dict[str, MemoryIndex] = {}  # the stores `mem://NAME` names
 
 
 def _terms(text: str) -> list[str]:
@@ -40,8 +40,14 @@ class MemoryArticles:
 
 
 class MemoryIndex:
-    def __init__(self, name: str, passages: Sequence[Passage], vectors: np.ndarray | None = None,
-                 encoder: EncoderRecord | None = None, language: str = "en"):
+    def __init__(
+        self,
+        name: str,
+        passages: Sequence[Passage],
+        vectors: np.ndarray | None = None,
+        encoder: EncoderRecord | None = None,
+        language: str = "en",
+    ):
         self.name, self.held, self.language = name, list(passages), language
         self.vectors = None if vectors is None else np.asarray(vectors, dtype=np.float32)
         self.encoder = encoder
@@ -50,7 +56,7 @@ class MemoryIndex:
         self.frequency = Counter(term for doc in self.docs for term in doc)
 
     @classmethod
-    def copy_of(cls, name: str, folder) -> "MemoryIndex":
+    def copy_of(cls, name: str, folder) -> MemoryIndex:
         """An index folder's passages, vectors and encoder record (indexes.folder.FolderIndex), held in memory."""
         info = folder.info()
         vectors = folder.vector_index().verified_embeddings() if info.vectors else None
@@ -60,10 +66,14 @@ class MemoryIndex:
         return len(self.held)
 
     def info(self) -> BackendInfo:
-        return BackendInfo(location=f"memory index {self.name!r}", language=self.language,
-                           vectors=self.vectors is not None, encoder=self.encoder,
-                           max_df_refusal="a memory index ranks with every term: set retrieval.bm25_max_df to 0",
-                           summary={"language": self.language})
+        return BackendInfo(
+            location=f"memory index {self.name!r}",
+            language=self.language,
+            vectors=self.vectors is not None,
+            encoder=self.encoder,
+            max_df_refusal="a memory index ranks with every term: set retrieval.bm25_max_df to 0",
+            summary={"language": self.language},
+        )
 
     def text_search(self, questions: Sequence[str], k: int, max_df: float) -> list[list[SearchHit]]:
         if max_df:
@@ -113,8 +123,9 @@ def open_memory(location: str, config) -> MemoryIndex:
 @contextlib.contextmanager
 def registered(*indexes: MemoryIndex) -> Iterator[None]:
     """The memory store registered as a backend (its one registry line) while the block runs, `indexes` open."""
-    INDEX_BACKENDS.register("memory", Backend(open_memory, schemes=(SCHEME,), title="memory index",
-                                              example=f"{SCHEME}://NAME"))
+    INDEX_BACKENDS.register(
+        "memory", Backend(open_memory, schemes=(SCHEME,), title="memory index", example=f"{SCHEME}://NAME")
+    )
     OPEN.update({index.name: index for index in indexes})
     try:
         yield

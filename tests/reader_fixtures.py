@@ -19,8 +19,13 @@ def tiny_config(vocab_size: int, qa: bool = True):
     from transformers import BertConfig
 
     return BertConfig(
-        vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-        max_position_embeddings=512, architectures=["BertForQuestionAnswering" if qa else "BertModel"],
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        architectures=["BertForQuestionAnswering" if qa else "BertModel"],
     )
 
 

@@ -60,8 +60,11 @@ def memory_location(folder):
 def store(request, folder) -> tuple[str, str, SearchBackend]:
     """(backend name, location, the opened store)."""
     name = request.param
-    location = {"folder": lambda: str(folder.path), "es": lambda: request.getfixturevalue("es_location"),
-                "memory": lambda: request.getfixturevalue("memory_location")}[name]()
+    location = {
+        "folder": lambda: str(folder.path),
+        "es": lambda: request.getfixturevalue("es_location"),
+        "memory": lambda: request.getfixturevalue("memory_location"),
+    }[name]()
     return name, location, open_index(location, OdqaConfig.load(None, {"index": location}))
 
 
@@ -124,8 +127,9 @@ def test_article_passages_are_the_folder_store_s(store, folder):
     doc_ids = sorted({p.doc_id for p in folder.passages(range(0, 308, 29))})
     mine, theirs = store[2].article_passages(), folder.article_passages()
     for doc_id in doc_ids:
-        assert [(row, p.id) for row, p in mine.article(doc_id, 50)] == [(row, p.id) for row, p in
-                                                                         theirs.article(doc_id, 50)]
+        assert [(row, p.id) for row, p in mine.article(doc_id, 50)] == [
+            (row, p.id) for row, p in theirs.article(doc_id, 50)
+        ]
     assert mine.article("no-such-article", 5) == []
 
 
@@ -198,8 +202,16 @@ def test_a_fusion_method_registered_in_one_place_serves_every_store(store, best_
     from odqa.pipeline import Pipeline
 
     name, location, _ = store
-    config = OdqaConfig.load(None, {"index": location, "linker.enabled": False, "retrieval.fusion": best_scaled_fusion,
-                                    "retrieval.alpha": 0.7, "retrieval.candidates": 20})
+    config = OdqaConfig.load(
+        None,
+        {
+            "index": location,
+            "linker.enabled": False,
+            "retrieval.fusion": best_scaled_fusion,
+            "retrieval.alpha": 0.7,
+            "retrieval.candidates": 20,
+        },
+    )
     hybrid = Pipeline(config).retriever("hybrid")
     assert (hybrid.fusion.method, hybrid.fusion.weights) == (best_scaled_fusion, [0.7, pytest.approx(0.3)])
     dense = hybrid.dense.search(questions, 20, passages=False)

@@ -24,7 +24,9 @@ def _index(tmp_path, engine: str = "tantivy"):
     from odqa.indexing import IndexSpec, build_index
 
     corpus = tmp_path / "c.jsonl"
-    corpus.write_text("".join(json.dumps({"id": str(i), "title": t, "text": x}) + "\n" for i, (t, x) in enumerate(ROWS)))
+    corpus.write_text(
+        "".join(json.dumps({"id": str(i), "title": t, "text": x}) + "\n" for i, (t, x) in enumerate(ROWS))
+    )
     build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / engine), backends=["bm25"], bm25_engine=engine))
     return tmp_path / engine
 
@@ -45,7 +47,9 @@ def test_frequent_terms_are_left_out_and_the_rarest_kept(tmp_path):
     assert index.drop_frequent_terms(["river", "flow"], 0.5) == ["flow"]  # both frequent: the rarer stays
     assert index.drop_frequent_terms(["river", "salmon"], 0.0) == ["river", "salmon"]
     every = built_retriever(bundle, "bm25").search(["Which river has salmon runs, river river?"], 5)[0]
-    pruned = built_retriever(bundle, "bm25", bm25_max_df=0.5).search(["Which river has salmon runs, river river?"], 5)[0]
+    pruned = built_retriever(bundle, "bm25", bm25_max_df=0.5).search(["Which river has salmon runs, river river?"], 5)[
+        0
+    ]
     assert [h.passage.title for h in every][:2] == ["Fraser", "Thames"]  # "river" pulls the Thames up with every term
     assert [h.passage.title for h in pruned] == ["Fraser"]  # only the passage with the rare terms matches
     assert built_retriever(bundle, "bm25").max_df == built_retriever(bundle, "bm25", bm25_max_df=0.0).max_df == 0.0

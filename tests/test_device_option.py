@@ -31,8 +31,10 @@ def test_the_config_key_is_checked_when_loaded(tmp_path):
     assert OdqaConfig.load(overrides={"device": "cuda:1"}).device == "cuda:1"
 
 
-@pytest.mark.parametrize("command", [["ask", "Who discovered penicillin?"], ["search", "penicillin"],
-                                     ["eval-reader", "--data", "missing.json"]])
+@pytest.mark.parametrize(
+    "command",
+    [["ask", "Who discovered penicillin?"], ["search", "penicillin"], ["eval-reader", "--data", "missing.json"]],
+)
 def test_an_unknown_device_is_one_line_before_any_work(command, capsys, monkeypatch):
     opened = []
     monkeypatch.setattr("odqa.retriever.registry.open_index", lambda *a, **k: opened.append(a))

@@ -10,17 +10,23 @@ import torch
 from odqa.cli import main
 from odqa.core.encoder import TextEncoder
 from odqa.core.errors import OdqaError
+from odqa.indexes.folder import FolderIndex
 from odqa.indexing import IndexSpec, build_index
 from odqa.retriever.distill_encoder import RecallCheck, distill_passage_encoder, keep_layers, sample_passages
-from odqa.indexes.folder import FolderIndex
 from odqa.retriever.probe_loss import probe_weighted_loss, question_second_moment
 from odqa.retriever.train_config import EncoderDistillConfig
 from tests.retrievers import built_retriever
 
 TOPICS = ["rivers", "volcanoes", "painters", "chemistry", "football", "railways", "opera", "bridges"]
-DOCS = [{"id": str(i), "title": f"{TOPICS[i % 8].title()} {i}",
-         "text": f"Passage {i} is about {TOPICS[i % 8]}: {TOPICS[(i * 3) % 8]} and {TOPICS[(i * 5) % 8]} come up "
-                 f"too, in a text of about twenty words numbered {i}."} for i in range(48)]
+DOCS = [
+    {
+        "id": str(i),
+        "title": f"{TOPICS[i % 8].title()} {i}",
+        "text": f"Passage {i} is about {TOPICS[i % 8]}: {TOPICS[(i * 3) % 8]} and {TOPICS[(i * 5) % 8]} come up "
+        f"too, in a text of about twenty words numbered {i}.",
+    }
+    for i in range(48)
+]
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +47,22 @@ def test_keep_layers_keeps_the_named_blocks_in_order_and_refuses_others():
 
 
 def torch_equal(a, b) -> bool:
-    return all(np.array_equal(x.detach().numpy(), y.detach().numpy())
-               for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    return all(
+        np.array_equal(x.detach().numpy(), y.detach().numpy())
+        for x, y in zip(a.state_dict().values(), b.state_dict().values())
+    )
 
 
 def test_sample_leaves_out_the_excluded_articles(store_index, tmp_path):
     squad = tmp_path / "dev.json"
-    squad.write_text(json.dumps({"version": "1.1", "data": [
-        {"title": "Rivers_0", "paragraphs": []}, {"title": "Opera 6", "paragraphs": []}]}))
+    squad.write_text(
+        json.dumps(
+            {
+                "version": "1.1",
+                "data": [{"title": "Rivers_0", "paragraphs": []}, {"title": "Opera 6", "paragraphs": []}],
+            }
+        )
+    )
     drawn = sample_passages(store_index, 100, [squad], seed=3)
     titles = {title for title, _ in drawn}
     assert len(drawn) == len(DOCS) - 2 and "Rivers 0" not in titles and "Opera 6" not in titles
@@ -58,8 +72,19 @@ def test_sample_leaves_out_the_excluded_articles(store_index, tmp_path):
 
 def test_distilled_student_moves_towards_the_teacher_and_serves_an_index(store_index, tmp_path):
     out = tmp_path / "student"
-    cfg = EncoderDistillConfig(index=str(store_index), output_dir=str(out), passages=32, holdout=8, batch_size=8,
-                               max_steps=12, max_length=48, lr=2e-4, warmup=0.0, save_every=6, progress=False)
+    cfg = EncoderDistillConfig(
+        index=str(store_index),
+        output_dir=str(out),
+        passages=32,
+        holdout=8,
+        batch_size=8,
+        max_steps=12,
+        max_length=48,
+        lr=2e-4,
+        warmup=0.0,
+        save_every=6,
+        progress=False,
+    )
     final = distill_passage_encoder(cfg)
     history = [json.loads(line) for line in (out / "val_history.jsonl").read_text().splitlines()]
     assert [h["step"] for h in history] == [0, 12]
@@ -72,8 +97,9 @@ def test_distilled_student_moves_towards_the_teacher_and_serves_an_index(store_i
     # an index built by the student is searched with the teacher's question vectors
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(d) + "\n" for d in DOCS[:10]))
-    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "dense"), backends=["dense"], encoder=str(final),
-                          device="cpu"))  # no --query-encoder: the student names its teacher
+    build_index(
+        IndexSpec(corpus=str(corpus), out=str(tmp_path / "dense"), backends=["dense"], encoder=str(final), device="cpu")
+    )  # no --query-encoder: the student names its teacher
     dense = built_retriever(FolderIndex.open(tmp_path / "dense"), "dense", device="cpu")
     assert dense.encoder.name == "retriever"
     manifest = json.loads((tmp_path / "dense" / "dense" / "manifest.json").read_text())
@@ -87,18 +113,45 @@ def test_distilled_student_moves_towards_the_teacher_and_serves_an_index(store_i
     assert [h["step"] for h in history] == [0, 12, 14]
 
     # --init goes on training the first student (its 3 layers, not a new cut of the teacher's)
-    again = EncoderDistillConfig(**{**cfg.to_dict(), "output_dir": str(tmp_path / "again"), "init": str(final),
-                                    "layers": [1, 2], "max_steps": 4, "seed": 7})
+    again = EncoderDistillConfig(
+        **{
+            **cfg.to_dict(),
+            "output_dir": str(tmp_path / "again"),
+            "init": str(final),
+            "layers": [1, 2],
+            "max_steps": 4,
+            "seed": 7,
+        }
+    )
     second = distill_passage_encoder(again)
     history = [json.loads(line) for line in (tmp_path / "again" / "val_history.jsonl").read_text().splitlines()]
-    assert history[0]["cosine_mean"] > json.loads((out / "val_history.jsonl").read_text().splitlines()[0])["cosine_mean"]
+    assert (
+        history[0]["cosine_mean"] > json.loads((out / "val_history.jsonl").read_text().splitlines()[0])["cosine_mean"]
+    )
     assert TextEncoder.from_pretrained(str(second), device="cpu").model.config.num_hidden_layers == 3
     assert json.loads((second / "retriever_info.json").read_text())["layers"] == [0, 4, 5]
 
 
 def test_distill_command_names_a_bad_layer_in_one_line(store_index, tmp_path, capsys):
-    code = main(["distill-encoder", "--index", str(store_index), "--output", str(tmp_path / "s"),
-                 "--layers", "0", "9", "--passages", "16", "--holdout", "0", "--batch-size", "8", "--no-progress"])
+    code = main(
+        [
+            "distill-encoder",
+            "--index",
+            str(store_index),
+            "--output",
+            str(tmp_path / "s"),
+            "--layers",
+            "0",
+            "9",
+            "--passages",
+            "16",
+            "--holdout",
+            "0",
+            "--batch-size",
+            "8",
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "--layers 0 9" in err[0]
 
@@ -159,9 +212,19 @@ def test_a_damaged_index_folder_is_named_not_read_as_a_corpus(store_index, tmp_p
 
 def test_recall_check_ranks_gold_paragraphs_among_distractors(tmp_path):
     squad = tmp_path / "tuning-dev.json"
-    paragraphs = [{"context": d["text"], "qas": [{"id": d["id"], "question": f"Which passage is numbered {d['id']}?",
-                                                  "answers": [{"text": d["id"], "answer_start": 0}]}]}
-                  for d in DOCS[:6]]
+    paragraphs = [
+        {
+            "context": d["text"],
+            "qas": [
+                {
+                    "id": d["id"],
+                    "question": f"Which passage is numbered {d['id']}?",
+                    "answers": [{"text": d["id"], "answer_start": 0}],
+                }
+            ],
+        }
+        for d in DOCS[:6]
+    ]
     squad.write_text(json.dumps({"version": "1.1", "data": [{"title": "Numbers", "paragraphs": paragraphs}]}))
     teacher = TextEncoder.from_pretrained("retriever", device="cpu").eval()
     check = RecallCheck(teacher, squad, [(d["title"], d["text"]) for d in DOCS[6:30]], max_length=48)
@@ -183,13 +246,60 @@ def test_distill_command_takes_probe_questions_and_reports_recall(tmp_path, caps
     probes = tmp_path / "probes.jsonl"
     probes.write_text("".join(json.dumps({"question": f"What is said about {t}?"}) + "\n" for t in TOPICS))
     squad = tmp_path / "tuning-dev.json"
-    squad.write_text(json.dumps({"version": "1.1", "data": [{"title": "Numbers", "paragraphs": [
-        {"context": DOCS[0]["text"], "qas": [{"id": "q", "question": "What is passage 0 about?",
-                                              "answers": [{"text": "rivers", "answer_start": 0}]}]}]}]}))
-    code = main(["distill-encoder", "--index", str(corpus), "--output", str(tmp_path / "s"), "--layers", "0", "5",
-                 "--passages", "16", "--holdout", "8", "--batch-size", "8", "--max-steps", "2", "--max-length", "48",
-                 "--questions", str(probes), "--question-weight", "0.5", "--recall-eval", str(squad), "--no-progress",
-                 "--json"])
+    squad.write_text(
+        json.dumps(
+            {
+                "version": "1.1",
+                "data": [
+                    {
+                        "title": "Numbers",
+                        "paragraphs": [
+                            {
+                                "context": DOCS[0]["text"],
+                                "qas": [
+                                    {
+                                        "id": "q",
+                                        "question": "What is passage 0 about?",
+                                        "answers": [{"text": "rivers", "answer_start": 0}],
+                                    }
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            }
+        )
+    )
+    code = main(
+        [
+            "distill-encoder",
+            "--index",
+            str(corpus),
+            "--output",
+            str(tmp_path / "s"),
+            "--layers",
+            "0",
+            "5",
+            "--passages",
+            "16",
+            "--holdout",
+            "8",
+            "--batch-size",
+            "8",
+            "--max-steps",
+            "2",
+            "--max-length",
+            "48",
+            "--questions",
+            str(probes),
+            "--question-weight",
+            "0.5",
+            "--recall-eval",
+            str(squad),
+            "--no-progress",
+            "--json",
+        ]
+    )
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0 and last["steps"] == 2
     assert set(last["heldout"]["recall"]["student"]) == {"recall@1", "recall@5", "recall@20"}

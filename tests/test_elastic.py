@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from odqa.indexes.elastic import ElasticIndex, ElasticPassageIndex
-from odqa.indexes.elastic_bulk import BulkOptions, load_passages
-from odqa.linker.elastic import load_entities
 from odqa.config import ElasticConfig
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.models import DEFAULT_ENCODER
 from odqa.demo_corpus import DEMO_QUESTIONS
+from odqa.indexes.elastic import ElasticIndex, ElasticPassageIndex
+from odqa.indexes.elastic_bulk import BulkOptions, load_passages
+from odqa.linker.elastic import load_entities
 from tests.answer_checks import assert_answer_read_from
 from tests.es_server import NoidaServer, free_port, start_or_skip
 from tests.retrievers import built_retriever
@@ -52,7 +52,9 @@ def demo_bundle() -> Path:
 @pytest.fixture(scope="session")
 def demo_es(es_server, demo_bundle) -> ElasticIndex:
     index = ElasticIndex.open(_config(es_server.url, "odqa-test-demo"))
-    report = load_passages(index, demo_bundle, recreate=True, replicas=0, options=BulkOptions(chunk_size=100, progress=False))
+    report = load_passages(
+        index, demo_bundle, recreate=True, replicas=0, options=BulkOptions(chunk_size=100, progress=False)
+    )
     assert report.created == report.total == report.count and report.failed == 0
     return index
 
@@ -167,7 +169,9 @@ def test_lost_mid_build_stops_with_last_committed_id_then_resumes(tmp_path, demo
             if len(committed) == 2:
                 server.stop()
 
-        options = BulkOptions(chunk_size=50, max_retries=2, initial_backoff=0.05, progress=False, on_chunk=kill_after_two_chunks)
+        options = BulkOptions(
+            chunk_size=50, max_retries=2, initial_backoff=0.05, progress=False, on_chunk=kill_after_two_chunks
+        )
         with pytest.raises(OdqaError) as info:
             load_passages(index, demo_bundle, replicas=0, options=options)
         message = str(info.value)
@@ -195,8 +199,16 @@ class _RejectingClient:
         n, self._state["reject"] = self._state["reject"], 0
         pairs = [operations[i : i + 2] for i in range(0, len(operations), 2)]
         rejected, passed = pairs[:n], pairs[n:]
-        items = [{"create": {"_id": op[0]["create"]["_id"], "status": 429,
-                             "error": {"type": "es_rejected_execution_exception", "reason": "queue full"}}} for op in rejected]
+        items = [
+            {
+                "create": {
+                    "_id": op[0]["create"]["_id"],
+                    "status": 429,
+                    "error": {"type": "es_rejected_execution_exception", "reason": "queue full"},
+                }
+            }
+            for op in rejected
+        ]
         if passed:
             items += self._client.bulk(operations=[x for pair in passed for x in pair])["items"]
         return {"errors": bool(rejected), "items": items}
@@ -208,8 +220,13 @@ class _RejectingClient:
 def test_bulk_rejections_are_retried_counted_and_reported(es_server, demo_bundle):
     index = ElasticIndex.open(_config(es_server.url, "odqa-test-reject"))
     index.client = _RejectingClient(index.client, {"reject": 7})
-    report = load_passages(index, demo_bundle, recreate=True, replicas=0,
-                           options=BulkOptions(chunk_size=100, initial_backoff=0.01, progress=False))
+    report = load_passages(
+        index,
+        demo_bundle,
+        recreate=True,
+        replicas=0,
+        options=BulkOptions(chunk_size=100, initial_backoff=0.01, progress=False),
+    )
     assert report.rejected == 7 and report.failed == 0
     assert report.created == 308 and report.count == 308
     assert "7 rejections" in report.summary()
@@ -234,7 +251,10 @@ class _ForgetfulClient:
         lost = [pair for pair in pairs if dropping and pair[1]["row"] in self._state["drop"]]
         kept = [pair for pair in pairs if pair not in lost]
         items = self._client.bulk(operations=[x for pair in kept for x in pair])["items"] if kept else []
-        return {"errors": False, "items": items + [{"create": {"_id": p[0]["create"]["_id"], "status": 201}} for p in lost]}
+        return {
+            "errors": False,
+            "items": items + [{"create": {"_id": p[0]["create"]["_id"], "status": 201}} for p in lost],
+        }
 
     def __getattr__(self, name):
         return getattr(self._client, name)
@@ -243,8 +263,14 @@ class _ForgetfulClient:
 def test_documents_lost_after_acknowledgement_are_sent_again(es_server, demo_bundle):
     index = ElasticIndex.open(_config(es_server.url, "odqa-test-lost"))
     index.client = _ForgetfulClient(index.client, {"drop": set(range(120, 180)) | {307}, "times": 4})
-    report = load_passages(index, demo_bundle, recreate=True, replicas=0, with_vectors=False,
-                           options=BulkOptions(chunk_size=100, progress=False))
+    report = load_passages(
+        index,
+        demo_bundle,
+        recreate=True,
+        replicas=0,
+        with_vectors=False,
+        options=BulkOptions(chunk_size=100, progress=False),
+    )
     assert report.resent == 61 and report.count == report.total == 308
 
 
@@ -252,8 +278,14 @@ def test_documents_still_missing_fail_the_load_with_the_numbers(es_server, demo_
     index = ElasticIndex.open(_config(es_server.url, "odqa-test-lost2"))
     index.client = _ForgetfulClient(index.client, {"drop": set(range(10, 18)), "times": 10**6})
     with pytest.raises(OdqaError, match=r"holds 300 of 308 documents after the load \(8 missing ones sent again"):
-        load_passages(index, demo_bundle, recreate=True, replicas=0, with_vectors=False,
-                      options=BulkOptions(chunk_size=100, progress=False))
+        load_passages(
+            index,
+            demo_bundle,
+            recreate=True,
+            replicas=0,
+            with_vectors=False,
+            options=BulkOptions(chunk_size=100, progress=False),
+        )
 
 
 class _Unauthorized(http.server.BaseHTTPRequestHandler):
@@ -261,9 +293,16 @@ class _Unauthorized(http.server.BaseHTTPRequestHandler):
 
     def _answer(self):
         type(self).seen.append(self.headers.get("Authorization", ""))
-        body = json.dumps({"error": {"type": "security_exception", "reason": "unable to authenticate user for REST request [/]",
-                                     "root_cause": [{"type": "security_exception", "reason": "unable to authenticate"}]},
-                           "status": 401}).encode()
+        body = json.dumps(
+            {
+                "error": {
+                    "type": "security_exception",
+                    "reason": "unable to authenticate user for REST request [/]",
+                    "root_cause": [{"type": "security_exception", "reason": "unable to authenticate"}],
+                },
+                "status": 401,
+            }
+        ).encode()
         self.send_response(401)
         self.send_header("Content-Type", "application/json")
         self.send_header("X-Elastic-Product", "Elasticsearch")
@@ -299,7 +338,16 @@ def test_auth_failure_is_clear_and_never_shows_credentials(unauthorized_server, 
     caplog.set_level(logging.DEBUG)
     runs = [
         ["es-search", "--hosts", f"http://{unauthorized_server}", "--username", "elastic", "who"],
-        ["es-search", "--hosts", f"http://{unauthorized_server}", "--config", str(config), "--retriever", "dense", "who"],
+        [
+            "es-search",
+            "--hosts",
+            f"http://{unauthorized_server}",
+            "--config",
+            str(config),
+            "--retriever",
+            "dense",
+            "who",
+        ],
         ["es-index", "--index", str(tmp_path), "--hosts", f"http://elastic:{url_password}@{unauthorized_server}"],
     ]
     for argv in runs:
@@ -314,8 +362,8 @@ def test_auth_failure_is_clear_and_never_shows_credentials(unauthorized_server, 
 
 
 def test_entity_index_from_the_demo_kb(es_server):
-    from odqa.linker.kb import KnowledgeBase
     from odqa.demo_corpus import demo_kb_path
+    from odqa.linker.kb import KnowledgeBase
 
     path = demo_kb_path(quiet=True)
     kb = KnowledgeBase.load(path)
@@ -331,8 +379,23 @@ def test_cli_es_index_and_es_search(es_server, demo_bundle, capsys):
     from odqa.cli import main
 
     base = ["--hosts", es_server.url, "--index-name", "odqa-test-cli"]
-    assert main(["es-index", "--index", str(demo_bundle), *base, "--replicas", "0", "--no-vectors",
-                 "--recreate", "--no-progress", "--json"]) == 0
+    assert (
+        main(
+            [
+                "es-index",
+                "--index",
+                str(demo_bundle),
+                *base,
+                "--replicas",
+                "0",
+                "--no-vectors",
+                "--recreate",
+                "--no-progress",
+                "--json",
+            ]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["created"] == 308 and report["count"] == 308
     assert main(["es-search", *base, "--k", "3", "--json", "In which city was Albert Einstein born?"]) == 0
@@ -392,14 +455,35 @@ def test_ask_and_eval_qa_on_an_elastic_index(demo_es, es_server, demo_bundle, ca
         answers[name] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     # which city the reader picks is the reader's call, not the index's: the Elasticsearch passages reach the
     # reader, and it answers from them what it answers from the same corpus in an index folder
-    assert answers["es"]["passages"][0]["title"] == "Albert Einstein" and answers["es"]["passages"][0]["source"] == "hybrid"
+    assert (
+        answers["es"]["passages"][0]["title"] == "Albert Einstein"
+        and answers["es"]["passages"][0]["source"] == "hybrid"
+    )
     picked = {name: [(a["text"], a["title"]) for a in a_["answers"]] for name, a_ in answers.items()}
     assert picked["es"] and picked["es"][0] in picked["folder"], picked
 
     runs = {}
     for name, index in (("es", location), ("folder", str(demo_bundle))):
-        assert main(["eval-qa", "--index", index, "--no-linker", "--questions", str(DEMO_QUESTIONS), "--limit", "20",
-                     "--k", "5", "--recall-k", "5", "--json"]) == 0
+        assert (
+            main(
+                [
+                    "eval-qa",
+                    "--index",
+                    index,
+                    "--no-linker",
+                    "--questions",
+                    str(DEMO_QUESTIONS),
+                    "--limit",
+                    "20",
+                    "--k",
+                    "5",
+                    "--recall-k",
+                    "5",
+                    "--json",
+                ]
+            )
+            == 0
+        )
         runs[name] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert runs["es"]["questions"] == 20 and abs(runs["es"]["em"] - runs["folder"]["em"]) <= 10.0, runs
     assert abs(runs["es"]["recall@5"] - runs["folder"]["recall@5"]) <= 10.0, runs
@@ -409,13 +493,53 @@ def test_eval_retrieval_on_an_elastic_index(demo_es, es_server, capsys):
     from odqa.cli import main
 
     location = _location(es_server, demo_es)
-    assert main(["eval-retrieval", "--index", location, "--retriever", "bm25", "--questions", str(DEMO_QUESTIONS),
-                 "--limit", "40", "--batch-size", "8", "--k", "1", "5", "20", "--json"]) == 0
+    assert (
+        main(
+            [
+                "eval-retrieval",
+                "--index",
+                location,
+                "--retriever",
+                "bm25",
+                "--questions",
+                str(DEMO_QUESTIONS),
+                "--limit",
+                "40",
+                "--batch-size",
+                "8",
+                "--k",
+                "1",
+                "5",
+                "20",
+                "--json",
+            ]
+        )
+        == 0
+    )
     metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert metrics["questions"] == 40 and metrics["recall@20"] >= metrics["recall@5"] >= metrics["recall@1"]
     assert metrics["recall@20"] > 50
-    assert main(["eval-retrieval", "--index", location, "--fusion", "es-rrf", "--questions", str(DEMO_QUESTIONS),
-                 "--k", "5", "--limit", "10", "--batch-size", "5", "--json"]) == 0
+    assert (
+        main(
+            [
+                "eval-retrieval",
+                "--index",
+                location,
+                "--fusion",
+                "es-rrf",
+                "--questions",
+                str(DEMO_QUESTIONS),
+                "--k",
+                "5",
+                "--limit",
+                "10",
+                "--batch-size",
+                "5",
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["questions"] == 10
 
 
@@ -468,8 +592,12 @@ def test_entity_bonus_on_an_elastic_index_ranks_as_on_the_folder_index(demo_es, 
     from odqa.pipeline import Pipeline
 
     questions = [item.question for item in demo_items[:40]]
-    settings = {"linker.kb": str(demo_kb_path(quiet=True)), "retrieval.retriever": "dense", "retrieval.k": 10,
-                "retrieval.entity_bonus": 1.0}
+    settings = {
+        "linker.kb": str(demo_kb_path(quiet=True)),
+        "retrieval.retriever": "dense",
+        "retrieval.k": 10,
+        "retrieval.entity_bonus": 1.0,
+    }
     plain, fused = {}, {}
     for name, location in (("folder", str(demo_bundle)), ("es", _location(es_server, demo_es))):
         pipeline = Pipeline(OdqaConfig.load(None, {**settings, "index": location}))
@@ -478,15 +606,20 @@ def test_entity_bonus_on_an_elastic_index_ranks_as_on_the_folder_index(demo_es, 
     for question, folder, es in zip(questions, fused["folder"], fused["es"]):
         _assert_same_ranking_up_to_ties(es, folder, question)
     # the bonus did act on Elasticsearch: lists reordered, and passages the retriever missed brought in
-    changed = [q for q, before, after in zip(questions, plain["es"], fused["es"])
-               if [h.row for h in before] != [h.row for h in after]]
+    changed = [
+        q
+        for q, before, after in zip(questions, plain["es"], fused["es"])
+        if [h.row for h in before] != [h.row for h in after]
+    ]
     assert len(changed) >= 3, changed
     assert any(h.source == "entity" for hits in fused["es"] for h in hits)
 
 
 def test_bm25_max_df_is_refused_in_one_line_for_elasticsearch(es_backend):
     assert built_retriever(es_backend, "bm25", bm25_max_df=0.0).search(["Who wrote Hamlet?"], 1)[0]
-    for make in (lambda: built_retriever(es_backend, "bm25", bm25_max_df=0.1),
-                 lambda: built_retriever(es_backend, "hybrid", bm25_max_df=0.1)):
+    for make in (
+        lambda: built_retriever(es_backend, "bm25", bm25_max_df=0.1),
+        lambda: built_retriever(es_backend, "hybrid", bm25_max_df=0.1),
+    ):
         with pytest.raises(OdqaError, match="bm25_max_df.*Elasticsearch"):
             make()

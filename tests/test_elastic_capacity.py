@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 import odqa.indexes.elastic_capacity as capacity
+from odqa.config import ElasticConfig
 from odqa.indexes.elastic import ElasticIndex, mapping
 from odqa.indexes.elastic_bulk import BulkOptions, load_passages
 from odqa.indexes.elastic_capacity import SHARD_TARGET_GB, node_memory_gb, plan_elastic
-from odqa.config import ElasticConfig
 from tests.es_server import NoidaServer, start_or_skip
 
 
@@ -48,8 +48,15 @@ def test_es_index_creates_the_planned_index(tmp_path, monkeypatch):
     try:
         monkeypatch.setattr(capacity, "INT8_FROM_PASSAGES", 100)  # the demo's 308 passages count as large
         index = ElasticIndex.open(ElasticConfig(hosts=server.url, index_name="odqa-plan"))
-        report = load_passages(index, demo_index_path(quiet=True), recreate=True, replicas=0, shards=None,
-                               knn_type=None, options=BulkOptions(chunk_size=200, progress=False))
+        report = load_passages(
+            index,
+            demo_index_path(quiet=True),
+            recreate=True,
+            replicas=0,
+            shards=None,
+            knn_type=None,
+            options=BulkOptions(chunk_size=200, progress=False),
+        )
         assert report.failed == 0 and report.count == report.total
         found = index.client.indices.get_mapping(index="odqa-plan")["odqa-plan"]["mappings"]
         assert found["properties"]["vector"]["index_options"]["type"] == "int8_hnsw"

@@ -6,9 +6,11 @@ from odqa.core.device import autocast_for
 from odqa.core.encoder import TextEncoder
 from odqa.core.errors import OdqaError
 
-TEXTS = ["Ada Lovelace | She wrote the first published algorithm for Babbage's Analytical Engine.",
-         "Mount Fuji | The highest mountain in Japan is an active stratovolcano.",
-         "who wrote the first algorithm"]
+TEXTS = [
+    "Ada Lovelace | She wrote the first published algorithm for Babbage's Analytical Engine.",
+    "Mount Fuji | The highest mountain in Japan is an active stratovolcano.",
+    "who wrote the first algorithm",
+]
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +40,12 @@ def test_bf16_vectors_keep_the_fp32_ranking(encoder):
 
 def test_batches_are_formed_by_token_count_so_padding_stays_small(encoder, monkeypatch):
     # characters and tokens disagree: digits cost a token each, a long word few
-    texts = ["1 2 3 4 5 6 7 8 9 10 11 12 13", "Photosynthesis", "Extraordinarily photosynthetic chlorophyll",
-             "a b c d e f g h i j k l m n o p"]
+    texts = [
+        "1 2 3 4 5 6 7 8 9 10 11 12 13",
+        "Photosynthesis",
+        "Extraordinarily photosynthetic chlorophyll",
+        "a b c d e f g h i j k l m n o p",
+    ]
     counts = encoder.token_counts(texts)
     widths = []
     padded = encoder.token_arrays
@@ -77,10 +83,12 @@ def test_unknown_precision_is_refused():
 def test_the_shipped_fine_tuned_retriever_ranks_the_answer_passage_first():
     encoder = TextEncoder.from_pretrained("retriever", device="cpu")
     question = encoder.encode(["who discovered penicillin"])
-    passages = encoder.encode([
-        "Penicillin. Penicillin was discovered in 1928 by the Scottish scientist Alexander Fleming.",
-        "Eiffel Tower. The tower was built for the 1889 World's Fair in Paris.",
-    ])
+    passages = encoder.encode(
+        [
+            "Penicillin. Penicillin was discovered in 1928 by the Scottish scientist Alexander Fleming.",
+            "Eiffel Tower. The tower was built for the 1889 World's Fair in Paris.",
+        ]
+    )
     assert question.shape == (1, 384) and np.allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-3)
     scores = (question @ passages.T)[0]
     assert scores[0] > scores[1] + 0.2, scores

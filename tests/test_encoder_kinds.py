@@ -9,21 +9,28 @@ import numpy as np
 import pytest
 import torch
 
+from odqa.core.encoder import TextEncoder
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.models import resolve_model
-from odqa.core.encoder import TextEncoder
 from tests.retrievers import built_retriever
 
 QUESTIONS = ["who discovered penicillin", "where is mount fuji"]
-PASSAGES = [("Penicillin", "Alexander Fleming discovered penicillin in 1928."),
-            ("Mount Fuji", "The highest mountain in Japan is an active stratovolcano.")]
+PASSAGES = [
+    ("Penicillin", "Alexander Fleming discovered penicillin in 1928."),
+    ("Mount Fuji", "The highest mountain in Japan is an active stratovolcano."),
+]
 
 
 def _tiny_bert_config(**extra):
-    from transformers import BertConfig
-
-    return dict(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                intermediate_size=37, max_position_embeddings=128, **extra)
+    return dict(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=37,
+        max_position_embeddings=128,
+        **extra,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -114,8 +121,9 @@ def test_plain_model_pooling_and_similarity(plain_model, tokenizer):
     model = AutoModel.from_pretrained(str(plain_model)).eval()
     with torch.no_grad():
         hidden = model(**tokenizer(QUESTIONS[:1], return_tensors="pt")).last_hidden_state[0]
-    cls_dot = TextEncoder.from_pretrained(str(plain_model), device="cpu", precision="fp32", pooling="cls",
-                                          similarity="dot")
+    cls_dot = TextEncoder.from_pretrained(
+        str(plain_model), device="cpu", precision="fp32", pooling="cls", similarity="dot"
+    )
     assert np.allclose(cls_dot.encode(QUESTIONS[:1])[0], hidden[0].numpy(), atol=1e-5)
     mean_cos = TextEncoder.from_pretrained(str(plain_model), device="cpu", precision="fp32")
     mean = hidden.mean(0).numpy()
@@ -125,16 +133,25 @@ def test_plain_model_pooling_and_similarity(plain_model, tokenizer):
 
 
 def test_index_with_a_dpr_pair_records_and_uses_the_question_encoder(dpr_pair, st_folder, tmp_path):
-    from odqa.indexing import IndexSpec, build_index
     from odqa.indexes.folder import FolderIndex
+    from odqa.indexing import IndexSpec, build_index
 
     question_path, ctx_path = dpr_pair
     corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"id": str(i), "title": t, "text": x}) + "\n"
-                              for i, (t, x) in enumerate(PASSAGES)))
+    corpus.write_text(
+        "".join(json.dumps({"id": str(i), "title": t, "text": x}) + "\n" for i, (t, x) in enumerate(PASSAGES))
+    )
     out = tmp_path / "index"
-    build_index(IndexSpec(corpus=str(corpus), out=str(out), backends=["dense"], encoder=str(ctx_path),
-                          query_encoder=str(question_path), device="cpu"))
+    build_index(
+        IndexSpec(
+            corpus=str(corpus),
+            out=str(out),
+            backends=["dense"],
+            encoder=str(ctx_path),
+            query_encoder=str(question_path),
+            device="cpu",
+        )
+    )
     manifest = json.loads((out / "dense" / "manifest.json").read_text())
     assert manifest["encoder"] == str(ctx_path) and manifest["params"]["query_encoder"] == str(question_path)
     assert manifest["params"]["encoder_settings"]["similarity"] == "dot"
@@ -142,8 +159,10 @@ def test_index_with_a_dpr_pair_records_and_uses_the_question_encoder(dpr_pair, s
     dense = built_retriever(bundle, "dense", device="cpu")
     assert dense.encoder.name == str(question_path) and dense.encoder.kind == "dpr"
     hits = dense.search(QUESTIONS, 2)
-    expected = dense.encoder.encode(QUESTIONS) @ np.asarray(
-        TextEncoder.from_pretrained(str(ctx_path), device="cpu").encode_passages(PASSAGES)).T
+    expected = (
+        dense.encoder.encode(QUESTIONS)
+        @ np.asarray(TextEncoder.from_pretrained(str(ctx_path), device="cpu").encode_passages(PASSAGES)).T
+    )
     assert np.allclose([h.score for h in hits[0]], sorted(expected[0], reverse=True), atol=1e-2)
     # any question encoder of the same dimension may be named as such; as --encoder it must be the index's
     assert built_retriever(bundle, "dense", query_encoder=str(ctx_path), device="cpu").encoder.name == str(ctx_path)

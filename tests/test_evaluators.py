@@ -34,14 +34,21 @@ def test_retrieval_evaluator_gives_evaluate_retrievals_figures_and_a_named_run(t
     assert set(first["hits"][0]) == {"passage_id", "score", "holds_answer", "in_gold_paragraph"}
     rows = read_run(tmp_path / "run.jsonl")
     assert all(isinstance(h, RunHit) for row in rows for h in row["hits"])
-    assert {k: summarize_run(rows, [1, 5])[k] for k in ("recall@1", "recall@5", "mrr")} == \
-        {k: metrics[k] for k in ("recall@1", "recall@5", "mrr")}
+    assert {k: summarize_run(rows, [1, 5])[k] for k in ("recall@1", "recall@5", "mrr")} == {
+        k: metrics[k] for k in ("recall@1", "recall@5", "mrr")
+    }
 
 
 def test_a_run_written_with_positional_hits_reads_and_merges_the_same(tmp_path):
-    named = {"id": "q1", "question": "who?", "gold": False,
-             "hits": [{"passage_id": "p2", "score": 3.0, "holds_answer": False, "in_gold_paragraph": False},
-                      {"passage_id": "p7", "score": 1.5, "holds_answer": True, "in_gold_paragraph": False}]}
+    named = {
+        "id": "q1",
+        "question": "who?",
+        "gold": False,
+        "hits": [
+            {"passage_id": "p2", "score": 3.0, "holds_answer": False, "in_gold_paragraph": False},
+            {"passage_id": "p7", "score": 1.5, "holds_answer": True, "in_gold_paragraph": False},
+        ],
+    }
     positional = {"id": "q1", "question": "who?", "hits": [["p7", 2.5, True, False], ["p9", 0.5, False, False]]}
     (tmp_path / "a.jsonl").write_text(json.dumps(named) + "\n")
     (tmp_path / "b.jsonl").write_text(json.dumps(positional) + "\n")

@@ -1,7 +1,7 @@
 import pytest
 
-from odqa.core.types import Passage, SearchHit
 from odqa.core.fusion import minmax_fuse, rrf_fuse
+from odqa.core.types import Passage, SearchHit
 
 
 def hits(*pairs):

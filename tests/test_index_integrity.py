@@ -10,17 +10,20 @@ import sys
 import numpy as np
 import pytest
 
-from odqa.indexes.integrity import build_lock, recover_swap
-from odqa.corpus import iter_passages
 from odqa.core.errors import DataFormatError, IndexMismatchError, OdqaError
-from odqa.indexing import IndexSpec, build_index
+from odqa.corpus import iter_passages
 from odqa.indexes.folder import FolderIndex
+from odqa.indexes.integrity import build_lock, recover_swap
+from odqa.indexing import IndexSpec, build_index
 from tests.retrievers import built_retriever
 
-DOCS = [{"id": str(i), "title": f"Doc {i}", "text": f"Document number {i} talks about topic {i} and nothing else."}
-        for i in range(7)]
-OTHER = [{"id": f"o{i}", "title": f"Other {i}", "text": f"Another text {i} about rivers and mountains."}
-         for i in range(7)]
+DOCS = [
+    {"id": str(i), "title": f"Doc {i}", "text": f"Document number {i} talks about topic {i} and nothing else."}
+    for i in range(7)
+]
+OTHER = [
+    {"id": f"o{i}", "title": f"Other {i}", "text": f"Another text {i} about rivers and mountains."} for i in range(7)
+]
 
 
 def write_corpus(path, docs):
@@ -52,8 +55,11 @@ def test_a_passage_store_from_another_index_is_refused(corpus, tmp_path):
 def test_embeddings_from_another_index_or_with_fewer_rows_are_refused(corpus, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     build_index(IndexSpec(corpus=str(corpus), out=str(a), backends=["dense"], encoder="minilm"))
-    build_index(IndexSpec(corpus=str(write_corpus(tmp_path / "o.jsonl", OTHER)), out=str(b), backends=["dense"],
-                          encoder="minilm"))
+    build_index(
+        IndexSpec(
+            corpus=str(write_corpus(tmp_path / "o.jsonl", OTHER)), out=str(b), backends=["dense"], encoder="minilm"
+        )
+    )
     good = np.load(a / "dense" / "embeddings.npy")
     shutil.copy(b / "dense" / "embeddings.npy", a / "dense" / "embeddings.npy")  # same shape, other vectors
     with pytest.raises(IndexMismatchError, match="dense"):
@@ -82,8 +88,10 @@ def test_verify_index_command(corpus, tmp_path, capsys):
 
 # ---- 2 and 12: the swap ------------------------------------------------------------------------------
 def _crash_build(corpus, out, stage):
-    code = ("import sys; from odqa.indexing import IndexSpec, build_index; "
-            f"build_index(IndexSpec(corpus={str(corpus)!r}, out={str(out)!r}, backends=['bm25']), crash_after={stage!r})")
+    code = (
+        "import sys; from odqa.indexing import IndexSpec, build_index; "
+        f"build_index(IndexSpec(corpus={str(corpus)!r}, out={str(out)!r}, backends=['bm25']), crash_after={stage!r})"
+    )
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).returncode
 
 
@@ -152,8 +160,10 @@ def test_an_encoder_retrained_in_place_is_refused_unless_accepted(corpus, tmp_pa
 # ---- 6: read-only ------------------------------------------------------------------------------------
 def _search_script(index) -> str:
     """Python that prints the title of the best BM25 hit for 'topic 3' in `index` (run from the checkout)."""
-    return ("from odqa.indexes.folder import FolderIndex; from tests.retrievers import built_retriever; "
-            f"print(built_retriever(FolderIndex.open('{index}'), 'bm25').search(['topic 3'], 1)[0][0].passage.title)")
+    return (
+        "from odqa.indexes.folder import FolderIndex; from tests.retrievers import built_retriever; "
+        f"print(built_retriever(FolderIndex.open('{index}'), 'bm25').search(['topic 3'], 1)[0][0].passage.title)"
+    )
 
 
 @pytest.mark.subprocess
@@ -163,8 +173,10 @@ def test_bm25_searches_a_read_only_index(corpus, tmp_path):
         p.unlink()  # as on a read-only copy that never had them
     view = tmp_path / "ro"
     view.mkdir()
-    script = (f"mount --bind {out} {view} && mount -o remount,ro,bind {view} && touch {view}/x 2>/dev/null; "
-              f"test ! -e {view}/x && {sys.executable} -c \"{_search_script(view)}\"")
+    script = (
+        f"mount --bind {out} {view} && mount -o remount,ro,bind {view} && touch {view}/x 2>/dev/null; "
+        f'test ! -e {view}/x && {sys.executable} -c "{_search_script(view)}"'
+    )
     if os.geteuid() == 0:
         run = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True)
         if "Operation not permitted" in run.stderr or "unshare:" in run.stderr:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from odqa.core.errors import OdqaError
-from odqa.indexing import IndexSpec, build_index, build_sharded_index
 from odqa.indexes.folder import FolderIndex, ShardedFolderIndex
+from odqa.indexing import IndexSpec, build_index, build_sharded_index
 from tests.retrievers import built_retriever
 
 DEMO = Path(__file__).resolve().parent.parent / "odqa" / "demo"
@@ -74,9 +74,12 @@ def test_a_rerun_keeps_the_finished_shards_and_verify_checks_them(indexes, capfd
 
 def test_more_shards_than_files_is_refused_before_any_work(indexes, tmp_path):
     corpus, _, _ = indexes
-    result = subprocess.run([sys.executable, "run_qa.py", "index", "--corpus", str(corpus), "--out",
-                             str(tmp_path / "x"), "--shards", "4"], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parent.parent)
+    result = subprocess.run(
+        [sys.executable, "run_qa.py", "index", "--corpus", str(corpus), "--out", str(tmp_path / "x"), "--shards", "4"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert result.returncode == 2 and "needs a corpus of at least 4 files" in result.stderr
     assert not (tmp_path / "x").exists()
     with pytest.raises(OdqaError, match="tantivy"):

@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
 
+from odqa.core.atomic import atomic_file, atomic_folder
+from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.indexes.bm25 import build_text_index, load_text_index
 from odqa.indexes.manifest import Manifest
 from odqa.indexes.vector import VectorIndex, VectorIndexParams
-from odqa.core.atomic import atomic_file, atomic_folder
-from odqa.core.errors import IndexMismatchError, OdqaError
 
 TEXTS = [
     "The Eiffel Tower is a wrought-iron lattice tower in Paris, France.",

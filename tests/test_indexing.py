@@ -6,11 +6,14 @@ import numpy as np
 import pytest
 
 from odqa.core.errors import OdqaError
-from odqa.indexing import IndexSpec, build_index, parse_shard
 from odqa.indexes.folder import FolderIndex
+from odqa.indexing import IndexSpec, build_index, parse_shard
 from tests.retrievers import built_retriever
 
-DOCS = [{"id": str(i), "title": f"Doc {i}", "text": f"Document number {i} talks about topic {i} and nothing else."} for i in range(7)]
+DOCS = [
+    {"id": str(i), "title": f"Doc {i}", "text": f"Document number {i} talks about topic {i} and nothing else."}
+    for i in range(7)
+]
 
 
 @pytest.fixture()
@@ -23,12 +26,16 @@ def corpus(tmp_path):
 def test_shards_merge_into_the_same_index_as_one_run(corpus, tmp_path):
     whole = build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "whole"), backends=["dense"], chunk_size=2))
     assert whole.finished
-    first = build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "sharded"), backends=["dense"], chunk_size=2, shard=(0, 2)))
+    first = build_index(
+        IndexSpec(corpus=str(corpus), out=str(tmp_path / "sharded"), backends=["dense"], chunk_size=2, shard=(0, 2))
+    )
     assert not first.finished and "2 of 4 chunks" in first.message
     assert not (tmp_path / "sharded").exists()  # nothing published before every chunk exists
     work = tmp_path / "sharded.work" / "dense-chunks"
     assert sorted(p.name for p in work.glob("chunk-*.npy")) == ["chunk-00000.npy", "chunk-00002.npy"]
-    second = build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "sharded"), backends=["dense"], chunk_size=2, shard=(1, 2)))
+    second = build_index(
+        IndexSpec(corpus=str(corpus), out=str(tmp_path / "sharded"), backends=["dense"], chunk_size=2, shard=(1, 2))
+    )
     assert second.finished
     a = np.load(tmp_path / "whole" / "dense" / "embeddings.npy")
     b = np.load(tmp_path / "sharded" / "dense" / "embeddings.npy")
@@ -83,4 +90,6 @@ def test_hybrid_reads_the_passages_of_its_fused_top_k_only(corpus, tmp_path):
     assert all(h.passage is not None and h.passage.text == DOCS[h.row]["text"] for q in hits for h in q)
     store.get_rows = get_rows
     dense, sparse = retriever.dense.search(questions, 7), retriever.sparse.search(questions, 7)
-    assert [[h.row for h in q] for q in hits] == [[h.row for h in retriever.fuse(d, s, 2)] for d, s in zip(dense, sparse)]
+    assert [[h.row for h in q] for q in hits] == [
+        [h.row for h in retriever.fuse(d, s, 2)] for d, s in zip(dense, sparse)
+    ]

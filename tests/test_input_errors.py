@@ -33,8 +33,13 @@ def test_the_shell_survives_a_non_utf8_line():
 
     index = demo_index_path(quiet=True)
     lines = b":k 1\n:retriever bm25\nwho discovered peni\xe7illin?\nWho discovered penicillin?\n"
-    run = subprocess.run([sys.executable, "run_qa.py", "shell", "--index", str(index), "--retriever", "bm25"],
-                         input=lines, cwd=REPO, capture_output=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "run_qa.py", "shell", "--index", str(index), "--retriever", "bm25"],
+        input=lines,
+        cwd=REPO,
+        capture_output=True,
+        timeout=600,
+    )
     err = run.stderr.decode(errors="replace")
     assert run.returncode == 0 and "Traceback" not in err, err[-800:]
     assert_cli_answered(run.stdout)
@@ -79,8 +84,14 @@ def test_eval_retrieval_keeps_no_hits_in_memory_and_writes_both_files(tmp_path):
 
     module.summarize = spy
     try:
-        metrics = evaluate_retrieval(built_retriever(bundle, "bm25"), items, [1, 5], per_question=tmp_path / "pq.jsonl",
-                                     run_out=tmp_path / "run.jsonl", progress=False)
+        metrics = evaluate_retrieval(
+            built_retriever(bundle, "bm25"),
+            items,
+            [1, 5],
+            per_question=tmp_path / "pq.jsonl",
+            run_out=tmp_path / "run.jsonl",
+            progress=False,
+        )
     finally:
         module.summarize = original
     assert metrics["questions"] == 20 and all(not r.hits for r in kept)
@@ -93,8 +104,9 @@ def test_bad_output_paths_are_refused_before_the_evaluation(tmp_path, capsys):
     blocker.write_text("x")
     questions = REPO / "odqa" / "demo" / "questions.jsonl"
     for flag, value in (("--per-question", blocker / "pq.jsonl"), ("--run-out", tmp_path)):
-        code = main(["eval-retrieval", "--index", str(tmp_path / "no-index"), "--questions", str(questions),
-                     flag, str(value)])
+        code = main(
+            ["eval-retrieval", "--index", str(tmp_path / "no-index"), "--questions", str(questions), flag, str(value)]
+        )
         assert code == 2
         err = capsys.readouterr().err
         assert flag in err and "no-index" not in err  # refused before the index was even opened
@@ -103,13 +115,17 @@ def test_bad_output_paths_are_refused_before_the_evaluation(tmp_path, capsys):
 
 # ---- 13: credentials in encoded forms ------------------------------------------------------------------
 def test_credentials_are_scrubbed_in_base64_and_quoted_forms():
-    from odqa.indexes.elastic_connection import scrub, secrets_of
     from odqa.config import ElasticConfig
+    from odqa.indexes.elastic_connection import scrub, secrets_of
 
     config = ElasticConfig(hosts="http://bob:p%40ss@h:9200", username="alice", password="s3cret pw", api_key="id7:k3y")
     secrets = secrets_of(config)
-    echoed = [base64.b64encode(b"alice:s3cret pw").decode(), base64.b64encode(b"bob:p@ss").decode(),
-              base64.b64encode(b"id7:k3y").decode(), "s3cret%20pw"]
+    echoed = [
+        base64.b64encode(b"alice:s3cret pw").decode(),
+        base64.b64encode(b"bob:p@ss").decode(),
+        base64.b64encode(b"id7:k3y").decode(),
+        "s3cret%20pw",
+    ]
     text = scrub("proxy said: Authorization: Basic " + " / ".join(echoed), secrets)
     for form in echoed:
         assert form not in text

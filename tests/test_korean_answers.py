@@ -16,12 +16,17 @@ from odqa.core.models import SHIPPED_MODELS
 
 REPO_ROOT = SHIPPED_MODELS.parent
 SHIPPED = SHIPPED_MODELS / "reader-multilingual"
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not (SHIPPED / "model.safetensors").is_file(),
-                                                   reason="models/reader-multilingual absent")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not (SHIPPED / "model.safetensors").is_file(), reason="models/reader-multilingual absent"),
+]
 HANGUL = re.compile("[\uac00-\ud7a3]")
 DOCS = [
-    {"id": "ko1", "title": "임진왜란", "text": "임진왜란은 1592년 일본이 조선을 침략하면서 시작된 전쟁이다. 이순신 장군이 "
-                                           "한산도 대첩에서 승리하였다."},
+    {
+        "id": "ko1",
+        "title": "임진왜란",
+        "text": "임진왜란은 1592년 일본이 조선을 침략하면서 시작된 전쟁이다. 이순신 장군이 한산도 대첩에서 승리하였다.",
+    },
     {"id": "ko2", "title": "한글", "text": "한글은 1443년 세종대왕이 창제한 문자이다. 훈민정음이라고도 부른다."},
     {"id": "ko3", "title": "서울", "text": "서울은 대한민국의 수도이며 한강이 도시를 가로지른다."},
 ]
@@ -39,7 +44,7 @@ def _check_answer(answer: dict) -> None:
     Korean a span of these passages as a name)."""
     assert answer["text"].strip(), answer
     passage = TEXTS[answer["passage_id"].rsplit("_", 1)[0]]  # each document is one passage: its id + "_0"
-    assert passage[answer["start"]:answer["end"]] == answer["text"]
+    assert passage[answer["start"] : answer["end"]] == answer["text"]
     assert 0.0 <= answer["probability"] <= 1.0
 
 
@@ -47,8 +52,9 @@ def _pipeline(index):
     from odqa.config import OdqaConfig
     from odqa.pipeline import Pipeline
 
-    return Pipeline(OdqaConfig.load(None, {"index": str(index), "retrieval.retriever": "bm25",
-                                           "linker.enabled": False}))
+    return Pipeline(
+        OdqaConfig.load(None, {"index": str(index), "retrieval.retriever": "bm25", "linker.enabled": False})
+    )
 
 
 def test_python_api(korean_index):
@@ -71,12 +77,19 @@ def test_ask_json_names_the_reader_in_its_inference_plan(korean_index, capsys):
 
 @pytest.mark.subprocess
 def test_shell_answers_in_korean(korean_index):
-    proc = subprocess.run([sys.executable, "run_qa.py", "shell", "--index", str(korean_index), "--retriever", "bm25",
-                           "--no-linker"], cwd=REPO_ROOT, input=f"{QUESTION}\n", capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "run_qa.py", "shell", "--index", str(korean_index), "--retriever", "bm25", "--no-linker"],
+        cwd=REPO_ROOT,
+        input=f"{QUESTION}\n",
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     first = next(line for line in proc.stdout.splitlines() if line.strip().startswith("1. "))
-    assert HANGUL.search(first) and re.search(r"p=0\.\d\d|p=1\.00", first), proc.stdout  # the line ends with the Korean title
+    assert HANGUL.search(first) and re.search(r"p=0\.\d\d|p=1\.00", first), (
+        proc.stdout
+    )  # the line ends with the Korean title
 
 
 def test_server_answers_in_korean(korean_index):

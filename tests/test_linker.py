@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from odqa.core.errors import OdqaError
+from odqa.core.types import Document, Entity, Mention, Passage, SearchHit
 from odqa.linker.aliases import AliasMatcher, alias_key, make_aliases, strip_qualifier
 from odqa.linker.data import ELExample, GoldMention, dbpedia_title, load_el_file, locate
 from odqa.linker.guided import EntityPassages, entity_hits, fuse_entity_hits
@@ -18,24 +18,38 @@ from odqa.linker.kb import KnowledgeBase, describe, is_disambiguation
 from odqa.linker.linker import Linker, resolve_overlaps
 from odqa.linker.metrics import evaluate
 from odqa.linker.model import ELQConfig, ELQModel, enumerate_spans, word_masks
-from odqa.core.errors import OdqaError
-from odqa.core.types import Document, Entity, Mention, Passage, SearchHit
 
 DOCS = [
-    Document("1", "Tom Cruise", "Tom Cruise (born July 3, 1962) is an American actor and producer. He starred in Top Gun."),
+    Document(
+        "1", "Tom Cruise", "Tom Cruise (born July 3, 1962) is an American actor and producer. He starred in Top Gun."
+    ),
     Document("2", "Paris", "Paris is the capital and most populous city of France, on the river Seine."),
-    Document("3", "Paris (mythology)", "Paris, also known as Alexander, is the son of Priam, king of Troy, in Greek mythology."),
-    Document("4", "Abraham Lincoln", "Abraham Lincoln (February 12, 1809 – April 15, 1865) was the 16th President of the United States."),
+    Document(
+        "3",
+        "Paris (mythology)",
+        "Paris, also known as Alexander, is the son of Priam, king of Troy, in Greek mythology.",
+    ),
+    Document(
+        "4",
+        "Abraham Lincoln",
+        "Abraham Lincoln (February 12, 1809 – April 15, 1865) was the 16th President of the United States.",
+    ),
     Document("5", "Apollo 11", "Apollo 11 was the spaceflight that landed the first humans on the Moon in 1969."),
     Document("6", "Anarchism", "Anarchism is a political philosophy that advocates stateless societies."),
     Document("7", "Mercury (disambiguation)", "Mercury may refer to:"),
-    Document("8", "American National Standards Institute", "The American National Standards Institute (ANSI) is a private non-profit organization."),
+    Document(
+        "8",
+        "American National Standards Institute",
+        "The American National Standards Institute (ANSI) is a private non-profit organization.",
+    ),
 ]
 
 
 @pytest.fixture(scope="session")
 def tiny_kb(tmp_path_factory) -> KnowledgeBase:
-    return KnowledgeBase.build(DOCS, tmp_path_factory.mktemp("kb") / "kb", encoder="minilm", progress=False, device="cpu")
+    return KnowledgeBase.build(
+        DOCS, tmp_path_factory.mktemp("kb") / "kb", encoder="minilm", progress=False, device="cpu"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -114,8 +128,15 @@ def test_linking_reads_the_rows_it_scores_not_the_whole_kb(tiny_kb, tiny_linker)
     rows = np.array([[3, 0, 6], [1, 1, 2]])
     assert np.array_equal(kb.vectors_of(rows), tiny_kb.vectors[rows])
     config = dataclasses.replace(tiny_linker.config, candidates=2, alias_candidates=1)
-    linker = Linker(tiny_linker.model, tiny_linker.tokenizer, config=config, kb=kb, mention_threshold=0.0,
-                    entity_threshold=0.0, max_spans=2)
+    linker = Linker(
+        tiny_linker.model,
+        tiny_linker.tokenizer,
+        config=config,
+        kb=kb,
+        mention_threshold=0.0,
+        entity_threshold=0.0,
+        max_spans=2,
+    )
     assert linker.link(["Who starred in Top Gun?"])[0]
     assert kb._vectors is None  # no float32 copy of all entity vectors
     assert 0 < len(kb._row_facts) < len(kb)
@@ -144,8 +165,11 @@ def test_a_loaded_kb_parses_the_rows_it_reads_and_checks_their_bytes(tiny_kb, tm
         kb.entries[len(tiny_kb)]
 
     lines = (copy / ENTITIES).read_text().splitlines(keepends=True)
-    lines[3] = lines[3].replace('"title": "', '"title": "X', 1).replace('"title": "X' + tiny_kb.entity(3).title[0],
-                                                                       '"title": "X', 1)  # same length
+    lines[3] = (
+        lines[3]
+        .replace('"title": "', '"title": "X', 1)
+        .replace('"title": "X' + tiny_kb.entity(3).title[0], '"title": "X', 1)
+    )  # same length
     (copy / ENTITIES).write_text("".join(lines))
     kb = KnowledgeBase.load(copy)  # no row is parsed or checked at load
     assert kb.entity(0).title == tiny_kb.entity(0).title  # an untouched block is served
@@ -188,8 +212,9 @@ def test_a_kb_built_block_by_block_equals_one_built_at_once(tiny_kb, tmp_path, m
 def test_a_kb_written_from_vectors_on_disk_loads_the_same(tiny_kb, tmp_path):
     source = tmp_path / "vectors.npy"
     np.save(source, tiny_kb.vectors.astype(np.float16))
-    written = KnowledgeBase.write(tiny_kb.entries, np.load(source, mmap_mode="r"), tmp_path / "kb", "minilm", 384,
-                                  block_rows=3)
+    written = KnowledgeBase.write(
+        tiny_kb.entries, np.load(source, mmap_mode="r"), tmp_path / "kb", "minilm", 384, block_rows=3
+    )
     assert written.vectors.dtype == np.float32 and list(written.entries) == list(tiny_kb.entries)
     assert np.allclose(written.vectors, tiny_kb.vectors, atol=1e-3)
     assert written.manifest.corpus_fingerprint == tiny_kb.manifest.corpus_fingerprint
@@ -208,18 +233,20 @@ def test_the_stored_alias_table_answers_as_the_in_memory_matcher(tiny_kb, tmp_pa
     for text in ["Paris", "paris", "Tom Cruise", "Lincoln's", "ANSI", "Alexander", "Troy", ""]:
         assert stored.candidates(text) == built.candidates(text), text
     sentence = "Tom Cruise met Abraham Lincoln's son in Paris and at ANSI."
-    assert [(m.start, m.end, m.entities) for m in stored.find(sentence)] == \
-        [(m.start, m.end, m.entities) for m in built.find(sentence)]
+    assert [(m.start, m.end, m.entities) for m in stored.find(sentence)] == [
+        (m.start, m.end, m.entities) for m in built.find(sentence)
+    ]
     assert sorted(stored.ranked()) == sorted(built.ranked())
 
     import shutil
+
     damaged = tmp_path / "kb"
     shutil.copytree(tiny_kb.path, damaged)
     data = bytearray((damaged / ALIASES).read_bytes())
     data[-100] ^= 0x20
     (damaged / ALIASES).write_bytes(bytes(data))
     with pytest.raises(OdqaError, match="aliases.sqlite"):
-        KnowledgeBase.load(damaged).matcher
+        KnowledgeBase.load(damaged).matcher  # noqa: B018 -- a property: opening the aliases is what fails
 
 
 def test_a_large_kb_gets_an_approximate_entity_index():
@@ -286,7 +313,11 @@ def test_mention_logits_and_span_vectors_by_hand():
 
 def test_resolve_overlaps_is_greedy_by_joint_score():
     e = Entity("1", "X")
-    ms = [Mention(0, 8, "New York", e, score=0.5), Mention(4, 13, "York City", e, score=0.9), Mention(14, 18, "rain", e, score=0.1)]
+    ms = [
+        Mention(0, 8, "New York", e, score=0.5),
+        Mention(4, 13, "York City", e, score=0.9),
+        Mention(14, 18, "rain", e, score=0.1),
+    ]
     assert [(m.start, m.end) for m in resolve_overlaps(ms)] == [(4, 13), (14, 18)]
 
 
@@ -303,9 +334,13 @@ def test_linker_offsets_thresholds_and_bad_input(tiny_linker):
             assert m.entity is not None and m.entity.title in {e.title for e in tiny_linker.kb.entries}
         spans = sorted((m.start, m.end) for m in mentions)
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "mentions never overlap"
-    strict = Linker(tiny_linker.model, tiny_linker.tokenizer, tiny_linker.kb, mention_threshold=1.0, entity_threshold=0.0)
+    strict = Linker(
+        tiny_linker.model, tiny_linker.tokenizer, tiny_linker.kb, mention_threshold=1.0, entity_threshold=0.0
+    )
     assert strict.link(questions) == [[], [], [], []]
-    picky = Linker(tiny_linker.model, tiny_linker.tokenizer, tiny_linker.kb, mention_threshold=0.0, entity_threshold=0.999)
+    picky = Linker(
+        tiny_linker.model, tiny_linker.tokenizer, tiny_linker.kb, mention_threshold=0.0, entity_threshold=0.999
+    )
     assert all(m.score >= 0.999 for ms in picky.link(questions) for m in ms)
 
 
@@ -367,16 +402,43 @@ def test_locate_exact_alias_and_fuzzy():
     q = "Who is Egypt's president?"
     assert q[slice(*locate(q, "Egypt"))] == "Egypt"
     assert locate("Who wrote Hamlet?", "Tom Cruise") is None
-    assert dbpedia_title("http://dbpedia.org/resource/John_Forbes_(British_Army_officer)") == "John Forbes (British Army officer)"
+    assert (
+        dbpedia_title("http://dbpedia.org/resource/John_Forbes_(British_Army_officer)")
+        == "John Forbes (British Army officer)"
+    )
     assert dbpedia_title("http://dbpedia.org/resource/Andr%C3%A9_Agassi") == "André Agassi"
 
 
 def test_load_qald_mentions_file(tmp_path, tiny_kb):
     rows = [
-        {"id": 1, "question_id": 36, "question": "Give me all movies with Tom Cruise!", "dbr": "http://dbpedia.org/resource/Tom_Cruise", "mention": "Tom Cruise"},
-        {"id": 2, "question_id": 36, "question": "Give me all movies with Tom Cruise!", "dbr": "http://dbpedia.org/resource/Tom_Cruise", "mention": "Tom Cruise"},
-        {"id": 3, "question_id": 1, "question": "Give me all cosmonauts.", "dbr": "http://dbpedia.org/resource/Russia", "mention": ""},
-        {"id": 4, "question_id": 2, "question": "Is Egypts largest city its capital?", "dbr": "http://dbpedia.org/resource/Egypt", "mention": "Egypts"},
+        {
+            "id": 1,
+            "question_id": 36,
+            "question": "Give me all movies with Tom Cruise!",
+            "dbr": "http://dbpedia.org/resource/Tom_Cruise",
+            "mention": "Tom Cruise",
+        },
+        {
+            "id": 2,
+            "question_id": 36,
+            "question": "Give me all movies with Tom Cruise!",
+            "dbr": "http://dbpedia.org/resource/Tom_Cruise",
+            "mention": "Tom Cruise",
+        },
+        {
+            "id": 3,
+            "question_id": 1,
+            "question": "Give me all cosmonauts.",
+            "dbr": "http://dbpedia.org/resource/Russia",
+            "mention": "",
+        },
+        {
+            "id": 4,
+            "question_id": 2,
+            "question": "Is Egypts largest city its capital?",
+            "dbr": "http://dbpedia.org/resource/Egypt",
+            "mention": "Egypts",
+        },
     ]
     path = tmp_path / "qald-9.mentions.json"
     path.write_text(json.dumps(rows))
@@ -397,7 +459,14 @@ def _m(start, end, title):
 
 def test_metrics_strong_weak_in_kb_by_hand():
     q = "Did Tom Cruise marry Nicole Kidman in Paris?"
-    ex = ELExample(q, [GoldMention(4, 14, "Tom Cruise", 0), GoldMention(21, 34, "Nicole Kidman", -1), GoldMention(38, 43, "Paris", 1)])
+    ex = ELExample(
+        q,
+        [
+            GoldMention(4, 14, "Tom Cruise", 0),
+            GoldMention(21, 34, "Nicole Kidman", -1),
+            GoldMention(38, 43, "Paris", 1),
+        ],
+    )
     preds = [_m(4, 14, "Tom Cruise"), _m(21, 27, "Nicole (film)"), _m(38, 44, "Paris"), _m(0, 3, "Did")]
     m = evaluate([ex], [preds])
     # strong: Tom Cruise only -> P 1/4, R 1/3
@@ -448,12 +517,14 @@ class _Store:
 
 
 def test_entity_guided_passages_and_fusion():
-    store = _Store([
-        Passage("9_0", "Other", "unrelated text", doc_id="9"),
-        Passage("1_0", "Tom Cruise", "Tom Cruise is an actor.", doc_id="1"),
-        Passage("1_1", "Tom Cruise", "Cruise married Nicole Kidman in 1990.", doc_id="1"),
-        Passage("2_0", "Paris", "Paris is a city.", doc_id="2"),
-    ])
+    store = _Store(
+        [
+            Passage("9_0", "Other", "unrelated text", doc_id="9"),
+            Passage("1_0", "Tom Cruise", "Tom Cruise is an actor.", doc_id="1"),
+            Passage("1_1", "Tom Cruise", "Cruise married Nicole Kidman in 1990.", doc_id="1"),
+            Passage("2_0", "Paris", "Paris is a city.", doc_id="2"),
+        ]
+    )
     mention = Mention(4, 14, "Tom Cruise", Entity("1", "Tom Cruise"), 0.9, 0.9, 0.8)
     hits = entity_hits("Whom has Tom Cruise married?", [mention], EntityPassages(store), per_entity=2)
     assert [h.row for h in hits] == [2, 1] and hits[0].source == "entity"  # "married" is in the second passage
@@ -476,20 +547,52 @@ def test_cli_build_kb_link_and_eval(tmp_path, tiny_linker, capsys):
     assert main(["build-kb", "--corpus", str(corpus), "--out", str(tmp_path / "kb"), "--device", "cpu"]) == 0
     assert "7 entities" in capsys.readouterr().out
     tiny_linker.save_pretrained(tmp_path / "model")
-    base = ["--model", str(tmp_path / "model"), "--kb", str(tmp_path / "kb"), "--mention-threshold", "0", "--entity-threshold", "0"]
+    base = [
+        "--model",
+        str(tmp_path / "model"),
+        "--kb",
+        str(tmp_path / "kb"),
+        "--mention-threshold",
+        "0",
+        "--entity-threshold",
+        "0",
+    ]
     assert main(["link", *base, "--json", "Give me all movies with Tom Cruise!"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["question"] == "Give me all movies with Tom Cruise!" and out["mentions"]
-    assert {"start", "end", "text", "title", "entity_id", "mention_score", "entity_score", "score"} <= set(out["mentions"][0])
+    assert {"start", "end", "text", "title", "entity_id", "mention_score", "entity_score", "score"} <= set(
+        out["mentions"][0]
+    )
     assert main(["link", *base[:4], "--mention-threshold", "1", "Nothing to see"]) == 0
     assert "no entities linked" in capsys.readouterr().out
     data = tmp_path / "qald-9.mentions.json"
-    data.write_text(json.dumps([{"id": 1, "question_id": 1, "question": "Give me all movies with Tom Cruise!",
-                                 "dbr": "http://dbpedia.org/resource/Tom_Cruise", "mention": "Tom Cruise"}]))
+    data.write_text(
+        json.dumps(
+            [
+                {
+                    "id": 1,
+                    "question_id": 1,
+                    "question": "Give me all movies with Tom Cruise!",
+                    "dbr": "http://dbpedia.org/resource/Tom_Cruise",
+                    "mention": "Tom Cruise",
+                }
+            ]
+        )
+    )
     assert main(["eval-linker", *base, "--data", str(data), "--json"]) == 0
     metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    for key in ("strong_f1", "weak_f1", "strong_f1_in_kb", "weak_f1_in_kb", "strong_precision", "strong_recall",
-                "weak_precision_in_kb", "weak_recall_in_kb", "ms_per_question_batch1", "questions_per_second_batch64"):
+    for key in (
+        "strong_f1",
+        "weak_f1",
+        "strong_f1_in_kb",
+        "weak_f1_in_kb",
+        "strong_precision",
+        "strong_recall",
+        "weak_precision_in_kb",
+        "weak_recall_in_kb",
+        "ms_per_question_batch1",
+        "questions_per_second_batch64",
+    ):
         assert key in metrics
     assert main(["link", "--model", str(tmp_path / "model"), "--kb", str(tmp_path / "nowhere"), "Who?"]) == 2
     assert "build-kb" in capsys.readouterr().err
@@ -500,10 +603,20 @@ def test_lcquad_loader_and_length_buckets(tmp_path, tiny_kb):
 
     from odqa.linker.train import length_buckets, token_span
 
-    rows = [{"_id": "10", "corrected_question": "How many movies did Tom Cruise star in?",
-             "sparql_query": "SELECT DISTINCT COUNT(?uri) WHERE {?uri <http://dbpedia.org/ontology/starring> <http://dbpedia.org/resource/Tom_Cruise> . }"},
-            {"_id": "11", "corrected_question": "Which city's founder is John Forbes?",
-             "sparql_query": "SELECT ?uri WHERE {?uri <http://dbpedia.org/ontology/founder> <http://dbpedia.org/resource/John_Forbes_(British_Army_officer)> }"}]
+    rows = [
+        {
+            "_id": "10",
+            "corrected_question": "How many movies did Tom Cruise star in?",
+            "sparql_query": "SELECT DISTINCT COUNT(?uri) WHERE {?uri <http://dbpedia.org/ontology/starring> "
+            "<http://dbpedia.org/resource/Tom_Cruise> . }",
+        },
+        {
+            "_id": "11",
+            "corrected_question": "Which city's founder is John Forbes?",
+            "sparql_query": "SELECT ?uri WHERE {?uri <http://dbpedia.org/ontology/founder> "
+            "<http://dbpedia.org/resource/John_Forbes_(British_Army_officer)> }",
+        },
+    ]
     path = tmp_path / "lcquad.json"
     path.write_text(json.dumps(rows))
     a, b = load_el_file(path, tiny_kb)
@@ -528,8 +641,17 @@ def test_linker_training_resumes_from_its_newest_checkpoint(tiny_kb, tmp_path):
     torch.set_num_threads(1)
 
     def run(out, on_step=None):
-        cfg = TrainConfig(output=str(out), steps=4, save_every=2, batch_size=2, hard_negatives=3, warmup=1,
-                          max_minutes=0, progress=False, seed=5)
+        cfg = TrainConfig(
+            output=str(out),
+            steps=4,
+            save_every=2,
+            batch_size=2,
+            hard_negatives=3,
+            warmup=1,
+            max_minutes=0,
+            progress=False,
+            seed=5,
+        )
         torch.manual_seed(0)  # the same fresh heads for every run
         linker, resume = open_for_training(cfg, tiny_kb)
         report = Trainer(linker, tiny_kb, cfg, on_step=on_step).train(examples, resume)
@@ -560,15 +682,16 @@ def test_reading_candidate_rows_checks_their_blocks_not_the_whole_vector_file(tm
     """An approximate index rescoring its candidates, or the linker scoring its own, reads a few hundred rows of a
     vector file that holds millions: only the blocks of those rows are checked, and a damaged one is refused."""
     import odqa.indexes.integrity
-    from odqa.indexes.integrity import FileCheck, describe_file, file_reader
+    from odqa.indexes.integrity import FileCheck, describe_file
     from odqa.indexes.manifest import Manifest
     from odqa.indexes.vector import EMBEDDINGS, VectorIndex, VectorIndexParams
 
     monkeypatch.setattr(odqa.indexes.integrity, "MIN_BLOCK", 1024)  # one block: less than a row and a half
     vectors = np.random.default_rng(0).normal(size=(40, 384)).astype(np.float32)
     np.save(tmp_path / "v.npy", vectors)
-    VectorIndex.build(tmp_path / "v.npy", tmp_path / "index", Manifest(kind="faiss", dim=384),
-                      VectorIndexParams(kind="flat"))
+    VectorIndex.build(
+        tmp_path / "v.npy", tmp_path / "index", Manifest(kind="faiss", dim=384), VectorIndexParams(kind="flat")
+    )
     record = describe_file(tmp_path / "index" / EMBEDDINGS)
     data = bytearray((tmp_path / "index" / EMBEDDINGS).read_bytes())
     data[-700] ^= 0x40  # inside the last row

@@ -53,8 +53,9 @@ def test_third_party_root_logging_leaves_no_handler_behind():
 
 @pytest.mark.subprocess
 def test_the_int8_quantiser_leaves_no_root_handler_and_prints_nothing():
-    out = subprocess.run([sys.executable, "-c", QUANTISE_A_TINY_GRAPH], cwd=REPO_ROOT, capture_output=True,
-                         text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", QUANTISE_A_TINY_GRAPH], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "root handlers: 0" in out.stdout
     assert out.stderr == ""

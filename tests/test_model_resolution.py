@@ -85,15 +85,17 @@ def no_network(monkeypatch):
     models.check_hub_name.cache_clear()
 
 
-@pytest.mark.parametrize("name, refusal", [
-    ("reder", "unknown model 'reder' (did you mean 'reader'?)"),
-    ("retreiver", "unknown model 'retreiver' (did you mean 'retriever'?)"),
-    ("./no/such/model", "no model folder at './no/such/model'"),
-    ("/no/such/model", "no model folder at '/no/such/model'"),
-    ("models/reder", "no model folder at 'models/reder'"),  # models/ is a folder here: a path, not a hub name
-])
-def test_a_mistyped_name_or_missing_path_is_refused_at_once_without_the_hub(name, refusal, no_network,
-                                                                            monkeypatch):
+@pytest.mark.parametrize(
+    "name, refusal",
+    [
+        ("reder", "unknown model 'reder' (did you mean 'reader'?)"),
+        ("retreiver", "unknown model 'retreiver' (did you mean 'retriever'?)"),
+        ("./no/such/model", "no model folder at './no/such/model'"),
+        ("/no/such/model", "no model folder at '/no/such/model'"),
+        ("models/reder", "no model folder at 'models/reder'"),  # models/ is a folder here: a path, not a hub name
+    ],
+)
+def test_a_mistyped_name_or_missing_path_is_refused_at_once_without_the_hub(name, refusal, no_network, monkeypatch):
     """Issue 64 item 11: `--reader reder` spent a minute in the hub library's retries offline."""
     monkeypatch.chdir(models.REPO_ROOT)
     with pytest.raises(OdqaError) as caught:
@@ -115,8 +117,11 @@ def test_a_hub_name_is_asked_once_without_retries_and_refused_offline(no_network
         raise ConnectionError("no network in this test")
 
     monkeypatch.setattr(huggingface_hub, "get_hf_file_metadata", metadata)
-    with pytest.raises(OdqaError, match="'someone/no-such-model' is neither a model folder nor in the local Hugging "
-                                        "Face cache, and the Hugging Face hub did not answer") as caught:
+    with pytest.raises(
+        OdqaError,
+        match="'someone/no-such-model' is neither a model folder nor in the local Hugging "
+        "Face cache, and the Hugging Face hub did not answer",
+    ) as caught:
         models.resolve_model("someone/no-such-model")
     assert "reader-multilingual" in str(caught.value)
     assert len(asked) == 1 and "someone/no-such-model" in asked[0][0]  # one request
@@ -146,18 +151,42 @@ def test_the_command_line_refuses_a_mistyped_reader_in_one_line_without_the_netw
     import sys
 
     data = tmp_path / "squad.json"
-    data.write_text(json.dumps({"data": [{"title": "T", "paragraphs": [{"context": "Fleming found it.", "qas": [
-        {"id": "1", "question": "Who found it?", "answers": [{"text": "Fleming", "answer_start": 0}]}]}]}]}))
-    code = ("import socket, sys\n"
-            "def offline(host, *a, **k):\n"
-            "    print('NETWORK', host, file=sys.stderr)\n"
-            "    raise OSError(-2, 'no network')\n"
-            "socket.getaddrinfo = offline\n"
-            "from odqa.cli import main\n"
-            f"sys.exit(main(['eval-reader', '--data', {str(data)!r}, '--model', 'reder']))\n")
+    data.write_text(
+        json.dumps(
+            {
+                "data": [
+                    {
+                        "title": "T",
+                        "paragraphs": [
+                            {
+                                "context": "Fleming found it.",
+                                "qas": [
+                                    {
+                                        "id": "1",
+                                        "question": "Who found it?",
+                                        "answers": [{"text": "Fleming", "answer_start": 0}],
+                                    }
+                                ],
+                            }
+                        ],
+                    }
+                ]
+            }
+        )
+    )
+    code = (
+        "import socket, sys\n"
+        "def offline(host, *a, **k):\n"
+        "    print('NETWORK', host, file=sys.stderr)\n"
+        "    raise OSError(-2, 'no network')\n"
+        "socket.getaddrinfo = offline\n"
+        "from odqa.cli import main\n"
+        f"sys.exit(main(['eval-reader', '--data', {str(data)!r}, '--model', 'reder']))\n"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    out = subprocess.run([sys.executable, "-c", code], cwd=models.REPO_ROOT, capture_output=True, text=True,
-                         timeout=300, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=models.REPO_ROOT, capture_output=True, text=True, timeout=300, env=env
+    )
     errors = [line for line in out.stderr.splitlines() if line.startswith("odqa: error")]
     assert out.returncode == 2 and len(errors) == 1, out.stderr[-2000:]
     assert "unknown model 'reder'" in errors[0] and "reader-multilingual" in errors[0]
@@ -188,7 +217,8 @@ def test_the_shipped_model_names_are_written_once():
 
     extra = project()["optional-dependencies"]["models"]
     assert [re.split(r"[=<>~!\[; ]", requirement)[0] for requirement in extra] == [
-        f"odqa-model-{name}" for name in models.SHIPPED_NAMES]
+        f"odqa-model-{name}" for name in models.SHIPPED_NAMES
+    ]
     folders = sorted(path.parent.name for path in (models.REPO_ROOT / "models").glob("*/pyproject.toml"))
     assert folders == sorted(models.SHIPPED_NAMES)
     for name in models.SHIPPED_NAMES:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from odqa.core.types import Passage, SearchHit
-from odqa.corpus.open_dev import SOURCES, drop_open_dev, draw_split, is_open_dev, open_dev_questions, split
+from odqa.corpus.open_dev import SOURCES, draw_split, drop_open_dev, is_open_dev, open_dev_questions, split
 from odqa.corpus.questions import QAItem, load_questions
 from odqa.reader.distant import build_distant_data
 from odqa.reader.train import LoadStats, load_squad_examples
@@ -45,8 +45,12 @@ def test_distant_supervision_skips_open_dev_questions(shared_data, tmp_path):
         return [[SearchHit(row=0, score=1.0, passage=passage)] for _ in questions]
 
     qs = tmp_path / "q.jsonl"
-    qs.write_text(json.dumps({"question": held_out.question, "answer": held_out.answers}) + "\n"
-                  + json.dumps({"question": "where is paris", "answer": ["France"]}) + "\n")
+    qs.write_text(
+        json.dumps({"question": held_out.question, "answer": held_out.answers})
+        + "\n"
+        + json.dumps({"question": "where is paris", "answer": ["France"]})
+        + "\n"
+    )
     stats = build_distant_data([str(qs)], str(tmp_path / "distant.json"), search, k=1)
     assert asked == ["where is paris"]
     assert stats["open_dev_skipped"] == 1 and stats["questions"] == 1
@@ -55,11 +59,30 @@ def test_distant_supervision_skips_open_dev_questions(shared_data, tmp_path):
 def test_training_files_lose_their_open_dev_questions(shared_data, tmp_path):
     held_out = _an_open_dev_question(shared_data)
     context = f"{held_out.answers[0]} is the answer here."
-    data = {"data": [{"title": "T", "paragraphs": [{"context": context, "qas": [
-        {"id": "a", "question": held_out.question, "answers": [{"text": held_out.answers[0], "answer_start": 0}]},
-        {"id": "b", "question": "what is the answer here", "answers": [{"text": held_out.answers[0],
-                                                                          "answer_start": 0}]},
-    ]}]}]}
+    data = {
+        "data": [
+            {
+                "title": "T",
+                "paragraphs": [
+                    {
+                        "context": context,
+                        "qas": [
+                            {
+                                "id": "a",
+                                "question": held_out.question,
+                                "answers": [{"text": held_out.answers[0], "answer_start": 0}],
+                            },
+                            {
+                                "id": "b",
+                                "question": "what is the answer here",
+                                "answers": [{"text": held_out.answers[0], "answer_start": 0}],
+                            },
+                        ],
+                    }
+                ],
+            }
+        ]
+    }
     path = tmp_path / "train.json"
     path.write_text(json.dumps(data))
     stats = LoadStats()

@@ -20,8 +20,9 @@ EXTRA_MODULES = ("fastapi", "uvicorn", "starlette", "elasticsearch", "elastic_tr
 
 def _run(code: str, *hidden: str) -> subprocess.CompletedProcess:
     prelude = "import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in hidden) + "from odqa.cli import main\n"
-    return subprocess.run([sys.executable, "-c", prelude + code], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", prelude + code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600
+    )
 
 
 def _one_error(out: subprocess.CompletedProcess) -> str:
@@ -39,10 +40,13 @@ def test_serve_without_the_serve_extra_is_one_line(hidden, package):
 
 
 @pytest.mark.subprocess
-@pytest.mark.parametrize("argv", [
-    ["es-index", "--index", "work_indexes/none", "--hosts", "http://127.0.0.1:9", "--index-name", "x"],
-    ["es-search", "--hosts", "http://127.0.0.1:9", "--index-name", "x", "who wrote Hamlet"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["es-index", "--index", "work_indexes/none", "--hosts", "http://127.0.0.1:9", "--index-name", "x"],
+        ["es-search", "--hosts", "http://127.0.0.1:9", "--index-name", "x", "who wrote Hamlet"],
+    ],
+)
 def test_es_commands_without_the_elastic_extra_are_one_line(argv):
     error = _one_error(_run(f"sys.exit(main({argv!r}))\n", "elasticsearch"))
     assert f"odqa {argv[0]} needs the Elasticsearch client" in error and "pip install 'odqa[elastic]'" in error
@@ -53,8 +57,11 @@ def test_es_commands_without_the_elastic_extra_are_one_line(argv):
 def test_a_bm25_engine_without_its_extra_is_refused_before_any_work(tmp_path, engine, module):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(json.dumps({"id": "1", "title": "T", "text": "some words"}) + "\n")
-    out = _run(f"sys.exit(main(['index', '--corpus', {str(corpus)!r}, '--out', {str(tmp_path / 'idx')!r}, "
-               f"'--backends', 'bm25', '--bm25-engine', {engine!r}]))\n", module)
+    out = _run(
+        f"sys.exit(main(['index', '--corpus', {str(corpus)!r}, '--out', {str(tmp_path / 'idx')!r}, "
+        f"'--backends', 'bm25', '--bm25-engine', {engine!r}]))\n",
+        module,
+    )
     error = _one_error(out)
     assert f"the {engine} BM25 engine needs" in error and "pip install 'odqa[bm25-engines]'" in error, error
     assert not (tmp_path / "idx").exists() and not (tmp_path / "idx.work").exists()
@@ -63,8 +70,10 @@ def test_a_bm25_engine_without_its_extra_is_refused_before_any_work(tmp_path, en
 @pytest.mark.subprocess
 def test_ask_answers_without_any_of_these_extras():
     """BM25 (Tantivy) and the reader, its focus's English analyser included (no bm25s)."""
-    out = _run("sys.exit(main(['ask', '--json', '--retriever', 'bm25', '--no-linker', "
-               "'Who discovered penicillin?']))\n", *EXTRA_MODULES)
+    out = _run(
+        "sys.exit(main(['ask', '--json', '--retriever', 'bm25', '--no-linker', 'Who discovered penicillin?']))\n",
+        *EXTRA_MODULES,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout.splitlines()[-1])
     assert_answer_read_from(result["answers"][0], result["passages"])
@@ -78,8 +87,13 @@ def test_only_the_server_imports_the_extras_at_module_level():
         for path in sorted((REPO_ROOT / folder).rglob("*.py")):
             name = path.relative_to(REPO_ROOT).as_posix()
             for node in ast.parse(path.read_text(encoding="utf-8")).body:
-                modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                           else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                modules = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom)
+                    else []
+                )
                 if any(m.split(".")[0] in EXTRA_MODULES for m in modules) and not name.startswith("odqa/serve/"):
                     found.append(f"{name}:{node.lineno}")
     assert not found, found

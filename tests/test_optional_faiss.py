@@ -12,13 +12,16 @@ import pytest
 from tests.answer_checks import assert_answer_read_from
 from tests.conftest import REPO_ROOT
 
-WITHOUT_FAISS = "import sys\nsys.modules['faiss'] = None  # `import faiss` now raises ImportError\nfrom odqa.cli import main\n"
+WITHOUT_FAISS = (
+    "import sys\nsys.modules['faiss'] = None  # `import faiss` now raises ImportError\nfrom odqa.cli import main\n"
+)
 
 
 def _run(code: str, hide: str = "faiss") -> subprocess.CompletedProcess:
     prelude = WITHOUT_FAISS.replace("'faiss'", repr(hide))
-    return subprocess.run([sys.executable, "-c", prelude + code], cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", prelude + code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600
+    )
 
 
 def _error_lines(out: subprocess.CompletedProcess) -> list[str]:
@@ -61,8 +64,10 @@ def test_matrix_product_search_gives_faiss_results():
 def test_an_hnsw_build_without_faiss_is_refused_before_any_work(tmp_path):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(json.dumps({"id": "1", "title": "T", "text": "some words"}) + "\n")
-    out = _run(f"sys.exit(main(['index', '--corpus', {str(corpus)!r}, '--out', {str(tmp_path / 'idx')!r}, "
-               "'--vector-index', 'hnsw']))\n")
+    out = _run(
+        f"sys.exit(main(['index', '--corpus', {str(corpus)!r}, '--out', "
+        f"{str(tmp_path / 'idx')!r}, '--vector-index', 'hnsw']))\n"
+    )
     errors = _error_lines(out)
     assert out.returncode == 2 and len(errors) == 1, out.stderr[-2000:]
     assert "--vector-index hnsw needs FAISS" in errors[0] and "pip install 'odqa[cpu]'" in errors[0]
@@ -73,8 +78,11 @@ def test_an_hnsw_build_without_faiss_is_refused_before_any_work(tmp_path):
 def test_a_missing_cjk_analyser_is_refused_before_any_work(tmp_path):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(json.dumps({"id": "1", "title": "標題", "text": "中文文本"}) + "\n")
-    out = _run(f"sys.exit(main(['index', '--corpus', {str(corpus)!r}, '--out', {str(tmp_path / 'idx')!r}, "
-               "'--backends', 'bm25', '--language', 'zh']))\n", hide="opencc")
+    out = _run(
+        f"sys.exit(main(['index', '--corpus', {str(corpus)!r}, '--out', {str(tmp_path / 'idx')!r}, "
+        "'--backends', 'bm25', '--language', 'zh']))\n",
+        hide="opencc",
+    )
     errors = _error_lines(out)
     assert out.returncode == 2 and len(errors) == 1, out.stderr[-2000:]
     assert "zh-bigram analyser needs OpenCC" in errors[0] and "odqa[cjk]" in errors[0]
@@ -84,13 +92,20 @@ def test_a_missing_cjk_analyser_is_refused_before_any_work(tmp_path):
 def test_an_index_whose_vector_kind_needs_faiss_says_so_before_loading(tmp_path, monkeypatch):
     """FolderIndex.check_available checks the packages from the manifests before it opens any part: an hnsw
     index without FAISS is one line."""
-    from odqa.indexes.layout import BM25, DENSE
-    from odqa.indexes.manifest import Manifest
     from odqa.core.errors import OdqaError
     from odqa.indexes.folder import FolderIndex
+    from odqa.indexes.layout import BM25, DENSE
+    from odqa.indexes.manifest import Manifest
 
-    Manifest(kind="bundle", corpus_fingerprint="x", count=1, encoder="minilm", dim=384, format_version=1,
-             params={"backends": [BM25, DENSE]}).save(tmp_path)  # format 1: no part records are promised
+    Manifest(
+        kind="bundle",
+        corpus_fingerprint="x",
+        count=1,
+        encoder="minilm",
+        dim=384,
+        format_version=1,
+        params={"backends": [BM25, DENSE]},
+    ).save(tmp_path)  # format 1: no part records are promised
     Manifest(kind="faiss", corpus_fingerprint="x", params={"kind": "hnsw"}).save(tmp_path / DENSE)
     bundle = FolderIndex.open(tmp_path)
     monkeypatch.setitem(sys.modules, "faiss", None)

@@ -31,9 +31,12 @@ def package_files() -> list[str]:
     """The files of the package (paths under odqa/, through the links to the component folders) that are not
     Python: the tracked ones where git can tell (what a build from a clean checkout sees), else those on disk."""
     links = {child.name: child.resolve() for child in PACKAGE.iterdir() if child.is_symlink()}
-    tracked = subprocess.run(["git", "ls-files", "-z", "--", "odqa", *(str(t.relative_to(REPO_ROOT)) for t in
-                                                                       links.values())],
-                             cwd=REPO_ROOT, capture_output=True, text=True)
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z", "--", "odqa", *(str(t.relative_to(REPO_ROOT)) for t in links.values())],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
     if tracked.returncode == 0:
         names = []
         for name in filter(None, tracked.stdout.split("\0")):
@@ -45,8 +48,11 @@ def package_files() -> list[str]:
                     path = PACKAGE / link / path.resolve().relative_to(target)
             names.append(path.relative_to(PACKAGE).as_posix())
     else:
-        names = [(Path(folder) / file).relative_to(PACKAGE).as_posix()
-                 for folder, dirs, files in os.walk(PACKAGE, followlinks=True) for file in files]
+        names = [
+            (Path(folder) / file).relative_to(PACKAGE).as_posix()
+            for folder, dirs, files in os.walk(PACKAGE, followlinks=True)
+            for file in files
+        ]
     return sorted(n for n in names if not n.endswith((".py", ".pyc")) and "__pycache__" not in n.split("/"))
 
 
@@ -57,15 +63,24 @@ def matched(globs: dict[str, list[str]]) -> dict[str, set[str]]:
         folder = REPO_ROOT.joinpath(*package.split("."))
         for pattern in patterns:
             found[f"{package}: {pattern}"] = {
-                Path(p).relative_to(PACKAGE).as_posix() for p in glob.glob(str(folder / pattern), recursive=True)
-                if Path(p).is_file()}
+                Path(p).relative_to(PACKAGE).as_posix()
+                for p in glob.glob(str(folder / pattern), recursive=True)
+                if Path(p).is_file()
+            }
     return found
 
 
 def test_package_data_lists_every_file_that_is_not_python():
     files = package_files()
-    assert {"serve/static/index.html", "serve/static/page.js", "serve/static/page.css", "corpus/open_dev.json",
-            "demo/articles.jsonl", "demo/questions.jsonl", "py.typed"} <= set(files), files
+    assert {
+        "serve/static/index.html",
+        "serve/static/page.js",
+        "serve/static/page.css",
+        "corpus/open_dev.json",
+        "demo/articles.jsonl",
+        "demo/questions.jsonl",
+        "py.typed",
+    } <= set(files), files
     globs = matched(package_data_globs())
     listed = set().union(*globs.values())
     assert not [f for f in files if f not in listed], "not in [tool.setuptools.package-data]"

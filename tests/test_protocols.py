@@ -5,14 +5,14 @@ import inspect
 
 import pytest
 
+from odqa.core import protocols
+from odqa.corpus.articles import StoreArticlePassages
 from odqa.indexes.bm25 import Bm25sIndex, RankBm25Index, TantivyIndex
 from odqa.indexes.elastic import ElasticArticlePassages, ElasticPassageIndex
 from odqa.indexes.folder import FolderIndex, ShardedFolderIndex
 from odqa.indexes.vector import VectorIndex
 from odqa.linker.baseline import SpacyAliasLinker
 from odqa.linker.linker import Linker
-from odqa.core import protocols
-from odqa.corpus.articles import StoreArticlePassages
 from odqa.reader.model import Reader
 from odqa.retriever.bm25 import BM25Retriever
 from odqa.retriever.dense import DenseRetriever
@@ -33,8 +33,11 @@ CASES = [(protocol, cls) for protocol, classes in IMPLEMENTATIONS for cls in cla
 
 
 def _methods(protocol):
-    return [name for name, member in vars(protocol).items()
-            if callable(member) and (not name.startswith("_") or name == "__len__")]
+    return [
+        name
+        for name, member in vars(protocol).items()
+        if callable(member) and (not name.startswith("_") or name == "__len__")
+    ]
 
 
 @pytest.mark.parametrize("protocol,cls", CASES, ids=[f"{p.__name__}-{c.__name__}" for p, c in CASES])
@@ -44,9 +47,11 @@ def test_backend_has_the_protocol_methods_with_its_parameters(protocol, cls):
         wanted = list(inspect.signature(getattr(protocol, name)).parameters.values())
         have = list(inspect.signature(getattr(cls, name)).parameters.values())
         assert [p.name for p in have[: len(wanted)]] == [p.name for p in wanted], f"{cls.__name__}.{name}"
-        for extra in have[len(wanted):]:
+        for extra in have[len(wanted) :]:
             assert extra.default is not inspect.Parameter.empty or extra.kind in (
-                inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD), f"{cls.__name__}.{name}({extra.name})"
+                inspect.Parameter.VAR_POSITIONAL,
+                inspect.Parameter.VAR_KEYWORD,
+            ), f"{cls.__name__}.{name}({extra.name})"
 
 
 def test_vector_index_dim_is_a_property():

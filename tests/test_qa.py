@@ -57,11 +57,16 @@ class FixedAnswers:
 
 def test_evaluate_qa_by_hand(tmp_path):
     items = [QAItem("1", "a?", ["Paris"]), QAItem("2", "b?", ["Mount Everest"]), QAItem("3", "c?", ["1889"])]
-    pipeline = FixedAnswers({"a?": ("Paris", "Paris is big"), "b?": ("Everest", "Mount Everest"), "c?": ("", "nothing")})
+    pipeline = FixedAnswers(
+        {"a?": ("Paris", "Paris is big"), "b?": ("Everest", "Mount Everest"), "c?": ("", "nothing")}
+    )
     m = evaluate_qa(pipeline, items, ks=[1], progress=False, per_question=tmp_path / "rows.jsonl")
     rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
     assert [(r["prediction"], r["probability"], r["confident"]) for r in rows] == [
-        ("Paris", 0.75, True), ("Everest", 0.75, True), ("", 0.0, False)]
+        ("Paris", 0.75, True),
+        ("Everest", 0.75, True),
+        ("", 0.0, False),
+    ]
     # EM: 1, 0, 0 -> 33.33; F1: 1, 2*(1*0.5)/(1.5)=0.667, 0 -> 55.56; recall@1: 2 of 3
     assert m["em"] == pytest.approx(33.33) and m["f1"] == pytest.approx(55.56) and m["recall@1"] == pytest.approx(66.67)
     # reading apart from retrieval: 2 questions had the answer in a passage read, 1 of them answered exactly
@@ -119,8 +124,9 @@ def test_question_about_nothing_in_the_corpus_gives_best_passages(pipeline):
 
 
 def run(*args, stdin=None):
-    return subprocess.run([sys.executable, "run_qa.py", *args], cwd=REPO_ROOT, input=stdin, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "run_qa.py", *args], cwd=REPO_ROOT, input=stdin, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.mark.subprocess
@@ -146,7 +152,10 @@ def test_ask_bad_input_and_missing_index(tmp_path):
 
 @pytest.mark.subprocess
 def test_shell_with_piped_stdin():
-    script = "Who discovered penicillin?\n:k 3\n:retriever bm25\nWhat is the capital of France?\n:passages\n:entities\n:explain\n...\n:bogus\n\n:help\n"
+    script = (
+        "Who discovered penicillin?\n:k 3\n:retriever bm25\n"
+        "What is the capital of France?\n:passages\n:entities\n:explain\n...\n:bogus\n\n:help\n"
+    )
     proc = run("shell", "--no-linker", stdin=script)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
@@ -166,8 +175,14 @@ def test_shell_in_a_terminal():
     before = history.read_text().count("penicillin") if history.exists() else 0
     # CI terminals answer no cursor-position requests; without this prompt_toolkit waits for one at every prompt
     env = {**os.environ, "PROMPT_TOOLKIT_NO_CPR": "1"}
-    child = pexpect.spawn(sys.executable, ["run_qa.py", "shell", "--no-linker"], cwd=str(REPO_ROOT), encoding="utf-8",
-                          timeout=300, env=env)
+    child = pexpect.spawn(
+        sys.executable,
+        ["run_qa.py", "shell", "--no-linker"],
+        cwd=str(REPO_ROOT),
+        encoding="utf-8",
+        timeout=300,
+        env=env,
+    )
     child.expect("odqa>")
     child.sendline("Who discovered penicillin?")
     child.expect("1\\. ")
@@ -216,17 +231,22 @@ def test_bare_exit_leaves_the_shell_and_blank_lines_stay_out_of_history(tmp_path
 @pytest.mark.subprocess
 def test_link_uses_the_knowledge_base_ask_uses(tmp_path):
     # from another folder, as its help example runs: no work_indexes/kb there, so the demo KB, as `ask`
-    proc = subprocess.run([sys.executable, str(REPO_ROOT / "run_qa.py"), "link", "--json",
-                           "Who discovered penicillin?"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "run_qa.py"), "link", "--json", "Who discovered penicillin?"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Penicillin" in {m["title"] for m in json.loads(proc.stdout.strip().splitlines()[-1])["mentions"]}
 
 
 def test_eval_qa_reads_k_passages(tmp_path):
     from odqa.config import OdqaConfig
+    from odqa.corpus.questions import load_questions
     from odqa.demo_corpus import DEMO_QUESTIONS
     from odqa.eval.qa import evaluate_qa
-    from odqa.corpus.questions import load_questions
     from odqa.pipeline import Pipeline
 
     class CountingPipeline(Pipeline):  # the real pipeline, noting how many passages each question got
@@ -237,8 +257,10 @@ def test_eval_qa_reads_k_passages(tmp_path):
             self.read += [len(r.passages) for r in results]
             return results
 
-    pipeline = CountingPipeline(OdqaConfig.load(overrides={"retrieval.retriever": "bm25", "linker.enabled": False}),
-                                default_index=demo_index_path)
+    pipeline = CountingPipeline(
+        OdqaConfig.load(overrides={"retrieval.retriever": "bm25", "linker.enabled": False}),
+        default_index=demo_index_path,
+    )
     metrics = evaluate_qa(pipeline, load_questions(DEMO_QUESTIONS, limit=2), [1, 3], k=3, progress=False)
     assert pipeline.read == [3, 3] and "recall@3" in metrics
 
@@ -249,33 +271,49 @@ def test_predict_streams_one_json_line_per_question(tmp_path):
     proc = run("predict", str(questions), "--no-linker", "--retriever", "bm25", "--k", "3", "--batch-size", "2")
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in proc.stdout.splitlines()]  # nothing but JSON lines on stdout
-    assert [(r["id"], r["question"]) for r in rows] == [("0", "Who discovered penicillin?"),
-                                                         ("2", "Who painted the Mona Lisa?"), ("3", "Who wrote Hamlet?")]
+    assert [(r["id"], r["question"]) for r in rows] == [
+        ("0", "Who discovered penicillin?"),
+        ("2", "Who painted the Mona Lisa?"),
+        ("3", "Who wrote Hamlet?"),
+    ]
     texts = [json.loads(line)["text"] for line in DEMO_ARTICLES.read_text(encoding="utf-8").splitlines()]
     assert all(r["answer"] and any(r["answer"] in text for text in texts) for r in rows)  # spans of the corpus
-    assert all(len(r["passages"]) == 3 and 0.0 <= r["probability"] <= 1.0 and isinstance(r["confident"], bool)
-               for r in rows)
+    assert all(
+        len(r["passages"]) == 3 and 0.0 <= r["probability"] <= 1.0 and isinstance(r["confident"], bool) for r in rows
+    )
     assert "predict" in proc.stderr  # the progress bar goes to stderr
     jsonl = tmp_path / "q.jsonl"
     jsonl.write_text(json.dumps({"id": "a", "question": "Who discovered penicillin?"}) + "\n")
     proc = run("predict", str(jsonl), "--no-linker", "--retriever", "bm25")
     assert proc.returncode == 0 and json.loads(proc.stdout)["id"] == "a"
     proc = run("predict", str(tmp_path / "missing.txt"))
-    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].startswith("odqa: error: question file not found")
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].startswith(
+        "odqa: error: question file not found"
+    )
 
 
 def test_a_question_in_another_language_than_the_index_is_told_so_not_guessed(bm25_index_of):
     from tests.reliability.test_faults import DOCS
 
-    pipeline = Pipeline(OdqaConfig.load(overrides={"index": str(bm25_index_of(DOCS, "english")),
-                                                   "retrieval.retriever": "bm25", "linker.enabled": False}))
+    pipeline = Pipeline(
+        OdqaConfig.load(
+            overrides={
+                "index": str(bm25_index_of(DOCS, "english")),
+                "retrieval.retriever": "bm25",
+                "linker.enabled": False,
+            }
+        )
+    )
     korean, chinese, english = pipeline.ask_batch(["주제3은 무엇인가?", "主题3是什么？", "what is subject3?"])
     for result, name in ((korean, "Korean"), (chinese, "Chinese")):
         assert not result.answers and not result.passages, result.to_dict()
         assert result.notices and result.notices[-1].startswith("languages differ") and name in result.notices[-1]
         assert "English" in result.notices[-1]
-    assert english.answers and "Passage 3" in english.answers[0].context and not any(
-        n.startswith("languages differ") for n in english.notices)
+    assert (
+        english.answers
+        and "Passage 3" in english.answers[0].context
+        and not any(n.startswith("languages differ") for n in english.notices)
+    )
     # names in Latin script inside a Korean question do not make it English
     assert pipeline.language_differs("Python 프로그래밍 언어를 만든 사람은 누구인가?")
     assert pipeline.language_differs("Who founded Samsung (삼성)?") is None

@@ -8,13 +8,27 @@ import pytest
 from odqa.core.errors import DataFormatError
 from odqa.corpus.questions import load_qrels, load_questions, with_answers
 
-TRIVIA = {"Data": [
-    {"Answer": {"Aliases": ["Helicopter", "Copter"], "NormalizedAliases": ["helicopter", "copter"], "Value": "Helicopter"},
-     "Question": "The VS-300 was a type of what?", "QuestionId": "tc_1"},
-    {"Answer": {"NormalizedAliases": ["bh"], "Value": "BH"}, "Question": "Registration letters of Belize?",
-     "QuestionId": "tc_2"},
-    {"Question": "A test-set question without its answer?", "QuestionId": "tc_3"},
-], "Domain": "Web", "Version": 1.0}
+TRIVIA = {
+    "Data": [
+        {
+            "Answer": {
+                "Aliases": ["Helicopter", "Copter"],
+                "NormalizedAliases": ["helicopter", "copter"],
+                "Value": "Helicopter",
+            },
+            "Question": "The VS-300 was a type of what?",
+            "QuestionId": "tc_1",
+        },
+        {
+            "Answer": {"NormalizedAliases": ["bh"], "Value": "BH"},
+            "Question": "Registration letters of Belize?",
+            "QuestionId": "tc_2",
+        },
+        {"Question": "A test-set question without its answer?", "QuestionId": "tc_3"},
+    ],
+    "Domain": "Web",
+    "Version": 1.0,
+}
 
 
 def test_triviaqa_json(tmp_path):
@@ -35,8 +49,10 @@ def test_beir_queries_text_lines_and_answerless_jsonl(tmp_path):
     assert [(i.id, i.question, i.answers) for i in load_questions(beir)] == [("q7", "what is penicillin", [])]
     text = tmp_path / "questions.txt"
     text.write_text("Who wrote Hamlet?\n\nWho painted the Mona Lisa?\n")
-    assert [(i.id, i.question) for i in load_questions(text)] == [("0", "Who wrote Hamlet?"),
-                                                                 ("2", "Who painted the Mona Lisa?")]
+    assert [(i.id, i.question) for i in load_questions(text)] == [
+        ("0", "Who wrote Hamlet?"),
+        ("2", "Who painted the Mona Lisa?"),
+    ]
     plain = tmp_path / "q.jsonl"
     plain.write_text('{"id": "a", "question": "Who wrote Hamlet?"}\n{"question": "x", "answer": 5}\n')
     with pytest.raises(DataFormatError, match=r"q.jsonl:2: answers must be a string or a list of strings"):

@@ -40,8 +40,10 @@ def nlp():
 @pytest.fixture()
 def corpus(tmp_path):
     path = tmp_path / "wiki.jsonl"
-    rows = [{"id": "1", "title": "Abraham Lincoln", "text": "Abraham Lincoln.\n" + LINCOLN},
-            {"id": "2", "title": "Paris", "text": "Paris.\n" + PARIS}]
+    rows = [
+        {"id": "1", "title": "Abraham Lincoln", "text": "Abraham Lincoln.\n" + LINCOLN},
+        {"id": "2", "title": "Paris", "text": "Paris.\n" + PARIS},
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -65,8 +67,9 @@ def test_build_writes_answers_at_their_offsets_and_skips_excluded_articles(nlp, 
     squad = tmp_path / "squad.json"
     squad.write_text(json.dumps({"data": [{"title": "Paris", "paragraphs": []}]}))
     out = tmp_path / "cloze.json"
-    stats = build_cloze_data(corpus, out, questions=4, every=1, per_paragraph=4, exclude=[squad], nlp=nlp,
-                             progress=False)
+    stats = build_cloze_data(
+        corpus, out, questions=4, every=1, per_paragraph=4, exclude=[squad], nlp=nlp, progress=False
+    )
     data = json.loads(out.read_text())
     assert [a["title"] for a in data["data"]] == ["Abraham Lincoln"]
     assert stats["questions"] == 4 and stats["excluded_titles"] == 1
@@ -75,7 +78,7 @@ def test_build_writes_answers_at_their_offsets_and_skips_excluded_articles(nlp, 
         assert paragraph["context"] == LINCOLN
         for qa in paragraph["qas"]:
             answer = qa["answers"][0]
-            assert LINCOLN[answer["answer_start"]:].startswith(answer["text"])
+            assert LINCOLN[answer["answer_start"] :].startswith(answer["text"])
             assert qa["question"].startswith(WH_WORD[labels[answer["text"]]] + " ")
     stats = LoadStats()
     assert len(load_squad_examples(out, stats=stats)) == 4 and stats.skipped_bad_offset == 0
@@ -104,8 +107,9 @@ def test_per_article_caps_the_paragraphs_taken_from_each_article(nlp, tmp_path):
     counts = {}
     for per_article in (1, 2):
         out = tmp_path / f"cloze{per_article}.json"
-        build_cloze_data(path, out, questions=10, every=1, per_paragraph=1, per_article=per_article, nlp=nlp,
-                         progress=False)
+        build_cloze_data(
+            path, out, questions=10, every=1, per_paragraph=1, per_article=per_article, nlp=nlp, progress=False
+        )
         counts[per_article] = sum(len(a["paragraphs"]) for a in json.loads(out.read_text())["data"])
     assert counts == {1: 1, 2: 2}
     with pytest.raises(OdqaError, match="--per-article"):

@@ -187,13 +187,27 @@ def _merged_by_scanning_every_answer(spans, nulls, scores):
     bonus = [10.0 * s for s in scores]
     answers: list[list] = []
     went_to: dict[str, list] = {}
-    for sp in sorted(spans, key=lambda s: (-(s.score + bonus[s.passage_index]), s.passage_index, s.start_char,
-                                           s.end_char)):
+    for sp in sorted(
+        spans, key=lambda s: (-(s.score + bonus[s.passage_index]), s.passage_index, s.start_char, s.end_char)
+    ):
         key = normalize_answer(sp.text) or sp.text.strip()
         home = went_to.get(key) or next(
-            (a for a in answers if any(o.passage_index == sp.passage_index and (
-                o.start_char <= sp.start_char and sp.end_char <= o.end_char
-                or sp.start_char <= o.start_char and o.end_char <= sp.end_char) for o in a)), None)
+            (
+                a
+                for a in answers
+                if any(
+                    o.passage_index == sp.passage_index
+                    and (
+                        o.start_char <= sp.start_char
+                        and sp.end_char <= o.end_char
+                        or sp.start_char <= o.start_char
+                        and o.end_char <= sp.end_char
+                    )
+                    for o in a
+                )
+            ),
+            None,
+        )
         if home is None:
             answers.append(home := [])
         home.append(sp)
@@ -216,31 +230,35 @@ def test_merging_by_passage_equals_scanning_every_answer():
         scores = list(rng.random(10))
         ranked = aggregate(spans, [0.0] * 10, scores, 10.0, None, top_n=len(spans))
         assert sorted([o.text for o in a.spans] for a in ranked) == _merged_by_scanning_every_answer(
-            spans, [0.0] * 10, scores)
+            spans, [0.0] * 10, scores
+        )
         assert sum(a.probability for a in ranked) < 1.0
 
 
-@pytest.mark.parametrize("text, start, end, expected", [
-    ("War and Peace by Tolstoy.", 20, 23, "Tolstoy"),  # "sto" -> the whole word
-    ("War and Peace by Tolstoy.", 19, 25, "Tolstoy."),  # a span ending on punctuation keeps it
-    ("Born in 1828 in Tula", 9, 11, "1828"),
-    ("Heading.\nThe answer is here", 0, 18, "Heading."),  # cut at the line break
-    ("Heading.\nThe answer is here", 8, 18, "The answer"),  # starts on the break: the next line
-    ("a.\n\nb", 1, 4, None),  # nothing but punctuation and breaks
-    ("the second-largest city, Lyon", 10, 24, "largest city"),  # dangling hyphen and comma dropped
-    ("首都是北京市", 3, 5, "北京"),  # no spaces between words: never widened
-    ("닉슨 대통령이 말했다", 0, 7, "닉슨 대통령"),  # a Korean answer without the particle its subword piece holds
-    ("그 정통 제병 연합부대로 편성", 2, 13, "정통 제병 연합부대"),
-    ("장애 아이 두 명", 0, 5, "장애 아이"),  # one syllable would stay: "아이" (a child) is the word
-    ("표는 286만 표였다", 3, 7, "286만"),  # a number keeps its counter
-    ("시나가와 역", 0, 3, "시나가"),  # inside a word (the model's own cut): no particle to drop
-    ("서울에서 열린", 0, 4, "서울"),
-])
+@pytest.mark.parametrize(
+    "text, start, end, expected",
+    [
+        ("War and Peace by Tolstoy.", 20, 23, "Tolstoy"),  # "sto" -> the whole word
+        ("War and Peace by Tolstoy.", 19, 25, "Tolstoy."),  # a span ending on punctuation keeps it
+        ("Born in 1828 in Tula", 9, 11, "1828"),
+        ("Heading.\nThe answer is here", 0, 18, "Heading."),  # cut at the line break
+        ("Heading.\nThe answer is here", 8, 18, "The answer"),  # starts on the break: the next line
+        ("a.\n\nb", 1, 4, None),  # nothing but punctuation and breaks
+        ("the second-largest city, Lyon", 10, 24, "largest city"),  # dangling hyphen and comma dropped
+        ("首都是北京市", 3, 5, "北京"),  # no spaces between words: never widened
+        ("닉슨 대통령이 말했다", 0, 7, "닉슨 대통령"),  # a Korean answer without the particle its subword piece holds
+        ("그 정통 제병 연합부대로 편성", 2, 13, "정통 제병 연합부대"),
+        ("장애 아이 두 명", 0, 5, "장애 아이"),  # one syllable would stay: "아이" (a child) is the word
+        ("표는 286만 표였다", 3, 7, "286만"),  # a number keeps its counter
+        ("시나가와 역", 0, 3, "시나가"),  # inside a word (the model's own cut): no particle to drop
+        ("서울에서 열린", 0, 4, "서울"),
+    ],
+)
 def test_spans_snap_to_words_and_never_cross_a_line_break(text, start, end, expected):
     from odqa.reader.decode import snap_span
 
     got = snap_span(text, start, end)
-    assert (text[got[0]:got[1]] if got else None) == expected
+    assert (text[got[0] : got[1]] if got else None) == expected
 
 
 def test_decoding_snaps_a_subword_span_to_its_word():

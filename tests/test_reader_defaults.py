@@ -17,17 +17,28 @@ from odqa.reader.settings import QUESTION_TIME_SETTINGS, ReaderSettings
 from tests.reader_fixtures import save_tiny_qa
 
 SHARED = [f.name for f in dataclasses.fields(ReaderConfig) if f.name in ReaderSettings.__dataclass_fields__]
-PASSAGES = [Passage(id=f"p{i}", title="Penicillin", text="Alexander Fleming discovered penicillin in 1928 in London.")
-            for i in range(3)]
+PASSAGES = [
+    Passage(id=f"p{i}", title="Penicillin", text="Alexander Fleming discovered penicillin in 1928 in London.")
+    for i in range(3)
+]
 
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
     path = save_tiny_qa(tmp_path_factory.mktemp("tiny-reader"))
     # an older checkpoint's saved settings, with the question-time values of before: they do not apply
-    (path / "reader_config.json").write_text(json.dumps({**dataclasses.asdict(ReaderSettings()), "max_length": 192,
-                                                         "no_answer_threshold": 0.0, "retrieval_weight": 0.0,
-                                                         "focus_words": 0, "whole_passages": 0}))
+    (path / "reader_config.json").write_text(
+        json.dumps(
+            {
+                **dataclasses.asdict(ReaderSettings()),
+                "max_length": 192,
+                "no_answer_threshold": 0.0,
+                "retrieval_weight": 0.0,
+                "focus_words": 0,
+                "whole_passages": 0,
+            }
+        )
+    )
     return path
 
 
@@ -37,8 +48,16 @@ def reader(tiny_dir):
 
 
 def test_the_config_section_takes_the_readers_defaults():
-    assert {"no_answer_threshold", "retrieval_weight", "focus_words", "whole_passages", "early_stop_passages",
-            "early_stop_probability", "max_answer_tokens", "batch_size"} <= set(SHARED)
+    assert {
+        "no_answer_threshold",
+        "retrieval_weight",
+        "focus_words",
+        "whole_passages",
+        "early_stop_passages",
+        "early_stop_probability",
+        "max_answer_tokens",
+        "batch_size",
+    } <= set(SHARED)
     config, settings = ReaderConfig(), ReaderSettings()
     assert {name: getattr(config, name) for name in SHARED} == {name: getattr(settings, name) for name in SHARED}
     # the values the pipeline has read with all along

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from odqa.core.types import Passage, SearchHit
-from odqa.corpus.questions import QAItem
 from odqa.reader.distant import build_distant_data, locate_answer
 from odqa.reader.train import LoadStats, load_squad_examples
 

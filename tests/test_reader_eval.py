@@ -45,13 +45,39 @@ def test_mean_over_questions_in_percent():
 
 def _tiny_squad(path):
     ctx = "Paris is the capital of France. Lyon is a city in France."
-    data = {"version": "v2.0", "data": [{"title": "France", "paragraphs": [{"context": ctx, "qas": [
-        {"id": "q1", "question": "What is the capital of France?", "is_impossible": False,
-         "answers": [{"text": "Paris", "answer_start": 0}]},
-        {"id": "q2", "question": "Which city is in France?", "is_impossible": False,
-         "answers": [{"text": "Lyon", "answer_start": ctx.index("Lyon")}]},
-        {"id": "q3", "question": "What is the capital of Spain?", "is_impossible": True, "answers": []},
-    ]}]}]}
+    data = {
+        "version": "v2.0",
+        "data": [
+            {
+                "title": "France",
+                "paragraphs": [
+                    {
+                        "context": ctx,
+                        "qas": [
+                            {
+                                "id": "q1",
+                                "question": "What is the capital of France?",
+                                "is_impossible": False,
+                                "answers": [{"text": "Paris", "answer_start": 0}],
+                            },
+                            {
+                                "id": "q2",
+                                "question": "Which city is in France?",
+                                "is_impossible": False,
+                                "answers": [{"text": "Lyon", "answer_start": ctx.index("Lyon")}],
+                            },
+                            {
+                                "id": "q3",
+                                "question": "What is the capital of Spain?",
+                                "is_impossible": True,
+                                "answers": [],
+                            },
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
     path.write_text(json.dumps(data))
     return path
 
@@ -62,8 +88,20 @@ def test_evaluate_reader_and_cli_json_last_line(tmp_path, capsys):
 
     model = save_tiny_qa(tmp_path / "tiny")
     data = _tiny_squad(tmp_path / "tiny.json")
-    rc = main(["eval-reader", "--data", str(data), "--model", str(model), "--json", "--threads", "1",
-               "--predictions", str(tmp_path / "pred.json")])
+    rc = main(
+        [
+            "eval-reader",
+            "--data",
+            str(data),
+            "--model",
+            str(model),
+            "--json",
+            "--threads",
+            "1",
+            "--predictions",
+            str(tmp_path / "pred.json"),
+        ]
+    )
     assert rc == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     metrics = json.loads(last)
@@ -94,8 +132,21 @@ def test_articles_of_the_training_file_are_left_out(tmp_path, capsys):
 
     data = _tiny_squad(tmp_path / "tiny.json")
     both = json.loads(data.read_text())
-    spain = {"title": "Spain", "paragraphs": [{"context": "Madrid is the capital of Spain.", "qas": [
-        {"id": "s1", "question": "What is the capital of Spain?", "answers": [{"text": "Madrid", "answer_start": 0}]}]}]}
+    spain = {
+        "title": "Spain",
+        "paragraphs": [
+            {
+                "context": "Madrid is the capital of Spain.",
+                "qas": [
+                    {
+                        "id": "s1",
+                        "question": "What is the capital of Spain?",
+                        "answers": [{"text": "Madrid", "answer_start": 0}],
+                    }
+                ],
+            }
+        ],
+    }
     both["data"].append(spain)
     (tmp_path / "both.json").write_text(json.dumps(both))
     items = load_questions(tmp_path / "both.json")
@@ -105,9 +156,33 @@ def test_articles_of_the_training_file_are_left_out(tmp_path, capsys):
     assert len(keep_articles(items, data)) + 1 == len(items) and keep_articles(items, None) == items
 
     model = save_tiny_qa(tmp_path / "tiny")
-    rc = main(["eval-reader", "--data", str(tmp_path / "both.json"), "--model", str(model), "--json", "--threads", "1",
-               "--exclude-articles-of", str(data)])
+    rc = main(
+        [
+            "eval-reader",
+            "--data",
+            str(tmp_path / "both.json"),
+            "--model",
+            str(model),
+            "--json",
+            "--threads",
+            "1",
+            "--exclude-articles-of",
+            str(data),
+        ]
+    )
     assert rc == 0 and json.loads(capsys.readouterr().out.strip().splitlines()[-1])["questions"] == 1
-    assert main(["eval-reader", "--data", str(data), "--model", str(model), "--exclude-articles-of",
-                 str(tmp_path / "missing.json")]) == 2
+    assert (
+        main(
+            [
+                "eval-reader",
+                "--data",
+                str(data),
+                "--model",
+                str(model),
+                "--exclude-articles-of",
+                str(tmp_path / "missing.json"),
+            ]
+        )
+        == 2
+    )
     assert "missing.json" in capsys.readouterr().err

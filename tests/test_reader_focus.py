@@ -6,23 +6,30 @@ from __future__ import annotations
 import pytest
 import torch
 
-from odqa.indexes.bm25 import english_analyzer
 from odqa.core.types import Passage
+from odqa.indexes.bm25 import english_analyzer
 from odqa.reader.focus import Focus, focus_span, sentence_spans
 from odqa.reader.model import Reader
 from tests.reader_fixtures import save_tiny_qa
 
 ANALYZE = english_analyzer()
-FLEMING = ("Penicillin is a group of antibiotics. It was the first drug of its kind. "
-           "Alexander Fleming discovered penicillin in 1928 at St Mary's Hospital in London. "
-           "He noticed that a mould killed the bacteria around it. "
-           "Mass production began during the Second World War.")
+FLEMING = (
+    "Penicillin is a group of antibiotics. It was the first drug of its kind. "
+    "Alexander Fleming discovered penicillin in 1928 at St Mary's Hospital in London. "
+    "He noticed that a mould killed the bacteria around it. "
+    "Mass production began during the Second World War."
+)
 
 
 def test_sentence_spans_cover_each_sentence_without_the_space_between():
     text = 'First one. "Second?" he asked.\nThird line!  Last'
-    assert [text[a:b] for a, b in sentence_spans(text)] == ["First one.", '"Second?"', "he asked.", "Third line!",
-                                                            "Last"]
+    assert [text[a:b] for a, b in sentence_spans(text)] == [
+        "First one.",
+        '"Second?"',
+        "he asked.",
+        "Third line!",
+        "Last",
+    ]
     cjk = "東京は首都です。大阪は都市です。"
     assert [cjk[a:b] for a, b in sentence_spans(cjk)] == ["東京は首都です。", "大阪は都市です。"]
 
@@ -63,8 +70,14 @@ def test_focus_spans_of_several_questions():
 def reader(tmp_path_factory):
     torch.set_num_threads(1)
     # whole passages unless a test focuses them (the defaults focus all but the first two: reader.settings)
-    return Reader.from_pretrained(str(save_tiny_qa(tmp_path_factory.mktemp("tiny-qa"))), device="cpu",
-                                  precision="fp32", runtime="torch", focus_words=0, whole_passages=0)
+    return Reader.from_pretrained(
+        str(save_tiny_qa(tmp_path_factory.mktemp("tiny-qa"))),
+        device="cpu",
+        precision="fp32",
+        runtime="torch",
+        focus_words=0,
+        whole_passages=0,
+    )
 
 
 def test_reader_reads_the_focused_part_and_answers_with_offsets_into_the_whole_passage(reader):

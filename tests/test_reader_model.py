@@ -135,7 +135,9 @@ def test_read_many_answers_each_question_as_read_does(fp32_reader):
     lists = [PASSAGES, list(reversed(PASSAGES[:2]))]
     scores = [[1.0, 0.5, 0.0], [1.0, 0.0]]
     together = fp32_reader.read_many(QUESTIONS, lists, scores, top_n=3, no_answer_threshold=None)
-    alone = [fp32_reader.read(q, ps, s, top_n=3, no_answer_threshold=None) for q, ps, s in zip(QUESTIONS, lists, scores)]
+    alone = [
+        fp32_reader.read(q, ps, s, top_n=3, no_answer_threshold=None) for q, ps, s in zip(QUESTIONS, lists, scores)
+    ]
     assert [_key(a) for a in together] == [_key(a) for a in alone]
     with pytest.raises(OdqaError, match="2 questions, 1 passage lists"):
         fp32_reader.read_many(QUESTIONS, [PASSAGES])
@@ -148,11 +150,17 @@ def test_an_int8_answer_does_not_depend_on_the_other_questions_read_with_it(tiny
     r = Reader.from_pretrained(str(tiny_dir), device="cpu", precision="fp32", runtime="torch").quantize_int8()
     r.settings.precision = "int8"
     question, passages = QUESTIONS[0], PASSAGES[:2]
-    others = [Passage(f"o{i}", "Other", " ".join(["The Rhône meets the Saône at Lyon, a city of silk."] * (6 + i)))
-              for i in range(4)]
+    others = [
+        Passage(f"o{i}", "Other", " ".join(["The Rhône meets the Saône at Lyon, a city of silk."] * (6 + i)))
+        for i in range(4)
+    ]
     alone = r.read(question, passages, top_n=3, no_answer_threshold=None)
-    together = r.read_many(["Which river crosses Lyon?", question, "Where is silk woven?"],
-                           [others[:2], passages, others[2:]], top_n=3, no_answer_threshold=None)[1]
+    together = r.read_many(
+        ["Which river crosses Lyon?", question, "Where is silk woven?"],
+        [others[:2], passages, others[2:]],
+        top_n=3,
+        no_answer_threshold=None,
+    )[1]
     exact = [(a.passage_id, a.start, a.end, a.score, a.probability) for a in alone]
     assert exact == [(a.passage_id, a.start, a.end, a.score, a.probability) for a in together]
 

@@ -51,10 +51,14 @@ def test_the_command_refuses_one_reader_and_shares_that_do_not_fit(tmp_path, cap
     a, b = save_tiny_qa(tmp_path / "a", seed=0), save_tiny_qa(tmp_path / "b", seed=1)
     assert main(["average-readers", "--models", str(a), "--output", str(tmp_path / "one")]) == 2
     assert "two or more readers" in capsys.readouterr().err
-    assert main(["average-readers", "--models", str(a), str(b), "--shares", "0.5", "--output", str(tmp_path / "x")]) == 2
+    assert (
+        main(["average-readers", "--models", str(a), str(b), "--shares", "0.5", "--output", str(tmp_path / "x")]) == 2
+    )
     assert "one share per reader" in capsys.readouterr().err
-    assert main(["average-readers", "--models", str(a), str(b), "--shares", "0.7", "0.7",
-                 "--output", str(tmp_path / "y")]) == 2
+    assert (
+        main(["average-readers", "--models", str(a), str(b), "--shares", "0.7", "0.7", "--output", str(tmp_path / "y")])
+        == 2
+    )
     assert "sum to 1" in capsys.readouterr().err
     assert main(["average-readers", "--models", str(a), str(b), "--output", str(tmp_path / "ok")]) == 0
     assert (tmp_path / "ok" / "soup.json").exists() and not (tmp_path / "x").exists()

@@ -4,14 +4,45 @@ from odqa.reader.topical import topical_negatives
 
 
 def _squad():
-    return {"data": [{"title": "A", "paragraphs": [
-        {"context": "Paris is the capital of France.", "qas": [
-            {"id": "q1", "question": "What is the capital of France?", "answers": [{"text": "Paris", "answer_start": 0}]}]},
-        {"context": "The Seine flows through the city.", "qas": [
-            {"id": "q2", "question": "What river flows through it?", "answers": [{"text": "Seine", "answer_start": 4}]}]},
-        {"context": "Paris hosted the Olympics; the Seine was used.", "qas": []},
-    ]}, {"title": "B", "paragraphs": [{"context": "Only one paragraph.", "qas": [
-        {"id": "q3", "question": "Anything?", "answers": [{"text": "one", "answer_start": 5}]}]}]}]}
+    return {
+        "data": [
+            {
+                "title": "A",
+                "paragraphs": [
+                    {
+                        "context": "Paris is the capital of France.",
+                        "qas": [
+                            {
+                                "id": "q1",
+                                "question": "What is the capital of France?",
+                                "answers": [{"text": "Paris", "answer_start": 0}],
+                            }
+                        ],
+                    },
+                    {
+                        "context": "The Seine flows through the city.",
+                        "qas": [
+                            {
+                                "id": "q2",
+                                "question": "What river flows through it?",
+                                "answers": [{"text": "Seine", "answer_start": 4}],
+                            }
+                        ],
+                    },
+                    {"context": "Paris hosted the Olympics; the Seine was used.", "qas": []},
+                ],
+            },
+            {
+                "title": "B",
+                "paragraphs": [
+                    {
+                        "context": "Only one paragraph.",
+                        "qas": [{"id": "q3", "question": "Anything?", "answers": [{"text": "one", "answer_start": 5}]}],
+                    }
+                ],
+            },
+        ]
+    }
 
 
 def test_negative_never_holds_an_answer_and_stays_in_its_article():
@@ -21,8 +52,9 @@ def test_negative_never_holds_an_answer_and_stays_in_its_article():
     assert ("What is the capital of France?", "The Seine flows through the city.") in pairs
     assert ("What river flows through it?", "Paris is the capital of France.") in pairs
     assert all("Paris" not in c for q, c in pairs if "capital" in q)
-    assert all(qa["is_impossible"] and qa["answers"] == []
-               for a in data["data"] for p in a["paragraphs"] for qa in p["qas"])
+    assert all(
+        qa["is_impossible"] and qa["answers"] == [] for a in data["data"] for p in a["paragraphs"] for qa in p["qas"]
+    )
 
 
 def test_ratio_zero_gives_nothing_and_seed_is_deterministic():

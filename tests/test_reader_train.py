@@ -17,8 +17,13 @@ CTX = "Marie Curie was a physicist and chemist. She won the Nobel Prize in Physi
 def _squad(path, n=6):
     qas = []
     for i in range(n):
-        qas.append({"id": f"a{i}", "question": f"Who won the prize {i}?",
-                    "answers": [{"text": "Marie Curie", "answer_start": 0}]})
+        qas.append(
+            {
+                "id": f"a{i}",
+                "question": f"Who won the prize {i}?",
+                "answers": [{"text": "Marie Curie", "answer_start": 0}],
+            }
+        )
     qas.append({"id": "bad", "question": "When?", "answers": [{"text": "1903", "answer_start": 3}]})  # wrong offset
     qas.append({"id": "neg", "question": "Who won in 1950?", "is_impossible": True, "answers": []})
     path.write_text(json.dumps({"data": [{"title": "Curie", "paragraphs": [{"context": CTX, "qas": qas}]}]}))
@@ -51,8 +56,12 @@ def test_labels_point_at_the_answer_tokens_or_cls(tmp_path):
 
 
 def test_all_answers_gives_one_example_per_distinct_reference_span(tmp_path):
-    refs = [{"text": "Marie Curie", "answer_start": 0}, {"text": "Curie", "answer_start": 6},
-            {"text": "Marie Curie", "answer_start": 0}, {"text": "Curie", "answer_start": 2}]  # dup; bad offset
+    refs = [
+        {"text": "Marie Curie", "answer_start": 0},
+        {"text": "Curie", "answer_start": 6},
+        {"text": "Marie Curie", "answer_start": 0},
+        {"text": "Curie", "answer_start": 2},
+    ]  # dup; bad offset
     qa = {"id": "q", "question": "Who was a physicist?", "answers": refs}
     path = tmp_path / "m.json"
     path.write_text(json.dumps({"data": [{"title": "Curie", "paragraphs": [{"context": CTX, "qas": [qa]}]}]}))
@@ -89,8 +98,19 @@ def test_resumed_training_equals_an_uninterrupted_run(tmp_path):
     torch.set_num_threads(1)
     init = save_tiny_qa(tmp_path / "init")
     data = _squad(tmp_path / "t.json")
-    base = dict(train_files=[str(data)], init=str(init), batch_size=2, max_steps=4, save_every=2, lr=1e-3,
-                warmup=0.0, progress=False, max_length=64, stride=16, seed=7)
+    base = {
+        "train_files": [str(data)],
+        "init": str(init),
+        "batch_size": 2,
+        "max_steps": 4,
+        "save_every": 2,
+        "lr": 1e-3,
+        "warmup": 0.0,
+        "progress": False,
+        "max_length": 64,
+        "stride": 16,
+        "seed": 7,
+    }
     full = train(TrainConfig(output_dir=str(tmp_path / "full"), **base))
 
     class Stop(Exception):
@@ -115,9 +135,18 @@ def test_resumed_training_equals_an_uninterrupted_run(tmp_path):
 def test_a_time_budget_ends_training_with_the_model_reached_and_says_so(tmp_path):
     torch.set_num_threads(1)
     init = save_tiny_qa(tmp_path / "init")
-    cfg = TrainConfig(train_files=[str(_squad(tmp_path / "t.json"))], output_dir=str(tmp_path / "run"), init=str(init),
-                      batch_size=2, max_steps=4, lr=1e-3, progress=False, max_length=64, stride=16,
-                      max_minutes=1e-6)  # spent by the first step
+    cfg = TrainConfig(
+        train_files=[str(_squad(tmp_path / "t.json"))],
+        output_dir=str(tmp_path / "run"),
+        init=str(init),
+        batch_size=2,
+        max_steps=4,
+        lr=1e-3,
+        progress=False,
+        max_length=64,
+        stride=16,
+        max_minutes=1e-6,
+    )  # spent by the first step
     final = train(cfg)
     info = json.loads((final / "train_info.json").read_text())
     assert (info["steps"], info["planned_steps"], info["stopped_by"]) == (1, 4, "time budget")
@@ -132,9 +161,20 @@ def test_a_layer_reduced_student_with_frozen_embeddings(tmp_path):
     torch.set_num_threads(1)
     init = save_tiny_qa(tmp_path / "init")
     depth = AutoConfig.from_pretrained(str(init)).num_hidden_layers
-    cfg = TrainConfig(train_files=[str(_squad(tmp_path / "t.json"))], output_dir=str(tmp_path / "run"),
-                      init=str(init), batch_size=2, max_steps=2, lr=1e-2, warmup=0.0, progress=False, max_length=64,
-                      stride=16, keep_layers=str(depth - 1), freeze_embeddings=True)
+    cfg = TrainConfig(
+        train_files=[str(_squad(tmp_path / "t.json"))],
+        output_dir=str(tmp_path / "run"),
+        init=str(init),
+        batch_size=2,
+        max_steps=2,
+        lr=1e-2,
+        warmup=0.0,
+        progress=False,
+        max_length=64,
+        stride=16,
+        keep_layers=str(depth - 1),
+        freeze_embeddings=True,
+    )
     final = train(cfg)
     assert AutoConfig.from_pretrained(str(final)).num_hidden_layers == 1
     before, after = _weights(init), _weights(final)
@@ -149,8 +189,14 @@ def test_a_layer_reduced_student_with_frozen_embeddings(tmp_path):
 def test_bad_layer_lists_are_refused(tmp_path):
     init = save_tiny_qa(tmp_path / "init")
     for spec in ("0,x", "2,1", "0,99"):
-        cfg = TrainConfig(train_files=[str(_squad(tmp_path / "t.json"))], output_dir=str(tmp_path / spec),
-                          init=str(init), max_steps=1, progress=False, keep_layers=spec)
+        cfg = TrainConfig(
+            train_files=[str(_squad(tmp_path / "t.json"))],
+            output_dir=str(tmp_path / spec),
+            init=str(init),
+            max_steps=1,
+            progress=False,
+            keep_layers=spec,
+        )
         with pytest.raises(OdqaError, match="keep-layers"):
             train(cfg)
 
@@ -178,13 +224,17 @@ def test_shared_norm_loss_is_one_softmax_over_all_windows_of_a_question():
     # question 0: windows 0 (answer at tokens 2-3) and 1 (no answer); question 1: window 2, no answer anywhere
     starts, ends = torch.tensor([2, 0, 0]), torch.tensor([3, 0, 0])
     loss = shared_norm_loss(start, end, mask, starts, ends, [0, 0, 1])
-    tokens = lambda t: torch.cat([t[0, 1:], t[1, 1:]])  # [CLS] excluded, padding only in the unanswered question
+
+    def tokens(t):  # [CLS] excluded, padding only in the unanswered question
+        return torch.cat([t[0, 1:], t[1, 1:]])
+
     want = ((torch.logsumexp(tokens(start), 0) - start[0, 2]) + (torch.logsumexp(tokens(end), 0) - end[0, 3])) / 2
     assert torch.allclose(loss, want)
     loss.backward()  # the other passage's tokens are pushed down, the unanswered question is left alone
     assert (start.grad[1, 1:] > 0).all() and start.grad[0, 2] < 0 and (start.grad[2] == 0).all()
-    none = shared_norm_loss(start, end, mask, torch.zeros(3, dtype=torch.long), torch.zeros(3, dtype=torch.long),
-                            [0, 0, 1])
+    none = shared_norm_loss(
+        start, end, mask, torch.zeros(3, dtype=torch.long), torch.zeros(3, dtype=torch.long), [0, 0, 1]
+    )
     assert float(none.detach()) == 0.0
 
 
@@ -204,8 +254,14 @@ def test_selection_loss_ranks_answer_holding_windows_by_their_null_scores():
 
 
 def test_selection_loss_needs_shared_norm(tmp_path):
-    cfg = TrainConfig(train_files=[str(_squad(tmp_path / "t.json"))], output_dir=str(tmp_path / "run"),
-                      init=str(save_tiny_qa(tmp_path / "init")), max_steps=1, progress=False, selection_loss=1.0)
+    cfg = TrainConfig(
+        train_files=[str(_squad(tmp_path / "t.json"))],
+        output_dir=str(tmp_path / "run"),
+        init=str(save_tiny_qa(tmp_path / "init")),
+        max_steps=1,
+        progress=False,
+        selection_loss=1.0,
+    )
     with pytest.raises(OdqaError, match="--shared-norm"):
         train(cfg)
 
@@ -220,9 +276,20 @@ def test_shared_norm_training_drops_unanswered_questions_whole_and_trains(tmp_pa
 
     torch.set_num_threads(1)
     init = save_tiny_qa(tmp_path / "init")
-    cfg = TrainConfig(train_files=[str(_squad(tmp_path / "t.json"))], output_dir=str(tmp_path / "run"),
-                      init=str(init), batch_size=2, max_steps=3, lr=1e-3, warmup=0.0, progress=False, max_length=64,
-                      stride=16, shared_norm=1.0, selection_loss=1.0)
+    cfg = TrainConfig(
+        train_files=[str(_squad(tmp_path / "t.json"))],
+        output_dir=str(tmp_path / "run"),
+        init=str(init),
+        batch_size=2,
+        max_steps=3,
+        lr=1e-3,
+        warmup=0.0,
+        progress=False,
+        max_length=64,
+        stride=16,
+        shared_norm=1.0,
+        selection_loss=1.0,
+    )
     info = json.loads((train(cfg) / "train_info.json").read_text())
     assert info["steps"] == 3 and info["config"]["shared_norm"] == 1.0 and info["config"]["selection_loss"] == 1.0
 
@@ -267,8 +334,11 @@ def test_teacher_windows_align_by_characters_across_vocabularies():
         question = feats["input_ids"][i].index(student.sep_token_id)
         assert all(m == -1 for m in start_map[1 : question + 1])  # question tokens and [SEP] have no counterpart
         # every passage token that begins a word has a teacher token beginning at the same character
-        words = [j for j, t in enumerate(student.convert_ids_to_tokens(feats["input_ids"][i]))
-                 if j > question and not t.startswith("##") and t != "[SEP]" and t.isalpha()]
+        words = [
+            j
+            for j, t in enumerate(student.convert_ids_to_tokens(feats["input_ids"][i]))
+            if j > question and not t.startswith("##") and t != "[SEP]" and t.isalpha()
+        ]
         assert words and all(start_map[j] >= 0 for j in words)
 
 
@@ -289,7 +359,9 @@ def test_distill_loss_pulls_the_student_to_the_teacher_and_ignores_unmatched_tok
     loss.backward()
     assert student.grad[0, 1] > 0  # no teacher token there: the student's mass is pushed down
     assert (student.grad[1, 5:] == 0).all()  # padding takes no part
-    assert float(distill_loss(student - 0.5 * student.grad, student - 0.5 * student.grad, t, t, mask, 2.0)) < float(loss)
+    assert float(distill_loss(student - 0.5 * student.grad, student - 0.5 * student.grad, t, t, mask, 2.0)) < float(
+        loss
+    )
 
 
 def test_distill_loss_over_a_questions_windows_is_one_softmax():
@@ -300,8 +372,13 @@ def test_distill_loss_over_a_questions_windows_is_one_softmax():
     mask = torch.ones(3, 5, dtype=torch.long)
     windows_only = distill_loss(student, student, teacher, teacher, mask, 1.0)
     grouped = distill_loss(student, student, teacher, teacher, mask, 1.0, groups=[0, 0, 1])
-    inside = lambda x, rows: x[rows, 1:].reshape(-1)  # [CLS] excluded from the question's softmax
-    by_question = (_kl(inside(teacher, [0, 1]), inside(student, [0, 1])) + _kl(inside(teacher, [2]), inside(student, [2]))) / 2
+
+    def inside(x, rows):  # [CLS] excluded from the question's softmax
+        return x[rows, 1:].reshape(-1)
+
+    by_question = (
+        _kl(inside(teacher, [0, 1]), inside(student, [0, 1])) + _kl(inside(teacher, [2]), inside(student, [2]))
+    ) / 2
     assert torch.allclose(grouped, (windows_only + by_question) / 2, atol=1e-6)
 
 
@@ -311,8 +388,19 @@ def test_training_with_a_teacher_of_another_vocabulary(tmp_path):
     torch.set_num_threads(1)
     init = save_tiny_qa(tmp_path / "init")
     teacher, _ = _xlmr_teacher(tmp_path / "teacher")
-    common = dict(train_files=[str(_squad(tmp_path / "t.json"))], init=str(init), batch_size=2, max_steps=2, lr=1e-2,
-                  warmup=0.0, progress=False, max_length=64, stride=16, shared_norm=1.0, seed=3)
+    common = {
+        "train_files": [str(_squad(tmp_path / "t.json"))],
+        "init": str(init),
+        "batch_size": 2,
+        "max_steps": 2,
+        "lr": 1e-2,
+        "warmup": 0.0,
+        "progress": False,
+        "max_length": 64,
+        "stride": 16,
+        "shared_norm": 1.0,
+        "seed": 3,
+    }
     taught = train(TrainConfig(output_dir=str(tmp_path / "taught"), teacher=str(teacher), **common))
     alone = train(TrainConfig(output_dir=str(tmp_path / "alone"), **common))
     info = json.loads((taught / "train_info.json").read_text())
@@ -325,9 +413,15 @@ def test_training_with_a_teacher_of_another_vocabulary(tmp_path):
 def test_collate_pads_student_and_teacher_rows():
     from odqa.reader.train import collate, collate_teacher
 
-    feats = {"input_ids": [[5, 6, 7], [5, 8]], "token_type_ids": [[0, 1, 1], [0, 1]], "start": [1, 0], "end": [2, 0],
-             "teacher_ids": [[9, 9], [9, 9, 9, 9]], "teacher_start_map": [[0, -1, 1], [2, 3]],
-             "teacher_end_map": [[1, -1, 1], [3, 3]]}
+    feats = {
+        "input_ids": [[5, 6, 7], [5, 8]],
+        "token_type_ids": [[0, 1, 1], [0, 1]],
+        "start": [1, 0],
+        "end": [2, 0],
+        "teacher_ids": [[9, 9], [9, 9, 9, 9]],
+        "teacher_start_map": [[0, -1, 1], [2, 3]],
+        "teacher_end_map": [[1, -1, 1], [3, 3]],
+    }
     batch = collate(feats, [0, 1], pad_id=0)
     assert batch["input_ids"].tolist() == [[5, 6, 7], [5, 8, 0]]
     assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]

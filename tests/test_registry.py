@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from odqa.indexes.bm25 import TEXT_ENGINES
-from odqa.indexes.elastic_connection import parse_location
-from odqa.indexes.layout import IndexLayout
-from odqa.indexes.vector import VECTOR_INDEXES
 from odqa.config import OdqaConfig
 from odqa.core.errors import OdqaError
 from odqa.core.fusion import FUSIONS
 from odqa.core.registry import Registry
+from odqa.indexes.bm25 import TEXT_ENGINES
+from odqa.indexes.elastic_connection import parse_location
+from odqa.indexes.layout import IndexLayout
+from odqa.indexes.vector import VECTOR_INDEXES
 from odqa.retriever.registry import INDEX_BACKENDS, RETRIEVERS, backend_of, fusion_choices
 
 
@@ -61,10 +61,17 @@ def test_the_shell_names_the_registered_retrievers():
     assert "! :retriever takes bm25, dense, hybrid" in out.getvalue() and shell.retriever == "bm25"
 
 
-@pytest.mark.parametrize("location,backend", [
-    ("indexes/wiki", "folder"), ("/abs/es/wiki", "folder"), ("es://127.0.0.1:9200/wiki", "es"),
-    ("ES+HTTPS://es.example:443/wiki", "es"), ("es://", "es"), ("http://127.0.0.1:9200/wiki", "folder"),
-])
+@pytest.mark.parametrize(
+    "location,backend",
+    [
+        ("indexes/wiki", "folder"),
+        ("/abs/es/wiki", "folder"),
+        ("es://127.0.0.1:9200/wiki", "es"),
+        ("ES+HTTPS://es.example:443/wiki", "es"),
+        ("es://", "es"),
+        ("http://127.0.0.1:9200/wiki", "folder"),
+    ],
+)
 def test_backend_of_a_location(location, backend):
     assert backend_of(location) == backend
 
@@ -90,7 +97,9 @@ def test_config_takes_an_elastic_index_and_its_fusions():
 def test_index_layout():
     layout = IndexLayout("indexes/wiki")
     assert layout.manifest == Path("indexes/wiki/manifest.json")
-    assert (layout.passages, layout.bm25, layout.dense) == tuple(Path("indexes/wiki", p) for p in ("passages", "bm25", "dense"))
+    assert (layout.passages, layout.bm25, layout.dense) == tuple(
+        Path("indexes/wiki", p) for p in ("passages", "bm25", "dense")
+    )
     assert layout.embeddings == Path("indexes/wiki/dense/embeddings.npy")
     assert layout.work.root == Path("indexes/wiki.work") and layout.work.bm25 == Path("indexes/wiki.work/bm25")
     assert layout.kb == Path("indexes/wiki-kb")
@@ -109,4 +118,4 @@ def test_the_knowledge_base_beside_an_index_is_found_in_one_place(tmp_path):
     assert Pipeline(config).kb_path == default_kb_path(config) == tmp_path / "wiki-kb"
     elastic = Pipeline(OdqaConfig.load(None, {"index": "es://127.0.0.1:9200/wiki"}))
     with pytest.raises(OdqaError, match="Elasticsearch index has no knowledge base beside it; set linker.kb"):
-        elastic.kb_path
+        elastic.kb_path  # noqa: B018 -- a property: computing it is what fails

@@ -15,8 +15,10 @@ from tests.retrievers import built_retriever
 
 pytest.importorskip("onnxruntime")
 
-PASSAGES = [Passage("a", "", "The Eiffel Tower was built in 1889 by Gustave Eiffel in Paris."),
-            Passage("b", "", "Rome is the capital of Italy and lies on the Tiber.")]
+PASSAGES = [
+    Passage("a", "", "The Eiffel Tower was built in 1889 by Gustave Eiffel in Paris."),
+    Passage("b", "", "Rome is the capital of Italy and lies on the Tiber."),
+]
 
 
 @pytest.fixture
@@ -39,15 +41,18 @@ def _cpu_without_int8_preference(monkeypatch):
     _machine(monkeypatch, prefers_int8=False)
 
 
-def _machine(monkeypatch, *, fast_bf16: bool | None = None, prefers_int8: bool | None = None,
-             onnx: bool | None = None) -> None:
+def _machine(
+    monkeypatch, *, fast_bf16: bool | None = None, prefers_int8: bool | None = None, onnx: bool | None = None
+) -> None:
     """Make the CPU checks (and onnxruntime's presence) answer as on the machine described; None leaves one as is."""
     import odqa.core.cpu_choice
     import odqa.core.device
     import odqa.core.runtime
 
-    for module, name, value in ((odqa.core.device, "cpu_has_fast_bf16", fast_bf16),
-                                (odqa.core.runtime, "onnx_runtime_available", onnx)):
+    for module, name, value in (
+        (odqa.core.device, "cpu_has_fast_bf16", fast_bf16),
+        (odqa.core.runtime, "onnx_runtime_available", onnx),
+    ):
         if value is not None:
             monkeypatch.setattr(module, name, lambda value=value: value)
     if prefers_int8 is not None:
@@ -164,8 +169,8 @@ def test_questions_run_onnx_fp32_under_auto_even_where_bulk_work_runs_bf16(monke
 
 def test_an_encoder_reads_questions_and_passages_on_their_own_plans(monkeypatch, tmp_path, home, caplog):
     """One encoder, native bf16: encode_queries on onnx fp32, encode_passages (an index build) in bf16."""
-    from odqa.linker.linker import Linker
     from odqa.core.encoder import TextEncoder
+    from odqa.linker.linker import Linker
     from tests.reader_fixtures import save_tiny_qa
 
     _machine(monkeypatch, fast_bf16=True, onnx=True)
@@ -183,8 +188,8 @@ def test_an_encoder_reads_questions_and_passages_on_their_own_plans(monkeypatch,
 def test_components_apply_the_auto_rule(monkeypatch, tiny_dir, tmp_path):
     """On a CPU without native bf16, `auto`: reader onnx int8; text encoder and linker onnx fp32 (int8 asked for
     explicitly still runs)."""
-    from odqa.linker.linker import Linker
     from odqa.core.encoder import TextEncoder
+    from odqa.linker.linker import Linker
     from odqa.reader.model import Reader
     from tests.reader_fixtures import save_tiny_qa
 
@@ -221,10 +226,17 @@ def test_an_encoder_marked_int8_measured_runs_int8_under_auto(monkeypatch, tmp_p
     assert int8_measured("fast-passage-encoder") and paired_query_encoder("fast-passage-encoder") == "retriever"
 
 
-@pytest.mark.parametrize("device,precision,runtime", [
-    ("cpu", "fp8", "auto"), ("cpu", "auto", "tensorrt"), ("cpu", "fp16", "auto"), ("cpu", "bf16", "onnx"),
-    ("cuda", "int8", "auto"), ("cuda", "auto", "onnx"),
-])
+@pytest.mark.parametrize(
+    "device,precision,runtime",
+    [
+        ("cpu", "fp8", "auto"),
+        ("cpu", "auto", "tensorrt"),
+        ("cpu", "fp16", "auto"),
+        ("cpu", "bf16", "onnx"),
+        ("cuda", "int8", "auto"),
+        ("cuda", "auto", "onnx"),
+    ],
+)
 def test_impossible_plans_are_refused_with_a_clear_error(device, precision, runtime):
     with pytest.raises(OdqaError):
         plan_inference(device, InferenceSettings(precision, runtime))
@@ -344,9 +356,12 @@ def test_a_large_cpu_build_with_the_default_encoder_is_told_of_the_fast_passage_
     for precision in ("fp32", "int8"):  # CPUs without native bf16
         _suggest_fast_encoder(default, Planned(precision), LARGE_BUILD)
         assert "--encoder fast-passage-encoder" in capsys.readouterr().err
-    for spec, encoder, passages in [(default, Planned("fp32"), LARGE_BUILD - 1), (default, Planned("bf16"), LARGE_BUILD),
-                                    (default, Planned("fp32", device_type="cuda"), LARGE_BUILD),
-                                    (IndexSpec(corpus="c", out="o", encoder="minilm"), Planned("fp32"), LARGE_BUILD)]:
+    for spec, encoder, passages in [
+        (default, Planned("fp32"), LARGE_BUILD - 1),
+        (default, Planned("bf16"), LARGE_BUILD),
+        (default, Planned("fp32", device_type="cuda"), LARGE_BUILD),
+        (IndexSpec(corpus="c", out="o", encoder="minilm"), Planned("fp32"), LARGE_BUILD),
+    ]:
         _suggest_fast_encoder(spec, encoder, passages)
         assert capsys.readouterr().err == ""
 
@@ -362,10 +377,12 @@ def test_auto_encodes_a_large_cpu_build_with_the_fast_passage_encoder_where_bf16
     err = capsys.readouterr().err
     assert "auto` encodes them with fast-passage-encoder" in err and "--precision int8 keeps retriever" in err
     # an explicit precision, a small build, another encoder or a GPU keep the encoder asked for, silently
-    for kept, passages in [(IndexSpec(corpus="c", out="o", device="cpu", precision="int8"), LARGE_BUILD),
-                           (spec, LARGE_BUILD - 1),
-                           (IndexSpec(corpus="c", out="o", device="cpu", encoder="minilm"), LARGE_BUILD),
-                           (IndexSpec(corpus="c", out="o", device="cuda"), LARGE_BUILD)]:
+    for kept, passages in [
+        (IndexSpec(corpus="c", out="o", device="cpu", precision="int8"), LARGE_BUILD),
+        (spec, LARGE_BUILD - 1),
+        (IndexSpec(corpus="c", out="o", device="cpu", encoder="minilm"), LARGE_BUILD),
+        (IndexSpec(corpus="c", out="o", device="cuda"), LARGE_BUILD),
+    ]:
         assert auto_passage_encoder(kept, passages) is kept
     _machine(monkeypatch, fast_bf16=True, prefers_int8=False)  # AMX: the 6-layer encoder in bf16 is fast enough
     assert auto_passage_encoder(spec, LARGE_BUILD) is spec
@@ -392,18 +409,23 @@ def test_index_builds_encode_passages_in_int8_where_only_passage_int8_was_measur
 
 
 def test_a_large_auto_build_records_the_fast_passage_encoder_and_is_searched_with_the_teachers_questions(
-        monkeypatch, tmp_path):
+    monkeypatch, tmp_path
+):
     import json
 
     import odqa.indexing
-    from odqa.indexing import IndexSpec, build_index
     from odqa.indexes.folder import FolderIndex
+    from odqa.indexing import IndexSpec, build_index
 
     _machine(monkeypatch, onnx=True, fast_bf16=False)
     monkeypatch.setattr(odqa.indexing, "LARGE_BUILD", 4)  # four passages stand for a large corpus
     corpus = tmp_path / "docs.jsonl"
-    corpus.write_text("".join(json.dumps({"id": str(i), "title": t, "text": f"{t} is a subject of passage {i}."}) + "\n"
-                              for i, t in enumerate(["Rivers", "Volcanoes", "Opera", "Bridges", "Chemistry"])))
+    corpus.write_text(
+        "".join(
+            json.dumps({"id": str(i), "title": t, "text": f"{t} is a subject of passage {i}."}) + "\n"
+            for i, t in enumerate(["Rivers", "Volcanoes", "Opera", "Bridges", "Chemistry"])
+        )
+    )
     build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "index"), backends=["dense"], device="cpu"))
     manifest = json.loads((tmp_path / "index" / "dense" / "manifest.json").read_text())
     assert manifest["encoder"] == "fast-passage-encoder" and manifest["params"]["query_encoder"] == "retriever"
@@ -417,6 +439,7 @@ def _tiny_sentence_transformer(tmp_path, *extra_modules, prompts=None):
     """A sentence-transformers folder around the tiny encoder: Transformer at the top, mean Pooling, Normalize."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import Normalize, Pooling, Transformer
+
     from tests.reader_fixtures import save_tiny_qa
 
     bert = save_tiny_qa(tmp_path / "tiny-bert", qa=False)
@@ -535,10 +558,12 @@ def test_a_cached_graph_in_use_is_marked_recently_used(tiny_dir, home):
     from odqa.reader.model import Reader
 
     Reader.from_pretrained(str(tiny_dir), device="cpu", precision="fp32", runtime="onnx").read(
-        "Who built the Eiffel Tower?", PASSAGES)
+        "Who built the Eiffel Tower?", PASSAGES
+    )
     (graph,) = [f for f in (home / "onnx").iterdir() if f.name.startswith("reader-")]
     when = time.time() - 90 * 86400
     os.utime(graph, (when, when))
     Reader.from_pretrained(str(tiny_dir), device="cpu", precision="fp32", runtime="onnx").read(
-        "Who built the Eiffel Tower?", PASSAGES)
+        "Who built the Eiffel Tower?", PASSAGES
+    )
     assert time.time() - graph.stat().st_mtime < 600

@@ -46,9 +46,9 @@ def test_ask_answers_with_offsets_into_its_passage(client):
     assert_answer_read_from(best, result["passages"])
     assert result["confident"] == best["confident"] and result["answers"][0] == best
     # the offsets cut the answer out of its passage as the response gives it, and out of every evidence passage
-    assert _passage(result, best["passage_id"])["text"][best["start"]:best["end"]] == best["text"]
+    assert _passage(result, best["passage_id"])["text"][best["start"] : best["end"]] == best["text"]
     for evidence in best["evidence"]:
-        assert _passage(result, evidence["passage_id"])["text"][evidence["start"]:evidence["end"]] == evidence["text"]
+        assert _passage(result, evidence["passage_id"])["text"][evidence["start"] : evidence["end"]] == evidence["text"]
     assert [p["rank"] for p in result["passages"]] == list(range(1, len(result["passages"]) + 1))
     assert {m["title"] for m in result["mentions"]} >= {"Alexander Fleming"}
     assert set(result["timings_ms"]) >= {"link", "retrieve", "read", "total", "queue"}
@@ -81,7 +81,7 @@ def test_link_returns_entities(client):
     result = client.post("/link", json={"question": "Who painted the Mona Lisa?"}).json()
     assert result["linker_enabled"] and [m["title"] for m in result["mentions"]] == ["Mona Lisa"]
     mention = result["mentions"][0]
-    assert "Who painted the Mona Lisa?"[mention["start"]:mention["end"]] == mention["text"] == "Mona Lisa"
+    assert "Who painted the Mona Lisa?"[mention["start"] : mention["end"]] == mention["text"] == "Mona Lisa"
 
 
 def test_health_and_info(client, serve_pipeline):  # noqa: F811
@@ -193,8 +193,9 @@ def test_api_key(serve_pipeline):  # noqa: F811
     key = "k3y-of-the-test"
     with TestClient(create_app(serve_pipeline, SETTINGS, api_key=key)) as keyed:
         for sent in (None, "wrong"):
-            response = keyed.post("/ask", json={"question": "Who wrote Hamlet?"},
-                                  headers={API_KEY_HEADER: sent} if sent else {})
+            response = keyed.post(
+                "/ask", json={"question": "Who wrote Hamlet?"}, headers={API_KEY_HEADER: sent} if sent else {}
+            )
             assert response.status_code == 401 and response.json()["field"] == API_KEY_HEADER
             assert key not in response.text
         assert keyed.get("/info", headers={API_KEY_HEADER: "wrong"}).status_code == 401
@@ -216,8 +217,10 @@ def test_concurrent_requests_get_their_own_answers(client, serve_pipeline):  # n
     for question, response in zip(questions * 2, responses):
         result = response.json()
         best = result["answer"]
-        assert result["question"] == question and _passage(result, best["passage_id"])["text"][
-            best["start"]:best["end"]] == best["text"]
+        assert (
+            result["question"] == question
+            and _passage(result, best["passage_id"])["text"][best["start"] : best["end"]] == best["text"]
+        )
         # the int8 reader quantises each batch's activations with that batch's own range, so a question read
         # beside others may end its span a word sooner or later; never another question's answer
         assert best["text"] in alone[question] or alone[question] in best["text"]
@@ -225,8 +228,12 @@ def test_concurrent_requests_get_their_own_answers(client, serve_pipeline):  # n
 
 def test_worker_reads_waiting_questions_in_one_batch_and_isolates_a_failure(serve_pipeline, monkeypatch):  # noqa: F811
     worker = PipelineWorker(serve_pipeline, max_batch=3)
-    asked = ["Who wrote Hamlet?", "Who painted the Mona Lisa?", "Who assassinated Abraham Lincoln?",
-             "Which philosopher tutored Alexander the Great?"]
+    asked = [
+        "Who wrote Hamlet?",
+        "Who painted the Mona Lisa?",
+        "Who assassinated Abraham Lincoln?",
+        "Which philosopher tutored Alexander the Great?",
+    ]
     futures = [worker.ask(q, None, None) for q in asked]
     other = worker.ask("Who wrote Hamlet?", 3, "bm25")  # another k and retriever: not in the same batch
     worker.start()
@@ -248,7 +255,10 @@ def test_worker_reads_waiting_questions_in_one_batch_and_isolates_a_failure(serv
         with pytest.raises(RuntimeError, match="breaks the reader"):
             futures[0].result(timeout=120)
         for question, future in zip(asked[1:3], futures[1:]):
-            read, alone = future.result(timeout=120).result.answers[0].text, serve_pipeline.ask(question).answers[0].text
+            read, alone = (
+                future.result(timeout=120).result.answers[0].text,
+                serve_pipeline.ask(question).answers[0].text,
+            )
             assert read in alone or alone in read  # its own answer (int8 batches may move a span's end a word)
     finally:
         worker.stop()
@@ -259,15 +269,20 @@ def test_korean_and_chinese_text(bm25_index_of):
     from odqa.pipeline import Pipeline
 
     docs = [
-        {"id": "ko1", "title": "임진왜란", "text": "임진왜란은 1592년 일본이 조선을 침략하면서 시작된 전쟁이다. 이순신 장군이 "
-                                               "한산도 대첩에서 승리하였다."},
+        {
+            "id": "ko1",
+            "title": "임진왜란",
+            "text": "임진왜란은 1592년 일본이 조선을 침략하면서 시작된 전쟁이다. 이순신 장군이 "
+            "한산도 대첩에서 승리하였다.",
+        },
         {"id": "ko2", "title": "한글", "text": "한글은 1443년 세종대왕이 창제한 문자이다. 훈민정음이라고도 부른다."},
         {"id": "ko3", "title": "서울", "text": "서울은 대한민국의 수도이며 한강이 도시를 가로지른다."},
         {"id": "zh1", "title": "长城", "text": "长城是中国古代的军事防御工程，秦始皇统一六国后修筑了万里长城。"},
     ]
     index = bm25_index_of(docs, "cjk")
-    pipeline = Pipeline(OdqaConfig.load(None, {"index": str(index), "retrieval.retriever": "bm25",
-                                               "linker.enabled": False}))
+    pipeline = Pipeline(
+        OdqaConfig.load(None, {"index": str(index), "retrieval.retriever": "bm25", "linker.enabled": False})
+    )
     with TestClient(create_app(pipeline, SETTINGS)) as cjk:
         found = cjk.post("/search", json={"question": "세종대왕이 창제한 문자는?", "k": 2}).json()
         assert found["question"] == "세종대왕이 창제한 문자는?" and found["passages"][0]["text"] == docs[1]["text"]
@@ -278,7 +293,7 @@ def test_korean_and_chinese_text(bm25_index_of):
         result = json.loads(response.content.decode("utf-8"))
         assert result["language"] == "ko" and result["passages"][0]["title"] == "임진왜란"
         for answer in result["answers"]:
-            assert _passage(result, answer["passage_id"])["text"][answer["start"]:answer["end"]] == answer["text"]
+            assert _passage(result, answer["passage_id"])["text"][answer["start"] : answer["end"]] == answer["text"]
         assert cjk.post("/ask", json={"question": "谁修筑了长城？", "language": "zh"}).json()["language"] == "zh"
         assert cjk.get("/info").json()["index"]["language"] == "ko"
         assert cjk.post("/link", json={"question": "서울"}).json()["linker_enabled"] is False
@@ -297,11 +312,21 @@ def nothing_retrieved(bm25_index_of):
     from odqa.config import OdqaConfig
     from odqa.pipeline import Pipeline
 
-    pipeline = Pipeline(OdqaConfig.load(None, {"index": str(bm25_index_of(OUTCOME_DOCS, "outcomes")),
-                                               "retrieval.retriever": "bm25", "linker.enabled": False}))
+    pipeline = Pipeline(
+        OdqaConfig.load(
+            None,
+            {
+                "index": str(bm25_index_of(OUTCOME_DOCS, "outcomes")),
+                "retrieval.retriever": "bm25",
+                "linker.enabled": False,
+            },
+        )
+    )
     with TestClient(create_app(pipeline, SETTINGS)) as outcomes:
-        return {"language_differs": outcomes.post("/ask", json={"question": "페니실린은 누가 발견했나?"}).json(),
-                "no_passages": outcomes.post("/ask", json={"question": "xylophone quokka zeppelin"}).json()}
+        return {
+            "language_differs": outcomes.post("/ask", json={"question": "페니실린은 누가 발견했나?"}).json(),
+            "no_passages": outcomes.post("/ask", json={"question": "xylophone quokka zeppelin"}).json(),
+        }
 
 
 def test_ask_says_nothing_was_retrieved_and_claims_no_answer(nothing_retrieved):
@@ -341,29 +366,67 @@ console.log(JSON.stringify(shown));
 def _rendered(results: list[dict]) -> list[dict]:
     node = shutil.which("node") or shutil.which("nodejs")
     if not node:
-        pytest.skip("node not found: the page's script is run by Node here (tests/test_serve_browser.py runs it in "
-                    "Chromium)")
-    proc = subprocess.run([node, "-e", PAGE_IN_NODE, str(REPO_ROOT / "odqa" / "serve" / "static" / "page.js")],
-                          input=json.dumps(results), capture_output=True, text=True, timeout=60)
+        pytest.skip(
+            "node not found: the page's script is run by Node here (tests/test_serve_browser.py runs it in Chromium)"
+        )
+    proc = subprocess.run(
+        [node, "-e", PAGE_IN_NODE, str(REPO_ROOT / "odqa" / "serve" / "static" / "page.js")],
+        input=json.dumps(results),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
 
 def _answered(confident: bool) -> dict:
-    answer = {"text": "Alexander Fleming", "probability": 0.9 if confident else 0.2, "confident": confident,
-              "title": "Penicillin", "passage_id": "p1_0", "start": 28, "end": 45, "evidence": []}
-    passage = {"rank": 1, "id": "p1_0", "title": "Penicillin", "text": OUTCOME_DOCS[0]["text"], "source": "bm25",
-               "score": 1.5}
-    return {"question": "Who discovered penicillin?", "language": "en", "confident": confident,
-            "outcome": "answer" if confident else "best_guess", "answer": answer, "answers": [answer],
-            "passages": [passage], "mentions": [], "timings_ms": {"total": 5.0}, "batch_size": 1, "notices": []}
+    answer = {
+        "text": "Alexander Fleming",
+        "probability": 0.9 if confident else 0.2,
+        "confident": confident,
+        "title": "Penicillin",
+        "passage_id": "p1_0",
+        "start": 28,
+        "end": 45,
+        "evidence": [],
+    }
+    passage = {
+        "rank": 1,
+        "id": "p1_0",
+        "title": "Penicillin",
+        "text": OUTCOME_DOCS[0]["text"],
+        "source": "bm25",
+        "score": 1.5,
+    }
+    return {
+        "question": "Who discovered penicillin?",
+        "language": "en",
+        "confident": confident,
+        "outcome": "answer" if confident else "best_guess",
+        "answer": answer,
+        "answers": [answer],
+        "passages": [passage],
+        "mentions": [],
+        "timings_ms": {"total": 5.0},
+        "batch_size": 1,
+        "notices": [],
+    }
 
 
 def test_the_page_says_what_happened(nothing_retrieved):
     read_no_answer = {**_answered(True), "outcome": "no_answer", "confident": False, "answer": None, "answers": []}
     older_server = {key: value for key, value in nothing_retrieved["no_passages"].items() if key != "outcome"}
-    shown = _rendered([nothing_retrieved["language_differs"], nothing_retrieved["no_passages"], read_no_answer,
-                       _answered(True), _answered(False), older_server])
+    shown = _rendered(
+        [
+            nothing_retrieved["language_differs"],
+            nothing_retrieved["no_passages"],
+            read_no_answer,
+            _answered(True),
+            _answered(False),
+            older_server,
+        ]
+    )
     other, none, unanswered, confident, guess, older = shown
     assert other["verdict"].startswith("Nothing retrieved: the question is in another language than the index")
     assert other["answer"] == "" and other["passages"] == 0
@@ -377,21 +440,29 @@ def test_the_page_says_what_happened(nothing_retrieved):
 
 
 def _serve(*args, env=None):
-    return subprocess.Popen([sys.executable, "run_qa.py", "serve", *args], cwd=REPO_ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={**os.environ, **(env or {})})
+    return subprocess.Popen(
+        [sys.executable, "run_qa.py", "serve", *args],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_serve_command_starts_answers_and_stops():
     port = free_port()
-    server = _serve("--port", str(port), "--no-access-log", "--api-key-env", "ODQA_TEST_KEY",
-                    env={"ODQA_TEST_KEY": "local-key"})
+    server = _serve(
+        "--port", str(port), "--no-access-log", "--api-key-env", "ODQA_TEST_KEY", env={"ODQA_TEST_KEY": "local-key"}
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         wait_until_healthy(url, server, lambda: server.stdout.read())
-        response = httpx.post(f"{url}/ask", json={"question": "Who wrote Hamlet?"}, headers={API_KEY_HEADER: "local-key"},
-                              timeout=60)
+        response = httpx.post(
+            f"{url}/ask", json={"question": "Who wrote Hamlet?"}, headers={API_KEY_HEADER: "local-key"}, timeout=60
+        )
         assert_answer_read_from(response.json()["answer"], response.json()["passages"])
         assert httpx.post(f"{url}/ask", json={"question": "Who wrote Hamlet?"}, timeout=60).status_code == 401
     finally:
@@ -402,10 +473,14 @@ def test_serve_command_starts_answers_and_stops():
 
 
 @pytest.mark.subprocess
-@pytest.mark.parametrize("args, env, says", [
-    (["--api-key-env", "ODQA_UNSET_KEY_VAR"], {}, "ODQA_UNSET_KEY_VAR: that environment variable is unset"),
-    (["--port", "0"], {}, "expected a whole number >= 1 <= 65535"),
-], ids=["api-key-env unset", "port 0"])
+@pytest.mark.parametrize(
+    "args, env, says",
+    [
+        (["--api-key-env", "ODQA_UNSET_KEY_VAR"], {}, "ODQA_UNSET_KEY_VAR: that environment variable is unset"),
+        (["--port", "0"], {}, "expected a whole number >= 1 <= 65535"),
+    ],
+    ids=["api-key-env unset", "port 0"],
+)
 def test_serve_refuses_bad_settings_in_one_line(args, env, says):
     server = _serve(*args, env=env)
     output = server.communicate(timeout=300)[0]

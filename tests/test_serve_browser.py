@@ -2,8 +2,8 @@
 by Selenium against a uvicorn server on a free port of 127.0.0.1 over the demo corpus. It types a demo question and
 checks the answer, its probability and its highlight in the passage on the rendered page, then that untrusted text
 (HTML, Korean, Chinese) shows as text, that the page of a server with an API key asks for it and says when the server
-has gone, and that /docs and /redoc say where the schema is when their CDN is out of reach. The screenshots' paths are listed at the end of the run (in the folder
-$ODQA_SCREENSHOTS where set, else the test's temporary folder).
+has gone, and that /docs and /redoc say where the schema is when their CDN is out of reach. The screenshots' paths are
+listed at the end of the run (in the folder $ODQA_SCREENSHOTS where set, else the test's temporary folder).
 
 Without Chromium or its driver the test skips and says why; where the environment variable CI is set (.ci/run
 sets it, and installs both) it fails instead."""
@@ -22,9 +22,18 @@ from tests.serve_fixtures import running_server, screenshots, serve_pipeline  # 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--window-size=1100,1500"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1100,1500",
+]
 QUESTION = "In what year did Alexander Fleming discover penicillin?"
 
 
@@ -36,8 +45,9 @@ def browser(tmp_path_factory):
     except ImportError:
         missing.append("selenium (pip install -e '.[test]')")
     if missing:
-        why = (f"{' and '.join(missing)} not found: apt-get install chromium chromium-driver (Debian) for the browser "
-               "test")
+        why = (
+            f"{' and '.join(missing)} not found: apt-get install chromium chromium-driver (Debian) for the browser test"
+        )
         if os.environ.get("CI"):
             pytest.fail(f"CI is set but {why}")
         pytest.skip(why)
@@ -79,8 +89,11 @@ def _ask(browser, question: str):
     before = browser.find_element(By.ID, "question-echo").get_attribute("textContent")
     box.send_keys(Keys.ENTER)
     WebDriverWait(browser, 300).until(
-        lambda d: d.find_element(By.ID, "question-echo").get_attribute("textContent") not in ("", before)
-        or d.find_element(By.ID, "error").is_displayed())
+        lambda d: (
+            d.find_element(By.ID, "question-echo").get_attribute("textContent") not in ("", before)
+            or d.find_element(By.ID, "error").is_displayed()
+        )
+    )
     assert not browser.find_element(By.ID, "error").is_displayed(), browser.find_element(By.ID, "error").text
 
 
@@ -125,7 +138,7 @@ def test_page_shows_untrusted_text_as_text(browser, server, tmp_path, screenshot
 
     browser.get(server + "/")
     title = browser.title
-    question = '<img src=x onerror="document.title=\'pwned\'"> 서울은 어느 나라의 수도인가? 长城在哪里？'
+    question = "<img src=x onerror=\"document.title='pwned'\"> 서울은 어느 나라의 수도인가? 长城在哪里？"
     _ask(browser, question)
     assert browser.find_element(By.ID, "question-echo").text == question
     assert not browser.find_elements(By.CSS_SELECTOR, "#result img") and browser.title == title
@@ -138,7 +151,8 @@ def test_page_shows_untrusted_text_as_text(browser, server, tmp_path, screenshot
     _ask(browser, korean)
     assert browser.find_element(By.ID, "question-echo").text == korean
     assert browser.find_element(By.ID, "verdict").text.startswith(
-        "Nothing retrieved: the question is in another language than the index")
+        "Nothing retrieved: the question is in another language than the index"
+    )
     notices = browser.find_element(By.ID, "notices").text
     assert "languages differ" in notices and "answers may be poor" not in notices
     assert not browser.find_elements(By.CSS_SELECTOR, "#passages > li")
@@ -148,7 +162,11 @@ def test_page_shows_untrusted_text_as_text(browser, server, tmp_path, screenshot
 
 
 def test_page_asks_a_guarded_server_for_its_key_then_says_when_it_is_gone(
-        browser, serve_pipeline, tmp_path, screenshots):  # noqa: F811
+    browser,
+    serve_pipeline,  # noqa: F811
+    tmp_path,
+    screenshots,  # noqa: F811
+):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 

@@ -34,8 +34,9 @@ def client(serve_pipeline):  # noqa: F811
 @pytest.fixture(scope="module")
 def guarded(serve_pipeline):  # noqa: F811
     """A server with an API key whose pages at ORIGIN may call it."""
-    with TestClient(create_app(serve_pipeline, ServeSettings(cors_origin=(ORIGIN,)), api_key=KEY),
-                    raise_server_exceptions=False) as c:
+    with TestClient(
+        create_app(serve_pipeline, ServeSettings(cors_origin=(ORIGIN,)), api_key=KEY), raise_server_exceptions=False
+    ) as c:
         yield c
 
 
@@ -56,7 +57,7 @@ def test_docs_pages_name_the_schema_and_their_policy_lets_their_scripts_run(clie
     sources = [re.search(r'src="([^"]+)"', attributes).group(1) for attributes in scripts]
     policy = _policy(page)
     for source in sources:
-        allowed = "'self'" if source.startswith("/") else source[:len(DOCS_CDN)]
+        allowed = "'self'" if source.startswith("/") else source[: len(DOCS_CDN)]
         assert allowed in policy["script-src"], (source, policy)
         if source.startswith("/"):
             assert client.get(source).status_code == 200
@@ -69,8 +70,10 @@ def test_docs_pages_name_the_schema_and_their_policy_lets_their_scripts_run(clie
 
 # ---- CORS ----------------------------------------------------------------------------------------------------
 def _preflight(c, origin: str, headers: str = f"content-type, {API_KEY_HEADER.lower()}"):
-    return c.options("/ask", headers={"Origin": origin, "Access-Control-Request-Method": "POST",
-                                      "Access-Control-Request-Headers": headers})
+    return c.options(
+        "/ask",
+        headers={"Origin": origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": headers},
+    )
 
 
 def test_cors_answers_the_origins_given_only(guarded):
@@ -84,14 +87,18 @@ def test_cors_answers_the_origins_given_only(guarded):
     assert asked.status_code == 200 and asked.headers["access-control-allow-origin"] == ORIGIN
     refused = guarded.post("/ask", json={"question": QUESTION}, headers={"Origin": ORIGIN})
     assert refused.status_code == 401 and refused.headers["access-control-allow-origin"] == ORIGIN  # readable
-    stranger = guarded.post("/ask", json={"question": QUESTION}, headers={"Origin": "http://evil.example",
-                                                                          API_KEY_HEADER: KEY})
+    stranger = guarded.post(
+        "/ask", json={"question": QUESTION}, headers={"Origin": "http://evil.example", API_KEY_HEADER: KEY}
+    )
     assert "access-control-allow-origin" not in stranger.headers
 
 
 def test_no_cors_origin_adds_no_cors_header(client):
-    for response in (_preflight(client, ORIGIN), client.get("/health", headers={"Origin": ORIGIN}),
-                     client.post("/search", json={"question": "Hamlet", "k": 1}, headers={"Origin": ORIGIN})):
+    for response in (
+        _preflight(client, ORIGIN),
+        client.get("/health", headers={"Origin": ORIGIN}),
+        client.post("/search", json={"question": "Hamlet", "k": 1}, headers={"Origin": ORIGIN}),
+    ):
         assert not [h for h in response.headers if h.lower().startswith("access-control-")], response.headers
 
 
@@ -212,8 +219,11 @@ def test_broken_json_sent_as_json_stays_a_422(client):
         response = client.post("/ask", content=b'{"question": "Who wrote', headers={"content-type": kind})
         assert response.status_code == 422 and response.json()["field"] == "body", (kind, response.text)
     assert client.post("/ask", content=b"", headers={"content-type": "application/json"}).status_code == 422
-    good = client.post("/search", content=json.dumps({"question": "Hamlet", "k": 1}),
-                       headers={"content-type": "application/json; charset=utf-8"})
+    good = client.post(
+        "/search",
+        content=json.dumps({"question": "Hamlet", "k": 1}),
+        headers={"content-type": "application/json; charset=utf-8"},
+    )
     assert good.status_code == 200
 
 
@@ -245,8 +255,11 @@ def test_the_schema_shows_null_where_the_server_takes_it(client):
 def test_info_tells_a_client_without_the_key_only_that_one_is_needed(guarded, client):
     locked = guarded.get("/info")
     assert locked.status_code == 200
-    assert locked.json() == {"version": locked.json()["version"], "api_key_required": True,
-                             "api_key_header": API_KEY_HEADER}
+    assert locked.json() == {
+        "version": locked.json()["version"],
+        "api_key_required": True,
+        "api_key_header": API_KEY_HEADER,
+    }
     full = guarded.get("/info", headers={API_KEY_HEADER: KEY}).json()
     assert full["api_key_required"] is True and full["index"]["passages"] == 308
     assert client.get("/info").json()["api_key_required"] is False and "index" in client.get("/info").json()
@@ -308,10 +321,16 @@ const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
 def _page_steps(steps: list[dict]) -> list[dict]:
     node = shutil.which("node") or shutil.which("nodejs")
     if not node:
-        pytest.skip("node not found: the page's script is run by Node here (tests/test_serve_browser.py runs it in "
-                    "Chromium)")
-    proc = subprocess.run([node, "-e", PAGE_CALLS_IN_NODE, str(REPO_ROOT / "odqa" / "serve" / "static" / "page.js")],
-                          input=json.dumps(steps), capture_output=True, text=True, timeout=60)
+        pytest.skip(
+            "node not found: the page's script is run by Node here (tests/test_serve_browser.py runs it in Chromium)"
+        )
+    proc = subprocess.run(
+        [node, "-e", PAGE_CALLS_IN_NODE, str(REPO_ROOT / "odqa" / "serve" / "static" / "page.js")],
+        input=json.dumps(steps),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -322,15 +341,17 @@ def test_the_page_asks_a_guarded_server_for_its_key_and_says_when_the_server_is_
     info = guarded.get("/info", headers={API_KEY_HEADER: KEY}).json()
     answered = guarded.post("/ask", json={"question": QUESTION}, headers={API_KEY_HEADER: KEY}).json()
     reply = lambda response: {"status": 200, "body": response}  # noqa: E731
-    opened, keyed, asked, wrong, rekeyed, again, gone = _page_steps([
-        {"do": "load", "answers": [reply(locked)]},
-        {"do": "key", "key": KEY, "answers": [reply(info)]},
-        {"do": "ask", "question": QUESTION, "answers": [reply(answered)]},
-        {"do": "ask", "question": QUESTION, "answers": [{"status": 401, "body": refused.json()}]},
-        {"do": "key", "key": KEY, "answers": [reply(info)]},
-        {"do": "ask", "question": QUESTION, "answers": [reply(answered)]},
-        {"do": "ask", "question": QUESTION, "answers": ["gone"]},
-    ])
+    opened, keyed, asked, wrong, rekeyed, again, gone = _page_steps(
+        [
+            {"do": "load", "answers": [reply(locked)]},
+            {"do": "key", "key": KEY, "answers": [reply(info)]},
+            {"do": "ask", "question": QUESTION, "answers": [reply(answered)]},
+            {"do": "ask", "question": QUESTION, "answers": [{"status": 401, "body": refused.json()}]},
+            {"do": "key", "key": KEY, "answers": [reply(info)]},
+            {"do": "ask", "question": QUESTION, "answers": [reply(answered)]},
+            {"do": "ask", "question": QUESTION, "answers": ["gone"]},
+        ]
+    )
     # a guarded server: the page opens on the key's input, not on an error
     assert opened["keyForm"] and "needs an API key" in opened["keyPrompt"] and opened["error"] == ""
     assert keyed["sent"] == [{"path": "/info", "key": KEY}] and not keyed["keyForm"]

@@ -28,8 +28,14 @@ def _pipeline() -> Pipeline:
 
 
 def _answers(pipeline: Pipeline, questions: list[str]) -> list[tuple[str, float, list[str]]]:
-    return [(r.answers[0].text if r.answers else "", r.answers[0].score if r.answers else 0.0,
-             [m.entity.title for m in r.mentions]) for r in pipeline.ask_batch(questions)]
+    return [
+        (
+            r.answers[0].text if r.answers else "",
+            r.answers[0].score if r.answers else 0.0,
+            [m.entity.title for m in r.mentions],
+        )
+        for r in pipeline.ask_batch(questions)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +47,8 @@ def questions() -> list[str]:
 def module_way(questions):
     """Answers of a pipeline whose components build their torch modules first (and export the graphs from them
     when missing): the path of every start before the cached graphs could answer alone."""
-    import odqa.linker.linker
     import odqa.core.encoder_loading
+    import odqa.linker.linker
     import odqa.reader.model
 
     with pytest.MonkeyPatch.context() as patch:
@@ -103,7 +109,10 @@ def test_the_linkers_numpy_heads_score_as_its_torch_model(tmp_path):
     with torch.no_grad():
         vectors = model.span_vectors(hidden, spans)
         expected = [model.mention_logits(scores, spans), vectors, model.entity_logits(vectors, cands, features)]
-    got = [heads.mention_logits(scores.numpy(), spans.numpy()), heads.span_vectors(hidden.numpy(), spans.numpy()),
-           heads.entity_logits(vectors.numpy(), cands.numpy(), features.numpy())]
+    got = [
+        heads.mention_logits(scores.numpy(), spans.numpy()),
+        heads.span_vectors(hidden.numpy(), spans.numpy()),
+        heads.entity_logits(vectors.numpy(), cands.numpy(), features.numpy()),
+    ]
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e.numpy(), atol=1e-5)

@@ -8,8 +8,10 @@ from odqa.corpus.store import PassageStore
 
 
 def test_get_rows_across_record_batches(tmp_path):
-    passages = [Passage(id=f"p{i}", title=f"T{i // 4}", text=f"text {i}", doc_id=f"d{i // 4}", start=i, end=i + 5)
-                for i in range(20)]
+    passages = [
+        Passage(id=f"p{i}", title=f"T{i // 4}", text=f"text {i}", doc_id=f"d{i // 4}", start=i, end=i + 5)
+        for i in range(20)
+    ]
     store, _ = PassageStore.write(passages, tmp_path / "store", batch_rows=3)
     assert store.table.column("id").num_chunks == 7
     wanted = [17, 2, 17, 0, 19, 9]
@@ -22,11 +24,12 @@ def test_get_rows_across_record_batches(tmp_path):
 def test_a_store_opened_for_random_reads_reads_rows_and_streams_alike(tmp_path):
     """An index's store is advised for random reads (no readahead around a miss); its rows, a checked read of
     scattered blocks (prefetched together) and a whole stream read the same, and the advice outlives a stream."""
-    from odqa.indexes.integrity import FileCheck, describe_file
     from odqa.corpus.store import DATA_FILE
+    from odqa.indexes.integrity import FileCheck, describe_file
 
-    passages = [Passage(id=f"p{i}", title=f"T{i}", text=f"text {i} " * 50, doc_id=f"d{i}", start=0, end=5)
-                for i in range(300)]
+    passages = [
+        Passage(id=f"p{i}", title=f"T{i}", text=f"text {i} " * 50, doc_id=f"d{i}", start=0, end=5) for i in range(300)
+    ]
     PassageStore.write(passages, tmp_path / "store", batch_rows=7)
     store = PassageStore.open(tmp_path / "store")
     store.advise_random_reads()

@@ -18,12 +18,36 @@ from tests.retrievers import built_retriever
 # ---------------------------------------------------------------------------------------------------- fixtures
 
 DOCS = [
-    {"id": "1", "title": "Mount Everest", "text": "Mount Everest is the highest mountain on Earth, 8,849 metres above sea level, in the Himalayas."},
-    {"id": "2", "title": "K2", "text": "K2 is the second highest mountain on Earth, in the Karakoram range, first climbed in 1954."},
-    {"id": "3", "title": "Mont Blanc", "text": "Mont Blanc is the highest mountain of the Alps, on the border of France and Italy."},
-    {"id": "4", "title": "Nile", "text": "The Nile is a long river in Africa that flows north into the Mediterranean Sea."},
-    {"id": "5", "title": "Amazon River", "text": "The Amazon River in South America carries more water than any other river on Earth."},
-    {"id": "6", "title": "Danube", "text": "The Danube is the second longest river in Europe and flows into the Black Sea."},
+    {
+        "id": "1",
+        "title": "Mount Everest",
+        "text": "Mount Everest is the highest mountain on Earth, 8,849 metres above sea level, in the Himalayas.",
+    },
+    {
+        "id": "2",
+        "title": "K2",
+        "text": "K2 is the second highest mountain on Earth, in the Karakoram range, first climbed in 1954.",
+    },
+    {
+        "id": "3",
+        "title": "Mont Blanc",
+        "text": "Mont Blanc is the highest mountain of the Alps, on the border of France and Italy.",
+    },
+    {
+        "id": "4",
+        "title": "Nile",
+        "text": "The Nile is a long river in Africa that flows north into the Mediterranean Sea.",
+    },
+    {
+        "id": "5",
+        "title": "Amazon River",
+        "text": "The Amazon River in South America carries more water than any other river on Earth.",
+    },
+    {
+        "id": "6",
+        "title": "Danube",
+        "text": "The Danube is the second longest river in Europe and flows into the Black Sea.",
+    },
 ]
 
 QUESTIONS = [
@@ -53,23 +77,48 @@ def _tiny_encoder(path, hidden=32, dropout=0.1, seed=0):
 
     tok = minilm_tokenizer()
     torch.manual_seed(seed)
-    cfg = BertConfig(vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=2 * hidden, max_position_embeddings=128, hidden_dropout_prob=dropout,
-                     attention_probs_dropout_prob=dropout)
+    cfg = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=hidden,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden,
+        max_position_embeddings=128,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+    )
     BertModel(cfg).save_pretrained(str(path))
     tok.save_pretrained(str(path))
     return path
 
 
 def _example(i: int) -> dict:
-    topics = ["volcano", "penguin", "violin", "glacier", "satellite", "pyramid", "tornado", "cathedral",
-              "submarine", "orchid", "telescope", "desert"]
+    topics = [
+        "volcano",
+        "penguin",
+        "violin",
+        "glacier",
+        "satellite",
+        "pyramid",
+        "tornado",
+        "cathedral",
+        "submarine",
+        "orchid",
+        "telescope",
+        "desert",
+    ]
     t = topics[i % len(topics)]
     other = topics[(i + 5) % len(topics)]
     return {
-        "id": str(i), "question": f"tell me about the {t}", "answers": [t],
-        "positive_ctxs": [{"title": t.title(), "text": f"the {t} is described here: a {t} {t} facts", "passage_id": f"p{i}"}],
-        "hard_negative_ctxs": [{"title": other.title(), "text": f"the {other} is described here: about {other}", "passage_id": f"n{i}"}],
+        "id": str(i),
+        "question": f"tell me about the {t}",
+        "answers": [t],
+        "positive_ctxs": [
+            {"title": t.title(), "text": f"the {t} is described here: a {t} {t} facts", "passage_id": f"p{i}"}
+        ],
+        "hard_negative_ctxs": [
+            {"title": other.title(), "text": f"the {other} is described here: about {other}", "passage_id": f"n{i}"}
+        ],
     }
 
 
@@ -124,7 +173,9 @@ def test_distillation_loss_matches_a_hand_computation():
     mask = torch.tensor([[False, True]])
     assert float(score_distillation_loss(sq, sp, tq, tp, mask=mask)) == pytest.approx(0.0, abs=1e-6)
     # ... but the question's own positive is never masked out
-    assert float(score_distillation_loss(sq, sp, tq, tp, mask=torch.tensor([[True, False]]))) == pytest.approx(expected, abs=1e-6)
+    assert float(score_distillation_loss(sq, sp, tq, tp, mask=torch.tensor([[True, False]]))) == pytest.approx(
+        expected, abs=1e-6
+    )
     # gradients reach the student only
     sq.requires_grad_()
     tq.requires_grad_()
@@ -143,7 +194,9 @@ def test_builder_positives_hard_negatives_drops_and_resume(tiny_index, qa_tsv, t
     first = rows[0]
     assert first["positive_ctxs"][0]["title"] == "Mount Everest"
     for r in rows:
-        assert r["positive_ctxs"] and all(any(a.lower() in c["text"].lower() for a in r["answers"]) for c in r["positive_ctxs"])
+        assert r["positive_ctxs"] and all(
+            any(a.lower() in c["text"].lower() for a in r["answers"]) for c in r["positive_ctxs"]
+        )
         assert all(not any(a.lower() in c["text"].lower() for a in r["answers"]) for c in r["hard_negative_ctxs"])
         assert r["hard_negative_ctxs"], "BM25's other hits are hard negatives"
         for c in r["positive_ctxs"] + r["hard_negative_ctxs"]:
@@ -158,26 +211,57 @@ def test_builder_positives_hard_negatives_drops_and_resume(tiny_index, qa_tsv, t
     (tmp_path / "dpr.jsonl.dropped").write_text("")
     third = build_dpr_data([qa_tsv], tiny_index, out, k=4, progress=False)
     assert third.written == 1 and third.dropped_no_positive == 1
-    assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == ["dev.qa.tsv:0", "dev.qa.tsv:1", "dev.qa.tsv:2"]
+    assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == [
+        "dev.qa.tsv:0",
+        "dev.qa.tsv:1",
+        "dev.qa.tsv:2",
+    ]
 
 
 def test_builder_regex_answers_and_squad_gold_paragraph(tiny_index, tmp_path):
     trec = tmp_path / "curated-train.tsv"
     trec.write_text("1\tfactoid\twhat is the highest mountain on earth\tMount\\s+Everest\n")
     squad = tmp_path / "dev-v2.0.json"
-    squad.write_text(json.dumps({"data": [{"title": "Danube", "paragraphs": [{
-        "context": "The Danube flows through ten countries and into the Black Sea.",
-        "qas": [{"id": "q1", "question": "which sea does the danube river flow into", "is_impossible": False,
-                 "answers": [{"text": "Black Sea", "answer_start": 51}]},
-                {"id": "q2", "question": "unanswerable", "is_impossible": True, "answers": []}]}]}]}))
+    squad.write_text(
+        json.dumps(
+            {
+                "data": [
+                    {
+                        "title": "Danube",
+                        "paragraphs": [
+                            {
+                                "context": "The Danube flows through ten countries and into the Black Sea.",
+                                "qas": [
+                                    {
+                                        "id": "q1",
+                                        "question": "which sea does the danube river flow into",
+                                        "is_impossible": False,
+                                        "answers": [{"text": "Black Sea", "answer_start": 51}],
+                                    },
+                                    {"id": "q2", "question": "unanswerable", "is_impossible": True, "answers": []},
+                                ],
+                            }
+                        ],
+                    }
+                ]
+            }
+        )
+    )
     out = tmp_path / "mix.jsonl"
     stats = build_dpr_data([trec, squad], tiny_index, out, k=6, progress=False)
     rows = {r["source"]: r for r in map(json.loads, out.read_text().splitlines())}
     assert stats.written == 2 and stats.questions == 2  # the unanswerable SQuAD question is not loaded
-    assert rows["curated-train.tsv"]["regex"] and rows["curated-train.tsv"]["positive_ctxs"][0]["title"] == "Mount Everest"
+    assert (
+        rows["curated-train.tsv"]["regex"] and rows["curated-train.tsv"]["positive_ctxs"][0]["title"] == "Mount Everest"
+    )
     gold = rows["dev-v2.0.json"]
-    assert gold["positive_ctxs"] == [{"title": "Danube", "text": "The Danube flows through ten countries and into the Black Sea.",
-                                      "passage_id": "gold:q1"}]
+    assert gold["positive_ctxs"] == [
+        {
+            "title": "Danube",
+            "text": "The Danube flows through ten countries and into the Black Sea.",
+            "passage_id": "gold:q1",
+        }
+    ]
     assert all("Black Sea" not in c["text"] for c in gold["hard_negative_ctxs"])
 
 
@@ -189,7 +273,9 @@ def test_builder_dev_split_is_set_aside_before_the_positive_filter(tiny_index, t
     many = [(q, a) for q, a in QUESTIONS for _ in range(10)]  # 40 questions, 10 without any answer in the corpus
     qa.write_text("".join(f"{q}\t{json.dumps(a)}\n" for q, a in many))
     trec = tmp_path / "curated-train.tsv"
-    trec.write_text("".join(f"{i}\tfactoid\twhat is the highest mountain on earth\tMount\\s+Everest\n" for i in range(20)))
+    trec.write_text(
+        "".join(f"{i}\tfactoid\twhat is the highest mountain on earth\tMount\\s+Everest\n" for i in range(20))
+    )
     out, dev_dir = tmp_path / "train.jsonl", tmp_path / "dev"
     stats = build_dpr_data([qa, trec], tiny_index, out, k=4, progress=False, dev_fraction=0.3, dev_dir=dev_dir)
     expected = [f"nq-dev.qa.tsv:{i}" for i in range(40) if in_dev_split(f"nq-dev.qa.tsv:{i}", 0.3)]
@@ -239,17 +325,37 @@ def test_reader_skips_bad_rows_with_counts(tmp_path, caplog):
     with caplog.at_level("WARNING"):
         examples = read_dpr_file(path, stats)
     assert len(examples) == 2 and stats.kept == 2 and stats.rows == 8 and stats.bad_contexts == 1
-    assert stats.skipped == {"invalid JSON": 1, "missing question": 1, "answers not a list of strings": 1,
-                             "no positive context": 1, "missing positive_ctxs": 1, "not a JSON object": 1}
+    assert stats.skipped == {
+        "invalid JSON": 1,
+        "missing question": 1,
+        "answers not a list of strings": 1,
+        "no positive context": 1,
+        "missing positive_ctxs": 1,
+        "not a JSON object": 1,
+    }
     assert "mixed.jsonl:2: skipped: invalid JSON" in caplog.text
 
 
 def test_reader_reads_dpr_published_json(tmp_path):
-    data = [{"dataset": "nq_train", "question": "who got the first nobel prize in physics", "answers": ["Wilhelm Conrad Röntgen"],
-             "positive_ctxs": [{"title": "Nobel Prize", "text": "... Röntgen ...", "score": 1000, "title_score": 1, "passage_id": "628725"}],
-             "negative_ctxs": [{"title": "A", "text": "a", "score": 0, "title_score": 0, "passage_id": "1"}],
-             "hard_negative_ctxs": [{"title": "B", "text": "b", "score": 9.1, "title_score": 0, "psg_id": 7}]},
-            {"question": "no positives", "answers": ["x"], "positive_ctxs": [], "hard_negative_ctxs": []}]
+    data = [
+        {
+            "dataset": "nq_train",
+            "question": "who got the first nobel prize in physics",
+            "answers": ["Wilhelm Conrad Röntgen"],
+            "positive_ctxs": [
+                {
+                    "title": "Nobel Prize",
+                    "text": "... Röntgen ...",
+                    "score": 1000,
+                    "title_score": 1,
+                    "passage_id": "628725",
+                }
+            ],
+            "negative_ctxs": [{"title": "A", "text": "a", "score": 0, "title_score": 0, "passage_id": "1"}],
+            "hard_negative_ctxs": [{"title": "B", "text": "b", "score": 9.1, "title_score": 0, "psg_id": 7}],
+        },
+        {"question": "no positives", "answers": ["x"], "positive_ctxs": [], "hard_negative_ctxs": []},
+    ]
     path = tmp_path / "biencoder-nq-train.json"
     path.write_text(json.dumps(data, ensure_ascii=False))
     stats = ReadStats()
@@ -266,17 +372,31 @@ def test_reader_reads_dpr_published_json(tmp_path):
 def _cfg(train_file, out, init, **kw):
     from odqa.retriever.train import RetrieverTrainConfig
 
-    base = dict(train_files=[str(train_file)], output_dir=str(out), init=str(init), batch_size=4, lr=1e-3, warmup=0.0,
-                max_steps=6, q_max_length=16, p_max_length=24, eval_every=0, save_every=0, progress=False, device="cpu",
-                precision="fp32")
+    base = {
+        "train_files": [str(train_file)],
+        "output_dir": str(out),
+        "init": str(init),
+        "batch_size": 4,
+        "lr": 1e-3,
+        "warmup": 0.0,
+        "max_steps": 6,
+        "q_max_length": 16,
+        "p_max_length": 24,
+        "eval_every": 0,
+        "save_every": 0,
+        "progress": False,
+        "device": "cpu",
+        "precision": "fp32",
+    }
     base.update(kw)
     return RetrieverTrainConfig(**base)
 
 
 def test_gradient_cache_equals_full_batch(tmp_path, train_file):
+    from contextlib import nullcontext
+
     from odqa.core.encoder import TextEncoder
     from odqa.retriever.train import DualEncoder, make_batch, train_step
-    from contextlib import nullcontext
 
     init = _tiny_encoder(tmp_path / "enc", dropout=0.0)
     examples = read_dpr_file(train_file)[:4]
@@ -285,7 +405,9 @@ def test_gradient_cache_equals_full_batch(tmp_path, train_file):
     for chunk in (0, 3):
         model = DualEncoder(TextEncoder.from_pretrained(str(init), device="cpu"))
         model.train()
-        loss = train_step(model, batch, _cfg(train_file, tmp_path / "o", init, chunk_size=chunk), torch.device("cpu"), nullcontext)
+        loss = train_step(
+            model, batch, _cfg(train_file, tmp_path / "o", init, chunk_size=chunk), torch.device("cpu"), nullcontext
+        )
         grads.append((loss, torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])))
     assert grads[0][0] == pytest.approx(grads[1][0], abs=1e-5)
     assert torch.allclose(grads[0][1], grads[1][1], atol=1e-5)
@@ -296,8 +418,10 @@ def test_a_few_steps_lower_the_training_loss(tmp_path, train_file):
 
     init = _tiny_encoder(tmp_path / "enc")
     losses = []
-    final = train(_cfg(train_file, tmp_path / "run", init, max_steps=30, chunk_size=3, holdout=4, eval_every=10),
-                  on_step=lambda s, l: losses.append(l))
+    final = train(
+        _cfg(train_file, tmp_path / "run", init, max_steps=30, chunk_size=3, holdout=4, eval_every=10),
+        on_step=lambda s, loss: losses.append(loss),
+    )
     assert len(losses) == 30
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5
     # the saved model is a TextEncoder folder, loadable as any encoder
@@ -311,7 +435,12 @@ def test_a_few_steps_lower_the_training_loss(tmp_path, train_file):
     shipped = export_encoder(final, tmp_path / "shipped", card="# card\n")
     again = TextEncoder.from_pretrained(str(shipped), device="cpu")
     assert next(again.model.parameters()).dtype == torch.float32 and (shipped / "README.md").exists()
-    assert abs(float((again.encode(["tell me about the volcano"]) @ enc.encode(["tell me about the volcano"]).T)[0, 0]) - 1) < 1e-3
+    assert (
+        abs(
+            float((again.encode(["tell me about the volcano"]) @ enc.encode(["tell me about the volcano"]).T)[0, 0]) - 1
+        )
+        < 1e-3
+    )
     history = [json.loads(x) for x in (tmp_path / "run" / "val_history.jsonl").read_text().splitlines()]
     assert [h["step"] for h in history] == [0, 10, 20, 30] and history[0]["questions"] == 4
     # the pool view ranks every held-out context: at least each question's positive, at most all contexts
@@ -357,8 +486,10 @@ def test_checkpoint_resume_gives_the_same_model(tmp_path, train_file):
         train(_cfg(train_file, tmp_path / "b", init, max_steps=6, save_every=2), on_step=crash)
     assert sorted(p.name for p in (tmp_path / "b").glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
     resumed_steps = []
-    resumed = train(_cfg(train_file, tmp_path / "b", init, max_steps=6, save_every=2),
-                    on_step=lambda s, l: resumed_steps.append(s))
+    resumed = train(
+        _cfg(train_file, tmp_path / "b", init, max_steps=6, save_every=2),
+        on_step=lambda s, loss: resumed_steps.append(s),
+    )
     assert resumed_steps == [5, 6]
     from safetensors.torch import load_file
 
@@ -372,9 +503,11 @@ def test_checkpoint_of_another_architecture_is_refused(tmp_path, train_file):
     small = _tiny_encoder(tmp_path / "small", hidden=32)
     big = _tiny_encoder(tmp_path / "big", hidden=64)
     with pytest.raises(ZeroDivisionError):
+
         def stop(step, loss):
             if step == 2:
                 raise ZeroDivisionError
+
         train(_cfg(train_file, tmp_path / "run", small, save_every=1), on_step=stop)
     with pytest.raises(OdqaError, match="another architecture"):
         train(_cfg(train_file, tmp_path / "run", big))
@@ -387,7 +520,9 @@ def test_separate_encoders_save_both(tmp_path, train_file):
 
     init = _tiny_encoder(tmp_path / "enc")
     final = train(_cfg(train_file, tmp_path / "sep", init, shared=False, max_steps=2))
-    assert (final / "question_encoder" / "config.json").exists() and (final / "passage_encoder" / "config.json").exists()
+    assert (final / "question_encoder" / "config.json").exists() and (
+        final / "passage_encoder" / "config.json"
+    ).exists()
 
 
 def test_training_survives_bad_rows(tmp_path, train_file):
@@ -405,8 +540,8 @@ def test_training_survives_bad_rows(tmp_path, train_file):
 
 
 def test_tune_hybrid_records_a_choice(tmp_path):
-    from odqa.eval.tuning import tune_hybrid
     from odqa.corpus.questions import QAItem
+    from odqa.eval.tuning import tune_hybrid
     from odqa.indexes.folder import FolderIndex
 
     enc = _tiny_encoder(tmp_path / "enc")
@@ -415,9 +550,15 @@ def test_tune_hybrid_records_a_choice(tmp_path):
     build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "idx"), backends=["bm25", "dense"], encoder=str(enc)))
     bundle = FolderIndex.open(tmp_path / "idx")
     items = [QAItem(str(i), q, a) for i, (q, a) in enumerate(QUESTIONS)]
-    result = tune_hybrid(built_retriever(bundle, "dense"), built_retriever(bundle, "bm25"), items, alphas=[0.2, 0.8], candidates=6,
-                         ks=[1, 5],
-                         select="recall@5")
+    result = tune_hybrid(
+        built_retriever(bundle, "dense"),
+        built_retriever(bundle, "bm25"),
+        items,
+        alphas=[0.2, 0.8],
+        candidates=6,
+        ks=[1, 5],
+        select="recall@5",
+    )
     assert result["questions"] == 4 and len(result["settings"]) == 3
     assert result["best"]["method"] in ("rrf", "minmax")
     best = result["best_metrics"]
@@ -447,8 +588,30 @@ def test_tune_hybrid_record_sets_what_auto_fuses_with(tmp_path, capsys):
     questions = tmp_path / "dev.tsv"
     questions.write_text("".join(f"{q}\t{json.dumps(a)}\n" for q, a in QUESTIONS))
     # alphas 0.2 and 0.8 only: whichever wins, the record differs from the untuned rrf / 0.5
-    assert main(["tune-hybrid", "--index", str(tmp_path / "idx"), "--questions", str(questions), "--alphas", "0.2",
-                 "0.8", "--candidates", "6", "--k", "1", "5", "--select", "recall@5", "--record", "--json"]) == 0
+    assert (
+        main(
+            [
+                "tune-hybrid",
+                "--index",
+                str(tmp_path / "idx"),
+                "--questions",
+                str(questions),
+                "--alphas",
+                "0.2",
+                "0.8",
+                "--candidates",
+                "6",
+                "--k",
+                "1",
+                "5",
+                "--select",
+                "recall@5",
+                "--record",
+                "--json",
+            ]
+        )
+        == 0
+    )
     best = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["best"]
     bundle = FolderIndex.open(tmp_path / "idx")
     method, alpha, rrf_k = _fusion(bundle)
@@ -463,23 +626,80 @@ def test_cli_build_and_train(tiny_index, qa_tsv, tmp_path, capsys):
     from odqa.cli import main
 
     data = tmp_path / "d.jsonl"
-    assert main(["build-dpr-data", "--questions", str(qa_tsv), "--index", str(tiny_index), "--output", str(data),
-                 "--k", "4", "--no-progress", "--json"]) == 0
+    assert (
+        main(
+            [
+                "build-dpr-data",
+                "--questions",
+                str(qa_tsv),
+                "--index",
+                str(tiny_index),
+                "--output",
+                str(data),
+                "--k",
+                "4",
+                "--no-progress",
+                "--json",
+            ]
+        )
+        == 0
+    )
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert last["written"] == 3 and last["dropped_no_positive"] == 1
     init = _tiny_encoder(tmp_path / "enc")
-    assert main(["train-retriever", "--train", str(data), "--output", str(tmp_path / "m"), "--init", str(init),
-                 "--max-steps", "2", "--batch-size", "2", "--holdout", "1", "--q-max-length", "16", "--p-max-length", "32",
-                 "--device", "cpu", "--no-progress", "--json"]) == 0
+    assert (
+        main(
+            [
+                "train-retriever",
+                "--train",
+                str(data),
+                "--output",
+                str(tmp_path / "m"),
+                "--init",
+                str(init),
+                "--max-steps",
+                "2",
+                "--batch-size",
+                "2",
+                "--holdout",
+                "1",
+                "--q-max-length",
+                "16",
+                "--p-max-length",
+                "32",
+                "--device",
+                "cpu",
+                "--no-progress",
+                "--json",
+            ]
+        )
+        == 0
+    )
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert last["steps"] == 2 and last["validation"]["questions"] == 1
-    assert main(["eval-dpr", "--data", str(data), "--encoder", str(tmp_path / "m" / "final"), "--k", "1", "5", "--json"]) == 0
+    assert (
+        main(["eval-dpr", "--data", str(data), "--encoder", str(tmp_path / "m" / "final"), "--k", "1", "5", "--json"])
+        == 0
+    )
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert last["results"][0]["questions"] == 3
     # a test set is refused with a one-line error, exit 2
     test_set = tmp_path / "nq-test.qa.tsv"
     test_set.write_text("q\t['a']\n")
-    assert main(["build-dpr-data", "--questions", str(test_set), "--index", str(tiny_index), "--output", str(tmp_path / "t.jsonl")]) == 2
+    assert (
+        main(
+            [
+                "build-dpr-data",
+                "--questions",
+                str(test_set),
+                "--index",
+                str(tiny_index),
+                "--output",
+                str(tmp_path / "t.jsonl"),
+            ]
+        )
+        == 2
+    )
     assert "test" in capsys.readouterr().err
 
 
@@ -496,8 +716,11 @@ def test_interpolation_mixes_weights_and_refuses_other_architectures(tmp_path):
     states = {name: AutoModel.from_pretrained(str(tmp_path / name)).state_dict() for name in ("base", "tuned")}
     key = "encoder.layer.0.attention.self.query.weight"
     assert not torch.equal(states["base"][key], states["tuned"][key])
-    for weight, expected in [(0.0, states["base"][key]), (1.0, states["tuned"][key]),
-                             (0.25, 0.75 * states["base"][key] + 0.25 * states["tuned"][key])]:
+    for weight, expected in [
+        (0.0, states["base"][key]),
+        (1.0, states["tuned"][key]),
+        (0.25, 0.75 * states["base"][key] + 0.25 * states["tuned"][key]),
+    ]:
         out = interpolate_encoders(str(base), str(tuned), tmp_path / f"mix-{weight}", weight)
         mixed = AutoModel.from_pretrained(str(out)).state_dict()
         assert torch.allclose(mixed[key], expected, atol=1e-6)
@@ -521,8 +744,10 @@ def test_pool_recall_counts_the_first_answer_bearing_passage():
     p = np.eye(3, dtype=np.float32)
     # question 1 ranks Lyon, Paris, Berlin; question 2 ranks Paris, Lyon, Berlin (its answer is third)
     q = np.array([[0.5, 0.9, 0.1], [0.9, 0.5, 0.1]], dtype=np.float32)
-    examples = [DPRExample(question="capital of france", answers=["Paris"], positives=[], hard_negatives=[]),
-                DPRExample(question="capital of germany", answers=["Berlin"], positives=[], hard_negatives=[])]
+    examples = [
+        DPRExample(question="capital of france", answers=["Paris"], positives=[], hard_negatives=[]),
+        DPRExample(question="capital of germany", answers=["Berlin"], positives=[], hard_negatives=[]),
+    ]
     m = pool_recall(q, p, texts, examples, (1, 2, 3))
     assert m == {"recall@1": 0.0, "recall@2": 50.0, "recall@3": 100.0, "mrr@3": round((1 / 2 + 1 / 3) / 2, 4)}
 
@@ -535,8 +760,12 @@ def test_pick_negatives_refuses_answers_positives_and_known_negatives():
     from odqa.retriever.train_data import DPRExample
 
     gold = "K2 is the second highest mountain on Earth, in the Karakoram range, first climbed in 1954."
-    ex = DPRExample("which mountain is second highest", ["K2"], [{"title": "K2", "text": gold, "passage_id": "g"}],
-                    [{"title": "Alps", "text": "Mont Blanc is the highest mountain of the Alps.", "passage_id": "n"}])
+    ex = DPRExample(
+        "which mountain is second highest",
+        ["K2"],
+        [{"title": "K2", "text": gold, "passage_id": "g"}],
+        [{"title": "Alps", "text": "Mont Blanc is the highest mountain of the Alps.", "passage_id": "n"}],
+    )
     ranked = [
         ("K2", "in the Karakoram range, first climbed in 1954."),  # a piece of the gold paragraph
         ("Karakoram", "The Karakoram holds K2 and other peaks."),  # holds the answer
@@ -555,14 +784,22 @@ def test_pick_negatives_refuses_answers_positives_and_known_negatives():
 def test_mine_negatives_appends_after_bm25_negatives_and_leaves_out_excluded(tmp_path):
     from odqa.retriever.mine_negatives import mine_dense_negatives
 
-    rows = [{"id": str(i), "question": q, "answers": a,
-             "positive_ctxs": [{"title": d["title"], "text": d["text"], "passage_id": d["id"]}],
-             "hard_negative_ctxs": [{"title": n["title"], "text": n["text"], "passage_id": n["id"]}]}
-            for i, (q, a, d, n) in enumerate([
+    rows = [
+        {
+            "id": str(i),
+            "question": q,
+            "answers": a,
+            "positive_ctxs": [{"title": d["title"], "text": d["text"], "passage_id": d["id"]}],
+            "hard_negative_ctxs": [{"title": n["title"], "text": n["text"], "passage_id": n["id"]}],
+        }
+        for i, (q, a, d, n) in enumerate(
+            [
                 (QUESTIONS[0][0], QUESTIONS[0][1], DOCS[0], DOCS[1]),
                 (QUESTIONS[1][0], QUESTIONS[1][1], DOCS[4], DOCS[3]),
                 (QUESTIONS[2][0], QUESTIONS[2][1], DOCS[5], DOCS[2]),
-            ])]
+            ]
+        )
+    ]
     train = tmp_path / "train.jsonl"
     train.write_text("".join(json.dumps(r) + "\n" for r in rows))
     held = tmp_path / "held.jsonl"

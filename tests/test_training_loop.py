@@ -27,17 +27,34 @@ def _loop(out, evaluate=None, stopwatch=None, **settings):
     def save_model(folder):
         torch.save(model.state_dict(), folder / "weights.pt")
 
-    loop = TrainingLoop(LoopSettings(out, progress=False, **settings), params=model.parameters(),
-                        optimizer=optimizer, scheduler=None, device=torch.device("cpu"), precision="fp32",
-                        train_step=train_step, save_model=save_model, evaluate=evaluate, stopwatch=stopwatch)
+    loop = TrainingLoop(
+        LoopSettings(out, progress=False, **settings),
+        params=model.parameters(),
+        optimizer=optimizer,
+        scheduler=None,
+        device=torch.device("cpu"),
+        precision="fp32",
+        train_step=train_step,
+        save_model=save_model,
+        evaluate=evaluate,
+        stopwatch=stopwatch,
+    )
     return loop
 
 
 def test_early_stop_after_evaluations_without_a_better_primary_metric(tmp_path):
     scores = iter([5.0, 6.0, 6.0, 5.0, 9.0])  # at steps 0, 2, 4, 6, ...: no gain at 4 and 6
 
-    loop = _loop(tmp_path, evaluate=lambda step: {"recall@5": next(scores)}, total_steps=20, steps_per_epoch=4,
-                 eval_every=2, eval_at_start=True, primary_metric="recall@5", early_stop=2)
+    loop = _loop(
+        tmp_path,
+        evaluate=lambda step: {"recall@5": next(scores)},
+        total_steps=20,
+        steps_per_epoch=4,
+        eval_every=2,
+        eval_at_start=True,
+        primary_metric="recall@5",
+        early_stop=2,
+    )
     result = loop.run()
     assert (result.step, result.stopped_by) == (6, "early stop")
     history = [json.loads(line) for line in (tmp_path / "val_history.jsonl").read_text().splitlines()]
@@ -46,8 +63,9 @@ def test_early_stop_after_evaluations_without_a_better_primary_metric(tmp_path):
 
 
 def test_checkpoints_carry_the_training_seconds_and_the_loss_falls(tmp_path):
-    first = _loop(tmp_path, stopwatch=Stopwatch(before=100.0), total_steps=4, steps_per_epoch=4, save_every=2,
-                  log_every=1)
+    first = _loop(
+        tmp_path, stopwatch=Stopwatch(before=100.0), total_steps=4, steps_per_epoch=4, save_every=2, log_every=1
+    )
     result = first.run()
     assert result.stopped_by == "steps" and result.logged[-1]["loss"] < result.logged[0]["loss"]
     assert latest_checkpoint(tmp_path).name == "checkpoint-2"
@@ -71,8 +89,9 @@ def _flip_byte(path, offset=-20):
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("damage", ["flip weights", "truncate weights", "flip trainer state", "remove weights",
-                                    "garble record"])
+@pytest.mark.parametrize(
+    "damage", ["flip weights", "truncate weights", "flip trainer state", "remove weights", "garble record"]
+)
 def test_a_damaged_newest_checkpoint_is_named_and_the_one_before_resumed(tmp_path, caplog, damage):
     """Issue 65 item 5, for every trainer (they all resume through `latest_checkpoint`)."""
     newest, previous = _two_checkpoints(tmp_path)
@@ -126,5 +145,7 @@ def test_a_full_disk_while_saving_a_checkpoint_is_one_no_room_error_and_leaves_t
         loop.run()
     monkeypatch.undo()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".checkpoint", "checkpoint"))) == [
-        "checkpoint-2", "checkpoint-4"]
+        "checkpoint-2",
+        "checkpoint-4",
+    ]
     assert latest_checkpoint(tmp_path) == newest

@@ -14,8 +14,8 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
 
-from odqa.indexing import IndexSpec, build_index
 from odqa.indexes.folder import FolderIndex
+from odqa.indexing import IndexSpec, build_index
 from tests.retrievers import built_retriever
 
 TEXTS = {
@@ -47,7 +47,8 @@ def _write(kind: str, folder):
         (path := folder / "c.jsonl").write_text(_jsonl({"id": r["id"], "contents": r["text"]} for r in rows))
     elif kind == "beir":  # many BEIR sets' titles are empty
         (path := folder / "corpus.jsonl").write_text(
-            _jsonl({"_id": r["id"], "title": "", "text": r["text"], "metadata": {}} for r in rows))
+            _jsonl({"_id": r["id"], "title": "", "text": r["text"], "metadata": {}} for r in rows)
+        )
     elif kind == "csv-no-title":
         (path := folder / "c.csv").write_text(_csv(["id", "text"], rows))
     elif kind == "csv-empty-title":
@@ -57,28 +58,53 @@ def _write(kind: str, folder):
     elif kind == "parquet-no-title":
         pq.write_table(pa.Table.from_pylist(rows), path := folder / "c.parquet")
     elif kind == "parquet-null-title":
-        pq.write_table(pa.Table.from_pylist([{**r, "title": None} for r in rows],
-                                            schema=pa.schema([("id", pa.string()), ("text", pa.string()),
-                                                              ("title", pa.string())])), path := folder / "c.parquet")
+        pq.write_table(
+            pa.Table.from_pylist(
+                [{**r, "title": None} for r in rows],
+                schema=pa.schema([("id", pa.string()), ("text", pa.string()), ("title", pa.string())]),
+            ),
+            path := folder / "c.parquet",
+        )
     elif kind == "feather-no-title":
         feather.write_feather(pa.Table.from_pylist(rows), path := folder / "c.feather")
     elif kind == "datasets-no-title":
         datasets.Dataset.from_list(rows).save_to_disk(str(path := folder / "ds"))
     elif kind == "dpr-tsv-empty-title":
-        (path := folder / "psgs.tsv").write_text("id\ttext\ttitle\n" + "".join(f"{i}\t{t}\t\n" for i, t in TEXTS.items()))
+        (path := folder / "psgs.tsv").write_text(
+            "id\ttext\ttitle\n" + "".join(f"{i}\t{t}\t\n" for i, t in TEXTS.items())
+        )
     elif kind == "squad-no-title":
-        (path := folder / "c.json").write_text(json.dumps(
-            {"version": "1.1", "data": [{"paragraphs": [{"context": t, "qas": []}]} for t in TEXTS.values()]}))
+        (path := folder / "c.json").write_text(
+            json.dumps(
+                {"version": "1.1", "data": [{"paragraphs": [{"context": t, "qas": []}]} for t in TEXTS.values()]}
+            )
+        )
     elif kind == "wikiextractor-no-title":
-        (path := folder / "wiki_00").write_text("".join(f'<doc id="{i}" url="u">\n{t}\n</doc>\n' for i, t in TEXTS.items()))
+        (path := folder / "wiki_00").write_text(
+            "".join(f'<doc id="{i}" url="u">\n{t}\n</doc>\n' for i, t in TEXTS.items())
+        )
     else:
         raise AssertionError(kind)
     return path
 
 
-FORMATS = ["jsonl-no-title", "jsonl-null-title", "jsonl-empty-title", "pyserini", "beir", "csv-no-title",
-           "csv-empty-title", "tsv-no-title", "parquet-no-title", "parquet-null-title", "feather-no-title",
-           "datasets-no-title", "dpr-tsv-empty-title", "squad-no-title", "wikiextractor-no-title"]
+FORMATS = [
+    "jsonl-no-title",
+    "jsonl-null-title",
+    "jsonl-empty-title",
+    "pyserini",
+    "beir",
+    "csv-no-title",
+    "csv-empty-title",
+    "tsv-no-title",
+    "parquet-no-title",
+    "parquet-null-title",
+    "feather-no-title",
+    "datasets-no-title",
+    "dpr-tsv-empty-title",
+    "squad-no-title",
+    "wikiextractor-no-title",
+]
 
 
 @pytest.mark.parametrize("kind", FORMATS)

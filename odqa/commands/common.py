@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -44,8 +45,7 @@ class ArgumentParser(argparse.ArgumentParser):
         commands = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
         name = next((a for a in args if not a.startswith("-")), None)  # before it only flags without values
         if commands and name is not None and name not in commands:
-            self.error(f"unknown command {name!r}{_suggestion(name, commands)} ({self.prog} --help lists the "
-                       "commands)")
+            self.error(f"unknown command {name!r}{_suggestion(name, commands)} ({self.prog} --help lists the commands)")
 
     def _unknown_options(self, args: list[str]) -> list[str]:
         known = self._option_string_actions
@@ -67,8 +67,10 @@ class ArgumentParser(argparse.ArgumentParser):
         unknown = self._unknown_options(extras)
         options = [o for o in self._option_string_actions if o.startswith("--")]
         hint = _suggestion(unknown[0], options) if unknown else ""
-        return (f"unrecognized arguments: {' '.join(extras)}{hint} ({self.prog} --help lists its "
-                f"{'options' if unknown else 'arguments'})")
+        return (
+            f"unrecognized arguments: {' '.join(extras)}{hint} ({self.prog} --help lists its "
+            f"{'options' if unknown else 'arguments'})"
+        )
 
 
 def _suggestion(name: str, names) -> str:
@@ -84,8 +86,9 @@ def add_command(subparsers, name: str, help: str, example: str, func) -> argpars
     )
     parser.set_defaults(func=func)
     chatter = parser.add_mutually_exclusive_group()
-    chatter.add_argument("-q", "--quiet", action="store_true",
-                         help="odqa's notes on standard error: warnings and errors only")
+    chatter.add_argument(
+        "-q", "--quiet", action="store_true", help="odqa's notes on standard error: warnings and errors only"
+    )
     chatter.add_argument("-v", "--verbose", action="store_true", help="debug messages too, on standard error")
     return parser
 
@@ -142,19 +145,25 @@ def check_output(path, flag: str, folder: bool = False) -> None:
     try:
         resolved = path.resolve()
     except (RuntimeError, OSError):  # a symbolic link loop (RuntimeError before Python 3.13)
-        raise OdqaError(f"{flag} {path}: a symbolic link on the way leads back to itself (a loop); name a real "
-                        "place") from None
+        raise OdqaError(
+            f"{flag} {path}: a symbolic link on the way leads back to itself (a loop); name a real place"
+        ) from None
     if resolved.parent == resolved:
-        raise OdqaError(f"{flag} {path} is the root of the filesystem; name a {'folder' if folder else 'file'} "
-                        "under it")
+        raise OdqaError(
+            f"{flag} {path} is the root of the filesystem; name a {'folder' if folder else 'file'} under it"
+        )
     code = _inside_odqa_code(resolved)
     if code:
-        raise OdqaError(f"{flag} {path} lies inside odqa's own code ({code}), where what it writes would mix with "
-                        f"the modules; write it elsewhere, e.g. work_indexes/{path.name}")
+        raise OdqaError(
+            f"{flag} {path} lies inside odqa's own code ({code}), where what it writes would mix with "
+            f"the modules; write it elsewhere, e.g. work_indexes/{path.name}"
+        )
     kernel = _kernel_filesystem(resolved)
     if kernel:
-        raise OdqaError(f"{flag} {path} lies on {kernel}, a view of the kernel's state, where no files can be "
-                        "written; choose a place on a disk")
+        raise OdqaError(
+            f"{flag} {path} lies on {kernel}, a view of the kernel's state, where no files can be "
+            "written; choose a place on a disk"
+        )
     if folder and path.exists() and not path.is_dir():
         raise OdqaError(f"{flag} {path} is a file; name a folder to write into")
     if not folder and path.is_dir():
@@ -166,8 +175,10 @@ def check_output(path, flag: str, folder: bool = False) -> None:
         raise OdqaError(f"{flag} {path}: {parent} is a file, not a folder; choose another path")
     for place in (parent, path) if path.exists() else (parent,):
         if not os.access(place, os.W_OK | (os.X_OK if place.is_dir() else 0)):
-            raise OdqaError(f"{flag} {path}: cannot write {'into ' if place.is_dir() else ''}{place} "
-                            "(read-only or not yours); choose a writable place")
+            raise OdqaError(
+                f"{flag} {path}: cannot write {'into ' if place.is_dir() else ''}{place} "
+                "(read-only or not yours); choose a writable place"
+            )
 
 
 def _inside_odqa_code(resolved):
@@ -186,8 +197,24 @@ def _inside_odqa_code(resolved):
 
 
 # filesystems that show the kernel's state as files: nothing can be created there, whoever asks
-KERNEL_FILESYSTEMS = {"proc", "sysfs", "devpts", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "pstore",
-                      "bpf", "configfs", "fusectl", "mqueue", "binfmt_misc", "efivarfs", "selinuxfs"}
+KERNEL_FILESYSTEMS = {
+    "proc",
+    "sysfs",
+    "devpts",
+    "cgroup",
+    "cgroup2",
+    "debugfs",
+    "tracefs",
+    "securityfs",
+    "pstore",
+    "bpf",
+    "configfs",
+    "fusectl",
+    "mqueue",
+    "binfmt_misc",
+    "efivarfs",
+    "selinuxfs",
+}
 
 
 def _kernel_filesystem(path) -> str | None:

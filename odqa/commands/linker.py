@@ -6,19 +6,28 @@ import sys
 import time
 from pathlib import Path
 
-from odqa.linker.train_config import TrainConfig
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 from odqa.commands.options import COUNT, POSITIVE_INT, add_options, config_overrides, dataclass_values
 from odqa.config import LinkerConfig, OdqaConfig
 from odqa.core.errors import OdqaError
 from odqa.core.terminal import printable
+from odqa.linker.train_config import TrainConfig
 from odqa.retriever.registry import kb_beside
 
 
 def register(subparsers) -> None:
-    p = add_command(subparsers, "build-kb", "Build the entity knowledge base (entities + entity vectors) from a Wikipedia-style corpus.",
-                    "odqa build-kb --corpus ../shared/data/wiki --out work_indexes/kb", run_build_kb)
-    p.add_argument("--corpus", required=True, help="corpus file or folder (JSONL(.xz) with id/title/text, WikiExtractor output, ...)")
+    p = add_command(
+        subparsers,
+        "build-kb",
+        "Build the entity knowledge base (entities + entity vectors) from a Wikipedia-style corpus.",
+        "odqa build-kb --corpus ../shared/data/wiki --out work_indexes/kb",
+        run_build_kb,
+    )
+    p.add_argument(
+        "--corpus",
+        required=True,
+        help="corpus file or folder (JSONL(.xz) with id/title/text, WikiExtractor output, ...)",
+    )
     add_output(p, "--out", folder=True, required=True, help="knowledge-base folder to create (replaced atomically)")
     p.add_argument("--encoder", default="minilm", help="entity encoder; must be the linker's entity encoder")
     p.add_argument("--max-length", type=POSITIVE_INT, default=64, help="tokens of 'title [SEP] description' encoded")
@@ -26,25 +35,70 @@ def register(subparsers) -> None:
     p.add_argument("--limit", type=POSITIVE_INT, help="first N documents only")
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
 
-    p = add_command(subparsers, "link", "Link the entities of a question to the knowledge base.",
-                    'odqa link "Who directed Apollo 13 with Tom Hanks?"', run_link)
+    p = add_command(
+        subparsers,
+        "link",
+        "Link the entities of a question to the knowledge base.",
+        'odqa link "Who directed Apollo 13 with Tom Hanks?"',
+        run_link,
+    )
     p.add_argument("question", nargs="+")
     _model_flags(p)
     p.add_argument("--json", action="store_true", help="print the mentions as one JSON object")
     add_config_flag(p)
 
-    p = add_command(subparsers, "train-linker", "Train the ELQ linker on LC-QuAD, Complex-EL4QA, WebQuestions entities and Wikipedia sentences.",
-                    "odqa train-linker --kb work_indexes/kb --data-dir ../shared/data --output models/linker", run_train)
-    add_options(p, TrainConfig, ["kb", "data_dir", "output", "encoder", "init", "steps", "max_minutes", "batch_size",
-                                 "lr", "head_lr", "hard_negatives", "weak", "threads", "precision", "device", "seed",
-                                 "save_every", "progress"])
+    p = add_command(
+        subparsers,
+        "train-linker",
+        "Train the ELQ linker on LC-QuAD, Complex-EL4QA, WebQuestions entities and Wikipedia sentences.",
+        "odqa train-linker --kb work_indexes/kb --data-dir ../shared/data --output models/linker",
+        run_train,
+    )
+    add_options(
+        p,
+        TrainConfig,
+        [
+            "kb",
+            "data_dir",
+            "output",
+            "encoder",
+            "init",
+            "steps",
+            "max_minutes",
+            "batch_size",
+            "lr",
+            "head_lr",
+            "hard_negatives",
+            "weak",
+            "threads",
+            "precision",
+            "device",
+            "seed",
+            "save_every",
+            "progress",
+        ],
+    )
     p.add_argument("--json", action="store_true")
 
-    p = add_command(subparsers, "eval-linker", "Entity-linking P/R/F1 (strong/weak, in-KB/overall) and speed.",
-                    "odqa eval-linker --data ../shared/data/el/qald/qald-{1,2,3,4}.mentions.json --json", run_eval)
-    p.add_argument("--data", nargs="+", required=True, help="QALD mentions JSON, Complex-EL4QA JSON or LC-QuAD JSON (one or more)")
-    p.add_argument("--split", choices=["all", "dev"], default="all", help="dev: only the held-out LC-QuAD questions (every 10th id)")
-    p.add_argument("--baseline", choices=["elq", "spacy"], default="elq", help="spacy: the spaCy NER + alias-table baseline")
+    p = add_command(
+        subparsers,
+        "eval-linker",
+        "Entity-linking P/R/F1 (strong/weak, in-KB/overall) and speed.",
+        "odqa eval-linker --data ../shared/data/el/qald/qald-{1,2,3,4}.mentions.json --json",
+        run_eval,
+    )
+    p.add_argument(
+        "--data", nargs="+", required=True, help="QALD mentions JSON, Complex-EL4QA JSON or LC-QuAD JSON (one or more)"
+    )
+    p.add_argument(
+        "--split",
+        choices=["all", "dev"],
+        default="all",
+        help="dev: only the held-out LC-QuAD questions (every 10th id)",
+    )
+    p.add_argument(
+        "--baseline", choices=["elq", "spacy"], default="elq", help="spacy: the spaCy NER + alias-table baseline"
+    )
     p.add_argument("--limit", type=POSITIVE_INT)
     p.add_argument("--no-speed", action="store_true", help="skip the timing runs")
     add_output(p, "--per-question", help="write per-question predictions (JSONL) here")
@@ -54,8 +108,13 @@ def register(subparsers) -> None:
 
 
 def _model_flags(p) -> None:
-    add_options(p, LinkerConfig, ["model", "kb", "mention_threshold", "entity_threshold"], section="linker", help={
-        "kb": "knowledge-base folder (`link`: else the KB `ask` uses; eval-linker: else work_indexes/kb)"})
+    add_options(
+        p,
+        LinkerConfig,
+        ["model", "kb", "mention_threshold", "entity_threshold"],
+        section="linker",
+        help={"kb": "knowledge-base folder (`link`: else the KB `ask` uses; eval-linker: else work_indexes/kb)"},
+    )
     add_options(p, OdqaConfig, ["device"], section="")
     p.add_argument("--threads", type=COUNT, help="torch CPU threads")
 
@@ -77,7 +136,10 @@ def default_kb_path(config) -> Path:
     for path in candidates:
         if (path / "entities.jsonl").is_file():
             return path
-    raise OdqaError("no knowledge base found: pass --kb DIR (build one with `odqa build-kb --corpus ../shared/data/wiki --out work_indexes/kb`)")
+    raise OdqaError(
+        "no knowledge base found: pass --kb DIR (build one with `odqa "
+        "build-kb --corpus ../shared/data/wiki --out work_indexes/kb`)"
+    )
 
 
 def open_linker(config, thresholds_from_config: bool = False):
@@ -87,7 +149,10 @@ def open_linker(config, thresholds_from_config: bool = False):
     kb = KnowledgeBase.load(default_kb_path(config))
     kwargs = {}
     if thresholds_from_config:
-        kwargs = {"mention_threshold": config.linker.mention_threshold, "entity_threshold": config.linker.entity_threshold}
+        kwargs = {
+            "mention_threshold": config.linker.mention_threshold,
+            "entity_threshold": config.linker.entity_threshold,
+        }
     return Linker.from_pretrained(config.linker.model, kb=kb, **kwargs)
 
 
@@ -116,7 +181,10 @@ def _open(args, kb_as_ask: bool = False):
     config = _config(args)
     thresholds = _explicit_thresholds(args)
     if getattr(args, "config", None) and not thresholds:
-        thresholds = {"mention_threshold": config.linker.mention_threshold, "entity_threshold": config.linker.entity_threshold}
+        thresholds = {
+            "mention_threshold": config.linker.mention_threshold,
+            "entity_threshold": config.linker.entity_threshold,
+        }
     if kb_as_ask:
         from odqa.demo_corpus import demo_index_path, demo_kb_path
         from odqa.pipeline import Pipeline
@@ -128,8 +196,14 @@ def _open(args, kb_as_ask: bool = False):
 
     check_device_available(config.device, "device")
     kb = KnowledgeBase.load(kb_path)
-    return Linker.from_pretrained(config.linker.model, kb=kb, device=config.device or None, precision=config.precision,
-                                  runtime=config.runtime, **thresholds), kb
+    return Linker.from_pretrained(
+        config.linker.model,
+        kb=kb,
+        device=config.device or None,
+        precision=config.precision,
+        runtime=config.runtime,
+        **thresholds,
+    ), kb
 
 
 def run_build_kb(args) -> int:
@@ -141,10 +215,13 @@ def run_build_kb(args) -> int:
     if args.limit:
         docs = itertools.islice(docs, args.limit)
     start = time.time()
-    kb = KnowledgeBase.build(docs, args.out, encoder=args.encoder, max_length=args.max_length,
-                             batch_size=args.batch_size, device=args.device)
-    print(f"knowledge base: {len(kb)} entities, {kb.dim}-d vectors from {kb.encoder!r}, fingerprint "
-          f"{kb.manifest.corpus_fingerprint}, in {time.time() - start:.0f}s -> {args.out}")
+    kb = KnowledgeBase.build(
+        docs, args.out, encoder=args.encoder, max_length=args.max_length, batch_size=args.batch_size, device=args.device
+    )
+    print(
+        f"knowledge base: {len(kb)} entities, {kb.dim}-d vectors from {kb.encoder!r}, fingerprint "
+        f"{kb.manifest.corpus_fingerprint}, in {time.time() - start:.0f}s -> {args.out}"
+    )
     return 0
 
 
@@ -163,16 +240,27 @@ def run_link(args) -> int:
     if not mentions:
         print("  (no entities linked)")
     for m in mentions:
-        print(printable(f"  [{m.start}:{m.end}] {m.text!r} -> {m.entity.title} (id {m.entity.id})  "
-                        f"mention {m.mention_score:.3f}  entity {m.entity_score:.3f}  joint {m.score:.3f}"))
+        print(
+            printable(
+                f"  [{m.start}:{m.end}] {m.text!r} -> {m.entity.title} (id {m.entity.id})  "
+                f"mention {m.mention_score:.3f}  entity {m.entity_score:.3f}  joint {m.score:.3f}"
+            )
+        )
     print(f"  {ms:.1f} ms")
     return 0
 
 
 def _mention_json(m) -> dict:
-    return {"start": m.start, "end": m.end, "text": m.text, "entity_id": m.entity.id if m.entity else None,
-            "title": m.entity.title if m.entity else None, "mention_score": round(m.mention_score, 4),
-            "entity_score": round(m.entity_score, 4), "score": round(m.score, 4)}
+    return {
+        "start": m.start,
+        "end": m.end,
+        "text": m.text,
+        "entity_id": m.entity.id if m.entity else None,
+        "title": m.entity.title if m.entity else None,
+        "mention_score": round(m.mention_score, 4),
+        "entity_score": round(m.entity_score, 4),
+        "score": round(m.score, 4),
+    }
 
 
 def run_train(args) -> int:
@@ -184,13 +272,20 @@ def run_train(args) -> int:
     cfg = TrainConfig(**dataclass_values(args, TrainConfig))
     report = train_linker(cfg)
     dev = report["tuned"]["dev"]
-    print(f"trained {report['training']['steps']} steps in {report['training']['seconds']}s; thresholds mention "
-          f"{report['tuned']['mention_threshold']} joint {report['tuned']['entity_threshold']}; dev weak in-KB F1 "
-          f"{dev['weak_f1_in_kb']:.3f}, strong F1 {dev['strong_f1']:.3f} -> {args.output}")
+    print(
+        f"trained {report['training']['steps']} steps in {report['training']['seconds']}s; thresholds mention "
+        f"{report['tuned']['mention_threshold']} joint {report['tuned']['entity_threshold']}; dev weak in-KB F1 "
+        f"{dev['weak_f1_in_kb']:.3f}, strong F1 {dev['strong_f1']:.3f} -> {args.output}"
+    )
     if args.json:
-        print_json_last({"steps": report["training"]["steps"], **report["tuned"]["dev"],
-                         "mention_threshold": report["tuned"]["mention_threshold"],
-                         "entity_threshold": report["tuned"]["entity_threshold"]})
+        print_json_last(
+            {
+                "steps": report["training"]["steps"],
+                **report["tuned"]["dev"],
+                "mention_threshold": report["tuned"]["mention_threshold"],
+                "entity_threshold": report["tuned"]["entity_threshold"],
+            }
+        )
     return 0
 
 
@@ -223,18 +318,33 @@ def run_eval(args) -> int:
         with atomic_file(args.per_question) as tmp, tmp.open("w", encoding="utf-8") as f:
             for ex, preds in zip(examples, predictions):
                 gold = [{"start": g.start, "end": g.end, "title": g.title, "in_kb": g.in_kb} for g in ex.mentions]
-                f.write(strict_json.dumps({"question": ex.question, "gold": gold, "pred": [_mention_json(m) for m in preds]}, ensure_ascii=False) + "\n")
+                f.write(
+                    strict_json.dumps(
+                        {"question": ex.question, "gold": gold, "pred": [_mention_json(m) for m in preds]},
+                        ensure_ascii=False,
+                    )
+                    + "\n"
+                )
     out = sys.stderr if args.json else sys.stdout  # under --json standard output holds the JSON alone
-    print(f"{name} on {len(examples)} questions ({metrics['gold_mentions']} gold mentions, {metrics['gold_mentions_in_kb']} in KB)",
-          file=out)
+    print(
+        f"{name} on {len(examples)} questions ({metrics['gold_mentions']} gold mentions, "
+        f"{metrics['gold_mentions_in_kb']} in KB)",
+        file=out,
+    )
     for scope in ("", "_in_kb"):
         for kind in ("strong", "weak", "entity"):
-            print(f"  {kind + scope:16s} P {metrics[f'{kind}_precision{scope}']:.3f}  R {metrics[f'{kind}_recall{scope}']:.3f}  "
-                  f"F1 {metrics[f'{kind}_f1{scope}']:.3f}", file=out)
+            print(
+                f"  {kind + scope:16s} P {metrics[f'{kind}_precision{scope}']:.3f}  R "
+                f"{metrics[f'{kind}_recall{scope}']:.3f}  "
+                f"F1 {metrics[f'{kind}_f1{scope}']:.3f}",
+                file=out,
+            )
     if "ms_per_question_batch1" in metrics:
-        print(f"  speed: {metrics['ms_per_question_batch1']:.1f} ms/question at batch 1, "
-              f"{metrics['questions_per_second_batch64']:.0f} questions/s at batch 64 ({metrics['threads']} threads)",
-              file=out)
+        print(
+            f"  speed: {metrics['ms_per_question_batch1']:.1f} ms/question at batch 1, "
+            f"{metrics['questions_per_second_batch64']:.0f} questions/s at batch 64 ({metrics['threads']} threads)",
+            file=out,
+        )
     if args.json:
         print_json_last(metrics)
     return 0

@@ -24,9 +24,11 @@ import collections.abc
 import dataclasses
 import types
 import typing
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from odqa.commands.common import add_output
+
 # the rule of every numeric option (its argparse type), shared with the config files and the HTTP API
 from odqa.core.settings import Number, field_default, number_type  # noqa: F401 (field_default: re-exported)
 
@@ -58,9 +60,15 @@ class OptionSource:
         return f"{self.section}.{self.field}" if self.section else self.field
 
 
-def add_options(parser: argparse.ArgumentParser, owner: type, include: Iterable[str] | None = None, *,
-                rename: Mapping[str, str] | None = None, help: Mapping[str, str] | None = None,
-                section: str | None = None) -> list[argparse.Action]:
+def add_options(
+    parser: argparse.ArgumentParser,
+    owner: type,
+    include: Iterable[str] | None = None,
+    *,
+    rename: Mapping[str, str] | None = None,
+    help: Mapping[str, str] | None = None,
+    section: str | None = None,
+) -> list[argparse.Action]:
     """Options for the fields `include` (in that order; default: every field with a default) of the dataclass
     `owner`. `rename`: field -> option name without the dashes (`{"kind": "vector-index"}`); `help`: field ->
     help text of this command (else the field's `metadata["help"]`); `section`: make them config overrides of
@@ -79,8 +87,15 @@ def add_options(parser: argparse.ArgumentParser, owner: type, include: Iterable[
         field = fields[name]
         if not _has_default(field):
             raise ValueError(f"{owner.__name__}.{name} has no default: declare its option by hand (required=True)")
-        action = _add_option(parser, owner, field, hints[name], rename.get(name, name.replace("_", "-")),
-                             help.get(name, field.metadata.get("help")), section)
+        action = _add_option(
+            parser,
+            owner,
+            field,
+            hints[name],
+            rename.get(name, name.replace("_", "-")),
+            help.get(name, field.metadata.get("help")),
+            section,
+        )
         actions.append(action)
         sources.append(OptionSource(owner, name, action.dest, section))
     parser.set_defaults(**{SOURCES: (*(parser.get_default(SOURCES) or ()), *sources)})
@@ -115,8 +130,9 @@ def _has_default(field: dataclasses.Field) -> bool:
     return field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
 
 
-def _add_option(parser, owner: type, field: dataclasses.Field, hint: Any, flag: str, help: str | None,
-                section: str | None) -> argparse.Action:
+def _add_option(
+    parser, owner: type, field: dataclasses.Field, hint: Any, flag: str, help: str | None, section: str | None
+) -> argparse.Action:
     meta = field.metadata
     kind, is_list = _value_type(owner, field.name, hint)
     default = field_default(owner, field.name)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import sys
+from typing import cast
 
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 from odqa.commands.options import POSITIVE_INT, add_inference_options, add_options, config_overrides
@@ -10,45 +12,87 @@ from odqa.config import LinkerConfig, OdqaConfig, ReaderConfig, RetrievalConfig
 
 
 def register(subparsers) -> None:
-    p = add_command(subparsers, "ask", "Answer one question (built-in demo corpus unless --index/--config).",
-                    'odqa ask "Who discovered penicillin?" --json', run_ask)
+    p = add_command(
+        subparsers,
+        "ask",
+        "Answer one question (built-in demo corpus unless --index/--config).",
+        'odqa ask "Who discovered penicillin?" --json',
+        run_ask,
+    )
     p.add_argument("question", nargs="+", help="one or more quoted questions; unquoted words make one question")
-    p.add_argument("--json", action="store_true", help="print each result as one JSON object on its own line (the last line: the last question)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print each result as one JSON object on its own line (the last line: the last question)",
+    )
     _pipeline_flags(p)
 
-    p = add_command(subparsers, "predict", "Answer every question of a file (answers not needed): one JSON line a "
-                    "question on stdout (id, question, answer, probability, confident, passages), progress on stderr.",
-                    "odqa predict questions.txt > answers.jsonl", run_predict)
-    p.add_argument("questions", help="one question a line (.txt), JSONL with 'question' (NQ-open) or '_id'/'text' "
-                   "(BEIR queries), or any question file eval-qa reads; - reads them from standard input")
+    p = add_command(
+        subparsers,
+        "predict",
+        "Answer every question of a file (answers not needed): one JSON line a "
+        "question on stdout (id, question, answer, probability, confident, passages), progress on stderr.",
+        "odqa predict questions.txt > answers.jsonl",
+        run_predict,
+    )
+    p.add_argument(
+        "questions",
+        help="one question a line (.txt), JSONL with 'question' (NQ-open) or '_id'/'text' "
+        "(BEIR queries), or any question file eval-qa reads; - reads them from standard input",
+    )
     p.add_argument("--limit", type=POSITIVE_INT, help="first N questions only")
     p.add_argument("--batch-size", type=POSITIVE_INT, default=16, help="questions linked and retrieved together")
     _pipeline_flags(p)
 
-    p = add_command(subparsers, "shell", "Interactive QA shell (reads one line at a time when stdin is not a terminal).",
-                    "odqa shell --index work_indexes/wiki --retriever hybrid", run_shell)
+    p = add_command(
+        subparsers,
+        "shell",
+        "Interactive QA shell (reads one line at a time when stdin is not a terminal).",
+        "odqa shell --index work_indexes/wiki --retriever hybrid",
+        run_shell,
+    )
     _pipeline_flags(p)
 
-    p = add_command(subparsers, "eval-qa", "End-to-end EM/F1 of the top answer, with retrieval recall@k of the same run.",
-                    "odqa eval-qa --questions odqa/demo/questions.jsonl --json", run_eval_qa)
+    p = add_command(
+        subparsers,
+        "eval-qa",
+        "End-to-end EM/F1 of the top answer, with retrieval recall@k of the same run.",
+        "odqa eval-qa --questions odqa/demo/questions.jsonl --json",
+        run_eval_qa,
+    )
     p.add_argument("--questions", required=True, help="any question file eval-retrieval reads")
     p.add_argument("--limit", type=POSITIVE_INT)
-    p.add_argument("--recall-k", type=POSITIVE_INT, nargs="+", default=[1, 5, 10],
-                   help="recall@k cut-offs; those above --k (passages read) are dropped")
+    p.add_argument(
+        "--recall-k",
+        type=POSITIVE_INT,
+        nargs="+",
+        default=[1, 5, 10],
+        help="recall@k cut-offs; those above --k (passages read) are dropped",
+    )
     add_output(p, "--per-question", help="write per-question predictions (JSONL)")
     p.add_argument("--json", action="store_true")
     _pipeline_flags(p)
 
-    p = add_command(subparsers, "demo", "The quickstart: the demo corpus in the shell, or (no terminal) its 100 questions scored.",
-                    "odqa demo", run_demo)
+    p = add_command(
+        subparsers,
+        "demo",
+        "The quickstart: the demo corpus in the shell, or (no terminal) its 100 questions scored.",
+        "odqa demo",
+        run_demo,
+    )
     _pipeline_flags(p)
 
 
 def _pipeline_flags(p) -> None:
     add_options(p, OdqaConfig, ["index"], section="")
     add_options(p, RetrievalConfig, ["retriever", "k"], section="retrieval")
-    add_options(p, ReaderConfig, ["model", "focus_words", "whole_passages", "early_stop_passages",
-                                  "early_stop_probability"], rename={"model": "reader"}, section="reader")
+    add_options(
+        p,
+        ReaderConfig,
+        ["model", "focus_words", "whole_passages", "early_stop_passages", "early_stop_probability"],
+        rename={"model": "reader"},
+        section="reader",
+    )
     add_options(p, LinkerConfig, ["enabled"], rename={"enabled": "linker"}, section="linker")
     add_options(p, RetrievalConfig, ["entity_bonus"], section="retrieval")
     add_inference_options(p)
@@ -87,7 +131,6 @@ def run_predict(args) -> int:
     from tqdm.auto import tqdm
 
     from odqa.core import strict_json
-
     from odqa.core.errors import OdqaError
     from odqa.core.terminal import printable
     from odqa.corpus.questions import load_questions
@@ -104,11 +147,23 @@ def run_predict(args) -> int:
                 # each line leaves as soon as it is answered: a long run can be read (or piped) while it goes
                 # escaped as JSON escapes (the line still decodes to the same text): questions and passage ids
                 # come from files, and their control characters must not act on the terminal
-                print(printable(strict_json.dumps({
-                    "id": item.id, "question": item.question, "answer": best.text if best else None,
-                    "probability": round(best.probability, 4) if best else None, "confident": result.confident,
-                    "calibrated": best.calibrated if best else None, "passages": [hit.passage_id for hit in result.passages],
-                }, ensure_ascii=False)), flush=True)
+                print(
+                    printable(
+                        strict_json.dumps(
+                            {
+                                "id": item.id,
+                                "question": item.question,
+                                "answer": best.text if best else None,
+                                "probability": round(best.probability, 4) if best else None,
+                                "confident": result.confident,
+                                "calibrated": best.calibrated if best else None,
+                                "passages": [hit.passage_id for hit in result.passages],
+                            },
+                            ensure_ascii=False,
+                        )
+                    ),
+                    flush=True,
+                )
             bar.update(len(batch))
     return 0
 
@@ -127,7 +182,7 @@ def run_shell(args) -> int:
     shell = Shell(make_pipeline(args))
     if not sys.stdin.isatty():
         # a person typed these lines: an undecodable byte becomes U+FFFD instead of ending the shell
-        sys.stdin.reconfigure(errors="replace")
+        cast(io.TextIOWrapper, sys.stdin).reconfigure(errors="replace")
         return shell.run_lines(sys.stdin)
     seconds = shell.warm_up()
     shell.say(f"ready in {seconds:.1f} s ({shell.pipeline.corpus_size} passages)")
@@ -147,16 +202,24 @@ def _eval(pipeline, path, limit, ks, per_question, as_json) -> dict:
         raise OdqaError(f"--recall-k {ks[-1]} is larger than the corpus ({pipeline.corpus_size} passages)")
     depth = pipeline.config.retrieval.k
     if [k for k in ks if k > depth]:
-        print(f"odqa: recall@{', '.join(str(k) for k in ks if k > depth)} dropped: the reader reads {depth} passages "
-              "(--k)", file=sys.stderr)
+        print(
+            f"odqa: recall@{', '.join(str(k) for k in ks if k > depth)} "
+            f"dropped: the reader reads {depth} passages (--k)",
+            file=sys.stderr,
+        )
         ks = [k for k in ks if k <= depth] or [depth]
     items = with_answers(load_questions(path, limit=limit), path)
     metrics = QAEvaluator(items, ks, k=depth, per_question=per_question)(pipeline)
     # the JSON's names and units (percent); under --json standard output holds the JSON alone
-    print(f"em {metrics['em']:.2f}  f1 {metrics['f1']:.2f}  " +
-          "  ".join(f"recall@{k} {metrics[f'recall@{k}']:.2f}" for k in ks) +
-          f"  (percent, {metrics['metric']} metric; {metrics['questions']} questions, {metrics['questions_per_second']} q/s)",
-          file=sys.stderr if as_json else sys.stdout)
+    print(
+        f"em {metrics['em']:.2f}  f1 {metrics['f1']:.2f}  "
+        + "  ".join(f"recall@{k} {metrics[f'recall@{k}']:.2f}" for k in ks)
+        + (
+            f"  (percent, {metrics['metric']} metric; {metrics['questions']} questions, "
+            f"{metrics['questions_per_second']} q/s)"
+        ),
+        file=sys.stderr if as_json else sys.stdout,
+    )
     metrics["inference"] = pipeline.inference_plans()
     if as_json:
         print_json_last(metrics)

@@ -5,8 +5,17 @@ from __future__ import annotations
 import logging
 
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
-from odqa.commands.options import (COUNT, FRACTION, NON_NEGATIVE, POSITIVE_INT, SEED, add_inference_options,
-                                   add_options, config_overrides, dataclass_values)
+from odqa.commands.options import (
+    COUNT,
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE_INT,
+    SEED,
+    add_inference_options,
+    add_options,
+    config_overrides,
+    dataclass_values,
+)
 from odqa.config import OdqaConfig, ReaderConfig, RetrievalConfig
 from odqa.core.logs import get_logger
 from odqa.reader.train_config import TrainConfig
@@ -17,7 +26,8 @@ log = get_logger(__name__)
 
 def register(subparsers) -> None:
     p = add_command(
-        subparsers, "train-reader",
+        subparsers,
+        "train-reader",
         "Train an extractive reader on SQuAD-format JSON (v1 or v2); resumes from the newest checkpoint in --output.",
         "odqa train-reader --train /work/shared/data/squad/dev-v2.0.json --output runs/reader "
         "--epochs 2 --threads 2\n"
@@ -25,27 +35,66 @@ def register(subparsers) -> None:
         _train,
     )
     p.add_argument("--train", nargs="+", required=True, metavar="FILE", help="SQuAD-format JSON training file(s)")
-    add_output(p, "--output", folder=True, required=True, help="folder for checkpoints and the final model (output/final)")
-    add_options(p, TrainConfig, ["init", "epochs", "max_steps", "max_minutes", "batch_size", "gpu_batch_size", "lr", "warmup",
-                                 "max_length", "stride", "negative_ratio", "shared_norm", "selection_loss", "all_answers",
-                                 "to_simplified", "limit", "seed",
-                                 "save_every", "threads", "precision", "device", "progress", "keep_layers",
-                                 "freeze_embeddings", "teacher", "distill_weight", "distill_temperature"])
+    add_output(
+        p, "--output", folder=True, required=True, help="folder for checkpoints and the final model (output/final)"
+    )
+    add_options(
+        p,
+        TrainConfig,
+        [
+            "init",
+            "epochs",
+            "max_steps",
+            "max_minutes",
+            "batch_size",
+            "gpu_batch_size",
+            "lr",
+            "warmup",
+            "max_length",
+            "stride",
+            "negative_ratio",
+            "shared_norm",
+            "selection_loss",
+            "all_answers",
+            "to_simplified",
+            "limit",
+            "seed",
+            "save_every",
+            "threads",
+            "precision",
+            "device",
+            "progress",
+            "keep_layers",
+            "freeze_embeddings",
+            "teacher",
+            "distill_weight",
+            "distill_temperature",
+        ],
+    )
 
     p = add_command(
-        subparsers, "average-readers",
+        subparsers,
+        "average-readers",
         "A model soup: the weight average of several readers fine-tuned from one starting reader "
         "(then `python -m odqa.reader.export` for fp16).",
         "odqa average-readers --models runs/reader-a/final runs/reader-b/final --output runs/reader-soup",
         _average,
     )
-    p.add_argument("--models", nargs="+", required=True, metavar="MODEL", help="two or more readers of one architecture")
-    p.add_argument("--shares", nargs="+", type=NON_NEGATIVE, metavar="SHARE",
-                   help="weight of each reader in the average, summing to 1 (default: equal)")
+    p.add_argument(
+        "--models", nargs="+", required=True, metavar="MODEL", help="two or more readers of one architecture"
+    )
+    p.add_argument(
+        "--shares",
+        nargs="+",
+        type=NON_NEGATIVE,
+        metavar="SHARE",
+        help="weight of each reader in the average, summing to 1 (default: equal)",
+    )
     add_output(p, "--output", folder=True, required=True, help="folder for the averaged reader (fp32)")
 
     p = add_command(
-        subparsers, "build-reader-data",
+        subparsers,
+        "build-reader-data",
         "Distant supervision: retrieve passages for questions with answers and write SQuAD-format training JSON.",
         "odqa build-reader-data --questions /work/shared/data/dpr-qas/nq-dev.qa.tsv "
         "--index work_indexes/wiki --k 10 --limit 2000 --output runs/distant-nq.json",
@@ -53,20 +102,27 @@ def register(subparsers) -> None:
     )
     p.add_argument("--questions", nargs="+", required=True, metavar="FILE", help="question files with answers")
     p.add_argument("--index", required=True, help="index folder or es://HOST:9200/NAME, searched by --retriever")
-    add_options(p, RetrievalConfig, ["retriever", "k"], section="retrieval",
-                help={"k": "passages retrieved per question"})
+    add_options(
+        p, RetrievalConfig, ["retriever", "k"], section="retrieval", help={"k": "passages retrieved per question"}
+    )
     p.add_argument("--limit", type=COUNT, default=0, help="questions per file (0: all)")
     p.add_argument("--negatives", type=COUNT, default=1, help="no-answer examples kept per question")
     p.add_argument("--positives", type=POSITIVE_INT, default=2, help="answer-bearing passages kept per question")
     p.add_argument("--seed", type=SEED, default=42)
-    p.add_argument("--exclude-articles-of", nargs="+", default=[], metavar="SQUAD_FILE",
-                   help="never use passages of the articles of these SQuAD files (test sets, e.g. SQuAD v1.1 dev: "
-                        "24 of its 48 articles are in the Wikipedia subset); titles match with underscores as spaces")
+    p.add_argument(
+        "--exclude-articles-of",
+        nargs="+",
+        default=[],
+        metavar="SQUAD_FILE",
+        help="never use passages of the articles of these SQuAD files (test sets, e.g. SQuAD v1.1 dev: "
+        "24 of its 48 articles are in the Wikipedia subset); titles match with underscores as spaces",
+    )
     add_output(p, "--output", required=True, help="SQuAD-format JSON to write")
     add_config_flag(p)
 
     p = add_command(
-        subparsers, "build-topical-negatives",
+        subparsers,
+        "build-topical-negatives",
         "Topical no-answer examples: a share of a SQuAD file's questions, each paired with another paragraph of "
         "its own article that holds none of its answers (SQuAD v2.0-format JSON for train-reader).",
         "python run_qa.py build-topical-negatives --squad ../shared/data/squad/train-v1.1.json --ratio 0.12 "
@@ -79,26 +135,37 @@ def register(subparsers) -> None:
     add_output(p, "--output", required=True, help="SQuAD v2.0-format JSON to write")
 
     p = add_command(
-        subparsers, "build-cloze-data",
+        subparsers,
+        "build-cloze-data",
         "Cloze questions (a named entity of a paragraph is the answer) as SQuAD-format JSON, to pretrain a reader "
         "before train-reader on real questions. Needs spaCy: pip install -e '.[linker-baseline]'.",
         "odqa build-cloze-data --corpus /work/shared/data/wiki --questions 24000 "
-        "--exclude /work/shared/data/squad/dev-v1.1.json /work/shared/data/squad/dev-v2.0.json --output runs/cloze.json",
+        "--exclude /work/shared/data/squad/dev-v1.1.json "
+        "/work/shared/data/squad/dev-v2.0.json --output runs/cloze.json",
         _build_cloze,
     )
     p.add_argument("--corpus", required=True, help="corpus file or folder (any format `index --corpus` reads)")
     add_output(p, "--output", required=True, help="SQuAD-format JSON to write")
     p.add_argument("--questions", type=POSITIVE_INT, default=24000)
-    p.add_argument("--every", type=POSITIVE_INT, default=3, help="use every N-th article (spreads the sample over the corpus)")
+    p.add_argument(
+        "--every", type=POSITIVE_INT, default=3, help="use every N-th article (spreads the sample over the corpus)"
+    )
     p.add_argument("--per-paragraph", type=POSITIVE_INT, default=2, help="questions per paragraph at most")
     p.add_argument("--per-article", type=POSITIVE_INT, default=2, help="paragraphs of 60-180 words per article at most")
-    p.add_argument("--exclude", nargs="*", default=[], metavar="SQUAD_FILE",
-                   help="skip articles whose title is in these SQuAD files (evaluation sets)")
+    p.add_argument(
+        "--exclude",
+        nargs="*",
+        default=[],
+        metavar="SQUAD_FILE",
+        help="skip articles whose title is in these SQuAD files (evaluation sets)",
+    )
     p.add_argument("--seed", type=SEED, default=13)
 
     p = add_command(
-        subparsers, "eval-reader",
-        "Official EM/F1 (0-100; SQuAD's, or KorQuAD's / CMRC 2018's for Korean / Chinese data) of a reader given each question's gold paragraph.",
+        subparsers,
+        "eval-reader",
+        "Official EM/F1 (0-100; SQuAD's, or KorQuAD's / CMRC 2018's for Korean "
+        "/ Chinese data) of a reader given each question's gold paragraph.",
         "odqa eval-reader --data /work/shared/data/squad/dev-v1.1.json --limit 1000 --json\n"
         "  odqa eval-reader --data dev-v2.0.json --model runs/reader/final --allow-null --json",
         _eval,
@@ -108,21 +175,32 @@ def register(subparsers) -> None:
     p.add_argument("--limit", type=COUNT, default=0, help="first N questions (0: all)")
     p.add_argument("--batch-size", type=POSITIVE_INT, default=32, help="windows per forward pass")
     add_options(p, ReaderConfig, ["max_answer_tokens"])
-    p.add_argument("--allow-null", action="store_true",
-                   help="SQuAD v2: score unanswerable questions; predict no answer when the null span wins")
+    p.add_argument(
+        "--allow-null",
+        action="store_true",
+        help="SQuAD v2: score unanswerable questions; predict no answer when the null span wins",
+    )
     p.add_argument("--threads", type=COUNT, default=0, help="torch CPU threads (0: torch's default)")
-    p.add_argument("--exclude-articles-of", metavar="SQUAD_FILE",
-                   help="skip questions of articles in this SQuAD file (the reader's training data), e.g. "
-                        "SQuAD v2.0 dev, which shares 35 articles and their questions with v1.1 dev")
+    p.add_argument(
+        "--exclude-articles-of",
+        metavar="SQUAD_FILE",
+        help="skip questions of articles in this SQuAD file (the reader's training data), e.g. "
+        "SQuAD v2.0 dev, which shares 35 articles and their questions with v1.1 dev",
+    )
     add_output(p, "--predictions", help="write {question id: answer} JSON here")
-    p.add_argument("--metric", default="auto", choices=("auto", "squad", "korquad", "cmrc2018"),
-                   help="EM/F1 definition (auto: KorQuAD's for Korean data, CMRC 2018's for Chinese, else SQuAD's)")
+    p.add_argument(
+        "--metric",
+        default="auto",
+        choices=("auto", "squad", "korquad", "cmrc2018"),
+        help="EM/F1 definition (auto: KorQuAD's for Korean data, CMRC 2018's for Chinese, else SQuAD's)",
+    )
     add_inference_options(p)  # as ask and eval-qa read (torch int8 of before: --precision int8 --runtime torch)
     add_config_flag(p)
     p.add_argument("--json", action="store_true", help="print the metrics as JSON on the last line")
 
     p = add_command(
-        subparsers, "fit-calibration",
+        subparsers,
+        "fit-calibration",
         "Fit the reader's calibrated probability (Platt: margin over the null score and share -> P(correct)) and "
         "the 'no confident answer' threshold on dev questions; writes calibration.json (put it in the model folder).",
         "python run_qa.py fit-calibration --model runs/reader-v2/final --data ../shared/data/squad/dev-v2.0.json "
@@ -132,24 +210,41 @@ def register(subparsers) -> None:
         _fit_calibration,
     )
     add_options(p, ReaderConfig, ["model"])
-    p.add_argument("--data", metavar="SQUAD_FILE",
-                   help="SQuAD v2.0-format dev JSON: each question read from its gold paragraph plus --distractors "
-                        "other paragraphs of its article (unanswerable questions: any answer is wrong)")
-    p.add_argument("--part", choices=("fit", "check", "all"), default="fit",
-                   help="articles of --data used: fit (even positions; bench/calibration.py measures on check)")
-    p.add_argument("--distractors", type=COUNT, default=3, help="other paragraphs of the same article read per question")
-    p.add_argument("--questions", metavar="FILE", nargs="+",
-                   help="open-domain dev question files (with answers) read over --index; --limit samples each")
+    p.add_argument(
+        "--data",
+        metavar="SQUAD_FILE",
+        help="SQuAD v2.0-format dev JSON: each question read from its gold paragraph plus --distractors "
+        "other paragraphs of its article (unanswerable questions: any answer is wrong)",
+    )
+    p.add_argument(
+        "--part",
+        choices=("fit", "check", "all"),
+        default="fit",
+        help="articles of --data used: fit (even positions; bench/calibration.py measures on check)",
+    )
+    p.add_argument(
+        "--distractors", type=COUNT, default=3, help="other paragraphs of the same article read per question"
+    )
+    p.add_argument(
+        "--questions",
+        metavar="FILE",
+        nargs="+",
+        help="open-domain dev question files (with answers) read over --index; --limit samples each",
+    )
     p.add_argument("--index", help="index folder for --questions")
     p.add_argument("--retriever", choices=RETRIEVERS.names, default="bm25")
     add_options(p, RetrievalConfig, ["k"], help={"k": "passages read per open-domain question"})
     p.add_argument("--limit", type=COUNT, default=0, help="questions sampled (seeded) from each source (0: all)")
     p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--threads", type=COUNT, default=0, help="torch CPU threads (0: torch's default)")
-    p.add_argument("--target-precision", type=FRACTION, metavar="P",
-                   help="choose the 'no confident answer' threshold as the lowest at which answers called confident "
-                        "are right (EM) at least this share of the time on the dev questions, e.g. 0.8 (default: the "
-                        "threshold that best separates right from wrong answers)")
+    p.add_argument(
+        "--target-precision",
+        type=FRACTION,
+        metavar="P",
+        help="choose the 'no confident answer' threshold as the lowest at which answers called confident "
+        "are right (EM) at least this share of the time on the dev questions, e.g. 0.8 (default: the "
+        "threshold that best separates right from wrong answers)",
+    )
     add_output(p, "--output", required=True, help="calibration JSON to write")
     p.add_argument("--json", action="store_true", help="print the fit's summary as JSON on the last line")
     add_config_flag(p)
@@ -177,8 +272,14 @@ def _build_data(args) -> int:
     config = OdqaConfig.load(args.config, config_overrides(args))
     retriever = build_retriever(open_index(args.index, config), config.retrieval, config.retriever_runtime())
     stats = build_distant_data(
-        args.questions, args.output, retriever.search, k=config.retrieval.k, limit=args.limit,
-        positives=args.positives, negatives=args.negatives, seed=args.seed,
+        args.questions,
+        args.output,
+        retriever.search,
+        k=config.retrieval.k,
+        limit=args.limit,
+        positives=args.positives,
+        negatives=args.negatives,
+        seed=args.seed,
         exclude_articles_of=args.exclude_articles_of,
     )
     print_json_last(stats)
@@ -196,9 +297,16 @@ def _build_cloze(args) -> int:
     from odqa.reader.cloze import build_cloze_data
 
     _setup_logging()
-    stats = build_cloze_data(args.corpus, args.output, questions=args.questions, every=args.every,
-                             per_paragraph=args.per_paragraph, per_article=args.per_article, exclude=args.exclude,
-                             seed=args.seed)
+    stats = build_cloze_data(
+        args.corpus,
+        args.output,
+        questions=args.questions,
+        every=args.every,
+        per_paragraph=args.per_paragraph,
+        per_article=args.per_article,
+        exclude=args.exclude,
+        seed=args.seed,
+    )
     print_json_last(stats)
     return 0
 
@@ -221,12 +329,22 @@ def _eval(args) -> int:
     model, why = resolve_reader(args.model, lambda: items_language(load_questions(args.data, limit=50)))
     if why:
         log.info("reader %s for %s (--model auto)", model, why)
-    reader = Reader.from_pretrained(model, device=config.device or None, batch_size=args.batch_size,
-                                    max_answer_tokens=args.max_answer_tokens, precision=config.precision,
-                                    runtime=config.runtime)
+    reader = Reader.from_pretrained(
+        model,
+        device=config.device or None,
+        batch_size=args.batch_size,
+        max_answer_tokens=args.max_answer_tokens,
+        precision=config.precision,
+        runtime=config.runtime,
+    )
     evaluator = ReaderEvaluator(
-        args.data, limit=args.limit or None, allow_null=args.allow_null, predictions_path=args.predictions,
-        progress=not args.json, exclude_articles_of=args.exclude_articles_of, metric=args.metric,
+        args.data,
+        limit=args.limit or None,
+        allow_null=args.allow_null,
+        predictions_path=args.predictions,
+        progress=not args.json,
+        exclude_articles_of=args.exclude_articles_of,
+        metric=args.metric,
     )
     metrics = evaluator(reader)
     metrics["inference"] = {"reader": reader.plan.to_dict()}  # as ask's and eval-qa's
@@ -247,9 +365,9 @@ def _fit_calibration(args) -> int:
 
     from odqa.config import OdqaConfig
     from odqa.core.errors import OdqaError
-    from odqa.eval.confidence import article_split, confidence_metrics, judge_pipeline, judge_reader, sample_questions
     from odqa.corpus.open_dev import drop_open_dev
     from odqa.corpus.questions import load_questions
+    from odqa.eval.confidence import article_split, confidence_metrics, judge_pipeline, judge_reader, sample_questions
     from odqa.pipeline import Pipeline
     from odqa.reader.calibration import Calibration, fit_calibration
 
@@ -261,32 +379,62 @@ def _fit_calibration(args) -> int:
         raise OdqaError("--questions needs --index (the index the questions are answered over)")
     if args.threads:
         torch.set_num_threads(args.threads)
-    pipeline = Pipeline(OdqaConfig.load(args.config, {
-        "index": args.index, "reader.model": args.model, "retrieval.retriever": args.retriever,
-        "retrieval.k": args.k, "linker.enabled": False}))
+    pipeline = Pipeline(
+        OdqaConfig.load(
+            args.config,
+            {
+                "index": args.index,
+                "reader.model": args.model,
+                "retrieval.retriever": args.retriever,
+                "retrieval.k": args.k,
+                "linker.enabled": False,
+            },
+        )
+    )
     reader = pipeline.reader  # the pipeline's reader settings (no-answer threshold, retrieval weight)
     reader.calibration = Calibration()  # judge with raw scores; the fit replaces it
     judged, sources = [], []
     if args.data:
-        items = sample_questions(article_split(drop_open_dev(load_questions(args.data, include_impossible=True))[0],
-                                               args.part), args.limit, args.seed)
+        items = sample_questions(
+            article_split(drop_open_dev(load_questions(args.data, include_impossible=True))[0], args.part),
+            args.limit,
+            args.seed,
+        )
         judged += judge_reader(reader, items, distractors=args.distractors, seed=args.seed, progress=not args.json)
-        sources.append({"data": args.data, "part": args.part, "distractors": args.distractors,
-                        "questions": len(judged)})
+        sources.append(
+            {"data": args.data, "part": args.part, "distractors": args.distractors, "questions": len(judged)}
+        )
     for questions_file in args.questions or ():
         items = sample_questions(drop_open_dev(load_questions(questions_file))[0], args.limit, args.seed)
         before = len(judged)
         judged += judge_pipeline(pipeline, items, progress=not args.json)
-        sources.append({"questions_file": questions_file, "index": args.index, "retriever": args.retriever,
-                        "k": args.k, "questions": len(judged) - before})
-    cal = fit_calibration([j.margin for j in judged], [j.share for j in judged], [j.em for j in judged],
-                          source={"model": args.model, "sources": sources}, target_precision=args.target_precision)
+        sources.append(
+            {
+                "questions_file": questions_file,
+                "index": args.index,
+                "retriever": args.retriever,
+                "k": args.k,
+                "questions": len(judged) - before,
+            }
+        )
+    cal = fit_calibration(
+        [j.margin for j in judged],
+        [j.share for j in judged],
+        [j.em for j in judged],
+        source={"model": args.model, "sources": sources},
+        target_precision=args.target_precision,
+    )
     for j in judged:
         j.probability = cal.probability(j.margin, j.share)
     cal.source["dev"] = confidence_metrics(judged, cal.threshold)
     cal.save(args.output)
-    summary = {"output": args.output, "weights": cal.weights, "bias": cal.bias, "threshold": cal.threshold,
-               **cal.source["dev"]}
+    summary = {
+        "output": args.output,
+        "weights": cal.weights,
+        "bias": cal.bias,
+        "threshold": cal.threshold,
+        **cal.source["dev"],
+    }
     _print_metrics(summary, args.json)
     return 0
 

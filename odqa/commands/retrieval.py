@@ -7,60 +7,113 @@ import dataclasses
 import sys
 import textwrap
 
-from odqa.indexes.vector import VectorIndexParams
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 from odqa.commands.options import POSITIVE_INT, add_inference_options, add_options, config_overrides, dataclass_values
 from odqa.config import CorpusConfig, OdqaConfig, RetrievalConfig
 from odqa.core.models import DEFAULT_ENCODER
+from odqa.indexes.vector import VectorIndexParams
 from odqa.indexing import BACKENDS, FAST_PASSAGE_ENCODER, IndexSpec
 
 
 def register(subparsers) -> None:
-    p = add_command(subparsers, "index", "Build BM25 and dense indexes for a corpus file or folder.",
-                    "odqa index --corpus ../shared/data/wiki/enwiki-AA.jsonl.xz --out work_indexes/wiki-aa", run_index)
-    p.add_argument("--corpus", required=True, help="JSONL (.gz/.xz/.bz2; BEIR corpus.jsonl, Pyserini contents), "
-                   "WikiExtractor folder, DPR passage TSV, SQuAD JSON, CSV/TSV with a header, Parquet, Arrow, or a "
-                   "datasets save_to_disk folder")
+    p = add_command(
+        subparsers,
+        "index",
+        "Build BM25 and dense indexes for a corpus file or folder.",
+        "odqa index --corpus ../shared/data/wiki/enwiki-AA.jsonl.xz --out work_indexes/wiki-aa",
+        run_index,
+    )
+    p.add_argument(
+        "--corpus",
+        required=True,
+        help="JSONL (.gz/.xz/.bz2; BEIR corpus.jsonl, Pyserini contents), "
+        "WikiExtractor folder, DPR passage TSV, SQuAD JSON, CSV/TSV "
+        "with a header, Parquet, Arrow, or a datasets save_to_disk folder",
+    )
     add_options(p, CorpusConfig, ["id_field", "title_field", "text_field"], section="corpus")
-    add_output(p, "--out", folder=True, required=True, help="index folder to create (replaced atomically when the build succeeds)")
+    add_output(
+        p,
+        "--out",
+        folder=True,
+        required=True,
+        help="index folder to create (replaced atomically when the build succeeds)",
+    )
     p.add_argument("--backends", default=",".join(BACKENDS), help=f"comma-separated: {', '.join(BACKENDS)}")
-    p.add_argument("--encoder", "--passage-encoder", dest="encoder",
-                   help=f"passage encoder (default: config retrieval.passage_encoder / encoder, else {DEFAULT_ENCODER}, the "
-                        f"shipped fine-tuned one; {FAST_PASSAGE_ENCODER}: its distilled 4-layer student, faster on CPUs "
-                        "without native bf16, at some recall): 'minilm' (off the shelf), a shipped model name, a folder "
-                        "(sentence-transformers, DPR or any transformers model) or a hub name")
-    add_options(p, RetrievalConfig, ["query_encoder"], section="retrieval", help={
-        "query_encoder": "question encoder recorded in the index for search (empty: the one the passage encoder's "
-                         "retriever_info.json names, as a distill-encoder student names its teacher; else the passage "
-                         "encoder); for DPR: a DPRQuestionEncoder folder"})
+    p.add_argument(
+        "--encoder",
+        "--passage-encoder",
+        dest="encoder",
+        help=f"passage encoder (default: config retrieval.passage_encoder / encoder, else {DEFAULT_ENCODER}, the "
+        f"shipped fine-tuned one; {FAST_PASSAGE_ENCODER}: its distilled 4-layer student, faster on CPUs "
+        "without native bf16, at some recall): 'minilm' (off the shelf), a shipped model name, a folder "
+        "(sentence-transformers, DPR or any transformers model) or a hub name",
+    )
+    add_options(
+        p,
+        RetrievalConfig,
+        ["query_encoder"],
+        section="retrieval",
+        help={
+            "query_encoder": "question encoder recorded in the index for search (empty: the one the passage encoder's "
+            "retriever_info.json names, as a distill-encoder student names its teacher; else the passage "
+            "encoder); for DPR: a DPRQuestionEncoder folder"
+        },
+    )
     _encoder_setting_flags(p)
     add_config_flag(p)
     add_options(p, IndexSpec, ["words", "bm25_engine", "language", "analyzer"])
-    add_options(p, VectorIndexParams, ["kind", "hnsw_m", "ef_search", "nlist", "nprobe"],
-                rename={"kind": "vector-index"})
+    add_options(
+        p, VectorIndexParams, ["kind", "hnsw_m", "ef_search", "nlist", "nprobe"], rename={"kind": "vector-index"}
+    )
     add_options(p, IndexSpec, ["batch_size", "max_length", "chunk_size"])
     p.add_argument("--shard", help="i/n: encode only this shard of the chunks (merge by rerunning without it)")
-    p.add_argument("--shards", type=POSITIVE_INT, help="build the index as N shards, one per consecutive group of the "
-                   "corpus's files, searched as one (BM25 statistics over all shards, dense results merged); each "
-                   "shard resumable, a rerun keeps the finished ones")
+    p.add_argument(
+        "--shards",
+        type=POSITIVE_INT,
+        help="build the index as N shards, one per consecutive group of the "
+        "corpus's files, searched as one (BM25 statistics over all shards, dense results merged); each "
+        "shard resumable, a rerun keeps the finished ones",
+    )
     add_options(p, IndexSpec, ["device", "precision"])
 
-    p = add_command(subparsers, "verify-index", "Check an index folder whole: every part's files against the digests "
-                    "recorded at build time, row counts, and the passage fingerprint recomputed.",
-                    "odqa verify-index --index work_indexes/wiki", run_verify)
+    p = add_command(
+        subparsers,
+        "verify-index",
+        "Check an index folder whole: every part's files against the digests "
+        "recorded at build time, row counts, and the passage fingerprint recomputed.",
+        "odqa verify-index --index work_indexes/wiki",
+        run_verify,
+    )
     # --index as every other command names it; the positional form of before still works
     p.add_argument("index", nargs="?", help="index folder built by `odqa index` (or --index)")
     p.add_argument("--index", dest="index_option", metavar="INDEX", help="index folder built by `odqa index`")
 
-    p = add_command(subparsers, "search", "Show the top passages for each question.",
-                    'odqa search --index work_indexes/wiki-aa "who founded the Visigoth kingdom"', run_search)
-    p.add_argument("question", nargs="*", help="one or more quoted questions; unquoted words make one question "
-                   "(or --questions FILE)")
-    p.add_argument("--questions", "--queries", dest="questions", metavar="FILE",
-                   help="search every question of this file instead (any format eval-retrieval reads; - reads "
-                        "standard input): the runs carry its question ids")
-    p.add_argument("--query-id", nargs="+", metavar="ID",
-                   help="the runs' query ids of the questions given as arguments, one each (default: 1, 2, ...)")
+    p = add_command(
+        subparsers,
+        "search",
+        "Show the top passages for each question.",
+        'odqa search --index work_indexes/wiki-aa "who founded the Visigoth kingdom"',
+        run_search,
+    )
+    p.add_argument(
+        "question",
+        nargs="*",
+        help="one or more quoted questions; unquoted words make one question (or --questions FILE)",
+    )
+    p.add_argument(
+        "--questions",
+        "--queries",
+        dest="questions",
+        metavar="FILE",
+        help="search every question of this file instead (any format eval-retrieval reads; - reads "
+        "standard input): the runs carry its question ids",
+    )
+    p.add_argument(
+        "--query-id",
+        nargs="+",
+        metavar="ID",
+        help="the runs' query ids of the questions given as arguments, one each (default: 1, 2, ...)",
+    )
     p.add_argument("--limit", type=POSITIVE_INT, help="--questions: first N questions only")
     _index_flags(p)
     add_options(p, RetrievalConfig, ["k"], section="retrieval", help={"k": "passages to show"})
@@ -69,56 +122,96 @@ def register(subparsers) -> None:
     _retrieval_flags(p)
     add_config_flag(p)
 
-    p = add_command(subparsers, "eval-retrieval", "Top-k retrieval accuracy (DPR-style answer match), MRR, gold-passage recall.",
-                    "odqa eval-retrieval --index work_indexes/wiki --questions ../shared/data/dpr-qas/nq-test.qa.tsv "
-                    "--retriever bm25 --limit 500 --k 1 5 20 100 --json", run_eval)
+    p = add_command(
+        subparsers,
+        "eval-retrieval",
+        "Top-k retrieval accuracy (DPR-style answer match), MRR, gold-passage recall.",
+        "odqa eval-retrieval --index work_indexes/wiki --questions ../shared/data/dpr-qas/nq-test.qa.tsv "
+        "--retriever bm25 --limit 500 --k 1 5 20 100 --json",
+        run_eval,
+    )
     _index_flags(p, retriever=False)
-    p.add_argument("--questions", "--queries", dest="questions", required=True,
-                   help="DPR qas TSV, NQ-open JSONL, SQuAD JSON, WebQuestions JSON, CuratedTREC TSV, TriviaQA JSON, "
-                        "or (with --qrels) BEIR queries.jsonl")
-    p.add_argument("--qrels", help="relevance judgments (BEIR qrels TSV or TREC qrels): report nDCG@10, MRR@10 and "
-                   "R@k by ir-measures over documents instead of answer-match accuracy")
+    p.add_argument(
+        "--questions",
+        "--queries",
+        dest="questions",
+        required=True,
+        help="DPR qas TSV, NQ-open JSONL, SQuAD JSON, WebQuestions JSON, CuratedTREC TSV, TriviaQA JSON, "
+        "or (with --qrels) BEIR queries.jsonl",
+    )
+    p.add_argument(
+        "--qrels",
+        help="relevance judgments (BEIR qrels TSV or TREC qrels): report nDCG@10, MRR@10 and "
+        "R@k by ir-measures over documents instead of answer-match accuracy",
+    )
     add_options(p, RetrievalConfig, ["retriever"], section="retrieval")
     p.add_argument("--limit", type=POSITIVE_INT, help="first N questions only")
     p.add_argument("--k", type=POSITIVE_INT, nargs="+", default=[1, 5, 10, 20, 50, 100])
     p.add_argument("--batch-size", type=POSITIVE_INT, default=32)
     add_output(p, "--per-question", help="write per-question hits (JSONL) here for error analysis")
-    add_output(p, "--run-out", help="write every question's top max(--k) passages, scores and answer matches "
-                                     "(JSONL) here, for merge-runs")
+    add_output(
+        p,
+        "--run-out",
+        help="write every question's top max(--k) passages, scores and answer matches (JSONL) here, for merge-runs",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object of metrics as the last line")
     _run_file_flags(p)
     _retrieval_flags(p)
     add_config_flag(p)
 
-    p = add_command(subparsers, "merge-runs", "Merge the rankings of corpus shards (eval-retrieval --run-out) "
-                    "into one, or fuse runs of different retrievers (--fusion rrf), and score it: full-corpus recall "
-                    "from shards searched apart. Reads odqa's JSONL runs, TREC runs and DPR retrieval JSON.",
-                    "odqa merge-runs runs/nq-test.AB.jsonl runs/nq-test.CD.jsonl --k 1 5 20 100 --json",
-                    run_merge)
+    p = add_command(
+        subparsers,
+        "merge-runs",
+        "Merge the rankings of corpus shards (eval-retrieval --run-out) "
+        "into one, or fuse runs of different retrievers (--fusion rrf), and score it: full-corpus recall "
+        "from shards searched apart. Reads odqa's JSONL runs, TREC runs and DPR retrieval JSON.",
+        "odqa merge-runs runs/nq-test.AB.jsonl runs/nq-test.CD.jsonl --k 1 5 20 100 --json",
+        run_merge,
+    )
     p.add_argument("runs", nargs="+", help="run files of the same questions (format detected per file)")
     p.add_argument("--k", type=POSITIVE_INT, nargs="+", default=[1, 5, 10, 20, 50, 100])
-    p.add_argument("--fusion", choices=["score", "rrf"], default="score",
-                   help="score: best score wins (shards of one corpus and model); rrf: reciprocal rank fusion "
-                        "(runs of different retrievers, scores not comparable)")
-    p.add_argument("--qrels", help="score the merged run against these relevance judgments (needed for TREC "
-                   "runs, which do not say which passages hold an answer)")
+    p.add_argument(
+        "--fusion",
+        choices=["score", "rrf"],
+        default="score",
+        help="score: best score wins (shards of one corpus and model); rrf: reciprocal rank fusion "
+        "(runs of different retrievers, scores not comparable)",
+    )
+    p.add_argument(
+        "--qrels",
+        help="score the merged run against these relevance judgments (needed for TREC "
+        "runs, which do not say which passages hold an answer)",
+    )
     add_output(p, "--trec-run", help="write the merged run as a TREC run file")
     add_output(p, "--run-out", help="write the merged run in odqa's JSONL run format")
     p.add_argument("--json", action="store_true", help="print one JSON object of metrics as the last line")
 
 
 def _run_file_flags(p: argparse.ArgumentParser) -> None:
-    add_output(p, "--trec-run", help="write the rankings as a TREC run file (qid Q0 docid rank score tag), for "
-                   "trec_eval, ir-measures, Pyserini and merge-runs; docids are documents where qrels judge the "
-                   "questions (--qrels, or questions without answers), else passages")
-    add_output(p, "--dpr-json", help="write the rankings as DPR retrieval JSON (question, answers, ctxs with "
-                   "id, title, text, score, has_answer), for DPR's and Pyserini's evaluation and merge-runs")
+    add_output(
+        p,
+        "--trec-run",
+        help="write the rankings as a TREC run file (qid Q0 docid rank score tag), for "
+        "trec_eval, ir-measures, Pyserini and merge-runs; docids are documents where qrels judge the "
+        "questions (--qrels, or questions without answers), else passages",
+    )
+    add_output(
+        p,
+        "--dpr-json",
+        help="write the rankings as DPR retrieval JSON (question, answers, ctxs with "
+        "id, title, text, score, has_answer), for DPR's and Pyserini's evaluation and merge-runs",
+    )
     p.add_argument("--run-tag", help="the TREC run's tag column (default: odqa-RETRIEVER)")
 
 
 def _index_flags(p: argparse.ArgumentParser, retriever: bool = True) -> None:
-    add_options(p, OdqaConfig, ["index"], section="", help={
-        "index": "index folder or es://HOST:9200/NAME (empty: the built-in demo corpus)"})
+    add_options(
+        p,
+        OdqaConfig,
+        ["index"],
+        section="",
+        help={"index": "index folder or es://HOST:9200/NAME (empty: the built-in demo corpus)"},
+    )
     if retriever:
         add_options(p, RetrievalConfig, ["retriever"], section="retrieval")
 
@@ -128,8 +221,11 @@ def _retrieval_flags(p: argparse.ArgumentParser) -> None:
     _encoder_setting_flags(p)
     add_options(p, RetrievalConfig, ["fusion", "alpha", "candidates"], section="retrieval")
     add_inference_options(p)
-    p.add_argument("--accept-encoder-change", action="store_true",
-                   help="search a dense index although its encoder's weights changed since it was built")
+    p.add_argument(
+        "--accept-encoder-change",
+        action="store_true",
+        help="search a dense index although its encoder's weights changed since it was built",
+    )
 
 
 def _encoder_setting_flags(p: argparse.ArgumentParser) -> None:
@@ -160,12 +256,19 @@ def run_index(args) -> int:
     config = _config(args)
     r, c = config.retrieval, config.corpus
     spec = IndexSpec(
-        corpus=args.corpus, out=args.out, backends=[b.strip() for b in args.backends.split(",") if b.strip()],
-        encoder=args.encoder or r.passage_encoder or r.encoder or DEFAULT_ENCODER, query_encoder=r.query_encoder,
-        pooling=r.pooling, similarity=r.similarity, query_prefix=r.query_prefix, passage_prefix=r.passage_prefix,
+        corpus=args.corpus,
+        out=args.out,
+        backends=[b.strip() for b in args.backends.split(",") if b.strip()],
+        encoder=args.encoder or r.passage_encoder or r.encoder or DEFAULT_ENCODER,
+        query_encoder=r.query_encoder,
+        pooling=r.pooling,
+        similarity=r.similarity,
+        query_prefix=r.query_prefix,
+        passage_prefix=r.passage_prefix,
         fields=CorpusFields(c.id_field, c.title_field, c.text_field),
         vector=VectorIndexParams(**dataclass_values(args, VectorIndexParams)),
-        shard=parse_shard(args.shard), **dataclass_values(args, IndexSpec),
+        shard=parse_shard(args.shard),
+        **dataclass_values(args, IndexSpec),
     )
     _check_index_parts_available(spec)
     report = build_sharded_index(spec, args.shards) if args.shards is not None else build_index(spec)
@@ -175,16 +278,18 @@ def run_index(args) -> int:
 
 def _check_index_parts_available(spec) -> None:
     """Before the build reads a passage: the device, FAISS for an hnsw or ivf index, the analyser's package."""
-    from odqa.indexes.analysis import analyzer_for, check_analyzer_available
-    from odqa.indexes.vector import check_kind_available
-    from odqa.indexes.layout import BM25, DENSE
     from odqa.core.device import check_device_available
+    from odqa.indexes.analysis import analyzer_for, check_analyzer_available
+    from odqa.indexes.layout import BM25, DENSE
+    from odqa.indexes.vector import check_kind_available
 
     if DENSE in spec.backends:
         check_device_available(spec.device)
         check_kind_available(spec.vector.kind)
     if BM25 in spec.backends and (spec.analyzer or spec.language != "auto"):
-        check_analyzer_available(analyzer_for(spec.language, spec.analyzer) if spec.language != "auto" else spec.analyzer)
+        check_analyzer_available(
+            analyzer_for(spec.language, spec.analyzer) if spec.language != "auto" else spec.analyzer
+        )
 
 
 def run_verify(args) -> int:
@@ -220,8 +325,12 @@ def run_search(args) -> int:
     rankings = [hits[:k] for hits in rankings]
     for question, hits in zip(questions, rankings):
         if args.json:
-            print_json_last({"question": question, "hits": [
-                {"rank": i, "score": h.score, **h.passage.to_dict()} for i, h in enumerate(hits, 1)]})
+            print_json_last(
+                {
+                    "question": question,
+                    "hits": [{"rank": i, "score": h.score, **h.passage.to_dict()} for i, h in enumerate(hits, 1)],
+                }
+            )
             continue
         if len(questions) > 1:
             print(printable(question))
@@ -243,12 +352,15 @@ def _search_questions(args) -> list:
         if args.question:
             raise OdqaError("search takes questions as arguments or --questions FILE, not both; drop one")
         if args.query_id:
-            raise OdqaError("--query-id names questions given as arguments; a --questions file's questions keep "
-                            "their own ids, so drop --query-id")
+            raise OdqaError(
+                "--query-id names questions given as arguments; a --questions file's questions keep "
+                "their own ids, so drop --query-id"
+            )
         return load_questions(args.questions, limit=args.limit)
     if not args.question:
-        raise OdqaError("no question to search: give one as an argument (odqa search \"who wrote Hamlet\") or "
-                        "--questions FILE")
+        raise OdqaError(
+            'no question to search: give one as an argument (odqa search "who wrote Hamlet") or --questions FILE'
+        )
     questions = split_questions(args.question)
     ids = args.query_id or [str(i) for i in range(1, len(questions) + 1)]
     if len(ids) != len(questions):
@@ -268,14 +380,17 @@ def _write_search_run(args, config, items: list, rankings, k: int, documents: bo
         with atomic_file(args.trec_run) as tmp, tmp.open("w", encoding="utf-8") as f:
             writer = TrecRunWriter(f, args.run_tag or f"odqa-{config.retrieval.retriever}")
             for item, hits in zip(items, rankings):
-                writer.write(item.id, document_ranking(hits, k) if documents
-                             else [(h.passage_id, h.score) for h in hits[:k]])
+                writer.write(
+                    item.id, document_ranking(hits, k) if documents else [(h.passage_id, h.score) for h in hits[:k]]
+                )
     if args.dpr_json:
         with atomic_file(args.dpr_json) as tmp, tmp.open("w", encoding="utf-8") as f:
-            writer = DprJsonWriter(f)
+            dpr_writer = DprJsonWriter(f)
             for item, hits in zip(items, rankings):
-                writer.write(item.id, item.question, item.answers, dpr_ctxs(QuestionResult(item, hits[:k], None, None)))
-            writer.close()
+                dpr_writer.write(
+                    item.id, item.question, item.answers, dpr_ctxs(QuestionResult(item, hits[:k], None, None))
+                )
+            dpr_writer.close()
 
 
 def _ks(values) -> list[int]:
@@ -302,9 +417,16 @@ def run_eval(args) -> int:
     bundle, retriever = open_retriever(config, args.accept_encoder_change)
     if ks[-1] > len(bundle):
         raise OdqaError(f"--k {ks[-1]} is larger than the corpus ({len(bundle)} passages); use smaller k values")
-    evaluator = RetrievalEvaluator(items, ks, batch_size=args.batch_size, per_question=args.per_question,
-                                   run_out=args.run_out, trec_run=args.trec_run,
-                                   dpr_json=args.dpr_json, run_tag=tag)
+    evaluator = RetrievalEvaluator(
+        items,
+        ks,
+        batch_size=args.batch_size,
+        per_question=args.per_question,
+        run_out=args.run_out,
+        trec_run=args.trec_run,
+        dpr_json=args.dpr_json,
+        run_tag=tag,
+    )
     metrics = evaluator(retriever)
     return _report(metrics, config, ks, format_table, args)
 
@@ -314,7 +436,9 @@ def _report(metrics: dict, config, ks, format_table, args) -> int:
     metrics["retriever"] = config.retrieval.retriever
     out = sys.stderr if args.json else sys.stdout  # under --json standard output holds the JSON alone
     print(format_table(metrics, ks), file=out)
-    print(f"{metrics['questions']} questions in {metrics['seconds']} s ({metrics['questions_per_second']} q/s)", file=out)
+    print(
+        f"{metrics['questions']} questions in {metrics['seconds']} s ({metrics['questions_per_second']} q/s)", file=out
+    )
     if args.json:
         print_json_last(metrics)
     return 0
@@ -327,13 +451,16 @@ def _eval_qrels(args, config, ks, tag) -> int:
 
     for flag in ("per_question", "run_out", "dpr_json"):
         if getattr(args, flag):
-            raise OdqaError(f"--{flag.replace('_', '-')} records answer matches, which qrels do not give; with "
-                            "--qrels write the ranking with --trec-run")
+            raise OdqaError(
+                f"--{flag.replace('_', '-')} records answer matches, which qrels do not give; with "
+                "--qrels write the ranking with --trec-run"
+            )
     qrels = load_qrels(args.qrels)
     items = load_questions(args.questions, limit=args.limit)
     bundle, retriever = open_retriever(config, args.accept_encoder_change)
-    metrics = evaluate_qrels(retriever, items, qrels, ks, len(bundle), batch_size=args.batch_size,
-                             trec_run=args.trec_run, run_tag=tag)
+    metrics = evaluate_qrels(
+        retriever, items, qrels, ks, len(bundle), batch_size=args.batch_size, trec_run=args.trec_run, run_tag=tag
+    )
     return _report(metrics, config, ks, format_table, args)
 
 
@@ -356,26 +483,42 @@ def run_merge(args) -> int:
 
         with atomic_file(args.run_out) as tmp, tmp.open("w", encoding="utf-8") as f:
             for row in rows:
-                f.write(strict_json.dumps({"id": row["id"], "question": row["question"], "gold": row["gold"],
-                                    "hits": [h.to_dict() for h in row["hits"]]}, ensure_ascii=False) + "\n")
+                f.write(
+                    strict_json.dumps(
+                        {
+                            "id": row["id"],
+                            "question": row["question"],
+                            "gold": row["gold"],
+                            "hits": [h.to_dict() for h in row["hits"]],
+                        },
+                        ensure_ascii=False,
+                    )
+                    + "\n"
+                )
     if args.qrels:
         from odqa.corpus.questions import load_qrels
         from odqa.eval.qrels import format_table as qrels_table
         from odqa.eval.qrels import score_run
 
-        metrics = score_run({row["id"]: [(h.passage_id, h.score) for h in row["hits"]] for row in rows},
-                            load_qrels(args.qrels), ks)
+        metrics = score_run(
+            {row["id"]: [(h.passage_id, h.score) for h in row["hits"]] for row in rows}, load_qrels(args.qrels), ks
+        )
         table = qrels_table(metrics, ks)
     elif judged(rows, ks[-1]):
         metrics = summarize_run(rows, ks)
         table = format_table(metrics, ks)
     elif args.trec_run or args.run_out:
-        print("odqa: merged run written; not scored: TREC runs do not say which passages hold an answer "
-              "(pass --qrels to score against relevance judgments)", file=sys.stderr)
+        print(
+            "odqa: merged run written; not scored: TREC runs do not say which passages hold an answer "
+            "(pass --qrels to score against relevance judgments)",
+            file=sys.stderr,
+        )
         return 0
     else:
-        raise OdqaError("cannot score these runs: TREC runs do not say which passages hold an answer; pass --qrels "
-                        "FILE, or merge eval-retrieval --run-out / --dpr-json runs")
+        raise OdqaError(
+            "cannot score these runs: TREC runs do not say which passages hold an answer; pass --qrels "
+            "FILE, or merge eval-retrieval --run-out / --dpr-json runs"
+        )
     metrics["runs"] = len(args.runs)
     metrics["fusion"] = args.fusion
     print(table, file=sys.stderr if args.json else sys.stdout)

@@ -15,13 +15,22 @@ log = get_logger("odqa.serve")
 
 
 def register(subparsers) -> None:
-    p = add_command(subparsers, "serve", "Answer questions over HTTP: POST /ask, /search, /link, GET /health, /info, "
-                    "/openapi.json, /docs, and a page for people at / (built-in demo corpus unless --index/--config).",
-                    "odqa serve --index indexes/wiki --port 8080", run_serve)
+    p = add_command(
+        subparsers,
+        "serve",
+        "Answer questions over HTTP: POST /ask, /search, /link, GET /health, /info, "
+        "/openapi.json, /docs, and a page for people at / (built-in demo corpus unless --index/--config).",
+        "odqa serve --index indexes/wiki --port 8080",
+        run_serve,
+    )
     add_options(p, ServeSettings, [f.name for f in dataclasses.fields(ServeSettings) if f.name != "cors_origin"])
     # repeatable (one origin a flag), which a generated list option (nargs) is not
-    p.add_argument("--cors-origin", action="append", metavar="ORIGIN",
-                   help=ServeSettings.__dataclass_fields__["cors_origin"].metadata["help"])
+    p.add_argument(
+        "--cors-origin",
+        action="append",
+        metavar="ORIGIN",
+        help=ServeSettings.__dataclass_fields__["cors_origin"].metadata["help"],
+    )
     _pipeline_flags(p)
 
 
@@ -45,28 +54,42 @@ def run_serve(args) -> int:
     if settings.api_key_env:
         api_key = os.environ.get(settings.api_key_env, "")
         if not api_key.strip():
-            raise OdqaError(f"--api-key-env {settings.api_key_env}: that environment variable is unset or empty; "
-                            f"export {settings.api_key_env}=SECRET first, or leave --api-key-env out")
+            raise OdqaError(
+                f"--api-key-env {settings.api_key_env}: that environment variable is unset or empty; "
+                f"export {settings.api_key_env}=SECRET first, or leave --api-key-env out"
+            )
         remember(api_key)  # whatever prints it (a library's error, a traceback) prints *** instead
         problem = api_key_problem(api_key)
         if problem:  # never the key itself: what is wrong with it
-            raise OdqaError(f"--api-key-env {settings.api_key_env}: the key {problem}, which no request can send in "
-                            f"the {API_KEY_HEADER} header, so every request would be refused; set "
-                            f"{settings.api_key_env} to one line of printable ASCII (from a file: "
-                            f"{settings.api_key_env}=$(cat FILE) drops its final line break)")
+            raise OdqaError(
+                f"--api-key-env {settings.api_key_env}: the key {problem}, which no request can send in "
+                f"the {API_KEY_HEADER} header, so every request would be refused; set "
+                f"{settings.api_key_env} to one line of printable ASCII (from a file: "
+                f"{settings.api_key_env}=$(cat FILE) drops its final line break)"
+            )
     if settings.host not in ("127.0.0.1", "localhost", "::1") and not api_key:
-        log.warning(f"listening on {settings.host} without an API key: anyone who reaches the port may ask; "
-                    f"set --api-key-env VAR to require the {API_KEY_HEADER} header")
+        log.warning(
+            f"listening on {settings.host} without an API key: anyone who reaches the port may ask; "
+            f"set --api-key-env VAR to require the {API_KEY_HEADER} header"
+        )
     check_port_free(settings.host, settings.port)
     pipeline = make_pipeline(args)
     log.info("loading the models...")
     warm_up(pipeline)  # a missing index or model is one line here, not a traceback from inside uvicorn's startup
     app = create_app(pipeline, settings, api_key)
-    log.info(f"http://{_url_host(settings.host)}:{settings.port}/ (the page; the API schema at /openapi.json, its "
-             "docs at /docs); Ctrl-C stops it")
+    log.info(
+        f"http://{_url_host(settings.host)}:{settings.port}/ (the page; the API schema at /openapi.json, its "
+        "docs at /docs); Ctrl-C stops it"
+    )
     # create_app put odqa.serve.app.MaskedQuery on the access logger: uvicorn's log config keeps a logger's filters
-    uvicorn.run(app, host=settings.host, port=settings.port, access_log=settings.access_log, log_level="info",
-                timeout_graceful_shutdown=10)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        access_log=settings.access_log,
+        log_level="info",
+        timeout_graceful_shutdown=10,
+    )
     return 0
 
 
@@ -90,5 +113,7 @@ def check_port_free(host: str, port: int) -> None:
         try:
             probe.bind(address)
         except OSError as exc:
-            raise OdqaError(f"cannot listen on {host}:{port} ({exc.strerror}): another server holds the port, or the "
-                            "address is not this machine's; pass another --port or --host") from None
+            raise OdqaError(
+                f"cannot listen on {host}:{port} ({exc.strerror}): another server holds the port, or the "
+                "address is not this machine's; pass another --port or --host"
+            ) from None

@@ -14,8 +14,8 @@ import collections
 import re
 import string
 import unicodedata
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Iterable, Sequence
 
 import regex
 

@@ -11,8 +11,9 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -65,8 +66,10 @@ def atomic_folder(target: str | Path) -> Iterator[Path]:
 
 def _name_the_full_disk(exc: BaseException, target: Path) -> None:
     if is_disk_full(exc) and not isinstance(exc, DiskFullError):
-        raise DiskFullError(f"no room left on the device to write {target} ({no_room_reason(exc)}); nothing was "
-                            "replaced: free some space or write elsewhere, then rerun") from exc
+        raise DiskFullError(
+            f"no room left on the device to write {target} ({no_room_reason(exc)}); nothing was "
+            "replaced: free some space or write elsewhere, then rerun"
+        ) from exc
 
 
 # ---- one writer per output folder -----------------------------------------------------------------------
@@ -119,8 +122,9 @@ def _holder(fd: int) -> str:
     return f"pid {pid}" + (f", `{command}`" if command else "")
 
 
-def _refusal(target: Path, holder: str, flag: str | None, who: str, waited: float = 0.0,
-             fix: str | None = None) -> OdqaError:
+def _refusal(
+    target: Path, holder: str, flag: str | None, who: str, waited: float = 0.0, fix: str | None = None
+) -> OdqaError:
     waiting = f", still after {waited:.0f} s" if waited else ""
     fix = fix or "wait for it to finish or " + (f"choose another {flag}" if flag else "write elsewhere")
     return OdqaError(f"{who} is writing {target} ({holder}{waiting}); {fix}")
@@ -135,8 +139,15 @@ def _missing_parents(folder: Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def writer_lock(target: str | Path, flag: str | None = "--out", wait_s: float = 0.0, nested: bool = False,
-                who: str = "another odqa process", on_wait=None, fix: str | None = None) -> Iterator[None]:
+def writer_lock(
+    target: str | Path,
+    flag: str | None = "--out",
+    wait_s: float = 0.0,
+    nested: bool = False,
+    who: str = "another odqa process",
+    on_wait=None,
+    fix: str | None = None,
+) -> Iterator[None]:
     """Hold the one-writer lock of the output folder `target` (`.NAME.lock` beside it) while the block runs.
 
     Held by another process (or another thread), the lock is refused at once with an OdqaError naming the folder,
@@ -158,6 +169,7 @@ def writer_lock(target: str | Path, flag: str | None = "--out", wait_s: float = 
         else:
             reentered = False
     if reentered:
+        assert entry is not None  # this thread's own entry, found above
         try:
             yield
         finally:
@@ -293,7 +305,7 @@ def publish_folder(tmp: Path, target: Path, crash_after: str | None = None, guar
 
 def fsync_tree(folder: Path) -> None:
     """Flush every file and folder under `folder` to disk, so a rename that publishes it survives a crash."""
-    for root, dirs, files in os.walk(folder):
+    for root, _dirs, files in os.walk(folder):
         for name in files:
             fd = os.open(os.path.join(root, name), os.O_RDONLY)
             try:
@@ -334,7 +346,7 @@ def write_npy_blocks(path: str | Path, dtype, shape: tuple[int, ...], blocks: It
             np.lib.format.write_array_header_2_0(f, header)
         for block in blocks:
             data = np.ascontiguousarray(block, dtype=dtype)
-            f.write(memoryview(data.reshape(-1)).cast("B"))
+            f.write(memoryview(data.reshape(-1)).cast("B"))  # type: ignore[arg-type]  # numpy's stubs: buffer protocol on 3.12+ only
             written += data.nbytes
     if written != expected:
         Path(path).unlink(missing_ok=True)

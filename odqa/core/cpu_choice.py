@@ -32,10 +32,10 @@ import hashlib
 import json
 import os
 import platform
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
 
 from odqa.core.atomic import write_json_atomic
 from odqa.core.logs import get_logger
@@ -47,8 +47,14 @@ log = get_logger(__name__)
 # faster to be worth that, beyond the few per cent two timings on a busy machine differ by
 INT8_MARGIN = 1.10
 PROBE_ROUNDS = 5
-PROBE_SHAPE = {"hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12, "intermediate_size": 1536,
-               "vocab_size": 2048, "max_position_embeddings": 512}
+PROBE_SHAPE = {
+    "hidden_size": 384,
+    "num_hidden_layers": 6,
+    "num_attention_heads": 12,
+    "intermediate_size": 1536,
+    "vocab_size": 2048,
+    "max_position_embeddings": 512,
+}
 PROBE_BATCH = (32, 128)  # an index build's batch at bench/speed.py's 128 tokens; see the module's note
 # the share of its threads' time the timing got: 0.98 on the idle 2-core EPYC, 0.63 and 0.49 beside one and two
 # busy-looping processes
@@ -84,8 +90,10 @@ class CpuChoice:
         if self.how == "measured":
             return f"int8 timed {self.int8_speedup:.2f}x bf16's speed on this CPU (kept; {RETIME})"
         if self.how == "busy":
-            return (f"int8 timed {self.int8_speedup:.2f}x bf16's speed on this CPU while other work had the cores, "
-                    f"which favours int8: bf16 kept ({RETIME}, on a quiet machine)")
+            return (
+                f"int8 timed {self.int8_speedup:.2f}x bf16's speed on this CPU while other work had the cores, "
+                f"which favours int8: bf16 kept ({RETIME}, on a quiet machine)"
+            )
         if self.how == "flags":
             return f"by the flags, int8 {'faster' if self.prefers_int8 else 'not faster'} (not timed)"
         return self.how
@@ -149,12 +157,17 @@ def _kept(path: Path, choice: CpuChoice, cpu_share: float) -> CpuChoice:
     """`choice` kept at `path`, as bf16 marked busy where int8 won at a CPU share under `QUIET_CPU_SHARE`: load
     favours int8, so such a timing cannot show that int8 is faster, and timing again would only cost each run."""
     if choice.prefers_int8 and cpu_share < QUIET_CPU_SHARE:
-        log.info("other work had %.0f%% of the cores while timing, which favours int8: bf16 kept (%s, on a quiet "
-                 "machine)", 100 * (1 - cpu_share), RETIME)
+        log.info(
+            "other work had %.0f%% of the cores while timing, which favours int8: bf16 kept (%s, on a quiet machine)",
+            100 * (1 - cpu_share),
+            RETIME,
+        )
         choice = replace(choice, prefers_int8=False, how="busy")
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, {**asdict(choice), "busy": choice.how == "busy", "version": CHOICE_VERSION,
-                             "cpu_share": round(cpu_share, 3)})
+    write_json_atomic(
+        path,
+        {**asdict(choice), "busy": choice.how == "busy", "version": CHOICE_VERSION, "cpu_share": round(cpu_share, 3)},
+    )
     path.with_suffix(".busy").unlink(missing_ok=True)  # the busy-timing counter of the rule before this one
     return choice
 
@@ -169,9 +182,13 @@ def verdict(bf16_rounds: list[float], int8_rounds: list[float]) -> CpuChoice:
     speedups = sorted(b / i for b, i in zip(bf16_rounds, int8_rounds))
     speedup = statistics.median(speedups)
     all_but_one = speedups[1] if len(speedups) > 1 else speedups[0]
-    return CpuChoice(speedup >= INT8_MARGIN and all_but_one > 1.0, "measured",
-                     round(statistics.median(bf16_rounds), 2), round(statistics.median(int8_rounds), 2),
-                     round(speedup, 3))
+    return CpuChoice(
+        speedup >= INT8_MARGIN and all_but_one > 1.0,
+        "measured",
+        round(statistics.median(bf16_rounds), 2),
+        round(statistics.median(int8_rounds), 2),
+        round(speedup, 3),
+    )
 
 
 def kept_choice(path: Path | None = None) -> CpuChoice | None:
@@ -186,7 +203,8 @@ def kept_choice(path: Path | None = None) -> CpuChoice | None:
         if not (bf16_ms > 0 and int8_ms > 0 and speedup > 0):
             return None
         busy = data.get("busy") is True
-        return CpuChoice(bool(data["prefers_int8"]) and not busy, "busy" if busy else "measured", bf16_ms, int8_ms,
-                         speedup)
+        return CpuChoice(
+            bool(data["prefers_int8"]) and not busy, "busy" if busy else "measured", bf16_ms, int8_ms, speedup
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None

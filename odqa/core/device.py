@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from odqa.core.errors import OdqaError
 
@@ -40,15 +41,19 @@ def check_device_available(device: str | None, setting: str = "--device") -> Non
     import torch
 
     if not torch.backends.cuda.is_built() and getattr(torch.version, "hip", None) is None:
-        raise OdqaError(f"{setting} {device}: the installed torch {torch.__version__} is a CPU-only build; install "
-                        f"a CUDA build of torch, or use {setting} cpu")
+        raise OdqaError(
+            f"{setting} {device}: the installed torch {torch.__version__} is a CPU-only build; install "
+            f"a CUDA build of torch, or use {setting} cpu"
+        )
     index = int(device.partition(":")[2] or 0)
     if not torch.cuda.is_available() or index >= torch.cuda.device_count():
-        raise OdqaError(f"{setting} {device}: torch sees {torch.cuda.device_count()} CUDA device(s); use {setting} "
-                        "cpu or another device")
+        raise OdqaError(
+            f"{setting} {device}: torch sees {torch.cuda.device_count()} "
+            f"CUDA device(s); use {setting} cpu or another device"
+        )
 
 
-def pick_device(device: str | None = None) -> "torch.device":
+def pick_device(device: str | None = None) -> torch.device:
     """The named device, else CUDA when visible, else the CPU."""
     import torch
 
@@ -124,17 +129,18 @@ def flags_prefer_int8(cpuinfo: str) -> bool:
 AUTOCAST_PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 
 
-def resolve_precision(device: "torch.device", precision: str) -> str:
+def resolve_precision(device: torch.device, precision: str) -> str:
     """`auto` made concrete for a device: fp16 on CUDA, bf16 on CPUs with native bf16, else fp32."""
     if precision not in AUTOCAST_PRECISIONS:
-        raise OdqaError(f"unknown precision {precision!r}; use {', '.join(AUTOCAST_PRECISIONS[:-1])} or "
-                        f"{AUTOCAST_PRECISIONS[-1]}")
+        raise OdqaError(
+            f"unknown precision {precision!r}; use {', '.join(AUTOCAST_PRECISIONS[:-1])} or {AUTOCAST_PRECISIONS[-1]}"
+        )
     if precision == "auto":
         return "fp16" if device.type == "cuda" else ("bf16" if cpu_has_fast_bf16() else "fp32")
     return precision
 
 
-def autocast_for(device: "torch.device", precision: str):
+def autocast_for(device: torch.device, precision: str):
     """Autocast context for a forward pass (inference or training).
 
     `auto` = fp16 on CUDA, bf16 on CPUs with native bf16 (AMX, AVX512-BF16), else fp32."""
@@ -149,8 +155,9 @@ def autocast_for(device: "torch.device", precision: str):
 
 def cpu_model_name(cpuinfo: str, default: str = "?") -> str:
     """The CPU's model name in a /proc/cpuinfo text (`default` where it names none)."""
-    return next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
-                default)
+    return next(
+        (line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")), default
+    )
 
 
 def cpu_model_and_flags(wanted: Sequence[str]) -> tuple[str, list[str]]:

@@ -12,8 +12,9 @@ Query and passage prefixes (e5's "query: " / "passage: ") come from the folder's
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,10 +25,22 @@ from odqa.core.errors import OdqaError
 from odqa.core.logs import loggers_quieted
 from odqa.core.models import hub_options, resolve_model
 from odqa.core.runtime import INFERENCE, InferencePlan, LoadedFrom, PerWeights, files_digest, int8_dynamic
-from odqa.core.text_encoding import (DEFAULT_MAX_LENGTH, KIND_DEFAULTS, POOLINGS, SIMILARITIES,  # noqa: F401
-                                     EncodesTexts, PassageInput, check_choice, encoder_kind, encoder_max_length,
-                                     graph_variant, int8_measured, passage_text, sentence_transformers_layout,
-                                     sentence_transformers_variant)
+from odqa.core.text_encoding import (  # noqa: F401
+    DEFAULT_MAX_LENGTH,
+    KIND_DEFAULTS,
+    POOLINGS,
+    SIMILARITIES,
+    EncodesTexts,
+    PassageInput,
+    check_choice,
+    encoder_kind,
+    encoder_max_length,
+    graph_variant,
+    int8_measured,
+    passage_text,
+    sentence_transformers_layout,
+    sentence_transformers_variant,
+)
 
 
 def mean_pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -45,10 +58,21 @@ def _dpr_class(path: str):
 class TextEncoder(torch.nn.Module, EncodesTexts):
     """Encodes texts into vectors whose inner product is the model's similarity (cosine: L2-normalised)."""
 
-    def __init__(self, model, tokenizer, name: str, max_length: int = DEFAULT_MAX_LENGTH, pooling: str = "mean",
-                 similarity: str = "cosine", query_prefix: str = "", passage_prefix: str = "",
-                 precision: str = INFERENCE.precision, kind: str = "transformers",
-                 modules: torch.nn.Module | None = None, runtime: str = INFERENCE.runtime):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        name: str,
+        max_length: int = DEFAULT_MAX_LENGTH,
+        pooling: str = "mean",
+        similarity: str = "cosine",
+        query_prefix: str = "",
+        passage_prefix: str = "",
+        precision: str = INFERENCE.precision,
+        kind: str = "transformers",
+        modules: torch.nn.Module | None = None,
+        runtime: str = INFERENCE.runtime,
+    ):
         super().__init__()
         check_choice("pooling", pooling, POOLINGS)
         check_choice("similarity", similarity, SIMILARITIES)
@@ -58,7 +82,7 @@ class TextEncoder(torch.nn.Module, EncodesTexts):
         self._int8_copy = PerWeights()  # a quantised copy of the current weights
         self._loaded_from: LoadedFrom | None = None  # of weights loaded from a local folder
         self.model = model  # the transformer (inside `modules` for a sentence-transformers model)
-        self.modules_ = modules  # the whole SentenceTransformer, when the folder is one
+        self.modules_: Any = modules  # the whole SentenceTransformer, when the folder is one
         self.tokenizer = tokenizer
         self.name = name
         self.max_length = max_length
@@ -69,11 +93,19 @@ class TextEncoder(torch.nn.Module, EncodesTexts):
         self.kind = kind
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str, max_length: int | None = None, device: str | None = None,
-                        precision: str = INFERENCE.precision, pooling: str | None = None,
-                        similarity: str | None = None, query_prefix: str | None = None,
-                        passage_prefix: str | None = None, runtime: str = INFERENCE.runtime,
-                        few_questions: bool = INFERENCE.few_questions) -> "TextEncoder":
+    def from_pretrained(
+        cls,
+        name_or_path: str,
+        max_length: int | None = None,
+        device: str | None = None,
+        precision: str = INFERENCE.precision,
+        pooling: str | None = None,
+        similarity: str | None = None,
+        query_prefix: str | None = None,
+        passage_prefix: str | None = None,
+        runtime: str = INFERENCE.runtime,
+        few_questions: bool = INFERENCE.few_questions,
+    ) -> TextEncoder:
         """Unset settings come from the model (a sentence-transformers folder's modules and prompts; DPR:
         cls and dot), else mean pooling, cosine similarity, no prefixes."""
         path = resolve_model(name_or_path)
@@ -86,8 +118,14 @@ class TextEncoder(torch.nn.Module, EncodesTexts):
                 model_class = _dpr_class(path) if kind == "dpr" else AutoModel
                 model = model_class.from_pretrained(path, **hub_options(path))
                 defaults = KIND_DEFAULTS[kind]
-                encoder = cls(model, tokenizer, name=name_or_path, kind=kind,
-                              pooling=pooling or defaults["pooling"], similarity=similarity or defaults["similarity"])
+                encoder = cls(
+                    model,
+                    tokenizer,
+                    name=name_or_path,
+                    kind=kind,
+                    pooling=pooling or defaults["pooling"],
+                    similarity=similarity or defaults["similarity"],
+                )
         except (OSError, ValueError) as exc:
             raise OdqaError(
                 f"cannot load encoder {name_or_path!r}: {exc.__class__.__name__}. "
@@ -129,20 +167,33 @@ class TextEncoder(torch.nn.Module, EncodesTexts):
         pooled = [m for m in modules if isinstance(m, Pooling)]
         own_pooling = "cls" if pooled and pooled[0].pooling_mode == "cls" else "mean"
         if pooling and pooled and pooling != own_pooling:
-            raise OdqaError(f"{name} pools with {pooled[0].pooling_mode!r} (its modules.json); "
-                            "a sentence-transformers folder keeps its own pooling")
-        own_similarity = "cosine" if any(isinstance(m, Normalize) for m in modules) else (
-            "dot" if st.similarity_fn_name == "dot" else "cosine")
+            raise OdqaError(
+                f"{name} pools with {pooled[0].pooling_mode!r} (its modules.json); "
+                "a sentence-transformers folder keeps its own pooling"
+            )
+        own_similarity = (
+            "cosine"
+            if any(isinstance(m, Normalize) for m in modules)
+            else ("dot" if st.similarity_fn_name == "dot" else "cosine")
+        )
         prompts = st.prompts or {}
         # neither sentence-transformers nor odqa calls a BERT-style pooler; where the checkpoint has none
         # (models/encoder-multilingual) transformers draws it at random, which changed the weights' fingerprint,
         # so every process built its ONNX graph again
         if getattr(modules[0].auto_model, "pooler", None) is not None:
             modules[0].auto_model.pooler = None
-        return cls(modules[0].auto_model, st.tokenizer, name=name, kind="sentence-transformers",
-                   max_length=st.max_seq_length or DEFAULT_MAX_LENGTH, pooling=own_pooling,
-                   similarity=similarity or own_similarity, query_prefix=prompts.get("query", ""),
-                   passage_prefix=prompts.get("passage", prompts.get("document", "")), modules=st)
+        return cls(
+            modules[0].auto_model,
+            st.tokenizer,
+            name=name,
+            kind="sentence-transformers",
+            max_length=st.max_seq_length or DEFAULT_MAX_LENGTH,
+            pooling=own_pooling,
+            similarity=similarity or own_similarity,
+            query_prefix=prompts.get("query", ""),
+            passage_prefix=prompts.get("passage", prompts.get("document", "")),
+            modules=st,
+        )
 
     def save_pretrained(self, path: str | Path) -> None:
         if self.modules_ is not None:
@@ -201,14 +252,19 @@ class TextEncoder(torch.nn.Module, EncodesTexts):
             return module(inputs)
 
         digest = self._loaded_from.digest_of(self) if self._loaded_from else None
-        return self._onnx.get(self, int8, lambda: OnnxModel.for_module(
-            self, "encoder", ("vectors",), int8, forward=vectors, transformer=self.model, weights_digest=digest))
+        return self._onnx.get(
+            self,
+            int8,
+            lambda: OnnxModel.for_module(
+                self, "encoder", ("vectors",), int8, forward=vectors, transformer=self.model, weights_digest=digest
+            ),
+        )
 
-    def _torch_int8(self) -> "TextEncoder":
+    def _torch_int8(self) -> TextEncoder:
         """A dynamic int8 copy (one weight scale per output channel) for `--runtime torch --precision int8`."""
         return self._int8_copy.get(self, "int8", lambda: int8_dynamic(self._plain_copy()))
 
-    def _plain_copy(self) -> "TextEncoder":
+    def _plain_copy(self) -> TextEncoder:
         """A deep copy without the derived sessions and copies (an ONNX Runtime session does not copy)."""
         import copy
 

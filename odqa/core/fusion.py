@@ -21,10 +21,10 @@ are `retrieval.fusion`, `alpha` and `rrf_k` (retriever.settings.RetrievalConfig)
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from odqa.core.registry import Registry
-from odqa.core.types import SearchHit
+from odqa.core.types import Passage, SearchHit
 
 
 def minmax_scale(scores: Sequence[float]) -> list[float]:
@@ -36,10 +36,11 @@ def minmax_scale(scores: Sequence[float]) -> list[float]:
     return [(s - low) / span if span > 0 else 1.0 for s in scores]
 
 
-def rrf_fuse(lists: Sequence[list[SearchHit]], k: int, rrf_k: int,
-             weights: Sequence[float] | None = None) -> list[SearchHit]:
+def rrf_fuse(
+    lists: Sequence[list[SearchHit]], k: int, rrf_k: int, weights: Sequence[float] | None = None
+) -> list[SearchHit]:
     fused: dict[int, float] = {}
-    passages = {}
+    passages: dict[int, Passage | None] = {}
     weights = weights or [1.0] * len(lists)
     for hits, weight in zip(lists, weights):
         for rank, hit in enumerate(hits, 1):
@@ -50,7 +51,7 @@ def rrf_fuse(lists: Sequence[list[SearchHit]], k: int, rrf_k: int,
 
 def minmax_fuse(lists: Sequence[list[SearchHit]], weights: Sequence[float], k: int) -> list[SearchHit]:
     fused: dict[int, float] = {}
-    passages = {}
+    passages: dict[int, Passage | None] = {}
     for hits, weight in zip(lists, weights):
         for hit, scaled in zip(hits, minmax_scale([h.score for h in hits])):
             fused[hit.row] = fused.get(hit.row, 0.0) + weight * scaled
@@ -71,8 +72,10 @@ def entity_bonus_fuse(hits: Sequence[SearchHit], extra: Sequence[SearchHit], bon
     for h in extra:
         fused[h.row] = fused.get(h.row, 0.0) + bonus * h.score
         by_row.setdefault(h.row, h)
-    return [SearchHit(row=row, score=score, passage=by_row[row].passage, source=by_row[row].source or "entity")
-            for row, score in _best(fused, k)]
+    return [
+        SearchHit(row=row, score=score, passage=by_row[row].passage, source=by_row[row].source or "entity")
+        for row, score in _best(fused, k)
+    ]
 
 
 def top_hits(fused: dict[int, float], passages: dict, k: int, source: str = "hybrid") -> list[SearchHit]:
@@ -101,8 +104,9 @@ AUTO = "auto"
 LANGUAGE_FUSION = {"ko": "minmax", "zh": "minmax"}
 
 
-def resolve_fusion(method: str, alpha: float, rrf_k: int, *, tuned: dict | None = None,
-                   language: str = "en") -> tuple[str, float, int]:
+def resolve_fusion(
+    method: str, alpha: float, rrf_k: int, *, tuned: dict | None = None, language: str = "en"
+) -> tuple[str, float, int]:
     """(method, alpha, rrf_k) a hybrid runs with. `auto`: the index's `tuned` record (method, alpha, rrf_k from
     `tune-hybrid --record`) where there is one, else LANGUAGE_FUSION's method for `language` with the alpha and
     rrf_k given. A named method is used as given."""
@@ -124,7 +128,7 @@ class Fusion:
         self.server = server
 
     @classmethod
-    def hybrid(cls, method: str, alpha: float, rrf_k: int, server: str = "") -> "Fusion":
+    def hybrid(cls, method: str, alpha: float, rrf_k: int, server: str = "") -> Fusion:
         """A dense-then-sparse hybrid's fusion: minmax weighs dense by alpha, sparse by 1 - alpha."""
         return cls(method, [alpha, 1.0 - alpha], rrf_k, server)
 

@@ -31,15 +31,22 @@ def input_label(path: str | Path) -> str:
     return "standard input" if reads_stdin(path) else str(path)
 
 
-def check_input(path: str | Path, what: str, hint: str = "check the path", streams: bool = False,
-                error: type[OdqaError] = DataFormatError) -> str:
+def check_input(
+    path: str | Path,
+    what: str,
+    hint: str = "check the path",
+    streams: bool = False,
+    error: type[OdqaError] = DataFormatError,
+) -> str:
     """FILE, PIPE or STDIN for an input `path` a command reads as its `what` ("question file"); any other path is
     refused in one line with `error`. `streams`: the reader takes a stream (it reads the input once, front to
     back); otherwise a pipe and standard input are refused. `hint`: the fix for a path that does not exist."""
     if reads_stdin(path):
         if not streams:
-            raise error(f"{what} {path}: this command reads its {what} more than once, which standard input "
-                        "cannot be; write it to a file and pass that")
+            raise error(
+                f"{what} {path}: this command reads its {what} more than once, which standard input "
+                "cannot be; write it to a file and pass that"
+            )
         _check_stdin(what, error)
         return STDIN
     try:
@@ -58,14 +65,18 @@ def check_input(path: str | Path, what: str, hint: str = "check the path", strea
         raise error(f"{path} is a folder, not a {what}; pass the file itself")
     if stat.S_ISFIFO(mode):
         if not streams:
-            raise error(f"{what} {path} is a pipe, which this command cannot read (it reads its {what} more than "
-                        "once); write it to a file and pass that")
+            raise error(
+                f"{what} {path} is a pipe, which this command cannot read (it reads its {what} more than "
+                "once); write it to a file and pass that"
+            )
         return PIPE
     stdin = ", or - to read standard input" if streams else ""
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         kind = "a character device" if stat.S_ISCHR(mode) else "a block device (a disk)"
-        raise error(f"{what} {path} is {kind}, not a file: it may never end (/dev/zero) or hold nothing; pass a "
-                    f"regular file{stdin}")
+        raise error(
+            f"{what} {path} is {kind}, not a file: it may never end "
+            f"(/dev/zero) or hold nothing; pass a regular file{stdin}"
+        )
     raise error(f"{what} {path} is a socket or other special file, not a regular file; pass a file{stdin}")
 
 
@@ -81,12 +92,19 @@ def _check_stdin(what: str, error: type[OdqaError]) -> None:
         except OSError:
             null = None
         if rdev != null:
-            raise error(f"{what} -: standard input is a character device, not a file or pipe: it may never end "
-                        "(/dev/zero); pipe the questions in or pass a file")
+            raise error(
+                f"{what} -: standard input is a character device, not a file or pipe: it may never end "
+                "(/dev/zero); pipe the questions in or pass a file"
+            )
 
 
-def read_input(path: str | Path, what: str, hint: str = "check the path", streams: bool = True,
-               error: type[OdqaError] = DataFormatError) -> bytes:
+def read_input(
+    path: str | Path,
+    what: str,
+    hint: str = "check the path",
+    streams: bool = True,
+    error: type[OdqaError] = DataFormatError,
+) -> bytes:
     """The bytes of the input `path` (checked by `check_input`): a file, a pipe or standard input, read once."""
     kind = check_input(path, what, hint, streams=streams, error=error)
     if kind == STDIN:

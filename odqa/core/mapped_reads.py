@@ -6,7 +6,7 @@ faulting in one after another."""
 from __future__ import annotations
 
 import mmap
-from typing import Iterable
+from collections.abc import Iterable
 
 
 def advise_random(mapping: mmap.mmap | None) -> bool:

@@ -40,7 +40,7 @@ def installed_models() -> dict[str, Path]:
     from importlib.metadata import entry_points
     from importlib.util import find_spec
 
-    found = {}
+    found: dict[str, Path] = {}
     for entry in entry_points(group=MODEL_ENTRY_POINTS):
         spec = find_spec(entry.value)
         folders = list(spec.submodule_search_locations or []) if spec else []
@@ -85,8 +85,7 @@ def model_fingerprint(name_or_path: str) -> str:
     fingerprints.json, so a fresh process (`odqa ask`) does not read every model's weights again to start."""
     folder = Path(resolve_model(name_or_path, ask_hub=False))  # a digest of the name needs no network
     weights = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")) if folder.is_dir() else []
-    key = (name_or_path, tuple((str(w.resolve()), w.stat().st_size, w.stat().st_mtime_ns, _ends(w))
-                               for w in weights))
+    key = (name_or_path, tuple((str(w.resolve()), w.stat().st_size, w.stat().st_mtime_ns, _ends(w)) for w in weights))
     if key not in _fingerprints:
         stored_key = hashlib.sha1(repr(key).encode()).hexdigest()
         stored = _stored_fingerprints().get(stored_key) if weights else None
@@ -159,11 +158,15 @@ def models_install(name: str = "") -> str:
     wheels are built from a checkout of odqa's source, as docs/install.md does."""
     if name:
         wheel = f"dist/odqa_model_{name.replace('-', '_')}-*.whl"
-        return (f"pip install 'odqa[models]' where your package index has the odqa-model-* wheels; else, in a "
-                f"checkout of odqa's source: pip wheel models/{name} --no-deps -w dist && pip install {wheel}")
-    return ("pip install 'odqa[models]' where your package index has the odqa-model-* wheels; else, in a checkout "
-            "of odqa's source: for m in models/*/; do pip wheel \"$m\" --no-deps -w dist; done && "
-            "pip install dist/odqa_model_*.whl")
+        return (
+            f"pip install 'odqa[models]' where your package index has the odqa-model-* wheels; else, in a "
+            f"checkout of odqa's source: pip wheel models/{name} --no-deps -w dist && pip install {wheel}"
+        )
+    return (
+        "pip install 'odqa[models]' where your package index has the odqa-model-* wheels; else, in a checkout "
+        'of odqa\'s source: for m in models/*/; do pip wheel "$m" --no-deps -w dist; done && '
+        "pip install dist/odqa_model_*.whl"
+    )
 
 
 def resolve_model(name_or_path: str, *, ask_hub: bool = True) -> str:
@@ -186,14 +189,17 @@ def resolve_model(name_or_path: str, *, ask_hub: bool = True) -> str:
         # before a bare local folder: run from the repository root, `reader` is also the package folder
         return str(shipped)
     if key in SHIPPED_NAMES and not (local / "config.json").exists():
-        raise OdqaError(f"the shipped model {key!r} is not installed: {models_install(key)}; or name another "
-                        "model's folder")
+        raise OdqaError(
+            f"the shipped model {key!r} is not installed: {models_install(key)}; or name another model's folder"
+        )
     if local.exists():
         return str(local)
     if _in_hub_cache(key):
         return key
-    known = (f"the models shipped with odqa are {', '.join(SHIPPED_NAMES)} (and the alias minilm); else name a "
-             "model folder or a Hugging Face model as owner/name")
+    known = (
+        f"the models shipped with odqa are {', '.join(SHIPPED_NAMES)} (and the alias minilm); else name a "
+        "model folder or a Hugging Face model as owner/name"
+    )
     if _looks_like_path(key):
         raise OdqaError(f"no model folder at {key!r}: {known}")
     if "/" not in key:
@@ -214,8 +220,14 @@ HUB_CHECK_TIMEOUT_S = 10
 def _looks_like_path(key: str) -> bool:
     """Whether `key` can only be a path (a hub name is `owner/name`, or a single legacy word)."""
     first = key.split("/", 1)[0]
-    return (key.startswith(("/", ".", "~")) or "\\" in key or key.count("/") > 1 or not first
-            or ("/" in key and Path(first).is_dir()) or key.endswith((".json", ".safetensors", ".bin", ".onnx")))
+    return (
+        key.startswith(("/", ".", "~"))
+        or "\\" in key
+        or key.count("/") > 1
+        or not first
+        or ("/" in key and Path(first).is_dir())
+        or key.endswith((".json", ".safetensors", ".bin", ".onnx"))
+    )
 
 
 def _in_hub_cache(key: str) -> bool:
@@ -248,8 +260,11 @@ def check_hub_name(key: str) -> None:
     except (GatedRepoError, EntryNotFoundError):
         return  # it exists: loading says what is missing (access, a file)
     except RepositoryNotFoundError:
-        raise OdqaError(f"{what}, and the Hugging Face hub has no model of that name (a private one needs "
-                        f"HF_TOKEN): {shipped}") from None
+        raise OdqaError(
+            f"{what}, and the Hugging Face hub has no model of that name (a private one needs HF_TOKEN): {shipped}"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - no network, a proxy, a timeout: the load would only retry it
-        raise OdqaError(f"{what}, and the Hugging Face hub did not answer ({type(exc).__name__}); connect, or "
-                        f"download it elsewhere into the cache: {shipped}") from None
+        raise OdqaError(
+            f"{what}, and the Hugging Face hub did not answer ({type(exc).__name__}); connect, or "
+            f"download it elsewhere into the cache: {shipped}"
+        ) from None

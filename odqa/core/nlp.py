@@ -13,7 +13,7 @@ def load_spacy(name: str | None = None):
         import spacy
     except ImportError as exc:
         raise OdqaError("the spaCy baseline needs spaCy: pip install '.[linker-baseline]'") from exc
-    for candidate in ([name] if name else SPACY_MODELS):
+    for candidate in [name] if name else SPACY_MODELS:
         try:
             return spacy.load(candidate, disable=["lemmatizer"])
         except OSError:

@@ -25,17 +25,20 @@ CJK_INSTALL = "pip install 'odqa[cjk]'"
 SERVE_INSTALL = "pip install 'odqa[serve]'"
 BM25_ENGINES_INSTALL = "pip install 'odqa[bm25-engines]'"
 
-PARTS = {part.module: part for part in (
-    OptionalPart("faiss", "FAISS", FAISS_INSTALL),
-    OptionalPart("kiwipiepy", "kiwipiepy", CJK_INSTALL),
-    OptionalPart("jieba", "jieba", CJK_INSTALL),
-    OptionalPart("opencc", "OpenCC", CJK_INSTALL),
-    OptionalPart("elasticsearch", "the Elasticsearch client", "pip install 'odqa[elastic]'"),
-    OptionalPart("fastapi", "FastAPI", SERVE_INSTALL),
-    OptionalPart("uvicorn", "uvicorn", SERVE_INSTALL),
-    OptionalPart("bm25s", "bm25s", BM25_ENGINES_INSTALL),
-    OptionalPart("rank_bm25", "rank-bm25", BM25_ENGINES_INSTALL),
-)}
+PARTS = {
+    part.module: part
+    for part in (
+        OptionalPart("faiss", "FAISS", FAISS_INSTALL),
+        OptionalPart("kiwipiepy", "kiwipiepy", CJK_INSTALL),
+        OptionalPart("jieba", "jieba", CJK_INSTALL),
+        OptionalPart("opencc", "OpenCC", CJK_INSTALL),
+        OptionalPart("elasticsearch", "the Elasticsearch client", "pip install 'odqa[elastic]'"),
+        OptionalPart("fastapi", "FastAPI", SERVE_INSTALL),
+        OptionalPart("uvicorn", "uvicorn", SERVE_INSTALL),
+        OptionalPart("bm25s", "bm25s", BM25_ENGINES_INSTALL),
+        OptionalPart("rank_bm25", "rank-bm25", BM25_ENGINES_INSTALL),
+    )
+}
 
 
 def installed(module: str) -> bool:

@@ -19,6 +19,8 @@ def odqa_home() -> Path:
         place = place.parent
     if place.exists() and not place.is_dir():
         what = "is a file" if place == home else f"lies under {place}, a file"
-        raise OdqaError(f"{where} {what}, not a folder: odqa keeps its cache (demo index, models' graphs) in a "
-                        "folder; point ODQA_HOME at a folder (it is created if missing) or unset it for ~/.cache/odqa")
+        raise OdqaError(
+            f"{where} {what}, not a folder: odqa keeps its cache (demo index, models' graphs) in a "
+            "folder; point ODQA_HOME at a folder (it is created if missing) or unset it for ~/.cache/odqa"
+        )
     return home

@@ -15,7 +15,8 @@ subclassing): a new backend only has to have these methods.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -60,13 +61,19 @@ class Linker(Protocol):
 
 @runtime_checkable
 class Reader(Protocol):
-    def read(self, question: str, passages: list[Passage], retrieval_scores: list[float] | None = None,
-             top_n: int = 5) -> list[Answer]:
+    def read(
+        self, question: str, passages: list[Passage], retrieval_scores: list[float] | None = None, top_n: int = 5
+    ) -> list[Answer]:
         """Answers to `question` from `passages`, best first; `retrieval_scores` one per passage."""
         ...
 
-    def read_many(self, questions: Sequence[str], passages: Sequence[list[Passage]],
-                  retrieval_scores: Sequence[list[float]] | None = None, top_n: int = 5) -> list[list[Answer]]:
+    def read_many(
+        self,
+        questions: Sequence[str],
+        passages: Sequence[list[Passage]],
+        retrieval_scores: Sequence[list[float]] | None = None,
+        top_n: int = 5,
+    ) -> list[list[Answer]]:
         """`read` for several questions at once (one answer list per question, in order)."""
         ...
 
@@ -124,8 +131,9 @@ class FusesItself(Protocol):
     """A `SearchBackend` that also fuses text and vector search on its side (Elasticsearch's rrf retriever),
     asked first by a hybrid whose fusion names that method (odqa.core.fusion.Fusion.server)."""
 
-    def fused_search(self, questions: Sequence[str], vectors: np.ndarray, k: int, depth: int,
-                     fusion: Fusion) -> list[list[SearchHit]] | None:
+    def fused_search(
+        self, questions: Sequence[str], vectors: np.ndarray, k: int, depth: int, fusion: Fusion
+    ) -> list[list[SearchHit]] | None:
         """Each question's fused top k from `depth` candidates of each list; None where the store cannot (the
         hybrid then fuses on its side with `fusion`)."""
         ...

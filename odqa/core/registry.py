@@ -9,7 +9,8 @@ its `RETRIEVERS` (retriever kinds), and `odqa.core.fusion.FUSIONS` (ways of fusi
 
 from __future__ import annotations
 
-from typing import Generic, Iterator, Mapping, TypeVar
+from collections.abc import Iterator, Mapping
+from typing import Generic, TypeVar
 
 from odqa.core.errors import OdqaError
 
@@ -59,4 +60,3 @@ class Registry(Generic[T]):
 
     def __repr__(self) -> str:
         return f"Registry({self.what!r}: {', '.join(self.names)})"
-

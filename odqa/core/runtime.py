@@ -36,9 +36,9 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -96,8 +96,9 @@ def onnx_runtime_available() -> bool:
     return True
 
 
-def plan_inference(device_type: str, settings: InferenceSettings, *, auto_int8: bool = False,
-                   question_time: bool = False) -> InferencePlan:
+def plan_inference(
+    device_type: str, settings: InferenceSettings, *, auto_int8: bool = False, question_time: bool = False
+) -> InferencePlan:
     """`settings`' precision and runtime made concrete for a device type ("cpu", "cuda").
 
     `auto_int8`: whether `auto` may pick int8 on a CPU without native bf16 (or with it, where int8 was timed
@@ -134,8 +135,12 @@ def plan_inference(device_type: str, settings: InferenceSettings, *, auto_int8: 
                 if choice.prefers_int8:
                     return InferencePlan("onnx", "int8", f"{bf16_reason}, {choice.reason}")
                 if settings.few_questions:
-                    return InferencePlan("onnx", "int8", "auto: a few questions, where importing torch for bf16 "
-                                         f"costs more than bf16 saves ({choice.reason})")
+                    return InferencePlan(
+                        "onnx",
+                        "int8",
+                        "auto: a few questions, where importing torch for bf16 "
+                        f"costs more than bf16 saves ({choice.reason})",
+                    )
                 bf16_reason += f", {choice.reason}"
             if question_time:
                 return InferencePlan("onnx", "fp32", "auto: questions, read without importing torch")
@@ -200,7 +205,7 @@ class PerWeights:
 
     def __init__(self) -> None:
         self._key: tuple | None = None
-        self._value = None
+        self._value: object = None
 
     def get(self, module, variant, build: Callable[[], object]):
         key = (weights_version(module), variant)
@@ -264,8 +269,12 @@ def prune_graph_cache(keep: Path, budget: int | None = None) -> list[Path]:
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     if removed:
-        log.info("removed %d least recently used ONNX graphs from %s (the cache keeps %.1f GB)", len(removed),
-                 root, budget / 2**30)
+        log.info(
+            "removed %d least recently used ONNX graphs from %s (the cache keeps %.1f GB)",
+            len(removed),
+            root,
+            budget / 2**30,
+        )
     return removed
 
 
@@ -287,7 +296,7 @@ def files_digest(name_or_path: str, variant: str = "") -> str | None:
     return f"files:{model_fingerprint(name_or_path)}" + (f":{variant}" if variant else "")
 
 
-def cached_graph(kind: str, name_or_path: str, plan: InferencePlan, variant: str = "") -> "OnnxModel | None":
+def cached_graph(kind: str, name_or_path: str, plan: InferencePlan, variant: str = "") -> OnnxModel | None:
     """The session of the already-built graph of a model's weight files when `plan` runs onnx, else None (the
     caller then loads the torch module, which builds the graph on first use)."""
     from odqa.core.models import resolve_model
@@ -307,8 +316,9 @@ def fast_tokenizer(path: str | Path):
 
     # the generic class asks for no token type ids, which a BERT-style pair needs; tokenizer.json's
     # post-processor gives them (all 0 for models of one segment type, as the graphs' defaults)
-    return PreTrainedTokenizerFast.from_pretrained(str(path), local_files_only=True,
-                                                   model_input_names=list(TOKEN_INPUTS))
+    return PreTrainedTokenizerFast.from_pretrained(
+        str(path), local_files_only=True, model_input_names=list(TOKEN_INPUTS)
+    )
 
 
 class OnnxModel:
@@ -337,9 +347,18 @@ class OnnxModel:
         return self.session.run(None, {k: np.asarray(feeds[k], dtype=np.int64) for k in self.input_names})
 
     @classmethod
-    def for_module(cls, module, kind: str, outputs: Sequence[str], int8: bool,
-                   forward: Callable | None = None, transformer=None, inputs: Sequence[str] = TOKEN_INPUTS,
-                   quiet: bool = False, weights_digest: str | None = None) -> "OnnxModel":
+    def for_module(
+        cls,
+        module,
+        kind: str,
+        outputs: Sequence[str],
+        int8: bool,
+        forward: Callable | None = None,
+        transformer=None,
+        inputs: Sequence[str] = TOKEN_INPUTS,
+        quiet: bool = False,
+        weights_digest: str | None = None,
+    ) -> OnnxModel:
         """The cached graph of `module` (exported on first use). `forward(module, input_ids, attention_mask,
         token_type_ids)` returns the outputs named `outputs` (default: the module called with those inputs);
         `transformer`: the Hugging Face model inside `module` (its config sizes the fused attention).
@@ -351,8 +370,12 @@ class OnnxModel:
         folder = target.parent
         if not target.is_file():
             if not quiet:
-                log.info("building the %sONNX graph of the %s in %s (once per model)...", "int8 " if int8 else "",
-                         kind, folder)
+                log.info(
+                    "building the %sONNX graph of the %s in %s (once per model)...",
+                    "int8 " if int8 else "",
+                    kind,
+                    folder,
+                )
             if int8 and (folder / "model.onnx").is_file():
                 _quantise_cached(folder)
             else:
@@ -386,8 +409,9 @@ def _exportable(module, forward, inputs):
     return Exportable()
 
 
-def _build(module, transformer, folder: Path, outputs: Sequence[str], inputs: Sequence[str], forward,
-           int8: bool) -> None:
+def _build(
+    module, transformer, folder: Path, outputs: Sequence[str], inputs: Sequence[str], forward, int8: bool
+) -> None:
     """Export, optimise and (for `int8`) quantise into a temporary folder beside `folder`, then rename it into
     place. The int8 graph is made only when asked for: most models run fp32 under `auto`, and quantising is
     most of a first start's graph building (the multilingual encoder's large embedding table above all)."""
@@ -407,9 +431,16 @@ def _build(module, transformer, folder: Path, outputs: Sequence[str], inputs: Se
         axes = {name: {0: "batch", 1: "tokens"} for name in inputs}
         with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
             warnings.simplefilter("ignore")
-            torch.onnx.export(_exportable(clone, forward, inputs), args, str(tmp / "export.onnx"),
-                              input_names=list(inputs), output_names=list(outputs), dynamic_axes=axes,
-                              opset_version=17, dynamo=False)
+            torch.onnx.export(
+                _exportable(clone, forward, inputs),
+                args,
+                str(tmp / "export.onnx"),
+                input_names=list(inputs),
+                output_names=list(outputs),
+                dynamic_axes=axes,
+                opset_version=17,
+                dynamo=False,
+            )
         _optimise(tmp / "export.onnx", tmp / "model.onnx", clone_transformer.config)
         if int8:
             _quantise(tmp / "model.onnx", tmp / "model.int8.onnx")
@@ -450,8 +481,13 @@ def _optimise(source: Path, target: Path, config) -> None:
         from onnxruntime.transformers.optimizer import MODEL_TYPES, optimize_model
 
         model_type = config.model_type if config.model_type in MODEL_TYPES else "bert"
-        optimised = optimize_model(str(source), model_type=model_type, num_heads=int(config.num_attention_heads),
-                                   hidden_size=int(config.hidden_size), opt_level=1)
+        optimised = optimize_model(
+            str(source),
+            model_type=model_type,
+            num_heads=int(config.num_attention_heads),
+            hidden_size=int(config.hidden_size),
+            opt_level=1,
+        )
         optimised.save_model_to_file(str(target))
 
 
@@ -461,8 +497,13 @@ def _quantise(source: Path, target: Path) -> None:
 
     # fused nodes (Attention, SkipLayerNormalization) have no shape-inferred types; their outputs are float
     with root_logging_kept():  # its warnings would install a root handler that outlives the call
-        quantize_dynamic(str(source), str(target), per_channel=True, weight_type=QuantType.QInt8,
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        quantize_dynamic(
+            str(source),
+            str(target),
+            per_channel=True,
+            weight_type=QuantType.QInt8,
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
 
 
 def time_bf16_and_int8(rounds: int = PROBE_ROUNDS) -> ProbeTiming:
@@ -477,8 +518,14 @@ def time_bf16_and_int8(rounds: int = PROBE_ROUNDS) -> ProbeTiming:
     with torch.random.fork_rng():
         torch.manual_seed(0)
         model = BertModel(BertConfig(**PROBE_SHAPE), add_pooling_layer=False).eval()
-    onnx = OnnxModel.for_module(model, "cpu-probe", ["last_hidden_state"], int8=True, quiet=True,
-                                forward=lambda m, **inputs: m(**inputs).last_hidden_state)
+    onnx = OnnxModel.for_module(
+        model,
+        "cpu-probe",
+        ["last_hidden_state"],
+        int8=True,
+        quiet=True,
+        forward=lambda m, **inputs: m(**inputs).last_hidden_state,
+    )
     # the reader's bf16 path on CPU: bf16 weights, eager attention (reader.model.ReaderModel._inference_module)
     bf16 = model.to(torch.bfloat16)
     bf16.set_attn_implementation("eager")

@@ -23,7 +23,8 @@ import contextlib
 import os
 import re
 import sys
-from typing import Iterable, Iterator, TextIO
+from collections.abc import Iterable, Iterator
+from typing import TextIO
 from urllib.parse import quote, unquote
 
 from odqa.core.errors import OdqaError
@@ -36,8 +37,18 @@ MIN_SECRET = 4  # shorter values are not replaced everywhere in the output: that
 
 _known: set[str] = set()
 # the words of a secret setting's name: elastic.password, api_key, ODQA_ES_API_KEY, X-API-Key, auth_token...
-_SECRET_WORDS = {"password", "passwd", "passphrase", "secret", "token", "apikey", "credential", "credentials",
-                 "authorization", "cookie"}
+_SECRET_WORDS = {
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "apikey",
+    "credential",
+    "credentials",
+    "authorization",
+    "cookie",
+}
 _SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key")}
 # a setting in a line of a config file: `password = "..."`, `api_key: ...`, `{"token": ...`
 _KEY = re.compile(r"""(?:^|[\s{,])["']?([\w.-]+)["']?\s*[:=]""")
@@ -52,10 +63,17 @@ def check_credential(setting: str, value: str, ascii_only: bool = True) -> None:
     bad = next((ch for ch in value if ord(ch) < 32 or ord(ch) == 127 or (ascii_only and ord(ch) > 126)), None)
     if bad is None:
         return
-    what = ("a line break" if bad in "\r\n" else "a control character" if ord(bad) < 32 or ord(bad) == 127
-            else "a non-ASCII character")
-    raise OdqaError(f"{setting} holds {what}, which no HTTP request can carry; set it again as the server gave it "
-                    f"({'printable ASCII' if ascii_only else 'printable characters'}, no line break)")
+    what = (
+        "a line break"
+        if bad in "\r\n"
+        else "a control character"
+        if ord(bad) < 32 or ord(bad) == 127
+        else "a non-ASCII character"
+    )
+    raise OdqaError(
+        f"{setting} holds {what}, which no HTTP request can carry; set it again as the server gave it "
+        f"({'printable ASCII' if ascii_only else 'printable characters'}, no line break)"
+    )
 
 
 def is_secret_setting(name: str) -> bool:
@@ -72,7 +90,7 @@ def secret_values_in(text: str) -> set[str]:
     for line in text.splitlines():
         for key in _KEY.finditer(line):
             if is_secret_setting(key.group(1)):
-                raw = line[key.end():].strip()
+                raw = line[key.end() :].strip()
                 quoted = [q for pair in re.findall(r"\"([^\"]*)\"|'([^']*)'", raw) for q in pair]
                 values |= {raw, raw.strip("\"'"), *quoted, *re.split(r"[\s\"',\[\]{}]+", raw)}
     return {v for v in values if len(v) >= MIN_SECRET}
@@ -93,7 +111,7 @@ def wire_forms(passwords: Iterable[str] = (), users: Iterable[str] = (), keys: I
     Authorization header (`Basic b64(user:password)`, `ApiKey b64(id:key)`), which a server or proxy may echo."""
     passwords = {p for p in passwords if p} | {unquote(p) for p in passwords if p}
     keys = {k for k in keys if k}
-    users = {u for u in users} | {"", "elastic"}
+    users = set(users) | {"", "elastic"}
     out = passwords | keys | {quote(p, safe="") for p in passwords}
     out |= {base64.b64encode(f"{u}:{p}".encode()).decode() for u in users for p in passwords}
     out |= {base64.b64encode(k.encode()).decode() for k in keys if ":" in k}

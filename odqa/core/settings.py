@@ -69,8 +69,10 @@ class Number:
         noun = "a whole number" if self.kind is int else "a finite number"
         if self.minimum == 1 and self.kind is int and self.maximum is None:
             return "a positive whole number"
-        bounds = [f">= {self.minimum:g}" if self.minimum is not None else "",
-                  f"<= {self.maximum:g}" if self.maximum is not None else ""]
+        bounds = [
+            f">= {self.minimum:g}" if self.minimum is not None else "",
+            f"<= {self.maximum:g}" if self.maximum is not None else "",
+        ]
         return " ".join([noun, *filter(None, bounds)])
 
 
@@ -146,8 +148,9 @@ class RunOptions:
     keep_checkpoints: int = 2
     log_every: int = field(default=20, metadata=field_help("log the loss every N steps"))
     threads: int = field(default=0, metadata=field_help("torch CPU threads (0: torch's default)"))
-    precision: str = field(default="auto", metadata=field_help("training precision (auto: fp32 on CPU)",
-                                                               choices=TRAINING_PRECISIONS))
+    precision: str = field(
+        default="auto", metadata=field_help("training precision (auto: fp32 on CPU)", choices=TRAINING_PRECISIONS)
+    )
     device: str = field(default="", metadata=field_help(DEVICE_HELP))
     progress: bool = field(default=True, metadata=field_help("progress bar (--no-progress: log lines only)"))
 

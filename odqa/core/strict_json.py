@@ -21,9 +21,11 @@ def dumps(obj: Any, **kwargs: Any) -> str:
         if found is None:
             raise
         where, value = found
-        raise OdqaError(f"cannot write {where or 'the value'} = {value} as JSON (NaN and infinities are not JSON): "
-                        "a setting out of its range or a broken model gave it; check the config's numbers, or "
-                        "report it") from None
+        raise OdqaError(
+            f"cannot write {where or 'the value'} = {value} as JSON (NaN and infinities are not JSON): "
+            "a setting out of its range or a broken model "
+            "gave it; check the config's numbers, or report it"
+        ) from None
 
 
 def non_finite(obj: Any, where: str = "") -> tuple[str, float] | None:

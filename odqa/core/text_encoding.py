@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence, Union
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -23,10 +24,12 @@ POOLINGS = ("mean", "cls")
 SIMILARITIES = ("cosine", "dot")
 DEFAULT_MAX_LENGTH = 256
 # a passage given as (title, text): DPR encodes the pair, the others "title | text"
-PassageInput = Union[str, tuple[str, str]]
+PassageInput = str | tuple[str, str]
 # pooling and similarity of a model folder that does not say (a sentence-transformers folder does)
-KIND_DEFAULTS = {"dpr": {"pooling": "cls", "similarity": "dot"},
-                 "transformers": {"pooling": "mean", "similarity": "cosine"}}
+KIND_DEFAULTS = {
+    "dpr": {"pooling": "cls", "similarity": "dot"},
+    "transformers": {"pooling": "mean", "similarity": "cosine"},
+}
 
 
 def encoder_kind(path: str) -> str:
@@ -41,9 +44,15 @@ def encoder_kind(path: str) -> str:
 
 
 # the module configuration files sentence-transformers reads, in its order (the older names: its early versions')
-ST_MODULE_CONFIGS = ("sentence_bert_config.json", "sentence_roberta_config.json", "sentence_distilbert_config.json",
-                     "sentence_camembert_config.json", "sentence_albert_config.json",
-                     "sentence_xlm-roberta_config.json", "sentence_xlnet_config.json")
+ST_MODULE_CONFIGS = (
+    "sentence_bert_config.json",
+    "sentence_roberta_config.json",
+    "sentence_distilbert_config.json",
+    "sentence_camembert_config.json",
+    "sentence_albert_config.json",
+    "sentence_xlm-roberta_config.json",
+    "sentence_xlnet_config.json",
+)
 
 
 def encoder_max_length(name_or_path: str) -> int:
@@ -64,8 +73,9 @@ def sentence_transformers_max_length(folder: Path) -> int | None:
     modules = json.loads((folder / "modules.json").read_text())
     transformer = next((m for m in modules if str(m.get("type", "")).endswith("Transformer")), None)
     module = folder / (transformer or {}).get("path", "")
-    config = next((json.loads((module / name).read_text()) for name in ST_MODULE_CONFIGS
-                   if (module / name).is_file()), {})
+    config: dict = next(
+        (json.loads((module / name).read_text()) for name in ST_MODULE_CONFIGS if (module / name).is_file()), {}
+    )
     if config.get("max_seq_length"):
         return int(config["max_seq_length"])
     for kwargs in (config.get("processor_kwargs"), config.get("tokenizer_args")):
@@ -81,9 +91,14 @@ def sentence_transformers_max_length(folder: Path) -> int | None:
 
 
 # sentence-transformers' pooling switches before version 6 (which writes one "pooling_mode")
-ST_LEGACY_POOLING = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
-                     "pooling_mode_max_tokens": "max", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
-                     "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
+ST_LEGACY_POOLING = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
 
 
 def _st_module_class(entry: dict) -> str:
@@ -119,8 +134,10 @@ def sentence_transformers_layout(folder: str | Path) -> SentenceTransformersLayo
     try:
         modules = json.loads((folder / "modules.json").read_text())
         classes = [_st_module_class(m) for m in modules]
-        if classes not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]) or \
-                modules[0].get("path", "") != "":
+        if (
+            classes not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"])
+            or modules[0].get("path", "") != ""
+        ):
             return None
         module_config = next((folder / name for name in ST_MODULE_CONFIGS if (folder / name).is_file()), None)
         if module_config is not None and json.loads(module_config.read_text()).get("do_lower_case"):
@@ -143,8 +160,13 @@ def sentence_transformers_layout(folder: str | Path) -> SentenceTransformersLayo
     for path in (folder / "modules.json", module_config, pooling_file, settings_file):
         if path is not None and path.is_file():
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return SentenceTransformersLayout(pooling, similarity, prompts.get("query", ""),
-                                      prompts.get("passage", prompts.get("document", "")), digest.hexdigest()[:16])
+    return SentenceTransformersLayout(
+        pooling,
+        similarity,
+        prompts.get("query", ""),
+        prompts.get("passage", prompts.get("document", "")),
+        digest.hexdigest()[:16],
+    )
 
 
 def sentence_transformers_variant(layout: SentenceTransformersLayout, similarity: str) -> str:
@@ -194,8 +216,9 @@ class EncodesTexts:
 
     name: str
     kind: str
-    tokenizer: object
+    tokenizer: Any  # a transformers tokenizer
     max_length: int
+    pooling: str
     similarity: str
     query_prefix: str
     passage_prefix: str
@@ -204,14 +227,29 @@ class EncodesTexts:
     auto_int8: bool = False  # `auto` may pick int8 on a CPU without native bf16 (int8_measured)
     few_questions: bool = INFERENCE.few_questions  # odqa.core.runtime.InferenceSettings
 
+    if TYPE_CHECKING:  # what each subclass gives (an attribute or a property)
+
+        @property
+        def dim(self) -> int: ...
+
+        @property
+        def device_type(self) -> str: ...
+
+        def _encode_batch(self, texts: list, plan: InferencePlan, max_length: int | None) -> np.ndarray: ...
+
     @property
     def normalize(self) -> bool:
         return self.similarity == "cosine"
 
     def settings(self) -> dict:
         """What an index manifest records so that search encodes queries the same way."""
-        return {"kind": self.kind, "pooling": self.pooling, "similarity": self.similarity,
-                "query_prefix": self.query_prefix, "passage_prefix": self.passage_prefix}
+        return {
+            "kind": self.kind,
+            "pooling": self.pooling,
+            "similarity": self.similarity,
+            "query_prefix": self.query_prefix,
+            "passage_prefix": self.passage_prefix,
+        }
 
     def token_arrays(self, texts: Sequence[PassageInput], max_length: int | None = None) -> dict[str, np.ndarray]:
         batch = self._tokenize(texts, max_length, padding=True, return_tensors="np")
@@ -226,10 +264,12 @@ class EncodesTexts:
         texts = list(texts)
         pairs = texts and isinstance(texts[0], tuple)
         if pairs and self.kind != "dpr":
-            texts, pairs = [passage_text(*t) for t in texts], False
-        args = ([t for t, _ in texts], [x for _, x in texts]) if pairs else (texts,)
-        return self.tokenizer(*args, truncation="only_second" if pairs else True,
-                              max_length=max_length or self.max_length, **options)
+            texts, pairs = [passage_text(*t) for t in cast("list[tuple[str, str]]", texts)], False
+        pair_texts = cast("list[tuple[str, str]]", texts)  # read only where the texts are pairs
+        args = ([t for t, _ in pair_texts], [x for _, x in pair_texts]) if pairs else (texts,)
+        return self.tokenizer(
+            *args, truncation="only_second" if pairs else True, max_length=max_length or self.max_length, **options
+        )
 
     def encode_queries(self, texts: Sequence[str], **options) -> np.ndarray:
         """Questions, with the query prefix (e5: "query: "), in the question-time plan (plan_inference)."""
@@ -246,9 +286,17 @@ class EncodesTexts:
             return list(passages)
         return [(prefix + p[0], p[1]) if isinstance(p, tuple) else prefix + p for p in passages]
 
-    def encode(self, texts: Sequence[PassageInput], batch_size: int = 64, sort_by_length: bool = True,
-               progress: str = "", max_length: int | None = None, precision: str | None = None,
-               on_batch: Callable[[int], None] | None = None, question_time: bool = False) -> np.ndarray:
+    def encode(
+        self,
+        texts: Sequence[PassageInput],
+        batch_size: int = 64,
+        sort_by_length: bool = True,
+        progress: str = "",
+        max_length: int | None = None,
+        precision: str | None = None,
+        on_batch: Callable[[int], None] | None = None,
+        question_time: bool = False,
+    ) -> np.ndarray:
         """Encode in batches, as given (no prefix); sorting by length first keeps padding (and time) low.
         `progress`: a bar label; `on_batch(n)`: called after each batch of n texts (an outer progress bar);
         `max_length`, `precision`: truncation and autocast for this call (default: the encoder's);
@@ -258,8 +306,11 @@ class EncodesTexts:
             return np.zeros((0, self.dim), dtype=np.float32)
         # sorted by token count: characters per token vary too much between passages (numbers, names, markup),
         # and batches sorted by characters were padded to 1.4x their tokens on Wikipedia passages
-        order = (np.argsort([-n for n in self.token_counts(texts, max_length)], kind="stable") if sort_by_length
-                 else np.arange(len(texts)))
+        order = (
+            np.argsort([-n for n in self.token_counts(texts, max_length)], kind="stable")
+            if sort_by_length
+            else np.arange(len(texts))
+        )
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         plan = self.plan(precision, question_time=question_time)
         announce(f"encoder {self.name}", plan)
@@ -290,10 +341,24 @@ class OnnxTextEncoder(EncodesTexts):
     and its tokenizer; a plan the graph cannot run (another precision, torch) loads the torch encoder."""
 
     device_type = "cpu"
+    dim: int
 
-    def __init__(self, session: OnnxModel, tokenizer, name: str, kind: str, max_length: int, pooling: str,
-                 similarity: str, query_prefix: str, passage_prefix: str, precision: str, runtime: str,
-                 load_torch: Callable[[], EncodesTexts], auto_int8: bool = False):
+    def __init__(
+        self,
+        session: OnnxModel,
+        tokenizer,
+        name: str,
+        kind: str,
+        max_length: int,
+        pooling: str,
+        similarity: str,
+        query_prefix: str,
+        passage_prefix: str,
+        precision: str,
+        runtime: str,
+        load_torch: Callable[[], EncodesTexts],
+        auto_int8: bool = False,
+    ):
         self.session, self.tokenizer, self.name, self.kind = session, tokenizer, name, kind
         self.max_length, self.pooling, self.similarity = max_length, pooling, similarity
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix

@@ -11,9 +11,9 @@ import logging
 import random
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -44,9 +44,10 @@ def latest_checkpoint(output_dir: Path) -> Path | None:
     """The newest intact checkpoint in a training output folder: complete (its trainer state was written) and,
     where it recorded its files' digests, every file as written. A damaged one is named in a warning and the one
     before it is used; when every checkpoint is damaged the run stops rather than start over unasked."""
-    cks = sorted((p for p in Path(output_dir).glob("checkpoint-*") if (p / TRAINER_STATE).exists()),
-                 key=_step_of, reverse=True)
-    damaged = []
+    cks = sorted(
+        (p for p in Path(output_dir).glob("checkpoint-*") if (p / TRAINER_STATE).exists()), key=_step_of, reverse=True
+    )
+    damaged: list[str] = []
     for checkpoint in cks:
         problem = checkpoint_damage(checkpoint)
         if problem is None:
@@ -56,8 +57,10 @@ def latest_checkpoint(output_dir: Path) -> Path | None:
         damaged.append(f"{checkpoint.name}: {problem}")
         log.warning("%s is damaged (%s); it is left as it is and not resumed from", checkpoint, problem)
     if damaged:
-        raise OdqaError(f"every checkpoint in {output_dir} is damaged ({'; '.join(damaged)}): remove them to train "
-                        "from the start, or pass another --output")
+        raise OdqaError(
+            f"every checkpoint in {output_dir} is damaged ({'; '.join(damaged)}): remove them to train "
+            "from the start, or pass another --output"
+        )
     return None
 
 
@@ -95,8 +98,11 @@ def file_digest(path: Path, chunk: int = 1 << 22) -> str:
 
 def record_checkpoint_digests(folder: Path) -> None:
     """Size and digest of every file of a checkpoint being written (checked by `latest_checkpoint`)."""
-    files = {str(p.relative_to(folder)): [p.stat().st_size, file_digest(p)]
-             for p in sorted(folder.rglob("*")) if p.is_file() and p.name != CHECKPOINT_DIGESTS}
+    files = {
+        str(p.relative_to(folder)): [p.stat().st_size, file_digest(p)]
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != CHECKPOINT_DIGESTS
+    }
     (folder / CHECKPOINT_DIGESTS).write_text(json.dumps({"files": files}, indent=1))
 
 
@@ -106,15 +112,18 @@ def save_trainer_state(folder: Path, step: int, optimizer, scheduler, scaler, lo
     checkpoints written before the shared loop, which still resume. Serialised in memory and written by Python:
     torch's own file writer reports a full disk as an unnumbered RuntimeError."""
     buffer = io.BytesIO()
-    torch.save({
-        "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict() if scheduler is not None else None,
-        "scaler": scaler.state_dict() if scaler is not None else None,
-        "step": step,
-        "torch_rng": torch.get_rng_state(),
-        "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_available() else None,
-        **({"loop": loop_state} if loop_state is not None else {}),
-    }, buffer)
+    torch.save(
+        {
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict() if scheduler is not None else None,
+            "scaler": scaler.state_dict() if scaler is not None else None,
+            "step": step,
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_available() else None,
+            **({"loop": loop_state} if loop_state is not None else {}),
+        },
+        buffer,
+    )
     with open(folder / TRAINER_STATE, "wb") as f:
         f.write(buffer.getbuffer())
 
@@ -219,10 +228,22 @@ class TrainingLoop:
     pruned), resuming from the newest one, evaluation every `eval_every` steps into `val_history.jsonl`, early
     stopping, a time budget, the progress bar and the log lines."""
 
-    def __init__(self, settings: LoopSettings, *, params, optimizer, scheduler, device: torch.device,
-                 precision: str, train_step: Callable[[int], dict], save_model: Callable[[Path], None],
-                 evaluate: Callable[[int], dict] | None = None, on_step: Callable[[int, float], None] | None = None,
-                 logger: logging.Logger | None = None, stopwatch: Stopwatch | None = None):
+    def __init__(
+        self,
+        settings: LoopSettings,
+        *,
+        params,
+        optimizer,
+        scheduler,
+        device: torch.device,
+        precision: str,
+        train_step: Callable[[int], dict],
+        save_model: Callable[[Path], None],
+        evaluate: Callable[[int], dict] | None = None,
+        on_step: Callable[[int, float], None] | None = None,
+        logger: logging.Logger | None = None,
+        stopwatch: Stopwatch | None = None,
+    ):
         self.settings = settings
         self.params = list(params)
         self.optimizer, self.scheduler = optimizer, scheduler
@@ -258,8 +279,11 @@ class TrainingLoop:
         s = self.settings
         total = s.total_steps
         last_eval = self._evaluate() if s.eval_at_start and self.step == 0 else None
-        bar = tqdm(total=total, initial=self.step, desc=s.name, unit="step", dynamic_ncols=True,
-                   mininterval=5) if s.progress else None
+        bar = (
+            tqdm(total=total, initial=self.step, desc=s.name, unit="step", dynamic_ncols=True, mininterval=5)
+            if s.progress
+            else None
+        )
         stopped_by, logged = "steps", []
         tick, window = time.time(), []
         try:
@@ -300,10 +324,18 @@ class TrainingLoop:
         path = Path(self.settings.output_dir) / f"checkpoint-{self.step}"
         with atomic_folder(path) as tmp:  # a crash mid-save never leaves a half-written checkpoint-STEP
             self.save_model(tmp)
-            save_trainer_state(tmp, self.step, self.optimizer, self.scheduler, self.scaler, {
-                "seconds": round(self.stopwatch.seconds(), 3), "best": self.best,
-                "evals_without_gain": self.evals_without_gain,
-            })
+            save_trainer_state(
+                tmp,
+                self.step,
+                self.optimizer,
+                self.scheduler,
+                self.scaler,
+                {
+                    "seconds": round(self.stopwatch.seconds(), 3),
+                    "best": self.best,
+                    "evals_without_gain": self.evals_without_gain,
+                },
+            )
             record_checkpoint_digests(tmp)
         self.log.info("checkpoint %s", path)
         prune_checkpoints(self.settings.output_dir, self.settings.keep_checkpoints)
@@ -331,15 +363,22 @@ class TrainingLoop:
         n = len(window)
         means = {k: sum(float(o[k]) for o in window) / n for k in window[0] if k != s.count}
         per_step = seconds / n
-        parts = [f"step {self.step}/{s.total_steps} epoch {self.step / max(1, s.steps_per_epoch):.2f}",
-                 f"loss {means.pop('loss'):.4f}" if "loss" in means else "", f"lr {self._lr():.2e}"]
+        parts = [
+            f"step {self.step}/{s.total_steps} epoch {self.step / max(1, s.steps_per_epoch):.2f}",
+            f"loss {means.pop('loss'):.4f}" if "loss" in means else "",
+            f"lr {self._lr():.2e}",
+        ]
         parts += [f"{k} {v:.4f}" for k, v in means.items() if k != "loss"]
         if s.count:
             parts.append(f"{sum(o[s.count] for o in window) / max(seconds, 1e-9):.1f} {s.count}/s")
         parts.append(f"{per_step:.2f} s/step eta {(s.total_steps - self.step) * per_step / 60:.0f} min")
         self.log.info(" ".join(p for p in parts if p))
-        return {"step": self.step, "loss": round(sum(float(o["loss"]) for o in window) / n, 4),
-                **{k: round(v, 4) for k, v in means.items()}, "seconds": round(self.stopwatch.seconds())}
+        return {
+            "step": self.step,
+            "loss": round(sum(float(o["loss"]) for o in window) / n, 4),
+            **{k: round(v, 4) for k, v in means.items()},
+            "seconds": round(self.stopwatch.seconds()),
+        }
 
     def _evaluate(self) -> dict | None:
         if self.evaluate is None:
@@ -370,10 +409,14 @@ def keep_transformer_layers(model, layers, option: str, name: str) -> None:
     layers of its teacher. `option` and `name` (the setting and the model) word the errors."""
     blocks = getattr(getattr(model, "encoder", None), "layer", None)
     if blocks is None:
-        raise OdqaError(f"{name} is not a BERT-style encoder (no encoder.layer list); a shallower student "
-                        "is made only from such models")
+        raise OdqaError(
+            f"{name} is not a BERT-style encoder (no encoder.layer list); a shallower student "
+            "is made only from such models"
+        )
     if not layers or any(not 0 <= i < len(blocks) for i in layers) or len(set(layers)) != len(layers):
-        raise OdqaError(f"{option} {' '.join(map(str, layers))}: give distinct layer numbers from 0 to "
-                        f"{len(blocks) - 1} ({name} has {len(blocks)} layers)")
+        raise OdqaError(
+            f"{option} {' '.join(map(str, layers))}: give distinct layer numbers from 0 to "
+            f"{len(blocks) - 1} ({name} has {len(blocks)} layers)"
+        )
     model.encoder.layer = torch.nn.ModuleList([blocks[i] for i in layers])
     model.config.num_hidden_layers = len(layers)

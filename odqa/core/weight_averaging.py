@@ -4,15 +4,16 @@ basin, so their average is a model of its own, often better than each, at no inf
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
 from odqa.core.errors import OdqaError
 
 
-def average_weights(states: Iterable[Mapping[str, torch.Tensor]], shares: Sequence[float], names: Sequence[str]
-                    ) -> dict[str, torch.Tensor]:
+def average_weights(
+    states: Iterable[Mapping[str, torch.Tensor]], shares: Sequence[float], names: Sequence[str]
+) -> dict[str, torch.Tensor]:
     """sum(share_i * state_i) over the floating-point tensors, in fp32 whatever the stored dtype; other tensors
     (integer buffers such as position ids) from the last state. `names` name the models in errors. `states` may
     be a generator that loads one model at a time: only the running sum and the state at hand are held."""
@@ -27,8 +28,10 @@ def average_weights(states: Iterable[Mapping[str, torch.Tensor]], shares: Sequen
         if count == 0:
             shapes = {k: v.shape for k, v in state.items()}
         elif state.keys() != shapes.keys() or any(state[k].shape != shapes[k] for k in shapes):
-            raise OdqaError(f"{names[0]} and {name} are not the same architecture (their weights differ in names or "
-                            "shapes); average only models fine-tuned from one starting point")
+            raise OdqaError(
+                f"{names[0]} and {name} are not the same architecture (their weights differ in names or "
+                "shapes); average only models fine-tuned from one starting point"
+            )
         for key, tensor in state.items():
             if not tensor.is_floating_point():
                 total[key] = tensor

@@ -46,8 +46,10 @@ def _tokens(text: str, start: int, end: int) -> list[tuple[int, int, float]]:
     1/CJK_CHARS_PER_WORD of a word, any other run of non-space characters one word; else whitespace words."""
     if not _mostly_cjk(text[start:end]):
         return [(m.start(), m.end(), 1.0) for m in _WORD.finditer(text, start, end)]
-    return [(m.start(), m.end(), 1 / CJK_CHARS_PER_WORD if _CJK_CHAR.fullmatch(m.group()) else 1.0)
-            for m in _TOKEN.finditer(text, start, end)]
+    return [
+        (m.start(), m.end(), 1 / CJK_CHARS_PER_WORD if _CJK_CHAR.fullmatch(m.group()) else 1.0)
+        for m in _TOKEN.finditer(text, start, end)
+    ]
 
 
 def count_words(text: str) -> float:

@@ -18,10 +18,10 @@ import random
 import re
 import sys
 import unicodedata
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from odqa.core.errors import DataFormatError
 from odqa.corpus.questions import QAItem, load_questions
@@ -63,11 +63,13 @@ def draw_split(data_dir: str | Path) -> dict:
         items = [item for item in items if item.answers and any(a.strip() for a in item.answers)]
         rng = random.Random(f"{SEED}:{source.name}")
         picked = sorted(rng.sample(range(len(items)), min(source.size, len(items))))
-        sources[source.name] = {"file": source.path, "questions": len(items),
-                                "ids": [items[i].id for i in picked],
-                                "keys": [question_key(items[i].question) for i in picked]}
-    return {"seed": SEED, "note": "odqa open-dev: never train or calibrate on these questions",
-            "sources": sources}
+        sources[source.name] = {
+            "file": source.path,
+            "questions": len(items),
+            "ids": [items[i].id for i in picked],
+            "keys": [question_key(items[i].question) for i in picked],
+        }
+    return {"seed": SEED, "note": "odqa open-dev: never train or calibrate on these questions", "sources": sources}
 
 
 @lru_cache(maxsize=1)
@@ -115,8 +117,10 @@ def open_dev_questions(data_dir: str | Path, sources: Sequence[str] | None = Non
         for qid, key in zip(entry["ids"], entry["keys"]):
             item = by_id.get(qid)
             if item is None or question_key(item.question) != key:
-                raise DataFormatError(f"{data_dir / entry['file']}: question {qid!r} is not the one open-dev lists; "
-                                      "this is another version of the file (use the published one)")
+                raise DataFormatError(
+                    f"{data_dir / entry['file']}: question {qid!r} is not the one open-dev lists; "
+                    "this is another version of the file (use the published one)"
+                )
             items.append(item)
         out[name] = items
     return out

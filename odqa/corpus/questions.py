@@ -9,9 +9,10 @@ import ast
 import csv
 import io
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import cast
 
 from odqa.core.answers import answer_regex_error
 from odqa.core.errors import DataFormatError
@@ -37,26 +38,32 @@ def load_questions(path: str | Path, limit: int | None = None, include_impossibl
     if check_input(path, "question file", streams=True) == FILE:
         path = Path(path)
     else:
-        path = _Streamed(path, read_input(path, "question file"))
+        path = cast(Path, _Streamed(path, read_input(path, "question file")))  # read as a Path is (_Streamed)
     items: list[QAItem] = []
     try:
         for item in _read(path, include_impossible):
             if not isinstance(item.question, str) or not item.question.strip():
                 where = f"{path}:{item.line}" if item.line else str(path)
-                raise DataFormatError(f"{where}: question {item.id!r} is empty or not a string ({item.question!r:.40}); "
-                                      "fix or remove it")
+                raise DataFormatError(
+                    f"{where}: question {item.id!r} is empty or not a string ({item.question!r:.40}); fix or remove it"
+                )
             items.append(item)
             if limit is not None and len(items) >= limit:
                 break
     except UnicodeDecodeError as exc:
-        raise DataFormatError(f"{path}: not UTF-8 text in the block after question {len(items)} ({exc.reason}); "
-                              "re-encode the file as UTF-8") from exc
+        raise DataFormatError(
+            f"{path}: not UTF-8 text in the block after question {len(items)} ({exc.reason}); "
+            "re-encode the file as UTF-8"
+        ) from exc
     except (KeyError, TypeError, AttributeError) as exc:
-        raise DataFormatError(f"{path}: question {len(items) + 1} lacks a field its format needs "
-                              f"({exc.__class__.__name__}: {exc}); fix or remove it") from exc
+        raise DataFormatError(
+            f"{path}: question {len(items) + 1} lacks a field its format needs "
+            f"({exc.__class__.__name__}: {exc}); fix or remove it"
+        ) from exc
     except RecursionError:
-        raise DataFormatError(f"{path}: JSON nested too deeply to read (after question {len(items)}); is it a "
-                              "question file?") from None
+        raise DataFormatError(
+            f"{path}: JSON nested too deeply to read (after question {len(items)}); is it a question file?"
+        ) from None
     if not items:
         raise DataFormatError(f"{path}: no questions found; is it a question file in a supported format?")
     return items
@@ -129,8 +136,9 @@ def _jsonl(path: Path) -> Iterator[QAItem]:
             try:
                 line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
             except UnicodeDecodeError as exc:
-                raise DataFormatError(f"{path}:{lineno}: not UTF-8 text ({exc.reason}); re-encode the file "
-                                      "as UTF-8") from exc
+                raise DataFormatError(
+                    f"{path}:{lineno}: not UTF-8 text ({exc.reason}); re-encode the file as UTF-8"
+                ) from exc
             if not line.strip():
                 continue
             try:
@@ -146,11 +154,18 @@ def _jsonl(path: Path) -> Iterator[QAItem]:
                     f"'text' ({exc.__class__.__name__}: {exc})"
                 ) from exc
             except RecursionError:
-                raise DataFormatError(f"{path}:{lineno}: JSON nested too deeply to read; fix or remove this line") from None
+                raise DataFormatError(
+                    f"{path}:{lineno}: JSON nested too deeply to read; fix or remove this line"
+                ) from None
             regex = bool(row.get("regex", False))
             answers = [] if answers is None else _answer_list(answers, path, lineno)
-            yield QAItem(str(row.get("id", lineno - 1)), question,
-                         _regex_answers(answers, path, lineno) if regex else answers, regex=regex, line=lineno)
+            yield QAItem(
+                str(row.get("id", lineno - 1)),
+                question,
+                _regex_answers(answers, path, lineno) if regex else answers,
+                regex=regex,
+                line=lineno,
+            )
 
 
 def _tsv(path: Path) -> Iterator[QAItem]:
@@ -196,8 +211,10 @@ def _json(path: Path, include_impossible: bool) -> Iterator[QAItem]:
             for i, row in enumerate(data):
                 yield QAItem(str(row.get("id", i)), row["question"], _answer_list(row["answers"], path, i))
             return
-    raise DataFormatError(f"{path}: JSON is neither SQuAD ('data'), TriviaQA ('Data'), WebQuestions ('qText') nor DPR "
-                          "('question','answers')")
+    raise DataFormatError(
+        f"{path}: JSON is neither SQuAD ('data'), TriviaQA ('Data'), "
+        "WebQuestions ('qText') nor DPR ('question','answers')"
+    )
 
 
 def _triviaqa(rows: list, path: Path) -> Iterator[QAItem]:
@@ -205,8 +222,11 @@ def _triviaqa(rows: list, path: Path) -> Iterator[QAItem]:
     files list them (else NormalizedAliases, else Value); the test set has no answers."""
     for i, row in enumerate(rows):
         answer = row.get("Answer") or {}
-        answers = answer.get("Aliases") or answer.get("NormalizedAliases") or (
-            [answer["Value"]] if answer.get("Value") else [])
+        answers = (
+            answer.get("Aliases")
+            or answer.get("NormalizedAliases")
+            or ([answer["Value"]] if answer.get("Value") else [])
+        )
         yield QAItem(str(row.get("QuestionId", i)), row["Question"], _answer_list(answers, path, i))
 
 
@@ -235,8 +255,10 @@ def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
                     query_id, doc_id, grade = cols
                     qrels.setdefault(query_id, {})[doc_id] = int(grade)
                 except ValueError:
-                    raise DataFormatError(f"{path}:{lineno}: a qrels line is query-id<TAB>corpus-id<TAB>score "
-                                          "(BEIR) or qid 0 docid grade (TREC); fix or remove it") from None
+                    raise DataFormatError(
+                        f"{path}:{lineno}: a qrels line is query-id<TAB>corpus-id<TAB>score "
+                        "(BEIR) or qid 0 docid grade (TREC); fix or remove it"
+                    ) from None
     if not qrels:
         raise DataFormatError(f"{path}: no relevance judgments found")
     return qrels
@@ -249,11 +271,15 @@ def with_answers(items: list[QAItem], path: str | Path) -> list[QAItem]:
     if len(kept) < len(items):
         import sys
 
-        print(f"odqa: skipped {len(items) - len(kept)} of {len(items)} questions of {path} that have no reference "
-              "answer", file=sys.stderr)
+        print(
+            f"odqa: skipped {len(items) - len(kept)} of {len(items)} questions of {path} that have no reference answer",
+            file=sys.stderr,
+        )
     if not kept:
-        raise DataFormatError(f"{path}: no question has a reference answer, so none can be scored by answers "
-                              "(for a set judged by qrels, such as BEIR's, pass --qrels)")
+        raise DataFormatError(
+            f"{path}: no question has a reference answer, so none can be scored by answers "
+            "(for a set judged by qrels, such as BEIR's, pass --qrels)"
+        )
     return kept
 
 
@@ -271,9 +297,11 @@ def check_not_test_set(path: str | Path) -> None:
     """Refuse a file that is (or holds the questions of) a set this project reports as a test, by its name."""
     name = Path(path).name.lower()
     if name in TEST_SETS:
-        raise DataFormatError(f"{path} is {TEST_SETS[name]}, a set this project reports as a test; never train on "
-                              "it. Use the dev/train splits (NQ dev, TriviaQA dev, WebQuestions train/val, CuratedTREC "
-                              "train, SQuAD v1.1 train, SQuAD v2.0 dev).")
+        raise DataFormatError(
+            f"{path} is {TEST_SETS[name]}, a set this project reports as a test; never train on "
+            "it. Use the dev/train splits (NQ dev, TriviaQA dev, WebQuestions train/val, CuratedTREC "
+            "train, SQuAD v1.1 train, SQuAD v2.0 dev)."
+        )
 
 
 def squad_titles(path: str | Path) -> set[str]:
@@ -322,8 +350,10 @@ def _squad(articles: list, include_impossible: bool, path: Path | str = "SQuAD f
     try:
         yield from _squad_items(articles, include_impossible)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise DataFormatError(f"{path}: not SQuAD JSON: articles need 'paragraphs' with 'context' and 'qas' of 'question' "
-                              f"and 'answers' ({exc.__class__.__name__}: {exc})") from exc
+        raise DataFormatError(
+            f"{path}: not SQuAD JSON: articles need 'paragraphs' with 'context' and 'qas' of 'question' "
+            f"and 'answers' ({exc.__class__.__name__}: {exc})"
+        ) from exc
 
 
 def _squad_items(articles: list, include_impossible: bool) -> Iterator[QAItem]:
@@ -338,8 +368,13 @@ def _squad_items(articles: list, include_impossible: bool) -> Iterator[QAItem]:
                 answers = [a["text"] for a in qa.get("answers", [])]
                 starts = [int(a.get("answer_start", -1)) for a in qa.get("answers", [])]
                 yield QAItem(
-                    str(qa.get("id", "")), qa["question"], answers, context=context, title=title,
-                    answer_starts=starts, impossible=impossible,
+                    str(qa.get("id", "")),
+                    qa["question"],
+                    answers,
+                    context=context,
+                    title=title,
+                    answer_starts=starts,
+                    impossible=impossible,
                 )
 
 
@@ -347,8 +382,10 @@ def _regex_answers(patterns: list[str], path: Path, lineno: int) -> list[str]:
     for pattern in patterns:
         error = answer_regex_error(pattern)
         if error:
-            raise DataFormatError(f"{path}:{lineno}: the answer {pattern!r} is not a valid regular expression "
-                                  f"({error}); fix or remove the line")
+            raise DataFormatError(
+                f"{path}:{lineno}: the answer {pattern!r} is not a valid regular expression "
+                f"({error}); fix or remove the line"
+            )
     return patterns
 
 

@@ -28,16 +28,17 @@ import lzma
 import re
 import sys
 import zlib
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterable, Iterator
+from typing import IO, Any
 
 from odqa.core.errors import DataFormatError
 from odqa.core.types import Document, Passage
 from odqa.corpus.chunking import chunk_document
 
-_COMPRESSED = {".gz": gzip.open, ".xz": lzma.open, ".bz2": bz2.open}
-_DOC_OPEN = re.compile(r'<doc\s+([^>]*)>')
+_COMPRESSED: dict[str, Callable[..., Any]] = {".gz": gzip.open, ".xz": lzma.open, ".bz2": bz2.open}
+_DOC_OPEN = re.compile(r"<doc\s+([^>]*)>")
 _ATTR = re.compile(r'(\w+)="([^"]*)"')
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 _ARROW_SUFFIXES = (".arrow", ".feather", ".ipc")
@@ -65,23 +66,29 @@ class CorpusFields:
         columns = list(columns)
         present = set(columns)
         chosen = []
-        for role, named, usual, flag in (("id", self.id, ID_NAMES, "--id-field"),
-                                          ("text", self.text, TEXT_NAMES, "--text-field")):
+        for role, named, usual, flag in (
+            ("id", self.id, ID_NAMES, "--id-field"),
+            ("text", self.text, TEXT_NAMES, "--text-field"),
+        ):
             if named:
                 if named not in present:
-                    raise DataFormatError(f"{where}: no {role} column {named!r} ({flag}); its columns are "
-                                          f"{', '.join(columns)}")
+                    raise DataFormatError(
+                        f"{where}: no {role} column {named!r} ({flag}); its columns are {', '.join(columns)}"
+                    )
                 chosen.append(named)
                 continue
             found = next((name for name in usual if name in present), None)
             if found is None:
-                raise DataFormatError(f"{where}: no {role} column ({' or '.join(usual)}); its columns are "
-                                      f"{', '.join(columns)}; name the one to use with {flag} (config [corpus] "
-                                      f"{role}_field)")
+                raise DataFormatError(
+                    f"{where}: no {role} column ({' or '.join(usual)}); its columns are "
+                    f"{', '.join(columns)}; name the one to use with {flag} (config [corpus] "
+                    f"{role}_field)"
+                )
             chosen.append(found)
         if self.title and self.title not in present:
-            raise DataFormatError(f"{where}: no title column {self.title!r} (--title-field); its columns are "
-                                  f"{', '.join(columns)}")
+            raise DataFormatError(
+                f"{where}: no title column {self.title!r} (--title-field); its columns are {', '.join(columns)}"
+            )
         title = self.title or next((name for name in TITLE_NAMES if name in present), None)
         return chosen[0], title, chosen[1]
 
@@ -129,8 +136,8 @@ def detect_format(path: Path, fields: CorpusFields = DEFAULT_FIELDS) -> str:
         return "jsonl"
     raise DataFormatError(
         f"{path}: unknown corpus format; expected JSON Lines {{id,title,text}}, WikiExtractor <doc> files, "
-        "DPR passage TSV (id, text, title), SQuAD JSON, CSV/TSV with a header, Parquet, Arrow or a datasets "
-        "save_to_disk folder"
+        "DPR passage TSV (id, text, title), SQuAD JSON, CSV/TSV with "
+        "a header, Parquet, Arrow or a datasets save_to_disk folder"
     )
 
 
@@ -147,7 +154,8 @@ def _tsv_kind(head: str, fields: CorpusFields) -> str:
 def is_dataset_folder(path: Path) -> bool:
     """A folder written by `datasets`' save_to_disk (a Dataset or a DatasetDict)."""
     return (path / "dataset_dict.json").is_file() or (
-        (path / "state.json").is_file() and (path / "dataset_info.json").is_file())
+        (path / "state.json").is_file() and (path / "dataset_info.json").is_file()
+    )
 
 
 def corpus_files(path: str | Path) -> list[Path]:
@@ -157,8 +165,10 @@ def corpus_files(path: str | Path) -> list[Path]:
     if path.is_file():
         return [path]
     if not path.is_dir():
-        raise DataFormatError(f"corpus {path} is not a regular file or folder (a pipe, socket or device); write the "
-                              "corpus to a file first and pass that")
+        raise DataFormatError(
+            f"corpus {path} is not a regular file or folder (a pipe, socket or device); write the "
+            "corpus to a file first and pass that"
+        )
     files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
     if not files:
         raise DataFormatError(f"corpus folder {path} has no files")
@@ -180,8 +190,14 @@ def _beir_documents(root: Path, files: list[Path]) -> list[Path]:
         if _uncompressed_name(file) == BEIR_QUERIES:
             beir[file.parent] = file  # named before qrels/ in an error
             continue
-        qrels = next((folder for folder in file.parents if folder.name == "qrels"
-                      and (folder == root or root in folder.parents)), None)
+        qrels = next(
+            (
+                folder
+                for folder in file.parents
+                if folder.name == "qrels" and (folder == root or root in folder.parents)
+            ),
+            None,
+        )
         if qrels is not None:
             beir.setdefault(qrels.parent, file)
     if not beir:
@@ -191,11 +207,15 @@ def _beir_documents(root: Path, files: list[Path]) -> list[Path]:
         corpus = sorted(f for f in folder.iterdir() if f.is_file() and _uncompressed_name(f) == BEIR_CORPUS)
         what = "questions" if _uncompressed_name(extra) == BEIR_QUERIES else "relevance judgements"
         if not corpus:
-            raise DataFormatError(f"corpus folder {root}: {extra} holds BEIR {what}, not documents, and no "
-                                  f"{BEIR_CORPUS} is beside it; pass the corpus file itself with --corpus FILE")
+            raise DataFormatError(
+                f"corpus folder {root}: {extra} holds BEIR {what}, not documents, and no "
+                f"{BEIR_CORPUS} is beside it; pass the corpus file itself with --corpus FILE"
+            )
         if not (folder == root or root in folder.parents):  # root is the qrels/ folder of a BEIR folder
-            raise DataFormatError(f"corpus folder {root} holds BEIR {what}, not documents; pass the corpus file "
-                                  f"itself with --corpus {corpus[0]}")
+            raise DataFormatError(
+                f"corpus folder {root} holds BEIR {what}, not documents; pass the corpus file "
+                f"itself with --corpus {corpus[0]}"
+            )
         kept.append(corpus[0])
     return sorted(kept)
 
@@ -238,8 +258,9 @@ def iter_passages(path: str | Path, words: int = 100, fields: CorpusFields = DEF
             if doc.id in seen:
                 first_file, first_line = seen[doc.id]
                 first = f"{files[first_file]}:{first_line}" if first_line else str(files[first_file])
-                raise DataFormatError(f"{where}: document id {doc.id!r} was already used at {first}; "
-                                      "give every document a unique id")
+                raise DataFormatError(
+                    f"{where}: document id {doc.id!r} was already used at {first}; give every document a unique id"
+                )
             seen[doc.id] = (number, line)
             if fmt == "dpr-tsv":
                 yield Passage(id=doc.id, title=doc.title, text=doc.text, doc_id=doc.id, start=0, end=len(doc.text))
@@ -254,11 +275,15 @@ def _readable(located: Iterator[tuple[int, Document]], file: Path) -> Iterator[t
         for line, doc in located:
             yield line, doc
     except UnicodeDecodeError as exc:
-        raise DataFormatError(f"{file}: not UTF-8 text after line {line} ({exc.reason} at byte {exc.start} of a "
-                              "block); re-encode the file as UTF-8") from exc
+        raise DataFormatError(
+            f"{file}: not UTF-8 text after line {line} ({exc.reason} at byte {exc.start} of a "
+            "block); re-encode the file as UTF-8"
+        ) from exc
     except (EOFError, lzma.LZMAError, zlib.error, OSError) as exc:
-        raise DataFormatError(f"{file}: cannot be read to its end after line {line} ({exc.__class__.__name__}: "
-                              f"{exc}); the file is damaged or cut short, download or compress it again") from exc
+        raise DataFormatError(
+            f"{file}: cannot be read to its end after line {line} ({exc.__class__.__name__}: "
+            f"{exc}); the file is damaged or cut short, download or compress it again"
+        ) from exc
 
 
 def _jsonl_located(path: Path, fields: CorpusFields) -> Iterator[tuple[int, Document]]:
@@ -277,10 +302,13 @@ def _jsonl_located(path: Path, fields: CorpusFields) -> Iterator[tuple[int, Docu
                     f"fix or remove this line ({exc.__class__.__name__})"
                 ) from exc
             except RecursionError:
-                raise DataFormatError(f"{path}:{lineno}: JSON nested too deeply to read; fix or remove this "
-                                      "line") from None
-            yield lineno, _document(row[id_key], row.get(title_key) if title_key else "", row[text_key],
-                                    f"{path}:{lineno}")
+                raise DataFormatError(
+                    f"{path}:{lineno}: JSON nested too deeply to read; fix or remove this line"
+                ) from None
+            yield (
+                lineno,
+                _document(row[id_key], row.get(title_key) if title_key else "", row[text_key], f"{path}:{lineno}"),
+            )
 
 
 def _document(doc_id, title, text, where: str) -> Document:
@@ -293,13 +321,16 @@ def _document(doc_id, title, text, where: str) -> Document:
         try:
             getattr(document, name).encode("utf-8")
         except UnicodeEncodeError as exc:  # a JSON escape such as "\ud800" gives half of a UTF-16 pair
-            raise DataFormatError(f"{where}: the document's {name} holds a lone surrogate ({exc.object[exc.start]!r}, "
-                                  "half of a UTF-16 pair), which is no text; fix or remove it") from None
+            raise DataFormatError(
+                f"{where}: the document's {name} holds a lone surrogate ({exc.object[exc.start]!r}, "
+                "half of a UTF-16 pair), which is no text; fix or remove it"
+            ) from None
     return document
 
 
-def _batches_located(batches: Iterable, fields: CorpusFields, where: str, first_line: int = 1
-                     ) -> Iterator[tuple[int, Document]]:
+def _batches_located(
+    batches: Iterable, fields: CorpusFields, where: str, first_line: int = 1
+) -> Iterator[tuple[int, Document]]:
     """Documents of a table read as pyarrow record batches (or tables); lines count rows from `first_line`."""
     line = first_line
     columns = None
@@ -316,8 +347,10 @@ def _batches_located(batches: Iterable, fields: CorpusFields, where: str, first_
 
 
 def _table_error(path: Path, exc: Exception) -> DataFormatError:
-    return DataFormatError(f"{path}: cannot be read as a table ({exc.__class__.__name__}: {str(exc)[:200]}); "
-                           "check that it is a complete file of its kind")
+    return DataFormatError(
+        f"{path}: cannot be read as a table ({exc.__class__.__name__}: {str(exc)[:200]}); "
+        "check that it is a complete file of its kind"
+    )
 
 
 def _parquet_located(path: Path, fields: CorpusFields) -> Iterator[tuple[int, Document]]:
@@ -359,13 +392,15 @@ def _delimited_located(path: Path, fields: CorpusFields, delimiter: str) -> Iter
     wanted = [c for c in (id_col, title_col, text_col) if c]
     opener = _COMPRESSED.get(path.suffix)
     try:
-        with (opener(path, "rb") if opener else path.open("rb")) as raw:
+        with opener(path, "rb") if opener else path.open("rb") as raw:
             reader = pacsv.open_csv(
-                raw, read_options=pacsv.ReadOptions(block_size=1 << 22),
+                raw,
+                read_options=pacsv.ReadOptions(block_size=1 << 22),
                 parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True),
-                convert_options=pacsv.ConvertOptions(include_columns=wanted,
-                                                     column_types={c: pa.string() for c in wanted},
-                                                     strings_can_be_null=False))
+                convert_options=pacsv.ConvertOptions(
+                    include_columns=wanted, column_types={c: pa.string() for c in wanted}, strings_can_be_null=False
+                ),
+            )
             yield from _batches_located(reader, fields, str(path), first_line=2)
     except (pa.ArrowException, OSError) as exc:
         raise _table_error(path, exc) from exc
@@ -390,8 +425,10 @@ def _datasets_located(path: Path, fields: CorpusFields) -> Iterator[tuple[int, D
         splits = list(loaded)
         split = splits[0] if len(splits) == 1 else "corpus" if "corpus" in splits else None
         if split is None:
-            raise DataFormatError(f"{path}: a DatasetDict of splits {', '.join(splits)}; pass one split's folder, "
-                                  f"e.g. --corpus {path / splits[0]}")
+            raise DataFormatError(
+                f"{path}: a DatasetDict of splits {', '.join(splits)}; pass one split's folder, "
+                f"e.g. --corpus {path / splits[0]}"
+            )
         loaded = loaded[split]
     yield from _batches_located(loaded.with_format("arrow").iter(batch_size=_BATCH_ROWS), fields, str(path))
 
@@ -414,13 +451,15 @@ def _wikiextractor_located(path: Path, fields: CorpusFields) -> Iterator[tuple[i
                 # WikiExtractor repeats the title as the first line of the body
                 if lines and lines[0].strip() == title:
                     lines = lines[1:]
-                text = "\n".join(l.strip() for l in lines if l.strip())
+                text = "\n".join(line.strip() for line in lines if line.strip())
                 yield start, Document(attrs.get("id", ""), title, html.unescape(text))
                 attrs = None
             else:
                 lines.append(line.rstrip("\n"))
         if attrs is not None:
-            raise DataFormatError(f"{path}: document {attrs.get('id', '?')} has no closing </doc>; the file is cut short")
+            raise DataFormatError(
+                f"{path}: document {attrs.get('id', '?')} has no closing </doc>; the file is cut short"
+            )
 
 
 def _dpr_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
@@ -430,7 +469,9 @@ def _dpr_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
             if lineno == 1 and row[:1] == ["id"]:
                 continue
             if len(row) < 3:
-                raise DataFormatError(f"{path}:{lineno}: DPR passage TSV needs 3 columns (id, text, title), got {len(row)}")
+                raise DataFormatError(
+                    f"{path}:{lineno}: DPR passage TSV needs 3 columns (id, text, title), got {len(row)}"
+                )
             yield lineno, row
 
 
@@ -454,17 +495,31 @@ def _squad_located(path: Path, fields: CorpusFields) -> Iterator[tuple[int, Docu
             title = raw_title.replace("_", " ")
             # `title#i` as always; an article whose title is empty or repeats (CMRC 2018 dev has two untitled
             # ones) is told apart by its article id where it has one (CMRC, DRCD), else its position
-            key = raw_title if raw_title and raw_title not in seen_titles else f"{raw_title}@{article.get('id') or number}"
+            key = (
+                raw_title
+                if raw_title and raw_title not in seen_titles
+                else f"{raw_title}@{article.get('id') or number}"
+            )
             seen_titles.add(raw_title)
             for i, paragraph in enumerate(article.get("paragraphs", [])):
                 if not isinstance(paragraph["context"], str):
                     raise TypeError("'context' is not a string")
                 yield 0, Document(f"{key}#{i}", title, paragraph["context"])
     except (KeyError, TypeError, AttributeError) as exc:
-        raise DataFormatError(f"{path}: not SQuAD JSON (articles with 'title' and 'paragraphs' of 'context' "
-                              f"strings): {exc.__class__.__name__} {exc}") from exc
+        raise DataFormatError(
+            f"{path}: not SQuAD JSON (articles with 'title' and 'paragraphs' of 'context' "
+            f"strings): {exc.__class__.__name__} {exc}"
+        ) from exc
 
 
-_LOCATED = {"jsonl": _jsonl_located, "wikiextractor": _wikiextractor_located, "dpr-tsv": _dpr_located,
-            "squad": _squad_located, "parquet": _parquet_located, "arrow": _arrow_located, "csv": _csv_located,
-            "tsv": _tsv_located, "datasets": _datasets_located}
+_LOCATED = {
+    "jsonl": _jsonl_located,
+    "wikiextractor": _wikiextractor_located,
+    "dpr-tsv": _dpr_located,
+    "squad": _squad_located,
+    "parquet": _parquet_located,
+    "arrow": _arrow_located,
+    "csv": _csv_located,
+    "tsv": _tsv_located,
+    "datasets": _datasets_located,
+}

@@ -15,9 +15,10 @@ import hashlib
 import json
 import mmap
 import os
+from collections.abc import Iterable, Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -66,6 +67,14 @@ class Fingerprint:
         return self._hash.hexdigest()[:16]
 
 
+class RangeCheck(Protocol):
+    """What checks the bytes a store reads (indexes.integrity.FileCheck)."""
+
+    def ranges(self, starts: np.ndarray, ends: np.ndarray) -> None: ...
+
+    def whole(self) -> None: ...
+
+
 class PassageStore:
     def __init__(self, table: pa.Table, path: Path | None = None, mapped: pa.Buffer | None = None):
         self.table = table
@@ -73,13 +82,13 @@ class PassageStore:
         self._mapped = mapped  # the whole file as memory-mapped: the bytes the table's buffers point into
         self._mapping: mmap.mmap | None = None  # the same, as the Python map it is made of (for its advice)
         self._random = False
-        self._check = None
+        self._check: RangeCheck | None = None
         self._chunk_starts: np.ndarray | None = None
         self._sources: list[PassageStore] = []  # of a concatenation: the stores that check their own rows
         self._source_starts = np.zeros(1, dtype=np.int64)
 
     @classmethod
-    def concat(cls, stores: Sequence["PassageStore"]) -> "PassageStore":
+    def concat(cls, stores: Sequence[PassageStore]) -> PassageStore:
         """One store over several in order (an index built as shards); each still checks the rows read from it."""
         store = cls(pa.concat_tables([s.table for s in stores]))
         store._sources = list(stores)
@@ -87,7 +96,7 @@ class PassageStore:
         return store
 
     @classmethod
-    def open(cls, path: str | Path) -> "PassageStore":
+    def open(cls, path: str | Path) -> PassageStore:
         path = Path(path)
         if not (path / DATA_FILE).exists():
             raise OdqaError(f"{path} holds no passage store; build one with `odqa index --corpus ... --out ...`")
@@ -110,13 +119,14 @@ class PassageStore:
     # ---- checking what is read -----------------------------------------------------------------------
     def read_bytes(self, offset: int, length: int) -> memoryview:
         """Bytes of the memory-mapped file, as the table reads them."""
+        assert self._mapped is not None  # a store opened from its file
         return memoryview(self._mapped)[offset : offset + length]
 
-    def byte_reader(self) -> "MappedReader":
+    def byte_reader(self) -> MappedReader:
         """`read(offset, length)` for a FileCheck, with `prefetch` (indexes.integrity.FileReader's interface)."""
         return MappedReader(self)
 
-    def verify_with(self, check) -> None:
+    def verify_with(self, check: RangeCheck) -> None:
         """From now on every read first passes the byte ranges it uses to `check` (`ranges(starts, ends)`,
         `whole()`; indexes.integrity.FileCheck), which raises when they differ from the build's."""
         self._check = check
@@ -125,6 +135,7 @@ class PassageStore:
         """Where `buffer` starts in the file. An empty buffer (a column chunk of empty strings: a corpus without
         titles) holds no byte of it, and pyarrow may place it outside the map, at an address that differs at
         every open: it is at 0, so that the layout digest of the same file is the same at every open."""
+        assert self._mapped is not None  # a store opened from its file
         return buffer.address - self._mapped.address if buffer.size else 0
 
     def _buffers(self, columns: Sequence[str]):
@@ -136,13 +147,29 @@ class PassageStore:
     def layout_digest(self) -> str:
         """A digest of the file's structure as read: the schema, and each batch's rows, null counts and
         buffer positions, so that a damaged batch header (which moves what the checked bytes mean) is seen."""
-        layout = [[f.name, str(f.type), f.nullable] for f in self.table.schema]
-        layout.append(hashlib.sha1(json.dumps({k.decode(errors="replace"): v.decode(errors="replace") for k, v in
-                                               (self.table.schema.metadata or {}).items()}, sort_keys=True)
-                                   .encode()).hexdigest())
+        layout: list = [[f.name, str(f.type), f.nullable] for f in self.table.schema]
+        layout.append(
+            hashlib.sha1(
+                json.dumps(
+                    {
+                        k.decode(errors="replace"): v.decode(errors="replace")
+                        for k, v in (self.table.schema.metadata or {}).items()
+                    },
+                    sort_keys=True,
+                ).encode()
+            ).hexdigest()
+        )
         for name, c, array, buffers in self._buffers(self.table.column_names):
-            layout.append([name, c, len(array), array.null_count, array.offset,
-                           [None if b is None else [self._offset(b), b.size] for b in buffers]])
+            layout.append(
+                [
+                    name,
+                    c,
+                    len(array),
+                    array.null_count,
+                    array.offset,
+                    [None if b is None else [self._offset(b), b.size] for b in buffers],
+                ]
+            )
         return hashlib.sha1(json.dumps(layout).encode()).hexdigest()[:16]
 
     def _check_columns(self, columns: Sequence[str]) -> None:
@@ -150,20 +177,27 @@ class PassageStore:
             source._check_columns(columns)
         if self._check is None:
             return
-        spans = [(self._offset(b), self._offset(b) + b.size) for _, _, _, buffers in self._buffers(columns)
-                 for b in buffers if b is not None]
-        self._check.ranges(np.asarray([s for s, _ in spans], dtype=np.int64),
-                           np.asarray([e for _, e in spans], dtype=np.int64))
+        spans = [
+            (self._offset(b), self._offset(b) + b.size)
+            for _, _, _, buffers in self._buffers(columns)
+            for b in buffers
+            if b is not None
+        ]
+        self._check.ranges(
+            np.asarray([s for s, _ in spans], dtype=np.int64), np.asarray([e for _, e in spans], dtype=np.int64)
+        )
 
     def _check_rows(self, rows: np.ndarray) -> None:
         """The bytes of `rows` in every column: validity bits, fixed-width values and string offsets first,
         then (read from those checked offsets) the string bytes."""
+        check = self._check
+        assert check is not None  # its callers check first
         if self._chunk_starts is None:
             self._chunk_starts = np.cumsum([0] + [len(a) for a in self.table.column(0).chunks])
         chunk_of = np.searchsorted(self._chunk_starts, rows, side="right") - 1
         fixed: list[tuple[np.ndarray, np.ndarray]] = []
         strings = []
-        for name, c, array, buffers in self._buffers(COLUMNS):
+        for _name, c, array, buffers in self._buffers(COLUMNS):
             mine = chunk_of == c
             if not mine.any():
                 continue
@@ -182,14 +216,14 @@ class PassageStore:
                 fixed.append((starts, starts + width))
         if not fixed:
             return  # rows outside the store: the read itself refuses them
-        self._check.ranges(np.concatenate([s for s, _ in fixed]), np.concatenate([e for _, e in fixed]))
+        check.ranges(np.concatenate([s for s, _ in fixed]), np.concatenate([e for _, e in fixed]))
         data = []
         for buffers, local, dtype in strings:
             offsets = np.frombuffer(buffers[1], dtype=dtype)
             base = self._offset(buffers[2]) if buffers[2] is not None else 0
             data.append((base + offsets[local].astype(np.int64), base + offsets[local + 1].astype(np.int64)))
         if data:
-            self._check.ranges(np.concatenate([s for s, _ in data]), np.concatenate([e for _, e in data]))
+            check.ranges(np.concatenate([s for s, _ in data]), np.concatenate([e for _, e in data]))
 
     @cached_property
     def dataset(self):
@@ -207,7 +241,7 @@ class PassageStore:
         return datasets.Dataset.from_file(str(self.path / DATA_FILE), in_memory=False)
 
     @classmethod
-    def write(cls, passages: Iterable[Passage], path: str | Path, batch_rows: int = 10000) -> tuple["PassageStore", str]:
+    def write(cls, passages: Iterable[Passage], path: str | Path, batch_rows: int = 10000) -> tuple[PassageStore, str]:
         """Stream passages into an Arrow file under `path` (atomically); return the store and its fingerprint."""
         path = Path(path)
         fingerprint = Fingerprint()
@@ -259,7 +293,7 @@ class PassageStore:
         """Column batches in row order, streamed from the memory map."""
         self._check_columns(columns)
         table = self.table.select(list(columns))
-        if self._random:
+        if self._random and self._mapping is not None:  # advised random: it has a map
             self._mapping.madvise(mmap.MADV_SEQUENTIAL)
         try:
             for start in range(0, table.num_rows, batch_size):

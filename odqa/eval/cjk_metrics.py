@@ -18,8 +18,41 @@ from collections import Counter
 _KORQUAD_SPACED = re.compile("['\"《》<>〈〉()‘’]")
 _ASCII_PUNCT = set(string.punctuation)
 # the separator list of cmrc2018_evaluate.py (its '……' is two characters, so never one character of a text)
-_CMRC_PUNCT = {'-', ':', '_', '*', '^', '/', '\\', '~', '`', '+', '=', '，', '。', '：', '？', '！', '“', '”', '；',
-               '’', '《', '》', '……', '·', '、', '「', '」', '（', '）', '－', '～', '『', '』'}
+_CMRC_PUNCT = {
+    "-",
+    ":",
+    "_",
+    "*",
+    "^",
+    "/",
+    "\\",
+    "~",
+    "`",
+    "+",
+    "=",
+    "，",
+    "。",
+    "：",
+    "？",
+    "！",
+    "“",
+    "”",
+    "；",
+    "’",
+    "《",
+    "》",
+    "……",
+    "·",
+    "、",
+    "「",
+    "」",
+    "（",
+    "）",
+    "－",
+    "～",
+    "『",
+    "』",
+}
 _HAN = re.compile("[\u4e00-\u9fa5]")
 
 

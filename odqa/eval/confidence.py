@@ -5,13 +5,13 @@ read from SQuAD-format dev data (gold paragraph, optionally with other paragraph
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
-from odqa.corpus.questions import QAItem
 from odqa.core.types import Passage
+from odqa.corpus.questions import QAItem
 from odqa.eval.qa import score_answer
 from odqa.eval.reader_eval import metric_for
 
@@ -141,8 +141,9 @@ def passages_with_distractors(items: Sequence[QAItem], distractors: int, seed: i
     return out
 
 
-def judge_reader(reader, items: Sequence[QAItem], distractors: int = 0, seed: int = 0,
-                 progress: bool = False) -> list[JudgedAnswer]:
+def judge_reader(
+    reader, items: Sequence[QAItem], distractors: int = 0, seed: int = 0, progress: bool = False
+) -> list[JudgedAnswer]:
     """Each question's top answer from its gold paragraph (and `distractors` other paragraphs of its article),
     judged against its reference answers. Questions whose passages yield no span at all are left out."""
     from tqdm.auto import tqdm
@@ -160,7 +161,9 @@ def judge_reader(reader, items: Sequence[QAItem], distractors: int = 0, seed: in
     return judged
 
 
-def judge_pipeline(pipeline, items: Sequence[QAItem], batch_size: int = 8, progress: bool = False) -> list[JudgedAnswer]:
+def judge_pipeline(
+    pipeline, items: Sequence[QAItem], batch_size: int = 8, progress: bool = False
+) -> list[JudgedAnswer]:
     """Each open-domain question's top answer from the pipeline (its retriever, k and reader), judged by the
     end-to-end metric of the questions' language (SQuAD normalisation for English, KorQuAD's and CMRC 2018's
     for Korean and Chinese; regex for CuratedTREC)."""

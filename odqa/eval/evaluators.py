@@ -14,19 +14,20 @@ numbers whichever they use.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
-from odqa.linker.data import ELExample
-from odqa.linker.metrics import evaluate as linking_metrics
 from odqa.core.protocols import Linker, Reader, Retriever
 from odqa.corpus.questions import QAItem
 from odqa.eval.linking import measure_speed
 from odqa.eval.qa import evaluate_qa
 from odqa.eval.reader_eval import evaluate_reader
 from odqa.eval.retrieval import DEFAULT_KS, evaluate_retrieval
+from odqa.linker.data import ELExample
+from odqa.linker.metrics import evaluate as linking_metrics
 
 
 class Evaluator(ABC):
@@ -36,8 +37,7 @@ class Evaluator(ABC):
     primary_metric: str = ""
 
     @abstractmethod
-    def __call__(self, system: Any) -> dict[str, Any]:
-        ...
+    def __call__(self, system: Any) -> dict[str, Any]: ...
 
     def primary(self, metrics: dict[str, Any]) -> float:
         return float(metrics[self.primary_metric])
@@ -48,19 +48,37 @@ class RetrievalEvaluator(Evaluator):
 
     name = "retrieval"
 
-    def __init__(self, items: Sequence[QAItem], ks: Sequence[int] = DEFAULT_KS, batch_size: int = 32,
-                 per_question: str | Path | None = None, run_out: str | Path | None = None, progress: bool = True,
-                 primary_metric: str = "", trec_run: str | Path | None = None, dpr_json: str | Path | None = None,
-                 run_tag: str = "odqa"):
+    def __init__(
+        self,
+        items: Sequence[QAItem],
+        ks: Sequence[int] = DEFAULT_KS,
+        batch_size: int = 32,
+        per_question: str | Path | None = None,
+        run_out: str | Path | None = None,
+        progress: bool = True,
+        primary_metric: str = "",
+        trec_run: str | Path | None = None,
+        dpr_json: str | Path | None = None,
+        run_tag: str = "odqa",
+    ):
         self.items, self.ks = list(items), sorted(set(ks))
         self.batch_size, self.per_question, self.run_out, self.progress = batch_size, per_question, run_out, progress
         self.trec_run, self.dpr_json, self.run_tag = trec_run, dpr_json, run_tag
         self.primary_metric = primary_metric or ("recall@20" if 20 in self.ks else f"recall@{self.ks[-1]}")
 
     def __call__(self, retriever: Retriever) -> dict[str, Any]:
-        return evaluate_retrieval(retriever, self.items, self.ks, batch_size=self.batch_size,
-                                  per_question=self.per_question, progress=self.progress, run_out=self.run_out,
-                                  trec_run=self.trec_run, dpr_json=self.dpr_json, run_tag=self.run_tag)
+        return evaluate_retrieval(
+            retriever,
+            self.items,
+            self.ks,
+            batch_size=self.batch_size,
+            per_question=self.per_question,
+            progress=self.progress,
+            run_out=self.run_out,
+            trec_run=self.trec_run,
+            dpr_json=self.dpr_json,
+            run_tag=self.run_tag,
+        )
 
 
 class QAEvaluator(Evaluator):
@@ -69,14 +87,28 @@ class QAEvaluator(Evaluator):
     name = "qa"
     primary_metric = "em"
 
-    def __init__(self, items: Sequence[QAItem], ks: Sequence[int] = (1, 5, 10, 20), k: int | None = None,
-                 batch_size: int = 8, per_question: str | Path | None = None, progress: bool = True):
+    def __init__(
+        self,
+        items: Sequence[QAItem],
+        ks: Sequence[int] = (1, 5, 10, 20),
+        k: int | None = None,
+        batch_size: int = 8,
+        per_question: str | Path | None = None,
+        progress: bool = True,
+    ):
         self.items, self.ks, self.k = list(items), list(ks), k
         self.batch_size, self.per_question, self.progress = batch_size, per_question, progress
 
     def __call__(self, pipeline) -> dict[str, Any]:
-        return evaluate_qa(pipeline, self.items, self.ks, batch_size=self.batch_size, per_question=self.per_question,
-                           progress=self.progress, k=self.k)
+        return evaluate_qa(
+            pipeline,
+            self.items,
+            self.ks,
+            batch_size=self.batch_size,
+            per_question=self.per_question,
+            progress=self.progress,
+            k=self.k,
+        )
 
 
 class ReaderEvaluator(Evaluator):
@@ -85,16 +117,30 @@ class ReaderEvaluator(Evaluator):
     name = "reader"
     primary_metric = "f1"
 
-    def __init__(self, data: str | Path, limit: int | None = None, allow_null: bool = False,
-                 predictions_path: str | Path | None = None, progress: bool = False,
-                 exclude_articles_of: str | Path | None = None, metric: str = "auto"):
+    def __init__(
+        self,
+        data: str | Path,
+        limit: int | None = None,
+        allow_null: bool = False,
+        predictions_path: str | Path | None = None,
+        progress: bool = False,
+        exclude_articles_of: str | Path | None = None,
+        metric: str = "auto",
+    ):
         self.data, self.limit, self.allow_null, self.predictions_path = data, limit, allow_null, predictions_path
         self.progress, self.exclude_articles_of, self.metric = progress, exclude_articles_of, metric
 
     def __call__(self, reader: Reader) -> dict[str, Any]:
-        return evaluate_reader(reader, self.data, limit=self.limit, allow_null=self.allow_null,
-                               predictions_path=self.predictions_path, progress=self.progress,
-                               exclude_articles_of=self.exclude_articles_of, metric=self.metric)
+        return evaluate_reader(
+            reader,
+            self.data,
+            limit=self.limit,
+            allow_null=self.allow_null,
+            predictions_path=self.predictions_path,
+            progress=self.progress,
+            exclude_articles_of=self.exclude_articles_of,
+            metric=self.metric,
+        )
 
 
 class LinkingEvaluator(Evaluator):

@@ -5,12 +5,13 @@ from __future__ import annotations
 import statistics
 import time
 
-from odqa.linker.data import id_number, load_el_file
 from odqa.core.errors import OdqaError
+from odqa.linker.data import id_number, load_el_file
 
 
 def load_eval_examples(paths, kb, split: str = "all", limit: int | None = None):
-    """Entity-linking questions of the given files; `split="dev"`: only LC-QuAD's held-out tenth (as training holds it out)."""
+    """Entity-linking questions of the given files; `split="dev"`: only LC-QuAD's held-out tenth (as training holds
+    it out)."""
     examples = []
     for path in paths:
         items = load_el_file(path, kb)
@@ -37,6 +38,8 @@ def measure_speed(linker, questions, n_single: int = 100, n_batch: int = 256) ->
     t = time.perf_counter()
     linker.link(batch_qs, batch_size=64)
     elapsed = time.perf_counter() - t
-    return {"ms_per_question_batch1": round(statistics.mean(single), 2),
-            "ms_per_question_batch1_median": round(statistics.median(single), 2),
-            "questions_per_second_batch64": round(len(batch_qs) / elapsed, 1)}
+    return {
+        "ms_per_question_batch1": round(statistics.mean(single), 2),
+        "ms_per_question_batch1_median": round(statistics.median(single), 2),
+        "questions_per_second_batch64": round(len(batch_qs) / elapsed, 1),
+    }

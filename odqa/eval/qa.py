@@ -5,8 +5,8 @@ run."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from tqdm.auto import tqdm
 
@@ -29,8 +29,15 @@ def score_answer(prediction: str, item: QAItem, metric: str = "squad") -> tuple[
     return best_over_truths(exact_match, prediction, item.answers), best_over_truths(f1_score, prediction, item.answers)
 
 
-def evaluate_qa(pipeline, items: Sequence[QAItem], ks: Sequence[int] = (1, 5, 10, 20), batch_size: int = 8,
-                per_question: str | Path | None = None, progress: bool = True, k: int | None = None) -> dict:
+def evaluate_qa(
+    pipeline,
+    items: Sequence[QAItem],
+    ks: Sequence[int] = (1, 5, 10, 20),
+    batch_size: int = 8,
+    per_question: str | Path | None = None,
+    progress: bool = True,
+    k: int | None = None,
+) -> dict:
     """`k`: passages retrieved and read per question (default: the largest recall cut-off)."""
     depth = k or max(ks)
     metric = metric_for(items)  # the official metric of the questions' language
@@ -50,12 +57,22 @@ def evaluate_qa(pipeline, items: Sequence[QAItem], ks: Sequence[int] = (1, 5, 10
             if judged[-1].first_hit_rank is not None:
                 read_hits += 1
                 em_given_read += em
-            rows.append({"id": item.id, "question": item.question, "answers": item.answers, "prediction": prediction,
-                         "em": em, "f1": round(f1, 4), "first_hit_rank": judged[-1].first_hit_rank,
-                         "title": top.title if top else "",
-                         "probability": round(top.probability, 4) if top else 0.0,
-                         "confident": result.confident, "margin": round(top.margin, 4) if top else None,
-                         "share": round(top.share, 4) if top else None})
+            rows.append(
+                {
+                    "id": item.id,
+                    "question": item.question,
+                    "answers": item.answers,
+                    "prediction": prediction,
+                    "em": em,
+                    "f1": round(f1, 4),
+                    "first_hit_rank": judged[-1].first_hit_rank,
+                    "title": top.title if top else "",
+                    "probability": round(top.probability, 4) if top else 0.0,
+                    "confident": result.confident,
+                    "margin": round(top.margin, 4) if top else None,
+                    "share": round(top.share, 4) if top else None,
+                }
+            )
     seconds = time.perf_counter() - start
     n = len(items)
     metrics = {"em": round(100 * em_sum / n, 2), "f1": round(100 * f1_sum / n, 2), "metric": metric}
@@ -63,7 +80,9 @@ def evaluate_qa(pipeline, items: Sequence[QAItem], ks: Sequence[int] = (1, 5, 10
     metrics["em_given_answer_read"] = round(100 * em_given_read / read_hits, 2) if read_hits else 0.0
     retrieval = summarize(judged, ks)
     metrics.update({key: value for key, value in retrieval.items() if key.startswith("recall@")})
-    metrics.update(questions=n, seconds=round(seconds, 2), questions_per_second=round(n / seconds, 2) if seconds else 0.0)
+    metrics.update(
+        questions=n, seconds=round(seconds, 2), questions_per_second=round(n / seconds, 2) if seconds else 0.0
+    )
     if per_question:
         with atomic_file(per_question) as tmp:
             tmp.write_text("".join(strict_json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")

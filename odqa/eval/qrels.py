@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from tqdm.auto import tqdm
 
@@ -68,31 +68,49 @@ def score_run(run: dict[str, list[tuple[str, float]]], qrels: dict[str, dict[str
 
     judged = {qid: docs for qid, docs in run.items() if qid in qrels}
     if not judged:
-        raise OdqaError("no ranked question has relevance judgments: the question ids and the qrels' query ids "
-                        "differ (pass the queries and qrels of one set)")
+        raise OdqaError(
+            "no ranked question has relevance judgments: the question ids and the qrels' query ids "
+            "differ (pass the queries and qrels of one set)"
+        )
     # ir-measures orders by score (ties by document id, as trec_eval); the ranks here are the run's own
-    scores = ir_measures.calc_aggregate(measures(ks), {q: qrels[q] for q in judged},
-                                        {q: dict(docs) for q, docs in judged.items()})
+    scores = ir_measures.calc_aggregate(
+        measures(ks), {q: qrels[q] for q in judged}, {q: dict(docs) for q, docs in judged.items()}
+    )
     metrics = {str(measure): round(float(value), 4) for measure, value in scores.items()}
     # in the order of the table, under its names (ir-measures' RR@10 is MRR@10, the mean over the questions)
-    metrics = {name.replace("RR@", "MRR@") if name.startswith("RR@") else name: metrics[name]
-               for name in map(str, measures(ks))}
+    metrics = {
+        name.replace("RR@", "MRR@") if name.startswith("RR@") else name: metrics[name]
+        for name in map(str, measures(ks))
+    }
     metrics["questions"] = len(judged)
     return metrics
 
 
-def evaluate_qrels(retriever, items: Sequence[QAItem], qrels: dict[str, dict[str, int]], ks: Sequence[int],
-                   corpus_size: int, batch_size: int = 32, trec_run: str | Path | None = None, run_tag: str = "odqa",
-                   progress: bool = True) -> dict:
+def evaluate_qrels(
+    retriever,
+    items: Sequence[QAItem],
+    qrels: dict[str, dict[str, int]],
+    ks: Sequence[int],
+    corpus_size: int,
+    batch_size: int = 32,
+    trec_run: str | Path | None = None,
+    run_tag: str = "odqa",
+    progress: bool = True,
+) -> dict:
     """Rank documents for the questions that have judgments and score them; `trec_run`: write the document
     rankings as a TREC run."""
     kept = [item for item in items if item.id in qrels]
     if len(kept) < len(items):
-        log.warning("%d of %d questions have no relevance judgments in the qrels and are left out (as BEIR does)",
-                    len(items) - len(kept), len(items))
+        log.warning(
+            "%d of %d questions have no relevance judgments in the qrels and are left out (as BEIR does)",
+            len(items) - len(kept),
+            len(items),
+        )
     if not kept:
-        raise OdqaError("no question has relevance judgments: the question ids and the qrels' query ids differ "
-                        "(pass the queries and qrels of one set)")
+        raise OdqaError(
+            "no question has relevance judgments: the question ids and the qrels' query ids differ "
+            "(pass the queries and qrels of one set)"
+        )
     depth = max(max(ks), NDCG_AT, MRR_AT)
     asked = passages_asked(depth, corpus_size)
     run: dict[str, list[tuple[str, float]]] = {}
@@ -102,8 +120,15 @@ def evaluate_qrels(retriever, items: Sequence[QAItem], qrels: dict[str, dict[str
         if trec_run:
             tmp = files.enter_context(atomic_file(trec_run))
             trec = TrecRunWriter(files.enter_context(tmp.open("w", encoding="utf-8")), run_tag)
-        bar = files.enter_context(tqdm(total=len(kept), desc=f"eval {getattr(retriever, 'name', '')}", unit=" q",
-                                       disable=not progress, mininterval=2))
+        bar = files.enter_context(
+            tqdm(
+                total=len(kept),
+                desc=f"eval {getattr(retriever, 'name', '')}",
+                unit=" q",
+                disable=not progress,
+                mininterval=2,
+            )
+        )
         for i in range(0, len(kept), batch_size):
             batch = kept[i : i + batch_size]
             for item, hits in zip(batch, retriever.search([q.question for q in batch], asked)):

@@ -9,8 +9,8 @@ their gold answer is the empty string, as in the v2.0 script, and an empty predi
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from odqa.core import strict_json
 from odqa.core.answers import exact_match, f1_score, normalize_answer
@@ -57,7 +57,9 @@ def score_prediction(prediction: str, truths: Sequence[str], metric: str = "squa
     return em, f1
 
 
-def squad_metrics(predictions: dict[str, str], gold: dict[str, Sequence[str]], metric: str = "squad") -> dict[str, float]:
+def squad_metrics(
+    predictions: dict[str, str], gold: Mapping[str, Sequence[str]], metric: str = "squad"
+) -> dict[str, float]:
     """Mean EM/F1 in percent over the questions of `gold`; a missing prediction counts as empty."""
     if not gold:
         return {"em": 0.0, "f1": 0.0, "questions": 0}
@@ -74,8 +76,9 @@ def _chunks(items: list, size: int) -> Iterable[list]:
         yield items[i : i + size]
 
 
-def predict_answers(reader, items, threshold: float | None = None, chunk: int = 64,
-                    progress: bool = False) -> tuple[dict[str, str], dict[str, list[str]]]:
+def predict_answers(
+    reader, items, threshold: float | None = None, chunk: int = 64, progress: bool = False
+) -> tuple[dict[str, str], dict[str, list[str]]]:
     """(predictions, gold answers) by question id: each question's best span in its gold paragraph, read in
     batches of `chunk`; "" where the reader answers nothing (only with a `threshold`)."""
     preds: dict[str, str] = {}
@@ -86,7 +89,9 @@ def predict_answers(reader, items, threshold: float | None = None, chunk: int = 
 
         bar = tqdm(total=len(items), desc="eval-reader", unit="q", mininterval=5)
     for part in _chunks(list(items), chunk):
-        answers = reader.read_batch([q.question for q in part], [q.context for q in part], no_answer_threshold=threshold)
+        answers = reader.read_batch(
+            [q.question for q in part], [q.context for q in part], no_answer_threshold=threshold
+        )
         for q, a in zip(part, answers):
             key = q.id or str(len(gold))
             preds[key] = a.text if a is not None else ""
@@ -99,8 +104,12 @@ def predict_answers(reader, items, threshold: float | None = None, chunk: int = 
 
 
 def rounded(metrics: dict, seconds: float) -> dict:
-    return {"em": round(metrics["em"], 2), "f1": round(metrics["f1"], 2), "questions": metrics["questions"],
-            "seconds": round(seconds, 1)}
+    return {
+        "em": round(metrics["em"], 2),
+        "f1": round(metrics["f1"], 2),
+        "questions": metrics["questions"],
+        "seconds": round(seconds, 1),
+    }
 
 
 def evaluate_reader(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 from tqdm.auto import tqdm
 
@@ -66,14 +67,23 @@ def summarize(results: Sequence[QuestionResult], ks: Sequence[int]) -> dict:
     n = len(results)
     metrics: dict = {}
     for k in ks:
-        metrics[f"recall@{k}"] = round(100.0 * sum(r.first_hit_rank is not None and r.first_hit_rank <= k for r in results) / n, 2) if n else 0.0
+        metrics[f"recall@{k}"] = (
+            round(100.0 * sum(r.first_hit_rank is not None and r.first_hit_rank <= k for r in results) / n, 2)
+            if n
+            else 0.0
+        )
     # in percent, as the recalls beside it
-    metrics["mrr"] = round(100.0 * sum(1.0 / r.first_hit_rank for r in results if r.first_hit_rank) / n, 2) if n else 0.0
+    metrics["mrr"] = (
+        round(100.0 * sum(1.0 / r.first_hit_rank for r in results if r.first_hit_rank) / n, 2) if n else 0.0
+    )
     with_gold = [r for r in results if r.item.context]
     if with_gold:
         for k in ks:
             metrics[f"gold_recall@{k}"] = round(
-                100.0 * sum(r.first_gold_rank is not None and r.first_gold_rank <= k for r in with_gold) / len(with_gold), 2
+                100.0
+                * sum(r.first_gold_rank is not None and r.first_gold_rank <= k for r in with_gold)
+                / len(with_gold),
+                2,
             )
     metrics["questions"] = n
     return metrics
@@ -84,30 +94,45 @@ def _open_output(files: contextlib.ExitStack, target: str | Path):
     return files.enter_context(tmp.open("w", encoding="utf-8"))
 
 
-def evaluate_retrieval(retriever, items: Sequence[QAItem], ks: Sequence[int] = DEFAULT_KS, batch_size: int = 32,
-                       per_question: str | Path | None = None, progress: bool = True,
-                       run_out: str | Path | None = None, trec_run: str | Path | None = None,
-                       dpr_json: str | Path | None = None, run_tag: str = "odqa") -> dict:
+def evaluate_retrieval(
+    retriever,
+    items: Sequence[QAItem],
+    ks: Sequence[int] = DEFAULT_KS,
+    batch_size: int = 32,
+    per_question: str | Path | None = None,
+    progress: bool = True,
+    run_out: str | Path | None = None,
+    trec_run: str | Path | None = None,
+    dpr_json: str | Path | None = None,
+    run_tag: str = "odqa",
+) -> dict:
     """`run_out`: also save every question's ranking, judged (`write_run`), to merge with other shards';
     `trec_run` / `dpr_json`: the same rankings as a TREC run file (tagged `run_tag`) / DPR retrieval JSON."""
     depth = max(ks)
     results: list[QuestionResult] = []  # judged, without their hits: memory stays flat in the question count
     start = time.perf_counter()
-    bar = tqdm(total=len(items), desc=f"eval {getattr(retriever, 'name', '')}", unit=" q", disable=not progress, mininterval=2)
+    bar = tqdm(
+        total=len(items), desc=f"eval {getattr(retriever, 'name', '')}", unit=" q", disable=not progress, mininterval=2
+    )
     # the bar is closed on the way out, an error too, so the error is the last line printed
     with bar, contextlib.ExitStack() as files:
-        writers = []  # each question's lines are written as soon as it is judged
+        writers: list[Callable[[QuestionResult], object]] = []  # each question's lines: written once it is judged
         for target, row in ((per_question, QuestionResult.to_dict), (run_out, run_row)):
             if target:
                 f = _open_output(files, target)
-                writers.append(lambda result, f=f, row=row: f.write(strict_json.dumps(row(result), ensure_ascii=False) + "\n"))
+
+                def write_row(result: QuestionResult, f=f, row=row) -> None:
+                    f.write(strict_json.dumps(row(result), ensure_ascii=False) + "\n")
+
+                writers.append(write_row)
         if trec_run:
             trec = TrecRunWriter(_open_output(files, trec_run), run_tag)
             writers.append(lambda result: trec.write(result.item.id, [(h.passage_id, h.score) for h in result.hits]))
         if dpr_json:
             dpr = DprJsonWriter(_open_output(files, dpr_json))
-            writers.append(lambda result: dpr.write(result.item.id, result.item.question, result.item.answers,
-                                                    dpr_ctxs(result)))
+            writers.append(
+                lambda result: dpr.write(result.item.id, result.item.question, result.item.answers, dpr_ctxs(result))
+            )
         for i in range(0, len(items), batch_size):
             batch = items[i : i + batch_size]
             for item, hits in zip(batch, retriever.search([q.question for q in batch], depth)):
@@ -134,8 +159,16 @@ def write_run(results: Sequence[QuestionResult], path: str | Path) -> None:
 
 def dpr_ctxs(r: QuestionResult) -> list[dict]:
     """A question's hits as DPR's ctxs: id, title, text, score and whether it holds an answer."""
-    return [dpr_ctx(h.passage_id, h.passage.title if h.passage else "", h.passage.text if h.passage else "",
-                    h.score, holds_answer(r.item, h.passage.text if h.passage else "")) for h in r.hits]
+    return [
+        dpr_ctx(
+            h.passage_id,
+            h.passage.title if h.passage else "",
+            h.passage.text if h.passage else "",
+            h.score,
+            holds_answer(r.item, h.passage.text if h.passage else ""),
+        )
+        for h in r.hits
+    ]
 
 
 class RunHit(NamedTuple):
@@ -148,8 +181,12 @@ class RunHit(NamedTuple):
     in_gold_paragraph: bool | None
 
     def to_dict(self) -> dict:
-        return {"passage_id": self.passage_id, "score": self.score, "holds_answer": self.holds_answer,
-                "in_gold_paragraph": self.in_gold_paragraph}
+        return {
+            "passage_id": self.passage_id,
+            "score": self.score,
+            "holds_answer": self.holds_answer,
+            "in_gold_paragraph": self.in_gold_paragraph,
+        }
 
 
 def run_row(r: QuestionResult) -> dict:
@@ -158,8 +195,11 @@ def run_row(r: QuestionResult) -> dict:
     hits = []
     for hit in r.hits:
         text = hit.passage.text if hit.passage else ""
-        hits.append(RunHit(hit.passage_id, round(float(hit.score), 6), holds_answer(r.item, text),
-                           in_gold_paragraph(r.item, text)).to_dict())
+        hits.append(
+            RunHit(
+                hit.passage_id, round(float(hit.score), 6), holds_answer(r.item, text), in_gold_paragraph(r.item, text)
+            ).to_dict()
+        )
     return {"id": r.item.id, "question": r.item.question, "gold": bool(r.item.context), "hits": hits}
 
 
@@ -180,5 +220,6 @@ def aligned_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     def line(cells: Sequence[str]) -> str:
         return "| " + " | ".join(cell.rjust(width) for cell, width in zip(cells, widths)) + " |"
 
-    return "\n".join([line(header), "|" + "|".join("-" * (width + 1) + ":" for width in widths) + "|",
-                      *map(line, rows)])
+    return "\n".join(
+        [line(header), "|" + "|".join("-" * (width + 1) + ":" for width in widths) + "|", *map(line, rows)]
+    )

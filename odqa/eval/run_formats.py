@@ -17,8 +17,9 @@ import json
 import math
 import re
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import IO, Iterable, Sequence
+from typing import IO
 from urllib.parse import quote, unquote
 
 from odqa.core import strict_json
@@ -40,8 +41,10 @@ class TrecRunWriter:
 
     def write(self, query_id: str, ranking: Iterable[tuple[str, float]]) -> None:
         qid = trec_id(query_id)
-        self.f.writelines(f"{qid} Q0 {trec_id(doc)} {rank} {score!r} {self.tag}\n"
-                          for rank, (doc, score) in enumerate(finite_scores(ranking), 1))
+        self.f.writelines(
+            f"{qid} Q0 {trec_id(doc)} {rank} {score!r} {self.tag}\n"
+            for rank, (doc, score) in enumerate(finite_scores(ranking), 1)
+        )
 
 
 def finite_scores(ranking: Iterable[tuple[str, float]]) -> Iterable[tuple[str, float]]:
@@ -80,7 +83,7 @@ def dpr_ctx(passage_id: str, title: str, text: str, score: float, has_answer: bo
 
 
 def detect_run_format(path: Path) -> str:
-    """"odqa" (eval-retrieval --run-out JSONL), "dpr-json" or "trec", from the file's first bytes."""
+    """ "odqa" (eval-retrieval --run-out JSONL), "dpr-json" or "trec", from the file's first bytes."""
     with path.open(encoding="utf-8", errors="replace") as f:
         head = f.read(4096).lstrip()
     if head.startswith("["):
@@ -104,8 +107,14 @@ def read_trec_run(path: Path) -> list[dict]:
     rows = []
     for qid, ranking in rankings.items():
         ranking.sort(key=lambda d: (-d[1], _reversed_key(d[0])))  # trec_eval: score, then document id descending
-        rows.append({"id": from_trec_id(qid), "question": "", "gold": False,
-                     "hits": [(from_trec_id(doc), score, None, None) for doc, score in ranking]})
+        rows.append(
+            {
+                "id": from_trec_id(qid),
+                "question": "",
+                "gold": False,
+                "hits": [(from_trec_id(doc), score, None, None) for doc, score in ranking],
+            }
+        )
     return rows
 
 
@@ -120,8 +129,17 @@ def read_dpr_json(path: Path) -> list[dict]:
         raise ValueError("not a JSON list of questions")
     rows = []
     for i, entry in enumerate(data):
-        hits = [(str(c["id"]), float(c.get("score", 0.0)), bool(c["has_answer"]) if "has_answer" in c else None, False)
-                for c in entry["ctxs"]]
-        rows.append({"id": str(entry.get("id", i)), "question": entry["question"], "gold": False, "hits": hits,
-                     "answers": entry.get("answers", [])})
+        hits = [
+            (str(c["id"]), float(c.get("score", 0.0)), bool(c["has_answer"]) if "has_answer" in c else None, False)
+            for c in entry["ctxs"]
+        ]
+        rows.append(
+            {
+                "id": str(entry.get("id", i)),
+                "question": entry["question"],
+                "gold": False,
+                "hits": hits,
+                "answers": entry.get("answers", []),
+            }
+        )
     return rows

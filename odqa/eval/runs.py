@@ -22,8 +22,8 @@ hybrids' own RRF: odqa.core.fusion, with `retrieval.rrf_k`), which needs no comp
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from odqa.core.errors import OdqaError
 from odqa.core.fusion import Fusion
@@ -39,7 +39,9 @@ FUSIONS = ("score", "rrf")
 
 def _hit(h) -> RunHit:
     if isinstance(h, dict):
-        return RunHit(str(h["passage_id"]), float(h["score"]), _known(h["holds_answer"]), _known(h["in_gold_paragraph"]))
+        return RunHit(
+            str(h["passage_id"]), float(h["score"]), _known(h["holds_answer"]), _known(h["in_gold_paragraph"])
+        )
     return RunHit(str(h[0]), float(h[1]), _known(h[2]), _known(h[3]))  # a run written before the fields were named
 
 
@@ -62,11 +64,15 @@ def read_run(path: str | Path) -> list[dict]:
         try:
             return _with_run_hits(read_dpr_json(path))
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
-            raise OdqaError(f"{path} is not DPR retrieval JSON (a list of question, answers, ctxs): "
-                            f"{e.__class__.__name__} {str(e)[:120]}") from None
+            raise OdqaError(
+                f"{path} is not DPR retrieval JSON (a list of question, answers, ctxs): "
+                f"{e.__class__.__name__} {str(e)[:120]}"
+            ) from None
     if kind != "odqa":
-        raise OdqaError(f"{path}: not a run in odqa's JSONL, TREC or DPR JSON format; write runs with "
-                        "eval-retrieval --run-out, --trec-run or --dpr-json")
+        raise OdqaError(
+            f"{path}: not a run in odqa's JSONL, TREC or DPR JSON format; write runs with "
+            "eval-retrieval --run-out, --trec-run or --dpr-json"
+        )
     rows = []
     with path.open(encoding="utf-8", errors="replace") as f:
         for n, line in enumerate(f, 1):
@@ -75,8 +81,10 @@ def read_run(path: str | Path) -> list[dict]:
                 row["hits"] = [_hit(h) for h in row["hits"]]
                 rows.append(row)
             except (ValueError, KeyError, IndexError, TypeError, RecursionError) as e:
-                raise OdqaError(f"{path} line {n} is not a run row ({type(e).__name__}: {str(e)[:120]}); write runs "
-                                "with eval-retrieval --run-out") from None
+                raise OdqaError(
+                    f"{path} line {n} is not a run row ({type(e).__name__}: "
+                    f"{str(e)[:120]}); write runs with eval-retrieval --run-out"
+                ) from None
     return rows
 
 
@@ -86,8 +94,9 @@ def _with_run_hits(rows: list[dict]) -> list[dict]:
     return rows
 
 
-def merge_runs(paths: Sequence[str | Path], depth: int, fusion: str = "score",
-               rrf_k: int = RetrievalConfig.rrf_k) -> list[dict]:
+def merge_runs(
+    paths: Sequence[str | Path], depth: int, fusion: str = "score", rrf_k: int = RetrievalConfig.rrf_k
+) -> list[dict]:
     """The `depth` best hits per question over all runs (a passage found in several runs counts once), in the
     first run's question order. `score`: by score (shards of one corpus searched with one model); `rrf`: by
     reciprocal rank fusion with the rank constant `rrf_k` (runs of different retrievers). The runs must rank the
@@ -97,10 +106,12 @@ def merge_runs(paths: Sequence[str | Path], depth: int, fusion: str = "score",
     runs = [read_run(p) for p in paths]
     first = runs[0]
     by_id = [{r["id"]: r for r in run} for run in runs]
-    for path, rows in zip(paths[1:], by_id[1:]):
-        if set(rows) != set(by_id[0]):
-            raise OdqaError(f"{path} and {paths[0]} rank different questions; merge runs of one question file "
-                            "(same --questions and --limit)")
+    for path, ids in zip(paths[1:], by_id[1:]):
+        if set(ids) != set(by_id[0]):
+            raise OdqaError(
+                f"{path} and {paths[0]} rank different questions; merge runs of one question file "
+                "(same --questions and --limit)"
+            )
     rrf = Fusion("rrf", None, rrf_k)
     merged = []
     for row in first:
@@ -123,8 +134,14 @@ def merge_runs(paths: Sequence[str | Path], depth: int, fusion: str = "score",
         else:
             best = sorted(fused.items(), key=lambda item: -item[1])[:depth]
         question = next((r["question"] for r in rows if r.get("question")), "")
-        merged.append({**row, "question": question, "gold": any(r.get("gold") for r in rows),
-                       "hits": [RunHit(pid, score, *known[pid]) for pid, score in best]})
+        merged.append(
+            {
+                **row,
+                "question": question,
+                "gold": any(r.get("gold") for r in rows),
+                "hits": [RunHit(pid, score, *known[pid]) for pid, score in best],
+            }
+        )
     return merged
 
 

@@ -28,20 +28,35 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
-from odqa.indexes.analysis import LANGUAGE_NAMES, detect_language
 from odqa import __version__
 from odqa.core.errors import OdqaError
 from odqa.core.logs import get_logger
 from odqa.core.secrets import mask_query
+from odqa.indexes.analysis import LANGUAGE_NAMES, detect_language
 from odqa.pipeline import Pipeline, clean_question
+from odqa.retriever.registry import RETRIEVERS
 from odqa.serve.models import (
-    AUTO_LANGUAGE, K_RULE, AnswerOut, AskRequest, AskResponse, ErrorDetail, ErrorResponse, HealthResponse,
-    InfoResponse, LinkRequest, LinkResponse, LockedInfo, MentionOut, PassageOut, SearchRequest, SearchResponse,
+    AUTO_LANGUAGE,
+    K_RULE,
+    AnswerOut,
+    AskRequest,
+    AskResponse,
+    ErrorDetail,
+    ErrorResponse,
+    HealthResponse,
+    InfoResponse,
+    LinkRequest,
+    LinkResponse,
+    LockedInfo,
+    MentionOut,
+    Outcome,
+    PassageOut,
+    SearchRequest,
+    SearchResponse,
     number_problem,
 )
 from odqa.serve.settings import API_KEY_HEADER, ServeSettings, api_key_problem, cors_origin_problem
 from odqa.serve.worker import Answered, PipelineWorker, QueueFull
-from odqa.retriever.registry import RETRIEVERS
 
 log = get_logger("odqa.serve")
 
@@ -62,22 +77,32 @@ DOCS_HEADERS = {
     "Content-Security-Policy": (
         f"default-src 'self'; script-src 'self' {DOCS_CDN}; style-src 'self' 'unsafe-inline' {DOCS_CDN}; "
         f"img-src 'self' data: {DOCS_CDN}; font-src 'self' data: {DOCS_CDN}; worker-src 'self' blob:; "
-        "connect-src 'self'; base-uri 'none'; frame-ancestors 'none'"),
+        "connect-src 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
 JSON_PATHS = ("/ask", "/search", "/link")  # the routes whose body is a JSON object
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse, "description": what} for code, what in (
-        (401, "missing or wrong API key"), (413, "request body too large"),
-        (415, "the body is not sent as JSON (Content-Type: application/json)"), (422, "a field is missing or wrong"),
-        (500, "a failure inside the server"), (503, "too many requests waiting"))
+    code: {"model": ErrorResponse, "description": what}
+    for code, what in (
+        (401, "missing or wrong API key"),
+        (413, "request body too large"),
+        (415, "the body is not sent as JSON (Content-Type: application/json)"),
+        (422, "a field is missing or wrong"),
+        (500, "a failure inside the server"),
+        (503, "too many requests waiting"),
+    )
 }
 # where an error that names no request field is, and its type, by status (FastAPI's loc starts with the part of
 # the request at fault; a failure inside the server is in none of them)
 NO_FIELD: dict[int, tuple[list[str | int], str]] = {
-    400: (["body"], "bad_request"), 404: (["path"], "not_found"), 405: (["method"], "method_not_allowed"),
-    413: (["body"], "body_too_large"), 500: (["server"], "internal_error"), 503: (["server"], "server_busy"),
+    400: (["body"], "bad_request"),
+    404: (["path"], "not_found"),
+    405: (["method"], "method_not_allowed"),
+    413: (["body"], "body_too_large"),
+    500: (["server"], "internal_error"),
+    503: (["server"], "server_busy"),
 }
 
 
@@ -106,8 +131,9 @@ def mask_access_log() -> None:
 class FieldError(Exception):
     """A request field with a value the types allow but the server does not (too long, k above the limit...)."""
 
-    def __init__(self, field: str, message: str, status: int = 422, loc: list[str | int] | None = None,
-                 kind: str = "value_error"):
+    def __init__(
+        self, field: str, message: str, status: int = 422, loc: list[str | int] | None = None, kind: str = "value_error"
+    ):
         super().__init__(message)
         self.field, self.message, self.status, self.kind = field, message, status, kind
         self.loc = loc or ["body", field]
@@ -119,8 +145,13 @@ class ServerFailure(Exception):
         self.message, self.status, self.headers = message, status, headers
 
 
-def error_response(status: int, message: str, field: str | None = None, detail: list[ErrorDetail] | None = None,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    status: int,
+    message: str,
+    field: str | None = None,
+    detail: list[ErrorDetail] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     """The error body; without `detail`, one problem: the message, where and of the type NO_FIELD gives."""
     if not detail:
         loc, kind = NO_FIELD.get(status, (["request"], "error"))
@@ -178,8 +209,10 @@ class BodyLimit:
         await self.app(scope, _replay([{"type": "http.request", "body": body, "more_body": False}], receive), send)
 
     async def _refuse(self, size: int, scope, receive, send):
-        message = (f"the request body holds {size:,} bytes or more, over the {self.limit:,} this server reads; send "
-                   "one question per request")
+        message = (
+            f"the request body holds {size:,} bytes or more, over the "
+            f"{self.limit:,} this server reads; send one question per request"
+        )
         await error_response(413, message, "body")(scope, receive, send)
 
 
@@ -199,13 +232,16 @@ def _is_json(kind: str) -> bool:
 
 def _not_json(kind: str) -> str:
     sent = f"sent as {kind}{' (form data)' if kind in FORM_TYPES else ''}" if kind else "sent with no Content-Type"
-    return (f"the body is {sent}, which this API does not read; send JSON with the header Content-Type: "
-            """application/json, e.g. {"question": "..."} (curl: -H 'content-type: application/json')""")
+    return (
+        f"the body is {sent}, which this API does not read; send JSON with the header Content-Type: "
+        """application/json, e.g. {"question": "..."} (curl: -H 'content-type: application/json')"""
+    )
 
 
 def _not_utf8(exc: UnicodeDecodeError) -> str:
-    return (f"not UTF-8 text (byte {exc.start}: {exc.reason}); send the JSON encoded as UTF-8, e.g. "
-            '{"question": "..."}')
+    return (
+        f'not UTF-8 text (byte {exc.start}: {exc.reason}); send the JSON encoded as UTF-8, e.g. {{"question": "..."}}'
+    )
 
 
 def _replay(messages: list[dict], receive):
@@ -223,10 +259,13 @@ class CORS(CORSMiddleware):
         if response.status_code < 400:
             return response
         refused = bytes(response.body).decode().removeprefix("Disallowed CORS ").split(", ")
-        header = {"origin": "Origin", "method": "Access-Control-Request-Method"}.get(refused[0],
-                                                                                    "Access-Control-Request-Headers")
-        message = (f"CORS preflight refused ({', '.join(refused)} not allowed): pages of the origins the server's "
-                   f"--cors-origin names may call GET and POST with Content-Type and {API_KEY_HEADER}")
+        header = {"origin": "Origin", "method": "Access-Control-Request-Method"}.get(
+            refused[0], "Access-Control-Request-Headers"
+        )
+        message = (
+            f"CORS preflight refused ({', '.join(refused)} not allowed): pages of the origins the server's "
+            f"--cors-origin names may call GET and POST with Content-Type and {API_KEY_HEADER}"
+        )
         headers = {k: v for k, v in response.headers.items() if k.lower() not in ("content-length", "content-type")}
         problem = ErrorDetail(loc=["header", header], msg=message, type="cors_refused")
         return error_response(response.status_code, message, header, [problem], headers)
@@ -274,8 +313,10 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
     `api_key`: every request but /health, the page and the schema must send it in the X-API-Key header."""
     settings = settings or ServeSettings()
     if api_key and api_key_problem(api_key):
-        raise OdqaError(f"the API key {api_key_problem(api_key)}, which no request can send in the {API_KEY_HEADER} "
-                        "header; use one line of printable ASCII")
+        raise OdqaError(
+            f"the API key {api_key_problem(api_key)}, which no request can send in the {API_KEY_HEADER} "
+            "header; use one line of printable ASCII"
+        )
     for origin in settings.cors_origin:
         if cors_origin_problem(origin):
             raise OdqaError(f"CORS origin {origin!r} {cors_origin_problem(origin)}")
@@ -289,36 +330,55 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         worker.start()
         started = time.perf_counter()
         state["index"] = await asyncio.wrap_future(worker.call(warm_up))
-        log.info("models loaded in %.1f s; %d passages", time.perf_counter() - started,
-                 state["index"]["passages"])
+        log.info("models loaded in %.1f s; %d passages", time.perf_counter() - started, state["index"]["passages"])
         try:
             yield
         finally:
             await asyncio.get_running_loop().run_in_executor(None, worker.stop)
 
     # FastAPI's own /docs and /redoc would run inline scripts from a CDN with no word when it cannot be reached
-    app = FastAPI(title="odqa", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
-                  description="Open-domain question answering over one index: ask, search, link.")
+    app = FastAPI(
+        title="odqa",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        description="Open-domain question answering over one index: ask, search, link.",
+    )
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES, json_paths=JSON_PATHS)
     if settings.cors_origin:  # added last, so outermost: the refusals of BodyLimit carry its headers too
-        app.add_middleware(CORS, allow_origins=list(settings.cors_origin), allow_methods=["GET", "POST"],
-                           allow_headers=["Content-Type", API_KEY_HEADER], expose_headers=["Retry-After"])
+        app.add_middleware(
+            CORS,
+            allow_origins=list(settings.cors_origin),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Content-Type", API_KEY_HEADER],
+            expose_headers=["Retry-After"],
+        )
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
-    key_header = APIKeyHeader(name=API_KEY_HEADER, auto_error=False,
-                              description="the key named by the server's --api-key-env, where it was started with one")
+    key_header = APIKeyHeader(
+        name=API_KEY_HEADER,
+        auto_error=False,
+        description="the key named by the server's --api-key-env, where it was started with one",
+    )
 
     async def check_key(sent: str | None = Depends(key_header)) -> None:
         if api_key and not (sent and secrets.compare_digest(sent.encode(), api_key.encode())):
-            raise FieldError(API_KEY_HEADER, f"{'wrong' if sent else 'missing'} API key: send the server's key in "
-                                             f"the {API_KEY_HEADER} header", status=401,
-                             loc=["header", API_KEY_HEADER], kind="api_key_wrong" if sent else "api_key_missing")
+            raise FieldError(
+                API_KEY_HEADER,
+                f"{'wrong' if sent else 'missing'} API key: send the server's key in the {API_KEY_HEADER} header",
+                status=401,
+                loc=["header", API_KEY_HEADER],
+                kind="api_key_wrong" if sent else "api_key_missing",
+            )
 
     # ---- errors -------------------------------------------------------------------------------------------
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors() or [{"loc": ("body",), "msg": "invalid request", "type": "value_error"}]
-        problems = [ErrorDetail(loc=list(e.get("loc", ("body",))), msg=_message(e), type=e.get("type", "value_error"))
-                    for e in errors]
+        problems = [
+            ErrorDetail(loc=list(e.get("loc", ("body",))), msg=_message(e), type=e.get("type", "value_error"))
+            for e in errors
+        ]
         field = _field_of(errors[0])
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         return error_response(422, f"{field}: {problems[0].msg}{more}", field, problems)
@@ -334,9 +394,11 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         if unreadable:  # FastAPI's "There was an error parsing the body" says neither what nor how to fix it
             problem = ErrorDetail(loc=["body"], msg=unreadable, type="json_invalid")
             return error_response(422, f"body: {unreadable}", "body", [problem])
-        message = {404: f"no such path {request.url.path}: the API has POST /ask, /search, /link and GET /health, "
-                        "/info, /openapi.json, /docs",
-                   405: f"{request.method} is not allowed on {request.url.path}"}.get(exc.status_code, str(exc.detail))
+        message = {
+            404: f"no such path {request.url.path}: the API has POST /ask, /search, /link and GET /health, "
+            "/info, /openapi.json, /docs",
+            405: f"{request.method} is not allowed on {request.url.path}",
+        }.get(exc.status_code, str(exc.detail))
         return error_response(exc.status_code, message, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(ServerFailure)
@@ -363,23 +425,32 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
 
     def checked_question(question: str) -> tuple[str, list[str]]:
         if len(question) > settings.max_question_chars:
-            raise FieldError("question", f"{len(question):,} characters, over the {settings.max_question_chars:,} "
-                                         "this server accepts; ask a shorter question")
+            raise FieldError(
+                "question",
+                f"{len(question):,} characters, over the {settings.max_question_chars:,} "
+                "this server accepts; ask a shorter question",
+            )
         try:
             return clean_question(question)
         except OdqaError as exc:
             raise FieldError("question", str(exc)) from None
 
     def checked_k(k: int | None) -> int | None:
-        problem = None if k is None else number_problem(k, k_rule, f" (this server reads {settings.max_k} passages "
-                                                                   "at most)")
+        problem = (
+            None if k is None else number_problem(k, k_rule, f" (this server reads {settings.max_k} passages at most)")
+        )
         if problem:
             raise FieldError("k", problem)
         return k
 
     # ---- the API ------------------------------------------------------------------------------------------
-    @app.post("/ask", response_model=AskResponse, responses=ERRORS, dependencies=[Depends(check_key)],
-              summary="Answer a question: answers with calibrated probabilities, their passages, linked entities")
+    @app.post(
+        "/ask",
+        response_model=AskResponse,
+        responses=ERRORS,
+        dependencies=[Depends(check_key)],
+        summary="Answer a question: answers with calibrated probabilities, their passages, linked entities",
+    )
     async def ask(body: AskRequest) -> AskResponse:
         text, _ = checked_question(body.question)
         k = checked_k(body.k)
@@ -390,36 +461,74 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         index_language = state["index"].get("language", "en")
         # the pipeline does not search a question in another language than the index's (its notice says so)
         not_searched = not result.passages and await answered(
-            submit(worker.call, lambda p: p.language_differs(result.question) is not None))
+            submit(worker.call, lambda p: p.language_differs(result.question) is not None)
+        )
         if language != index_language and not not_searched:
-            notices.append(f"the question is {LANGUAGE_NAMES[language]} but the index holds "
-                           f"{LANGUAGE_NAMES.get(index_language, index_language)} passages"
-                           + (": answers may be poor" if result.answers else ", which may be why no answer was found"
-                              if result.passages else ", which may be why no passage was retrieved"))
-        outcome = ("language_differs" if not_searched else "no_passages" if not result.passages
-                   else "no_answer" if not result.answers else "answer" if result.confident else "best_guess")
+            notices.append(
+                f"the question is {LANGUAGE_NAMES[language]} but the index holds "
+                f"{LANGUAGE_NAMES.get(index_language, index_language)} passages"
+                + (
+                    ": answers may be poor"
+                    if result.answers
+                    else ", which may be why no answer was found"
+                    if result.passages
+                    else ", which may be why no passage was retrieved"
+                )
+            )
+        outcome: Outcome = (
+            "language_differs"
+            if not_searched
+            else "no_passages"
+            if not result.passages
+            else "no_answer"
+            if not result.answers
+            else "answer"
+            if result.confident
+            else "best_guess"
+        )
         answers = [AnswerOut.of(a) for a in result.answers]
         timings = {name: round(seconds * 1000, 1) for name, seconds in result.timings.items()}
         timings["queue"] = round(done.waited * 1000, 1)
-        return AskResponse(question=result.question, language=language, confident=result.confident, outcome=outcome,
-                           answer=answers[0] if answers else None, answers=answers,
-                           passages=[PassageOut.of(i, h) for i, h in enumerate(result.passages, 1)],
-                           mentions=[MentionOut.of(m) for m in result.mentions], timings_ms=timings,
-                           batch_size=done.batch_size, notices=notices)
+        return AskResponse(
+            question=result.question,
+            language=language,
+            confident=result.confident,
+            outcome=outcome,
+            answer=answers[0] if answers else None,
+            answers=answers,
+            passages=[PassageOut.of(i, h) for i, h in enumerate(result.passages, 1)],
+            mentions=[MentionOut.of(m) for m in result.mentions],
+            timings_ms=timings,
+            batch_size=done.batch_size,
+            notices=notices,
+        )
 
-    @app.post("/search", response_model=SearchResponse, responses=ERRORS, dependencies=[Depends(check_key)],
-              summary="The passages the retriever ranks first (no reading, no linking)")
+    @app.post(
+        "/search",
+        response_model=SearchResponse,
+        responses=ERRORS,
+        dependencies=[Depends(check_key)],
+        summary="The passages the retriever ranks first (no reading, no linking)",
+    )
     async def search(body: SearchRequest) -> SearchResponse:
         text, notices = checked_question(body.question)
         k = checked_k(body.k)
         started = time.perf_counter()
         hits = await answered(submit(worker.search, text, k, body.retriever))
-        return SearchResponse(question=text, passages=[PassageOut.of(i, h) for i, h in enumerate(hits, 1)],
-                              timings_ms={"total": round((time.perf_counter() - started) * 1000, 1)},
-                              notices=notices)
+        return SearchResponse(
+            question=text,
+            passages=[PassageOut.of(i, h) for i, h in enumerate(hits, 1)],
+            timings_ms={"total": round((time.perf_counter() - started) * 1000, 1)},
+            notices=notices,
+        )
 
-    @app.post("/link", response_model=LinkResponse, responses=ERRORS, dependencies=[Depends(check_key)],
-              summary="The entities of the knowledge base the question mentions")
+    @app.post(
+        "/link",
+        response_model=LinkResponse,
+        responses=ERRORS,
+        dependencies=[Depends(check_key)],
+        summary="The entities of the knowledge base the question mentions",
+    )
     async def link(body: LinkRequest) -> LinkResponse:
         text, notices = checked_question(body.question)
         started = time.perf_counter()
@@ -427,33 +536,52 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         enabled = await answered(submit(worker.call, lambda p: p.linker is not None))
         if not enabled:
             notices.append("entity linking is off on this server (disabled, or no knowledge base beside the index)")
-        return LinkResponse(question=text, mentions=[MentionOut.of(m) for m in mentions], linker_enabled=enabled,
-                            timings_ms={"total": round((time.perf_counter() - started) * 1000, 1)},
-                            notices=notices)
+        return LinkResponse(
+            question=text,
+            mentions=[MentionOut.of(m) for m in mentions],
+            linker_enabled=enabled,
+            timings_ms={"total": round((time.perf_counter() - started) * 1000, 1)},
+            notices=notices,
+        )
 
     @app.get("/health", response_model=HealthResponse, summary="The server is up, its models loaded")
     async def health() -> HealthResponse:
         return HealthResponse(passages=state["index"]["passages"])
 
-    @app.get("/info", response_model=InfoResponse | LockedInfo, responses=ERRORS,
-             summary="The index (manifest summary), the models and how each runs; without the key a server wants, "
-                     "only that it wants one")
+    @app.get(
+        "/info",
+        response_model=InfoResponse | LockedInfo,
+        responses=ERRORS,
+        summary="The index (manifest summary), the models and how each runs; without the key a server wants, "
+        "only that it wants one",
+    )
     async def info(sent: str | None = Depends(key_header)) -> InfoResponse | LockedInfo:
         if api_key and not sent:  # a client (the page) learns that it must ask for a key; a wrong one is a 401
             return LockedInfo(version=__version__, api_key_header=API_KEY_HEADER)
         await check_key(sent)
         plans = await answered(submit(worker.call, lambda p: p.inference_plans()))
         config = pipeline.config
-        models = {"reader": pipeline.reader_name, "encoder": state["index"].get("encoder", ""),
-                  "linker": config.linker.model if config.linker.enabled else ""}
+        models = {
+            "reader": pipeline.reader_name,
+            "encoder": state["index"].get("encoder", ""),
+            "linker": config.linker.model if config.linker.enabled else "",
+        }
         return InfoResponse(
-            version=__version__, index=state["index"], models=models,
+            version=__version__,
+            index=state["index"],
+            models=models,
             inference={name: {k: str(v) for k, v in plan.items()} for name, plan in plans.items()},
             retrievers=list(RETRIEVERS.names),
             defaults={"retriever": config.retrieval.retriever, "k": config.retrieval.k},
-            limits={"max_k": settings.max_k, "max_question_chars": settings.max_question_chars,
-                    "max_batch": settings.max_batch, "max_body_bytes": MAX_BODY_BYTES},
-            api_key_required=bool(api_key), batches=dict(worker.batches))
+            limits={
+                "max_k": settings.max_k,
+                "max_question_chars": settings.max_question_chars,
+                "max_batch": settings.max_batch,
+                "max_body_bytes": MAX_BODY_BYTES,
+            },
+            api_key_required=bool(api_key),
+            batches=dict(worker.batches),
+        )
 
     # ---- the page -----------------------------------------------------------------------------------------
     page = (STATIC / "index.html").read_text(encoding="utf-8")
@@ -464,14 +592,25 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
 
     @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
     async def swagger_ui() -> HTMLResponse:
-        return HTMLResponse(docs_page("Swagger UI", "swagger-ui", app.openapi_url or "",
-                                      [f"{DOCS_CDN}/npm/swagger-ui-dist@5/swagger-ui.css"],
-                                      f"{DOCS_CDN}/npm/swagger-ui-dist@5/swagger-ui-bundle.js"), headers=DOCS_HEADERS)
+        return HTMLResponse(
+            docs_page(
+                "Swagger UI",
+                "swagger-ui",
+                app.openapi_url or "",
+                [f"{DOCS_CDN}/npm/swagger-ui-dist@5/swagger-ui.css"],
+                f"{DOCS_CDN}/npm/swagger-ui-dist@5/swagger-ui-bundle.js",
+            ),
+            headers=DOCS_HEADERS,
+        )
 
     @app.get("/redoc", response_class=HTMLResponse, include_in_schema=False)
     async def redoc() -> HTMLResponse:
-        return HTMLResponse(docs_page("ReDoc", "redoc", app.openapi_url or "", [],
-                                      f"{DOCS_CDN}/npm/redoc@2/bundles/redoc.standalone.js"), headers=DOCS_HEADERS)
+        return HTMLResponse(
+            docs_page(
+                "ReDoc", "redoc", app.openapi_url or "", [], f"{DOCS_CDN}/npm/redoc@2/bundles/redoc.standalone.js"
+            ),
+            headers=DOCS_HEADERS,
+        )
 
     app.state.worker = worker
     return app
@@ -499,8 +638,10 @@ def _unreadable_body(exc: StarletteHTTPException) -> str:
     if isinstance(cause, UnicodeDecodeError):
         return _not_utf8(cause)
     if isinstance(cause, RecursionError):
-        return ("JSON nested too deeply to read (arrays or objects inside each other beyond the reader's limit); "
-                'send one object of the request\'s fields, e.g. {"question": "..."}')
+        return (
+            "JSON nested too deeply to read (arrays or objects inside each other beyond the reader's limit); "
+            'send one object of the request\'s fields, e.g. {"question": "..."}'
+        )
     return ""
 
 

@@ -14,11 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from odqa.config import RetrievalConfig
 from odqa.core.settings import Number, number_rule
-from odqa.indexes.analysis import LANGUAGES
 from odqa.core.types import Mention, SearchHit
+from odqa.indexes.analysis import LANGUAGES
 from odqa.retriever.registry import RETRIEVERS
 
 AUTO_LANGUAGE = "auto"
+LANGUAGE_CHOICES = (AUTO_LANGUAGE, *LANGUAGES)  # of a request's `language`
+Outcome = Literal["answer", "best_guess", "no_answer", "no_passages", "language_differs"]  # how an /ask ended
 K_RULE: Number = number_rule(RetrievalConfig, "k")  # type: ignore[assignment]
 
 
@@ -40,13 +42,17 @@ class Response(BaseModel):
 class Question(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
-    question: str = Field(min_length=1, description="the question, in plain language (English, Korean, Chinese)",
-                          examples=["Who discovered penicillin?"])
+    question: str = Field(
+        min_length=1,
+        description="the question, in plain language (English, Korean, Chinese)",
+        examples=["Who discovered penicillin?"],
+    )
 
 
 def _names_or_null(names) -> Any:
     """json_schema_extra of an optional text field: its string branch lists the names (an enum beside `anyOf`
     would refuse the null the server takes as "the default")."""
+
     def extra(schema: dict[str, Any]) -> None:
         for branch in schema.get("anyOf", [schema]):
             if branch.get("type") == "string":
@@ -57,8 +63,11 @@ def _names_or_null(names) -> Any:
 
 class SearchRequest(Question):
     k: int | None = Field(None, ge=K_RULE.minimum, description="passages to return (default: the server's retrieval.k)")
-    retriever: str | None = Field(None, description="the retriever (default: the server's retrieval.retriever)",
-                                  json_schema_extra=_names_or_null(RETRIEVERS.names))
+    retriever: str | None = Field(
+        None,
+        description="the retriever (default: the server's retrieval.retriever)",
+        json_schema_extra=_names_or_null(RETRIEVERS.names),
+    )
 
     @field_validator("k", mode="before")
     @classmethod
@@ -78,9 +87,11 @@ class SearchRequest(Question):
 
 class AskRequest(SearchRequest):
     k: int | None = Field(None, ge=K_RULE.minimum, description="passages read (default: the server's retrieval.k)")
-    language: Literal[(AUTO_LANGUAGE, *LANGUAGES)] | None = Field(  # type: ignore[valid-type]
-        AUTO_LANGUAGE, description="the question's language (auto or null: from its script); a question in another "
-                                   "language than the index's gets a notice")
+    language: Literal[LANGUAGE_CHOICES] | None = Field(  # type: ignore[valid-type]
+        AUTO_LANGUAGE,
+        description="the question's language (auto or null: from its script); a question in another "
+        "language than the index's gets a notice",
+    )
 
 
 class LinkRequest(Question):
@@ -99,11 +110,19 @@ class PassageOut(Response):
     source: str = Field("", description="the retriever that found it: bm25, dense, hybrid, entity")
 
     @classmethod
-    def of(cls, rank: int, hit: SearchHit) -> "PassageOut":
+    def of(cls, rank: int, hit: SearchHit) -> PassageOut:
         p = hit.passage
-        return cls(rank=rank, id=hit.passage_id, title=p.title if p else "", text=p.text if p else "",
-                   doc_id=p.doc_id if p else "", start=p.start if p else 0, end=p.end if p else 0, score=hit.score,
-                   source=hit.source)
+        return cls(
+            rank=rank,
+            id=hit.passage_id,
+            title=p.title if p else "",
+            text=p.text if p else "",
+            doc_id=p.doc_id if p else "",
+            start=p.start if p else 0,
+            end=p.end if p else 0,
+            score=hit.score,
+            source=hit.source,
+        )
 
 
 class Evidence(Response):
@@ -130,10 +149,19 @@ class AnswerOut(Response):
     evidence: list[Evidence] = Field(description="every span merged into this answer, with its passage and offsets")
 
     @classmethod
-    def of(cls, answer) -> "AnswerOut":
-        return cls(text=answer.text, probability=answer.probability, confident=answer.confident, score=answer.score,
-                   passage_id=answer.passage_id, title=answer.title, start=answer.start, end=answer.end,
-                   context=answer.context, evidence=[Evidence.model_validate(e) for e in answer.evidence])
+    def of(cls, answer) -> AnswerOut:
+        return cls(
+            text=answer.text,
+            probability=answer.probability,
+            confident=answer.confident,
+            score=answer.score,
+            passage_id=answer.passage_id,
+            title=answer.title,
+            start=answer.start,
+            end=answer.end,
+            context=answer.context,
+            evidence=[Evidence.model_validate(e) for e in answer.evidence],
+        )
 
 
 class MentionOut(Response):
@@ -148,26 +176,36 @@ class MentionOut(Response):
     score: float
 
     @classmethod
-    def of(cls, m: Mention) -> "MentionOut":
+    def of(cls, m: Mention) -> MentionOut:
         e = m.entity
-        return cls(start=m.start, end=m.end, text=m.text, entity_id=e.id if e else None, title=e.title if e else None,
-                   description=e.description if e else "", mention_score=m.mention_score, entity_score=m.entity_score,
-                   score=m.score)
+        return cls(
+            start=m.start,
+            end=m.end,
+            text=m.text,
+            entity_id=e.id if e else None,
+            title=e.title if e else None,
+            description=e.description if e else "",
+            mention_score=m.mention_score,
+            entity_score=m.entity_score,
+            score=m.score,
+        )
 
 
 class AskResponse(Response):
     question: str = Field(description="the question as read (whitespace folded, maybe truncated: see notices)")
     language: str = Field(description="the question's language, as given or detected")
     confident: bool = Field(description="the best answer reaches the reader's threshold; else it is a best guess")
-    outcome: Literal["answer", "best_guess", "no_answer", "no_passages", "language_differs"] = Field(
+    outcome: Outcome = Field(
         description="what happened: a confident answer; a best guess; passages read but no answer in them; no "
-                    "passage retrieved; or not searched, the question's language differing from the index's (notices)")
+        "passage retrieved; or not searched, the question's language differing from the index's (notices)"
+    )
     answer: AnswerOut | None = Field(description="the best answer (or best guess), None when nothing was found")
     answers: list[AnswerOut]
     passages: list[PassageOut]
     mentions: list[MentionOut]
-    timings_ms: dict[str, float] = Field(description="milliseconds per stage (link, retrieve, read, total), and "
-                                                     "queue: the wait for the models")
+    timings_ms: dict[str, float] = Field(
+        description="milliseconds per stage (link, retrieve, read, total), and queue: the wait for the models"
+    )
     batch_size: int = Field(description="questions read in the same batch as this one")
     notices: list[str]
 
@@ -218,8 +256,10 @@ class LockedInfo(Response):
 class ErrorDetail(BaseModel):
     """One problem, as FastAPI's own 422 gives it."""
 
-    loc: list[str | int] = Field(description='where: ["body", field] or ["header", name]; ["body"] for the body '
-                                             'as a whole, ["server"] for a failure inside')
+    loc: list[str | int] = Field(
+        description='where: ["body", field] or ["header", name]; ["body"] for the body '
+        'as a whole, ["server"] for a failure inside'
+    )
     msg: str = Field(description="what is wrong, in one line")
     type: str = Field(description="a machine-readable kind, e.g. missing, json_invalid, value_error")
 

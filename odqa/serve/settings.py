@@ -11,27 +11,47 @@ API_KEY_HEADER = "X-API-Key"
 
 @dataclass
 class ServeSettings:
-    host: str = field(default="127.0.0.1", metadata=field_help(
-        "address to listen on (127.0.0.1: this machine only; 0.0.0.0 opens it to the network: set --api-key-env "
-        "then)"))
+    host: str = field(
+        default="127.0.0.1",
+        metadata=field_help(
+            "address to listen on (127.0.0.1: this machine only; "
+            "0.0.0.0 opens it to the network: set --api-key-env then)"
+        ),
+    )
     port: int = field(default=8080, metadata=field_help("TCP port to listen on", minimum=1, maximum=65535))
-    api_key_env: str = field(default="", metadata=field_help(
-        f"name of an environment variable holding the API key every request must send in the {API_KEY_HEADER} "
-        "header (empty: no key; the key itself never goes on the command line)"))
-    max_batch: int = field(default=16, metadata=field_help(
-        "questions waiting together are read in one batch of at most N (1: one at a time)"))
+    api_key_env: str = field(
+        default="",
+        metadata=field_help(
+            f"name of an environment variable holding the API key every request must send in the {API_KEY_HEADER} "
+            "header (empty: no key; the key itself never goes on the command line)"
+        ),
+    )
+    max_batch: int = field(
+        default=16,
+        metadata=field_help("questions waiting together are read in one batch of at most N (1: one at a time)"),
+    )
     max_k: int = field(default=100, metadata=field_help("the largest k (passages read) a request may ask for"))
     # a question is truncated by the pipeline (odqa.pipeline.MAX_QUESTION_CHARS, with a notice); text far longer
     # than any question is a pasted document or an attack, refused before it costs any work
-    max_question_chars: int = field(default=2000, metadata=field_help(
-        "longer questions are refused (422); shorter ones are kept to the pipeline's own limit, with a notice"))
-    max_queue: int = field(default=256, metadata=field_help(
-        "requests waiting for the models at most; more are refused with 503 and Retry-After"))
+    max_question_chars: int = field(
+        default=2000,
+        metadata=field_help(
+            "longer questions are refused (422); shorter ones are kept to the pipeline's own limit, with a notice"
+        ),
+    )
+    max_queue: int = field(
+        default=256,
+        metadata=field_help("requests waiting for the models at most; more are refused with 503 and Retry-After"),
+    )
     access_log: bool = field(default=True, metadata=field_help("log one line a request (uvicorn's access log)"))
     # a tuple, not a list option: `odqa serve` declares --cors-origin by hand, repeatable (argparse's append)
-    cors_origin: tuple[str, ...] = field(default=(), metadata=field_help(
-        "an origin (scheme://host[:port]) whose pages may call the API from a browser; repeat it for more, * for "
-        f"any (none: no CORS headers, only this server's own page); the {API_KEY_HEADER} header is allowed"))
+    cors_origin: tuple[str, ...] = field(
+        default=(),
+        metadata=field_help(
+            "an origin (scheme://host[:port]) whose pages may call the API from a browser; repeat it for more, * for "
+            f"any (none: no CORS headers, only this server's own page); the {API_KEY_HEADER} header is allowed"
+        ),
+    )
 
 
 def api_key_problem(key: str) -> str | None:

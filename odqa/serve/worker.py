@@ -9,9 +9,10 @@ from __future__ import annotations
 import collections
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from odqa.pipeline import Pipeline, Result
 
@@ -54,7 +55,7 @@ class PipelineWorker:
         self._ready = threading.Condition()
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="odqa-pipeline", daemon=True)
-        self.batches = collections.Counter()  # batch size -> how many were read (for /info)
+        self.batches: collections.Counter[int] = collections.Counter()  # batch size -> how many were read (/info)
 
     def start(self) -> None:
         self._thread.start()
@@ -97,7 +98,8 @@ class PipelineWorker:
             if not self._pending:
                 return []
             first = self._pending.popleft()
-            batch, kept = [first], collections.deque()
+            batch = [first]
+            kept: collections.deque[Job] = collections.deque()
             if first.batch_key is not None:
                 while self._pending:
                     job = self._pending.popleft()
@@ -124,11 +126,13 @@ class PipelineWorker:
                 for job, result in zip(batch, results):
                     job.future.set_result(Answered(result, started - job.queued, len(batch)))
             elif first.kind == SEARCH:
-                first.future.set_result(self.pipeline.retrieve([first.question], [[]], k=first.k,
-                                                               retriever=first.retriever)[0])
+                first.future.set_result(
+                    self.pipeline.retrieve([first.question], [[]], k=first.k, retriever=first.retriever)[0]
+                )
             elif first.kind == LINK:
                 first.future.set_result(self.pipeline.link([first.question])[0])
             else:
+                assert first.call is not None  # a CALL job carries its function
                 first.future.set_result(first.call(self.pipeline))
         except Exception as exc:
             if len(batch) > 1:

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 import odqa.indexes.elastic_bulk
-from odqa.indexes.elastic import ElasticIndex
 from odqa.cli import main
 from odqa.config import ElasticConfig
+from odqa.indexes.elastic import ElasticIndex
 from tests.es_server import NoidaServer, free_port, start_or_skip
 
 pytestmark = pytest.mark.elastic
@@ -72,9 +72,28 @@ def test_server_restarted_mid_load_ends_exact_or_names_the_numbers(tmp_path, dem
 
     monkeypatch.setattr(odqa.indexes.elastic_bulk, "_send_chunk", send_then_restart)
     try:
-        code, out, err = run_cli(["es-index", "--index", demo_bundle, "--hosts", server.url, "--index-name", "restart",
-                                  "--replicas", "0", "--no-vectors", "--chunk-size", "50", "--backoff", "0.5",
-                                  "--max-retries", "6", "--no-progress"], capsys)
+        code, out, err = run_cli(
+            [
+                "es-index",
+                "--index",
+                demo_bundle,
+                "--hosts",
+                server.url,
+                "--index-name",
+                "restart",
+                "--replicas",
+                "0",
+                "--no-vectors",
+                "--chunk-size",
+                "50",
+                "--backoff",
+                "0.5",
+                "--max-retries",
+                "6",
+                "--no-progress",
+            ],
+            capsys,
+        )
         assert restarts, "the server was not restarted during the load"
         assert "Traceback" not in out + err
         if code == 0:  # exactly the corpus: nothing lost, nothing twice
@@ -161,9 +180,29 @@ WHEN = {  # (requests whose path holds this, passed before the garbage starts)
 def test_es_index_given_no_json_ends_in_one_line(proxy, demo_bundle, capsys, garbage, when):
     _Proxy.status, _Proxy.content_type = GARBAGE[garbage]
     _Proxy.garbage_on, _Proxy.garbage_after = WHEN[when]
-    code, out, err = run_cli(["es-index", "--index", demo_bundle, "--hosts", proxy, "--index-name", "garbage",
-                              "--recreate", "--replicas", "0", "--no-vectors", "--chunk-size", "50",
-                              "--backoff", "0.05", "--max-retries", "2", "--no-progress"], capsys)
+    code, out, err = run_cli(
+        [
+            "es-index",
+            "--index",
+            demo_bundle,
+            "--hosts",
+            proxy,
+            "--index-name",
+            "garbage",
+            "--recreate",
+            "--replicas",
+            "0",
+            "--no-vectors",
+            "--chunk-size",
+            "50",
+            "--backoff",
+            "0.05",
+            "--max-retries",
+            "2",
+            "--no-progress",
+        ],
+        capsys,
+    )
     assert code == 2, out + err
     assert "Traceback" not in out + err
     assert err.count("odqa: error:") == 1 and err.strip().splitlines()[-1].startswith("odqa: error:"), err
@@ -172,8 +211,22 @@ def test_es_index_given_no_json_ends_in_one_line(proxy, demo_bundle, capsys, gar
 
 @pytest.mark.parametrize("garbage", list(GARBAGE))
 def test_es_search_given_no_json_ends_in_one_line(es_server, proxy, demo_bundle, capsys, garbage):
-    code, _, _ = run_cli(["es-index", "--index", demo_bundle, "--hosts", es_server.url, "--index-name", "search-garbage",
-                          "--replicas", "0", "--no-vectors", "--no-progress"], capsys)
+    code, _, _ = run_cli(
+        [
+            "es-index",
+            "--index",
+            demo_bundle,
+            "--hosts",
+            es_server.url,
+            "--index-name",
+            "search-garbage",
+            "--replicas",
+            "0",
+            "--no-vectors",
+            "--no-progress",
+        ],
+        capsys,
+    )
     assert code == 0
     _Proxy.status, _Proxy.content_type = GARBAGE[garbage]
     _Proxy.garbage_on, _Proxy.garbage_after = "_msearch", 0  # connecting works, the search gets HTML

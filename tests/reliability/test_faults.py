@@ -23,10 +23,13 @@ from odqa.cli import main
 from tests.retrievers import built_retriever
 
 REPO = Path(__file__).resolve().parents[2]
-DOCS = [{"id": f"d{i}", "title": f"Title {i}", "text": f"Passage {i} is about subject{i} and shared words."}
-        for i in range(12)]
-NEW_DOCS = [{"id": f"n{i}", "title": f"New {i}", "text": f"Fresh text {i} on subject{i} with shared words."}
-            for i in range(9)]
+DOCS = [
+    {"id": f"d{i}", "title": f"Title {i}", "text": f"Passage {i} is about subject{i} and shared words."}
+    for i in range(12)
+]
+NEW_DOCS = [
+    {"id": f"n{i}", "title": f"New {i}", "text": f"Fresh text {i} on subject{i} with shared words."} for i in range(9)
+]
 
 
 def jsonl(path: Path, docs) -> Path:
@@ -85,8 +88,10 @@ STAGES = ["passages", "bm25", "fsync", "rename-away"]
 def test_killed_build_keeps_the_old_index_and_the_rerun_finishes(index, tmp_path, capsys, stage):
     before = answer(index)
     corpus = jsonl(tmp_path / "new.jsonl", NEW_DOCS)
-    code = ("from odqa.indexing import IndexSpec, build_index; "
-            f"build_index(IndexSpec(corpus={str(corpus)!r}, out={str(index)!r}, backends=['bm25']), crash_after={stage!r})")
+    code = (
+        "from odqa.indexing import IndexSpec, build_index; "
+        f"build_index(IndexSpec(corpus={str(corpus)!r}, out={str(index)!r}, backends=['bm25']), crash_after={stage!r})"
+    )
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True).returncode == 137
     # whatever the stage, the folder answers: the old index, or the finished new one (crash after its rename away)
     assert answer(index) == before or answer(index)[0].startswith("n")
@@ -95,7 +100,9 @@ def test_killed_build_keeps_the_old_index_and_the_rerun_finishes(index, tmp_path
     if stage in ("passages", "bm25"):
         assert "resum" in text
     assert answer(index)[0] == "n3_0"
-    assert not [p.name for p in tmp_path.iterdir() if ".building-" in p.name or ".old-" in p.name or p.suffix == ".work"]
+    assert not [
+        p.name for p in tmp_path.iterdir() if ".building-" in p.name or ".old-" in p.name or p.suffix == ".work"
+    ]
 
 
 # ---- damaged or swapped index parts --------------------------------------------------------------------
@@ -106,14 +113,20 @@ def _truncate(path: Path) -> None:
 
 def _other_store(index: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
-    assert main(["index", "--corpus", str(jsonl(tmp_path / "o.jsonl", NEW_DOCS)), "--out", str(other),
-                 "--backends", "bm25"]) == 0
+    assert (
+        main(
+            ["index", "--corpus", str(jsonl(tmp_path / "o.jsonl", NEW_DOCS)), "--out", str(other), "--backends", "bm25"]
+        )
+        == 0
+    )
     shutil.copy(other / "passages" / "passages.arrow", index / "passages" / "passages.arrow")
 
 
 def _biggest_bm25_file(index: Path) -> Path:
-    return max((p for p in (index / "bm25").iterdir() if p.is_file() and not p.name.startswith(".")),
-               key=lambda p: p.stat().st_size)
+    return max(
+        (p for p in (index / "bm25").iterdir() if p.is_file() and not p.name.startswith(".")),
+        key=lambda p: p.stat().st_size,
+    )
 
 
 DAMAGE = {
@@ -140,7 +153,9 @@ def test_damaged_parts_are_refused_in_one_line(index, tmp_path, capsys, damage):
 def test_dense_parts_swapped_truncated_or_short_are_refused(tmp_path, capsys):
     corpus = jsonl(tmp_path / "c.jsonl", DOCS)
     out = tmp_path / "dense"
-    assert main(["index", "--corpus", str(corpus), "--out", str(out), "--backends", "dense", "--encoder", "minilm"]) == 0
+    assert (
+        main(["index", "--corpus", str(corpus), "--out", str(out), "--backends", "dense", "--encoder", "minilm"]) == 0
+    )
     path = out / "dense" / "embeddings.npy"
     good = np.load(path)
     damages = {
@@ -162,8 +177,10 @@ def test_dense_parts_swapped_truncated_or_short_are_refused(tmp_path, capsys):
 def _big_then_bad(tmp: Path) -> Path:
     path = tmp / "late.jsonl"
     lines = [json.dumps(d) + "\n" for d in DOCS] * 20  # well past the 4 KB the format sniffer reads
-    path.write_bytes("".join(json.dumps({**d, "id": f"{d['id']}-{i}"}) + "\n" for i, d in enumerate(DOCS * 20)).encode()
-                     + b'{"id": "x", "title": "bad", "text": "caf\xe9 latin-1"}\n')
+    path.write_bytes(
+        "".join(json.dumps({**d, "id": f"{d['id']}-{i}"}) + "\n" for i, d in enumerate(DOCS * 20)).encode()
+        + b'{"id": "x", "title": "bad", "text": "caf\xe9 latin-1"}\n'
+    )
     assert len(lines) > 0
     return path
 
@@ -184,7 +201,9 @@ CORPORA = {
     "non-string text": lambda tmp: jsonl(tmp / "c.jsonl", [DOCS[0], {"id": "z", "title": "t", "text": 42}]),
     "duplicate id": lambda tmp: jsonl(tmp / "c.jsonl", [DOCS[0], DOCS[1], DOCS[0]]),
     "empty id": lambda tmp: jsonl(tmp / "c.jsonl", [DOCS[0], {**DOCS[1], "id": ""}]),
-    "SQuAD of the wrong schema": lambda tmp: _write(tmp / "s.json", '{"data": [{"title": "x", "paragraphs": [{"text": "no context"}]}]}'),
+    "SQuAD of the wrong schema": lambda tmp: _write(
+        tmp / "s.json", '{"data": [{"title": "x", "paragraphs": [{"text": "no context"}]}]}'
+    ),
     "SQuAD data not a list": lambda tmp: _write(tmp / "s.json", '{"data": {"title": "x"}}'),
     "binary file": lambda tmp: _write(tmp / "c.jsonl", b"\x00\x01\xff\xfe" * 100),
 }
@@ -218,8 +237,9 @@ QUESTIONS = {
 def test_bad_question_files_end_in_one_line(index, tmp_path, capsys, case):
     name, data = QUESTIONS[case]
     path = _write(tmp_path / name, data)
-    code, text = run_cli(["eval-retrieval", "--index", index, "--questions", path, "--retriever", "bm25",
-                          "--k", "1", "2"], capsys)
+    code, text = run_cli(
+        ["eval-retrieval", "--index", index, "--questions", path, "--retriever", "bm25", "--k", "1", "2"], capsys
+    )
     assert_clean(code, text)
 
 
@@ -231,8 +251,19 @@ OTHER_FILES = {
     "--words 0": ["index", "--corpus", "{corpus}", "--out", "{new}", "--words", "0"],
     "--chunk-size 0": ["index", "--corpus", "{corpus}", "--out", "{new}", "--chunk-size", "0"],
     "--batch-size 0": ["index", "--corpus", "{corpus}", "--out", "{new}", "--batch-size", "0"],
-    "--per-question in a missing folder's file": ["eval-retrieval", "--index", "{idx}", "--questions", "{qs}",
-                                                   "--retriever", "bm25", "--k", "1", "--per-question", "{bin}/x.jsonl"],
+    "--per-question in a missing folder's file": [
+        "eval-retrieval",
+        "--index",
+        "{idx}",
+        "--questions",
+        "{qs}",
+        "--retriever",
+        "bm25",
+        "--k",
+        "1",
+        "--per-question",
+        "{bin}/x.jsonl",
+    ],
     "missing index": ["search", "--index", "{new}", "subject3"],
 }
 
@@ -243,7 +274,9 @@ def test_bad_files_and_arguments_end_in_one_line(built, index, tmp_path, capsys,
         "bin": _write(tmp_path / f"blob-{case[:3]}.bin", b"\x00\xff" * 50),
         "cfg": _write(tmp_path / "c.toml", b'index = "caf\xe9"\n'),
         "rrf": _write(tmp_path / "r.toml", b"[retrieval]\nrrf_k = -1\n"),
-        "idx": index, "corpus": built[1], "new": tmp_path / "new",
+        "idx": index,
+        "corpus": built[1],
+        "new": tmp_path / "new",
         "qs": _write(tmp_path / "q.jsonl", b'{"question": "what is subject3?", "answer": ["Passage 3"]}\n'),
     }
     argv = [a.format(**values) for a in OTHER_FILES[case]]
@@ -263,9 +296,14 @@ resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
 from odqa.cli import main
 sys.exit(main({argv!r}))
 """
-BIG_DOCS = [{"id": f"b{i}", "title": f"Big {i}",
-             "text": " ".join(f"Sentence {j} of big document {i} is about subject{i}." for j in range(60))}
-            for i in range(40)]
+BIG_DOCS = [
+    {
+        "id": f"b{i}",
+        "title": f"Big {i}",
+        "text": " ".join(f"Sentence {j} of big document {i} is about subject{i}." for j in range(60)),
+    }
+    for i in range(40)
+]
 
 
 def run_with_file_limit(argv, limit: int) -> subprocess.CompletedProcess:
@@ -276,7 +314,9 @@ def run_with_file_limit(argv, limit: int) -> subprocess.CompletedProcess:
 def assert_one_line_no_room(run: subprocess.CompletedProcess) -> None:
     text = run.stdout + run.stderr
     assert run.returncode == 2 and "Traceback" not in text, text[-1500:]
-    assert text.count("odqa: error:") == 1 and run.stderr.strip().splitlines()[-1].startswith("odqa: error: no room"), text[-800:]
+    assert text.count("odqa: error:") == 1 and run.stderr.strip().splitlines()[-1].startswith("odqa: error: no room"), (
+        text[-800:]
+    )
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -298,8 +338,10 @@ def test_full_disk_while_writing_passages_keeps_the_old_index_and_leaves_nothing
 def test_full_disk_while_writing_bm25_keeps_the_finished_passages_to_resume(index, tmp_path, capsys):
     before = answer(index)
     corpus = jsonl(tmp_path / "big.jsonl", BIG_DOCS)
-    code = ("from odqa.indexing import IndexSpec, build_index; "
-            f"build_index(IndexSpec(corpus={str(corpus)!r}, out={str(index)!r}, backends=['bm25']), crash_after='passages')")
+    code = (
+        "from odqa.indexing import IndexSpec, build_index; "
+        f"build_index(IndexSpec(corpus={str(corpus)!r}, out={str(index)!r}, backends=['bm25']), crash_after='passages')"
+    )
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True).returncode == 137
     run = run_with_file_limit(["index", "--corpus", corpus, "--out", index, "--backends", "bm25"], 4_000)
     assert_one_line_no_room(run)
@@ -313,13 +355,31 @@ def test_full_disk_while_writing_bm25_keeps_the_finished_passages_to_resume(inde
 
 @pytest.mark.slow
 def test_full_disk_while_writing_eval_outputs_ends_in_one_line(index, tmp_path):
-    questions = jsonl(tmp_path / "q.jsonl", [{"question": f"what is subject{i % 12}?", "answer": [f"Passage {i % 12}"]}
-                                             for i in range(60)])
+    questions = jsonl(
+        tmp_path / "q.jsonl",
+        [{"question": f"what is subject{i % 12}?", "answer": [f"Passage {i % 12}"]} for i in range(60)],
+    )
     runs = tmp_path / "runs"
     runs.mkdir()
-    run = run_with_file_limit(["eval-retrieval", "--index", index, "--questions", questions, "--retriever", "bm25",
-                               "--k", "1", "3", "--per-question", runs / "pq.jsonl", "--run-out", runs / "run.jsonl"],
-                              2_000)
+    run = run_with_file_limit(
+        [
+            "eval-retrieval",
+            "--index",
+            index,
+            "--questions",
+            questions,
+            "--retriever",
+            "bm25",
+            "--k",
+            "1",
+            "3",
+            "--per-question",
+            runs / "pq.jsonl",
+            "--run-out",
+            runs / "run.jsonl",
+        ],
+        2_000,
+    )
     assert_one_line_no_room(run)
     assert "pq.jsonl" in run.stderr or "run.jsonl" in run.stderr
     assert list(runs.iterdir()) == []  # neither a partial output nor its temporary file

@@ -19,8 +19,12 @@ def _commands() -> dict[str, argparse.ArgumentParser]:
 
 
 def test_every_numeric_option_is_checked_by_the_typed_converter():
-    raw = [f"{name} {action.option_strings[0]}" for name, parser in _commands().items()
-           for action in parser._actions if action.type in (int, float)]
+    raw = [
+        f"{name} {action.option_strings[0]}"
+        for name, parser in _commands().items()
+        for action in parser._actions
+        if action.type in (int, float)
+    ]
     assert not raw, f"give these a Number type (odqa.commands.options): {raw}"
 
 
@@ -41,8 +45,9 @@ def test_the_converter_bounds_every_numeric_option():
 @pytest.fixture(scope="module")
 def small(tmp_path_factory, bm25_index_of):
     root = tmp_path_factory.mktemp("args")
-    questions = jsonl(root / "q.jsonl", [{"question": f"what is subject{i}?", "answer": [f"Passage {i}"]}
-                                         for i in range(5)])
+    questions = jsonl(
+        root / "q.jsonl", [{"question": f"what is subject{i}?", "answer": [f"Passage {i}"]} for i in range(5)]
+    )
     return bm25_index_of(DOCS, "args"), questions
 
 
@@ -85,8 +90,9 @@ def test_invalid_curatedtrec_regex_names_the_file_and_line(small, tmp_path, caps
     index, _ = small
     trec = tmp_path / "trec.tsv"
     trec.write_text("1\tfact\twhat is subject1?\tPassage 1\n2\tfact\twhat is subject2?\tPassage (2\n")
-    code, text = run_cli(["eval-retrieval", "--index", index, "--questions", trec, "--retriever", "bm25",
-                          "--k", "1"], capsys)
+    code, text = run_cli(
+        ["eval-retrieval", "--index", index, "--questions", trec, "--retriever", "bm25", "--k", "1"], capsys
+    )
     assert_clean(code, text)
     assert code == 2 and f"{trec}:2" in text and "regular expression" in text, text
 

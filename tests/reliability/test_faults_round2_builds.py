@@ -25,9 +25,11 @@ DENSE = ["--backends", "dense", "--encoder", "minilm"]
 
 def _killed_build(corpus: Path, out: Path, stage: str, backends=("dense",), **spec) -> None:
     extra = "".join(f", {k}={v!r}" for k, v in spec.items())
-    code = ("from odqa.indexing import IndexSpec, build_index; "
-            f"build_index(IndexSpec(corpus={str(corpus)!r}, out={str(out)!r}, backends={list(backends)!r}, "
-            f"encoder='minilm'{extra}), crash_after={stage!r})")
+    code = (
+        "from odqa.indexing import IndexSpec, build_index; "
+        f"build_index(IndexSpec(corpus={str(corpus)!r}, out={str(out)!r}, backends={list(backends)!r}, "
+        f"encoder='minilm'{extra}), crash_after={stage!r})"
+    )
     run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert run.returncode == 137, run.stderr[-1500:]
 
@@ -53,8 +55,9 @@ def test_resumed_build_keeps_the_precision_it_started_with(tmp_path, capsys):
 
     corpus = jsonl(tmp_path / "c.jsonl", DOCS)
     out = tmp_path / "idx"
-    code, text = run_cli(["index", "--corpus", corpus, "--out", out, *DENSE, "--chunk-size", "4", "--shard", "0/3"],
-                         capsys)
+    code, text = run_cli(
+        ["index", "--corpus", corpus, "--out", out, *DENSE, "--chunk-size", "4", "--shard", "0/3"], capsys
+    )
     assert code == 0 and "shard 0/3 finished" in text, text[-800:]
     # the first run's `auto` chose another precision than it would here now (another CPU verdict, a busy machine)
     auto_now = passage_precision(IndexSpec(corpus=str(corpus), out=str(out), encoder="minilm"))

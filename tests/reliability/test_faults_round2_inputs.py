@@ -27,11 +27,17 @@ def index(bm25_index_of):
 
 # ---- 10: nested JSON and lone surrogates -----------------------------------------------------------------
 CORPORA = {
-    "deeply nested JSON line": ("c.jsonl", '{"id": "a", "title": "t", "text": "x"}\n{"id": "b", "text": ' + DEEP + "}\n",
-                                "c.jsonl:2"),
+    "deeply nested JSON line": (
+        "c.jsonl",
+        '{"id": "a", "title": "t", "text": "x"}\n{"id": "b", "text": ' + DEEP + "}\n",
+        "c.jsonl:2",
+    ),
     "deeply nested SQuAD JSON": ("s.json", '{"data": ' + DEEP + "}", "s.json"),
-    "lone surrogate": ("c.jsonl", '{"id": "a", "title": "t", "text": "x"}\n{"id": "b", "title": "t", "text": "bad \\ud800 here"}\n',
-                       "c.jsonl:2"),
+    "lone surrogate": (
+        "c.jsonl",
+        '{"id": "a", "title": "t", "text": "x"}\n{"id": "b", "title": "t", "text": "bad \\ud800 here"}\n',
+        "c.jsonl:2",
+    ),
 }
 
 
@@ -54,8 +60,9 @@ QUESTIONS = {
 def test_deeply_nested_question_files_are_one_line(index, tmp_path, capsys, case):
     name, data = QUESTIONS[case]
     path = _write(tmp_path / name, data)
-    code, text = run_cli(["eval-retrieval", "--index", index, "--questions", path, "--retriever", "bm25", "--k", "1"],
-                         capsys)
+    code, text = run_cli(
+        ["eval-retrieval", "--index", index, "--questions", path, "--retriever", "bm25", "--k", "1"], capsys
+    )
     assert_clean(code, text)
     assert code == 2 and str(path) in text, text[-800:]
 
@@ -86,8 +93,22 @@ def test_impossible_out_folders_are_one_line(tmp_path, capsys, case):
 
 def test_file_outputs_under_proc_are_one_line(index, tmp_path, capsys):
     questions = jsonl(tmp_path / "q.jsonl", [{"question": "what is subject3?", "answer": ["Passage 3"]}])
-    code, text = run_cli(["eval-retrieval", "--index", index, "--questions", questions, "--retriever", "bm25",
-                          "--k", "1", "--per-question", "/proc/odqa.jsonl"], capsys)
+    code, text = run_cli(
+        [
+            "eval-retrieval",
+            "--index",
+            index,
+            "--questions",
+            questions,
+            "--retriever",
+            "bm25",
+            "--k",
+            "1",
+            "--per-question",
+            "/proc/odqa.jsonl",
+        ],
+        capsys,
+    )
     assert_clean(code, text)
     assert code == 2 and "--per-question" in text and "/proc" in text, text[-800:]
 
@@ -112,8 +133,9 @@ def test_fifo_corpus_is_not_called_a_folder(tmp_path, capsys):
 
 
 def test_folder_given_as_questions_is_not_called_missing(index, tmp_path, capsys):
-    code, text = run_cli(["eval-retrieval", "--index", index, "--questions", tmp_path, "--retriever", "bm25",
-                          "--k", "1"], capsys)
+    code, text = run_cli(
+        ["eval-retrieval", "--index", index, "--questions", tmp_path, "--retriever", "bm25", "--k", "1"], capsys
+    )
     assert_clean(code, text)
     assert code == 2 and "not found" not in text and "is a folder" in text, text[-800:]
 
@@ -134,9 +156,13 @@ def test_utf8_bom_on_a_corpus_and_a_question_file_is_accepted(tmp_path, capsys):
     corpus = _write(tmp_path / "c.jsonl", b"\xef\xbb\xbf" + "".join(json.dumps(d) + "\n" for d in DOCS).encode())
     code, text = run_cli(["index", "--corpus", corpus, "--out", tmp_path / "idx", "--backends", "bm25"], capsys)
     assert code == 0, text[-800:]
-    questions = _write(tmp_path / "q.jsonl", b"\xef\xbb\xbf" + b'{"question": "what is subject3?", "answer": ["Passage 3"]}\n')
-    code, text = run_cli(["eval-retrieval", "--index", tmp_path / "idx", "--questions", questions, "--retriever",
-                          "bm25", "--k", "1"], capsys)
+    questions = _write(
+        tmp_path / "q.jsonl", b"\xef\xbb\xbf" + b'{"question": "what is subject3?", "answer": ["Passage 3"]}\n'
+    )
+    code, text = run_cli(
+        ["eval-retrieval", "--index", tmp_path / "idx", "--questions", questions, "--retriever", "bm25", "--k", "1"],
+        capsys,
+    )
     assert code == 0 and "1 questions" in text, text[-800:]
 
 
@@ -181,11 +207,15 @@ def test_control_characters_in_predict_lines_are_escaped_and_the_lines_decode_to
 
 def test_control_characters_in_asked_questions_and_their_passages_are_escaped(tmp_path, capsys):
     docs = [{**d, "title": d["title"] + CONTROL, "text": d["text"] + CONTROL} for d in DOCS]
-    code, text = run_cli(["index", "--corpus", jsonl(tmp_path / "c.jsonl", docs), "--out", tmp_path / "idx",
-                          "--backends", "bm25"], capsys)
+    code, text = run_cli(
+        ["index", "--corpus", jsonl(tmp_path / "c.jsonl", docs), "--out", tmp_path / "idx", "--backends", "bm25"],
+        capsys,
+    )
     assert code == 0, text[-800:]
-    code, text = run_cli(["ask", "--index", tmp_path / "idx", "--retriever", "bm25", "what is subject3?" + CONTROL,
-                          "what is subject4?"], capsys)
+    code, text = run_cli(
+        ["ask", "--index", tmp_path / "idx", "--retriever", "bm25", "what is subject3?" + CONTROL, "what is subject4?"],
+        capsys,
+    )
     assert code == 0 and "subject3" in text and "Title" in text, text[-800:]
     assert not any(c in text for c in RAW), repr(text[-400:])
 
@@ -199,12 +229,17 @@ def test_a_corpus_cannot_put_the_shell_style_marks_into_its_lines(tmp_path, caps
 
     private = "\ue000\ue001\ue002"  # the private-use characters that were once the shell's style marks
     docs = [{**d, "title": d["title"] + private, "text": d["text"] + private} for d in DOCS]
-    code, text = run_cli(["index", "--corpus", jsonl(tmp_path / "c.jsonl", docs), "--out", tmp_path / "idx",
-                          "--backends", "bm25"], capsys)
+    code, text = run_cli(
+        ["index", "--corpus", jsonl(tmp_path / "c.jsonl", docs), "--out", tmp_path / "idx", "--backends", "bm25"],
+        capsys,
+    )
     assert code == 0, text[-800:]
     out = io.StringIO()
-    shell = Shell(Pipeline(OdqaConfig.load(overrides={"index": str(tmp_path / "idx"), "retrieval.retriever": "bm25"})),
-                  out=out, color=True)
+    shell = Shell(
+        Pipeline(OdqaConfig.load(overrides={"index": str(tmp_path / "idx"), "retrieval.retriever": "bm25"})),
+        out=out,
+        color=True,
+    )
     shell.run_lines(["what is subject3?", ":passages"])
     quoted = [line for line in out.getvalue().splitlines() if private in line]
     # titles and passage texts come through as they are; the only terminal codes are the shell's bold answer

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 import traceback
-from pathlib import Path
 
 import pytest
 
@@ -37,7 +36,7 @@ print(swaps, flush=True)
 @pytest.mark.slow
 @pytest.mark.parametrize("reader", ["as-is", "slowed"])
 def test_searches_during_a_rebuild_get_the_old_or_the_new_index(tmp_path, capsys, monkeypatch, bm25_index_of, reader):
-    """"slowed": each file of the index is read 10 ms late, as on a loaded machine, so opening the index takes
+    """ "slowed": each file of the index is read 10 ms late, as on a loaded machine, so opening the index takes
     longer than one swap: retries alone cannot outrun the swapper, the swap lock must hold it off."""
     import odqa.indexes.integrity as integrity
     from odqa.core.atomic import publish_folder
@@ -48,11 +47,18 @@ def test_searches_during_a_rebuild_get_the_old_or_the_new_index(tmp_path, capsys
     staging = tmp_path / ".idx.building-first"
     subprocess.run(["cp", "-al", str(first), str(staging)], check=True)
     publish_folder(staging, target)  # as a build publishes it: the swap lock lies beside it from the first build
-    answers = {tuple(h.passage.id for h in built_retriever(FolderIndex.open(index), "bm25").search(["subject3 shared"], 3)[0])
-               for index in (first, second)}
+    answers = {
+        tuple(h.passage.id for h in built_retriever(FolderIndex.open(index), "bm25").search(["subject3 shared"], 3)[0])
+        for index in (first, second)
+    }
     # the swapper goes on until the searches are done, however slow either side runs on a loaded machine
-    swapper = subprocess.Popen([sys.executable, "-c", SWAPPER, str(stop), str(target), str(second), str(first)],
-                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    swapper = subprocess.Popen(
+        [sys.executable, "-c", SWAPPER, str(stop), str(target), str(second), str(first)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert swapper.stdout.readline().strip() == "ready"
     if reader == "slowed":
         read_file = integrity.file_reader
@@ -70,7 +76,9 @@ def test_searches_during_a_rebuild_get_the_old_or_the_new_index(tmp_path, capsys
                 failures.append(traceback.format_exc()[-2500:])
             if search % 10 == 0:
                 try:
-                    code, text = run_cli(["search", "--index", target, "--retriever", "bm25", "subject3 shared"], capsys)
+                    code, text = run_cli(
+                        ["search", "--index", target, "--retriever", "bm25", "subject3 shared"], capsys
+                    )
                 except Exception as exc:  # a traceback for the user
                     code, text = 1, f"{type(exc).__name__}: {exc}"
                 if code != 0:

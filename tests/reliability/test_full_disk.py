@@ -32,10 +32,14 @@ def small_fs(tmp_path):
     mount.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a small filesystem needs root; the file-size-limit cases cover the same writes")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if done.returncode != 0:
-        pytest.skip(f"this machine allows no mount ({done.stderr.strip()[:120]}); the file-size-limit cases cover "
-                    "the same writes")
+        pytest.skip(
+            f"this machine allows no mount ({done.stderr.strip()[:120]}); "
+            "the file-size-limit cases cover the same writes"
+        )
     yield mount
     subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
@@ -48,21 +52,31 @@ def fill(mount: Path, leave: int) -> None:
 
 
 def build_until(corpus: Path, out: Path, stage: str) -> None:
-    code = ("from odqa.indexing import IndexSpec, build_index; "
-            f"build_index(IndexSpec(corpus={str(corpus)!r}, out={str(out)!r}, backends=['dense'], encoder='minilm'), "
-            f"crash_after={stage!r})")
+    code = (
+        "from odqa.indexing import IndexSpec, build_index; "
+        f"build_index(IndexSpec(corpus={str(corpus)!r}, out={str(out)!r}, "
+        f"backends=['dense'], encoder='minilm'), crash_after={stage!r})"
+    )
     run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=1800)
     assert run.returncode == 137, run.stderr[-1500:]
 
 
 def build(corpus: Path, out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "odqa.cli", "index", "--corpus", str(corpus), "--out", str(out), *DENSE],
-                          cwd=REPO, capture_output=True, text=True, timeout=1800)
+    return subprocess.run(
+        [sys.executable, "-m", "odqa.cli", "index", "--corpus", str(corpus), "--out", str(out), *DENSE],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
 
 
 def partial_files(work: Path) -> list[str]:
-    return sorted(str(p.relative_to(work)) for p in work.rglob("*") if p.is_file() and (
-        p.name.startswith(".") and p.name != ".lock" or p.name == "embeddings.npy"))
+    return sorted(
+        str(p.relative_to(work))
+        for p in work.rglob("*")
+        if p.is_file() and (p.name.startswith(".") and p.name != ".lock" or p.name == "embeddings.npy")
+    )
 
 
 def test_full_filesystem_while_merging_the_chunks(small_fs, tmp_path):

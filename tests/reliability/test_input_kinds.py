@@ -32,8 +32,14 @@ def index(bm25_index_of):
 
 
 def _cli(*args, env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "odqa.cli", *map(str, args)], cwd=REPO, capture_output=True,
-                          timeout=600, env={**os.environ, **(env or {})}, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "odqa.cli", *map(str, args)],
+        cwd=REPO,
+        capture_output=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+        **kwargs,
+    )
 
 
 def _one_error_line(text: str) -> str:
@@ -63,8 +69,10 @@ def test_predict_reads_the_questions_piped_in(index, case):
 def test_questions_from_a_named_pipe_stream(index, tmp_path, capsys):
     fifo = tmp_path / "questions"  # no suffix: the format is what the content shows
     os.mkfifo(fifo)
-    rows = [{"question": "what is subject3?", "answer": ["Passage 3"]}, {"question": "what is subject4?",
-                                                                            "answer": ["Passage 4"]}]
+    rows = [
+        {"question": "what is subject3?", "answer": ["Passage 3"]},
+        {"question": "what is subject4?", "answer": ["Passage 4"]},
+    ]
 
     def write():
         with open(fifo, "w") as f:
@@ -72,8 +80,9 @@ def test_questions_from_a_named_pipe_stream(index, tmp_path, capsys):
 
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
-    code, text = run_cli(["eval-retrieval", "--index", index, "--questions", fifo, "--retriever", "bm25", "--k", "1"],
-                         capsys)
+    code, text = run_cli(
+        ["eval-retrieval", "--index", index, "--questions", fifo, "--retriever", "bm25", "--k", "1"], capsys
+    )
     writer.join(30)
     assert code == 0 and "2 questions" in text, text[-800:]
 
@@ -102,11 +111,11 @@ def test_a_folder_or_socket_given_as_a_config_is_named(index, tmp_path, capsys, 
     with socket.socket(socket.AF_UNIX) as server:
         if what == "a socket":
             server.bind(str(path))
-        code, text = run_cli(["search", "--index", index, "--config", path, "--retriever", "bm25", "subject3"],
-                             capsys)
+        code, text = run_cli(["search", "--index", index, "--config", path, "--retriever", "bm25", "subject3"], capsys)
     assert_clean(code, text)
-    assert code == 2 and "not found" not in text and ("is a folder" if what == "a folder" else "is a socket") in text, \
+    assert code == 2 and "not found" not in text and ("is a folder" if what == "a folder" else "is a socket") in text, (
         text[-800:]
+    )
 
 
 @pytest.mark.subprocess
@@ -204,8 +213,11 @@ def test_a_json_config_is_read_as_json(index, tmp_path, capsys):
 
 CONFIGS = {  # file name, text, what the one line says
     "broken JSON": ("odqa.json", '{"retrieval": {"k": 3,}}', ["not valid JSON", "line 1"]),
-    "JSON nested too deeply": ("odqa.json", '{"retrieval": ' + "[" * 100_000 + "]" * 100_000 + "}",
-                               ["not valid JSON", "nested too deeply"]),
+    "JSON nested too deeply": (
+        "odqa.json",
+        '{"retrieval": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        ["not valid JSON", "nested too deeply"],
+    ),
     "JSON that is a list": ("odqa.json", "[1, 2]", ["must hold a table of settings"]),
     "another suffix, not TOML": ("odqa.conf", '{"retrieval": {"k": 3}}', ["not valid TOML", "YAML or JSON named"]),
 }

@@ -92,7 +92,9 @@ def _dense_setting(key: str, value: str):
                 m["params"]["query_encoder"] = value
             else:
                 m["params"].setdefault("encoder_settings", {})[key] = value
+
         _edit_json(index / "dense" / "manifest.json", edit)
+
     return change
 
 
@@ -102,13 +104,21 @@ DAMAGE = {  # (the damage, the retriever that reads it, what the refusal names)
     "a byte in the middle of a BM25 file": (_middle_of_bm25, "bm25", "bm25"),
     "dense manifest: pooling": (_dense_setting("pooling", "cls"), "dense", "manifest.json"),
     "dense manifest: similarity": (_dense_setting("similarity", "dot"), "dense", "manifest.json"),
-    "dense manifest: query encoder": (_dense_setting("query_encoder", "fast-passage-encoder"), "dense",
-                                      "manifest.json"),
-    "bundle manifest: backends []": (lambda idx: _edit_json(idx / "manifest.json",
-                                                            lambda m: m["params"].update(backends=[])), "bm25",
-                                     "manifest.json"),
-    "bundle manifest: a part's record removed": (lambda idx: _edit_json(
-        idx / "manifest.json", lambda m: m["params"]["parts"].pop("dense")), "dense", "manifest.json"),
+    "dense manifest: query encoder": (
+        _dense_setting("query_encoder", "fast-passage-encoder"),
+        "dense",
+        "manifest.json",
+    ),
+    "bundle manifest: backends []": (
+        lambda idx: _edit_json(idx / "manifest.json", lambda m: m["params"].update(backends=[])),
+        "bm25",
+        "manifest.json",
+    ),
+    "bundle manifest: a part's record removed": (
+        lambda idx: _edit_json(idx / "manifest.json", lambda m: m["params"]["parts"].pop("dense")),
+        "dense",
+        "manifest.json",
+    ),
 }
 
 
@@ -117,9 +127,11 @@ def test_damage_inside_files_is_refused_by_every_command(index, tmp_path, capsys
     change, retriever, named = DAMAGE[damage]
     change(index)
     questions = jsonl(tmp_path / "q.jsonl", [{"question": QUERY, "answer": ["Shakespeare"]}])
-    for argv in (["search", "--index", index, "--retriever", retriever, "--k", "3", QUERY],
-                 ["eval-retrieval", "--index", index, "--questions", questions, "--retriever", retriever, "--k", "3"],
-                 ["verify-index", index]):
+    for argv in (
+        ["search", "--index", index, "--retriever", retriever, "--k", "3", QUERY],
+        ["eval-retrieval", "--index", index, "--questions", questions, "--retriever", retriever, "--k", "3"],
+        ["verify-index", index],
+    ):
         code, text = run_cli(argv, capsys)
         assert_clean(code, text)
         assert code == 2, (argv[0], text[-800:])
@@ -196,7 +208,9 @@ def test_a_large_file_keeps_its_block_digests_beside_it_and_reads_check_only_the
     parts = Manifest.load(sidecar_index).params["parts"]
     record = parts["passages"]["files"]["passages.arrow"]
     assert "xxh3" not in record["blocks"] and _sidecar(sidecar_index, "passages", "passages.arrow").is_file()
-    assert not any(p.name.endswith(odqa.indexes.integrity.SIDECAR) for p in [Path(f) for f in parts["passages"]["files"]])
+    assert not any(
+        p.name.endswith(odqa.indexes.integrity.SIDECAR) for p in [Path(f) for f in parts["passages"]["files"]]
+    )
     path = sidecar_index / "passages" / "passages.arrow"
     with path.open("rb") as f:
         check = FileCheck(record, file_reader(f), "passages.arrow", "rebuild it", folder=path.parent)
@@ -223,8 +237,10 @@ def test_damage_to_a_large_file_or_its_block_digests_is_refused(sidecar_index, t
         "a removed sidecar": (_remove_sidecar, "dense", "embeddings.npy"),
     }[damage]
     change(sidecar_index)
-    argvs = [["search", "--index", sidecar_index, "--retriever", retriever, "--k", "3", QUERY],
-             ["verify-index", sidecar_index]]
+    argvs = [
+        ["search", "--index", sidecar_index, "--retriever", retriever, "--k", "3", QUERY],
+        ["verify-index", sidecar_index],
+    ]
     for argv in argvs:
         code, text = run_cli(argv, capsys)
         assert_clean(code, text)

@@ -28,8 +28,14 @@ QUERY = "subject3 shared"
 
 
 def _docs(prefix: str, words: str, first: int, n: int) -> list[dict]:
-    return [{"id": f"{prefix}{i}", "title": f"{prefix} title {i}",
-             "text": f"Passage {i} of {words} is about subject{i} and shared words."} for i in range(first, first + n)]
+    return [
+        {
+            "id": f"{prefix}{i}",
+            "title": f"{prefix} title {i}",
+            "text": f"Passage {i} of {words} is about subject{i} and shared words.",
+        }
+        for i in range(first, first + n)
+    ]
 
 
 def _corpus(folder: Path, prefix: str) -> Path:
@@ -72,7 +78,9 @@ def _hits(index: Path) -> list[tuple[str, str]]:
     """(id, text) of the top hits: a passage's id names its text, so a hit of a swapped shard shows."""
     from odqa.indexes.folder import FolderIndex
 
-    return [(h.passage.id, h.passage.text) for h in built_retriever(FolderIndex.open(index), "bm25").search([QUERY], 5)[0]]
+    return [
+        (h.passage.id, h.passage.text) for h in built_retriever(FolderIndex.open(index), "bm25").search([QUERY], 5)[0]
+    ]
 
 
 def _names_its_text(pid: str, text: str) -> bool:
@@ -133,12 +141,14 @@ def test_a_part_that_is_not_the_one_recorded_is_refused(sharded, built, capsys, 
 def _rebuild(sharded: Path, built: Path, capsys) -> str:
     """The rebuild the refusals name; what it printed. Then the index answers with passage `a3` first, every hit
     of corpus `a` and naming its own text, and verifies."""
-    code, text = run_cli(["index", "--corpus", built / "corpus-a", "--out", sharded, "--shards", "2",
-                          "--backends", "bm25"], capsys)
+    code, text = run_cli(
+        ["index", "--corpus", built / "corpus-a", "--out", sharded, "--shards", "2", "--backends", "bm25"], capsys
+    )
     assert code == 0, text[-800:]
     hits = _hits(sharded)
-    assert hits[0][0].startswith("a3_") and all(pid.startswith("a") and _names_its_text(pid, text)
-                                                for pid, text in hits), hits
+    assert hits[0][0].startswith("a3_") and all(
+        pid.startswith("a") and _names_its_text(pid, text) for pid, text in hits
+    ), hits
     code, verified = run_cli(["verify-index", sharded], capsys)
     assert code == 0, verified[-800:]
     return text
@@ -286,8 +296,17 @@ def _write_kb(out: Path, seed: int) -> Path:
     """A KB of 6 entities with random 8-d vectors (`seed`): no encoder needed."""
     from odqa.linker.kb import KBEntry, KnowledgeBase
 
-    entries = [KBEntry(id=f"e{i}", title=f"Entity {i}", description=f"Entity {i} is a thing.", aliases=(f"E{i}",),
-                       doc_id=f"d{i}", length=10 * i) for i in range(6)]
+    entries = [
+        KBEntry(
+            id=f"e{i}",
+            title=f"Entity {i}",
+            description=f"Entity {i} is a thing.",
+            aliases=(f"E{i}",),
+            doc_id=f"d{i}",
+            length=10 * i,
+        )
+        for i in range(6)
+    ]
     vectors = np.random.default_rng(seed).standard_normal((6, 8)).astype(np.float32)
     KnowledgeBase.write(entries, vectors, out, encoder="minilm", dim=8)
     return out

@@ -38,7 +38,8 @@ with build_lock(sys.argv[1]):
 """
 
 # `build-kb` whose build blocks (the CLI's lock held, if any) until SIGNALS/go exists, then writes a KB of its own
-FIRST_BUILD_KB = """
+FIRST_BUILD_KB = (
+    """
 import sys, time
 from pathlib import Path
 from types import SimpleNamespace
@@ -64,11 +65,14 @@ def build(cls, documents, out, **options):
 KnowledgeBase.build = classmethod(build)
 from odqa.cli import main
 sys.exit(main(["build-kb", "--corpus", sys.argv[2], "--out", sys.argv[3]]))
-""" % WAIT_S
+"""  # noqa: UP031 -- a script's text: `%` keeps its braces literal
+    % WAIT_S
+)
 
 # `search` over the demo corpus in a fresh $ODQA_HOME (its index built BM25-only, for speed); argv: ROLE SIGNALS.
 # Each build records that it ran; the first one's blocks inside the build (its lock held) until SIGNALS/go exists.
-DEMO_SEARCH = """
+DEMO_SEARCH = (
+    """
 import sys, time
 from dataclasses import replace
 from pathlib import Path
@@ -94,7 +98,9 @@ def passages(*args, **kwargs):
 indexing.build_index, indexing._passages = build_index, passages
 from odqa.cli import main
 sys.exit(main(["search", "--retriever", "bm25", "--k", "1", "Who discovered penicillin?"]))
-""" % WAIT_S
+"""  # noqa: UP031 -- a script's text: `%` keeps its braces literal
+    % WAIT_S
+)
 
 
 def _wait_for(path: Path, process: subprocess.Popen, what: str) -> None:
@@ -111,9 +117,15 @@ def _output(process: subprocess.Popen) -> str:
 
 
 def _start(code: str, *args, env: dict | None = None, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], cwd=REPO, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})},
-                            **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *map(str, args)],
+        cwd=REPO,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+        **kwargs,
+    )
 
 
 def _one_error_line(text: str) -> str:
@@ -148,8 +160,13 @@ def test_two_build_kb_into_one_out_the_second_is_refused(tmp_path):
     first = _start(FIRST_BUILD_KB, signals, corpus, out)
     try:
         _wait_for(signals / "first-holds", first, "the first build-kb")
-        second = subprocess.run([sys.executable, "-m", "odqa.cli", "build-kb", "--corpus", str(corpus), "--out",
-                                 str(out), "--limit", "3"], cwd=REPO, capture_output=True, text=True, timeout=600)
+        second = subprocess.run(
+            [sys.executable, "-m", "odqa.cli", "build-kb", "--corpus", str(corpus), "--out", str(out), "--limit", "3"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     finally:
         (signals / "go").touch()
     first_text = _output(first)
@@ -177,8 +194,14 @@ FOLDER_WRITERS = {
     "train-retriever": lambda t: ["train-retriever", "--train", _missing(t, "train.jsonl"), "--output"],
     "interpolate-encoders": lambda t: ["interpolate-encoders", "--tuned", _missing(t, "tuned"), "--output"],
     "distill-encoder": lambda t: ["distill-encoder", "--index", _missing(t, "idx"), "--output"],
-    "train-linker": lambda t: ["train-linker", "--kb", _missing(t, "kb"), "--data-dir", _missing(t, "data"),
-                               "--output"],
+    "train-linker": lambda t: [
+        "train-linker",
+        "--kb",
+        _missing(t, "kb"),
+        "--data-dir",
+        _missing(t, "data"),
+        "--output",
+    ],
 }
 
 
@@ -232,8 +255,14 @@ def test_two_first_uses_of_the_demo_corpus_share_one_build(tmp_path):
         _wait_for(signals / "first-holds", first, "the first search")
         second_log = tmp_path / "second.log"
         with second_log.open("w") as log:
-            second = subprocess.Popen([sys.executable, "-c", DEMO_SEARCH, "second", str(signals)], cwd=REPO,
-                                      text=True, stdout=subprocess.PIPE, stderr=log, env={**os.environ, **env})
+            second = subprocess.Popen(
+                [sys.executable, "-c", DEMO_SEARCH, "second", str(signals)],
+                cwd=REPO,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env={**os.environ, **env},
+            )
         deadline = time.monotonic() + WAIT_S
         while "waiting for another odqa process" not in second_log.read_text() and second.poll() is None:
             assert time.monotonic() < deadline, second_log.read_text()[-1500:]

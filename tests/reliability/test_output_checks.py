@@ -24,8 +24,11 @@ def _commands() -> dict[str, argparse.ArgumentParser]:
 
 
 def _declared() -> list[tuple[str, str, bool]]:
-    return [(name, flag, folder) for name, parser in _commands().items()
-            for _, flag, folder in parser.get_default(OUTPUTS) or ()]
+    return [
+        (name, flag, folder)
+        for name, parser in _commands().items()
+        for _, flag, folder in parser.get_default(OUTPUTS) or ()
+    ]
 
 
 DECLARED = _declared()
@@ -39,7 +42,11 @@ def test_every_output_option_is_declared():
             if action.dest in OUTPUT_NAMES and action.type is None and action.dest not in declared:
                 undeclared.append(f"{name} {action.option_strings[0]}")
     assert not undeclared, f"write these through add_output: {undeclared}"
-    assert len(DECLARED) >= 19 and ("index", "--out", True) in DECLARED and ("eval-qa", "--per-question", False) in DECLARED
+    assert (
+        len(DECLARED) >= 19
+        and ("index", "--out", True) in DECLARED
+        and ("eval-qa", "--per-question", False) in DECLARED
+    )
 
 
 def _argv(command: str, flag: str, value: Path, tmp: Path) -> list[str]:
@@ -71,8 +78,12 @@ def read_only_dir(tmp_path_factory):
         yield folder
         folder.chmod(0o755)
         return
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)],
-                             capture_output=True).returncode == 0
+    mounted = (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)], capture_output=True
+        ).returncode
+        == 0
+    )
     if not mounted:
         pytest.skip("running as root without permission to mount a read-only folder")
     yield folder

@@ -36,7 +36,7 @@ class Records(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         self.texts.append(self.format(record))
 
-    def __enter__(self) -> "Records":
+    def __enter__(self) -> Records:
         for name in LOGGERS:
             logging.getLogger(name).addHandler(self)
         return self
@@ -47,18 +47,23 @@ class Records(logging.Handler):
 
 
 def files_holding(root, secret: str, planted=()) -> list[str]:
-    return [str(p) for p in root.rglob("*") if p.is_file() and p not in planted
-            and secret.encode() in p.read_bytes()]
+    return [str(p) for p in root.rglob("*") if p.is_file() and p not in planted and secret.encode() in p.read_bytes()]
 
 
 # ---- the command line --------------------------------------------------------------------------------------
 CONFIGS = {
-    "YAML syntax error on the password line (unclosed quote)":
-        ("c.yaml", f'elastic:\n  username: odqa\n  password: "{MARKER}\n  hosts: http://127.0.0.1:9\n'),
-    "YAML syntax error on the password line (a colon in it)":
-        ("c.yaml", f"elastic:\n  username: odqa\n  password: {MARKER}: more\n"),
-    "YAML syntax error on the password line (text after the quote)":
-        ("c.yaml", f'elastic:\n  password: "{MARKER}" x\n'),
+    "YAML syntax error on the password line (unclosed quote)": (
+        "c.yaml",
+        f'elastic:\n  username: odqa\n  password: "{MARKER}\n  hosts: http://127.0.0.1:9\n',
+    ),
+    "YAML syntax error on the password line (a colon in it)": (
+        "c.yaml",
+        f"elastic:\n  username: odqa\n  password: {MARKER}: more\n",
+    ),
+    "YAML syntax error on the password line (text after the quote)": (
+        "c.yaml",
+        f'elastic:\n  password: "{MARKER}" x\n',
+    ),
     "YAML syntax error on the api_key line (unclosed quote)": ("c.yaml", f"elastic:\n  api_key: '{MARKER}\n"),
     "YAML syntax error on the password line (a tab)": ("c.yaml", f"elastic:\n  password:\t{MARKER}\t: x\n"),
     "YAML syntax error after the password line": ("c.yaml", f"elastic:\n  password: {MARKER}\n  - x\n"),
@@ -183,8 +188,13 @@ def test_a_secret_sent_to_the_server_is_never_logged_or_echoed(server, capfd, ca
     logged = records.texts[seen:]
     assert [t for t in logged if path.split("?")[0] in t], f"no access line for {path}: {logged}"
     out, err = capfd.readouterr()
-    for where, text in (("response body", response.text), ("response headers", str(response.headers)),
-                        ("log records", "\n".join(logged)), ("stdout", out), ("stderr", err)):
+    for where, text in (
+        ("response body", response.text),
+        ("response headers", str(response.headers)),
+        ("log records", "\n".join(logged)),
+        ("stdout", out),
+        ("stderr", err),
+    ):
         assert MARKER not in text, f"{where}: {text[-1500:]}"
     if "?" in path:  # the query's names stay, for whoever reads the log
         assert any(f"{path.split('?')[1].split('=')[0]}=***" in t for t in logged), logged

@@ -28,6 +28,7 @@ QUESTION = "who wrote hamlet"
 
 def strict_json(text: str):
     """json.loads that refuses NaN, Infinity and -Infinity, as every JSON reader but Python's does."""
+
     def refuse(word):
         raise ValueError(f"not JSON: {word}")
 
@@ -91,8 +92,9 @@ def _one_error_line(text: str) -> str:
 
 
 @pytest.mark.parametrize("source, setting, text, bound, flag", PARAMS, ids=[f"{p[0]}-{p[1]}={p[2]}" for p in PARAMS])
-def test_a_bad_number_is_refused_alike_from_every_source(tmp_path, monkeypatch, capsys, source, setting, text, bound,
-                                                         flag):
+def test_a_bad_number_is_refused_alike_from_every_source(
+    tmp_path, monkeypatch, capsys, source, setting, text, bound, flag
+):
     monkeypatch.setenv("ODQA_HOME", str(tmp_path / "home"))
     if source == "flag":
         command, option = flag
@@ -110,9 +112,12 @@ def test_a_bad_number_is_refused_alike_from_every_source(tmp_path, monkeypatch, 
     assert bound in line, line  # the allowed range
 
 
-NUMERIC = [(f"{section}.{f.name}", f.type) for section in ("retrieval", "reader", "linker", "elastic")
-           for f in dataclasses.fields(type(getattr(OdqaConfig(), section)))
-           if f.type in ("int", "float", "float | None", "int | None")]
+NUMERIC = [
+    (f"{section}.{f.name}", f.type)
+    for section in ("retrieval", "reader", "linker", "elastic")
+    for f in dataclasses.fields(type(getattr(OdqaConfig(), section)))
+    if f.type in ("int", "float", "float | None", "int | None")
+]
 
 
 @pytest.mark.parametrize("setting", [s for s, _ in NUMERIC])
@@ -133,13 +138,22 @@ def test_a_word_that_reads_as_a_number_is_held_to_the_same_rule(tmp_path, text):
     """YAML reads `inf` as a string, which the config converts to the number: the rule applies to that number."""
     path = tmp_path / "settings.yaml"
     path.write_text(f"reader:\n  retrieval_weight: {text}\n")
-    with pytest.raises(OdqaError, match=r"reader.retrieval_weight = -?(inf|nan) \(from .*settings.yaml\) is not a "
-                                        r"finite number; give a finite number >= 0"):
+    with pytest.raises(
+        OdqaError,
+        match=r"reader.retrieval_weight = -?(inf|nan) \(from .*settings.yaml\) is not a "
+        r"finite number; give a finite number >= 0",
+    ):
         OdqaConfig.load(path)
 
 
-@pytest.mark.parametrize("setting, value", [("reader.retrieval_weight", math.inf), ("retrieval.entity_bonus", math.nan),
-                                            ("reader.no_answer_threshold", -math.inf)])
+@pytest.mark.parametrize(
+    "setting, value",
+    [
+        ("reader.retrieval_weight", math.inf),
+        ("retrieval.entity_bonus", math.nan),
+        ("reader.no_answer_threshold", -math.inf),
+    ],
+)
 def test_a_library_caller_gets_the_same_refusal(setting, value):
     with pytest.raises(OdqaError, match=rf"{setting} = {value!r} \(from the command line\) is not a finite number"):
         OdqaConfig.load(None, {setting: value})
@@ -163,10 +177,19 @@ class StubPipeline:
     def ask_batch(self, questions, k=None, retriever=None):
         from odqa.pipeline import Result
 
-        answer = Answer(text="William Shakespeare", score=self.score, probability=self.probability, passage_id="p1",
-                        title="Hamlet", start=0, end=19, context="William Shakespeare wrote Hamlet.")
-        return [Result(question=q, answers=[answer], passages=[SearchHit(1, self.score, source="bm25")])
-                for q in questions]
+        answer = Answer(
+            text="William Shakespeare",
+            score=self.score,
+            probability=self.probability,
+            passage_id="p1",
+            title="Hamlet",
+            start=0,
+            end=19,
+            context="William Shakespeare wrote Hamlet.",
+        )
+        return [
+            Result(question=q, answers=[answer], passages=[SearchHit(1, self.score, source="bm25")]) for q in questions
+        ]
 
     def inference_plans(self):
         return {}
@@ -182,8 +205,10 @@ def serve_client(monkeypatch):
     monkeypatch.setattr(odqa.serve.app, "warm_up", lambda pipeline: {"passages": 1, "language": "en"})
 
     def client(pipeline=None):
-        return TestClient(odqa.serve.app.create_app(pipeline or StubPipeline(), ServeSettings(max_k=100)),
-                          raise_server_exceptions=False)
+        return TestClient(
+            odqa.serve.app.create_app(pipeline or StubPipeline(), ServeSettings(max_k=100)),
+            raise_server_exceptions=False,
+        )
 
     return client
 
@@ -222,8 +247,9 @@ def stub_cli_pipeline(monkeypatch):
 
     stub = StubPipeline(score=math.inf, probability=math.nan)
     monkeypatch.setattr(Pipeline, "check_available", lambda self: None)
-    monkeypatch.setattr(Pipeline, "ask_batch", lambda self, questions, k=None, retriever=None:
-                        stub.ask_batch(questions))
+    monkeypatch.setattr(
+        Pipeline, "ask_batch", lambda self, questions, k=None, retriever=None: stub.ask_batch(questions)
+    )
     monkeypatch.setattr(Pipeline, "inference_plans", lambda self: {})
     return stub
 

@@ -20,16 +20,37 @@ CONTEXT = "Marie Curie won the Nobel Prize in Physics in 1903 and in Chemistry i
 
 
 def _data(path):
-    qas = [{"id": f"q{i}", "question": f"Who won the prize {i}?",
-            "answers": [{"text": "Marie Curie", "answer_start": 0}]} for i in range(8)]
+    qas = [
+        {"id": f"q{i}", "question": f"Who won the prize {i}?", "answers": [{"text": "Marie Curie", "answer_start": 0}]}
+        for i in range(8)
+    ]
     path.write_text(json.dumps({"data": [{"title": "Curie", "paragraphs": [{"context": CONTEXT, "qas": qas}]}]}))
     return path
 
 
 def _argv(tmp_path, steps):
-    return ["train-reader", "--train", str(_data(tmp_path / "train.json")), "--init",
-            str(tmp_path / "init"), "--output", str(tmp_path / "run"), "--max-steps", str(steps), "--save-every", "1",
-            "--batch-size", "2", "--max-length", "64", "--stride", "16", "--threads", "1", "--no-progress"]
+    return [
+        "train-reader",
+        "--train",
+        str(_data(tmp_path / "train.json")),
+        "--init",
+        str(tmp_path / "init"),
+        "--output",
+        str(tmp_path / "run"),
+        "--max-steps",
+        str(steps),
+        "--save-every",
+        "1",
+        "--batch-size",
+        "2",
+        "--max-length",
+        "64",
+        "--stride",
+        "16",
+        "--threads",
+        "1",
+        "--no-progress",
+    ]
 
 
 @pytest.mark.parametrize("damage", ["byte changed", "truncated"])
