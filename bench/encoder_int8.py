@@ -209,7 +209,7 @@ def distractor_texts(args, students: list[str]) -> list[str]:
     the training passages of the distilled students given (their sample is drawn again from their recorded
     settings)."""
     from odqa.core.text_encoding import passage_text
-    from odqa.retriever.distill_encoder import INFO_FILE, sample_passages
+    from odqa.retriever.training.distill_encoder import INFO_FILE, sample_passages
 
     if not args.wiki_index:
         sys.exit("--distractors needs --wiki-index (an index of the Wikipedia subset)")

@@ -5,9 +5,9 @@ any long run is chosen (a recipe's full run should fit the time the machine give
     python bench/train_speed.py                                  # the multilingual candidates, 6 steps each
     python bench/train_speed.py --recipes "12 layers, 256=--max-length 256" "6 layers=--keep-layers 0,2,4,6,8,10"
 
-Each recipe runs `reader.train.train` from --init on the same sample of the training files (`--limit` questions of
-each), batch --batch-size, 2 threads; the first step (allocation, warm-up) is left out of the timing. The table
-gives windows/s and real (unpadded) tokens/s, and the hours one pass over --full-windows windows would take.
+Each recipe runs `reader.training.train.train` from --init on the same sample of the training files (`--limit`
+questions of each), batch --batch-size, 2 threads; the first step (allocation, warm-up) is left out of the timing. The
+table gives windows/s and real (unpadded) tokens/s, and the hours one pass over --full-windows windows would take.
 Give the run the cores to itself: other work on the machine changes the figures many times over.
 """
 
@@ -38,7 +38,7 @@ MULTILINGUAL = [
 def time_recipe(args: argparse.Namespace, flags: str) -> dict:
     import torch
 
-    from odqa.reader.train import TrainConfig, train
+    from odqa.reader.training.train import TrainConfig, train
 
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--max-length", type=int, default=256)

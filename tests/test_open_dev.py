@@ -7,8 +7,8 @@ import json
 from odqa.core.types import Passage, SearchHit
 from odqa.corpus.open_dev import SOURCES, draw_split, drop_open_dev, is_open_dev, open_dev_questions, split
 from odqa.corpus.questions import QAItem, load_questions
-from odqa.reader.distant import build_distant_data
-from odqa.reader.train import LoadStats, load_squad_examples
+from odqa.reader.training.distant import build_distant_data
+from odqa.reader.training.train import LoadStats, load_squad_examples
 
 
 def _an_open_dev_question(shared_data) -> QAItem:

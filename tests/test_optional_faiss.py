@@ -30,7 +30,7 @@ def _error_lines(out: subprocess.CompletedProcess) -> list[str]:
 
 @pytest.mark.subprocess
 def test_commands_that_search_no_vectors_run_without_faiss():
-    out = _run("import reader.train\nsys.exit(main(['train-reader', '--help']))\n")
+    out = _run("import reader.training.train\nsys.exit(main(['train-reader', '--help']))\n")
     assert out.returncode == 0, out.stderr[-2000:]
     assert "--max-minutes" in out.stdout
 

@@ -8,8 +8,8 @@ import random
 import pytest
 
 from odqa.core.errors import OdqaError
-from odqa.reader.cloze import WH_WORD, build_cloze_data, cloze_question
-from odqa.reader.train import LoadStats, load_squad_examples
+from odqa.reader.training.cloze import WH_WORD, build_cloze_data, cloze_question
+from odqa.reader.training.train import LoadStats, load_squad_examples
 
 spacy = pytest.importorskip("spacy")
 

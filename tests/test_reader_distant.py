@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from odqa.core.types import Passage, SearchHit
-from odqa.reader.distant import build_distant_data, locate_answer
-from odqa.reader.train import LoadStats, load_squad_examples
+from odqa.reader.training.distant import build_distant_data, locate_answer
+from odqa.reader.training.train import LoadStats, load_squad_examples
 
 PASSAGES = [
     Passage("w1", "Moon", "Apollo 17 left the Moon on 14 December 1972, the last crewed landing."),

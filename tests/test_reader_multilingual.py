@@ -12,7 +12,7 @@ import torch
 
 from odqa.core.errors import OdqaError
 from odqa.core.models import SHIPPED_MODELS
-from odqa.reader.train import Example, LoadStats, TrainConfig, build_features, simplify_chinese
+from odqa.reader.training.train import Example, LoadStats, TrainConfig, build_features, simplify_chinese
 
 ENCODER = SHIPPED_MODELS / "encoder-multilingual"
 pytestmark = pytest.mark.skipif(not (ENCODER / "tokenizer.json").is_file(), reason="models/encoder-multilingual absent")

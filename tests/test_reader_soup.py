@@ -9,7 +9,7 @@ import torch
 
 from odqa.cli import main
 from odqa.core.errors import OdqaError
-from odqa.reader.soup import average_readers
+from odqa.reader.training.soup import average_readers
 from tests.reader_fixtures import minilm_tokenizer, save_tiny_qa, tiny_config
 
 KEY = "bert.encoder.layer.0.attention.self.query.weight"

@@ -1,6 +1,6 @@
 import pytest
 
-from odqa.reader.topical import topical_negatives
+from odqa.reader.training.topical import topical_negatives
 
 
 def _squad():

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from odqa.core.errors import OdqaError
-from odqa.reader.train import LoadStats, TrainConfig, build_features, load_squad_examples, train
+from odqa.reader.training.train import LoadStats, TrainConfig, build_features, load_squad_examples, train
 from tests.reader_fixtures import minilm_tokenizer, save_tiny_qa
 
 CTX = "Marie Curie was a physicist and chemist. She won the Nobel Prize in Physics in 1903."
@@ -202,7 +202,7 @@ def test_bad_layer_lists_are_refused(tmp_path):
 
 
 def test_question_batches_keep_each_questions_windows_together():
-    from odqa.reader.train import question_batches
+    from odqa.reader.training.train import question_batches
 
     groups = [f"q{i // 3}" for i in range(30)] + ["big"] * 7  # ten questions of 3 windows, one of 7
     lengths = [10 + (i * 7) % 50 for i in range(len(groups))]
@@ -216,7 +216,7 @@ def test_question_batches_keep_each_questions_windows_together():
 
 
 def test_shared_norm_loss_is_one_softmax_over_all_windows_of_a_question():
-    from odqa.reader.train import shared_norm_loss
+    from odqa.reader.training.train import shared_norm_loss
 
     torch.manual_seed(0)
     start, end = torch.randn(3, 6, requires_grad=True), torch.randn(3, 6)
@@ -239,7 +239,7 @@ def test_shared_norm_loss_is_one_softmax_over_all_windows_of_a_question():
 
 
 def test_selection_loss_ranks_answer_holding_windows_by_their_null_scores():
-    from odqa.reader.train import selection_loss
+    from odqa.reader.training.train import selection_loss
 
     start = torch.tensor([[1.0, 0, 0], [0.5, 0, 0], [2.0, 0, 0], [0.0, 0, 0]], requires_grad=True)
     end = torch.tensor([[0.5, 0, 0], [0.5, 0, 0], [0.0, 0, 0], [0.0, 0, 0]])
@@ -267,7 +267,7 @@ def test_selection_loss_needs_shared_norm(tmp_path):
 
 
 def test_shared_norm_training_drops_unanswered_questions_whole_and_trains(tmp_path):
-    from odqa.reader.train import Example, drop_unanswered_questions
+    from odqa.reader.training.train import Example, drop_unanswered_questions
 
     examples = [Example("a1", "qa", "x", 0, 1, "qa"), Example("a2", "qa", "y", group="qa")]
     examples += [Example(f"n{i}", f"q{i}", "z", group=f"q{i}") for i in range(200)]
@@ -311,7 +311,7 @@ def _xlmr_teacher(path, seed: int = 0):
 def test_teacher_windows_align_by_characters_across_vocabularies():
     from transformers import AutoTokenizer
 
-    from odqa.reader.train import Example
+    from odqa.reader.training.train import Example
 
     student = minilm_tokenizer()
     teacher = AutoTokenizer.from_pretrained("models/encoder-multilingual")
@@ -343,7 +343,7 @@ def test_teacher_windows_align_by_characters_across_vocabularies():
 
 
 def test_distill_loss_pulls_the_student_to_the_teacher_and_ignores_unmatched_tokens():
-    from odqa.reader.train import distill_loss, teacher_logits_on_student_tokens
+    from odqa.reader.training.train import distill_loss, teacher_logits_on_student_tokens
 
     torch.manual_seed(0)
     teacher = torch.randn(2, 7)
@@ -365,7 +365,7 @@ def test_distill_loss_pulls_the_student_to_the_teacher_and_ignores_unmatched_tok
 
 
 def test_distill_loss_over_a_questions_windows_is_one_softmax():
-    from odqa.reader.train import _kl, distill_loss
+    from odqa.reader.training.train import _kl, distill_loss
 
     torch.manual_seed(1)
     student, teacher = torch.randn(3, 5), torch.randn(3, 5)
@@ -383,7 +383,7 @@ def test_distill_loss_over_a_questions_windows_is_one_softmax():
 
 
 def test_training_with_a_teacher_of_another_vocabulary(tmp_path):
-    from odqa.reader.train import collate
+    from odqa.reader.training.train import collate
 
     torch.set_num_threads(1)
     init = save_tiny_qa(tmp_path / "init")
@@ -411,7 +411,7 @@ def test_training_with_a_teacher_of_another_vocabulary(tmp_path):
 
 
 def test_collate_pads_student_and_teacher_rows():
-    from odqa.reader.train import collate, collate_teacher
+    from odqa.reader.training.train import collate, collate_teacher
 
     feats = {
         "input_ids": [[5, 6, 7], [5, 8]],

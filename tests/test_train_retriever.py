@@ -11,8 +11,8 @@ import torch
 
 from odqa.core.errors import OdqaError
 from odqa.indexing import IndexSpec, build_index
-from odqa.retriever.losses import dpr_nll_loss, positive_ranks
-from odqa.retriever.train_data import ReadStats, build_dpr_data, read_dpr_file
+from odqa.retriever.training.losses import dpr_nll_loss, positive_ranks
+from odqa.retriever.training.train_data import ReadStats, build_dpr_data, read_dpr_file
 from tests.retrievers import built_retriever
 
 # ---------------------------------------------------------------------------------------------------- fixtures
@@ -159,7 +159,7 @@ def test_dpr_loss_matches_a_hand_computation():
 
 
 def test_distillation_loss_matches_a_hand_computation():
-    from odqa.retriever.distill_loss import score_distillation_loss
+    from odqa.retriever.training.distill_loss import score_distillation_loss
 
     # one question, two candidates; vectors are 1-d, so the scores are the products themselves
     sq, sp = torch.tensor([[1.0]]), torch.tensor([[1.0], [0.0]])  # student scores (1, 0)
@@ -267,7 +267,7 @@ def test_builder_regex_answers_and_squad_gold_paragraph(tiny_index, tmp_path):
 
 def test_builder_dev_split_is_set_aside_before_the_positive_filter(tiny_index, tmp_path):
     from odqa.corpus.questions import load_questions
-    from odqa.retriever.train_data import in_dev_split
+    from odqa.retriever.training.train_data import in_dev_split
 
     qa = tmp_path / "nq-dev.qa.tsv"
     many = [(q, a) for q, a in QUESTIONS for _ in range(10)]  # 40 questions, 10 without any answer in the corpus
@@ -370,7 +370,7 @@ def test_reader_reads_dpr_published_json(tmp_path):
 
 
 def _cfg(train_file, out, init, **kw):
-    from odqa.retriever.train import RetrieverTrainConfig
+    from odqa.retriever.training.train import RetrieverTrainConfig
 
     base = {
         "train_files": [str(train_file)],
@@ -396,7 +396,7 @@ def test_gradient_cache_equals_full_batch(tmp_path, train_file):
     from contextlib import nullcontext
 
     from odqa.core.encoder import TextEncoder
-    from odqa.retriever.train import DualEncoder, make_batch, train_step
+    from odqa.retriever.training.train import DualEncoder, make_batch, train_step
 
     init = _tiny_encoder(tmp_path / "enc", dropout=0.0)
     examples = read_dpr_file(train_file)[:4]
@@ -414,7 +414,7 @@ def test_gradient_cache_equals_full_batch(tmp_path, train_file):
 
 
 def test_a_few_steps_lower_the_training_loss(tmp_path, train_file):
-    from odqa.retriever.train import train
+    from odqa.retriever.training.train import train
 
     init = _tiny_encoder(tmp_path / "enc")
     losses = []
@@ -430,7 +430,7 @@ def test_a_few_steps_lower_the_training_loss(tmp_path, train_file):
     enc = TextEncoder.from_pretrained(str(final), device="cpu")
     assert enc.encode(["tell me about the volcano"]).shape == (1, 32)
     # exported as fp16 weights that load (and compute) in fp32, giving the same vectors
-    from odqa.retriever.train import export_encoder
+    from odqa.retriever.training.train import export_encoder
 
     shipped = export_encoder(final, tmp_path / "shipped", card="# card\n")
     again = TextEncoder.from_pretrained(str(shipped), device="cpu")
@@ -452,7 +452,7 @@ def test_a_few_steps_lower_the_training_loss(tmp_path, train_file):
 
 def test_distillation_pulls_the_model_towards_its_teacher(tmp_path, train_file):
     from odqa.core.encoder import TextEncoder
-    from odqa.retriever.train import train
+    from odqa.retriever.training.train import train
 
     init = _tiny_encoder(tmp_path / "enc", dropout=0.0)
     probe = ["tell me about the volcano", "which river crosses the city"]
@@ -470,7 +470,7 @@ def test_distillation_pulls_the_model_towards_its_teacher(tmp_path, train_file):
 
 
 def test_checkpoint_resume_gives_the_same_model(tmp_path, train_file):
-    from odqa.retriever.train import train
+    from odqa.retriever.training.train import train
 
     init = _tiny_encoder(tmp_path / "enc")
     straight = train(_cfg(train_file, tmp_path / "a", init, max_steps=6, save_every=2))
@@ -498,7 +498,7 @@ def test_checkpoint_resume_gives_the_same_model(tmp_path, train_file):
 
 
 def test_checkpoint_of_another_architecture_is_refused(tmp_path, train_file):
-    from odqa.retriever.train import train
+    from odqa.retriever.training.train import train
 
     small = _tiny_encoder(tmp_path / "small", hidden=32)
     big = _tiny_encoder(tmp_path / "big", hidden=64)
@@ -516,7 +516,7 @@ def test_checkpoint_of_another_architecture_is_refused(tmp_path, train_file):
 
 
 def test_separate_encoders_save_both(tmp_path, train_file):
-    from odqa.retriever.train import train
+    from odqa.retriever.training.train import train
 
     init = _tiny_encoder(tmp_path / "enc")
     final = train(_cfg(train_file, tmp_path / "sep", init, shared=False, max_steps=2))
@@ -526,7 +526,7 @@ def test_separate_encoders_save_both(tmp_path, train_file):
 
 
 def test_training_survives_bad_rows(tmp_path, train_file):
-    from odqa.retriever.train import train
+    from odqa.retriever.training.train import train
 
     init = _tiny_encoder(tmp_path / "enc")
     bad = tmp_path / "bad.jsonl"
@@ -709,7 +709,7 @@ def test_cli_build_and_train(tiny_index, qa_tsv, tmp_path, capsys):
 def test_interpolation_mixes_weights_and_refuses_other_architectures(tmp_path):
     from transformers import AutoModel
 
-    from odqa.retriever.interpolate import interpolate_encoders
+    from odqa.retriever.training.interpolate import interpolate_encoders
 
     base = _tiny_encoder(tmp_path / "base", seed=0)
     tuned = _tiny_encoder(tmp_path / "tuned", seed=1)
@@ -737,8 +737,8 @@ def test_interpolation_mixes_weights_and_refuses_other_architectures(tmp_path):
 def test_pool_recall_counts_the_first_answer_bearing_passage():
     import numpy as np
 
-    from odqa.retriever.train import pool_recall
-    from odqa.retriever.train_data import DPRExample
+    from odqa.retriever.training.train import pool_recall
+    from odqa.retriever.training.train_data import DPRExample
 
     texts = ["Paris is the capital of France.", "Lyon is a city.", "Berlin is the capital of Germany."]
     p = np.eye(3, dtype=np.float32)
@@ -756,8 +756,8 @@ def test_pool_recall_counts_the_first_answer_bearing_passage():
 
 
 def test_pick_negatives_refuses_answers_positives_and_known_negatives():
-    from odqa.retriever.mine_negatives import MineStats, pick_negatives
-    from odqa.retriever.train_data import DPRExample
+    from odqa.retriever.training.mine_negatives import MineStats, pick_negatives
+    from odqa.retriever.training.train_data import DPRExample
 
     gold = "K2 is the second highest mountain on Earth, in the Karakoram range, first climbed in 1954."
     ex = DPRExample(
@@ -782,7 +782,7 @@ def test_pick_negatives_refuses_answers_positives_and_known_negatives():
 
 
 def test_mine_negatives_appends_after_bm25_negatives_and_leaves_out_excluded(tmp_path):
-    from odqa.retriever.mine_negatives import mine_dense_negatives
+    from odqa.retriever.training.mine_negatives import mine_dense_negatives
 
     rows = [
         {

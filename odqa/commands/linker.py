@@ -11,7 +11,7 @@ from odqa.commands.options import COUNT, POSITIVE_INT, add_options, config_overr
 from odqa.config import LinkerConfig, OdqaConfig
 from odqa.core.errors import OdqaError
 from odqa.core.terminal import printable
-from odqa.linker.train_config import TrainConfig
+from odqa.linker.training.train_config import TrainConfig
 from odqa.retriever.registry import kb_beside
 
 
@@ -266,7 +266,7 @@ def _mention_json(m) -> dict:
 def run_train(args) -> int:
     import logging
 
-    from odqa.linker.train import train_linker
+    from odqa.linker.training.train import train_linker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     cfg = TrainConfig(**dataclass_values(args, TrainConfig))

@@ -18,7 +18,7 @@ from odqa.commands.options import (
 )
 from odqa.config import OdqaConfig, ReaderConfig, RetrievalConfig
 from odqa.core.logs import get_logger
-from odqa.reader.train_config import TrainConfig
+from odqa.reader.training.train_config import TrainConfig
 from odqa.retriever.registry import RETRIEVERS
 
 log = get_logger(__name__)
@@ -255,7 +255,7 @@ def _setup_logging() -> None:
 
 
 def _train(args) -> int:
-    from odqa.reader.train import train
+    from odqa.reader.training.train import train
 
     _setup_logging()
     cfg = TrainConfig(train_files=args.train, output_dir=args.output, **dataclass_values(args, TrainConfig))
@@ -265,7 +265,7 @@ def _train(args) -> int:
 
 
 def _build_data(args) -> int:
-    from odqa.reader.distant import build_distant_data
+    from odqa.reader.training.distant import build_distant_data
     from odqa.retriever.registry import build_retriever, open_index
 
     _setup_logging()
@@ -287,14 +287,14 @@ def _build_data(args) -> int:
 
 
 def _build_topical(args) -> int:
-    from odqa.reader.topical import write_topical_negatives
+    from odqa.reader.training.topical import write_topical_negatives
 
     print_json_last(write_topical_negatives(args.squad, args.output, args.ratio, args.seed))
     return 0
 
 
 def _build_cloze(args) -> int:
-    from odqa.reader.cloze import build_cloze_data
+    from odqa.reader.training.cloze import build_cloze_data
 
     _setup_logging()
     stats = build_cloze_data(
@@ -440,7 +440,7 @@ def _fit_calibration(args) -> int:
 
 
 def _average(args) -> int:
-    from odqa.reader.soup import average_readers
+    from odqa.reader.training.soup import average_readers
 
     out = average_readers(args.models, args.output, args.shares)
     print(f"{out}: the average of {len(args.models)} readers")

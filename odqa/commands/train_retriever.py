@@ -10,7 +10,7 @@ from odqa.commands.common import add_command, add_output, print_json_last
 from odqa.commands.options import COUNT, FRACTION, POSITIVE_INT, add_options, dataclass_values
 from odqa.core.settings import TRAINING_PRECISIONS
 from odqa.retriever.settings import RetrievalConfig
-from odqa.retriever.train_config import EncoderDistillConfig, RetrieverTrainConfig
+from odqa.retriever.training.train_config import EncoderDistillConfig, RetrieverTrainConfig
 
 
 def register(subparsers) -> None:
@@ -256,7 +256,7 @@ def _setup_logging() -> None:
 
 
 def _build(args) -> int:
-    from odqa.retriever.train_data import build_dpr_data
+    from odqa.retriever.training.train_data import build_dpr_data
 
     _setup_logging()
     stats = build_dpr_data(
@@ -290,7 +290,7 @@ def _build(args) -> int:
 def _mine(args) -> int:
     import torch
 
-    from odqa.retriever.mine_negatives import mine_dense_negatives
+    from odqa.retriever.training.mine_negatives import mine_dense_negatives
 
     _setup_logging()
     if args.threads:
@@ -318,7 +318,7 @@ def _mine(args) -> int:
 
 
 def _train(args) -> int:
-    from odqa.retriever.train import train
+    from odqa.retriever.training.train import train
 
     _setup_logging()
     cfg = RetrieverTrainConfig(
@@ -338,8 +338,8 @@ def _train(args) -> int:
 def _eval(args) -> int:
     import torch
 
-    from odqa.retriever.train import heldout_corpus_eval
-    from odqa.retriever.train_data import read_dpr_file
+    from odqa.retriever.training.train import heldout_corpus_eval
+    from odqa.retriever.training.train_data import read_dpr_file
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -427,7 +427,7 @@ def _tune(args) -> int:
 
 
 def _interpolate(args) -> int:
-    from odqa.retriever.interpolate import interpolate_encoders
+    from odqa.retriever.training.interpolate import interpolate_encoders
 
     out = interpolate_encoders(args.base, args.tuned, args.output, args.weight)
     print(f"{out}: {1 - args.weight:g} x {args.base} + {args.weight:g} x {args.tuned}")
@@ -435,7 +435,7 @@ def _interpolate(args) -> int:
 
 
 def _distill(args) -> int:
-    from odqa.retriever.distill_encoder import INFO_FILE, distill_passage_encoder
+    from odqa.retriever.training.distill_encoder import INFO_FILE, distill_passage_encoder
 
     _setup_logging()
     cfg = EncoderDistillConfig(index=args.index, output_dir=args.output, **dataclass_values(args, EncoderDistillConfig))

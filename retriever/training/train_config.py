@@ -1,4 +1,4 @@
-"""The dense retriever's training settings (`retriever.train.train`), apart from the training code so the
+"""The dense retriever's training settings (`retriever.training.train.train`), apart from the training code so the
 command line can read their defaults and help without loading torch (odqa.commands.options)."""
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ class RetrieverTrainConfig(RunOptions):
 
 @dataclass
 class EncoderDistillConfig(RunOptions):
-    """`retriever.distill_encoder.distill_passage_encoder`: a shallower passage encoder that writes the teacher's
-    passage vectors, so an index it builds is searched with the teacher's question vectors."""
+    """`retriever.training.distill_encoder.distill_passage_encoder`: a shallower passage encoder that writes the
+    teacher's passage vectors, so an index it builds is searched with the teacher's question vectors."""
 
     index: str  # index folder (its passage store) or corpus file/folder whose passages are the training texts
     output_dir: str

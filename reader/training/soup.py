@@ -10,7 +10,7 @@ from pathlib import Path
 from odqa.core.atomic import atomic_folder
 from odqa.core.errors import OdqaError
 from odqa.core.weight_averaging import average_weights
-from odqa.reader.train import load_qa_model
+from odqa.reader.training.train import load_qa_model
 
 SOUP_INFO = "soup.json"
 

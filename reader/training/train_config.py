@@ -1,4 +1,4 @@
-"""The reader's training settings (`reader.train.train`), apart from the training code so the command line can
+"""The reader's training settings (`reader.training.train.train`), apart from the training code so the command line can
 read their defaults and help without loading torch (odqa.commands.options)."""
 
 from __future__ import annotations

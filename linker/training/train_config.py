@@ -1,5 +1,5 @@
-"""The linker's training settings (`linker.train.train_linker`), apart from the training code so the command line
-can read their defaults and help without loading torch (odqa.commands.options)."""
+"""The linker's training settings (`linker.training.train.train_linker`), apart from the training code so the
+command line can read their defaults and help without loading torch (odqa.commands.options)."""
 
 from __future__ import annotations
 

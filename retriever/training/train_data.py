@@ -46,7 +46,7 @@ from odqa.corpus.questions import QAItem, check_not_test_set, load_questions
 from odqa.retriever.registry import RetrieverRuntime, build_retriever, open_index
 from odqa.retriever.settings import RetrievalConfig
 
-log = logging.getLogger("odqa.retriever.train_data")
+log = logging.getLogger("odqa.retriever.training.train_data")
 
 MAX_LOGGED_SKIPS = 20
 

@@ -27,7 +27,7 @@ from odqa.core.types import SearchHit
 from odqa.corpus.open_dev import drop_open_dev
 from odqa.corpus.questions import QAItem, article_key, check_not_test_set, load_questions, squad_article_keys
 
-log = logging.getLogger("odqa.reader.distant")
+log = logging.getLogger("odqa.reader.training.distant")
 
 SearchFn = Callable[[Sequence[str], int], list[list[SearchHit]]]
 

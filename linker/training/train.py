@@ -36,7 +36,7 @@ from odqa.linker.data import (
 from odqa.linker.kb import KnowledgeBase
 from odqa.linker.linker import Linker, resolve_overlaps
 from odqa.linker.metrics import evaluate
-from odqa.linker.train_config import TrainConfig  # there so the command line reads it without torch
+from odqa.linker.training.train_config import TrainConfig  # there so the command line reads it without torch
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from odqa.core.answers import has_answer
 from odqa.core.errors import OdqaError
-from odqa.retriever.train_data import DPRExample, ReadStats, read_dpr_file, write_dpr_jsonl
+from odqa.retriever.training.train_data import DPRExample, ReadStats, read_dpr_file, write_dpr_jsonl
 
-log = logging.getLogger("odqa.retriever.mine_negatives")
+log = logging.getLogger("odqa.retriever.training.mine_negatives")
 
 
 @dataclass
@@ -105,7 +105,7 @@ def mine_dense_negatives(
     `exclude`: a DPR file whose questions (by id or text) are left out, e.g. a validation split, so its
     contexts do not enter the pool either."""
     from odqa.core.encoder import TextEncoder, passage_text
-    from odqa.retriever.train import context_pool
+    from odqa.retriever.training.train import context_pool
 
     if per_question < 1 or depth < per_question + skip_top:
         raise OdqaError(

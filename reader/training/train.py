@@ -47,9 +47,9 @@ from odqa.core.training import (
 from odqa.corpus.open_dev import is_open_dev
 from odqa.corpus.questions import check_not_test_set
 from odqa.reader.features import char_span_to_tokens, require_fast, tokenize_windows
-from odqa.reader.train_config import TrainConfig  # there so the command line reads it without torch
+from odqa.reader.training.train_config import TrainConfig  # there so the command line reads it without torch
 
-log = logging.getLogger("odqa.reader.train")
+log = logging.getLogger("odqa.reader.training.train")
 
 
 @dataclass

@@ -1,9 +1,9 @@
 """Train the dense retriever (DPR): NLL of each question's positive among in-batch and hard negatives.
 
-* Data: DPR-format JSONL or JSON (`retriever.train_data.read_dpr_file`); bad rows are skipped and counted.
+* Data: DPR-format JSONL or JSON (`retriever.training.train_data.read_dpr_file`); bad rows are skipped and counted.
   A step takes `batch_size` questions; each brings its first positive (as DPR) and `hard_negatives` passages
   drawn from its hard negatives (shuffled per epoch; `negative_ctxs` when it has none). Candidates are the
-  B positives then the hard negatives; the loss is `retriever.losses.dpr_nll_loss` with `scale` on the
+  B positives then the hard negatives; the loss is `retriever.training.losses.dpr_nll_loss` with `scale` on the
   cosine similarities. A candidate that is the same text as question i's positive, or (optionally) that
   holds one of question i's answers, is masked out of question i's negatives.
 * Encoders: shared (one model for questions and passages, the default, as MiniLM on CPU) or separate.
@@ -15,7 +15,7 @@
   computed over the whole batch (so every in-batch negative counts), then each chunk is re-encoded with a
   graph and back-propagated with its cached vector gradients. Dropout masks are replayed by restoring the
   RNG state of each chunk, so the result equals one full-batch step.
-* Forgetting: `distill_weight` > 0 adds `retriever.distill_loss.score_distillation_loss`, a KL term that keeps
+* Forgetting: `distill_weight` > 0 adds `retriever.training.distill_loss.score_distillation_loss`, a KL term that keeps
   the in-batch score distribution close to a frozen teacher's (`distill_from`, default the `init` encoder),
   so training on a few thousand distant-supervision questions does not erase what the starting model knew.
 * Validation: held-out questions (`val_files`, or `holdout` questions split off the training files and written
@@ -56,12 +56,12 @@ from odqa.core.encoder import TextEncoder, passage_text
 from odqa.core.errors import OdqaError
 from odqa.core.models import resolve_model
 from odqa.core.training import LoopSettings, TrainingLoop, latest_checkpoint, set_seed, training_device
-from odqa.retriever.distill_loss import score_distillation_loss
-from odqa.retriever.losses import dpr_nll_loss, positive_ranks
-from odqa.retriever.train_config import RetrieverTrainConfig  # there so the command line reads it without torch
-from odqa.retriever.train_data import DPRExample, ReadStats, read_dpr_file, write_dpr_jsonl
+from odqa.retriever.training.distill_loss import score_distillation_loss
+from odqa.retriever.training.losses import dpr_nll_loss, positive_ranks
+from odqa.retriever.training.train_config import RetrieverTrainConfig  # apart: the CLI reads it without torch
+from odqa.retriever.training.train_data import DPRExample, ReadStats, read_dpr_file, write_dpr_jsonl
 
-log = logging.getLogger("odqa.retriever.train")
+log = logging.getLogger("odqa.retriever.training.train")
 
 
 # ---------------------------------------------------------------------------------------------------- model

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from odqa.retriever.losses import mask_out
+from odqa.retriever.training.losses import mask_out
 
 
 def score_distillation_loss(
