@@ -189,36 +189,54 @@ class FolderIndex:
 
     def info(self) -> BackendInfo:
         if "info" not in self._cache:
-            params = self.manifest.params
-            language = params.get("language", "en")
-            engine = self._text_engine()
-            prunes = hasattr(TEXT_ENGINES.get(engine), "drop_frequent_terms") if engine in TEXT_ENGINES else False
-            self._cache["info"] = BackendInfo(
-                location=str(self.path),
-                language=language,
-                text=BM25 in self.backends,
-                vectors=DENSE in self.backends,
-                encoder=self._encoder_record(),
-                tuned_fusion=params.get(TUNED_FUSION),
-                kb=self.layout.kb,
-                bm25_max_df=default_max_df(self.manifest.count) if prunes else 0.0,
-                max_df_refusal=""
-                if prunes
-                else (
-                    f"retrieval.bm25_max_df needs the tantivy BM25 engine; this index uses {engine or 'another'}: "
-                    "set it to 0 or rebuild the index with `run_qa.py index` (tantivy is the default)"
-                ),
-                summary={
-                    "backends": self.backends,
-                    "language": language,
-                    "analyzer": params.get("analyzer", ""),
-                    "encoder": self.manifest.encoder,
-                    "dim": self.manifest.dim,
-                    "built": self.manifest.created,
-                    "corpus_fingerprint": self.manifest.corpus_fingerprint,
-                },
-            )
+            # the parts' manifests are read here, after the open: under the readers' lock, from the index the
+            # manifest was read from (a rebuild that swapped it since is opened whole first), as `_open_parts` does
+            with swap_lock(self.path):
+                if self._pin is not None and self._pin.replaced(self.path):
+                    with contextlib.suppress(OdqaError):
+                        self._reopen()
+                for attempt in range(SWAP_RETRIES + 1):
+                    try:
+                        self._cache["info"] = self._read_info()
+                        break
+                    except (OdqaError, OSError):
+                        if attempt == SWAP_RETRIES or self._pin is None or not _swapping(self.path, self._pin):
+                            raise
+                    _wait_for_swap(attempt)
+                    with contextlib.suppress(OdqaError):
+                        self._reopen()
         return self._cache["info"]
+
+    def _read_info(self) -> BackendInfo:
+        params = self.manifest.params
+        language = params.get("language", "en")
+        engine = self._text_engine()
+        prunes = hasattr(TEXT_ENGINES.get(engine), "drop_frequent_terms") if engine in TEXT_ENGINES else False
+        return BackendInfo(
+            location=str(self.path),
+            language=language,
+            text=BM25 in self.backends,
+            vectors=DENSE in self.backends,
+            encoder=self._encoder_record(),
+            tuned_fusion=params.get(TUNED_FUSION),
+            kb=self.layout.kb,
+            bm25_max_df=default_max_df(self.manifest.count) if prunes else 0.0,
+            max_df_refusal=""
+            if prunes
+            else (
+                f"retrieval.bm25_max_df needs the tantivy BM25 engine; this index uses {engine or 'another'}: "
+                "set it to 0 or rebuild the index with `run_qa.py index` (tantivy is the default)"
+            ),
+            summary={
+                "backends": self.backends,
+                "language": language,
+                "analyzer": params.get("analyzer", ""),
+                "encoder": self.manifest.encoder,
+                "dim": self.manifest.dim,
+                "built": self.manifest.created,
+                "corpus_fingerprint": self.manifest.corpus_fingerprint,
+            },
+        )
 
     def _text_engine(self) -> str:
         """The BM25 engine the text part was built with ("": no readable text part)."""
