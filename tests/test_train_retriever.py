@@ -297,14 +297,14 @@ def test_builder_dev_split_is_set_aside_before_the_positive_filter(tiny_index, t
     with pytest.raises(OdqaError, match="dev split"):
         build_dpr_data([qa, trec], tiny_index, out, k=4, progress=False, dev_fraction=0.6, dev_dir=dev_dir)
     with pytest.raises(OdqaError, match="dev_dir"):
-        build_dpr_data([qa], tiny_index, tmp_path / "y.jsonl", progress=False, dev_fraction=0.1)
+        build_dpr_data([qa], tiny_index, tmp_path / "y.jsonl", k=4, progress=False, dev_fraction=0.1)
 
 
 def test_builder_refuses_test_sets(tiny_index, tmp_path):
     path = tmp_path / "nq-test.qa.tsv"
     path.write_text("q\t['a']\n")
     with pytest.raises(OdqaError, match="test"):
-        build_dpr_data([path], tiny_index, tmp_path / "x.jsonl", progress=False)
+        build_dpr_data([path], tiny_index, tmp_path / "x.jsonl", k=4, progress=False)
 
 
 def test_reader_skips_bad_rows_with_counts(tmp_path, caplog):
