@@ -100,3 +100,50 @@ def test_test_sets_are_refused_before_any_retrieval(tmp_path):
     with pytest.raises(OdqaError, match="NQ test"):
         build_distant_data([str(ok), str(nq_test)], str(out), search, k=3)
     assert not asked and not out.exists()
+
+
+def _squad_file(tmp_path, questions):
+    context = "Apollo 17 was the final mission of the Apollo program; it left the Moon in December 1972."
+    qas = [
+        {
+            "id": f"q{i}",
+            "question": q,
+            "answers": [{"text": "December 1972", "answer_start": context.index("December")}],
+        }
+        for i, q in enumerate(questions)
+    ]
+    path = tmp_path / "train-small.json"
+    path.write_text(json.dumps({"data": [{"title": "Apollo 17", "paragraphs": [{"context": context, "qas": qas}]}]}))
+    return path, context
+
+
+def test_gold_paragraphs_are_the_positives_and_retrieved_passages_only_negatives(tmp_path):
+    squad, context = _squad_file(tmp_path, ["when did apollo 17 leave the moon"])
+    out = tmp_path / "gold.json"
+    stats = build_distant_data([str(squad)], str(out), fake_search, k=3, negatives=5, gold=True)
+    paragraphs = [(art["title"], p) for art in json.loads(out.read_text())["data"] for p in art["paragraphs"]]
+    answered = [(t, p) for t, p in paragraphs if not p["qas"][0]["is_impossible"]]
+    unanswerable = [p["context"] for t, p in paragraphs if p["qas"][0]["is_impossible"]]
+    # the own paragraph is the one positive; w1 and w3 hold the answer string, so they are neither positive nor negative
+    assert [(t, p["context"]) for t, p in answered] == [("Apollo 17", context)]
+    assert unanswerable == [PASSAGES[1].text]
+    assert stats["positives"] == 1 and stats["negatives"] == 1 and stats["with_positive"] == 1
+    # one question text in one file: the trainer's shared normalisation puts the three windows in one softmax
+    st = LoadStats()
+    examples = load_squad_examples(out, stats=st)
+    assert len(examples) == 2 and len({e.question for e in examples}) == 1 and st.skipped_bad_offset == 0
+
+
+def test_gold_mode_limit_draws_questions_at_random_and_reproducibly(tmp_path):
+    squad, _ = _squad_file(tmp_path, [f"question number {i} about apollo" for i in range(40)])
+
+    def drawn(seed):
+        out = tmp_path / f"gold-{seed}.json"
+        build_distant_data([str(squad)], str(out), fake_search, k=1, limit=5, seed=seed, gold=True)
+        data = json.loads(out.read_text())["data"]
+        return sorted(qa["question"] for art in data for p in art["paragraphs"] for qa in p["qas"])
+
+    first = drawn(3)
+    assert len(set(first)) == 5 and first == drawn(3)
+    assert first != [f"question number {i} about apollo" for i in range(5)]  # not simply the file's first five
+    assert first != drawn(4)

@@ -117,6 +117,13 @@ def register(subparsers) -> None:
         help="never use passages of the articles of these SQuAD files (test sets, e.g. SQuAD v1.1 dev: "
         "24 of its 48 articles are in the Wikipedia subset); titles match with underscores as spaces",
     )
+    p.add_argument(
+        "--gold-paragraphs",
+        action="store_true",
+        help="questions that carry their own paragraph (SQuAD) keep it as their answer-bearing example; retrieved "
+        "passages without an answer are their negatives, for train-reader --shared-norm; --limit then draws at "
+        "random (--seed)",
+    )
     add_output(p, "--output", required=True, help="SQuAD-format JSON to write")
     add_config_flag(p)
 
@@ -281,6 +288,7 @@ def _build_data(args) -> int:
         negatives=args.negatives,
         seed=args.seed,
         exclude_articles_of=args.exclude_articles_of,
+        gold=args.gold_paragraphs,
     )
     print_json_last(stats)
     return 0

@@ -8,6 +8,13 @@ retrieved passages without an answer become unanswerable examples (hard negative
 null score to reject passages that merely look relevant). Output is SQuAD v2.0-format JSON, so it feeds the
 same trainer. Passages that pass has_answer but where no exact character span can be located (the token
 match crosses normalisation) are counted and left out.
+
+With `gold=True` (questions that carry their own paragraph, as SQuAD's do) the question's paragraph is its one
+answer-bearing example and the retrieved passages without an answer are its negatives: under shared
+normalisation (`train-reader --shared-norm`, which scores a question's windows of one file in one softmax)
+the reader learns to prefer the span of the passage about the question's subject over a span of the same type
+in another article's passage, the error distant positives teach (they hold the answer string whatever the
+passage is about).
 """
 
 from __future__ import annotations
@@ -60,16 +67,22 @@ def distant_examples(
     stats: dict | None = None,
     prefix: str = "",
     excluded_articles: AbstractSet[str] = frozenset(),
+    gold: bool = False,
 ) -> list[dict]:
     """SQuAD paragraphs ({title, context, qas}) built from the retrieved passages of `items`. Passages of
     the articles in `excluded_articles` (`article_key`s: test sets' articles) are skipped, neither
-    positives nor negatives."""
+    positives nor negatives. `gold`: each item's own paragraph is its positive (items without one are
+    skipped) and retrieved passages serve only as negatives."""
     stats = stats if stats is not None else {}
     for key in ("questions", "with_positive", "positives", "negatives", "unlocated", "excluded_passages"):
         stats.setdefault(key, 0)
     out: list[dict] = []
     for lo in range(0, len(items), batch_size):
-        part = [q for q in items[lo : lo + batch_size] if q.question.strip() and q.answers]
+        part = [
+            q
+            for q in items[lo : lo + batch_size]
+            if q.question.strip() and q.answers and (not gold or (q.context and q.answer_starts))
+        ]
         if not part:
             continue
         results = search([q.question for q in part], k)
@@ -83,6 +96,9 @@ def distant_examples(
                     stats["questions_without_usable_answer"] = stats.get("questions_without_usable_answer", 0) + 1
                     continue
             pos = neg = 0
+            if gold:
+                out.append(_gold_paragraph(q, f"{prefix}{q.id}"))
+                pos = 1
             for rank, hit in enumerate(hits):
                 if hit.passage is None or not hit.passage.text.strip():
                     continue
@@ -92,7 +108,7 @@ def distant_examples(
                 text = hit.passage.text
                 qid = f"{prefix}{q.id}-{hit.passage.id}"
                 if has_answer(text, answers, regex_answers=q.regex):
-                    if pos >= positives:
+                    if gold or pos >= positives:
                         continue
                     span = locate_answer(text, answers, regex=q.regex)
                     if span is None:
@@ -138,6 +154,22 @@ def distant_examples(
     return out
 
 
+def _gold_paragraph(q: QAItem, qid: str) -> dict:
+    """A question's own paragraph as a SQuAD paragraph with its first reference answer."""
+    return {
+        "title": q.title,
+        "context": q.context,
+        "qas": [
+            {
+                "id": qid,
+                "question": q.question,
+                "is_impossible": False,
+                "answers": [{"text": q.answers[0], "answer_start": q.answer_starts[0]}],
+            }
+        ],
+    }
+
+
 def write_squad(paragraphs: list[dict], path: str | Path, seed: int = 42) -> None:
     """One SQuAD v2.0 file; paragraphs shuffled (deterministically) so --limit takes a mixed sample."""
     paragraphs = list(paragraphs)
@@ -166,10 +198,13 @@ def build_distant_data(
     negatives: int = 1,
     seed: int = 42,
     exclude_articles_of: Sequence[str] = (),
+    gold: bool = False,
 ) -> dict:
     """Retrieve with `search` (a retriever's batch search) for every question file and write one SQuAD-format
     JSON; returns counts per file and in all. `exclude_articles_of`: SQuAD files whose articles' passages never
-    enter the data (the test sets')."""
+    enter the data (the test sets'). `gold`: the questions' own paragraphs are the positives (`distant_examples`)
+    and `limit` draws that many questions at random (`seed`) instead of the first ones, as a SQuAD file lists
+    its questions article by article."""
     for f in question_files:  # before any retrieval: the output is training data
         check_not_test_set(f)
     excluded = squad_article_keys(exclude_articles_of)
@@ -177,10 +212,20 @@ def build_distant_data(
     paragraphs: list[dict] = []
     per_file: dict[str, dict] = {}
     for i, f in enumerate(question_files):
-        items, held_out = drop_open_dev(load_questions(f, limit=limit or None))
+        items, held_out = drop_open_dev(load_questions(f, limit=None if gold else limit or None))
+        if gold and limit:
+            items = random.Random(seed).sample(items, min(limit, len(items)))
         stats: dict = {"open_dev_skipped": held_out}
         paragraphs += distant_examples(
-            items, search, k, positives, negatives, stats=stats, prefix=f"d{i}-", excluded_articles=excluded
+            items,
+            search,
+            k,
+            positives,
+            negatives,
+            stats=stats,
+            prefix=f"d{i}-",
+            excluded_articles=excluded,
+            gold=gold,
         )
         per_file[Path(f).name] = stats
         log.info("%s: %s", f, stats)
