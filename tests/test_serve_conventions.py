@@ -93,6 +93,23 @@ def test_cors_answers_the_origins_given_only(guarded):
     assert "access-control-allow-origin" not in stranger.headers
 
 
+def test_an_unexpected_failure_is_a_500_the_page_at_the_origin_can_read(serve_pipeline):  # noqa: F811
+    secret = "sk-live-77c1"
+    app = create_app(serve_pipeline, ServeSettings(cors_origin=(ORIGIN,)))
+
+    @app.get("/fails")  # a failure no handler of the API takes (outside the pipeline's own error path)
+    async def fails():
+        raise RuntimeError(f"https://admin:{secret}@db.internal refused")
+
+    with TestClient(app, raise_server_exceptions=False) as c:
+        response = c.get("/fails", headers={"Origin": ORIGIN})
+        assert response.status_code == 500 and response.headers["access-control-allow-origin"] == ORIGIN
+        body = response.json()
+        assert body["error"].startswith("internal error (id ") and body["detail"][0]["loc"] == ["server"]
+        assert secret not in response.text and "db.internal" not in response.text
+        assert c.post("/search", json={"question": "Hamlet", "k": 1}).status_code == 200  # the server goes on
+
+
 def test_no_cors_origin_adds_no_cors_header(client):
     for response in (
         _preflight(client, ORIGIN),

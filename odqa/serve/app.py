@@ -251,6 +251,33 @@ def _replay(messages: list[dict], receive):
     return replayed
 
 
+class UnexpectedFailure:
+    """ASGI middleware inside CORS: an exception no handler took becomes the API's 500 here, so the answer
+    carries the CORS headers a browser needs to read it (Starlette answers it in its outermost layer, outside
+    every middleware). A failure after the response began is left to the server, which closes the connection."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def watched_send(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched_send)
+        except Exception as exc:
+            if started:
+                raise
+            message = _log_failure(exc, scope.get("path", "the server"), _non_finite(exc))
+            await error_response(500, message)(scope, receive, send)
+
+
 class CORS(CORSMiddleware):
     """Starlette's CORS middleware; a preflight it refuses is answered in the API's error shape, not plain text."""
 
@@ -345,6 +372,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         redoc_url=None,
         description="Open-domain question answering over one index: ask, search, link.",
     )
+    app.add_middleware(UnexpectedFailure)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES, json_paths=JSON_PATHS)
     if settings.cors_origin:  # added last, so outermost: the refusals of BodyLimit carry its headers too
         app.add_middleware(
