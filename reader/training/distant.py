@@ -97,7 +97,8 @@ def distant_examples(
                     continue
             pos = neg = 0
             if gold:
-                out.append(_gold_paragraph(q, f"{prefix}{q.id}"))
+                gold_answer = (q.answers[0], q.answer_starts[0])
+                out.append(_paragraph(q.title, q.context, f"{prefix}{q.id}", q.question, gold_answer))
                 pos = 1
             for rank, hit in enumerate(hits):
                 if hit.passage is None or not hit.passage.text.strip():
@@ -115,38 +116,10 @@ def distant_examples(
                         stats["unlocated"] += 1
                         continue
                     a, b = span
-                    out.append(
-                        {
-                            "title": hit.passage.title,
-                            "context": text,
-                            "qas": [
-                                {
-                                    "id": qid,
-                                    "question": q.question,
-                                    "is_impossible": False,
-                                    "answers": [{"text": text[a:b], "answer_start": a}],
-                                    "retrieval_rank": rank,
-                                }
-                            ],
-                        }
-                    )
+                    out.append(_paragraph(hit.passage.title, text, qid, q.question, (text[a:b], a), rank))
                     pos += 1
                 elif neg < negatives:
-                    out.append(
-                        {
-                            "title": hit.passage.title,
-                            "context": text,
-                            "qas": [
-                                {
-                                    "id": qid,
-                                    "question": q.question,
-                                    "is_impossible": True,
-                                    "answers": [],
-                                    "retrieval_rank": rank,
-                                }
-                            ],
-                        }
-                    )
+                    out.append(_paragraph(hit.passage.title, text, qid, q.question, None, rank))
                     neg += 1
             stats["with_positive"] += int(pos > 0)
             stats["positives"] += pos
@@ -154,20 +127,20 @@ def distant_examples(
     return out
 
 
-def _gold_paragraph(q: QAItem, qid: str) -> dict:
-    """A question's own paragraph as a SQuAD paragraph with its first reference answer."""
-    return {
-        "title": q.title,
-        "context": q.context,
-        "qas": [
-            {
-                "id": qid,
-                "question": q.question,
-                "is_impossible": False,
-                "answers": [{"text": q.answers[0], "answer_start": q.answer_starts[0]}],
-            }
-        ],
+def _paragraph(
+    title: str, context: str, qid: str, question: str, answer: tuple[str, int] | None, rank: int | None = None
+) -> dict:
+    """One SQuAD paragraph holding one question: answerable with `answer` (text, start), else unanswerable;
+    `rank`: where the retriever ranked the passage (absent for a question's own paragraph)."""
+    qa: dict = {
+        "id": qid,
+        "question": question,
+        "is_impossible": answer is None,
+        "answers": [] if answer is None else [{"text": answer[0], "answer_start": answer[1]}],
     }
+    if rank is not None:
+        qa["retrieval_rank"] = rank
+    return {"title": title, "context": context, "qas": [qa]}
 
 
 def write_squad(paragraphs: list[dict], path: str | Path, seed: int = 42) -> None:
