@@ -39,8 +39,6 @@ from odqa.retriever.hybrid import HybridRetriever
 
 log = get_logger(__name__)
 ACCEPT_ENCODER_CHANGE_ENV = "ODQA_ACCEPT_ENCODER_CHANGE"
-# the question encoder of a store that records none (every store odqa loads records one)
-UNRECORDED_ENCODER = "minilm"
 
 
 # ---------------------------------------------------------------- stores by location
@@ -232,7 +230,15 @@ def question_encoder(backend: SearchBackend, settings, runtime: RetrieverRuntime
     info = backend.info()
     record = info.encoder or EncoderRecord(name="")
     recorded = record.question_encoder
-    name = settings.query_encoder or settings.encoder or recorded or UNRECORDED_ENCODER
+    name = settings.query_encoder or settings.encoder or recorded
+    if not name:
+        # vectors made outside odqa: any guess would search them with another model's questions, without a word
+        dim = f" ({record.dim}-d)" if record.dim else ""
+        raise IndexMismatchError(
+            f"{info.location} holds vectors{dim} but records no encoder that made them; name it in the config "
+            '([retrieval] encoder = "MODEL", and query_encoder for a question encoder apart, as DPR\'s) or rebuild '
+            "the index with `odqa index`"
+        )
     chosen = {key: record.settings.get(key) for key in ("pooling", "similarity", "query_prefix")}
     asked = {"pooling": settings.pooling, "similarity": settings.similarity, "query_prefix": settings.query_prefix}
     chosen.update({key: value for key, value in asked.items() if value not in (None, "")})

@@ -300,3 +300,20 @@ def test_a_retriever_kind_not_registered_is_refused_in_one_line():
         OdqaConfig.load(None, {"retrieval.retriever": "x"})
     with pytest.raises(OdqaError, match="^unknown retriever 'x'; choose one of bm25, dense, hybrid$"):
         build_retriever(MemoryIndex("empty", []), RetrievalConfig(), RetrieverRuntime(), "x")
+
+
+def test_vectors_that_record_no_encoder_are_searched_only_with_the_one_named(folder, questions):
+    from odqa.core.errors import IndexMismatchError
+
+    record = folder.info().encoder
+    held = folder.passages(range(len(folder)))
+    store = MemoryIndex("unrecorded", held, folder.vector_index().verified_embeddings(), encoder=None)
+    for kind in ("dense", "hybrid"):
+        with pytest.raises(IndexMismatchError, match=r"records no encoder that made them; name it in the config") as e:
+            build_retriever(store, RetrievalConfig(), RetrieverRuntime(), kind)
+        assert "\n" not in str(e.value) and "memory index 'unrecorded'" in str(e.value)
+    named = build_retriever(store, RetrievalConfig(encoder=record.name), RetrieverRuntime(), "dense")
+    expected = build_retriever(folder, RetrievalConfig(), RetrieverRuntime(), "dense").search(questions[:3], 5)
+    assert [[h.passage.id for h in hits] for hits in named.search(questions[:3], 5)] == [
+        [h.passage.id for h in hits] for hits in expected
+    ]
