@@ -98,7 +98,11 @@ def _names(requirements: list[str]) -> set[str]:
 
 
 # issue 64 item 10: what serves, talks to a cluster or compares BM25 engines is an extra, never the base install
-EXTRAS = {"serve": {"fastapi", "uvicorn"}, "elastic": {"elasticsearch"}, "bm25-engines": {"bm25s", "rank-bm25"}}
+EXTRAS = {
+    "serve": {"fastapi", "uvicorn", "fastapi-offline"},
+    "elastic": {"elasticsearch"},
+    "bm25-engines": {"bm25s", "rank-bm25"},
+}
 
 
 def test_the_base_install_lists_neither_the_server_nor_elasticsearch_nor_other_bm25_engines():
@@ -115,7 +119,7 @@ def test_each_extra_brings_its_part_and_the_test_extra_brings_them_all():
         assert _names(extras[extra]) == names, extra
         assert names <= _names(extras["test"]), f"the suite runs {extra}"
     # the one line a missing part prints names an extra that exists
-    for module in ("fastapi", "uvicorn", "elasticsearch", "bm25s", "rank_bm25"):
+    for module in ("fastapi", "uvicorn", "fastapi_offline", "elasticsearch", "bm25s", "rank_bm25"):
         extra = PARTS[module].install.split("'odqa[", 1)[1].split("]", 1)[0]
         assert extra in extras and module.replace("_", "-") in _names(extras[extra]), module
 

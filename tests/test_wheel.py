@@ -274,7 +274,7 @@ def test_the_wheel_asks_for_the_server_elasticsearch_and_other_bm25_engines_only
     ]
     base = {r.name.lower() for r in requires if r.marker is None or "extra" not in str(r.marker)}
     for extra, names in {
-        "serve": {"fastapi", "uvicorn"},
+        "serve": {"fastapi", "uvicorn", "fastapi-offline"},
         "elastic": {"elasticsearch"},
         "bm25-engines": {"bm25s", "rank-bm25"},
     }.items():

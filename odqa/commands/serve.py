@@ -37,7 +37,7 @@ def register(subparsers) -> None:
 def run_serve(args) -> int:
     from odqa.core.optional import require
 
-    for module in ("fastapi", "uvicorn"):  # the extra odqa[serve]: one line, before any model loads
+    for module in ("fastapi", "uvicorn", "fastapi_offline"):  # the extra odqa[serve]: one line, before any model loads
         require(module, "odqa serve")
     import uvicorn
 

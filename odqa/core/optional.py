@@ -35,6 +35,7 @@ PARTS = {
         OptionalPart("elasticsearch", "the Elasticsearch client", "pip install 'odqa[elastic]'"),
         OptionalPart("fastapi", "FastAPI", SERVE_INSTALL),
         OptionalPart("uvicorn", "uvicorn", SERVE_INSTALL),
+        OptionalPart("fastapi_offline", "fastapi-offline (the files of /docs and /redoc)", SERVE_INSTALL),
         OptionalPart("bm25s", "bm25s", BM25_ENGINES_INSTALL),
         OptionalPart("rank_bm25", "rank-bm25", BM25_ENGINES_INSTALL),
     )

@@ -70,14 +70,13 @@ PAGE_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
-# Swagger UI and ReDoc are not shipped: their pages load them from the CDN FastAPI's own pages use, under a
-# policy of their own that lets exactly that in; offline, the page says where the schema is instead
-DOCS_CDN = "https://cdn.jsdelivr.net"
+# Swagger UI and ReDoc: the files fastapi-offline carries (the serve extra), served by the app itself, so /docs and
+# /redoc work offline and their policy lets nothing in from elsewhere
+DOCS_ASSETS = "/docs-assets"
 DOCS_HEADERS = {
     "Content-Security-Policy": (
-        f"default-src 'self'; script-src 'self' {DOCS_CDN}; style-src 'self' 'unsafe-inline' {DOCS_CDN}; "
-        f"img-src 'self' data: {DOCS_CDN}; font-src 'self' data: {DOCS_CDN}; worker-src 'self' blob:; "
-        "connect-src 'self'; base-uri 'none'; frame-ancestors 'none'"
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+        "font-src 'self' data:; worker-src 'self' blob:; connect-src 'self'; base-uri 'none'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
@@ -299,17 +298,16 @@ class CORS(CORSMiddleware):
 
 
 def docs_page(name: str, holder: str, openapi_url: str, styles: list[str], script: str) -> str:
-    """/docs or /redoc: `name` (Swagger UI or ReDoc) from the CDN, started by static/docs.js on the element
-    `holder`; the note beneath says where the schema is, and stays where the CDN cannot be reached."""
+    """/docs or /redoc: `name` (Swagger UI or ReDoc) started by static/docs.js on the element `holder`; the note
+    beneath says where the schema is, and stays where the UI does not start (a browser without JavaScript)."""
     links = "".join(f'<link rel="stylesheet" href="{href}">' for href in styles)
     return f"""<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><title>odqa API: {name}</title>{links}</head>
 <body>
 <div id="{holder}" data-openapi="{openapi_url}"></div>
-<p id="docs-offline">{name} is loaded from {DOCS_CDN}, which this browser could not reach (offline, or blocked):
-the API's schema is at <a href="{openapi_url}">{openapi_url}</a>, and the page at <a href="/">/</a> asks
-questions.</p>
+<p id="docs-fallback">{name} did not start in this browser: the API's schema is at
+<a href="{openapi_url}">{openapi_url}</a>, and the page at <a href="/">/</a> asks questions.</p>
 <script src="{script}"></script>
 <script src="/static/docs.js"></script>
 </body>
@@ -363,7 +361,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         finally:
             await asyncio.get_running_loop().run_in_executor(None, worker.stop)
 
-    # FastAPI's own /docs and /redoc would run inline scripts from a CDN with no word when it cannot be reached
+    # FastAPI's own /docs and /redoc load their scripts from a CDN (blank offline) and run an inline one
     app = FastAPI(
         title="odqa",
         version=__version__,
@@ -383,6 +381,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
             expose_headers=["Retry-After"],
         )
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    app.mount(DOCS_ASSETS, StaticFiles(packages=[("fastapi_offline", "static")]), name="docs-assets")
     key_header = APIKeyHeader(
         name=API_KEY_HEADER,
         auto_error=False,
@@ -625,8 +624,8 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
                 "Swagger UI",
                 "swagger-ui",
                 app.openapi_url or "",
-                [f"{DOCS_CDN}/npm/swagger-ui-dist@5/swagger-ui.css"],
-                f"{DOCS_CDN}/npm/swagger-ui-dist@5/swagger-ui-bundle.js",
+                [f"{DOCS_ASSETS}/swagger-ui.css"],
+                f"{DOCS_ASSETS}/swagger-ui-bundle.js",
             ),
             headers=DOCS_HEADERS,
         )
@@ -634,9 +633,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
     @app.get("/redoc", response_class=HTMLResponse, include_in_schema=False)
     async def redoc() -> HTMLResponse:
         return HTMLResponse(
-            docs_page(
-                "ReDoc", "redoc", app.openapi_url or "", [], f"{DOCS_CDN}/npm/redoc@2/bundles/redoc.standalone.js"
-            ),
+            docs_page("ReDoc", "redoc", app.openapi_url or "", [], f"{DOCS_ASSETS}/redoc.standalone.js"),
             headers=DOCS_HEADERS,
         )
 

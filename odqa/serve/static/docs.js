@@ -1,6 +1,6 @@
 // Starts Swagger UI (/docs) or ReDoc (/redoc) over the server's OpenAPI schema. A file of the server, not an inline
-// script, so the docs pages' Content-Security-Policy needs no 'unsafe-inline'. Where the CDN script did not load
-// (offline, blocked), the page's note saying where the schema is stays.
+// script, so the docs pages' Content-Security-Policy needs no 'unsafe-inline'. Where the UI's script did not run,
+// the page's note saying where the schema is stays.
 "use strict";
 
 (function start() {
@@ -17,5 +17,5 @@
     window.Redoc.init(url, {}, holder);
     started = true;
   }
-  if (started) document.getElementById("docs-offline").hidden = true;
+  if (started) document.getElementById("docs-fallback").hidden = true;
 })();
