@@ -74,6 +74,19 @@ def test_checkpoints_carry_the_training_seconds_and_the_loss_falls(tmp_path):
     assert again.resume(latest_checkpoint(tmp_path)) == 2 and again.stopwatch.seconds() >= 100
     result = again.run()
     assert (result.step, result.stopped_by) == (3, "time budget")
+    assert latest_checkpoint(tmp_path).name == "checkpoint-2"  # no checkpoints asked for: none written
+
+
+def test_a_time_budget_stop_between_checkpoints_keeps_its_steps_for_the_next_run(tmp_path):
+    first = _loop(
+        tmp_path, stopwatch=Stopwatch(before=100.0), total_steps=9, steps_per_epoch=9, max_seconds=50, save_every=4
+    )
+    result = first.run()
+    assert (result.step, result.stopped_by) == (1, "time budget")
+    assert latest_checkpoint(tmp_path).name == "checkpoint-1"  # not lost to the last multiple of save_every
+    again = _loop(tmp_path, total_steps=9, steps_per_epoch=9, max_seconds=1000, save_every=4)
+    assert again.resume(latest_checkpoint(tmp_path)) == 1
+    assert again.run().step == 9
 
 
 def _two_checkpoints(out):

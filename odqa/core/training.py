@@ -310,6 +310,10 @@ class TrainingLoop:
                     stopped_by = "time budget"
                 if stopped_by != "steps":
                     self.log.info("%s at step %d", stopped_by, self.step)
+                    if s.save_every and stopped_by == "time budget" and self.step % s.save_every:
+                        # the steps since the last checkpoint are kept: the same command with a larger budget
+                        # resumes here (an early stop ends the run: there is nothing to resume)
+                        self.log.info("saved %s; a larger time budget resumes from it", self.save_checkpoint().name)
                     if window:
                         logged.append(self._log_line(window, time.time() - tick))
                     break
