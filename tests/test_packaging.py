@@ -124,6 +124,14 @@ def test_each_extra_brings_its_part_and_the_test_extra_brings_them_all():
         assert extra in extras and module.replace("_", "-") in _names(extras[extra]), module
 
 
+def test_serve_checks_every_module_its_extra_brings():
+    """`odqa serve` checks the modules PARTS files under the serve install line: the same set the extra installs."""
+    from odqa.core.optional import SERVE_INSTALL, modules_of
+
+    serve = _names(project()["optional-dependencies"]["serve"])
+    assert {m.replace("_", "-") for m in modules_of(SERVE_INSTALL)} == serve
+
+
 def test_the_readers_stop_words_are_bm25s_english_ones():
     """Held in indexes/bm25.py so that answering needs no bm25s; the bm25s engine uses its own, the same."""
     bm25s_stopwords = pytest.importorskip("bm25s.stopwords")

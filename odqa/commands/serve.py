@@ -35,9 +35,9 @@ def register(subparsers) -> None:
 
 
 def run_serve(args) -> int:
-    from odqa.core.optional import require
+    from odqa.core.optional import SERVE_INSTALL, modules_of, require
 
-    for module in ("fastapi", "uvicorn", "fastapi_offline"):  # the extra odqa[serve]: one line, before any model loads
+    for module in modules_of(SERVE_INSTALL):  # the extra odqa[serve]: one line, before any model loads
         require(module, "odqa serve")
     import uvicorn
 

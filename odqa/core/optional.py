@@ -53,6 +53,11 @@ def installed(module: str) -> bool:
         return False
 
 
+def modules_of(install: str) -> tuple[str, ...]:
+    """The import names of the parts one install command brings (an extra's modules, in PARTS' order)."""
+    return tuple(part.module for part in PARTS.values() if part.install == install)
+
+
 def require(module: str, purpose: str) -> None:
     """Raise one line naming the missing part, what needs it and the install command."""
     if not installed(module):
