@@ -42,8 +42,9 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--precision",
         default=INFERENCE.precision,
-        choices=(INFERENCE.precision, "fp32", "bf16"),
-        help="inference precision of every reader (auto: the reader's own plan on this CPU)",
+        choices=(INFERENCE.precision, "fp32", "bf16", "int8"),
+        help="inference precision of every reader (auto: the reader's own plan on this CPU; int8: onnxruntime's "
+        "dynamic quantisation, what auto picks on CPUs without native bf16)",
     )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", help="Markdown table to write")
