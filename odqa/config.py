@@ -74,9 +74,14 @@ class ReaderConfig:
             minimum=0,
         ),
     )
-    early_stop_probability: float = field(
+    early_stop_probability: float | None = field(
         default=_READER.early_stop_probability,
-        metadata=_help("with early_stop_passages: how sure the best answer must be to stop reading", maximum=1),
+        metadata=_help(
+            "with early_stop_passages: how sure the best answer must be to stop reading (unset: as sure as the "
+            "reader's calibration requires to call an answer confident)",
+            minimum=0,
+            maximum=1,
+        ),
     )
     # calibration.json (run_qa.py fit-calibration); empty: the model folder's own, if it has one
     calibration: str = ""

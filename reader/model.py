@@ -406,8 +406,9 @@ class Reader:
 
         With `settings.early_stop_passages` = m > 0, passages are read in the order given (retrieval order) in
         two stages: the first m of every question, then the rest only for the questions whose best answer so
-        far has a calibrated probability below `settings.early_stop_probability`. Only a reader with a fitted
-        calibration stops early: the unfitted default, sigmoid(margin), is no probability to stop on."""
+        far has a calibrated probability below `settings.early_stop_probability` (unset: is not confident by the
+        reader's own threshold). Only a reader with a fitted calibration stops early: the unfitted default,
+        sigmoid(margin), is no probability to stop on."""
         if len(questions) != len(passages) or (
             retrieval_scores is not None and len(retrieval_scores) != len(questions)
         ):
@@ -500,7 +501,9 @@ class Reader:
         if guessing or not ranked:
             return False
         best = ranked[0]
-        return self.calibration.probability(best.margin, best.probability) >= self.settings.early_stop_probability
+        probability = self.calibration.probability(best.margin, best.probability)
+        bar = self.settings.early_stop_probability
+        return self.calibration.confident(probability) if bar is None else probability >= bar
 
     def _answers(self, job: ReadState, threshold) -> list[Answer]:
         if not job.read:

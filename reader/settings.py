@@ -38,7 +38,10 @@ class ReaderSettings:
     # probability below early_stop_probability; 0: read everything at once); a reader without a fitted
     # calibration reads them all
     early_stop_passages: int = 1
-    early_stop_probability: float = 0.35
+    # None: the reader's own confidence threshold (calibration.json), so reading stops only on an answer the
+    # reader would call confident. A fixed number means something else under each calibration: one chosen with an
+    # earlier reader's let a later one stop on answers it called unsure (bench/results/early-stop-confident.md)
+    early_stop_probability: float | None = None
     # with early stopping: the best-ranked passage read first, whole; where its answer is unsure, the second
     # whole and 80-word windows of the others. Chosen on the squad-open articles kept for choosing settings
     # (bench/results/speed-avx2.md, "Early stopping"). Read only the run of each passage's sentences that best

@@ -189,3 +189,21 @@ def test_early_stop_reads_the_rest_only_when_the_first_passages_are_not_decisive
     finally:
         settings.early_stop_passages, settings.early_stop_probability = 0, 1.0
         fp32_reader.calibration = unfitted
+
+
+def test_early_stop_unset_stops_where_the_reader_would_call_the_answer_confident(fp32_reader):
+    """Issue 64 item 7: unset, the bar is the reader's own confidence threshold, so one reader's probabilities are
+    never judged by a number chosen for another's."""
+    import dataclasses
+
+    settings, unfitted = fp32_reader.settings, fp32_reader.calibration
+    try:
+        settings.early_stop_passages, settings.early_stop_probability = 1, None
+        for threshold, passages_read in ((0.0, 1), (1.1, 2)):  # every answer confident / none confident
+            fp32_reader.calibration = dataclasses.replace(unfitted, fitted=True, threshold=threshold)
+            before = fp32_reader.passages_read
+            fp32_reader.read(QUESTIONS[0], PASSAGES[:2], no_answer_threshold=None)
+            assert fp32_reader.passages_read - before == passages_read, threshold
+    finally:
+        settings.early_stop_passages, settings.early_stop_probability = 0, 1.0
+        fp32_reader.calibration = unfitted
