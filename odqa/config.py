@@ -39,7 +39,13 @@ class ReaderConfig:
         ),
     )
     top_n: int = 5
-    max_answer_tokens: int = field(default=_READER.max_answer_tokens, metadata=_help("longest answer span, in tokens"))
+    max_answer_tokens: int | None = field(
+        default=None,
+        metadata=_help(
+            "longest answer span, in the reader's tokens (unset: the reader's own, from its reader_config.json)",
+            minimum=1,
+        ),
+    )
     # the reader's default is a number: the config has no "always answer" (None) setting
     no_answer_threshold: float = cast(float, _READER.no_answer_threshold)
     retrieval_weight: float = _READER.retrieval_weight

@@ -35,7 +35,7 @@ from odqa.indexes.analysis import LANGUAGE_NAMES
 from odqa.reader.calibration import CALIBRATION_FILE, Calibration
 from odqa.reader.decode import AggregatedAnswer, PassageSpan, aggregate, decode_passage
 from odqa.reader.features import require_fast, tokenize_windows
-from odqa.reader.settings import QUESTION_TIME_SETTINGS, ReaderSettings
+from odqa.reader.settings import CHECKPOINT_OWN_SETTINGS, QUESTION_TIME_SETTINGS, ReaderSettings
 
 if TYPE_CHECKING:
     import torch
@@ -175,9 +175,10 @@ class Reader:
         **overrides,
     ) -> Reader:
         """Load an extractive-QA checkpoint: a name (`reader` = the shipped models/reader), a folder, or a hub
-        name. Settings saved with the model (reader_config.json) apply unless overridden by keyword, but for the
-        question-time ones (reader.settings.QUESTION_TIME_SETTINGS: ReaderSettings' defaults unless overridden);
-        so does its calibration.json unless `calibration` names another file. `few_questions`: the process
+        name. Settings saved with the model (reader_config.json) apply unless overridden by keyword (None keeps the
+        checkpoint's own for reader.settings.CHECKPOINT_OWN_SETTINGS), but for the question-time ones
+        (reader.settings.QUESTION_TIME_SETTINGS: ReaderSettings' defaults unless overridden); so does its
+        calibration.json unless `calibration` names another file. `few_questions`: the process
         answers a few questions and exits (odqa.core.runtime.InferenceSettings)."""
         if not name_or_path or not str(name_or_path).strip():
             raise OdqaError("reader model name is empty; pass 'reader' or a checkpoint path")
@@ -199,6 +200,8 @@ class Reader:
         for key, value in overrides.items():
             if not hasattr(settings, key):
                 raise OdqaError(f"unknown reader setting {key!r}")
+            if value is None and key in CHECKPOINT_OWN_SETTINGS:
+                continue
             setattr(settings, key, value)
         cal = Calibration.load(calibration) if calibration else Calibration.for_model(path)
         # auto may pick onnx int8 for the reader: its F1 cost was measured (bench/speed.py)

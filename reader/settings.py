@@ -14,6 +14,8 @@ class ReaderSettings:
     max_length: int = DEFAULT_MAX_LENGTH
     stride: int = DEFAULT_STRIDE
     max_query_tokens: int = DEFAULT_MAX_QUERY_TOKENS
+    # a bound in the checkpoint's own tokens, so each shipped reader records the one chosen on its dev sets in its
+    # reader_config.json (its card has the figures); this default is for checkpoints that record none
     max_answer_tokens: int = 30
     # "no answer" when no span beats its passage's null score minus 2. Chosen on dev with the weight below
     # (figures in models/reader/README.md): it abstains mostly on questions their passages do not answer
@@ -66,3 +68,7 @@ QUESTION_TIME_SETTINGS = (
     "focus_words",
     "whole_passages",
 )
+
+# None for these, passed to Reader.from_pretrained, means the checkpoint's own value (its reader_config.json): the
+# [reader] config section leaves them unset, as their right value depends on the checkpoint's tokenizer
+CHECKPOINT_OWN_SETTINGS = ("max_answer_tokens",)

@@ -13,7 +13,7 @@ from odqa.config import OdqaConfig, ReaderConfig
 from odqa.core.types import Passage
 from odqa.reader.calibration import Calibration
 from odqa.reader.model import Reader
-from odqa.reader.settings import QUESTION_TIME_SETTINGS, ReaderSettings
+from odqa.reader.settings import CHECKPOINT_OWN_SETTINGS, QUESTION_TIME_SETTINGS, ReaderSettings
 from tests.reader_fixtures import save_tiny_qa
 
 SHARED = [f.name for f in dataclasses.fields(ReaderConfig) if f.name in ReaderSettings.__dataclass_fields__]
@@ -32,6 +32,7 @@ def tiny_dir(tmp_path_factory):
             {
                 **dataclasses.asdict(ReaderSettings()),
                 "max_length": 192,
+                "max_answer_tokens": 7,
                 "no_answer_threshold": 0.0,
                 "retrieval_weight": 0.0,
                 "focus_words": 0,
@@ -55,11 +56,15 @@ def test_the_config_section_takes_the_readers_defaults():
         "whole_passages",
         "early_stop_passages",
         "early_stop_probability",
-        "max_answer_tokens",
         "batch_size",
     } <= set(SHARED)
     config, settings = ReaderConfig(), ReaderSettings()
-    assert {name: getattr(config, name) for name in SHARED} == {name: getattr(settings, name) for name in SHARED}
+    own = set(CHECKPOINT_OWN_SETTINGS)
+    assert {name: getattr(config, name) for name in SHARED if name not in own} == {
+        name: getattr(settings, name) for name in SHARED if name not in own
+    }
+    # the checkpoint's own unless set
+    assert {name: getattr(config, name) for name in own} == dict.fromkeys(own)
     # the values the pipeline has read with all along
     assert (settings.no_answer_threshold, settings.retrieval_weight, settings.focus_words) == (-2.0, 10.0, 80)
 
@@ -69,6 +74,28 @@ def test_a_library_reader_reads_with_the_pipelines_settings(reader):
     for name in QUESTION_TIME_SETTINGS:
         assert getattr(reader.settings, name) == getattr(config, name), name
     assert reader.settings.max_length == 192  # what the checkpoint was trained with still applies
+
+
+def test_a_bound_in_the_checkpoints_tokens_is_its_own_unless_set(tiny_dir, monkeypatch):
+    """max_answer_tokens counts the checkpoint's tokens, so each reader records its own; the [reader] section and
+    `eval-reader` leave it unset (None) and a number overrides it."""
+    config = OdqaConfig().reader
+    own = Reader.from_pretrained(str(tiny_dir), max_answer_tokens=config.max_answer_tokens, runtime="torch")
+    assert own.settings.max_answer_tokens == 7
+    assert Reader.from_pretrained(str(tiny_dir), runtime="torch").settings.max_answer_tokens == 7
+    assert Reader.from_pretrained(str(tiny_dir), max_answer_tokens=3, runtime="torch").settings.max_answer_tokens == 3
+    import odqa.reader.model as reader_model
+
+    bounds = []
+
+    def decode_passage(*args, **kwargs):
+        bounds.append(args[3])
+        return decode(*args, **kwargs)
+
+    decode = reader_model.decode_passage
+    monkeypatch.setattr(reader_model, "decode_passage", decode_passage)
+    assert own.read("Who discovered penicillin?", PASSAGES, no_answer_threshold=None)
+    assert bounds and set(bounds) == {7}
 
 
 def test_an_uncalibrated_reader_is_never_confident_and_says_so(reader, monkeypatch):
