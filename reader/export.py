@@ -1,6 +1,7 @@
 """Export a trained checkpoint as a shippable reader: fp16 safetensors, tokenizer, reader_config.json, and a model
-card (README.md): the destination's own card is kept; where it has none, a skeleton is written from the
-checkpoint's train_info.json (the training command, data and steps), its scores left for `eval-reader` to fill.
+card (README.md): the destination's own card and its chosen answer bound are kept; where it has no card, a skeleton
+is written from the checkpoint's train_info.json (the training command, data and steps), its scores left for
+`eval-reader` to fill.
 
     python -m odqa.reader.export runs/reader-squad2/final models/reader
 """
@@ -21,13 +22,21 @@ TRAIN_INFO = "train_info.json"
 
 
 def export(src: str, dst: str, max_length: int = 256, stride: int = 96) -> Path:
-    from odqa.reader.model import Reader
+    from odqa.reader.model import SETTINGS_FILE, Reader
+    from odqa.reader.settings import CHECKPOINT_OWN_SETTINGS
 
     reader = Reader.from_pretrained(src, device="cpu", max_length=max_length, stride=stride)
     info = train_info(src)
     if reader.settings.languages is None:  # what it was trained on is what it reads
         reader.settings.languages = info.get("languages") or None
     out = Path(dst)
+    # the bounds chosen for the destination on its dev sets (reader.settings.CHECKPOINT_OWN_SETTINGS) are kept, as
+    # its card is: a retrained checkpoint records only defaults
+    if (out / SETTINGS_FILE).is_file():
+        chosen = json.loads((out / SETTINGS_FILE).read_text())
+        for key in CHECKPOINT_OWN_SETTINGS:
+            if key in chosen:
+                setattr(reader.settings, key, chosen[key])
     with atomic_folder(out) as tmp:
         reader.save_pretrained(tmp, fp16=True)
         keep = out / CARD

@@ -190,8 +190,11 @@ def test_export_writes_fp16_weights_and_a_card_from_the_training_info(tok, tmp_p
     assert json.loads((out / "reader_config.json").read_text())["max_length"] == 384
 
     (out / "README.md").write_text("# measured card\n")
+    settings_file = out / "reader_config.json"
+    settings_file.write_text(json.dumps({**json.loads(settings_file.read_text()), "max_answer_tokens": 12}))
     export(str(src), str(out))
     assert (out / "README.md").read_text() == "# measured card\n"  # a written card is never replaced
+    assert json.loads(settings_file.read_text())["max_answer_tokens"] == 12  # nor a bound chosen on dev
 
 
 def test_reader_for_language_picks_the_multilingual_reader_only_where_it_is_installed(tok, tmp_path, monkeypatch):
