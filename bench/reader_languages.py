@@ -5,6 +5,10 @@ question unless `--limit`, with each reader's seconds per set on the CPU the hea
 
     python bench/reader_languages.py --readers reader-multilingual reader --out bench/results/reader-languages.md
     python bench/reader_languages.py --readers runs/mreader-export reader --sets korquad cmrc --limit 1000
+    python bench/reader_languages.py --readers reader-multilingual --sets korquad cmrc drcd-test --cut both
+
+`--cut both` decodes each forward pass twice, answers cut as their language cuts words (reader.cutting) and not,
+so the two rows differ by the cutting alone (bench/results/answer-cutting.md).
 
 The multilingual reader never trains on KorQuAD dev or CMRC dev (docs/multilingual-reader.md); Korean is zero-shot.
 """
@@ -24,7 +28,44 @@ SETS = {
     "korquad": ("KorQuAD 1.0 dev", DATA / "multilingual" / "korquad-v1.0-dev.json"),
     "cmrc": ("CMRC 2018 dev", DATA / "multilingual" / "cmrc2018-dev.json"),
     "squad": ("SQuAD v1.1 dev", DATA / "squad" / "dev-v1.1.json"),
+    # DRCD dev trains reader-multilingual; DRCD test fits its calibration and is never trained on
+    "drcd-test": ("DRCD test", DATA / "multilingual" / "drcd-test.json"),
+    "drcd-dev": ("DRCD dev", DATA / "multilingual" / "drcd-dev.json"),
 }
+CUT_ROWS = {"off": (False,), "on": (True,), "both": (False, True)}
+
+
+def evaluate_cut_both_ways(reader, path: Path, limit: int | None, cuts: tuple[bool, ...], chunk: int = 64) -> dict:
+    """evaluate_reader's figures, each forward pass decoded once per value of `cuts` (reader.settings.cut_answers):
+    {cut: metrics}; the seconds are those of the whole run, and `changed` counts the questions whose answer
+    the cutting changed."""
+    import time
+
+    from odqa.corpus.questions import load_questions
+    from odqa.eval.reader_eval import metric_for, rounded, squad_metrics
+
+    items = load_questions(path)[: limit or None]
+    metric = metric_for(items)
+    preds: dict[bool, dict[str, str]] = {cut: {} for cut in cuts}
+    gold: dict[str, list[str]] = {}
+    started = time.time()
+    for lo in range(0, len(items), chunk):
+        part = items[lo : lo + chunk]
+        found = reader.logits([q.question for q in part], [q.context for q in part])
+        for cut in cuts:
+            reader.settings.cut_answers = cut
+            for q, a in zip(part, reader.decode_batch([q.context for q in part], found)):
+                preds[cut][q.id] = a.text if a is not None else ""
+        for q in part:
+            gold[q.id] = list(q.answers)
+        print(f"  {min(lo + chunk, len(items))}/{len(items)} questions", file=sys.stderr, flush=True)
+    seconds = time.time() - started
+    out = {cut: {**rounded(squad_metrics(preds[cut], gold, metric), seconds), "metric": metric} for cut in cuts}
+    if len(cuts) > 1:
+        changed = sum(len({preds[cut][qid] for cut in cuts}) > 1 for qid in gold)
+        for cut in cuts:
+            out[cut]["changed"] = changed
+    return out
 
 
 def main(argv=None) -> int:
@@ -47,6 +88,13 @@ def main(argv=None) -> int:
         "dynamic quantisation, what auto picks on CPUs without native bf16)",
     )
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--cut",
+        choices=["reader", *CUT_ROWS],
+        default="reader",
+        help="Korean and Chinese answers cut as their language cuts words (on), as the pieces end (off), both from "
+        "the same forward passes (both: a row each), or as the reader's settings say (reader)",
+    )
     ap.add_argument("--out", help="Markdown table to write")
     ap.add_argument("--json-out", help="every figure as JSON")
     ap.add_argument(
@@ -73,13 +121,19 @@ def main(argv=None) -> int:
         reader = Reader.from_pretrained(name, device="cpu")
         if args.precision != INFERENCE.precision:
             reader.settings.precision = args.precision
-        results[name] = {}
+        rows = {cut: f"{name} (cut {'on' if cut else 'off'})" for cut in CUT_ROWS.get(args.cut, ())} or {None: name}
+        for row in rows.values():
+            results[row] = {}
         for key in args.sets:
             label, path = SETS[key]
-            metrics = evaluate_reader(reader, path, limit=args.limit or None, progress=True)
-            metrics["plan"] = reader.plan.to_dict()
-            results[name][key] = metrics
-            print(f"{name} {label}: {json.dumps(metrics)}", flush=True)
+            if args.cut in CUT_ROWS:
+                by_cut = evaluate_cut_both_ways(reader, path, args.limit or None, CUT_ROWS[args.cut])
+            else:
+                by_cut = {None: evaluate_reader(reader, path, limit=args.limit or None, progress=True)}
+            for cut, metrics in by_cut.items():
+                metrics["plan"] = reader.plan.to_dict()
+                results[rows[cut]][key] = metrics
+                print(f"{rows[cut]} {label}: {json.dumps(metrics)}", flush=True)
     headers = [header] if args.readers else []
     for earlier in args.merge:
         loaded = json.loads(Path(earlier).read_text())
@@ -104,6 +158,15 @@ def main(argv=None) -> int:
         lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
     questions = {k: next(r[k]["questions"] for r in results.values() if k in r) for k in args.sets}
     lines += ["", "Questions: " + ", ".join(f"{SETS[k][0]} {n:,}" for k, n in questions.items()) + "."]
+    changed = {
+        k: next((r[k]["changed"] for r in results.values() if "changed" in r.get(k, {})), None) for k in args.sets
+    }
+    if any(n is not None for n in changed.values()):
+        lines += [
+            "Answers the cutting changed: "
+            + ", ".join(f"{SETS[k][0]} {n:,}" for k, n in changed.items() if n is not None)
+            + " (seconds: both decodings of one forward pass)."
+        ]
     table = "\n".join(lines) + "\n"
     print(table)
     if args.out:

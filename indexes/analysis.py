@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from odqa.core.errors import OdqaError
-from odqa.core.optional import require
+from odqa.core.optional import installed, require
 
 LANGUAGES = ("en", "ko", "zh")
 LANGUAGE_NAMES = {"en": "English", "ko": "Korean", "zh": "Chinese"}
@@ -80,6 +80,25 @@ def detect_language(texts: Sequence[str]) -> str:
     return {"hangul": "ko", "han": "zh"}.get(top, "en") if counts[top] else "en"
 
 
+def language_tag(text: str) -> str:
+    """The BCP 47 tag of `text`, for a page's `lang` attribute: `en`, `ko`, `zh-Hans` or `zh-Hant` (detect_language;
+    Chinese is Traditional where OpenCC's Traditional-to-Simplified conversion changes more of its characters than
+    the reverse does, Simplified where fewer); plain `zh` where neither tells (no character of one script only, or
+    OpenCC not installed)."""
+    language = detect_language([text])
+    if language != "zh":
+        return language
+    if not installed("opencc"):
+        return "zh"
+    simplified, traditional = _script_changes(_to_simplified(), text), _script_changes(_to_traditional(), text)
+    return "zh-Hant" if simplified > traditional else "zh-Hans" if traditional > simplified else "zh"
+
+
+def _script_changes(convert: Callable[[str], str], text: str) -> int:
+    converted = convert(text)
+    return sum(a != b for a, b in zip(text, converted)) + abs(len(text) - len(converted))
+
+
 def analyzer_for(language: str, analyzer: str | None = None) -> str:
     if language not in LANGUAGES:
         raise OdqaError(f"unknown language {language!r}; choose one of {', '.join(LANGUAGES)} or auto")
@@ -127,9 +146,21 @@ def _korean_morphemes():
     return analyze
 
 
+def korean_morphemes(text: str) -> list[tuple[int, int, str]]:
+    """Kiwi's morphemes of `text` as (start, end, tag) in characters of `text` as given (not normalised, so the
+    offsets index it); tags are Kiwi's (Sejong): NNG noun, JKG genitive particle, EF final ending ... The same
+    Kiwi as the `ko-kiwi` analyser's, loaded once."""
+    return [(t.start, t.start + t.len, t.tag) for t in _kiwi().tokenize(text)]
+
+
 @lru_cache(maxsize=1)
 def _to_simplified():
     return _require("opencc", "Chinese analysis").OpenCC("t2s").convert
+
+
+@lru_cache(maxsize=1)
+def _to_traditional():
+    return _require("opencc", "Chinese analysis").OpenCC("s2t").convert
 
 
 def to_simplified(text: str) -> str:

@@ -5,7 +5,8 @@ span (start = end = 0); the null score of a passage is the lowest null score of 
 that best sees an answer decides, as in the SQuAD v2 reference post-processing).
 
 Spans come out clean: snapped outwards to whole words (a sub-word token never yields "toy" out of "Tolstoy"),
-cut at the first line break (an answer never runs across a paragraph or heading), and one answer per
+cut at the first line break (an answer never runs across a paragraph or heading), Korean and Chinese ones cut as
+their language cuts words (reader.cutting: no trailing particle, brackets in pairs), and one answer per
 distinct answer (equal normalised text, or one span inside another in the same passage), its evidence listed.
 """
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from odqa.core.answers import normalize_answer
+from odqa.reader.cutting import cut_span, passage_language
 
 
 @dataclass
@@ -77,45 +79,11 @@ _NO_START = ",.;:!?)]}-\u2013\u2014"  # punctuation that closes or joins: never 
 _NO_END = ",;:([{-\u2013\u2014"  # ...that opens or joins: never the last (a final "." may end "U.S.")
 
 
-# Korean case and auxiliary particles, written onto the word they follow: a subword piece holds noun and particle
-# together ("대통령이"), so a span ending at that piece ends with the particle. Longest first.
-KOREAN_PARTICLES = tuple(
-    sorted(
-        (
-            "은 는 이 가 을 를 의 에 에서 에게 께 께서 한테 으로 로 와 과 도 만 까지 부터 "
-            "에는 에서는 으로는 로는 과는 와는 이라는 라는 이란 란 처럼 보다 조차 마저 이나 "
-            "이며 이고 이다 였다 이었다 에도 로도 으로도 에서도 과의 와의 에서의"
-        ).split(),
-        key=len,
-        reverse=True,
-    )
-)
-
-
-def _hangul(ch: str) -> bool:
-    return "\uac00" <= ch <= "\ud7a3"
-
-
-def without_korean_particle(text: str, start: int, end: int) -> int:
-    """The end of [start, end) without a particle closing its last Korean word: only at the word's end, and only
-    where at least two syllables stay (so "아이", a child, keeps its "이"); a number keeps its counter ("286만")."""
-    if end <= start or not _hangul(text[end - 1]) or (end < len(text) and _hangul(text[end])):
-        return end
-    particle = next((p for p in KOREAN_PARTICLES if text.endswith(p, start, end)), None)
-    if particle is None:
-        return end
-    stem_end = end - len(particle)
-    stem_start = stem_end
-    while stem_start > start and _hangul(text[stem_start - 1]):
-        stem_start -= 1
-    return stem_end if stem_end - stem_start >= 2 else end
-
-
 def snap_span(text: str, start: int, end: int) -> tuple[int, int] | None:
     """The character span [start, end) cleaned for display: leading/trailing whitespace and dangling
     punctuation dropped, cut at the first line break (kept: the line the answer starts on), then widened to
-    whole words, and a Korean answer's closing particle dropped (without_korean_particle). None when nothing but
-    whitespace or punctuation is left."""
+    whole words (of the scripts that space their words; Korean and Chinese are cut by their own rules:
+    reader.cutting). None when nothing but whitespace or punctuation is left."""
     while start < end and (text[start].isspace() or text[start] in _NO_START):
         start += 1
     newline = text.find("\n", start, end)
@@ -129,7 +97,6 @@ def snap_span(text: str, start: int, end: int) -> tuple[int, int] | None:
         start -= 1
     while end < len(text) and _joins_words(text[end]) and _joins_words(text[end - 1]):
         end += 1
-    end = without_korean_particle(text, start, end)
     if not any(ch.isalnum() for ch in text[start:end]):
         return None
     return start, end
@@ -153,13 +120,16 @@ def decode_passage(
     windows: list[tuple[np.ndarray, np.ndarray, int, int, list]],
     max_answer_tokens: int = 30,
     top_k: int = 20,
+    cut: bool = True,
 ) -> tuple[list[PassageSpan], float]:
     """Decode every window of one passage; `windows` holds (start_logits, end_logits, context_start,
     context_end, offsets) with offsets[i] = (char_start, char_end) for passage tokens.
 
     Returns the passage's spans (one per distinct character span, its best score, best first) and the
     passage's null score. A span seen by two overlapping windows is kept once with the higher score; a span
-    crossing a window boundary is found in the next window, whose overlap (the stride) holds it whole.
+    crossing a window boundary is found in the next window, whose overlap (the stride) holds it whole. With
+    `cut`, the `top_k` best spans of a Korean or Chinese passage are cut as its language cuts words
+    (reader.cutting), and spans that become one keep the higher score.
     """
     best: dict[tuple[int, int], float] = {}
     nulls = []
@@ -172,9 +142,22 @@ def decode_passage(
             if c.score > best.get(key, -math.inf):
                 best[key] = c.score
     passage_null = min(nulls) if nulls else math.inf
+    if cut and best and (language := passage_language(text)) != "en":
+        best = _cut(text, language, best, top_k)
     spans = [PassageSpan(passage_index, a, b, text[a:b], sc, passage_null) for (a, b), sc in best.items()]
     spans.sort(key=lambda p: (-p.score, p.start_char, p.end_char))
     return spans[:top_k], passage_null
+
+
+def _cut(text: str, language: str, best: dict[tuple[int, int], float], top_k: int) -> dict[tuple[int, int], float]:
+    """The `top_k` best spans cut (reader.cutting.cut_span), each cut span with the best score of the spans
+    that became it; only those are returned by decode_passage, so the rest are never analysed."""
+    out: dict[tuple[int, int], float] = {}
+    for (a, b), score in sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:top_k]:
+        key = cut_span(text, a, b, language)
+        if key is not None and score > out.get(key, -math.inf):
+            out[key] = score
+    return out
 
 
 @dataclass

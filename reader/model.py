@@ -458,7 +458,9 @@ class Reader:
             per_pair[p].append((starts[i], ends[i], w.context_start[i], w.context_end[i], w.offsets[i]))
         out = []
         for p, (n, text) in enumerate(zip(indexes, read)):
-            spans, null = decode_passage(n, text, per_pair[p], s.max_answer_tokens, s.spans_per_window)
+            spans, null = decode_passage(
+                n, text, per_pair[p], s.max_answer_tokens, s.spans_per_window, cut=s.cut_answers
+            )
             shift = parts[p][0]
             for span in spans:  # offsets into the part read -> offsets into the whole passage
                 span.start_char += shift
@@ -550,14 +552,23 @@ class Reader:
     ) -> list[Answer | None]:
         """One passage per question (SQuAD evaluation): the best answer of each pair, windows of all pairs
         batched together. None where the null span wins (only with a threshold)."""
-        w, starts, ends = self.logits(questions, contexts)
-        per_pair: list[list] = [[] for _ in questions]
+        return self.decode_batch(contexts, self.logits(questions, contexts), no_answer_threshold)
+
+    def decode_batch(
+        self, contexts: Sequence[str], found, no_answer_threshold: float | None = None
+    ) -> list[Answer | None]:
+        """read_batch's answers from `found`, what `logits` gave for the same questions and contexts (so one
+        forward pass can be decoded under several settings)."""
+        w, starts, ends = found
+        per_pair: list[list] = [[] for _ in contexts]
         for i, p in enumerate(w.sample):
             per_pair[p].append((starts[i], ends[i], w.context_start[i], w.context_end[i], w.offsets[i]))
         out: list[Answer | None] = []
         s = self.settings
         for p, text in enumerate(contexts):
-            spans, null = decode_passage(0, text, per_pair[p], s.max_answer_tokens, s.spans_per_window)
+            spans, null = decode_passage(
+                0, text, per_pair[p], s.max_answer_tokens, s.spans_per_window, cut=s.cut_answers
+            )
             ranked = aggregate(spans, [null], None, 0.0, None, 1, s.temperature)
             if not ranked or (no_answer_threshold is not None and not ranked[0].margin > no_answer_threshold):
                 out.append(None)

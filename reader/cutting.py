@@ -1,0 +1,221 @@
+"""Answers cut where a speaker of the passage's language would cut them, in decoding (reader.decode.decode_passage),
+before spans are merged into answers and scored.
+
+The reader's spans end where its sub-word pieces end, and a piece does not know a word's grammar:
+
+* Korean writes particles and endings onto the word they follow (조사/어미: `거제도의`, `2분만`, `14일에`), and a
+  piece can hold the last syllables of a noun with its particle, or stop inside a noun (`거제` of `거제도`). A
+  Korean span is widened to the end of the morpheme its last character belongs to (never inside a word), then its
+  trailing particles, endings and copula are dropped when what stays ends a noun phrase (`3명의` -> `3명`,
+  `이순신이다` -> `이순신`; a verb keeps its ending: `먹었다`). Which morphemes those are is Kiwi's analysis
+  (kiwipiepy, the analyser of the Korean BM25 terms: indexes.analysis), of the words (eojeol) at the span's
+  edges, cached by word.
+* Chinese (and Korean) text quotes titles and names in brackets (「」『』《》〈〉“”（）...): a span has them in pairs,
+  widened to the partner just outside it or cut before an unmatched one, and drops stray punctuation at its edges
+  (`战史演武」&「争霸演武」。` -> `「战史演武」&「争霸演武」`).
+
+English spans keep what reader.decode.snap_span makes of them.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+
+from odqa.core.optional import installed
+from odqa.indexes.analysis import detect_language, korean_morphemes
+
+log = logging.getLogger(__name__)
+
+CUT_LANGUAGES = ("ko", "zh")  # the passage languages whose spans are cut here
+
+# Kiwi's tags (the Sejong tag set) of what a Korean answer drops at its end: particles (J*: 의, 에서, 까지 ...),
+# endings (E*: 다, 은 ...), and the copula (VCP: 이 of 이다), which ends a noun as a verb's ending ends a verb
+_TRAILING_TAGS = ("J", "E", "VCP")
+# ... and what must stay before them for the drop to happen: a noun phrase ends in a noun (N*), a number (SN), a
+# foreign word or Hanja (SL, SH), a noun suffix (XSN: 들, 적) or a root (XR), a symbol (SW: %), or a closing
+# bracket or quote (SSC). After a verb or an adjective the ending is part of the answer as said
+_NOUN_END_TAGS = ("N", "SN", "SL", "SH", "XSN", "XR", "SW", "SSC")
+
+# brackets and quotes that come in pairs, opener -> closer (full-width, CJK corner and title marks, ASCII)
+PAIRS = {
+    "「": "」",
+    "『": "』",
+    "“": "”",
+    "‘": "’",
+    "（": "）",
+    "《": "》",
+    "〈": "〉",
+    "【": "】",
+    "〔": "〕",
+    "［": "］",
+    "｛": "｝",
+    "〖": "〗",
+    "﹁": "﹂",
+    "﹃": "﹄",
+    "(": ")",
+    "[": "]",
+    "{": "}",
+}
+_CLOSERS = {closer: opener for opener, closer in PAIRS.items()}
+_SAME = {'"', "＂"}  # a quote that opens and closes alike: paired by count
+# punctuation that ends or joins a clause: never at either edge of a Chinese or Korean answer
+STRAY = set("。，、；：！？…‥·・～—–-,;:!?")
+
+_warned_no_kiwi = False
+
+
+def _hangul(ch: str) -> bool:
+    return "\uac00" <= ch <= "\ud7a3"
+
+
+def passage_language(text: str) -> str:
+    """The language of a passage by its script (indexes.analysis.detect_language): en, ko or zh."""
+    return detect_language([text])
+
+
+def cut_span(text: str, start: int, end: int, language: str) -> tuple[int, int] | None:
+    """[start, end) of `text` cut as a speaker of `language` (ko, zh; others unchanged) would cut it; None when
+    nothing of it is left. A span snap_span already cleaned goes in; what comes out is a span of the same text."""
+    if language not in CUT_LANGUAGES:
+        return start, end
+    balanced = balanced_span(text, start, end)
+    if language != "ko" or balanced is None:
+        return balanced
+    # brackets first (a cut at an unmatched one can leave a particle at the new end), then the last word's grammar,
+    # then the edges again (dropping a particle can bare a punctuation mark before it)
+    korean = korean_span(text, *balanced)
+    return balanced_span(text, *korean) if korean is not None else None
+
+
+# ------------------------------------------------------------------------------------------------ Korean
+def _word_at(text: str, i: int) -> tuple[int, int]:
+    """The whitespace-delimited word (eojeol) holding the character at `i`."""
+    a = i
+    while a > 0 and not text[a - 1].isspace():
+        a -= 1
+    b = i + 1
+    while b < len(text) and not text[b].isspace():
+        b += 1
+    return a, b
+
+
+@lru_cache(maxsize=1 << 16)
+def _morphemes(word: str) -> tuple[tuple[int, int, str], ...]:
+    """(start, end, tag) of each of Kiwi's morphemes of one word, in characters of the word (the same word
+    recurs across passages and questions, so it is analysed once)."""
+    return tuple(korean_morphemes(word))
+
+
+def _kiwi_ready() -> bool:
+    global _warned_no_kiwi
+    if installed("kiwipiepy"):
+        return True
+    if not _warned_no_kiwi:
+        _warned_no_kiwi = True
+        log.warning(
+            "Korean answers keep their particles and endings: cutting them needs Kiwi (pip install 'odqa[cjk]')"
+        )
+    return False
+
+
+def korean_span(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """The span widened to whole morphemes at both edges (never inside a word), then without the particles,
+    endings and copula that close its last word after a noun phrase; None when it starts inside a word and
+    holds nothing but that word's particles and endings."""
+    if end <= start or not any(_hangul(ch) for ch in text[start:end]) or not _kiwi_ready():
+        return start, end
+    # the start: at a morpheme's start, never inside one (a piece may begin inside a noun), and past the
+    # particles and endings of a word the span starts inside of ("에서 열린" of "서울에서 열린": "열린")
+    a, b = _word_at(text, start)
+    if a < start:
+        first = start
+        for m_start, m_end, tag in _morphemes(text[a:b]):
+            if a + m_start < first < a + m_end:
+                first = a + m_start
+            if a + m_start >= first and tag.startswith(_TRAILING_TAGS):
+                first = max(first, a + m_end)
+            elif a + m_start >= first:
+                break
+        while first < end and text[first].isspace():
+            first += 1
+        if first >= end:
+            return None  # nothing but the particles and endings of a word
+        start = first
+    # the end: at the end of the morpheme holding the last character ("거제" of "거제도" -> "거제도")
+    a, b = _word_at(text, end - 1)
+    word = text[a:b]
+    if end == b and not any(_hangul(ch) for ch in word):
+        return start, end  # ends a word that has no particle to drop
+    morphemes = _morphemes(word)
+    for m_start, m_end, _ in morphemes:
+        if a + m_start < end < a + m_end:
+            end = a + m_end
+    # drop what closes the last word after a noun phrase: the trailing morphemes tagged _TRAILING_TAGS, from the
+    # last one back, while they lie within the span (contracted morphemes share characters: "였" is 이 + 었)
+    inside = [m for m in morphemes if a + m[1] <= end and a + m[0] >= max(start, a)]
+    cut = end
+    while inside and inside[-1][2].startswith(_TRAILING_TAGS):
+        cut = min(cut, a + inside.pop()[0])
+    if cut == end or not inside:
+        return start, end
+    kept_start, kept_end, kept_tag = inside[-1]
+    if not kept_tag.startswith(_NOUN_END_TAGS) or a + kept_end > cut or cut <= start:
+        return start, end
+    return start, cut
+
+
+# ------------------------------------------------------------------------------------------------ brackets
+def _unmatched(text: str, start: int, end: int) -> tuple[list[int], list[int]]:
+    """Positions of the span's closers without their opener, and of its openers without their closer."""
+    open_at: list[int] = []
+    lone_closers: list[int] = []
+    for i in range(start, end):
+        ch = text[i]
+        if ch in _SAME:
+            if open_at and text[open_at[-1]] == ch:
+                open_at.pop()
+            else:
+                open_at.append(i)
+        elif ch in PAIRS:
+            open_at.append(i)
+        elif ch in _CLOSERS:
+            if open_at and text[open_at[-1]] == _CLOSERS[ch]:
+                open_at.pop()
+            else:
+                lone_closers.append(i)
+    return lone_closers, open_at
+
+
+def _partner(ch: str) -> str:
+    return ch if ch in _SAME else PAIRS.get(ch) or _CLOSERS[ch]
+
+
+def balanced_span(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """The span with its brackets and quotes in pairs and no stray punctuation at its edges. A bracket whose
+    partner stands just outside the span takes it in (`战史演武」` -> `「战史演武」`); one whose partner is farther
+    is left out with what lies beyond it (the span is cut before an unmatched opener, after an unmatched closer,
+    keeping the larger side)."""
+    while start < end:
+        while start < end and (text[start] in STRAY or text[start].isspace()):
+            start += 1
+        while end > start and (text[end - 1] in STRAY or text[end - 1].isspace()):
+            end -= 1
+        if start >= end:
+            break
+        closers, openers = _unmatched(text, start, end)
+        if not closers and not openers:
+            return start, end
+        if closers and start > 0 and text[start - 1] == _partner(text[closers[0]]):
+            start -= 1  # the opener just before the span
+        elif openers and end < len(text) and text[end] == _partner(text[openers[-1]]):
+            end += 1  # the closer just after it
+        elif openers and text[openers[0]] in _SAME and start > 0 and text[start - 1] == text[openers[0]]:
+            start -= 1  # a quote that opens and closes alike, closing one opened just before the span
+        elif closers:
+            at = closers[-1]  # the last unmatched closer: what precedes it belongs to a bracket opened before
+            start, end = (at + 1, end) if end - at - 1 >= at - start else (start, at)
+        else:
+            at = openers[0]  # the first unmatched opener: what follows it belongs to a bracket closed after
+            start, end = (start, at) if at - start >= end - at - 1 else (at + 1, end)
+    return None
