@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import secrets
 import sys
-import textwrap
 import time
 from collections.abc import Iterable
 from typing import IO
 
 from odqa.core.errors import OdqaError
-from odqa.core.terminal import printable
+from odqa.core.terminal import char_width, display_width, fill, printable, shorten
 from odqa.pipeline import Pipeline, Result
 from odqa.retriever.registry import RETRIEVERS
 
@@ -25,7 +24,8 @@ HELP = """Type a question and press Enter. Commands:
   :help                     this text
   :quit                     leave (so do `exit`, `quit` and Ctrl-D)"""
 
-SNIPPET_CHARS = 110
+SNIPPET_COLUMNS = 110  # terminal columns (wide characters count two: odqa.core.terminal)
+PASSAGE_COLUMNS = 96
 # the shell's styles stand in text as private-use characters until `say` has escaped every control character
 # the shell's own style marks, put into a line before it is escaped and swapped for terminal codes at the end:
 # random per process, so that no corpus, question or title can hold one and restyle or hide what is printed
@@ -71,9 +71,18 @@ class Shell:
         return f"{_DIM}{text}{_PLAIN}" if self.color else text
 
     def snippet(self, context: str, start: int, end: int) -> str:
-        """The passage around the answer, answer highlighted, on one line."""
-        room = max(0, (SNIPPET_CHARS - (end - start)) // 2)
-        left, right = max(0, start - room), min(len(context), end + room)
+        """The passage around the answer, answer highlighted, on one line: as many columns on each side of the
+        answer as SNIPPET_COLUMNS leaves (by display width, so a Korean or Chinese line is as long as an
+        English one)."""
+        room = max(0, (SNIPPET_COLUMNS - display_width(context[start:end])) // 2)
+        left, used = start, 0
+        while left > 0 and used + char_width(context[left - 1]) <= room:
+            left -= 1
+            used += char_width(context[left])
+        right, used = end, 0
+        while right < len(context) and used + char_width(context[right]) <= room:
+            used += char_width(context[right])
+            right += 1
         before = ("…" if left > 0 else "") + context[left:start]
         after = context[end:right] + ("…" if right < len(context) else "")
         return " ".join(f"{before}{self._mark(context[start:end])}{after}".split())
@@ -144,7 +153,7 @@ class Shell:
         if not result.answers and result.passages:
             best = result.passages[0].passage
             assert best is not None  # the pipeline's hits carry their passages
-            self.say(f"  best passage: {best.title}: {textwrap.shorten(best.text, SNIPPET_CHARS)}")
+            self.say(f"  best passage: {best.title}: {shorten(best.text, SNIPPET_COLUMNS)}")
         if result.mentions:
             self.say(
                 "  entities: "
@@ -159,7 +168,7 @@ class Shell:
         for i, h in enumerate(result.passages, 1):
             assert h.passage is not None  # the pipeline's hits carry their passages
             self.say(f"  {i:>2}. [{h.score:.3f} {h.source}] {h.passage.title} ({h.passage.id})")
-            self.say(textwrap.indent(textwrap.fill(h.passage.text, 96), "      "))
+            self.say(fill(h.passage.text, PASSAGE_COLUMNS, indent="      "))
 
     def show_entities(self, result: Result) -> None:
         if not result.mentions:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -286,14 +287,17 @@ def test_korean_and_chinese_text(bm25_index_of):
     with TestClient(create_app(pipeline, SETTINGS)) as cjk:
         found = cjk.post("/search", json={"question": "세종대왕이 창제한 문자는?", "k": 2}).json()
         assert found["question"] == "세종대왕이 창제한 문자는?" and found["passages"][0]["text"] == docs[1]["text"]
+        assert found["passages"][0]["lang"] == "ko"  # the page's lang attribute
         found = cjk.post("/search", json={"question": "谁修筑了万里长城？", "k": 1}).json()
         assert found["passages"][0]["title"] == "长城" and found["passages"][0]["text"] == docs[3]["text"]
+        assert found["passages"][0]["lang"] == "zh-Hans"
         response = cjk.post("/ask", json={"question": "임진왜란은 몇 년에 시작되었나?", "k": 2})
         assert response.status_code == 200 and response.headers["content-type"] == "application/json"
         result = json.loads(response.content.decode("utf-8"))
         assert result["language"] == "ko" and result["passages"][0]["title"] == "임진왜란"
         for answer in result["answers"]:
             assert _passage(result, answer["passage_id"])["text"][answer["start"] : answer["end"]] == answer["text"]
+            assert answer["lang"] == _passage(result, answer["passage_id"])["lang"]
         assert cjk.post("/ask", json={"question": "谁修筑了长城？", "language": "zh"}).json()["language"] == "zh"
         assert cjk.get("/info").json()["index"]["language"] == "ko"
         assert cjk.post("/link", json={"question": "서울"}).json()["linker_enabled"] is False
@@ -357,7 +361,10 @@ vm.runInContext(fs.readFileSync(process.argv[1], "utf8"), page);
 const shown = JSON.parse(fs.readFileSync(0, "utf8")).map((result) => {
   page.render(result);
   return { verdict: byId.verdict.textContent, answer: byId.answer.textContent,
-           notices: byId.notices.children.map((n) => n.textContent), passages: byId.passages.children.length };
+           notices: byId.notices.children.map((n) => n.textContent), passages: byId.passages.children.length,
+           langs: { question: byId["question-echo"].lang, answer: byId.answer.lang, result: byId.result.lang,
+                    passages: byId.passages.children.map((p) => p.lang),
+                    others: byId["other-answers"].children.map((li) => li.children[0].lang) } };
 });
 console.log(JSON.stringify(shown));
 """
@@ -437,6 +444,76 @@ def test_the_page_says_what_happened(nothing_retrieved):
     assert (guess["verdict"], guess["answer"]) == ("No confident answer. Best guess:", "Alexander Fleming")
     for result in shown:  # no answer is claimed where none was given
         assert "answers may be poor" not in " ".join(result["notices"])
+
+
+def _in(lang: str, text: str, title: str, answer: str, pid: str, probability: float) -> tuple[dict, dict]:
+    """(answer, passage) of a result, both tagged `lang` as the server tags them."""
+    start = text.index(answer)
+    found = {
+        "text": answer,
+        "probability": probability,
+        "confident": False,
+        "title": title,
+        "passage_id": pid,
+        "start": start,
+        "end": start + len(answer),
+        "evidence": [],
+        "lang": lang,
+    }
+    return found, {"rank": 1, "id": pid, "title": title, "text": text, "source": "bm25", "score": 1.0, "lang": lang}
+
+
+def test_the_page_shows_each_answer_and_passage_in_its_own_language():
+    korean = _in(
+        "ko", "임진왜란은 1592년 일본이 조선을 침략하면서 시작된 전쟁이다.", "임진왜란", "1592년", "ko1_0", 0.4
+    )
+    simplified = _in("zh-Hans", "长城是中国古代的军事防御工程。", "长城", "长城", "zh1_0", 0.3)
+    traditional = _in("zh-Hant", "長城是中國古代的軍事防禦工程。", "長城", "長城", "zh2_0", 0.2)
+    result = {
+        **_answered(False),
+        "question": "임진왜란은 언제 시작되었나?",
+        "language": "ko",
+        "answer": korean[0],
+        "answers": [korean[0], simplified[0], traditional[0]],
+        "passages": [korean[1], simplified[1], traditional[1]],
+    }
+    (shown,) = _rendered([result])
+    assert shown["langs"] == {
+        "question": "ko",
+        "answer": "ko",
+        "result": "",  # the page's own words (the verdict, the labels) stay in its language, English
+        "passages": ["ko", "zh-Hans", "zh-Hant"],
+        "others": ["zh-Hans", "zh-Hant"],
+    }
+
+
+def test_the_page_keeps_korean_words_whole_and_never_slants_hangul_or_han():
+    css = (REPO_ROOT / "odqa" / "serve" / "static" / "page.css").read_text()
+    rules = dict(re.findall(r"([^{}]+)\{([^}]*)\}", re.sub(r"/\*.*?\*/", "", css, flags=re.S)))
+    korean = [body for selector, body in rules.items() if selector.strip() == ":lang(ko)"]
+    assert korean and "word-break: keep-all" in korean[0]
+    upright = [body for selector, body in rules.items() if ".unsure .answer-text:lang(ko)" in selector]
+    assert (
+        upright
+        and "font-style: normal" in upright[0]
+        and ":lang(zh)" in next(s for s in rules if ".unsure .answer-text:lang(ko)" in s)
+    )
+
+
+def test_passages_and_answers_carry_the_language_tag_of_their_text():
+    from odqa.core.types import Answer, Passage, SearchHit
+    from odqa.serve.models import AnswerOut, PassageOut
+
+    pytest.importorskip("opencc")  # tells Traditional from Simplified (the `cjk` extra)
+    texts = {
+        "ko": "한글은 1443년 세종대왕이 창제한 문자이다.",
+        "zh-Hans": "长城是中国古代的军事防御工程，秦始皇修筑了万里长城。",
+        "zh-Hant": "長城是中國古代的軍事防禦工程，秦始皇修築了萬里長城。",
+        "en": "Penicillin was discovered by Alexander Fleming in 1928.",
+    }
+    for tag, text in texts.items():
+        assert PassageOut.of(1, SearchHit(0, 1.0, Passage("p", "t", text))).lang == tag
+        assert AnswerOut.of(Answer(text[:2], 1.0, 0.5, "p", "t", 0, 2, text)).lang == tag
 
 
 def _serve(*args, env=None):

@@ -124,6 +124,12 @@ def test_page_answers_a_demo_question_with_the_answer_highlighted(browser, serve
     passage = next(p for p in expected["passages"] if p["id"] == best["passage_id"])
     assert text == passage["text"]  # highlighting added marks, lost nothing
     assert len(browser.find_elements(By.CSS_SELECTOR, "#passages > li")) == len(expected["passages"])
+    # each passage and the answer in its own language (the server's BCP 47 tag), for fonts and line breaking
+    shown = [li.get_attribute("lang") for li in browser.find_elements(By.CSS_SELECTOR, "#passages > li")]
+    assert (
+        shown == [p["lang"] for p in expected["passages"]]
+        and browser.find_element(By.ID, "answer").get_attribute("lang") == best["lang"]
+    )
     assert "Alexander Fleming" in browser.find_element(By.ID, "entities").text
     timings = browser.find_element(By.ID, "timings").text
     assert all(f"{stage} " in timings for stage in ("link", "retrieve", "read", "total")) and " ms" in timings
@@ -131,6 +137,15 @@ def test_page_answers_a_demo_question_with_the_answer_highlighted(browser, serve
     shot = _shot_folder(tmp_path) / "serve-page.png"
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
     screenshots.append(str(shot))
+
+    # (after the screenshot, which shows the page as served) a Korean best guess: upright (Hangul has no
+    # italics) and broken between words only
+    style = browser.execute_script(
+        "const a = document.getElementById('answer'); a.lang = 'ko';"
+        "document.getElementById('answer-box').classList.add('unsure');"
+        "const s = getComputedStyle(a); return [s.fontStyle, s.wordBreak];"
+    )
+    assert style == ["normal", "keep-all"]
 
 
 def test_page_shows_untrusted_text_as_text(browser, server, tmp_path, screenshots):  # noqa: F811
@@ -142,7 +157,9 @@ def test_page_shows_untrusted_text_as_text(browser, server, tmp_path, screenshot
     _ask(browser, question)
     assert browser.find_element(By.ID, "question-echo").text == question
     assert not browser.find_elements(By.CSS_SELECTOR, "#result img") and browser.title == title
-    assert browser.find_element(By.ID, "result").get_attribute("lang") == detect_language([question])
+    # the question in its language; the page's own words (verdict, labels) stay in the page's, English
+    assert browser.find_element(By.ID, "question-echo").get_attribute("lang") == detect_language([question])
+    assert not browser.find_element(By.ID, "result").get_attribute("lang")
     # a question in another language than the (English) demo index's is not searched: the page says so, and
     # claims neither passages read nor answers given (issue 64 item 5). The question above counts as English (its
     # markup's Latin letters outnumber its Hangul and Han), so a plain Korean one is asked for this

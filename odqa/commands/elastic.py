@@ -7,13 +7,11 @@ the ODQA_ES_PASSWORD / ODQA_ES_API_KEY environment variables, never from flags (
 
 from __future__ import annotations
 
-import textwrap
-
 from odqa.commands.common import add_command, add_config_flag, print_json_last
 from odqa.commands.options import COUNT, POSITIVE_INT, add_options, config_overrides, dataclass_values
 from odqa.config import ElasticConfig, RetrievalConfig
 from odqa.core.optional import require
-from odqa.core.terminal import printable
+from odqa.core.terminal import fill, printable
 from odqa.indexes.elastic_bulk import BulkOptions
 
 
@@ -153,5 +151,5 @@ def run_es_search(args) -> int:
         assert hit.passage is not None  # search() gives each hit its passage
         # the corpus's own characters: escaped, so that none of them acts on the terminal
         print(printable(f"{i:>3}. [{hit.score:.3f}] {hit.passage.title}  ({hit.passage.id})"))
-        print(printable(textwrap.indent(textwrap.fill(hit.passage.text, 100), "     ")))
+        print(printable(fill(hit.passage.text, 100, indent="     ")))
     return 0

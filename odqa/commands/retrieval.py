@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import textwrap
 
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 from odqa.commands.options import POSITIVE_INT, add_inference_options, add_options, config_overrides, dataclass_values
@@ -308,7 +307,7 @@ def run_verify(args) -> int:
 
 
 def run_search(args) -> int:
-    from odqa.core.terminal import printable
+    from odqa.core.terminal import fill, printable
     from odqa.eval.qrels import passages_asked, ranks_documents
     from odqa.pipeline import clean_question
     from odqa.retriever.base import fit_k
@@ -337,7 +336,7 @@ def run_search(args) -> int:
         for i, hit in enumerate(hits, 1):
             # the corpus's own characters: escaped, so that none of them acts on the terminal
             print(printable(f"{i:>3}. [{hit.score:.3f}] {hit.passage.title}  ({hit.passage.id})"))
-            print(printable(textwrap.indent(textwrap.fill(hit.passage.text, 100), "     ")))
+            print(printable(fill(hit.passage.text, 100, indent="     ")))
     return 0
 
 

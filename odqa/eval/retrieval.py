@@ -14,6 +14,7 @@ from tqdm.auto import tqdm
 from odqa.core import strict_json
 from odqa.core.answers import has_answer
 from odqa.core.atomic import atomic_file
+from odqa.core.terminal import display_width, pad
 from odqa.core.types import SearchHit
 from odqa.corpus.questions import QAItem
 from odqa.eval.run_formats import DprJsonWriter, TrecRunWriter, dpr_ctx
@@ -213,12 +214,13 @@ def format_table(metrics: dict, ks: Sequence[int]) -> str:
 
 
 def aligned_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A Markdown table that also reads as printed: every cell padded to its column's width, right-aligned (the
-    cells are numbers), so each value stands under its header."""
-    widths = [max(map(len, column)) for column in zip(header, *rows)]
+    """A Markdown table that also reads as printed: every cell padded to its column's width in terminal columns
+    (a Korean or Chinese cell's wide characters count two), right-aligned (the cells are numbers), so each value
+    stands under its header."""
+    widths = [max(map(display_width, column)) for column in zip(header, *rows)]
 
     def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(cell.rjust(width) for cell, width in zip(cells, widths)) + " |"
+        return "| " + " | ".join(pad(cell, width, right=True) for cell, width in zip(cells, widths)) + " |"
 
     return "\n".join(
         [line(header), "|" + "|".join("-" * (width + 1) + ":" for width in widths) + "|", *map(line, rows)]

@@ -15,10 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from odqa.config import RetrievalConfig
 from odqa.core.settings import Number, number_rule
 from odqa.core.types import Mention, SearchHit
-from odqa.indexes.analysis import LANGUAGES
+from odqa.indexes.analysis import LANGUAGES, language_tag
 from odqa.retriever.registry import RETRIEVERS
 
 AUTO_LANGUAGE = "auto"
+LANG_DESCRIPTION = (
+    "BCP 47 tag of {what}'s language, for a page's lang attribute: en, ko, zh-Hans or zh-Hant (zh where its "
+    "characters do not tell Simplified from Traditional)"
+)
 LANGUAGE_CHOICES = (AUTO_LANGUAGE, *LANGUAGES)  # of a request's `language`
 Outcome = Literal["answer", "best_guess", "no_answer", "no_passages", "language_differs"]  # how an /ask ended
 K_RULE: Number = number_rule(RetrievalConfig, "k")  # type: ignore[assignment]
@@ -108,11 +112,13 @@ class PassageOut(Response):
     end: int = 0
     score: float
     source: str = Field("", description="the retriever that found it: bm25, dense, hybrid, entity")
+    lang: str = Field("", description=LANG_DESCRIPTION.format(what="the passage text"))
 
     @classmethod
     def of(cls, rank: int, hit: SearchHit) -> PassageOut:
         p = hit.passage
         return cls(
+            lang=language_tag(p.text) if p else "",
             rank=rank,
             id=hit.passage_id,
             title=p.title if p else "",
@@ -147,10 +153,12 @@ class AnswerOut(Response):
     end: int
     context: str = Field(description="the passage text the offsets refer to")
     evidence: list[Evidence] = Field(description="every span merged into this answer, with its passage and offsets")
+    lang: str = Field("", description=LANG_DESCRIPTION.format(what="the answer (its passage)"))
 
     @classmethod
     def of(cls, answer) -> AnswerOut:
         return cls(
+            lang=language_tag(answer.context),
             text=answer.text,
             probability=answer.probability,
             confident=answer.confident,

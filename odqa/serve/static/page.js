@@ -31,10 +31,19 @@ function headers() {
   return h;
 }
 
-function el(tag, text, cls) {
+function el(tag, text, cls, lang) {
   const node = document.createElement(tag);
   if (text !== undefined && text !== null) node.textContent = String(text);
   if (cls) node.className = cls;
+  if (lang) node.lang = lang;
+  return node;
+}
+
+// An answer or a passage in its own language (the server's BCP 47 `lang`: ko, zh-Hans, zh-Hant, en), so that the
+// browser picks the script's fonts and line breaking (page.css: Korean words stay whole, Hangul is never slanted);
+// the page's own words stay English. A server from before `lang` leaves the attribute empty: inherited.
+function inLanguage(node, lang) {
+  node.lang = lang || "";
   return node;
 }
 
@@ -186,18 +195,24 @@ function outcomeOf(result) {
 
 function render(result) {
   $("result").hidden = false;
-  $("result").lang = result.language;
   $("question-echo").textContent = result.question;
+  $("question-echo").lang = result.language;
   const best = result.answer;
   const box = $("answer-box");
   box.classList.toggle("unsure", !result.confident);
   $("verdict").textContent = VERDICTS[outcomeOf(result)];
   $("answer").textContent = best ? best.text : "";
+  inLanguage($("answer"), best && best.lang);
   $("probability").textContent = best ? `p = ${best.probability.toFixed(2)}` : "";
   $("probability").hidden = !best;
-  $("answer-source").textContent = best ? `from “${best.title}”` : "";
-  $("other-answers").replaceChildren(...result.answers.slice(1).map((a) =>
-    el("li", `${a.text} (p = ${a.probability.toFixed(2)}, ${a.title})`)));
+  $("answer-source").replaceChildren(...(best ? [document.createTextNode("from “"), el("span", best.title, null, best.lang),
+    document.createTextNode("”")] : []));
+  $("other-answers").replaceChildren(...result.answers.slice(1).map((a) => {
+    const item = el("li");
+    item.append(el("span", a.text, null, a.lang), document.createTextNode(` (p = ${a.probability.toFixed(2)}, `),
+      el("span", a.title, null, a.lang), document.createTextNode(")"));
+    return item;
+  }));
   $("notices").replaceChildren(...result.notices.map((n) => el("li", n)));
 
   $("entities").replaceChildren(...(result.mentions.length ? result.mentions.map((m) =>
@@ -205,7 +220,7 @@ function render(result) {
 
   const spans = spansByPassage(result.answers);
   $("passages").replaceChildren(...result.passages.map((p) => {
-    const item = el("li");
+    const item = inLanguage(el("li"), p.lang);
     item.dataset.passageId = p.id;
     if (best && p.id === best.passage_id) item.className = "holds-answer";
     item.append(el("div", `${p.title} · ${p.source} ${p.score.toFixed(3)}`, "passage-head"));
