@@ -58,6 +58,9 @@ PAIRS = {
     "{": "}",
 }
 _CLOSERS = {closer: opener for opener, closer in PAIRS.items()}
+# round and square brackets hold an aside, not part of a name: a span they enclose whole is said without them (title
+# marks and quotes, 《》「」“”, mark the title or the words quoted, and stay)
+_ASIDE = {"(": ")", "（": "）", "[": "]", "［": "］"}
 _SAME = {'"', "＂"}  # a quote that opens and closes alike: paired by count
 # punctuation that ends or joins a clause: never at either edge of a Chinese or Korean answer
 STRAY = set("。，、；：！？…‥·・～—–-,;:!?")
@@ -101,10 +104,28 @@ def _word_at(text: str, i: int) -> tuple[int, int]:
 
 
 @lru_cache(maxsize=1 << 16)
-def _morphemes(word: str) -> tuple[tuple[int, int, str], ...]:
-    """(start, end, tag) of each of Kiwi's morphemes of one word, in characters of the word (the same word
-    recurs across passages and questions, so it is analysed once)."""
-    return tuple(korean_morphemes(word))
+def _analysed(words: str) -> tuple[tuple[int, int, str], ...]:
+    """Kiwi's morphemes of a few words, cached (the same words recur across spans, passages and questions)."""
+    return tuple(korean_morphemes(words))
+
+
+def word_morphemes(text: str, a: int, b: int) -> list[tuple[int, int, str]]:
+    """(start, end, tag) of Kiwi's morphemes of the word text[a:b], in characters of the word, analysed between
+    its neighbours: a word alone is ambiguous where its sentence is not ("경은" is a name alone, 경 + 은 in
+    "엘긴 경은 그리스에")."""
+    before = a
+    while before > 0 and text[before - 1].isspace():
+        before -= 1
+    before = _word_at(text, before - 1)[0] if before > 0 else a
+    after = b
+    while after < len(text) and text[after].isspace():
+        after += 1
+    after = _word_at(text, after)[1] if after < len(text) else b
+    return [
+        (m_start + before - a, m_end + before - a, tag)
+        for m_start, m_end, tag in _analysed(text[before:after])
+        if a <= m_start + before and m_end + before <= b
+    ]
 
 
 def _kiwi_ready() -> bool:
@@ -130,7 +151,7 @@ def korean_span(text: str, start: int, end: int) -> tuple[int, int] | None:
     a, b = _word_at(text, start)
     if a < start:
         first = start
-        for m_start, m_end, tag in _morphemes(text[a:b]):
+        for m_start, m_end, tag in word_morphemes(text, a, b):
             if a + m_start < first < a + m_end:
                 first = a + m_start
             if a + m_start >= first and tag.startswith(_TRAILING_TAGS):
@@ -147,7 +168,7 @@ def korean_span(text: str, start: int, end: int) -> tuple[int, int] | None:
     word = text[a:b]
     if end == b and not any(_hangul(ch) for ch in word):
         return start, end  # ends a word that has no particle to drop
-    morphemes = _morphemes(word)
+    morphemes = word_morphemes(text, a, b)
     for m_start, m_end, _ in morphemes:
         if a + m_start < end < a + m_end:
             end = a + m_end
@@ -194,8 +215,9 @@ def _partner(ch: str) -> str:
 def balanced_span(text: str, start: int, end: int) -> tuple[int, int] | None:
     """The span with its brackets and quotes in pairs and no stray punctuation at its edges. A bracket whose
     partner stands just outside the span takes it in (`战史演武」` -> `「战史演武」`); one whose partner is farther
-    is left out with what lies beyond it (the span is cut before an unmatched opener, after an unmatched closer,
-    keeping the larger side)."""
+    is left out with the aside it opens or closes (the span is cut before an unmatched opener, after an unmatched
+    closer: `5万余人死亡（莒州死亡` -> `5万余人死亡`); round or square brackets around the whole span are dropped
+    (`(1949年)` -> `1949年`: an aside, not part of a name), title marks and quotes kept (`《红楼梦》`)."""
     while start < end:
         while start < end and (text[start] in STRAY or text[start].isspace()):
             start += 1
@@ -205,6 +227,9 @@ def balanced_span(text: str, start: int, end: int) -> tuple[int, int] | None:
             break
         closers, openers = _unmatched(text, start, end)
         if not closers and not openers:
+            if _ASIDE.get(text[start]) == text[end - 1] and not any(_unmatched(text, start + 1, end - 1)):
+                start, end = start + 1, end - 1  # "(1949年)" -> "1949年"
+                continue
             return start, end
         if closers and start > 0 and text[start - 1] == _partner(text[closers[0]]):
             start -= 1  # the opener just before the span
@@ -213,9 +238,7 @@ def balanced_span(text: str, start: int, end: int) -> tuple[int, int] | None:
         elif openers and text[openers[0]] in _SAME and start > 0 and text[start - 1] == text[openers[0]]:
             start -= 1  # a quote that opens and closes alike, closing one opened just before the span
         elif closers:
-            at = closers[-1]  # the last unmatched closer: what precedes it belongs to a bracket opened before
-            start, end = (at + 1, end) if end - at - 1 >= at - start else (start, at)
+            start = closers[-1] + 1  # what precedes an unmatched closer is the end of an aside opened before
         else:
-            at = openers[0]  # the first unmatched opener: what follows it belongs to a bracket closed after
-            start, end = (start, at) if at - start >= end - at - 1 else (at + 1, end)
+            end = openers[0]  # what follows an unmatched opener is the start of an aside closed after
     return None

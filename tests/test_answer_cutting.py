@@ -17,7 +17,7 @@ from odqa.reader.decode import decode_passage, snap_span
 
 pytest.importorskip("kiwipiepy")
 
-from odqa.indexes.analysis import korean_morphemes  # noqa: E402  (after the skip: Kiwi is the `cjk` extra's)
+from odqa.reader.cutting import word_morphemes  # noqa: E402  (after the skip: Kiwi is the `cjk` extra's)
 
 _CLOSERS = set(PAIRS.values())
 _NOUN_END = ("N", "SN", "SL", "SH", "XSN", "XR", "SW", "SSC")
@@ -38,12 +38,12 @@ def _korean_problems(text: str, start: int, end: int) -> list[str]:
     problems = []
     for edge in (start, end):
         a, b = _word_at(text, min(edge, len(text) - 1) if edge == start else edge - 1)
-        for m_start, m_end, _ in korean_morphemes(text[a:b]):
+        for m_start, m_end, _ in word_morphemes(text, a, b):
             if a + m_start < edge < a + m_end and not text[a + m_start : a + m_end].isspace():
                 problems.append(f"edge {edge} inside the morpheme {text[a + m_start : a + m_end]!r}")
     a, b = _word_at(text, end - 1)
     # a morpheme without characters (the copula of "라는" after a vowel) closes no span
-    inside = [m for m in korean_morphemes(text[a:b]) if a + m[1] <= end and a + m[0] >= max(a, start) and m[1] > m[0]]
+    inside = [m for m in word_morphemes(text, a, b) if a + m[1] <= end and a + m[0] >= max(a, start) and m[1] > m[0]]
     trailing = []
     while inside and inside[-1][2].startswith(("J", "E", "VCP")):
         trailing.append(inside.pop())
@@ -113,7 +113,10 @@ def test_korean_spans_end_before_their_particle_and_never_inside_a_word(text, an
         ("他说“你好”就走了", "你好”", "“你好”"),
         ('他说"你好"就走了', '你好"', '"你好"'),
         ("甲（乙）丙", "甲（乙", "甲（乙）"),
-        ("事件（发生于1949年）之后", "1949年）之后", "1949年"),  # the larger side of a closer opened farther back
+        ("事件（发生于1949年）之后", "1949年）之后", "之后"),  # after a closer opened farther back: the main text
+        ("5万余人死亡（莒州死亡2万余人）", "5万余人死亡（莒州死亡", "5万余人死亡"),  # before an unclosed aside
+        ("他生于（1949年）", "（1949年）", "1949年"),  # round brackets around the whole span: an aside
+        ("他生于（1949年）", "（1949年", "1949年"),
         ("在《水浒传》与《三国演义》中", "水浒传》与《三国演义", "《水浒传》与《三国演义》"),
     ],
 )
