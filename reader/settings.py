@@ -32,7 +32,8 @@ class ReaderSettings:
     batch_size: int = 16  # windows per forward pass
     spans_per_window: int = 20
     # Korean and Chinese answers cut as their language cuts words (reader.cutting): no trailing particle or
-    # ending, never inside a word, brackets in pairs (bench/results/answer-cutting.md); False: the pieces' spans
+    # ending, never inside a word, brackets in pairs (bench/results/answer-cutting.md); False: the pieces' spans,
+    # as Reader.from_pretrained(..., cut_answers=False) or a checkpoint's reader_config.json asks
     cut_answers: bool = True
     # auto: bf16 on CPUs with native bf16 (AMX: 2x faster, AVX512-BF16: 1.7x; same F1) unless onnx int8 was
     # timed faster there (odqa.core.cpu_choice), fp16 on CUDA, else onnx int8 (odqa.core.runtime; its F1
@@ -70,7 +71,6 @@ QUESTION_TIME_SETTINGS = (
     "early_stop_probability",
     "focus_words",
     "whole_passages",
-    "cut_answers",
 )
 
 # None for these, passed to Reader.from_pretrained, means the checkpoint's own value (its reader_config.json): the
