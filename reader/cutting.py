@@ -237,6 +237,10 @@ def balanced_span(text: str, start: int, end: int) -> tuple[int, int] | None:
             end += 1  # the closer just after it
         elif openers and text[openers[0]] in _SAME and start > 0 and text[start - 1] == text[openers[0]]:
             start -= 1  # a quote that opens and closes alike, closing one opened just before the span
+        elif closers and closers[-1] == end - 1:
+            end -= 1  # a closer that a piece carried along at the end
+        elif openers and openers[0] == start:
+            start += 1  # an opener at the start, whose aside the span does not close
         elif closers:
             start = closers[-1] + 1  # what precedes an unmatched closer is the end of an aside opened before
         else:

@@ -117,6 +117,8 @@ def test_korean_spans_end_before_their_particle_and_never_inside_a_word(text, an
         ("5万余人死亡（莒州死亡2万余人）", "5万余人死亡（莒州死亡", "5万余人死亡"),  # before an unclosed aside
         ("他生于（1949年）", "（1949年）", "1949年"),  # round brackets around the whole span: an aside
         ("他生于（1949年）", "（1949年", "1949年"),
+        ("（即原“中国一汽”、“一汽”）", "“中国一汽”、“一汽”）", "“中国一汽”、“一汽”"),  # a closer carried along
+        ("（即原“中国一汽”、“一汽”）", "（即原“中国一汽", "即原“中国一汽”"),
         ("在《水浒传》与《三国演义》中", "水浒传》与《三国演义", "《水浒传》与《三国演义》"),
     ],
 )
