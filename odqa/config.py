@@ -212,17 +212,14 @@ class OdqaConfig:
         prints or writes the dict must not carry it."""
         return _masked(dataclasses.asdict(self))
 
-    def inference(self, few_questions: bool = INFERENCE.few_questions) -> InferenceSettings:
-        """How the models this config names run (`few_questions`: the command answers a few questions and exits,
-        odqa.core.runtime.InferenceSettings)."""
-        return InferenceSettings(self.precision, self.runtime, few_questions)
+    def inference(self) -> InferenceSettings:
+        """How the models this config names run (odqa.core.runtime.InferenceSettings)."""
+        return InferenceSettings(self.precision, self.runtime)
 
-    def retriever_runtime(
-        self, few_questions: bool = INFERENCE.few_questions, accept_encoder_change: bool = False
-    ) -> RetrieverRuntime:
+    def retriever_runtime(self, accept_encoder_change: bool = False) -> RetrieverRuntime:
         """How the question encoder of a retriever built with this config runs (retriever.registry.build_retriever,
         with `retrieval`)."""
-        return RetrieverRuntime(self.inference(few_questions), self.device or None, accept_encoder_change)
+        return RetrieverRuntime(self.inference(), self.device or None, accept_encoder_change)
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> OdqaConfig:

@@ -109,14 +109,11 @@ class Pipeline:
         config: OdqaConfig | None = None,
         default_index: Callable[[], Path] | None = None,
         default_kb: Callable[[], Path] | None = None,
-        few_questions: bool = False,
     ):
         """`default_index`, `default_kb`: where the index and the knowledge base are when the config names none,
         asked on first use (the CLI passes the demo corpus's, which builds them on first use: building stays
-        out of the query-time pipeline). `few_questions`: the process answers a few questions and exits (`odqa
-        ask`; odqa.core.runtime.InferenceSettings)."""
+        out of the query-time pipeline)."""
         self.config = (config or OdqaConfig()).validate()
-        self.few_questions = few_questions
         self._default_index = default_index
         self._default_kb = default_kb
         self._bundle: SearchBackend | None = None
@@ -150,20 +147,15 @@ class Pipeline:
 
     @property
     def inference(self) -> InferenceSettings:
-        """How the models run (odqa.core.runtime.InferenceSettings): the config's precision and runtime, and
-        `few_questions`."""
-        return self.config.inference(self.few_questions)
+        """How the models run (odqa.core.runtime.InferenceSettings): the config's precision and runtime."""
+        return self.config.inference()
 
     def retriever(self, kind: str | None = None) -> Retriever:
         kind = kind or self.config.retrieval.retriever
         if kind not in self._retrievers:
-            retriever = build_retriever(
-                self.bundle, self.config.retrieval, self.config.retriever_runtime(self.few_questions), kind
+            self._retrievers[kind] = build_retriever(
+                self.bundle, self.config.retrieval, self.config.retriever_runtime(), kind
             )
-            encoder = _question_encoder(retriever)
-            if encoder is not None:  # the retriever's options carry the config's precision and runtime alone
-                encoder.few_questions = self.few_questions
-            self._retrievers[kind] = retriever
         return self._retrievers[kind]
 
     def check_available(self) -> None:
@@ -189,19 +181,27 @@ class Pipeline:
     def unread_language(self) -> str | None:
         """A notice when the reader was not trained on the index's language (its saved `languages`; the shipped
         English reader's are ["en"]): its spans over such text are guesses, so none is called confident."""
-        from odqa.core.models import models_install
-        from odqa.reader.model import MULTILINGUAL_READER
+        from odqa.core.models import models_install, shipped_model
+        from odqa.reader.model import AUTO_READER, MULTILINGUAL_READER
 
         held = self.bundle.info().language
         languages = self.reader.settings.languages
         if not languages or held in languages:
             return None
         reads = ", ".join(LANGUAGE_NAMES.get(code, code) for code in languages)
+        if shipped_model(MULTILINGUAL_READER) is not None:  # installed: only the setting stands in the way
+            fix = (
+                f"{MULTILINGUAL_READER} is installed: set reader.model to {AUTO_READER} (or --reader "
+                f"{MULTILINGUAL_READER})"
+            )
+        else:
+            fix = (
+                f"install {MULTILINGUAL_READER} (a checkout has models/{MULTILINGUAL_READER}; else "
+                f"{models_install(MULTILINGUAL_READER)}) and leave reader.model at {AUTO_READER}"
+            )
         return (
             f"the reader {self.reader_name!r} was trained on {reads} text only, so its answers over this "
-            f"{LANGUAGE_NAMES.get(held, held)} index are guesses and none is called confident; install "
-            f"{MULTILINGUAL_READER} (a checkout has models/{MULTILINGUAL_READER}; else "
-            f"{models_install(MULTILINGUAL_READER)}) and leave reader.model at auto"
+            f"{LANGUAGE_NAMES.get(held, held)} index are guesses and none is called confident; {fix}"
         )
 
     @property
@@ -225,7 +225,6 @@ class Pipeline:
                 early_stop_probability=c.early_stop_probability,
                 precision=self.config.precision,
                 runtime=self.config.runtime,
-                few_questions=self.few_questions,
             )
         return self._reader
 
@@ -292,13 +291,24 @@ class Pipeline:
         return linker.link(questions) if linker is not None else [[] for _ in questions]
 
     def retrieve(
-        self, questions: list[str], mentions: list[list[Mention]], k: int | None = None, retriever: str | None = None
+        self,
+        questions: list[str],
+        mentions: list[list[Mention]] | None = None,
+        k: int | None = None,
+        retriever: str | None = None,
     ) -> list[list[SearchHit]]:
         """The passages the reader gets for each (cleaned) question: the retriever's top k, with the entity bonus
-        (retrieval.entity_bonus) for the questions' linked `mentions` (from `link`) on any index backend."""
+        (retrieval.entity_bonus) for the questions' linked `mentions` (from `link`) on any index backend. Without
+        `mentions`, the questions are linked here where the bonus needs them (as `ask` does)."""
+        if isinstance(questions, str):
+            raise OdqaError("retrieve takes a list of questions: pipeline.retrieve([question])")
         k = fit_k(k or self.config.retrieval.k, self.corpus_size)
-        hits = self.retriever(retriever).search(questions, k)
         bonus = self.config.retrieval.entity_bonus
+        if mentions is None:
+            mentions = self.link(questions) if bonus > 0 else [[] for _ in questions]
+        elif len(mentions) != len(questions):
+            raise OdqaError(f"retrieve got {len(mentions)} mention lists for {len(questions)} questions; give one each")
+        hits = self.retriever(retriever).search(questions, k)
         if bonus > 0 and any(mentions):
             hits = self._add_entity_passages(questions, mentions, hits, bonus, k)
         return hits

@@ -99,14 +99,14 @@ def _pipeline_flags(p) -> None:
     add_config_flag(p)
 
 
-def make_pipeline(args, few_questions: bool = False):
+def make_pipeline(args):
     """The pipeline the flags and the config describe, its device and optional packages checked before any
-    model loads. `few_questions`: the command answers a few questions and exits (odqa.pipeline.Pipeline)."""
+    model loads."""
     from odqa.demo_corpus import demo_index_path, demo_kb_path
     from odqa.pipeline import Pipeline
 
     config = OdqaConfig.load(args.config, config_overrides(args))
-    pipeline = Pipeline(config, default_index=demo_index_path, default_kb=demo_kb_path, few_questions=few_questions)
+    pipeline = Pipeline(config, default_index=demo_index_path, default_kb=demo_kb_path)
     pipeline.check_available()
     return pipeline
 
@@ -114,7 +114,7 @@ def make_pipeline(args, few_questions: bool = False):
 def run_ask(args) -> int:
     from odqa.shell import Shell
 
-    pipeline = make_pipeline(args, few_questions=True)  # a one-shot process: int8 graphs rather than torch's bf16
+    pipeline = make_pipeline(args)
     questions = split_questions(args.question)
     for result in pipeline.ask_batch(questions):
         if args.json:

@@ -18,7 +18,7 @@ import numpy as np
 
 from odqa.core.errors import OdqaError
 from odqa.core.models import resolve_model
-from odqa.core.runtime import INFERENCE, InferencePlan, InferenceSettings, OnnxModel, announce, plan_inference
+from odqa.core.runtime import InferencePlan, InferenceSettings, OnnxModel, announce, plan_inference
 
 POOLINGS = ("mean", "cls")
 SIMILARITIES = ("cosine", "dot")
@@ -224,8 +224,7 @@ class EncodesTexts:
     passage_prefix: str
     precision: str  # of encode() only: training sets its own autocast
     runtime: str
-    auto_int8: bool = False  # `auto` may pick int8 on a CPU without native bf16 (int8_measured)
-    few_questions: bool = INFERENCE.few_questions  # odqa.core.runtime.InferenceSettings
+    auto_int8: bool = False  # int8 measured within `auto`'s band: `auto` runs it in int8 (int8_measured)
 
     if TYPE_CHECKING:  # what each subclass gives (an attribute or a property)
 
@@ -332,7 +331,7 @@ class EncodesTexts:
     def plan(self, precision: str | None = None, question_time: bool = False) -> InferencePlan:
         """The runtime and precision encode() uses (`precision`: this call's, default the encoder's;
         `question_time`: for questions rather than passages)."""
-        settings = InferenceSettings(precision or self.precision, self.runtime, self.few_questions)
+        settings = InferenceSettings(precision or self.precision, self.runtime)
         return plan_inference(self.device_type, settings, auto_int8=self.auto_int8, question_time=question_time)
 
 
