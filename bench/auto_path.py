@@ -139,10 +139,9 @@ def main(argv=None) -> int:
     for r in rows:
         name = r["path"] + (" (auto)" if r["auto"] else "")
         speedup = f"{r['int8_speedup']:.2f}x" if "int8_speedup" in r else ""
-        lines.append(
-            f"| {r['condition']} ({r['load_average']}) | {name} | {r['questions_per_s']:.2f} | {r['median_ms']:.1f} | {r['em']:.1f} | "
-            f"{speedup} |"
-        )
+        cells = [f"{r['condition']} ({r['load_average']})", name, f"{r['questions_per_s']:.2f}"]
+        cells += [f"{r['median_ms']:.1f}", f"{r['em']:.1f}", speedup]
+        lines.append("| " + " | ".join(cells) + " |")
     table = "\n".join(lines)
     print(table)
     print(json.dumps({"cpu_model": model, "cpu_flags": flags, "native_bf16": native, "rows": rows}))
