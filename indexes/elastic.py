@@ -434,9 +434,12 @@ MAX_DF_REFUSAL = (
 )
 
 
-def _hits(results: list[list[dict]], source: str) -> list[list[SearchHit]]:
+def _hits(results: list[list[dict]], source: str, fusion: str = "") -> list[list[SearchHit]]:
     return [
-        [SearchHit(row=hit["row"], score=hit["score"], passage=passage_of(hit), source=source) for hit in hits]
+        [
+            SearchHit(row=hit["row"], score=hit["score"], passage=passage_of(hit), source=source, fusion=fusion)
+            for hit in hits
+        ]
         for hits in results
     ]
 
@@ -514,7 +517,7 @@ class ElasticPassageIndex:
             num_candidates=max(self.num_candidates, depth),
             title_boost=self.title_boost,
         )
-        return None if results is None else _hits(results, "hybrid")
+        return None if results is None else _hits(results, "hybrid", SERVER_RRF)
 
     def passages(self, rows: Sequence[int]) -> list[Passage]:
         by_row = {hit["row"]: passage_of(hit) for hit in self.index.rows(rows)}

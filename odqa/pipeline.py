@@ -54,7 +54,13 @@ class Result:
             "confident": self.confident,
             "answers": [a.to_dict() for a in self.answers],
             "passages": [
-                {"rank": i, "score": h.score, "source": h.source, **(h.passage.to_dict() if h.passage else {})}
+                {
+                    "rank": i,
+                    "score": h.score,
+                    "source": h.source,
+                    "fusion": h.fusion,
+                    **(h.passage.to_dict() if h.passage else {}),
+                }
                 for i, h in enumerate(self.passages, 1)
             ],
             "mentions": [m.to_dict() for m in self.mentions],

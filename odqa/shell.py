@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import IO
 
 from odqa.core.errors import OdqaError
+from odqa.core.fusion import score_label
 from odqa.core.terminal import printable
 from odqa.pipeline import Pipeline, Result
 from odqa.retriever.registry import RETRIEVERS
@@ -158,7 +159,7 @@ class Shell:
     def show_passages(self, result: Result) -> None:
         for i, h in enumerate(result.passages, 1):
             assert h.passage is not None  # the pipeline's hits carry their passages
-            self.say(f"  {i:>2}. [{h.score:.3f} {h.source}] {h.passage.title} ({h.passage.id})")
+            self.say(f"  {i:>2}. [{score_label(h)} {h.source}] {h.passage.title} ({h.passage.id})")
             self.say(textwrap.indent(textwrap.fill(h.passage.text, 96), "      "))
 
     def show_entities(self, result: Result) -> None:

@@ -325,6 +325,7 @@ def run_verify(args) -> int:
 
 
 def run_search(args) -> int:
+    from odqa.core.fusion import score_label
     from odqa.core.terminal import printable
     from odqa.eval.qrels import passages_asked, ranks_documents
     from odqa.pipeline import clean_question
@@ -345,7 +346,10 @@ def run_search(args) -> int:
             print_json_last(
                 {
                     "question": question,
-                    "hits": [{"rank": i, "score": h.score, **h.passage.to_dict()} for i, h in enumerate(hits, 1)],
+                    "hits": [
+                        {"rank": i, "score": h.score, "fusion": h.fusion, **h.passage.to_dict()}
+                        for i, h in enumerate(hits, 1)
+                    ],
                 }
             )
             continue
@@ -353,7 +357,7 @@ def run_search(args) -> int:
             print(printable(question))
         for i, hit in enumerate(hits, 1):
             # the corpus's own characters: escaped, so that none of them acts on the terminal
-            print(printable(f"{i:>3}. [{hit.score:.3f}] {hit.passage.title}  ({hit.passage.id})"))
+            print(printable(f"{i:>3}. [{score_label(hit)}] {hit.passage.title}  ({hit.passage.id})"))
             print(printable(textwrap.indent(textwrap.fill(hit.passage.text, 100), "     ")))
     return 0
 

@@ -108,6 +108,12 @@ class PassageOut(Response):
     end: int = 0
     score: float
     source: str = Field("", description="the retriever that found it: bm25, dense, hybrid, entity")
+    fusion: str = Field(
+        "",
+        description="what made the score where it is no retriever's own: rrf (a hybrid's reciprocal rank fusion, "
+        "about 0.03 at the top), minmax (a hybrid's weighted scores scaled to [0, 1]), es-rrf (Elasticsearch's "
+        "rrf), minmax+entity (the entity bonus over scaled scores); empty: the retriever's own score",
+    )
 
     @classmethod
     def of(cls, rank: int, hit: SearchHit) -> PassageOut:
@@ -122,6 +128,7 @@ class PassageOut(Response):
             end=p.end if p else 0,
             score=hit.score,
             source=hit.source,
+            fusion=hit.fusion,
         )
 
 

@@ -208,7 +208,9 @@ function render(result) {
     const item = el("li");
     item.dataset.passageId = p.id;
     if (best && p.id === best.passage_id) item.className = "holds-answer";
-    item.append(el("div", `${p.title} · ${p.source} ${p.score.toFixed(3)}`, "passage-head"));
+    // a fused score says which fusion made it: rrf's (about 0.03 at the top) and minmax's (0 to 1) differ in scale
+    const score = `${p.score.toFixed(3)}${p.fusion ? ` (${p.fusion})` : ""}`;
+    item.append(el("div", `${p.title} · ${p.source} ${score}`, "passage-head"));
     item.append(highlighted(p.text, spans.get(p.id) || []));
     return item;
   }));
