@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 FORMAT = "odqa-elastic-1"
 SIMILARITIES = ("dot_product", "cosine")
-SOURCE_FIELDS = ["row", "title", "text", "doc_id", "start", "end"]
+SOURCE_FIELDS = ["row", "title", "text", "doc_id", "start", "end", "url"]
 DEFAULT_TITLE_BOOST = 0.5
 RRF_MIN_VERSION = (8, 14)  # the `retriever` search API (with `rrf`) appeared in 8.14
 
@@ -69,6 +69,7 @@ def mapping(
         "doc_id": {"type": "keyword"},
         "start": {"type": "integer", "index": False},
         "end": {"type": "integer", "index": False},
+        "url": {"type": "keyword", "index": False},
     }
     if dim:
         properties["vector"] = {
@@ -407,6 +408,7 @@ def passage_of(hit: dict) -> Passage:
         doc_id=s.get("doc_id", ""),
         start=int(s.get("start", 0) or 0),
         end=int(s.get("end", 0) or 0),
+        url=s.get("url") or "",
     )
 
 

@@ -354,6 +354,7 @@ def passage_docs(bundle_path: str | Path, limit: int | None = None, with_vectors
             hi = min(total, lo + batch)
             rows = store.dataset[lo:hi]
             vectors = unit_rows(np.asarray(embeddings[lo:hi], dtype=np.float32)) if embeddings is not None else None
+            urls = rows.get("url") or [""] * (hi - lo)
             for i in range(hi - lo):
                 source = {
                     "row": lo + i,
@@ -363,6 +364,8 @@ def passage_docs(bundle_path: str | Path, limit: int | None = None, with_vectors
                     "start": int(rows["start"][i]),
                     "end": int(rows["end"][i]),
                 }
+                if urls[i]:  # a store of a corpus with source addresses (none before the column existed)
+                    source["url"] = urls[i]
                 if vectors is not None:
                     source["vector"] = vectors[i].tolist()
                 yield lo + i, rows["id"][i], source

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # loaded on first use (torch, transformers)
 
 log = get_logger(__name__)
 MAX_QUESTION_CHARS = 500
+NO_CONFIDENT_ANSWER = "no confident answer"  # how the notice of a best guess starts (the shell says it once)
 _HAS_WORD = re.compile(r"\w", re.UNICODE)
 
 
@@ -328,8 +329,8 @@ class Pipeline:
         if asked == "en" or asked == held:
             return None
         return (
-            f"languages differ: the question is {LANGUAGE_NAMES.get(asked, asked)} and the index "
-            f"{self.index_location} holds {LANGUAGE_NAMES.get(held, held)} text; ask in "
+            f"languages differ: the question is {LANGUAGE_NAMES.get(asked, asked)} and the index holds "
+            f"{LANGUAGE_NAMES.get(held, held)} text; ask in "
             f"{LANGUAGE_NAMES.get(held, held)}, or use an index of {LANGUAGE_NAMES.get(asked, asked)} text"
         )
 
@@ -403,7 +404,7 @@ class Pipeline:
                 )
             elif not result.confident:
                 result.notices.append(
-                    f"no confident answer: the best guess has p={result.answers[0].probability:.2f}, below the "
+                    f"{NO_CONFIDENT_ANSWER}: the best guess has p={result.answers[0].probability:.2f}, below the "
                     f"threshold {self.reader.calibration.threshold:.2f} chosen on dev"
                 )
         return results

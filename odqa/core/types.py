@@ -14,6 +14,7 @@ class Document:
     id: str
     title: str
     text: str
+    url: str = ""  # the source article's address, where the corpus gives one ("": none)
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class Passage:
     doc_id: str = ""
     start: int = 0
     end: int = 0
+    url: str = ""  # its document's source address, where the corpus gives one ("": none)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

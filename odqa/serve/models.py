@@ -61,7 +61,11 @@ def _names_or_null(names) -> Any:
     return extra
 
 
-class SearchRequest(Question):
+class Passages(BaseModel):
+    """How many passages and which retriever: a search's, a question's or a batch's."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
     k: int | None = Field(None, ge=K_RULE.minimum, description="passages to return (default: the server's retrieval.k)")
     retriever: str | None = Field(
         None,
@@ -85,13 +89,43 @@ class SearchRequest(Question):
         return value
 
 
-class AskRequest(SearchRequest):
+class SearchRequest(Passages, Question):
+    pass
+
+
+class Reading(Passages):
+    """What /ask and /ask/batch read with: passages, retriever and the questions' language."""
+
     k: int | None = Field(None, ge=K_RULE.minimum, description="passages read (default: the server's retrieval.k)")
     language: Literal[LANGUAGE_CHOICES] | None = Field(  # type: ignore[valid-type]
         AUTO_LANGUAGE,
         description="the question's language (auto or null: from its script); a question in another "
         "language than the index's gets a notice",
     )
+
+
+class AskRequest(Reading, Question):
+    pass
+
+
+# the most questions one POST /ask/batch carries (its schema says so); more: 422, send them in several batches
+MAX_BATCH_QUESTIONS = 64
+
+
+class Questions(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    questions: list[str] = Field(
+        min_length=1,
+        max_length=MAX_BATCH_QUESTIONS,
+        description=f"the questions, each as /ask's `question` (at most {MAX_BATCH_QUESTIONS}); k, retriever and "
+        "language apply to all",
+        examples=[["Who discovered penicillin?", "Who painted the Mona Lisa?"]],
+    )
+
+
+class AskBatchRequest(Reading, Questions):
+    pass
 
 
 class LinkRequest(Question):
@@ -106,6 +140,7 @@ class PassageOut(Response):
     doc_id: str = ""
     start: int = Field(0, description="character offset of the passage in its document")
     end: int = 0
+    url: str = Field("", description="the source article's address, where the corpus gives one (else empty)")
     score: float
     source: str = Field("", description="the retriever that found it: bm25, dense, hybrid, entity")
     fusion: str = Field(
@@ -126,6 +161,7 @@ class PassageOut(Response):
             doc_id=p.doc_id if p else "",
             start=p.start if p else 0,
             end=p.end if p else 0,
+            url=p.url if p else "",
             score=hit.score,
             source=hit.source,
             fusion=hit.fusion,
@@ -215,6 +251,10 @@ class AskResponse(Response):
     )
     batch_size: int = Field(description="questions read in the same batch as this one")
     notices: list[str]
+
+
+class AskBatchResponse(Response):
+    results: list[AskResponse] = Field(description="one /ask answer a question, in the order asked")
 
 
 class SearchResponse(Response):
