@@ -260,6 +260,7 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
                 raise
         except Exception as exc:
             if not is_disk_full(exc):
+                _drop_unfinished(work)  # what a rerun can reuse stays; a work folder of nothing goes
                 raise
             kept = _drop_unfinished(work)
             raise DiskFullError(
