@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from odqa.core.atomic import writer_lock
+from odqa.core.cache import DEMO_PREFIX
 from odqa.core.errors import OdqaError
 from odqa.core.logs import get_logger
 from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
@@ -33,7 +34,7 @@ def _cached_build(kind: str, encoder: str, quiet: bool, build: Callable[[Path], 
     digest = hashlib.sha1(
         DEMO_ARTICLES.read_bytes() + model_fingerprint(encoder).encode() + str(FORMAT_VERSION).encode()
     ).hexdigest()[:12]
-    path = odqa_home() / f"demo-{kind}-{digest}"
+    path = odqa_home() / f"{DEMO_PREFIX}{kind}-{digest}"
     if (path / "manifest.json").exists():
         return path
 
