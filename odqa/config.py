@@ -178,14 +178,13 @@ class OdqaConfig:
     linker: LinkerConfig = field(default_factory=LinkerConfig)
     elastic: ElasticConfig = field(default_factory=ElasticConfig)
     # inference of the reader, the encoders and the linker (odqa.core.runtime.plan_inference): auto = fp16 on
-    # CUDA; on CPUs, questions (linker, question encoder) on onnx fp32, the reader and index builds in bf16 where
-    # the CPU has native bf16 and int8 was not timed faster there (odqa.core.cpu_choice), else onnx int8 for the
-    # reader (bench/speed.py measures its F1 against torch fp32)
+    # CUDA; on CPUs, onnx int8 for the models whose int8 cost is measured within 1 F1 (the English reader), else
+    # bf16 where the CPU has native bf16 (questions: onnx fp32), onnx fp32 elsewhere
     precision: str = field(
         default=INFERENCE.precision,
         metadata=_help(
-            "inference precision of all models (auto: on CPUs questions onnx fp32, the reader bf16 where native "
-            "unless int8 was timed faster there, else onnx int8)",
+            "inference precision of all models (auto: on CPUs onnx int8 for the models whose int8 cost is measured "
+            "within 1 F1, e.g. the English reader; else bf16 where native, questions onnx fp32, else onnx fp32)",
             choices=PRECISIONS,
         ),
     )

@@ -92,8 +92,8 @@ class IndexSpec:
     precision: str = field(
         default=INFERENCE.precision,
         metadata={
-            "help": "passage encoding precision (auto: the fastest measured equal here: bf16 on CPUs with native bf16 "
-            "unless int8 was timed faster there, fp16 on a GPU, else int8 where measured, and for 50,000 "
+            "help": "passage encoding precision (auto: the fastest measured equal here: int8 where the encoder's int8 "
+            "recall is measured, else bf16 on CPUs with native bf16, fp32 elsewhere, fp16 on a GPU; and for 50,000 "
             "passages or more with the default encoder, fast-passage-encoder; int8: ONNX Runtime dynamic int8, "
             "bench/encoder_int8.py measures its speed and "
             "recall)",
@@ -454,9 +454,9 @@ LARGE_BUILD = 50_000  # passages: below this the build takes minutes either way
 
 def auto_passage_encoder(spec: IndexSpec, passages: int) -> IndexSpec:
     """Under `--precision auto`, a large build with the default encoder on a CPU where it would run fp32 or int8
-    (no native bf16, or int8 preferred to it) encodes its passages with the distilled 4-layer student, whose
-    recall was measured level with the 6-layer encoder's (models/fast-passage-encoder/README.md) at about 1.4x
-    its int8 speed; its vectors are searched with the same question encoder. An explicit precision keeps the
+    (every CPU with onnxruntime: its passages' int8 is measured) encodes its passages with the distilled 4-layer
+    student, whose recall was measured level with the 6-layer encoder's (models/fast-passage-encoder/README.md) at
+    about 1.4x its int8 speed; its vectors are searched with the same question encoder. An explicit precision keeps the
     encoder asked for; small builds keep it too (minutes either way)."""
     from odqa.core.device import device_type
     from odqa.core.text_encoding import paired_query_encoder
@@ -485,7 +485,7 @@ def _fast_encoder_serves(spec: IndexSpec, passages: int, cpu_precision: str) -> 
 
 
 def _suggest_fast_encoder(spec: IndexSpec, encoder, passages: int) -> None:
-    """Where the default encoder runs fp32 or int8 on a CPU (no native bf16, or int8 preferred to it) at a
+    """Where the default encoder runs fp32 or int8 on a CPU (int8 under `auto`, or fp32 asked for) at a
     precision asked for (`auto` switches by itself: `auto_passage_encoder`), a large build with it is told of the
     shipped distilled passage encoder, which writes the same vector space faster (its card gives speed and
     recall)."""
@@ -505,7 +505,7 @@ def _encoding_choice(spec: IndexSpec, work: IndexLayout, passages: int) -> Index
     """The passage encoder and precision this build encodes with, checked against the work folder's record.
 
     A rerun of the same command resumes with what the interrupted run chose, recorded in `work.encoding`: its
-    `--precision auto` may choose otherwise now (another CPU timing, a busy machine), and the finished chunks
+    `--precision auto` may choose otherwise now (another machine, onnxruntime installed since), and the finished chunks
     and dense part would be of no use. A record of other settings given explicitly is refused, naming them,
     since a shared work folder may hold other machines' shards."""
     asked = {"encoder": spec.encoder, "precision": spec.precision, "device": spec.device or ""}

@@ -36,13 +36,23 @@ def tiny_dir(tmp_path_factory):
     return save_tiny_qa(tmp_path_factory.mktemp("tiny-reader"))
 
 
-def _machine(monkeypatch, *, fast_bf16: bool | None = None, onnx: bool | None = None) -> None:
+@pytest.fixture(autouse=True)
+def _cpu_with_native_int8(monkeypatch):
+    """The CPUs with native bf16 made so far have native int8 dot products too (VNNI, AMX): the tests start on one,
+    whatever CPU runs them; the one test of a bf16 CPU without them says so."""
+    _machine(monkeypatch, fast_int8=True)
+
+
+def _machine(
+    monkeypatch, *, fast_bf16: bool | None = None, onnx: bool | None = None, fast_int8: bool | None = None
+) -> None:
     """Make the CPU checks (and onnxruntime's presence) answer as on the machine described; None leaves one as is."""
     import odqa.core.device
     import odqa.core.runtime
 
     for module, name, value in (
         (odqa.core.device, "cpu_has_fast_bf16", fast_bf16),
+        (odqa.core.device, "cpu_has_fast_int8", fast_int8),
         (odqa.core.runtime, "onnx_runtime_available", onnx),
     ):
         if value is not None:
@@ -69,6 +79,21 @@ def test_auto_runs_the_int8_measured_models_in_int8_on_every_cpu_by_rule_not_by_
     assert torch_asked.label == ("torch bf16" if native_bf16 else "torch fp32")
     assert "runtime torch asked for" in torch_asked.reason or not native_bf16
     assert set(InferenceSettings.__dataclass_fields__) == {"precision", "runtime"}  # nothing of the process
+
+
+def test_int8_over_native_bf16_needs_native_int8_dot_products(monkeypatch):
+    """A CPU with native bf16 but no VNNI or AMX int8 would run int8 on AVX2's kernels, slower than its bf16 there
+    (bench/results/speed-avx512-bf16.md's stand-in): bf16, by the flags; without native bf16 int8 stays."""
+    from odqa.core.device import flags_have_fast_int8
+
+    zen4 = "processor\t: 0\nflags\t\t: fpu sse4_2 avx2 avx512f avx512_vnni avx512_bf16\n"
+    assert flags_have_fast_int8(zen4) and flags_have_fast_int8(zen4.replace("avx512_vnni", "amx_int8"))
+    assert not flags_have_fast_int8(zen4.replace(" avx512_vnni", ""))
+    _machine(monkeypatch, fast_bf16=True, fast_int8=False, onnx=True)
+    plan = plan_inference("cpu", InferenceSettings(), auto_int8=True)
+    assert plan.label == "torch bf16" and "no native int8" in plan.reason
+    _machine(monkeypatch, fast_bf16=False)
+    assert plan_inference("cpu", InferenceSettings(), auto_int8=True).label == "onnx int8"
 
 
 def test_a_reader_runs_int8_under_auto_only_where_its_folder_records_int8_measured(monkeypatch, tmp_path):

@@ -8,10 +8,11 @@ same answer and probability, busy or idle. `auto` on a CPU, with onnxruntime ins
 1. A model whose int8 cost is measured within `auto`'s promise (at most 1 F1 lost for a reader, recall kept for
    an encoder; its folder says so: `"auto_int8": true` in a reader's reader_config.json or an encoder's
    retriever_info.json, the card gives the figures) runs ONNX Runtime int8 (dynamic, one weight scale per output
-   channel) on every CPU. int8 was the faster path on every CPU measured, idle and busy: AMX (Xeon), AVX512-BF16
-   with VNNI (EPYC) and AVX2 (EPYC) (bench/auto_path.py; bench/results/speed-avx512-bf16.md,
-   bench/results/auto-path.md). An encoder marked `"auto_int8_passages": true` gets it for an index build's
-   passages alone.
+   channel) on every CPU without native bf16, and on those with it that have native int8 dot products too (VNNI or
+   AMX's int8 tiles: every AVX512-BF16 and AMX CPU made so far). int8 was the faster path on every CPU measured, idle
+   and busy: AVX512-BF16 with VNNI (EPYC) and AVX2 (EPYC) (bench/auto_path.py; bench/results/speed-avx512-bf16.md,
+   bench/results/auto-path.md); a bf16 CPU running int8 on AVX2's kernels instead was slower, so the flags ask for
+   both. An encoder marked `"auto_int8_passages": true` gets it for an index build's passages alone.
 2. The others: torch bf16 on CPUs with native bf16 (AMX, AVX512-BF16) for bulk work (a reader's passages, an index
    build's, a knowledge base's entities); ONNX Runtime fp32 for models reading questions there (`question_time`:
    the linker, a search's question encoder; a cached graph answers without importing torch, most of a fresh
@@ -102,7 +103,7 @@ def plan_inference(
     encoder's retriever_info.json: `"auto_int8": true`), so `auto` runs it in ONNX Runtime int8 on every CPU.
     `question_time`: the model reads questions (the linker, a search's question encoder), a few short texts a
     call: without int8, `auto` runs it on onnx fp32 on CPUs with native bf16 too (no torch import)."""
-    from odqa.core.device import cpu_has_fast_bf16
+    from odqa.core.device import cpu_has_fast_bf16, cpu_has_fast_int8
 
     precision, runtime = settings.precision, settings.runtime
     if precision not in PRECISIONS:
@@ -125,7 +126,8 @@ def plan_inference(
         return InferencePlan(runtime, precision, "asked for")
     native_bf16 = cpu_has_fast_bf16()
     onnx = runtime != "torch" and onnx_runtime_available()
-    if onnx and auto_int8:
+    # int8 against native bf16 only with native int8 dot products too; against fp32 (no native bf16) always
+    if onnx and auto_int8 and (not native_bf16 or cpu_has_fast_int8()):
         return InferencePlan("onnx", "int8", "auto: int8 measured within auto's band for this model")
     if native_bf16 and runtime != "onnx" and not (onnx and question_time):
         return InferencePlan("torch", "bf16", "auto: CPU with native bf16" + _int8_note(auto_int8, runtime))
@@ -139,9 +141,11 @@ def plan_inference(
 
 def _int8_note(auto_int8: bool, runtime: str) -> str:
     """Why a plan of `auto` is not int8, where int8 would otherwise be the path."""
-    if auto_int8:
-        return f", runtime {runtime} asked for" if runtime == "torch" else ", onnxruntime not installed"
-    return ", int8 not measured within auto's band for this model"
+    if not auto_int8:
+        return ", int8 not measured within auto's band for this model"
+    if runtime == "torch":
+        return f", runtime {runtime} asked for"
+    return ", onnxruntime not installed" if not onnx_runtime_available() else ", no native int8 (VNNI, AMX) beside it"
 
 
 _announced: set[tuple[str, str]] = set()
