@@ -23,7 +23,7 @@ def server_places(locations: Iterable[str | os.PathLike | None]) -> list[str]:
         written = str(location or "")
         if not written or "://" in written or not ("/" in written or os.sep in written):
             continue  # an Elasticsearch index's URL is no folder; a bare name is a model's
-        path = Path(location).expanduser()
+        path = Path(written).expanduser()
         if not path.exists():
             continue
         places.update({written, str(path), str(path.absolute()), str(path.resolve())})
