@@ -774,17 +774,9 @@ class ShardCrash:
     once: str
 
 
-def build_shard(cwd: str, spec: IndexSpec, until: str | None = None, crash: ShardCrash | None = None) -> BuildReport:
-    """One shard's task on a Ray worker: `build_index` from the command's working folder (the paths it was given
-    are relative to it; every node reaches it at the same path), resumed from the shard's work folder where a
-    worker lost before left it."""
-    try:
-        os.chdir(cwd)
-    except OSError as exc:
-        raise OdqaError(
-            f"a Ray worker cannot reach {cwd} ({exc.strerror}): every node must see the corpus and --out at the same "
-            "paths (a shared file system)"
-        ) from None
+def build_shard(spec: IndexSpec, until: str | None = None, crash: ShardCrash | None = None) -> BuildReport:
+    """One shard's task on a Ray worker: `build_index`, resumed from the shard's work folder where a worker lost
+    before left it."""
     crash_after = None
     if crash is not None and not Path(crash.once).exists():
         Path(crash.once).touch()
@@ -822,7 +814,6 @@ def _build_shards_on(
         kept_first = out / names[0] / MANIFEST
         first = Manifest.load(out / names[0], kind="bundle").params.get("language") if kept_first.exists() else None
         first = first or _first_language(spec, shards)
-    cwd = os.getcwd()
     tasks: list[Task] = []
     wanted: dict[str, tuple[str, dict]] = {}
     for i, name in enumerate(names):
@@ -838,18 +829,18 @@ def _build_shards_on(
         if DENSE in backends:
             text_fault = fault if fault is not None and fault.stage in TEXT_STAGES else None
             vectors_fault = fault if fault is not None and fault.stage not in TEXT_STAGES else None
-            tasks.append(Task(f"{label} text", build_shard, (cwd, shard_spec, TEXT_STAGE, text_fault)))
+            tasks.append(Task(f"{label} text", build_shard, (shard_spec, TEXT_STAGE, text_fault)))
             tasks.append(
                 Task(
                     f"{label} vectors",
                     build_shard,
-                    (cwd, shard_spec, None, vectors_fault),
+                    (shard_spec, None, vectors_fault),
                     gpu=True,
                     after=(tasks[-1].name,),
                 )
             )
         else:
-            tasks.append(Task(label, build_shard, (cwd, shard_spec, None, fault)))
+            tasks.append(Task(label, build_shard, (shard_spec, None, fault)))
         wanted[tasks[-1].name] = (name, shard_wanted)
     if not tasks:
         return

@@ -102,6 +102,43 @@ def test_a_failed_task_keeps_the_finished_shards_for_the_rerun(cluster, corpus, 
     assert "shards to build" not in capfd.readouterr().err  # every shard kept: no task
 
 
+@pytest.mark.long
+def test_build_kb_on_ray_writes_the_one_process_knowledge_base(cluster, corpus, tmp_path):
+    import numpy as np
+
+    from odqa.linker.kb import KnowledgeBase, iter_documents
+
+    # batches of 8: the entities go out as several tasks, one per block of whole batches
+    one = KnowledgeBase.build(iter_documents(corpus), tmp_path / "one", batch_size=8, progress=False)
+    ray = KnowledgeBase.build(iter_documents(corpus), tmp_path / "ray", batch_size=8, cluster=cluster)
+    assert ray.manifest.corpus_fingerprint == one.manifest.corpus_fingerprint and len(ray) == len(one) > 8
+    assert [ray.entity(i).title for i in range(len(ray))] == [one.entity(i).title for i in range(len(one))]
+    np.testing.assert_allclose(np.asarray(ray.vectors), np.asarray(one.vectors), atol=1e-5)
+
+
+@pytest.mark.long
+def test_build_reader_data_on_ray_searches_as_one_process(cluster, corpus, tmp_path):
+    from odqa.commands.reader import search_batch
+    from odqa.config import OdqaConfig
+    from odqa.corpus.questions import load_questions
+    from odqa.indexing import build_index
+    from odqa.reader.training.distant import distant_examples
+
+    build_index(_spec(corpus, tmp_path / "idx", backends=["bm25"]))
+    config = OdqaConfig.load(None, {"retrieval.retriever": "bm25"})
+    items = load_questions(DEMO / "questions.jsonl")[:20]
+    retriever = built_retriever(FolderIndex.open(tmp_path / "idx"), "bm25")
+
+    def on_ray(batches, k):
+        return cluster.map_ordered(search_batch, batches, "retrieval", args=(str(tmp_path / "idx"), config, k))
+
+    one_stats: dict = {}
+    ray_stats: dict = {}
+    one = distant_examples(items, retriever.search, 5, batch_size=4, stats=one_stats)
+    ray = distant_examples(items, None, 5, batch_size=4, stats=ray_stats, search_many=on_ray)
+    assert ray == one and ray_stats == one_stats and one_stats["positives"] > 0
+
+
 def _run_cli(argv, capsys) -> tuple[int, str]:
     try:
         code = main([str(a) for a in argv])

@@ -51,17 +51,19 @@ _LOST = (
 )
 
 
+RAY_ADDRESSES = (
+    "local (a Ray started here, bound to 127.0.0.1), auto (the cluster `ray start` runs here), ray://HOST:PORT or "
+    "HOST:PORT (a cluster's head); pip install 'odqa[ray]' (docs/scale.md)"
+)
+
+
 @dataclass(frozen=True)
 class RaySettings:
     """`--ray` and `--ray-workers` of the commands that run on Ray."""
 
     address: str | None = field(
         default=None,
-        metadata={
-            "help": "run the build's pieces as Ray tasks: local (a Ray started here, bound to 127.0.0.1), auto (the "
-            "cluster `ray start` runs here), ray://HOST:PORT or HOST:PORT (a cluster's head); pip install 'odqa[ray]'",
-            "metavar": "ADDRESS",
-        },
+        metadata={"help": "run the build's pieces as Ray tasks: " + RAY_ADDRESSES, "metavar": "ADDRESS"},
     )
     workers: int | None = field(
         default=None,
@@ -94,14 +96,22 @@ class Task:
     after: tuple[str, ...] = ()
 
 
-def _call(version: str, fn: Callable[..., Any], args: tuple, *_after: Any) -> Any:
-    """A task as a worker runs it: refused where the worker's odqa is another version than the caller's."""
+def _call(version: str, cwd: str, fn: Callable[..., Any], args: tuple, *_after: Any) -> Any:
+    """A task as a worker runs it: from the command's working folder (the paths it was given are relative to it),
+    refused where the worker's odqa is another version than the caller's or that folder is out of its reach."""
     here = getattr(sys.modules.get("odqa"), "__version__", "")
     if here != version:
         raise OdqaError(
             f"a Ray worker runs odqa {here or '(unknown)'}, the command odqa {version}: install the same odqa on "
             "every node of the cluster"
         )
+    try:
+        os.chdir(cwd)
+    except OSError as exc:
+        raise OdqaError(
+            f"a Ray worker cannot reach {cwd} ({exc.strerror}): every node must see the command's files at the same "
+            "paths (a shared file system)"
+        ) from None
     return fn(*args)
 
 
@@ -116,6 +126,7 @@ class Cluster:
         self.cpus = int(resources.get("CPU", 0))
         self.gpus = int(resources.get("GPU", 0))
         self.version = getattr(sys.modules.get("odqa"), "__version__", "")
+        self.cwd = os.getcwd()
 
     @property
     def slots(self) -> int:
@@ -150,7 +161,9 @@ class Cluster:
         refs: dict[str, Any] = {}
         pending: dict[Any, Task] = {}
         for task in tasks:
-            ref = self._remote(task, retries).remote(self.version, task.fn, task.args, *(refs[n] for n in task.after))
+            ref = self._remote(task, retries).remote(
+                self.version, self.cwd, task.fn, task.args, *(refs[n] for n in task.after)
+            )
             refs[task.name] = ref
             pending[ref] = task
         results: dict[str, Any] = {}
@@ -206,7 +219,7 @@ class Cluster:
                     except StopIteration:
                         exhausted = True
                         break
-                    queue.append((submitted, remote.remote(self.version, fn, (item, *args))))
+                    queue.append((submitted, remote.remote(self.version, self.cwd, fn, (item, *args))))
                     submitted += 1
                 if not queue:
                     break
