@@ -403,6 +403,7 @@ class KnowledgeBase:
                 for start in range(0, len(entries), block):
                     yield [entity_text(e.title, e.description) for e in entries[start : start + block]]
 
+            blocks: Iterator[np.ndarray]
             if cluster is None:
                 from odqa.core.encoder import TextEncoder  # torch + transformers: only when building
 
