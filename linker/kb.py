@@ -412,7 +412,10 @@ class KnowledgeBase:
                 blocks = (model.encode(part, batch_size=batch_size, on_batch=bar.update) for part in texts())
             else:
                 args = (encoder, max_length, batch_size, device)
-                blocks = cluster.map_ordered(encode_entities, texts(), "encoding entities", args=args, gpu=True)
+                tasks = math.ceil(len(entries) / block)
+                blocks = cluster.map_ordered(
+                    encode_entities, texts(), "encoding entities", args=args, gpu=True, total=tasks
+                )
             first = next(blocks)
             dim = first.shape[1]
             vectors_path = Path(scratch) / "entity_vectors.npy"

@@ -26,7 +26,7 @@ import secrets
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,12 +195,21 @@ class Cluster:
         return results
 
     def map_ordered(
-        self, fn: Callable[..., Any], items: Iterable[Any], desc: str, args: tuple = (), gpu: bool = False
+        self,
+        fn: Callable[..., Any],
+        items: Iterable[Any],
+        desc: str,
+        args: tuple = (),
+        gpu: bool = False,
+        total: int | None = None,
     ) -> Iterator[Any]:
         """`fn(item, *args)` for every item as tasks, at most twice the cluster's slots in flight, the results
         yielded in the items' order (so a caller writes them as they come, in bounded memory). A failure is
-        raised at once."""
+        raised at once. `total`: the items' number, for the progress bar (else their len() where they have one)."""
         from tqdm.auto import tqdm
+
+        if total is None and isinstance(items, Sized):
+            total = len(items)
 
         in_flight = 2 * self.slots
         queue: list[tuple[int, Any]] = []
@@ -211,7 +220,7 @@ class Cluster:
         next_out = 0
         items = iter(items)
         exhausted = False
-        with tqdm(desc=desc, unit=" task") as bar:
+        with tqdm(total=total, desc=desc, unit=" task") as bar:
             while True:
                 while not exhausted and len(queue) < in_flight:
                     try:
