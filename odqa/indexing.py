@@ -734,11 +734,16 @@ def _shard_wanted(shard_spec: IndexSpec) -> dict:
     return {"source": _source_key(shard_spec), "spec": _shard_settings(shard_spec)}
 
 
+def _shard_key(out: Path, name: str) -> Path:
+    """The record of what shard `name` was built from (`_shard_kept`)."""
+    return out / f"{name}.source.json"
+
+
 def _record_shard(out: Path, name: str, wanted: dict) -> None:
     """After a shard is built: its record, with its manifest's digest (a rerun keeps only this very shard, not one
     swapped into its place)."""
-    key = out / f"{name}.source.json"
-    key.write_text(json.dumps({**wanted, "manifest": Manifest.load(out / name, kind="bundle").digest}))
+    digest = Manifest.load(out / name, kind="bundle").digest
+    _shard_key(out, name).write_text(json.dumps({**wanted, "manifest": digest}))
 
 
 def _add_seconds(seconds: dict[str, float], more: dict[str, float]) -> None:
@@ -752,7 +757,7 @@ def _build_shards_here(spec: IndexSpec, out: Path, names: list[str], seconds: di
     language = spec.language
     for i, name in enumerate(names):
         shard_spec = _shard_spec(spec, out, i, shards, language)
-        key = out / f"{name}.source.json"
+        key = _shard_key(out, name)
         wanted = _shard_wanted(shard_spec)
         if _shard_kept(out / name, key, wanted, (i, shards), str(spec.corpus)):
             print(f"odqa: shard {i + 1}/{shards} kept: built earlier from the same files", file=sys.stderr)
@@ -818,7 +823,7 @@ def _build_shards_on(
     wanted: dict[str, tuple[str, dict]] = {}
     for i, name in enumerate(names):
         shard_spec = _shard_spec(spec, out, i, shards, spec.language if i == 0 or first is None else first)
-        key = out / f"{name}.source.json"
+        key = _shard_key(out, name)
         shard_wanted = _shard_wanted(shard_spec)
         if _shard_kept(out / name, key, shard_wanted, (i, shards), str(spec.corpus)):
             print(f"odqa: shard {i + 1}/{shards} kept: built earlier from the same files", file=sys.stderr)

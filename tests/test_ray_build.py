@@ -63,6 +63,11 @@ def test_a_ray_build_is_the_one_process_build(cluster, corpus, tmp_path):
     assert ray.manifest.corpus_fingerprint == one.manifest.corpus_fingerprint
     assert len(ray) == len(one) and [len(s) for s in ray.shards] == [len(s) for s in one.shards]
     assert ray.manifest.params["language"] == one.manifest.params["language"]
+    for name in ("000", "001"):  # the same record of what each shard is built from: a rerun of either build keeps
+        ray_record, one_record = (
+            json.loads((tmp_path / build / "shards" / f"{name}.source.json").read_text()) for build in ("ray", "one")
+        )
+        assert {**ray_record, "manifest": ""} == {**one_record, "manifest": ""}
     assert "as one index" in ray.verify()[-1]
     for kind in ("bm25", "dense", "hybrid"):
         by_ray, by_one = built_retriever(ray, kind), built_retriever(one, kind)
