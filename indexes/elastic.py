@@ -169,11 +169,14 @@ class ElasticIndex:
             self.refresh()
         return int(self._call(lambda: self.client.count(index=self.name), f"counting {self.name!r}")["count"])
 
-    def max_row(self) -> int:
-        """Highest committed row (after a refresh), -1 when empty."""
+    def max_row(self, rows: tuple[int, int] | None = None) -> int:
+        """Highest committed row (after a refresh), -1 when empty; `rows` [start, end): the highest among those."""
         self.refresh()
+        query = {"range": {"row": {"gte": rows[0], "lt": rows[1]}}} if rows else {"match_all": {}}
         result = self._call(
-            lambda: self.client.search(index=self.name, size=0, aggs={"max_row": {"max": {"field": "row"}}}),
+            lambda: self.client.search(
+                index=self.name, size=0, query=query, aggs={"max_row": {"max": {"field": "row"}}}
+            ),
             f"reading the last row of {self.name!r}",
         )
         value = result["aggregations"]["max_row"]["value"]

@@ -18,6 +18,7 @@ millions opens in seconds.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -28,6 +29,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,6 +41,10 @@ from odqa.indexes.manifest import MANIFEST, Manifest
 from odqa.indexes.vector import AUTO, VectorIndex, VectorIndexParams, faiss_installed, float16_copy_index
 from odqa.linker.aliases import AliasMatcher, StoredAliases, alias_key, make_aliases
 from odqa.linker.encoder import entity_text
+
+if TYPE_CHECKING:
+    from odqa.core.cluster import Cluster
+    from odqa.core.encoder import TextEncoder
 
 log = logging.getLogger(__name__)
 
@@ -373,11 +379,12 @@ class KnowledgeBase:
         batch_size: int = 128,
         progress: bool = True,
         device: str | None = None,
+        cluster: Cluster | None = None,
     ) -> KnowledgeBase:
         """Entities of `documents` (disambiguation pages and untitled documents skipped), encoded as `title [SEP]
         description`, written as a KB at `out`. Streamed: the entries go to a scratch file beside `out` first and
-        are encoded ENCODE_BLOCK at a time, so memory does not grow with the corpus."""
-        from odqa.core.encoder import TextEncoder  # torch + transformers: only when building
+        are encoded ENCODE_BLOCK at a time, so memory does not grow with the corpus. `cluster` (`build-kb --ray`):
+        the blocks are encoded as Ray tasks on its workers (a GPU each where it has them), written here in order."""
 
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -390,20 +397,33 @@ class KnowledgeBase:
             entries = StoredEntries(listed)
             if not len(entries):
                 raise OdqaError("no entities found in the corpus; pass Wikipedia-style documents with titles")
-            model = TextEncoder.from_pretrained(encoder, max_length=max_length, device=device)
-            bar = _progress(len(entries), "encoding entities", progress)
+            block = ENCODE_BLOCK if cluster is None else _cluster_block(len(entries), cluster.slots, batch_size)
 
-            def blocks() -> Iterator[np.ndarray]:
-                for start in range(0, len(entries), ENCODE_BLOCK):
-                    texts = [entity_text(e.title, e.description) for e in entries[start : start + ENCODE_BLOCK]]
-                    yield model.encode(texts, batch_size=batch_size, on_batch=bar.update)
+            def texts() -> Iterator[list[str]]:
+                for start in range(0, len(entries), block):
+                    yield [entity_text(e.title, e.description) for e in entries[start : start + block]]
 
+            blocks: Iterator[np.ndarray]
+            if cluster is None:
+                from odqa.core.encoder import TextEncoder  # torch + transformers: only when building
+
+                model = TextEncoder.from_pretrained(encoder, max_length=max_length, device=device)
+                bar = _progress(len(entries), "encoding entities", progress)
+                blocks = (model.encode(part, batch_size=batch_size, on_batch=bar.update) for part in texts())
+            else:
+                args = (encoder, max_length, batch_size, device)
+                tasks = math.ceil(len(entries) / block)
+                blocks = cluster.map_ordered(
+                    encode_entities, texts(), "encoding entities", args=args, gpu=True, total=tasks
+                )
+            first = next(blocks)
+            dim = first.shape[1]
             vectors_path = Path(scratch) / "entity_vectors.npy"
-            write_npy_blocks(vectors_path, np.float32, (len(entries), model.dim), blocks())
-            bar.close()
-            return cls.write(
-                entries, np.load(vectors_path, mmap_mode="r"), out, encoder, model.dim, {"max_length": max_length}
-            )
+            write_npy_blocks(vectors_path, np.float32, (len(entries), dim), itertools.chain([first], blocks))
+            if cluster is None:
+                bar.close()
+            vectors = np.load(vectors_path, mmap_mode="r")
+            return cls.write(entries, vectors, out, encoder, dim, {"max_length": max_length})
 
     @classmethod
     def write(
@@ -466,6 +486,32 @@ class KnowledgeBase:
                 },
             ).save(tmp)
         return cls.load(out)
+
+
+_ENCODERS: dict[tuple, TextEncoder] = {}  # a process's entity encoder, loaded once (a Ray worker encodes many blocks)
+
+
+def _entity_encoder(encoder: str, max_length: int, device: str | None) -> TextEncoder:
+    from odqa.core.encoder import TextEncoder  # torch + transformers: only when building
+
+    key = (encoder, max_length, device)
+    if key not in _ENCODERS:
+        _ENCODERS.clear()
+        _ENCODERS[key] = TextEncoder.from_pretrained(encoder, max_length=max_length, device=device)
+    return _ENCODERS[key]
+
+
+def encode_entities(texts: list[str], encoder: str, max_length: int, batch_size: int, device: str | None) -> np.ndarray:
+    """A task of `build-kb --ray`: one block of entity texts encoded on a worker, as `KnowledgeBase.build` does
+    here (float32 rows)."""
+    model = _entity_encoder(encoder, max_length, device)
+    return np.asarray(model.encode(texts, batch_size=batch_size), dtype=np.float32)
+
+
+def _cluster_block(entities: int, slots: int, batch_size: int) -> int:
+    """Entities per Ray task: a few blocks per worker, whole batches, at most ENCODE_BLOCK."""
+    per_task = math.ceil(entities / (4 * slots))
+    return min(ENCODE_BLOCK, max(batch_size, math.ceil(per_task / batch_size) * batch_size))
 
 
 def rebuild_fix(path: str | Path) -> str:

@@ -40,6 +40,7 @@ from odqa.indexes.manifest import MANIFEST, Manifest
 from odqa.indexes.vector import VectorIndex, VectorIndexParams
 
 if TYPE_CHECKING:  # the store loads `datasets` (seconds): imported where an index is built, not by the CLI's parser
+    from odqa.core.cluster import Cluster
     from odqa.corpus.store import PassageStore
 
 BACKENDS = SEARCH_PARTS
@@ -161,9 +162,15 @@ def _within(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
+TEXT_STAGE = "text"  # passages and BM25: `build_index(until=TEXT_STAGE)` stops there, its work folder kept
+TEXT_STAGES = ("passages", "bm25")  # the crash stages (`crash_after`) of the text part
+
+
+def build_index(spec: IndexSpec, crash_after: str | None = None, until: str | None = None) -> BuildReport:
     """`crash_after`: fault injection for tests only (a stage name: passages, bm25, encode, dense, fsync,
-    rename-away); the process exits there as if killed."""
+    rename-away); the process exits there as if killed. `until=TEXT_STAGE`: build the passages and BM25 in the
+    work folder and stop (finished False); a later call with the same spec resumes from them, as after a crash
+    (a Ray build runs the text and the encoding of a shard as separate tasks, the second on a GPU)."""
     backends = validate_spec(spec)
     if DENSE in backends and spec.max_length is None:
         from odqa.core.encoder import encoder_max_length
@@ -192,14 +199,16 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
             with _timed(seconds, "passages_s"):
                 store, fingerprint = _passages(spec, work)
             _maybe_crash(crash_after, "passages")
-            if DENSE in backends:
-                spec = _encoding_choice(spec, work, len(store))
             language = corpus_language(store) if spec.language == "auto" else spec.language
             analyzer = analyzer_for(language, spec.analyzer)
             if BM25 in backends:
                 with _timed(seconds, "bm25_s"):
                     _bm25(spec, work, store, fingerprint, language, analyzer)
                 _maybe_crash(crash_after, "bm25")
+            if until == TEXT_STAGE:
+                return BuildReport(False, len(store), f"passages and BM25 built in {work.root}", seconds)
+            if DENSE in backends:  # where the passages are encoded: `auto` picks for this machine's CPU or GPU
+                spec = _encoding_choice(spec, work, len(store))
             if DENSE in backends and not IndexLayout(work.dense).manifest.exists():
                 # a dense part finished by an interrupted run of the same settings (_encoding_choice checked them)
                 # is kept whole: nothing is encoded again
@@ -634,11 +643,15 @@ def _dense(spec: IndexSpec, work: IndexLayout, store: PassageStore, fingerprint:
     shutil.rmtree(chunks, ignore_errors=True)
 
 
-def build_sharded_index(spec: IndexSpec, shards: int) -> BuildReport:
+def build_sharded_index(
+    spec: IndexSpec, shards: int, cluster: Cluster | None = None, crash: ShardCrash | None = None
+) -> BuildReport:
     """`index --shards N`: the corpus's files in N consecutive groups, each indexed as a whole index folder
     `OUT/shards/NNN` (resumable as any build; a rerun keeps the shards finished from the same files and settings),
     then their BM25 segments joined into `OUT/bm25` and `OUT/manifest.json` written: one index to search
-    (indexes.folder.ShardedFolderIndex; indexes/shards.py)."""
+    (indexes.folder.ShardedFolderIndex; indexes/shards.py). `cluster` (`index --ray`): the shards are built as Ray
+    tasks on its workers, in parallel, into the same folders; the index is the one this process would build.
+    `crash`: fault injection for tests only."""
     from odqa.indexes.shards import union_text_index
 
     if shards < 1:
@@ -660,27 +673,13 @@ def build_sharded_index(spec: IndexSpec, shards: int) -> BuildReport:
         raise OdqaError(f"{out} holds an index built in one piece; choose another --out or remove it")
     if out.exists() and not layout.manifest.exists() and any(p.name != "shards" for p in out.iterdir()):
         raise OdqaError(f"{out} exists and is not an odqa index; choose another --out or remove it")
-    names = [f"shards/{i:03d}" for i in range(shards)]
+    names = [_shard_name(i) for i in range(shards)]
     seconds: dict[str, float] = {}
-    language = spec.language
     with build_lock(out):
-        for i, name in enumerate(names):
-            shard_spec = replace(
-                spec, out=str(out / name), part=(i, shards), language=language, vector=replace(spec.vector)
-            )  # a build may set its nlist: each shard its own
-            key = out / f"{name}.source.json"
-            wanted = {"source": _source_key(shard_spec), "spec": _shard_settings(shard_spec)}
-            if _shard_kept(out / name, key, wanted, (i, shards), str(spec.corpus)):
-                print(f"odqa: shard {i + 1}/{shards} kept: built earlier from the same files", file=sys.stderr)
-            else:
-                key.unlink(missing_ok=True)
-                print(f"odqa: shard {i + 1}/{shards}", file=sys.stderr, flush=True)
-                report = build_index(shard_spec)
-                for stage, value in report.seconds.items():
-                    seconds[stage] = round(seconds.get(stage, 0.0) + value, 2)
-                # the shard's manifest digest: a rerun keeps only this very shard (not one swapped into its place)
-                key.write_text(json.dumps({**wanted, "manifest": Manifest.load(out / name, kind="bundle").digest}))
-            language = Manifest.load(out / name, kind="bundle").params.get("language", language)
+        if cluster is None:
+            _build_shards_here(spec, out, names, seconds)
+        else:
+            _build_shards_on(cluster, spec, out, names, backends, seconds, crash)
         bundles = [Manifest.load(out / name, kind="bundle") for name in names]
         counts = [bundle.count for bundle in bundles]
         fingerprint = hashlib.sha1(" ".join(b.corpus_fingerprint for b in bundles).encode()).hexdigest()[:16]
@@ -720,6 +719,166 @@ def build_sharded_index(spec: IndexSpec, shards: int) -> BuildReport:
         f"index ready in {out}: {sum(counts)} passages in {shards} shards, backends {', '.join(backends)}",
         seconds,
     )
+
+
+def _shard_spec(spec: IndexSpec, out: Path, i: int, shards: int, language: str) -> IndexSpec:
+    vector = replace(spec.vector)  # a build may set its nlist: each shard its own
+    return replace(spec, out=str(out / _shard_name(i)), part=(i, shards), language=language, vector=vector)
+
+
+def _shard_name(i: int) -> str:
+    return f"{SHARDS}/{i:03d}"
+
+
+def _shard_wanted(shard_spec: IndexSpec) -> dict:
+    """What a shard's record must say for a rerun to keep it: its files' content and its settings."""
+    return {"source": _source_key(shard_spec), "spec": _shard_settings(shard_spec)}
+
+
+def _shard_key(out: Path, name: str) -> Path:
+    """The record of what shard `name` was built from (`_shard_kept`)."""
+    return out / f"{name}.source.json"
+
+
+def _record_shard(out: Path, name: str, wanted: dict) -> None:
+    """After a shard is built: its record, with its manifest's digest (a rerun keeps only this very shard, not one
+    swapped into its place)."""
+    digest = Manifest.load(out / name, kind="bundle").digest
+    _shard_key(out, name).write_text(json.dumps({**wanted, "manifest": digest}))
+
+
+def _add_seconds(seconds: dict[str, float], more: dict[str, float]) -> None:
+    for stage, value in more.items():
+        seconds[stage] = round(seconds.get(stage, 0.0) + value, 2)
+
+
+def _build_shards_here(spec: IndexSpec, out: Path, names: list[str], seconds: dict[str, float]) -> None:
+    """Each shard in turn in this process; each after the first takes the language its predecessor found."""
+    shards = len(names)
+    language = spec.language
+    for i, name in enumerate(names):
+        shard_spec = _shard_spec(spec, out, i, shards, language)
+        key = _shard_key(out, name)
+        wanted = _shard_wanted(shard_spec)
+        if _shard_kept(out / name, key, wanted, (i, shards), str(spec.corpus)):
+            print(f"odqa: shard {i + 1}/{shards} kept: built earlier from the same files", file=sys.stderr)
+        else:
+            key.unlink(missing_ok=True)
+            print(f"odqa: shard {i + 1}/{shards}", file=sys.stderr, flush=True)
+            _add_seconds(seconds, build_index(shard_spec).seconds)
+            _record_shard(out, name, wanted)
+        language = Manifest.load(out / name, kind="bundle").params.get("language", language)
+
+
+@dataclass(frozen=True)
+class ShardCrash:
+    """Fault injection for tests: shard `shard`'s task kills its worker at `stage` (a `build_index` crash stage),
+    only where the file `once` does not exist yet (it is created first), so that the retry goes through."""
+
+    shard: int
+    stage: str
+    once: str
+
+
+def build_shard(spec: IndexSpec, until: str | None = None, crash: ShardCrash | None = None) -> BuildReport:
+    """One shard's task on a Ray worker: `build_index`, resumed from the shard's work folder where a worker lost
+    before left it."""
+    crash_after = None
+    if crash is not None and not Path(crash.once).exists():
+        Path(crash.once).touch()
+        crash_after = crash.stage
+    return build_index(spec, crash_after=crash_after, until=until)
+
+
+def _first_language(spec: IndexSpec, shards: int, sample: int = 500) -> str:
+    """The language `corpus_language` finds in the first shard's passages, from its first `sample` passages read
+    here: every shard after the first is built with it, as `_build_shards_here` builds them."""
+    sources = corpus_part(spec.corpus, (0, shards))
+    passages = itertools.islice(
+        itertools.chain.from_iterable(iter_passages(s, words=spec.words, fields=spec.fields) for s in sources), sample
+    )
+    return detect_language([f"{p.title} {p.text}" for p in passages])
+
+
+def _build_shards_on(
+    cluster: Cluster,
+    spec: IndexSpec,
+    out: Path,
+    names: list[str],
+    backends: list[str],
+    seconds: dict[str, float],
+    crash: ShardCrash | None,
+) -> None:
+    """The shards not kept as Ray tasks: per shard a text task (passages and BM25, a CPU) and, with dense vectors, an
+    encoding task after it (a GPU where the cluster has them), each writing the shard's folder as `build_index`
+    does here; every shard is recorded as it finishes, so a rerun after a crash keeps it."""
+    from odqa.core.cluster import Task
+
+    shards = len(names)
+    first: str | None = None
+    if spec.language == "auto":
+        kept_first = out / names[0] / MANIFEST
+        first = Manifest.load(out / names[0], kind="bundle").params.get("language") if kept_first.exists() else None
+        first = first or _first_language(spec, shards)
+    tasks: list[Task] = []
+    wanted: dict[str, tuple[str, dict]] = {}
+    for i, name in enumerate(names):
+        shard_spec = _shard_spec(spec, out, i, shards, spec.language if i == 0 or first is None else first)
+        key = _shard_key(out, name)
+        shard_wanted = _shard_wanted(shard_spec)
+        if _shard_kept(out / name, key, shard_wanted, (i, shards), str(spec.corpus)):
+            print(f"odqa: shard {i + 1}/{shards} kept: built earlier from the same files", file=sys.stderr)
+            continue
+        key.unlink(missing_ok=True)
+        fault = crash if crash is not None and crash.shard == i else None
+        label = f"shard {i + 1}/{shards}"
+        if DENSE in backends:
+            text_fault = fault if fault is not None and fault.stage in TEXT_STAGES else None
+            vectors_fault = fault if fault is not None and fault.stage not in TEXT_STAGES else None
+            tasks.append(Task(f"{label} text", build_shard, (shard_spec, TEXT_STAGE, text_fault)))
+            tasks.append(
+                Task(
+                    f"{label} vectors",
+                    build_shard,
+                    (shard_spec, None, vectors_fault),
+                    gpu=True,
+                    after=(tasks[-1].name,),
+                )
+            )
+        else:
+            tasks.append(Task(label, build_shard, (shard_spec, None, fault)))
+        wanted[tasks[-1].name] = (name, shard_wanted)
+    if not tasks:
+        return
+    print(
+        f"odqa: {len(wanted)} of {shards} shards to build, as {len(tasks)} tasks on {cluster.describe()}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+    def finished(task, report: BuildReport) -> None:
+        _add_seconds(seconds, report.seconds)
+        if task.name in wanted:
+            name, shard_wanted = wanted[task.name]
+            _record_shard(out, name, shard_wanted)
+
+    cluster.run(tasks, "index shards", on_done=finished)
+
+
+def ray_shards(spec: IndexSpec, cluster: Cluster) -> int:
+    """`index --ray` without --shards: one shard per task the cluster runs at once, at most one per corpus file
+    (a shard takes whole files). Said on the terminal, since a rerun keeps the shards only of the same count."""
+    files = len(corpus_part(spec.corpus, None))
+    shards = min(files, cluster.slots)
+    why = "one per corpus file" if shards == files else f"one per {'GPU' if cluster.gpus else 'CPU'} of the cluster"
+    print(
+        f"odqa: --ray builds {shards} shard{'s' if shards > 1 else ''} ({why}; --shards N to choose"
+        + ("; split the corpus into files to build it in parallel" if files == 1 else "")
+        + ")",
+        file=sys.stderr,
+        flush=True,
+    )
+    return shards
 
 
 def _sharded(out: Path) -> bool:

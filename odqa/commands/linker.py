@@ -9,6 +9,7 @@ from pathlib import Path
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 from odqa.commands.options import COUNT, POSITIVE_INT, add_options, config_overrides, dataclass_values
 from odqa.config import LinkerConfig, OdqaConfig
+from odqa.core.cluster import RAY_ADDRESSES, RaySettings
 from odqa.core.errors import OdqaError
 from odqa.core.terminal import printable
 from odqa.linker.training.train_config import TrainConfig
@@ -34,6 +35,16 @@ def register(subparsers) -> None:
     p.add_argument("--batch-size", type=POSITIVE_INT, default=64)
     p.add_argument("--limit", type=POSITIVE_INT, help="first N documents only")
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    add_options(
+        p,
+        RaySettings,
+        ["address", "workers"],
+        rename={"address": "ray", "workers": "ray-workers"},
+        help={
+            "address": "encode the entities' blocks as Ray tasks (a GPU each where the cluster has them): "
+            + RAY_ADDRESSES
+        },
+    )
 
     p = add_command(
         subparsers,
@@ -207,17 +218,28 @@ def _open(args, kb_as_ask: bool = False):
 
 
 def run_build_kb(args) -> int:
+    import contextlib
     import itertools
 
+    from odqa.core.cluster import ray_cluster
     from odqa.linker.kb import KnowledgeBase, iter_documents
 
     docs = iter_documents(args.corpus)
     if args.limit:
         docs = itertools.islice(docs, args.limit)
     start = time.time()
-    kb = KnowledgeBase.build(
-        docs, args.out, encoder=args.encoder, max_length=args.max_length, batch_size=args.batch_size, device=args.device
-    )
+    ray = RaySettings(**dataclass_values(args, RaySettings))
+    with contextlib.ExitStack() as stack:
+        cluster = None if ray.address is None else stack.enter_context(ray_cluster(ray))
+        kb = KnowledgeBase.build(
+            docs,
+            args.out,
+            encoder=args.encoder,
+            max_length=args.max_length,
+            batch_size=args.batch_size,
+            device=args.device,
+            cluster=cluster,
+        )
     print(
         f"knowledge base: {len(kb)} entities, {kb.dim}-d vectors from {kb.encoder!r}, fingerprint "
         f"{kb.manifest.corpus_fingerprint}, in {time.time() - start:.0f}s -> {args.out}"

@@ -17,6 +17,7 @@ from odqa.commands.options import (
     dataclass_values,
 )
 from odqa.config import OdqaConfig, ReaderConfig, RetrievalConfig
+from odqa.core.cluster import RAY_ADDRESSES, RaySettings
 from odqa.core.logs import get_logger
 from odqa.reader.training.train_config import TrainConfig
 from odqa.retriever.registry import RETRIEVERS
@@ -126,6 +127,13 @@ def register(subparsers) -> None:
     )
     add_output(p, "--output", required=True, help="SQuAD-format JSON to write")
     add_config_flag(p)
+    add_options(
+        p,
+        RaySettings,
+        ["address", "workers"],
+        rename={"address": "ray", "workers": "ray-workers"},
+        help={"address": "search the questions' batches as Ray tasks: " + RAY_ADDRESSES},
+    )
 
     p = add_command(
         subparsers,
@@ -272,26 +280,57 @@ def _train(args) -> int:
 
 
 def _build_data(args) -> int:
+    import contextlib
+
+    from odqa.core.cluster import ray_cluster
     from odqa.reader.training.distant import build_distant_data
     from odqa.retriever.registry import build_retriever, open_index
 
     _setup_logging()
     config = OdqaConfig.load(args.config, config_overrides(args))
-    retriever = build_retriever(open_index(args.index, config), config.retrieval, config.retriever_runtime())
-    stats = build_distant_data(
-        args.questions,
-        args.output,
-        retriever.search,
-        k=config.retrieval.k,
-        limit=args.limit,
-        positives=args.positives,
-        negatives=args.negatives,
-        seed=args.seed,
-        exclude_articles_of=args.exclude_articles_of,
-        gold=args.gold_paragraphs,
-    )
+    ray = RaySettings(**dataclass_values(args, RaySettings))
+    with contextlib.ExitStack() as stack:
+        if ray.address is None:
+            retriever = build_retriever(open_index(args.index, config), config.retrieval, config.retriever_runtime())
+            search, search_many = retriever.search, None
+        else:
+            ray.check()
+            open_index(args.index, config)  # a missing or damaged index is refused here, before Ray starts
+            cluster = stack.enter_context(ray_cluster(ray))
+
+            def search_many(batches, k):
+                return cluster.map_ordered(search_batch, batches, "retrieval", args=(args.index, config, k))
+
+            search = None
+        stats = build_distant_data(
+            args.questions,
+            args.output,
+            search,
+            k=config.retrieval.k,
+            limit=args.limit,
+            positives=args.positives,
+            negatives=args.negatives,
+            seed=args.seed,
+            exclude_articles_of=args.exclude_articles_of,
+            gold=args.gold_paragraphs,
+            search_many=search_many,
+        )
     print_json_last(stats)
     return 0
+
+
+_RETRIEVER: dict = {}  # a Ray worker's retriever, opened for its first batch and kept for the next ones
+
+
+def search_batch(questions: list[str], index: str, config: OdqaConfig, k: int):
+    """A task of `build-reader-data --ray`: one batch of questions searched on a worker, as this process would."""
+    from odqa.retriever.registry import build_retriever, open_index
+
+    key = (index, repr(config))
+    if key not in _RETRIEVER:
+        _RETRIEVER.clear()
+        _RETRIEVER[key] = build_retriever(open_index(index, config), config.retrieval, config.retriever_runtime())
+    return _RETRIEVER[key].search(questions, k)
 
 
 def _build_topical(args) -> int:

@@ -11,6 +11,7 @@ from pathlib import Path
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 from odqa.commands.options import POSITIVE_INT, add_inference_options, add_options, config_overrides, dataclass_values
 from odqa.config import CorpusConfig, OdqaConfig, RetrievalConfig
+from odqa.core.cluster import RaySettings
 from odqa.core.models import DEFAULT_ENCODER
 from odqa.indexes.vector import VectorIndexParams
 from odqa.indexing import BACKENDS, FAST_PASSAGE_ENCODER, IndexSpec
@@ -77,6 +78,7 @@ def register(subparsers) -> None:
         "shard resumable, a rerun keeps the finished ones",
     )
     add_options(p, IndexSpec, ["device", "precision"])
+    add_options(p, RaySettings, ["address", "workers"], rename={"address": "ray", "workers": "ray-workers"})
 
     p = add_command(
         subparsers,
@@ -287,8 +289,31 @@ def run_index(args) -> int:
         shard=parse_shard(args.shard),
         **dataclass_values(args, IndexSpec),
     )
+    ray = RaySettings(**dataclass_values(args, RaySettings))
+    if ray.address is not None:
+        return _index_on_ray(spec, ray, args.shards)
     _check_index_parts_available(spec)
     report = build_sharded_index(spec, args.shards) if args.shards is not None else build_index(spec)
+    print(report.message)
+    return 0
+
+
+def _index_on_ray(spec: IndexSpec, ray: RaySettings, shards: int | None) -> int:
+    """`index --ray`: the shards built as Ray tasks, joined here. Everything the build can refuse is refused before
+    Ray starts."""
+    from odqa.core.cluster import LOCAL, ray_cluster
+    from odqa.core.errors import OdqaError
+    from odqa.indexing import build_sharded_index, corpus_part, ray_shards, validate_spec
+
+    address = ray.check()
+    if spec.shard is not None:
+        raise OdqaError("--shard i/n splits one build by hand; --ray splits the build itself: drop --shard")
+    validate_spec(spec)
+    corpus_part(spec.corpus, (0, shards or 1))
+    if address == LOCAL:
+        _check_index_parts_available(spec)  # the workers run on this machine
+    with ray_cluster(ray) as cluster:
+        report = build_sharded_index(spec, shards or ray_shards(spec, cluster), cluster)
     print(report.message)
     return 0
 

@@ -1,7 +1,8 @@
 """The optional parts of odqa: which package each brings, and how to install it. `pip install odqa` alone answers
 questions (BM25, exact dense search as a matrix product, the reader and the linker); FAISS (HNSW, IVF, GPU
-search), the Korean and Chinese analysers, the Elasticsearch client, the HTTP server (FastAPI, uvicorn) and the BM25
-engines beside Tantivy and the plots of evaluations (matplotlib) are extras. A command checks the parts
+search), the Korean and Chinese analysers, the Elasticsearch client, the HTTP server (FastAPI, uvicorn), the BM25
+engines beside Tantivy, the plots of evaluations (matplotlib) and Ray (builds spread over workers) are extras. A command
+checks the parts
 its settings need before it starts any work (`require`), so a missing one costs one line, not a build."""
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ CJK_INSTALL = "pip install 'odqa[cjk]'"
 SERVE_INSTALL = "pip install 'odqa[serve]'"
 BM25_ENGINES_INSTALL = "pip install 'odqa[bm25-engines]'"
 PLOT_INSTALL = "pip install 'odqa[plot]'"
+RAY_INSTALL = "pip install 'odqa[ray]'"
 
 PARTS = {
     part.module: part
@@ -40,6 +42,7 @@ PARTS = {
         OptionalPart("bm25s", "bm25s", BM25_ENGINES_INSTALL),
         OptionalPart("rank_bm25", "rank-bm25", BM25_ENGINES_INSTALL),
         OptionalPart("matplotlib", "matplotlib", PLOT_INSTALL),
+        OptionalPart("ray", "Ray", RAY_INSTALL),
     )
 }
 
