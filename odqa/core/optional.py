@@ -2,8 +2,8 @@
 questions (BM25, exact dense search as a matrix product, the reader and the linker); FAISS (HNSW, IVF, GPU
 search), the Korean and Chinese analysers, the Elasticsearch client, the HTTP server (FastAPI, uvicorn), the BM25
 engines beside Tantivy, the plots of evaluations (matplotlib) and Ray (builds spread over workers) are extras. A command
-checks the parts
-its settings need before it starts any work (`require`), so a missing one costs one line, not a build."""
+checks the parts its settings need before it starts any work (`require`), so a missing one costs one line, not a
+build."""
 
 from __future__ import annotations
 
