@@ -7,7 +7,7 @@ same scoring for training.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +25,13 @@ class ELQConfig:
     alias_candidates: int = 8  # entities whose alias equals the span's text, most popular first
     mention_threshold: float = 0.5  # recommended thresholds (tuned on the dev split)
     entity_threshold: float = 0.3
+    # the languages of the questions it was trained on (a KB or question in another one gets a notice)
+    languages: list[str] = field(default_factory=lambda: ["en"])
+    # a linker whose word embeddings stayed frozen may leave them out of its files and read them from the model it
+    # started from (`base_model`, checked against `base_embeddings_digest`): the multilingual vocabulary alone is
+    # half the size of the model
+    base_model: str = ""
+    base_embeddings_digest: str = ""
 
     @classmethod
     def from_dict(cls, data: dict) -> ELQConfig:
@@ -118,17 +125,22 @@ def enumerate_spans(word_start: np.ndarray, word_end: np.ndarray, max_tokens: in
     return np.asarray(out, dtype=np.int64).reshape(-1, 3)
 
 
-def word_masks(word_ids: list[list[int | None]]) -> tuple[np.ndarray, np.ndarray]:
-    """First/last sub-token of each word, from the fast tokenizer's word_ids()."""
+def word_masks(
+    word_ids: list[list[int | None]], letter_by_letter: list[list[bool]] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """First/last sub-token of each word, from the fast tokenizer's word_ids(). `letter_by_letter[row][t]`: token t
+    holds Hangul, Han or kana, where a mention may begin or end at any token (Chinese leaves no space between
+    words, Korean glues particles to them: 아인슈타인|은)."""
     n = max((len(w) for w in word_ids), default=0)
     start = np.zeros((len(word_ids), n), dtype=bool)
     end = np.zeros((len(word_ids), n), dtype=bool)
     for row, ids in enumerate(word_ids):
+        cjk = letter_by_letter[row] if letter_by_letter is not None else [False] * len(ids)
         for t, w in enumerate(ids):
             if w is None:
                 continue
-            if t == 0 or ids[t - 1] != w:
+            if t == 0 or ids[t - 1] != w or cjk[t] or cjk[t - 1]:
                 start[row, t] = True
-            if t + 1 >= len(ids) or ids[t + 1] != w:
+            if t + 1 >= len(ids) or ids[t + 1] != w or cjk[t] or cjk[t + 1]:
                 end[row, t] = True
     return start, end

@@ -25,6 +25,7 @@ import mmap
 import os
 import re
 import tempfile
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,8 @@ from odqa.core.types import Document, Entity
 from odqa.indexes.integrity import FileCheck, check_part, describe_file, file_reader, part_files
 from odqa.indexes.manifest import MANIFEST, Manifest
 from odqa.indexes.vector import AUTO, VectorIndex, VectorIndexParams, faiss_installed, float16_copy_index
-from odqa.linker.aliases import AliasMatcher, StoredAliases, alias_key, make_aliases
+from odqa.indexes.analysis import LANGUAGE_NAMES, detect_language
+from odqa.linker.aliases import AliasMatcher, StoredAliases, alias_key, alias_scheme, make_aliases
 from odqa.linker.encoder import entity_text
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,9 @@ KB_FLAT_MAX_ENTITIES = 250_000
 ALIASES = "aliases.sqlite"  # the alias matcher's ranked table (linker.aliases.StoredAliases)
 VECTORS = "vectors"
 DESCRIPTION_WORDS = 128
+DESCRIPTION_CHARS = 600  # the bound for text without spaces between words; 128 English words run to about 800
+LANGUAGE_SAMPLE_CHARS = 200  # of an entity's description, read with its title to tell its language
+LANGUAGE_SHARE = 0.02  # of a KB's entities, for their language to count among the KB's languages
 ENCODE_BLOCK = 1 << 16  # entities encoded per block when building
 ROW_FACTS_CACHED = 1 << 16  # entities whose alias keys and prior a serving linker keeps parsed
 _EMPTY_PAREN = re.compile(r"\s*\((?:[^()A-Za-z0-9]*|\s*(?:or|;|,)[^()]*)\)")
@@ -67,10 +72,16 @@ def is_disambiguation(doc: Document) -> bool:
 
 
 def describe(text: str, words: int = DESCRIPTION_WORDS) -> str:
-    """First paragraph, first `words` words, without the empty pronunciation brackets WikiExtractor leaves."""
+    """First paragraph, first `words` words (Chinese writes none: at most DESCRIPTION_CHARS characters, ended at a
+    sentence where one ends), without the empty pronunciation brackets WikiExtractor leaves."""
     paragraph = text.split("\n", 1)[0]
     paragraph = _EMPTY_PAREN.sub("", paragraph)
-    return " ".join(paragraph.split()[:words])
+    described = " ".join(paragraph.split()[:words])
+    if len(described) <= DESCRIPTION_CHARS:
+        return described
+    cut = described[:DESCRIPTION_CHARS]
+    sentence_end = max(cut.rfind(mark) for mark in "。！？.!?")
+    return cut[: sentence_end + 1] if sentence_end >= DESCRIPTION_CHARS // 2 else cut
 
 
 @dataclass
@@ -90,6 +101,25 @@ class KBEntry:
     @property
     def prior(self) -> float:
         return math.log1p(self.length)
+
+
+def entries_of(documents: Iterable[Document]) -> Iterator[KBEntry]:
+    """One entity per article: consecutive documents of one title are one article's paragraphs (SQuAD-style
+    corpora such as KorQuAD, CMRC 2018 and DRCD give each paragraph as a document with its article's title), so
+    they make one entity, described by the first and as long as all of them. Disambiguation pages and untitled
+    documents are skipped."""
+    pending: KBEntry | None = None
+    for doc in documents:
+        if not doc.title or is_disambiguation(doc):
+            continue
+        if pending is not None and doc.title == pending.title:
+            pending.length += len(doc.text)
+            continue
+        if pending is not None:
+            yield pending
+        pending = entry_from_document(doc)
+    if pending is not None:
+        yield pending
 
 
 def entry_from_document(doc: Document) -> KBEntry:
@@ -228,6 +258,43 @@ class KnowledgeBase:
         if self._by_id is None:
             self._by_id = {e.id: i for i, e in enumerate(self.entries)}
         return self._by_id.get(str(entity_id))
+
+    @property
+    def language(self) -> str:
+        """The language of the entities' text (`en`, `ko`, `zh`), as the KB recorded it when built (`en` for a KB
+        built before languages were recorded: only English ones were)."""
+        return str(self.manifest.params.get("language") or "en")
+
+    @property
+    def languages(self) -> list[str]:
+        """Every language that names at least LANGUAGE_SHARE of the entities (a KB built from several corpora)."""
+        return list(self.manifest.params.get("languages") or [self.language])
+
+    @property
+    def language_names(self) -> list[str]:
+        return [LANGUAGE_NAMES.get(code, code) for code in self.languages]
+
+    def check_alias_scheme(self) -> str | None:
+        """None when this KB's alias keys are made as they are here; else why Korean and Chinese names may not be
+        found in it (a KB written before characters were matched one by one, or with Han folding where OpenCC
+        is missing now)."""
+        recorded = self.manifest.params.get("alias_scheme")
+        if self.path is None or recorded == alias_scheme():
+            return None
+        if recorded is None:
+            return (
+                f"knowledge base {self.path} was built before Korean and Chinese names were matched character by "
+                f"character, so its aliases find them only as whole words; {rebuild_fix(self.path)}"
+            )
+        if recorded.endswith("+t2s"):
+            return (
+                f"knowledge base {self.path} folds Traditional Chinese aliases to Simplified, which needs OpenCC: "
+                "pip install 'odqa[cjk]'"
+            )
+        return (
+            f"knowledge base {self.path} was built without OpenCC, so its Traditional Chinese aliases are not folded "
+            f"to Simplified; {rebuild_fix(self.path)}"
+        )
 
     @property
     def matcher(self) -> AliasMatcher:
@@ -384,9 +451,8 @@ class KnowledgeBase:
         with tempfile.TemporaryDirectory(prefix=f".{out.name}.entities-", dir=out.parent) as scratch:
             listed = Path(scratch) / ENTITIES
             with listed.open("w", encoding="utf-8") as f:
-                for d in documents:
-                    if d.title and not is_disambiguation(d):
-                        f.write(entry_line(entry_from_document(d)))
+                for entry in entries_of(documents):
+                    f.write(entry_line(entry))
             entries = StoredEntries(listed)
             if not len(entries):
                 raise OdqaError("no entities found in the corpus; pass Wikipedia-style documents with titles")
@@ -395,14 +461,23 @@ class KnowledgeBase:
 
             def blocks() -> Iterator[np.ndarray]:
                 for start in range(0, len(entries), ENCODE_BLOCK):
-                    texts = [entity_text(e.title, e.description) for e in entries[start : start + ENCODE_BLOCK]]
+                    # a model with a passage prompt (e5's "passage: ") reads entities as the passages they are
+                    texts = [
+                        model.passage_prefix + entity_text(e.title, e.description)
+                        for e in entries[start : start + ENCODE_BLOCK]
+                    ]
                     yield model.encode(texts, batch_size=batch_size, on_batch=bar.update)
 
             vectors_path = Path(scratch) / "entity_vectors.npy"
             write_npy_blocks(vectors_path, np.float32, (len(entries), model.dim), blocks())
             bar.close()
             return cls.write(
-                entries, np.load(vectors_path, mmap_mode="r"), out, encoder, model.dim, {"max_length": max_length}
+                entries,
+                np.load(vectors_path, mmap_mode="r"),
+                out,
+                encoder,
+                model.dim,
+                {"max_length": max_length, **entity_languages(entries)},
             )
 
     @classmethod
@@ -457,6 +532,7 @@ class KnowledgeBase:
                 params={
                     **(params or {}),
                     "description_words": DESCRIPTION_WORDS,
+                    "alias_scheme": alias_scheme(),
                     "text": "title [SEP] description",
                     "files": {
                         str(p.relative_to(tmp)): describe_file(p)
@@ -466,6 +542,14 @@ class KnowledgeBase:
                 },
             ).save(tmp)
         return cls.load(out)
+
+
+def entity_languages(entries: Iterable[KBEntry]) -> dict:
+    """The KB's language (the most entities' script) and every language that names at least LANGUAGE_SHARE."""
+    counts: Counter[str] = Counter(detect_language([e.title, e.description[:LANGUAGE_SAMPLE_CHARS]]) for e in entries)
+    total = max(1, sum(counts.values()))
+    languages = [code for code, n in counts.most_common() if n / total >= LANGUAGE_SHARE]
+    return {"language": languages[0] if languages else "en", "languages": languages or ["en"]}
 
 
 def rebuild_fix(path: str | Path) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,6 +29,7 @@ from odqa.core.runtime import (
     plan_inference,
 )
 from odqa.core.types import Mention
+from odqa.indexes.analysis import without_trailing_particles
 from odqa.linker.heads import ELQConfig, LinkHeads, enumerate_spans, word_masks
 from odqa.linker.kb import KnowledgeBase
 
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_CJK = re.compile(r"[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 LINKER_CONFIG = "linker_config.json"
 WEIGHTS = "linker.safetensors"
 
@@ -152,6 +155,10 @@ class Linker:
                 encoder = AutoModel.from_config(AutoConfig.from_pretrained(str(path), local_files_only=True))
             model = ELQModel(encoder, config)
             state = load_file(str(path / WEIGHTS))
+            if config.base_model:
+                import torch
+
+                state[BASE_EMBEDDINGS_KEY] = torch.from_numpy(base_embeddings(config, path))
             missing, unexpected = model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
             missing = [m for m in missing if not m.endswith("position_ids")]
             if missing or unexpected:
@@ -161,6 +168,8 @@ class Linker:
             return model
 
         digest = files_digest(str(name_or_path))
+        if session is not None and config.base_model:
+            base_embeddings(config, path)  # the graph holds the base's embeddings: used only while they are the same
         if session is not None:
             return cls(
                 None,
@@ -197,6 +206,14 @@ class Linker:
             for k, v in self.model.state_dict().items()
         }
         state = {k: v for k, v in state.items() if not k.endswith("position_ids")}
+        if self.config.base_model:
+            embeddings = state.pop(BASE_EMBEDDINGS_KEY)
+            self.config.base_embeddings_digest = embeddings_digest(embeddings.float().numpy())
+            if self.config.base_embeddings_digest != embeddings_digest(_read_base_embeddings(self.config.base_model)):
+                raise OdqaError(
+                    f"the linker's word embeddings differ from those of its base model {self.config.base_model!r}: "
+                    "train with the embeddings frozen, or save it without base_model"
+                )
         save_file(state, str(path / WEIGHTS), metadata={"format": "pt"})
         self.model.encoder.config.save_pretrained(str(path))
         self.tokenizer.save_pretrained(str(path))
@@ -227,8 +244,11 @@ class Linker:
         """(row, first token, last token) of every candidate span: whole words, not starting or ending on
         punctuation, at most max_mention_tokens tokens."""
         word_ids = [batch.word_ids(i) for i in range(len(questions))]
-        start, end = word_masks(word_ids)
         offsets = np.asarray(batch["offset_mapping"])
+        letter_by_letter = [
+            [bool(_CJK.search(q[s:e])) for s, e in offsets[row].tolist()] for row, q in enumerate(questions)
+        ]
+        start, end = word_masks(word_ids, letter_by_letter)
         for row, q in enumerate(questions):
             for t in range(start.shape[1]):
                 if start[row, t] or end[row, t]:
@@ -285,7 +305,7 @@ class Linker:
             joint = float(p_mention[n]) * p_entity
             if joint < self.entity_threshold or cand_rows[n, best[n]] < 0:
                 continue
-            start, end = int(offsets[row, i, 0]), int(offsets[row, j, 1])
+            start, end = mention_bounds(questions[row], int(offsets[row, i, 0]), int(offsets[row, j, 1]))
             entity = self.kb.entity(int(cand_rows[n, best[n]]))
             results[row].append(
                 Mention(start, end, questions[row][start:end], entity, float(p_mention[n]), p_entity, joint)
@@ -382,6 +402,49 @@ class Linker:
         logits = np.where(pad, -np.inf, logits)
         logits = np.exp(logits - logits.max(axis=-1, keepdims=True))
         return logits / logits.sum(axis=-1, keepdims=True)
+
+
+BASE_EMBEDDINGS_KEY = "encoder.embeddings.word_embeddings.weight"
+
+
+def mention_bounds(question: str, start: int, end: int) -> tuple[int, int]:
+    """A mention's characters as a reader would mark them: without the space a SentencePiece token carries before
+    its word, nor the Korean particle glued to the name's last piece (아인슈타인은 -> 아인슈타인)."""
+    while start < end and question[start].isspace():
+        start += 1
+    return start, start + without_trailing_particles(question[start:end])
+
+
+def embeddings_digest(matrix: np.ndarray) -> str:
+    """A digest of word embeddings as float32 (fp16 files give the same digest once widened)."""
+    import xxhash
+
+    return xxhash.xxh3_128_hexdigest(np.ascontiguousarray(matrix, dtype=np.float32).tobytes())
+
+
+def _read_base_embeddings(base_model: str) -> np.ndarray:
+    from safetensors import safe_open
+
+    folder = Path(resolve_model(base_model))
+    files = sorted(folder.glob("*.safetensors"))
+    for file in files:
+        with safe_open(str(file), framework="np") as f:
+            for key in f.keys():
+                if key.endswith("embeddings.word_embeddings.weight"):
+                    return np.asarray(f.get_tensor(key), dtype=np.float32)
+    raise OdqaError(f"base model {base_model!r} ({folder}) has no word embeddings in a .safetensors file")
+
+
+def base_embeddings(config: ELQConfig, path: Path) -> np.ndarray:
+    """The word embeddings a linker saved without them reads from its base model, refused in one line when the
+    base model installed here is not the one it was trained on."""
+    matrix = _read_base_embeddings(config.base_model)
+    if embeddings_digest(matrix) != config.base_embeddings_digest:
+        raise OdqaError(
+            f"{path}: the linker reads its word embeddings from {config.base_model!r}, but the one installed here is "
+            f"another version; install the {config.base_model} the linker was trained with"
+        )
+    return matrix
 
 
 def resolve_overlaps(mentions: list[Mention]) -> list[Mention]:

@@ -26,7 +26,9 @@ def register(subparsers) -> None:
     p.add_argument(
         "--corpus",
         required=True,
-        help="corpus file or folder (JSONL(.xz) with id/title/text, WikiExtractor output, ...)",
+        nargs="+",
+        help="corpus files or folders (JSONL(.xz) with id/title/text, WikiExtractor output, SQuAD-style JSON such as "
+        "KorQuAD, CMRC 2018 or DRCD: one entity per article title); several make one KB, in any languages",
     )
     add_output(p, "--out", folder=True, required=True, help="knowledge-base folder to create (replaced atomically)")
     p.add_argument("--encoder", default="minilm", help="entity encoder; must be the linker's entity encoder")
@@ -211,7 +213,7 @@ def run_build_kb(args) -> int:
 
     from odqa.linker.kb import KnowledgeBase, iter_documents
 
-    docs = iter_documents(args.corpus)
+    docs = itertools.chain.from_iterable(iter_documents(corpus) for corpus in args.corpus)
     if args.limit:
         docs = itertools.islice(docs, args.limit)
     start = time.time()
@@ -219,7 +221,8 @@ def run_build_kb(args) -> int:
         docs, args.out, encoder=args.encoder, max_length=args.max_length, batch_size=args.batch_size, device=args.device
     )
     print(
-        f"knowledge base: {len(kb)} entities, {kb.dim}-d vectors from {kb.encoder!r}, fingerprint "
+        f"knowledge base: {len(kb)} entities ({', '.join(kb.language_names)}), {kb.dim}-d vectors from "
+        f"{kb.encoder!r}, fingerprint "
         f"{kb.manifest.corpus_fingerprint}, in {time.time() - start:.0f}s -> {args.out}"
     )
     return 0
