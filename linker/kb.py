@@ -35,10 +35,10 @@ import numpy as np
 from odqa.core.atomic import atomic_folder, write_npy_blocks
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.types import Document, Entity
+from odqa.indexes.analysis import LANGUAGE_NAMES, detect_language
 from odqa.indexes.integrity import FileCheck, check_part, describe_file, file_reader, part_files
 from odqa.indexes.manifest import MANIFEST, Manifest
 from odqa.indexes.vector import AUTO, VectorIndex, VectorIndexParams, faiss_installed, float16_copy_index
-from odqa.indexes.analysis import LANGUAGE_NAMES, detect_language
 from odqa.linker.aliases import AliasMatcher, StoredAliases, alias_key, alias_scheme, make_aliases
 from odqa.linker.encoder import entity_text
 
