@@ -6,11 +6,16 @@ same scoring for training.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
+
+from odqa.core.errors import OdqaError
+
+LINKER_CONFIG = "linker_config.json"  # a saved linker's ELQConfig
 
 
 @dataclass
@@ -40,6 +45,26 @@ class ELQConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def saved_config(name_or_path: str | Path) -> ELQConfig:
+    """The ELQConfig of a saved linker (a shipped name or a folder), read without loading its model: its
+    `entity_encoder` is the encoder every knowledge base it links against must be encoded with."""
+    from odqa.core.models import resolve_model
+
+    path = Path(resolve_model(str(name_or_path))) / LINKER_CONFIG
+    if not path.is_file():
+        raise OdqaError(
+            f"{name_or_path}: not a trained linker (no {LINKER_CONFIG}); train one with `odqa train-linker` or use "
+            "the shipped model 'linker'"
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise OdqaError(f"{path} cannot be read ({exc.__class__.__name__}); reinstall or retrain the linker") from exc
+    if not isinstance(data, dict):
+        raise OdqaError(f"{path} is not a JSON object; reinstall or retrain the linker")
+    return ELQConfig.from_dict(data)
 
 
 @dataclass

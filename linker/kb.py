@@ -17,6 +17,7 @@ millions opens in seconds.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -24,7 +25,7 @@ import math
 import mmap
 import os
 import re
-import tempfile
+import shutil
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +37,15 @@ from odqa.core.atomic import atomic_folder, write_npy_blocks
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.types import Document, Entity
 from odqa.indexes.analysis import LANGUAGE_NAMES, detect_language
-from odqa.indexes.integrity import FileCheck, check_part, describe_file, file_reader, part_files
+from odqa.indexes.integrity import (
+    FileCheck,
+    check_part,
+    describe_file,
+    file_reader,
+    part_files,
+    recover_swap,
+    remove_dead_leftovers,
+)
 from odqa.indexes.manifest import MANIFEST, Manifest
 from odqa.indexes.vector import AUTO, VectorIndex, VectorIndexParams, faiss_installed, float16_copy_index
 from odqa.linker.aliases import AliasMatcher, StoredAliases, alias_key, alias_scheme, make_aliases
@@ -55,8 +64,13 @@ DESCRIPTION_CHARS = 600  # the bound for text without spaces between words; 128 
 LANGUAGE_SAMPLE_CHARS = 200  # of an entity's description, read with its title to tell its language
 LANGUAGE_SHARE = 0.02  # of a KB's entities, for their language to count among the KB's languages
 ENCODE_BLOCK = 1 << 16  # entities encoded per block when building
+SCRATCH = "entities"  # `.NAME.entities-PID`: where a build lists the entities before encoding them
 ROW_FACTS_CACHED = 1 << 16  # entities whose alias keys and prior a serving linker keeps parsed
 _EMPTY_PAREN = re.compile(r"\s*\((?:[^()A-Za-z0-9]*|\s*(?:or|;|,)[^()]*)\)")
+
+
+class NoEntities(OdqaError):
+    """A corpus without one titled document: nothing to make entities of (passages without titles, say)."""
 
 
 def iter_documents(path: str | Path) -> Iterator[Document]:
@@ -274,6 +288,18 @@ class KnowledgeBase:
     def language_names(self) -> list[str]:
         return [LANGUAGE_NAMES.get(code, code) for code in self.languages]
 
+    def notices(self, languages: Sequence[str]) -> list[str]:
+        """What to tell before a linker trained on questions in `languages` links against this KB: names it will
+        seldom link (another language, alias keys made otherwise), each with its fix."""
+        return [notice for notice in (self.check_languages(languages), self.check_alias_scheme()) if notice]
+
+    @property
+    def source(self) -> dict | None:
+        """What the KB was built from, where its build recorded it (`run_qa.py index`, `build-kb`): the corpus files'
+        sizes and digests and the columns read."""
+        source = self.manifest.params.get("source")
+        return source if isinstance(source, dict) else None
+
     def check_alias_scheme(self) -> str | None:
         """None when this KB's alias keys are made as they are here; else why Korean and Chinese names may not be
         found in it (a KB written before characters were matched one by one, or with Han folding where OpenCC
@@ -382,31 +408,57 @@ class KnowledgeBase:
         return scores, rows.astype(np.int64)
 
     def check_encoder(self, encoder: str, dim: int) -> None:
-        """Refuse a KB whose vectors come from another entity encoder than the model's."""
+        """Refuse a KB whose vectors come from another entity encoder than the model's, in one line naming both
+        encoders and the command that builds the KB again with the linker's."""
         where = f"knowledge base {self.path or ''}".strip()
-        if dim and self.dim and dim != self.dim:
-            raise IndexMismatchError(
-                f"{where} holds {self.dim}-d entity vectors, the linker expects {dim}-d vectors from {encoder!r}; "
-                f"rebuild it with `odqa build-kb --encoder {encoder}`"
-            )
+        fix = rebuild_fix(self.path or "KB", encoder)
         if encoder and self.encoder and _norm(encoder) != _norm(self.encoder):
             raise IndexMismatchError(
-                f"{where} was encoded with {self.encoder!r}, but the linker's entity encoder is {encoder!r}; "
-                f"rebuild it with `odqa build-kb --encoder {encoder}`"
+                f"{where} was encoded with {self.encoder!r}, but the linker's entity encoder is {encoder!r}; {fix}"
             )
+        if dim and self.dim and dim != self.dim:
+            raise IndexMismatchError(
+                f"{where} holds {self.dim}-d entity vectors from {self.encoder!r}, the linker expects {dim}-d "
+                f"vectors from {encoder!r}; {fix}"
+            )
+
+    def check_languages(self, languages: Sequence[str]) -> str | None:
+        """None when the linker was trained on every language this KB's entities are written in (`languages`: the
+        linker's); else why its names in the others may not be linked, and the fix."""
+        unread = [code for code in self.languages if code not in languages]
+        if not unread or not languages:
+            return None
+        names = ", ".join(LANGUAGE_NAMES.get(code, code) for code in unread)
+        trained = ", ".join(LANGUAGE_NAMES.get(code, code) for code in languages)
+        return (
+            f"the linker was trained on {trained} questions only and knowledge base {self.path or ''} holds {names} "
+            f"entities, so {names} names are seldom linked; set linker.model to a linker trained on {names}"
+        )
 
     # ---- persistence -------------------------------------------------------------------------------------
 
     @classmethod
     def load(cls, path: str | Path) -> KnowledgeBase:
         path = Path(path)
-        if not (path / ENTITIES).is_file():
-            raise OdqaError(
-                f"{path} is not a knowledge base (no {ENTITIES}); build "
-                f"one with `odqa build-kb --corpus PATH --out {path}`"
-            )
-        manifest = Manifest.load(path, kind="kb")
+        with contextlib.suppress(OSError):  # a read-only parent folder: nothing a reader may repair
+            recover_swap(path)  # a KB whose swap a killed build left half done is put back whole first
         where, fix = f"knowledge base {path}", rebuild_fix(path)
+        has_entities, has_manifest = (path / ENTITIES).is_file(), (path / MANIFEST).is_file()
+        if not has_entities and not has_manifest:
+            raise OdqaError(
+                f"{path} is not a knowledge base (no {ENTITIES} nor {MANIFEST}); build one with "
+                f"`run_qa.py build-kb --corpus CORPUS --out {path}`"
+            )
+        if not has_entities or not has_manifest:
+            missing = ENTITIES if not has_entities else MANIFEST
+            raise IndexMismatchError(f"{where} lacks {missing}: it is damaged or was left half built; {fix}")
+        manifest = Manifest.load(path, fix=fix)
+        if manifest.kind != "kb":
+            raise IndexMismatchError(
+                f"{path} holds a {manifest.kind!r} index, not a knowledge base; name the knowledge-base folder "
+                f"(an index's is beside it, `{path.name}-kb`), or build one with "
+                f"`run_qa.py build-kb --corpus CORPUS --out {path}-kb`"
+            )
         files = manifest.params.get("files")
         if not isinstance(files, dict) or ENTITIES not in files:
             raise IndexMismatchError(
@@ -435,27 +487,32 @@ class KnowledgeBase:
         cls,
         documents: Iterable[Document],
         out: str | Path,
-        encoder: str = "minilm",
+        encoder: str,
         max_length: int = 64,
         batch_size: int = 128,
         progress: bool = True,
         device: str | None = None,
+        params: dict | None = None,
     ) -> KnowledgeBase:
-        """Entities of `documents` (disambiguation pages and untitled documents skipped), encoded as `title [SEP]
-        description`, written as a KB at `out`. Streamed: the entries go to a scratch file beside `out` first and
-        are encoded ENCODE_BLOCK at a time, so memory does not grow with the corpus."""
+        """Entities of `documents` (disambiguation pages and untitled documents skipped), encoded by `encoder` (the
+        linker's entity encoder) as `title [SEP] description`, written as a KB at `out`. Streamed: the entries go to
+        a scratch file beside `out` first and are encoded ENCODE_BLOCK at a time, so memory does not grow with the
+        corpus. `params`: recorded in the KB's manifest too (what it was built from). No titled document: NoEntities,
+        before any model loads."""
         from odqa.core.encoder import TextEncoder  # torch + transformers: only when building
 
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=f".{out.name}.entities-", dir=out.parent) as scratch:
+        recover_swap(out)  # a swap a killed build left half done: finished or undone, as an index's
+        remove_dead_leftovers(out, SCRATCH)  # the entities a killed build listed
+        with _scratch_folder(out) as scratch:
             listed = Path(scratch) / ENTITIES
             with listed.open("w", encoding="utf-8") as f:
                 for entry in entries_of(documents):
                     f.write(entry_line(entry))
             entries = StoredEntries(listed)
             if not len(entries):
-                raise OdqaError("no entities found in the corpus; pass Wikipedia-style documents with titles")
+                raise NoEntities("no entities found in the corpus; pass Wikipedia-style documents with titles")
             model = TextEncoder.from_pretrained(encoder, max_length=max_length, device=device)
             bar = _progress(len(entries), "encoding entities", progress)
 
@@ -477,7 +534,7 @@ class KnowledgeBase:
                 out,
                 encoder,
                 model.dim,
-                {"max_length": max_length, **entity_languages(entries)},
+                {**(params or {}), "max_length": max_length, **entity_languages(entries)},
             )
 
     @classmethod
@@ -552,8 +609,10 @@ def entity_languages(entries: Iterable[KBEntry]) -> dict:
     return {"language": languages[0] if languages else "en", "languages": languages or ["en"]}
 
 
-def rebuild_fix(path: str | Path) -> str:
-    return f"rebuild it with `run_qa.py build-kb --corpus CORPUS --out {path}`"
+def rebuild_fix(path: str | Path, encoder: str = "") -> str:
+    """How to build the KB at `path` again (`encoder`: with this entity encoder rather than the default linker's)."""
+    with_encoder = f" --encoder {encoder}" if encoder else ""
+    return f"rebuild it with `run_qa.py build-kb --corpus CORPUS --out {path}{with_encoder}`"
 
 
 def entity_index_params(entities: int, asked: VectorIndexParams | None = None) -> VectorIndexParams:
@@ -572,6 +631,19 @@ def entity_index_params(entities: int, asked: VectorIndexParams | None = None) -
 
 def in_memory_matcher(entries: Sequence[KBEntry]) -> AliasMatcher:
     return AliasMatcher.from_entities([e.aliases for e in entries], [e.prior for e in entries])
+
+
+@contextlib.contextmanager
+def _scratch_folder(out: Path) -> Iterator[Path]:
+    """`.NAME.entities-PID` beside the KB `out`, removed when the build ends (by the next build where it was
+    killed)."""
+    scratch = out.with_name(f".{out.name}.{SCRATCH}-{os.getpid()}")
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir()
+    try:
+        yield scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _norm(name: str) -> str:

@@ -30,7 +30,7 @@ from odqa.core.runtime import (
 )
 from odqa.core.types import Mention
 from odqa.indexes.analysis import without_trailing_particles
-from odqa.linker.heads import ELQConfig, LinkHeads, enumerate_spans, word_masks
+from odqa.linker.heads import LINKER_CONFIG, ELQConfig, LinkHeads, enumerate_spans, word_masks
 from odqa.linker.kb import KnowledgeBase
 
 if TYPE_CHECKING:
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _CJK = re.compile(r"[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
-LINKER_CONFIG = "linker_config.json"
 WEIGHTS = "linker.safetensors"
 
 

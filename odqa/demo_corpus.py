@@ -26,12 +26,15 @@ DEMO_QUESTIONS = DEMO_DIR / "questions.jsonl"
 DEMO_BUILD_WAIT_S = 1800.0
 
 
-def _cached_build(kind: str, encoder: str, quiet: bool, build: Callable[[Path], object]) -> Path:
+def _cached_build(kind: str, encoder: str, quiet: bool, build: Callable[[Path], object], version: str = "") -> Path:
     if not DEMO_ARTICLES.is_file():
         raise OdqaError(f"the demo corpus is missing ({DEMO_ARTICLES}); reinstall odqa or pass --index")
     # the manifest format is part of the key: an index or KB written before its integrity records is built again
     digest = hashlib.sha1(
-        DEMO_ARTICLES.read_bytes() + model_fingerprint(encoder).encode() + str(FORMAT_VERSION).encode()
+        DEMO_ARTICLES.read_bytes()
+        + model_fingerprint(encoder).encode()
+        + str(FORMAT_VERSION).encode()
+        + version.encode()
     ).hexdigest()[:12]
     path = odqa_home() / f"demo-{kind}-{digest}"
     if (path / "manifest.json").exists():
@@ -61,13 +64,20 @@ def demo_index_path(encoder: str = DEFAULT_ENCODER, quiet: bool = False) -> Path
     def build(path: Path) -> None:
         from odqa.indexing import IndexSpec, build_index
 
-        build_index(IndexSpec(corpus=str(DEMO_ARTICLES), out=str(path), encoder=encoder, chunk_size=5000))
+        # its knowledge base is demo_kb_path's, kept apart: the index is keyed by the passage encoder, the KB by the
+        # linker's entity encoder
+        build_index(IndexSpec(corpus=str(DEMO_ARTICLES), out=str(path), encoder=encoder, chunk_size=5000, kb=False))
 
     return _cached_build("index", encoder, quiet, build)
 
 
-def demo_kb_path(encoder: str = "minilm", quiet: bool = False) -> Path:
-    """The demo knowledge base: one entity per demo article."""
+def demo_kb_path(encoder: str = "", quiet: bool = False) -> Path:
+    """The demo knowledge base: one entity per demo article, encoded by `encoder` (empty: the default linker's
+    entity encoder)."""
+    from odqa.config import LinkerConfig
+    from odqa.linker.aliases import alias_scheme
+
+    encoder = encoder or LinkerConfig().entity_encoder()
 
     def build(path: Path) -> None:
         from odqa.corpus.readers import iter_documents
@@ -75,4 +85,6 @@ def demo_kb_path(encoder: str = "minilm", quiet: bool = False) -> Path:
 
         KnowledgeBase.build(iter_documents(DEMO_ARTICLES), path, encoder=encoder, progress=False)
 
-    return _cached_build("kb", encoder, quiet, build)
+    # the alias keys' scheme too: a KB whose keys were made otherwise (before Korean and Chinese names were matched
+    # character by character, or without OpenCC's folding) is built again
+    return _cached_build("kb", encoder, quiet, build, alias_scheme())

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from odqa.config import OdqaConfig
-from odqa.core.errors import OdqaError
+from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.fusion import minmax_scale
 from odqa.core.logs import get_logger
 from odqa.core.protocols import Retriever, SearchBackend
@@ -124,7 +124,8 @@ class Pipeline:
         self._reader: ReaderModel | None = None
         self._reader_name: str | None = None
         self._linker: LinkerModel | None = None
-        self._linker_failed: str | None = None
+        self._linker_off: str | None = None
+        self.linker_notices: list[str] = []  # of the knowledge base the linker links against (KnowledgeBase.notices)
 
     # ---- components, loaded on first use ----------------------------------------------------------------
     @property
@@ -231,17 +232,22 @@ class Pipeline:
 
     @property
     def linker(self) -> LinkerModel | None:
-        """The entity linker, or None when disabled or unavailable (the pipeline then runs without it)."""
-        if not self.config.linker.enabled or self._linker_failed:
+        """The entity linker, or None when disabled or when there is no knowledge base (the pipeline then runs
+        without it, `linker_off` says why, once, on the log). A knowledge base that is there but damaged, half
+        built or encoded by another entity encoder is refused (OdqaError), as a damaged index is."""
+        if not self.config.linker.enabled or self.linker_off:
             return None
         if self._linker is None:
-            try:
-                from odqa.linker.kb import KnowledgeBase
-                from odqa.linker.linker import Linker
+            from odqa.linker.kb import KnowledgeBase
+            from odqa.linker.linker import Linker
 
-                kb = KnowledgeBase.load(self.kb_path)
-                c = self.config.linker
-                self._linker = Linker.from_pretrained(
+            path = self._kb_found()
+            if path is None:
+                return None
+            kb = KnowledgeBase.load(path)
+            c = self.config.linker
+            try:
+                linker = Linker.from_pretrained(
                     c.model,
                     kb=kb,
                     device=self.config.device or None,
@@ -250,11 +256,56 @@ class Pipeline:
                     precision=self.config.precision,
                     runtime=self.config.runtime,
                 )
-            except OdqaError as exc:
-                self._linker_failed = str(exc)
-                log.warning("entity linking is off: %s", exc)
+            except IndexMismatchError:
+                raise  # the KB is not the linker's: refused
+            except OdqaError as exc:  # the linker model itself (not installed, say): answering goes on without it
+                self._linker_off = f"entity linking is off: {exc}"
+                log.warning("%s", self._linker_off)
                 return None
+            self.linker_notices = kb.notices(linker.config.languages)
+            for notice in self.linker_notices:
+                log.warning("%s", notice)
+            self._linker = linker
         return self._linker
+
+    @property
+    def linker_off(self) -> str | None:
+        """Why no entity is linked (no knowledge base, no linker model), once the linker was asked for; else None."""
+        if not self.config.linker.enabled:
+            return "entity linking is off (linker.enabled false, or --no-linker)"
+        return self._linker_off
+
+    def _kb_found(self) -> Path | None:
+        """The knowledge base's folder; None, with `linker_off` set and said once, where the index has none."""
+        if self.config.linker.kb:
+            return Path(self.config.linker.kb)  # named: refused when it is not there (KnowledgeBase.load)
+        if self.config.index and kb_beside(self.config.index) is None:
+            title = INDEX_BACKENDS.get(backend_of(self.config.index)).title
+            why = (
+                f"an {title} has no knowledge base beside it; set linker.kb to the one built beside the index "
+                "folder it was loaded from (INDEX-kb)"
+            )
+        else:
+            path = self.kb_path
+            if path.exists():
+                return path
+            why = (
+                f"the index has no knowledge base ({path} is not there); build it with `run_qa.py build-kb "
+                f"--corpus {self._corpus_of_index()} --out {path}` (`run_qa.py index` builds it with the index)"
+            )
+        self._linker_off = f"no entities are linked: {why}, or pass --no-linker"
+        log.warning("%s", self._linker_off)
+        return None
+
+    def _corpus_of_index(self) -> str:
+        """The corpus the index folder was built from, as its manifest records it (CORPUS where it records none)."""
+        from odqa.indexes.manifest import Manifest
+
+        try:
+            corpus = Manifest.load(self.index_location).params.get("corpus")
+        except OdqaError:
+            corpus = None
+        return corpus if isinstance(corpus, str) and corpus else "CORPUS"
 
     @property
     def kb_path(self) -> Path:
@@ -338,6 +389,7 @@ class Pipeline:
         start = time.perf_counter()
         for i, linked in zip(kept, self.link(kept_texts) if kept else []):
             mentions[i] = linked
+            results[i].notices += self.linker_notices  # names the KB may leave unlinked, and why
         link_time = (time.perf_counter() - start) / len(results)
 
         start = time.perf_counter()

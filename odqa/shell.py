@@ -163,7 +163,7 @@ class Shell:
 
     def show_entities(self, result: Result) -> None:
         if not result.mentions:
-            self.say("  no entities linked")
+            self.say(f"  {self.pipeline.linker_off or 'no entities linked'}")
         for m in result.mentions:
             entity = m.entity.title if m.entity else "(none)"
             self.say(

@@ -19,7 +19,7 @@ def register(subparsers) -> None:
     p = add_command(
         subparsers,
         "index",
-        "Build BM25 and dense indexes for a corpus file or folder.",
+        "Build BM25 and dense indexes for a corpus file or folder, and the linker's knowledge base beside them.",
         "odqa index --corpus ../shared/data/wiki/enwiki-AA.jsonl.xz --out work_indexes/wiki-aa",
         run_index,
     )
@@ -74,7 +74,7 @@ def register(subparsers) -> None:
         "corpus's files, searched as one (BM25 statistics over all shards, dense results merged); each "
         "shard resumable, a rerun keeps the finished ones",
     )
-    add_options(p, IndexSpec, ["device", "precision"])
+    add_options(p, IndexSpec, ["device", "precision", "kb"])
 
     p = add_command(
         subparsers,
@@ -268,6 +268,7 @@ def run_index(args) -> int:
         fields=CorpusFields(c.id_field, c.title_field, c.text_field),
         vector=VectorIndexParams(**dataclass_values(args, VectorIndexParams)),
         shard=parse_shard(args.shard),
+        linker=config.linker.model,  # its entity encoder encodes the knowledge base built beside the index
         **dataclass_values(args, IndexSpec),
     )
     _check_index_parts_available(spec)

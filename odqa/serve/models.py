@@ -233,7 +233,10 @@ class HealthResponse(Response):
 class InfoResponse(Response):
     version: str
     index: dict[str, Any] = Field(description="the index: where, passages, backends, language, encoder, built")
-    models: dict[str, str] = Field(description="reader, linker and encoder in use")
+    models: dict[str, str] = Field(
+        description="reader, linker and encoder in use (linker empty: no entity is linked, the linker being off or "
+        "the index having no knowledge base)"
+    )
     inference: dict[str, dict[str, str]] = Field(description="runtime and precision of each model loaded")
     retrievers: list[str]
     languages: list[str] = Field(default_factory=lambda: [AUTO_LANGUAGE, *LANGUAGES])

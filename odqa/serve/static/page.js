@@ -97,6 +97,15 @@ function clearResult() {
   for (const id of ["other-answers", "notices", "entities", "passages"]) $(id).replaceChildren();
 }
 
+// Whether the server links entities (/info names a linker): without one the page shows no entity section, rather
+// than "none linked" under every answer.
+let linking = true;
+
+function showLinking(on) {
+  linking = on;
+  $("entities-section").hidden = !on;
+}
+
 async function loadInfo() {
   try {
     const info = await call("GET", "/info");
@@ -119,6 +128,7 @@ async function loadInfo() {
     $("k").placeholder = info.defaults.k;
     $("k").max = info.limits.max_k;
     $("question").maxLength = info.limits.max_question_chars;
+    showLinking(Boolean(info.models.linker));
     const index = info.index;
     $("index-line").textContent = `${index.passages.toLocaleString()} passages · ${index.language || ""} · ` +
       `reader: ${info.models.reader}`;
@@ -202,6 +212,7 @@ function render(result) {
 
   $("entities").replaceChildren(...(result.mentions.length ? result.mentions.map((m) =>
     el("li", `${m.text} → ${m.title || "(no entity)"} (${m.score.toFixed(2)})`)) : [el("li", "none linked", "dim")]));
+  $("entities-section").hidden = !linking && !result.mentions.length;
 
   const spans = spansByPassage(result.answers);
   $("passages").replaceChildren(...result.passages.map((p) => {
