@@ -26,6 +26,7 @@ import mmap
 import os
 import re
 import shutil
+import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from odqa.core.atomic import atomic_folder, write_npy_blocks
-from odqa.core.errors import IndexMismatchError, OdqaError
+from odqa.core.errors import DiskFullError, IndexMismatchError, OdqaError
 from odqa.core.types import Document, Entity
 from odqa.indexes.analysis import LANGUAGE_NAMES, detect_language
 from odqa.indexes.integrity import (
@@ -568,7 +569,10 @@ class KnowledgeBase:
                         count += 1
                         yield e.aliases, e.prior
 
-                StoredAliases.write_entities(tmp / ALIASES, written())
+                try:
+                    StoredAliases.write_entities(tmp / ALIASES, written())
+                except sqlite3.Error as exc:  # SQLite's own words for a write that failed, no OSError
+                    raise _alias_table_error(exc, out) from exc
             if count != len(vectors):
                 raise OdqaError(f"{count} entities need {count} x {dim} vectors, got {vectors.shape}")
             staging = tmp / "entity_vectors.npy"
@@ -599,6 +603,21 @@ class KnowledgeBase:
                 },
             ).save(tmp)
         return cls.load(out)
+
+
+def _alias_table_error(exc: Exception, out: Path) -> OdqaError:
+    """One line for an alias table SQLite could not write: a full disk is named as one (DiskFullError); SQLite
+    says "disk I/O error" for a write refused by a quota or a file-size limit too, so that is named with them."""
+    reason = str(exc) or exc.__class__.__name__
+    if "full" in reason:
+        return DiskFullError(
+            f"no room left on the device to write {out} (SQLite: {reason}); nothing was replaced: free some space "
+            "or write elsewhere, then rerun"
+        )
+    return OdqaError(
+        f"the alias table of {out} could not be written (SQLite: {reason}: a full disk, a quota or a file-size "
+        "limit, or a failing disk); nothing was replaced: free some space or write elsewhere, then rerun"
+    )
 
 
 def entity_languages(entries: Iterable[KBEntry]) -> dict:

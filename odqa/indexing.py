@@ -372,11 +372,14 @@ def index_kb(
         there = f"; the one in {path} is of another corpus: remove it" if path.exists() else ""
         return f"; no knowledge base: no document has a title to make an entity of{there}"
     except Exception as exc:
-        if not is_disk_full(exc):
+        if not isinstance(exc, OdqaError) and not is_disk_full(exc):
             raise
-        raise DiskFullError(
-            f"no room left on the device to build the knowledge base {path} ({no_room_reason(exc)}); the index {out} "
-            "is ready: free some space and rerun the same command to build the knowledge base (or pass --no-kb)"
+        # the old KB is untouched (KnowledgeBase.write replaces it whole or not at all), the new index in place
+        told = str(exc) if isinstance(exc, OdqaError) else f"no room left on the device ({no_room_reason(exc)})"
+        error = DiskFullError if is_disk_full(exc) else OdqaError
+        raise error(
+            f"the knowledge base {path} was not built: {told}; the index {out} is ready: rerun the same command to "
+            "build its knowledge base (or pass --no-kb)"
         ) from exc
     return f"; knowledge base {path}: {len(kb)} entities ({', '.join(kb.language_names)})"
 

@@ -141,6 +141,26 @@ def test_an_interrupted_kb_build_keeps_the_old_kb_and_the_rerun_finishes_it(tmp_
     assert not [p.name for p in tmp_path.iterdir() if any(s in p.name for s in leftovers) or p.suffix == ".work"]
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_a_kb_build_without_room_keeps_the_old_kb_says_so_in_one_line_and_the_rerun_builds_it(tmp_path, capsys):
+    from tests.reliability.test_faults import run_with_file_limit
+
+    corpus = _jsonl(tmp_path / "articles.jsonl", ENGLISH)
+    _index(corpus, tmp_path / "idx", capsys)
+    before = (tmp_path / "idx-kb" / "entities.jsonl").read_bytes()
+    other = _jsonl(tmp_path / "other.jsonl", [("o1", "Danube", "The Danube flows through Ulm."), *ENGLISH[:2]])
+    # room for every file of the index, not for the KB's alias table (SQLite writes pages of 4 KB)
+    run = run_with_file_limit(["index", "--corpus", other, "--out", tmp_path / "idx", "--backends", "bm25"], 7000)
+    text = run.stdout + run.stderr
+    error = [line for line in text.splitlines() if "error:" in line]
+    assert run.returncode == 2 and "Traceback" not in text and len(error) == 1, text[-1500:]
+    assert f"the index {tmp_path / 'idx'} is ready" in error[0] and "rerun" in error[0], error
+    assert (tmp_path / "idx-kb" / "entities.jsonl").read_bytes() == before
+    text = _index(other, tmp_path / "idx", capsys)
+    assert "resumed" in text and _titles(tmp_path / "idx-kb") == ["Danube", "Albert Einstein", "Marie Curie"]
+
+
 def test_a_sharded_index_gets_one_kb_beside_its_top_folder(tmp_path, capsys):
     folder = tmp_path / "corpus"
     folder.mkdir()
