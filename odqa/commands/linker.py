@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
@@ -11,6 +12,7 @@ from odqa.commands.options import COUNT, POSITIVE_INT, add_options, config_overr
 from odqa.config import CorpusConfig, LinkerConfig, OdqaConfig
 from odqa.core.errors import OdqaError
 from odqa.core.terminal import printable
+from odqa.core.types import Document
 from odqa.linker.training.train_config import TrainConfig
 from odqa.retriever.registry import kb_beside
 
@@ -228,7 +230,9 @@ def run_build_kb(args) -> int:
     c = config.corpus
     fields = CorpusFields(c.id_field, c.title_field, c.text_field)
     encoder = args.encoder or config.linker.entity_encoder()
-    docs = itertools.chain.from_iterable(iter_documents(corpus, fields=fields) for corpus in args.corpus)
+    docs: Iterator[Document] = itertools.chain.from_iterable(
+        iter_documents(corpus, fields=fields) for corpus in args.corpus
+    )
     if args.limit:
         docs = itertools.islice(docs, args.limit)
     start = time.time()
