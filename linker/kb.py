@@ -445,6 +445,10 @@ class KnowledgeBase:
             recover_swap(path)  # a KB whose swap a killed build left half done is put back whole first
         where, fix = f"knowledge base {path}", rebuild_fix(path)
         has_entities, has_manifest = (path / ENTITIES).is_file(), (path / MANIFEST).is_file()
+        if not path.exists():
+            raise OdqaError(
+                f"no knowledge base at {path}; build one with `run_qa.py build-kb --corpus CORPUS --out {path}`"
+            )
         if not has_entities and not has_manifest:
             raise OdqaError(
                 f"{path} is not a knowledge base (no {ENTITIES} nor {MANIFEST}); build one with "

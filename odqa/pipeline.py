@@ -272,7 +272,7 @@ class Pipeline:
     def linker_off(self) -> str | None:
         """Why no entity is linked (no knowledge base, no linker model), once the linker was asked for; else None."""
         if not self.config.linker.enabled:
-            return "entity linking is off (linker.enabled false, or --no-linker)"
+            return "entity linking is off (linker.enabled is false, or --no-linker)"
         return self._linker_off
 
     def _kb_found(self) -> Path | None:

@@ -562,7 +562,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         mentions = await answered(submit(worker.link, text))
         enabled, off = await answered(submit(worker.call, lambda p: (p.linker is not None, p.linker_off)))
         if not enabled:
-            notices.append(f"entity linking is off on this server: {off or 'no knowledge base'}")
+            notices.append(off or "entity linking is off on this server")
         return LinkResponse(
             question=text,
             mentions=[MentionOut.of(m) for m in mentions],
