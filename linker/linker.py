@@ -308,6 +308,50 @@ class Linker:
             )
         return [resolve_overlaps(m) for m in results] if resolve else results
 
+    def disambiguate(self, question: str, spans: Sequence[tuple[int, int]]) -> list[Mention | None]:
+        """The best entity of each given character span of `question` (entity disambiguation with the mentions
+        known, as BLINK does), None for a span no token covers or whose best candidate is NIL. Scores: the
+        mention's own (however low) and p(entity | mention)."""
+        if self.kb is None:
+            raise OdqaError("the linker has no knowledge base: pass kb=... (build one with `odqa build-kb`)")
+        batch = self.tokenize([question], return_tensors="np")
+        offsets = batch["offset_mapping"][0]
+        hidden, scores = self._encode({k: v for k, v in batch.items() if k != "offset_mapping"})
+        located = []
+        for start, end in spans:
+            tokens = [t for t, (s, e) in enumerate(offsets.tolist()) if e > s and s < end and start < e]
+            located.append((0, tokens[0], tokens[-1]) if tokens else None)
+        found = [span for span in located if span is not None]
+        out: list[Mention | None] = [None] * len(spans)
+        if not found:
+            return out
+        heads = self._heads()
+        token_spans = np.asarray(found, dtype=np.int64)
+        p_mention = 0.5 * (1.0 + np.tanh(0.5 * heads.mention_logits(scores, token_spans)))
+        span_vecs = heads.span_vectors(hidden, token_spans)
+        texts = [question[start:end] for (start, end), span in zip(spans, located) if span is not None]
+        cand_rows = self.candidates(span_vecs, texts)
+        probs = self.entity_probabilities(span_vecs, texts, cand_rows, heads)
+        best = probs[:, :-1].argmax(1)
+        n = 0
+        for i, ((start, end), span) in enumerate(zip(spans, located)):
+            if span is None:
+                continue
+            p_entity = float(probs[n, best[n]])
+            if cand_rows[n, best[n]] >= 0 and p_entity >= float(probs[n, -1]):
+                entity = self.kb.entity(int(cand_rows[n, best[n]]))
+                out[i] = Mention(
+                    start,
+                    end,
+                    question[start:end],
+                    entity,
+                    float(p_mention[n]),
+                    p_entity,
+                    float(p_mention[n]) * p_entity,
+                )
+            n += 1
+        return out
+
     @property
     def plan(self):
         return plan_inference(
