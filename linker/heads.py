@@ -32,11 +32,11 @@ class ELQConfig:
     entity_threshold: float = 0.3
     # the languages of the questions it was trained on (a KB or question in another one gets a notice)
     languages: list[str] = field(default_factory=lambda: ["en"])
-    # a linker whose word embeddings stayed frozen may leave them out of its files and read them from the model it
-    # started from (`base_model`, checked against `base_embeddings_digest`): the multilingual vocabulary alone is
-    # half the size of the model
+    # a linker that kept part of its encoder frozen may leave those weights out of its files and read them from the
+    # model it started from (`base_model`, whose weights' fingerprint must be `base_weights`): the multilingual
+    # vocabulary alone is half the size of the model
     base_model: str = ""
-    base_embeddings_digest: str = ""
+    base_weights: str = ""
 
     @classmethod
     def from_dict(cls, data: dict) -> ELQConfig:

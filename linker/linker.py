@@ -155,9 +155,7 @@ class Linker:
             model = ELQModel(encoder, config)
             state = load_file(str(path / WEIGHTS))
             if config.base_model:
-                import torch
-
-                state[BASE_EMBEDDINGS_KEY] = torch.from_numpy(base_embeddings(config, path))
+                state = {**base_state(config, path), **state}
             missing, unexpected = model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
             missing = [m for m in missing if not m.endswith("position_ids")]
             if missing or unexpected:
@@ -168,7 +166,7 @@ class Linker:
 
         digest = files_digest(str(name_or_path))
         if session is not None and config.base_model:
-            base_embeddings(config, path)  # the graph holds the base's embeddings: used only while they are the same
+            check_base(config, path)  # the graph holds the base's weights: used only while they are the same
         if session is not None:
             return cls(
                 None,
@@ -206,13 +204,11 @@ class Linker:
         }
         state = {k: v for k, v in state.items() if not k.endswith("position_ids")}
         if self.config.base_model:
-            embeddings = state.pop(BASE_EMBEDDINGS_KEY)
-            self.config.base_embeddings_digest = embeddings_digest(embeddings.float().numpy())
-            if self.config.base_embeddings_digest != embeddings_digest(_read_base_embeddings(self.config.base_model)):
-                raise OdqaError(
-                    f"the linker's word embeddings differ from those of its base model {self.config.base_model!r}: "
-                    "train with the embeddings frozen, or save it without base_model"
-                )
+            from odqa.core.models import model_fingerprint
+
+            self.config.base_weights = model_fingerprint(self.config.base_model)
+            base = base_state(self.config, path, checked=False)
+            state = {k: v for k, v in state.items() if k not in base or not _same(v, base[k])}
         save_file(state, str(path / WEIGHTS), metadata={"format": "pt"})
         self.model.encoder.config.save_pretrained(str(path))
         self.tokenizer.save_pretrained(str(path))
@@ -311,6 +307,50 @@ class Linker:
             )
         return [resolve_overlaps(m) for m in results] if resolve else results
 
+    def disambiguate(self, question: str, spans: Sequence[tuple[int, int]]) -> list[Mention | None]:
+        """The best entity of each given character span of `question` (entity disambiguation with the mentions
+        known, as BLINK does), None for a span no token covers or whose best candidate is NIL. Scores: the
+        mention's own (however low) and p(entity | mention)."""
+        if self.kb is None:
+            raise OdqaError("the linker has no knowledge base: pass kb=... (build one with `odqa build-kb`)")
+        batch = self.tokenize([question], return_tensors="np")
+        offsets = batch["offset_mapping"][0]
+        hidden, scores = self._encode({k: v for k, v in batch.items() if k != "offset_mapping"})
+        located = []
+        for start, end in spans:
+            tokens = [t for t, (s, e) in enumerate(offsets.tolist()) if e > s and s < end and start < e]
+            located.append((0, tokens[0], tokens[-1]) if tokens else None)
+        found = [span for span in located if span is not None]
+        out: list[Mention | None] = [None] * len(spans)
+        if not found:
+            return out
+        heads = self._heads()
+        token_spans = np.asarray(found, dtype=np.int64)
+        p_mention = 0.5 * (1.0 + np.tanh(0.5 * heads.mention_logits(scores, token_spans)))
+        span_vecs = heads.span_vectors(hidden, token_spans)
+        texts = [question[start:end] for (start, end), span in zip(spans, located) if span is not None]
+        cand_rows = self.candidates(span_vecs, texts)
+        probs = self.entity_probabilities(span_vecs, texts, cand_rows, heads)
+        best = probs[:, :-1].argmax(1)
+        n = 0
+        for i, ((start, end), span) in enumerate(zip(spans, located)):
+            if span is None:
+                continue
+            p_entity = float(probs[n, best[n]])
+            if cand_rows[n, best[n]] >= 0 and p_entity >= float(probs[n, -1]):
+                entity = self.kb.entity(int(cand_rows[n, best[n]]))
+                out[i] = Mention(
+                    start,
+                    end,
+                    question[start:end],
+                    entity,
+                    float(p_mention[n]),
+                    p_entity,
+                    float(p_mention[n]) * p_entity,
+                )
+            n += 1
+        return out
+
     @property
     def plan(self):
         return plan_inference(
@@ -403,7 +443,35 @@ class Linker:
         return logits / logits.sum(axis=-1, keepdims=True)
 
 
-BASE_EMBEDDINGS_KEY = "encoder.embeddings.word_embeddings.weight"
+def check_base(config: ELQConfig, path: Path) -> None:
+    """Refuse in one line a linker whose base model installed here is not the one it was trained from."""
+    from odqa.core.models import model_fingerprint
+
+    if model_fingerprint(config.base_model) != config.base_weights:
+        raise OdqaError(
+            f"{path}: the linker reads its frozen weights from {config.base_model!r}, but the one installed here is "
+            f"another version; install the {config.base_model} it was trained with"
+        )
+
+
+def base_state(config: ELQConfig, path: Path, checked: bool = True) -> dict:
+    """The base model's weights under the linker's names (`encoder.` + the base's own), checked against the
+    fingerprint the linker recorded unless `checked` is False (while saving, when it is being recorded)."""
+    from safetensors.torch import load_file
+
+    if checked:
+        check_base(config, path)
+    state: dict = {}
+    for file in sorted(Path(resolve_model(config.base_model)).glob("*.safetensors")):
+        state.update({f"encoder.{key}": tensor for key, tensor in load_file(str(file)).items()})
+    if not state:
+        raise OdqaError(f"base model {config.base_model!r} of {path} has no .safetensors weights")
+    return state
+
+
+def _same(saved, base) -> bool:
+    """A weight left as the base has it (compared at the precision the linker saves)."""
+    return saved.shape == base.shape and bool((saved.to(base.dtype) == base).all())
 
 
 def mention_bounds(question: str, start: int, end: int) -> tuple[int, int]:
@@ -412,38 +480,6 @@ def mention_bounds(question: str, start: int, end: int) -> tuple[int, int]:
     while start < end and question[start].isspace():
         start += 1
     return start, start + without_trailing_particles(question[start:end])
-
-
-def embeddings_digest(matrix: np.ndarray) -> str:
-    """A digest of word embeddings as float32 (fp16 files give the same digest once widened)."""
-    import xxhash
-
-    return xxhash.xxh3_128_hexdigest(np.ascontiguousarray(matrix, dtype=np.float32).tobytes())
-
-
-def _read_base_embeddings(base_model: str) -> np.ndarray:
-    from safetensors import safe_open
-
-    folder = Path(resolve_model(base_model))
-    files = sorted(folder.glob("*.safetensors"))
-    for file in files:
-        with safe_open(str(file), framework="np") as f:
-            for key in f.keys():
-                if key.endswith("embeddings.word_embeddings.weight"):
-                    return np.asarray(f.get_tensor(key), dtype=np.float32)
-    raise OdqaError(f"base model {base_model!r} ({folder}) has no word embeddings in a .safetensors file")
-
-
-def base_embeddings(config: ELQConfig, path: Path) -> np.ndarray:
-    """The word embeddings a linker saved without them reads from its base model, refused in one line when the
-    base model installed here is not the one it was trained on."""
-    matrix = _read_base_embeddings(config.base_model)
-    if embeddings_digest(matrix) != config.base_embeddings_digest:
-        raise OdqaError(
-            f"{path}: the linker reads its word embeddings from {config.base_model!r}, but the one installed here is "
-            f"another version; install the {config.base_model} the linker was trained with"
-        )
-    return matrix
 
 
 def resolve_overlaps(mentions: list[Mention]) -> list[Mention]:

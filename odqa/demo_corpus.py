@@ -14,7 +14,7 @@ from pathlib import Path
 from odqa.core.atomic import writer_lock
 from odqa.core.errors import OdqaError
 from odqa.core.logs import get_logger
-from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
+from odqa.core.models import model_fingerprint
 from odqa.core.paths import odqa_home  # noqa: F401 (re-exported: odqa.commands.qa and tests use it here)
 from odqa.indexes.manifest import FORMAT_VERSION
 
@@ -22,6 +22,14 @@ log = get_logger(__name__)
 DEMO_DIR = Path(__file__).resolve().parent / "demo"
 DEMO_ARTICLES = DEMO_DIR / "articles.jsonl"
 DEMO_QUESTIONS = DEMO_DIR / "questions.jsonl"
+# the same articles asked about in Korean and in Chinese (English answers): the cross-language development set
+DEMO_QUESTIONS_BY_LANGUAGE = {
+    "en": DEMO_QUESTIONS,
+    "ko": DEMO_DIR / "questions-ko.jsonl",
+    "zh": DEMO_DIR / "questions-zh.jsonl",
+}
+# the demo's passage vectors: a multilingual encoder, so that Korean and Chinese questions find its English passages
+DEMO_ENCODER = "encoder-multilingual"
 # how long a first use waits for another process building the same demo index or KB (minutes on a slow machine)
 DEMO_BUILD_WAIT_S = 1800.0
 
@@ -60,7 +68,7 @@ def _cached_build(kind: str, encoder: str, quiet: bool, build: Callable[[Path], 
     return path
 
 
-def demo_index_path(encoder: str = DEFAULT_ENCODER, quiet: bool = False) -> Path:
+def demo_index_path(encoder: str = DEMO_ENCODER, quiet: bool = False) -> Path:
     def build(path: Path) -> None:
         from odqa.indexing import IndexSpec, build_index
 

@@ -132,6 +132,8 @@ class Shell:
     def show(self, result: Result) -> None:
         for notice in result.notices:
             self.say(f"  ({notice})")
+        if result.route is not None and result.route.why:
+            self.say(self._dim(f"  plan: {result.route.why}"))
         if result.answers and not result.confident:
             self.say("  no confident answer; best guess:")
         for i, a in enumerate(result.answers, 1):

@@ -528,6 +528,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
             timings_ms=timings,
             batch_size=done.batch_size,
             notices=notices,
+            route=result.route.to_dict() if result.route is not None and not result.route.refused else None,
         )
 
     @app.post(

@@ -208,6 +208,11 @@ class AskResponse(Response):
     )
     batch_size: int = Field(description="questions read in the same batch as this one")
     notices: list[str]
+    route: dict[str, str] | None = Field(
+        default=None,
+        description="how the question was answered: question_language, passage_language, retriever, reader, and why "
+        "where that differs from the configuration (a question in another language than the passages')",
+    )
 
 
 class SearchResponse(Response):
