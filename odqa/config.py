@@ -120,6 +120,13 @@ class LinkerConfig:
     def validate(self) -> None:
         check_numbers(self, "linker.")
 
+    def entity_encoder(self) -> str:
+        """The entity encoder of this linker model (its saved linker_config.json): every knowledge base it links
+        against is encoded with it, so `index` and `build-kb` encode theirs with the configured linker's."""
+        from odqa.linker.heads import saved_config
+
+        return saved_config(self.model).entity_encoder
+
 
 @dataclass
 class ElasticConfig:

@@ -6,6 +6,12 @@ and survives a crash: rerunning the same command reuses the finished passages, B
 encoding is split into chunks of `chunk_size` passages; `--shard i/n` encodes only chunks i, i+n, ... so several
 processes or machines can share the work (they need a shared `OUT.work/`, or copy their chunk files into one before the
 final run). Nothing replaces `OUT/` until everything is built.
+
+The linker's knowledge base is built beside the index, in `OUT-kb` (`kb`, on by default: one entity per titled
+article, encoded by the entity encoder of the linker that links against it), after the index is in place and before
+the work folder goes, so that a build interrupted there resumes: the index is put in place again from its finished
+parts and the KB is built. A KB already there that was built from the same corpus files by the same entity encoder is
+kept; any other is replaced, atomically (`KnowledgeBase.write`), when the new one is whole.
 """
 
 from __future__ import annotations
@@ -27,11 +33,14 @@ import numpy as np
 import xxhash
 from tqdm.auto import tqdm
 
+from odqa.config import LinkerConfig
 from odqa.core.atomic import publish_folder, write_npy, write_npy_blocks
 from odqa.core.errors import DiskFullError, OdqaError, is_disk_full, no_room_reason
+from odqa.core.logs import get_logger
 from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
 from odqa.core.runtime import INFERENCE, PRECISIONS, InferenceSettings
-from odqa.corpus.readers import CorpusFields, corpus_files, corpus_sources, iter_passages
+from odqa.core.settings import field_default
+from odqa.corpus.readers import CorpusFields, corpus_files, corpus_sources, iter_documents, iter_passages
 from odqa.indexes.analysis import ANALYZERS, LANGUAGES, analyzer_for, detect_language
 from odqa.indexes.bm25 import TEXT_ENGINES, build_text_index, require_engine
 from odqa.indexes.integrity import build_lock, describe_part, recover_swap
@@ -44,6 +53,7 @@ if TYPE_CHECKING:  # the store loads `datasets` (seconds): imported where an ind
     from odqa.corpus.store import PassageStore
 
 BACKENDS = SEARCH_PARTS
+log = get_logger(__name__)
 
 
 @dataclass
@@ -88,6 +98,15 @@ class IndexSpec:
     chunk_size: int = field(default=20000, metadata={"help": "passages per resumable encoding chunk"})
     shard: tuple[int, int] | None = None  # (i, n): encode only chunks i, i+n, ...
     part: tuple[int, int] | None = None  # (i, n): only the i-th of n consecutive groups of the corpus's files
+    kb: bool = field(
+        default=True,
+        metadata={
+            "help": "also build the linker's knowledge base beside the index, in OUT-kb: one entity per titled "
+            "article, encoded by the linker's entity encoder; kept when built from the same corpus (--no-kb: none "
+            "built, one already there left as it is)"
+        },
+    )
+    linker: str = field_default(LinkerConfig, "model")  # the linker whose entity encoder encodes the KB
     device: str | None = field(default=None, metadata={"help": "cpu or cuda (default: cuda when available)"})
     # of passage encoding (odqa.core.runtime.plan_inference)
     precision: str = field(
@@ -150,7 +169,25 @@ def validate_spec(spec: IndexSpec) -> list[str]:
             f"--out {out} is inside the corpus folder {corpus}: the build would read its own index files "
             "as documents; choose an --out outside the corpus folder"
         )
+    if spec.kb:
+        kb_encoder(spec)  # the linker and its entity encoder are there: refused now, not after the index is built
+        kb = IndexLayout(os.path.abspath(out)).kb
+        if kb.exists() and not kb.is_dir():
+            raise OdqaError(f"{kb}, where the index's knowledge base goes, is a file; move it away, or pass --no-kb")
     return backends
+
+
+def kb_encoder(spec: IndexSpec) -> str:
+    """The entity encoder the index's knowledge base is encoded with: that of the linker `spec.linker` (the default
+    linker's unless the config names another), checked to be installed."""
+    from odqa.core.models import resolve_model
+
+    try:
+        encoder = LinkerConfig(model=spec.linker).entity_encoder()
+        resolve_model(encoder)
+    except OdqaError as exc:
+        raise OdqaError(f"{exc}; or pass --no-kb to build the index without the linker's knowledge base") from exc
+    return encoder
 
 
 def _within(path: Path, folder: Path) -> bool:
@@ -278,11 +315,108 @@ def build_index(spec: IndexSpec, crash_after: str | None = None, until: str | No
                 + "; free some space and rerun"
                 + (f" (the finished stages kept in {work.root}, {kept / 1e6:.1f} MB, resume the build)" if kept else "")
             ) from exc
+        # before the work folder goes: a KB build interrupted now resumes from the index's finished parts
+        kb = index_kb(spec, out, _kb_source(_read_record(work.source_key), spec), seconds, crash_after)
         shutil.rmtree(work.root, ignore_errors=True)
     note = " (resumed from the work folder of an interrupted build)" if resumed else ""
     return BuildReport(
-        True, len(store), f"index ready in {out}: {len(store)} passages, backends {', '.join(backends)}{note}", seconds
+        True,
+        len(store),
+        f"index ready in {out}: {len(store)} passages, backends {', '.join(backends)}{note}{kb}",
+        seconds,
     )
+
+
+def _kb_source(record: dict | None, spec: IndexSpec) -> dict:
+    """What the index's knowledge base is made of, as its manifest records it (`source`): the corpus files' sizes
+    and content digests (not their paths: a corpus moved elsewhere is the same corpus) and the columns read."""
+    files = (record or {}).get("source", {}).get("files") or _source_key(spec)["files"]
+    return {"files": [[size, digest] for _, size, digest in files], "fields": list(vars(spec.fields).values())}
+
+
+def kb_source(corpora: Sequence[str | Path], fields: CorpusFields, limit: int | None = None) -> dict:
+    """`source` of a knowledge base built from `corpora` (`build-kb`; `limit`: its first documents only)."""
+    files = [f for corpus in corpora for source in corpus_sources(corpus) for f in corpus_files(source)]
+    return {
+        "files": [[f.stat().st_size, content_digest(f)] for f in files],
+        "fields": list(vars(fields).values()),
+        **({"limit": limit} if limit else {}),
+    }
+
+
+def index_kb(
+    spec: IndexSpec, out: Path, source: dict, seconds: dict[str, float], crash_after: str | None = None
+) -> str:
+    """Build the knowledge base beside the index `out` from its corpus (`spec.kb`), unless the one there was built
+    from the same `source` by the same entity encoder; returns what the build report says of it."""
+    from odqa.linker.kb import KnowledgeBase, NoEntities
+
+    path = IndexLayout(os.path.abspath(spec.out)).kb  # beside the path named (a link to an index: beside the link)
+    if not spec.kb:
+        if _kb_stale(path, source, "") == OTHER_CORPUS:  # left as it is, as --no-kb says, but ask would use it
+            log.warning("the knowledge base %s %s; remove it", path, OTHER_CORPUS)
+        return ""
+    encoder = kb_encoder(spec)
+    why = _kb_stale(path, source, encoder)
+    if why is None:
+        return f"; knowledge base {path} kept (built from the same corpus)"
+    log.info("knowledge base %s %s: building it (--no-kb skips it)", path, why)
+
+    def documents():
+        files = corpus_part(spec.corpus, spec.part)
+        for number, doc in enumerate(doc for file in files for doc in iter_documents(file, fields=spec.fields)):
+            if number == 1:
+                _maybe_crash(crash_after, "kb")
+            yield doc
+
+    try:
+        with _timed(seconds, "kb_s"):
+            kb = KnowledgeBase.build(
+                tqdm(documents(), desc="kb documents", unit=" doc", mininterval=2),
+                path,
+                encoder=encoder,
+                device=spec.device,
+                params={"source": source},
+            )
+    except NoEntities:
+        there = f"; the one in {path} is of another corpus: remove it" if path.exists() else ""
+        return f"; no knowledge base: no document has a title to make an entity of{there}"
+    except Exception as exc:
+        if not isinstance(exc, OdqaError) and not is_disk_full(exc):
+            raise
+        # the old KB is untouched (KnowledgeBase.write replaces it whole or not at all), the new index in place
+        told = str(exc) if isinstance(exc, OdqaError) else f"no room left on the device ({no_room_reason(exc)})"
+        error = DiskFullError if is_disk_full(exc) else OdqaError
+        raise error(
+            f"the knowledge base {path} was not built: {told}; the index {out} is ready: rerun the same command to "
+            "build its knowledge base (or pass --no-kb)"
+        ) from exc
+    return f"; knowledge base {path}: {len(kb)} entities ({', '.join(kb.language_names)})"
+
+
+OTHER_CORPUS = "was built from another corpus"
+
+
+def _kb_stale(path: Path, source: dict, encoder: str) -> str | None:
+    """None when the KB at `path` was built from `source` by `encoder` (empty: any) with its alias keys made as
+    they are now; else what differs, as a predicate of the KB."""
+    from odqa.linker.kb import KnowledgeBase
+
+    if not path.exists():
+        return "is not there yet"
+    try:
+        kb = KnowledgeBase.load(path)
+    except OdqaError as exc:
+        return f"cannot be used ({exc})"
+    if kb.source is None:
+        return "records no corpus it was built from"
+    if kb.source != source:
+        return OTHER_CORPUS
+    if encoder and kb.encoder != encoder:
+        return f"was encoded with {kb.encoder!r}, and the linker's entity encoder is {encoder!r}"
+    if kb.check_alias_scheme():
+        return "has its alias keys made otherwise than now"
+    return None
 
 
 @contextlib.contextmanager
@@ -713,17 +847,22 @@ def build_sharded_index(
                 **{k: first[k] for k in ("language", "analyzer", "query_encoder") if k in first},
             },
         ).save(out)
+        # one knowledge base for the whole index, beside its top folder (the shards' sources in order make it)
+        keys = [_read_record(out / f"{name}.source.json") or {} for name in names]
+        files = [row for key in keys for row in key.get("source", {}).get("files", [])]
+        kb = index_kb(spec, out, _kb_source({"source": {"files": files}} if all(keys) else None, spec), seconds)
     return BuildReport(
         True,
         sum(counts),
-        f"index ready in {out}: {sum(counts)} passages in {shards} shards, backends {', '.join(backends)}",
+        f"index ready in {out}: {sum(counts)} passages in {shards} shards, backends {', '.join(backends)}{kb}",
         seconds,
     )
 
 
 def _shard_spec(spec: IndexSpec, out: Path, i: int, shards: int, language: str) -> IndexSpec:
     vector = replace(spec.vector)  # a build may set its nlist: each shard its own
-    return replace(spec, out=str(out / _shard_name(i)), part=(i, shards), language=language, vector=vector)
+    # the knowledge base is the whole index's, beside it
+    return replace(spec, out=str(out / _shard_name(i)), part=(i, shards), language=language, vector=vector, kb=False)
 
 
 def _shard_name(i: int) -> str:
@@ -909,5 +1048,6 @@ def _shard_kept(folder: Path, key: Path, wanted: dict, part: tuple[int, int], co
 
 def _shard_settings(spec: IndexSpec) -> dict:
     """What a shard was built with, beyond its files: a rerun with other settings rebuilds it."""
-    settings = {k: v for k, v in vars(spec).items() if k not in ("out", "device", "batch_size", "fields", "vector")}
+    ignored = ("out", "device", "batch_size", "fields", "vector", "kb", "linker")  # the KB is the whole index's
+    settings = {k: v for k, v in vars(spec).items() if k not in ignored}
     return json.loads(json.dumps({**settings, "fields": vars(spec.fields), "vector": vars(spec.vector)}, default=str))

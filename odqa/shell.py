@@ -133,6 +133,8 @@ class Shell:
     def show(self, result: Result) -> None:
         for notice in result.notices:
             self.say(f"  ({notice})")
+        if result.route is not None and result.route.why:
+            self.say(self._dim(f"  plan: {result.route.why}"))
         said = any(notice.startswith(NO_CONFIDENT_ANSWER) for notice in result.notices)
         if result.answers and not result.confident and not said:  # said once, by the notice where there is one
             self.say(f"  {NO_CONFIDENT_ANSWER}; best guess:")
@@ -170,7 +172,7 @@ class Shell:
 
     def show_entities(self, result: Result) -> None:
         if not result.mentions:
-            self.say("  no entities linked")
+            self.say(f"  {self.pipeline.linker_off or 'no entities linked'}")
         for m in result.mentions:
             entity = m.entity.title if m.entity else "(none)"
             self.say(

@@ -97,7 +97,7 @@ def bm25_index_of(tmp_path_factory):
         root = tmp_path_factory.mktemp(name)
         corpus = root / "corpus.jsonl"
         corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
-        build_index(IndexSpec(corpus=str(corpus), out=str(root / "index"), backends=["bm25"]))
+        build_index(IndexSpec(corpus=str(corpus), out=str(root / "index"), backends=["bm25"], kb=False))
         return root / "index"
 
     return build

@@ -90,6 +90,7 @@ def test_health_and_info(client, serve_pipeline):  # noqa: F811
     assert info["index"]["passages"] == 308 and info["index"]["language"] == "en"
     assert info["index"]["backends"] == ["bm25", "dense"] and info["index"]["corpus_fingerprint"]
     assert info["models"]["reader"] == "reader" and set(info["inference"]) == {"reader", "linker", "encoder"}
+    assert info["models"]["linker"] == "linker"  # the demo's knowledge base is there: its linker is listed
     assert info["retrievers"] == ["bm25", "dense", "hybrid"] and info["api_key_required"] is False
     assert info["limits"]["max_k"] == SETTINGS.max_k and info["defaults"]["retriever"] == "hybrid"
 

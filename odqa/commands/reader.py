@@ -260,6 +260,12 @@ def register(subparsers) -> None:
         "are right (EM) at least this share of the time on the dev questions, e.g. 0.8 (default: the "
         "threshold that best separates right from wrong answers)",
     )
+    p.add_argument(
+        "--cross-language",
+        action="store_true",
+        help="fit the calibration of questions asked in another language than --index's passages (each --questions "
+        "question must be): stored beside the file's own fit (`cross_language`), which it keeps",
+    )
     add_output(p, "--output", required=True, help="calibration JSON to write")
     p.add_argument("--json", action="store_true", help="print the fit's summary as JSON on the last line")
     add_config_flag(p)
@@ -408,10 +414,14 @@ def _print_metrics(metrics: dict, as_json: bool) -> None:
 
 
 def _fit_calibration(args) -> int:
+    from dataclasses import asdict
+    from pathlib import Path
+
     import torch
 
     from odqa.config import OdqaConfig
     from odqa.core.errors import OdqaError
+    from odqa.core.models import resolve_model
     from odqa.corpus.open_dev import drop_open_dev
     from odqa.corpus.questions import load_questions
     from odqa.eval.confidence import article_split, confidence_metrics, judge_pipeline, judge_reader, sample_questions
@@ -451,8 +461,17 @@ def _fit_calibration(args) -> int:
         sources.append(
             {"data": args.data, "part": args.part, "distractors": args.distractors, "questions": len(judged)}
         )
+    if args.cross_language and args.data:
+        raise OdqaError("--cross-language fits questions over --index in another language: give --questions")
     for questions_file in args.questions or ():
         items = sample_questions(drop_open_dev(load_questions(questions_file))[0], args.limit, args.seed)
+        if args.cross_language:
+            same = [item.question for item in items if not pipeline.route(item.question).cross_language]
+            if same:
+                raise OdqaError(
+                    f"--cross-language: {len(same)} questions of {questions_file} are in the language of {args.index} "
+                    f"(e.g. {same[0][:60]!r}); give questions in another language"
+                )
         before = len(judged)
         judged += judge_pipeline(pipeline, items, progress=not args.json)
         sources.append(
@@ -474,6 +493,11 @@ def _fit_calibration(args) -> int:
     for j in judged:
         j.probability = cal.probability(j.margin, j.share)
     cal.source["dev"] = confidence_metrics(judged, cal.threshold)
+    if args.cross_language:
+        kept = Path(args.output)
+        base = Calibration.load(kept) if kept.is_file() else Calibration.for_model(resolve_model(args.model))
+        base.cross_language = {key: value for key, value in asdict(cal).items() if key != "cross_language"}
+        cal = base
     cal.save(args.output)
     summary = {
         "output": args.output,

@@ -22,7 +22,7 @@ def register(subparsers) -> None:
     p = add_command(
         subparsers,
         "index",
-        "Build BM25 and dense indexes for a corpus file or folder.",
+        "Build BM25 and dense indexes for a corpus file or folder, and the linker's knowledge base beside them.",
         "odqa index --corpus ../shared/data/wiki/enwiki-AA.jsonl.xz --out work_indexes/wiki-aa",
         run_index,
     )
@@ -77,7 +77,7 @@ def register(subparsers) -> None:
         "corpus's files, searched as one (BM25 statistics over all shards, dense results merged); each "
         "shard resumable, a rerun keeps the finished ones",
     )
-    add_options(p, IndexSpec, ["device", "precision"])
+    add_options(p, IndexSpec, ["device", "precision", "kb"])
     add_options(p, RaySettings, ["address", "workers"], rename={"address": "ray", "workers": "ray-workers"})
 
     p = add_command(
@@ -287,6 +287,7 @@ def run_index(args) -> int:
         fields=CorpusFields(c.id_field, c.title_field, c.text_field),
         vector=VectorIndexParams(**dataclass_values(args, VectorIndexParams)),
         shard=parse_shard(args.shard),
+        linker=config.linker.model,  # its entity encoder encodes the knowledge base built beside the index
         **dataclass_values(args, IndexSpec),
     )
     ray = RaySettings(**dataclass_values(args, RaySettings))

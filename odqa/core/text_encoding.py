@@ -180,6 +180,19 @@ def _retriever_info(name_or_path: str) -> dict:
     return json.loads(info.read_text()) if info.is_file() else {}
 
 
+def encoder_languages(name_or_path: str) -> tuple[str, ...]:
+    """The languages whose questions and passages share one vector space in this encoder: its retriever_info.json's
+    `languages` (a multilingual encoder's), else English alone. A question in one of them is searched across
+    languages in vectors of another."""
+    if not name_or_path:
+        return ()
+    try:
+        languages = _retriever_info(name_or_path).get("languages")
+    except (OSError, ValueError, OdqaError):
+        return ("en",)
+    return tuple(languages) if isinstance(languages, list) and languages else ("en",)
+
+
 def paired_query_encoder(name_or_path: str) -> str:
     """The question encoder a passage encoder was made for ("" if none): a student of `distill-encoder` writes
     its teacher's passage vectors, so its index is searched with the teacher's questions."""

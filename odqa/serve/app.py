@@ -498,7 +498,8 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         not_searched = not result.passages and await answered(
             submit(worker.call, lambda p: p.language_differs(result.question) is not None)
         )
-        if language != index_language and not not_searched:
+        answered_across = result.route is not None and result.route.cross_language  # its plan says how
+        if language != index_language and not not_searched and not answered_across:
             notices.append(
                 f"the question is {LANGUAGE_NAMES[language]} but the index holds "
                 f"{LANGUAGE_NAMES.get(index_language, index_language)} passages"
@@ -536,6 +537,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
             timings_ms=timings,
             batch_size=done.batch_size,
             notices=public_notices(notices),
+            route=result.route.to_dict() if result.route is not None and not result.route.refused else None,
         )
 
     @app.post(
@@ -596,9 +598,9 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         text, notices = checked_question(body.question)
         started = time.perf_counter()
         mentions = await answered(submit(worker.link, text))
-        enabled = await answered(submit(worker.call, lambda p: p.linker is not None))
+        enabled, off = await answered(submit(worker.call, lambda p: (p.linker is not None, p.linker_off)))
         if not enabled:
-            notices.append("entity linking is off on this server (disabled, or no knowledge base beside the index)")
+            notices.append(off or "entity linking is off on this server")
         return LinkResponse(
             question=text,
             mentions=[MentionOut.of(m) for m in mentions],
@@ -622,12 +624,12 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         if api_key and not sent:  # a client (the page) learns that it must ask for a key; a wrong one is a 401
             return LockedInfo(version=__version__, api_key_header=API_KEY_HEADER)
         await check_key(sent)
-        plans = await answered(submit(worker.call, lambda p: p.inference_plans()))
+        plans, linking = await answered(submit(worker.call, lambda p: (p.inference_plans(), p.linker is not None)))
         config = pipeline.config
         models = {
             "reader": pipeline.reader_name,
             "encoder": state["index"].get("encoder", ""),
-            "linker": config.linker.model if config.linker.enabled else "",
+            "linker": config.linker.model if linking else "",  # none: disabled, or no knowledge base to link against
         }
         return InfoResponse(
             version=__version__,

@@ -251,6 +251,11 @@ class AskResponse(Response):
     )
     batch_size: int = Field(description="questions read in the same batch as this one")
     notices: list[str]
+    route: dict[str, str] | None = Field(
+        default=None,
+        description="how the question was answered: question_language, passage_language, retriever, reader, and why "
+        "where that differs from the configuration (a question in another language than the passages')",
+    )
 
 
 class AskBatchResponse(Response):
@@ -280,7 +285,10 @@ class HealthResponse(Response):
 class InfoResponse(Response):
     version: str
     index: dict[str, Any] = Field(description="the index: where, passages, backends, language, encoder, built")
-    models: dict[str, str] = Field(description="reader, linker and encoder in use")
+    models: dict[str, str] = Field(
+        description="reader, linker and encoder in use (linker empty: no entity is linked, the linker being off or "
+        "the index having no knowledge base)"
+    )
     inference: dict[str, dict[str, str]] = Field(description="runtime and precision of each model loaded")
     retrievers: list[str]
     languages: list[str] = Field(default_factory=lambda: [AUTO_LANGUAGE, *LANGUAGES])

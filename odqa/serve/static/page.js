@@ -110,6 +110,15 @@ function clearResult() {
   for (const id of ["answer-source", "other-answers", "notices", "entities", "passages"]) $(id).replaceChildren();
 }
 
+// Whether the server links entities (/info names a linker): without one the page shows no entity section, rather
+// than "none linked" under every answer.
+let linking = true;
+
+function showLinking(on) {
+  linking = on;
+  $("entities-section").hidden = !on;
+}
+
 async function loadInfo() {
   try {
     const info = await call("GET", "/info");
@@ -132,6 +141,7 @@ async function loadInfo() {
     $("k").placeholder = info.defaults.k;
     $("k").max = info.limits.max_k;
     $("question").maxLength = info.limits.max_question_chars;
+    showLinking(Boolean(info.models.linker));
     const index = info.index;
     $("index-line").textContent = `${index.passages.toLocaleString()} passages · ${index.language || ""} · ` +
       `reader: ${info.models.reader}`;
@@ -223,6 +233,7 @@ function render(result) {
   $("entities-heading").hidden = $("entities").hidden = !searched;
   $("entities").replaceChildren(...(result.mentions.length ? result.mentions.map((m) =>
     el("li", `${m.text} → ${m.title || "(no entity)"} (${m.score.toFixed(2)})`)) : [el("li", "none linked", "dim")]));
+  $("entities-section").hidden = !linking && !result.mentions.length;
 
   const spans = spansByPassage(result.answers);
   $("passages-heading").hidden = $("passages").hidden = result.passages.length === 0;
