@@ -50,7 +50,9 @@ def english_sets(kb) -> dict:
 
     return {
         "LC-QuAD dev (10%)": load_eval_examples([DATA / "el" / "lcquad1-train.json"], kb, "dev"),
-        "QALD 1-4 (test)": load_eval_examples([DATA / "el" / "qald" / f"qald-{i}.mentions.json" for i in range(1, 5)], kb, "all"),
+        "QALD 1-4 (test)": load_eval_examples(
+            [DATA / "el" / "qald" / f"qald-{i}.mentions.json" for i in range(1, 5)], kb, "all"
+        ),
     }
 
 
