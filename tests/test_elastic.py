@@ -19,8 +19,7 @@ import pytest
 
 from odqa.config import ElasticConfig
 from odqa.core.errors import IndexMismatchError, OdqaError
-from odqa.demo_corpus import DEMO_ENCODER
-from odqa.demo_corpus import DEMO_QUESTIONS
+from odqa.demo_corpus import DEMO_ENCODER, DEMO_QUESTIONS
 from odqa.indexes.elastic import ElasticIndex, ElasticPassageIndex
 from odqa.indexes.elastic_bulk import BulkOptions, load_passages
 from odqa.linker.elastic import load_entities
