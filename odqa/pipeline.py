@@ -237,7 +237,9 @@ class Pipeline:
         held = route.held if route is not None else self.bundle.info().language
         needed = [held] + ([route.asked] if route is not None and route.asked != held else [])
         languages = self.reader_named(name).settings.languages
-        missing = [code for code in needed if languages and code not in languages]
+        if not languages:
+            return None
+        missing = [code for code in needed if code not in languages]
         if not missing:
             return None
         reads = ", ".join(LANGUAGE_NAMES.get(code, code) for code in languages)
@@ -438,7 +440,8 @@ class Pipeline:
         link_time = (time.perf_counter() - start) / len(results)
 
         start = time.perf_counter()
-        for kind, group in _grouped(kept, lambda i: results[i].route.retriever):
+        routes = [r.route or self.route(r.question, retriever) for r in results]  # each set just above
+        for kind, group in _grouped(kept, lambda i: routes[i].retriever):
             for i, retrieved in zip(
                 group, self.retrieve([texts[i] for i in group], [mentions[i] for i in group], k, kind)
             ):
@@ -447,7 +450,7 @@ class Pipeline:
 
         # one reader call per reader for the questions that have passages: their windows share the forward batches
         start = time.perf_counter()
-        for name, group in _grouped([i for i, h in enumerate(hits) if h], lambda i: results[i].route.reader):
+        for name, group in _grouped([i for i, h in enumerate(hits) if h], lambda i: routes[i].reader):
             answers = self.reader_named(name).read_many(
                 [texts[i] for i in group],
                 [cast("list[Passage]", [x.passage for x in hits[i]]) for i in group],  # retrieve() gives them

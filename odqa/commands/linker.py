@@ -213,10 +213,12 @@ def _open(args, kb_as_ask: bool = False):
 
 def run_build_kb(args) -> int:
     import itertools
+    from collections.abc import Iterator
 
+    from odqa.core.types import Document
     from odqa.linker.kb import KnowledgeBase, iter_documents
 
-    docs = itertools.chain.from_iterable(iter_documents(corpus) for corpus in args.corpus)
+    docs: Iterator[Document] = itertools.chain.from_iterable(iter_documents(corpus) for corpus in args.corpus)
     if args.limit:
         docs = itertools.islice(docs, args.limit)
     start = time.time()
