@@ -281,7 +281,7 @@ def id_number(qid: str) -> int:
 
 # sentences of a paragraph, in any of the three languages: Chinese and Korean end them with full-width marks too
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
-SILVER_SENTENCE_CHARS = (10, 160)  # the length of a paragraph sentence kept as a silver example's text
+SILVER_SENTENCE_CHARS = (10, 100)  # the length of a paragraph sentence kept as a silver example's text
 
 
 @dataclass

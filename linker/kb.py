@@ -67,7 +67,7 @@ KB_FLAT_MAX_ENTITIES = 250_000
 ALIASES = "aliases.sqlite"  # the alias matcher's ranked table (linker.aliases.StoredAliases)
 VECTORS = "vectors"
 DESCRIPTION_WORDS = 128
-DESCRIPTION_CHARS = 600  # the bound for text without spaces between words; 128 English words run to about 800
+DESCRIPTION_CHARS = 600  # the bound for Korean and Chinese text (Chinese leaves no spaces between words)
 LANGUAGE_SAMPLE_CHARS = 200  # of an entity's description, read with its title to tell its language
 LANGUAGE_SHARE = 0.02  # of a KB's entities, for their language to count among the KB's languages
 ENCODE_BLOCK = 1 << 16  # entities encoded per block when building
@@ -98,7 +98,7 @@ def describe(text: str, words: int = DESCRIPTION_WORDS) -> str:
     paragraph = text.split("\n", 1)[0]
     paragraph = _EMPTY_PAREN.sub("", paragraph)
     described = " ".join(paragraph.split()[:words])
-    if len(described) <= DESCRIPTION_CHARS:
+    if len(described) <= DESCRIPTION_CHARS or detect_language([described]) == "en":
         return described
     cut = described[:DESCRIPTION_CHARS]
     sentence_end = max(cut.rfind(mark) for mark in "。！？.!?")

@@ -122,7 +122,7 @@ class Linker:
         path = resolve_model(name)
         try:
             tokenizer = AutoTokenizer.from_pretrained(path, **hub_options(path))
-            encoder = AutoModel.from_pretrained(path, **hub_options(path))
+            encoder = AutoModel.from_pretrained(path, **hub_options(path)).float()  # trained in fp32 (fp16 files)
         except (OSError, ValueError) as exc:
             raise OdqaError(f"cannot load encoder {name!r}: {exc.__class__.__name__}") from exc
         config = config or ELQConfig(encoder=name)

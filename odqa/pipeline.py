@@ -506,7 +506,8 @@ class Pipeline:
         link_time = (time.perf_counter() - start) / len(results)
 
         start = time.perf_counter()
-        for kind, group in _grouped(kept, lambda i: results[i].route.retriever):
+        routes = [r.route or self.route(r.question, retriever) for r in results]  # each set just above
+        for kind, group in _grouped(kept, lambda i: routes[i].retriever):
             for i, retrieved in zip(
                 group, self.retrieve([texts[i] for i in group], [mentions[i] for i in group], k, kind)
             ):
@@ -515,7 +516,7 @@ class Pipeline:
 
         # one reader call per reader for the questions that have passages: their windows share the forward batches
         start = time.perf_counter()
-        for name, group in _grouped([i for i, h in enumerate(hits) if h], lambda i: results[i].route.reader):
+        for name, group in _grouped([i for i, h in enumerate(hits) if h], lambda i: routes[i].reader):
             answers = self.reader_named(name).read_many(
                 [texts[i] for i in group],
                 [cast("list[Passage]", [x.passage for x in hits[i]]) for i in group],  # retrieve() gives them

@@ -19,8 +19,7 @@ import pytest
 
 from odqa.config import ElasticConfig
 from odqa.core.errors import IndexMismatchError, OdqaError
-from odqa.core.models import DEFAULT_ENCODER
-from odqa.demo_corpus import DEMO_QUESTIONS
+from odqa.demo_corpus import DEMO_ENCODER, DEMO_QUESTIONS
 from odqa.indexes.elastic import ElasticIndex, ElasticPassageIndex
 from odqa.indexes.elastic_bulk import BulkOptions, load_passages
 from odqa.linker.elastic import load_entities
@@ -81,7 +80,7 @@ def demo_items():
 
 def test_load_records_meta_and_rerun_sends_nothing(demo_es, demo_bundle):
     assert demo_es.count() == 308 and demo_es.dim == 384
-    assert demo_es.meta["encoder"] == DEFAULT_ENCODER and demo_es.meta["similarity"] == "dot_product"
+    assert demo_es.meta["encoder"] == DEMO_ENCODER and demo_es.meta["similarity"] == "dot_product"
     again = load_passages(demo_es, demo_bundle, options=BulkOptions(progress=False))
     assert again.skipped == 308 and again.sent == 0 and again.count == 308
     # a different corpus (here: a 10-passage slice) is refused rather than mixed in
