@@ -6,11 +6,16 @@ same scoring for training.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
+
+from odqa.core.errors import OdqaError
+
+LINKER_CONFIG = "linker_config.json"  # a saved linker's ELQConfig
 
 
 @dataclass
@@ -25,6 +30,13 @@ class ELQConfig:
     alias_candidates: int = 8  # entities whose alias equals the span's text, most popular first
     mention_threshold: float = 0.5  # recommended thresholds (tuned on the dev split)
     entity_threshold: float = 0.3
+    # the languages of the questions it was trained on (a KB or question in another one gets a notice)
+    languages: list[str] = field(default_factory=lambda: ["en"])
+    # a linker that kept part of its encoder frozen may leave those weights out of its files and read them from the
+    # model it started from (`base_model`, whose weights' fingerprint must be `base_weights`): the multilingual
+    # vocabulary alone is half the size of the model
+    base_model: str = ""
+    base_weights: str = ""
 
     @classmethod
     def from_dict(cls, data: dict) -> ELQConfig:
@@ -33,6 +45,26 @@ class ELQConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def saved_config(name_or_path: str | Path) -> ELQConfig:
+    """The ELQConfig of a saved linker (a shipped name or a folder), read without loading its model: its
+    `entity_encoder` is the encoder every knowledge base it links against must be encoded with."""
+    from odqa.core.models import resolve_model
+
+    path = Path(resolve_model(str(name_or_path))) / LINKER_CONFIG
+    if not path.is_file():
+        raise OdqaError(
+            f"{name_or_path}: not a trained linker (no {LINKER_CONFIG}); train one with `odqa train-linker` or use "
+            "the shipped model 'linker'"
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise OdqaError(f"{path} cannot be read ({exc.__class__.__name__}); reinstall or retrain the linker") from exc
+    if not isinstance(data, dict):
+        raise OdqaError(f"{path} is not a JSON object; reinstall or retrain the linker")
+    return ELQConfig.from_dict(data)
 
 
 @dataclass
@@ -118,17 +150,22 @@ def enumerate_spans(word_start: np.ndarray, word_end: np.ndarray, max_tokens: in
     return np.asarray(out, dtype=np.int64).reshape(-1, 3)
 
 
-def word_masks(word_ids: list[list[int | None]]) -> tuple[np.ndarray, np.ndarray]:
-    """First/last sub-token of each word, from the fast tokenizer's word_ids()."""
+def word_masks(
+    word_ids: list[list[int | None]], letter_by_letter: list[list[bool]] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """First/last sub-token of each word, from the fast tokenizer's word_ids(). `letter_by_letter[row][t]`: token t
+    holds Hangul, Han or kana, where a mention may begin or end at any token (Chinese leaves no space between
+    words, Korean glues particles to them: 아인슈타인|은)."""
     n = max((len(w) for w in word_ids), default=0)
     start = np.zeros((len(word_ids), n), dtype=bool)
     end = np.zeros((len(word_ids), n), dtype=bool)
     for row, ids in enumerate(word_ids):
+        cjk = letter_by_letter[row] if letter_by_letter is not None else [False] * len(ids)
         for t, w in enumerate(ids):
             if w is None:
                 continue
-            if t == 0 or ids[t - 1] != w:
+            if t == 0 or ids[t - 1] != w or cjk[t] or cjk[t - 1]:
                 start[row, t] = True
-            if t + 1 >= len(ids) or ids[t + 1] != w:
+            if t + 1 >= len(ids) or ids[t + 1] != w or cjk[t] or cjk[t + 1]:
                 end[row, t] = True
     return start, end

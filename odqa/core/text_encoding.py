@@ -18,7 +18,7 @@ import numpy as np
 
 from odqa.core.errors import OdqaError
 from odqa.core.models import resolve_model
-from odqa.core.runtime import INFERENCE, InferencePlan, InferenceSettings, OnnxModel, announce, plan_inference
+from odqa.core.runtime import InferencePlan, InferenceSettings, OnnxModel, announce, plan_inference
 
 POOLINGS = ("mean", "cls")
 SIMILARITIES = ("cosine", "dot")
@@ -180,6 +180,19 @@ def _retriever_info(name_or_path: str) -> dict:
     return json.loads(info.read_text()) if info.is_file() else {}
 
 
+def encoder_languages(name_or_path: str) -> tuple[str, ...]:
+    """The languages whose questions and passages share one vector space in this encoder: its retriever_info.json's
+    `languages` (a multilingual encoder's), else English alone. A question in one of them is searched across
+    languages in vectors of another."""
+    if not name_or_path:
+        return ()
+    try:
+        languages = _retriever_info(name_or_path).get("languages")
+    except (OSError, ValueError, OdqaError):
+        return ("en",)
+    return tuple(languages) if isinstance(languages, list) and languages else ("en",)
+
+
 def paired_query_encoder(name_or_path: str) -> str:
     """The question encoder a passage encoder was made for ("" if none): a student of `distill-encoder` writes
     its teacher's passage vectors, so its index is searched with the teacher's questions."""
@@ -224,8 +237,7 @@ class EncodesTexts:
     passage_prefix: str
     precision: str  # of encode() only: training sets its own autocast
     runtime: str
-    auto_int8: bool = False  # `auto` may pick int8 on a CPU without native bf16 (int8_measured)
-    few_questions: bool = INFERENCE.few_questions  # odqa.core.runtime.InferenceSettings
+    auto_int8: bool = False  # int8 measured within `auto`'s band: `auto` runs it in int8 (int8_measured)
 
     if TYPE_CHECKING:  # what each subclass gives (an attribute or a property)
 
@@ -332,7 +344,7 @@ class EncodesTexts:
     def plan(self, precision: str | None = None, question_time: bool = False) -> InferencePlan:
         """The runtime and precision encode() uses (`precision`: this call's, default the encoder's;
         `question_time`: for questions rather than passages)."""
-        settings = InferenceSettings(precision or self.precision, self.runtime, self.few_questions)
+        settings = InferenceSettings(precision or self.precision, self.runtime)
         return plan_inference(self.device_type, settings, auto_int8=self.auto_int8, question_time=question_time)
 
 
