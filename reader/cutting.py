@@ -218,25 +218,32 @@ def balanced_span(text: str, start: int, end: int) -> tuple[int, int] | None:
     is left out with the aside it opens or closes (the span is cut before an unmatched opener, after an unmatched
     closer: `5万余人死亡（莒州死亡` -> `5万余人死亡`); round or square brackets around the whole span are dropped
     (`(1949年)` -> `1949年`: an aside, not part of a name), title marks and quotes kept (`《红楼梦》`)."""
+    start, end = _without_stray(text, start, end)
+    # first outward: take in a partner standing just outside the span, while that pairs one more bracket
     while start < end:
-        while start < end and (text[start] in STRAY or text[start].isspace()):
-            start += 1
-        while end > start and (text[end - 1] in STRAY or text[end - 1].isspace()):
-            end -= 1
-        if start >= end:
+        closers, openers = _unmatched(text, start, end)
+        candidates = []
+        if start > 0 and closers and text[start - 1] == _partner(text[closers[0]]):
+            candidates.append((start - 1, end))  # the opener just before the span
+        if start > 0 and openers and text[openers[0]] in _SAME and text[start - 1] == text[openers[0]]:
+            candidates.append((start - 1, end))  # a quote that opens and closes alike, opened just before
+        if end < len(text) and openers and text[end] == _partner(text[openers[-1]]):
+            candidates.append((start, end + 1))  # the closer just after it
+        unmatched = len(closers) + len(openers)
+        fewer = next((c for c in candidates if sum(map(len, _unmatched(text, *c))) < unmatched), None)
+        if fewer is None:
             break
+        start, end = fewer
+    # then only inward (so it ends): cut at what has no partner until every bracket has one
+    while True:
+        start, end = _without_stray(text, start, end)
+        if start >= end:
+            return None
         closers, openers = _unmatched(text, start, end)
         if not closers and not openers:
-            if _ASIDE.get(text[start]) == text[end - 1] and not any(_unmatched(text, start + 1, end - 1)):
-                start, end = start + 1, end - 1  # "(1949年)" -> "1949年"
-                continue
-            return start, end
-        if closers and start > 0 and text[start - 1] == _partner(text[closers[0]]):
-            start -= 1  # the opener just before the span
-        elif openers and end < len(text) and text[end] == _partner(text[openers[-1]]):
-            end += 1  # the closer just after it
-        elif openers and text[openers[0]] in _SAME and start > 0 and text[start - 1] == text[openers[0]]:
-            start -= 1  # a quote that opens and closes alike, closing one opened just before the span
+            if _ASIDE.get(text[start]) != text[end - 1] or any(_unmatched(text, start + 1, end - 1)):
+                return start, end
+            start, end = start + 1, end - 1  # "(1949年)" -> "1949年"
         elif closers and closers[-1] == end - 1:
             end -= 1  # a closer that a piece carried along at the end
         elif openers and openers[0] == start:
@@ -245,4 +252,11 @@ def balanced_span(text: str, start: int, end: int) -> tuple[int, int] | None:
             start = closers[-1] + 1  # what precedes an unmatched closer is the end of an aside opened before
         else:
             end = openers[0]  # what follows an unmatched opener is the start of an aside closed after
-    return None
+
+
+def _without_stray(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and (text[start] in STRAY or text[start].isspace()):
+        start += 1
+    while end > start and (text[end - 1] in STRAY or text[end - 1].isspace()):
+        end -= 1
+    return start, end

@@ -130,6 +130,43 @@ def test_chinese_spans_keep_brackets_in_pairs_and_drop_stray_punctuation(text, a
     assert _balanced(span) and span[0] not in STRAY and span[-1] not in STRAY
 
 
+TANGLED = [
+    '키 라우다(Nik" Lauda)의 페라리가',  # a quote opened inside round brackets and never closed
+    "「a（b」c）d",
+    '"a(b"c)d"',
+    "《x「y》z」",
+    "(((a)",
+    "「」」「「」",
+    '""a""b"',
+]
+
+
+def test_every_span_of_tangled_brackets_comes_out_balanced_and_the_cutting_ends():
+    """Taking in a partner and cutting one off must not undo each other: every span of text whose brackets
+    cross or never close gets a balanced span or none, in bounded time (an alarm fails the test where the
+    cutting would loop)."""
+    import signal
+
+    def too_long(*_):
+        raise TimeoutError
+
+    previous = signal.signal(signal.SIGALRM, too_long)
+    try:
+        for text in TANGLED:
+            for start in range(len(text)):
+                for end in range(start + 1, len(text) + 1):
+                    signal.setitimer(signal.ITIMER_REAL, 2.0)
+                    try:
+                        got = cut_span(text, start, end, "zh")
+                    except TimeoutError:
+                        pytest.fail(f"the cutting of {text[start:end]!r} in {text!r} did not end")
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                    assert got is None or _balanced(text[got[0] : got[1]]), (text[start:end], got)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def test_nothing_but_punctuation_is_no_span():
     assert cut_span("北京。，！", 2, 5, "zh") is None
     assert cut_span("「」", 0, 2, "zh") is not None  # a pair alone is balanced; snap_span drops spans without letters
