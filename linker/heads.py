@@ -7,10 +7,14 @@ same scoring for training.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
+
+from odqa.core.model_files import load_model_settings
+
+LINKER_CONFIG = "linker_config.json"
 
 
 @dataclass
@@ -22,9 +26,11 @@ class ELQConfig:
     max_mention_tokens: int = 10
     max_length: int = 64  # question tokens; longer questions are truncated with a warning
     candidates: int = 16  # dense top-K entities per span
-    alias_candidates: int = 8  # entities whose alias equals the span's text, most popular first
-    mention_threshold: float = 0.5  # recommended thresholds (tuned on the dev split)
-    entity_threshold: float = 0.3
+    # entities whose alias equals the span's text, most popular first (0: none)
+    alias_candidates: int = field(default=8, metadata={"minimum": 0})
+    # recommended thresholds (tuned on the dev split), on probabilities
+    mention_threshold: float = field(default=0.5, metadata={"minimum": 0, "maximum": 1})
+    entity_threshold: float = field(default=0.3, metadata={"minimum": 0, "maximum": 1})
 
     @classmethod
     def from_dict(cls, data: dict) -> ELQConfig:
@@ -33,6 +39,13 @@ class ELQConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def load_linker_config(path: str | Path) -> ELQConfig:
+    """A saved linker's linker_config.json, each value held to its field's rule (thresholds within 0-1, sizes
+    whole and positive): NaN or 1.5 as a threshold, which would link nothing without a word, is refused in one line
+    naming the file, the key, the value and the range."""
+    return ELQConfig(**load_model_settings(path, ELQConfig, "train the linker again or correct the file"))
 
 
 @dataclass

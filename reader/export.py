@@ -23,7 +23,7 @@ TRAIN_INFO = "train_info.json"
 
 def export(src: str, dst: str, max_length: int = 256, stride: int = 96) -> Path:
     from odqa.reader.model import SETTINGS_FILE, Reader
-    from odqa.reader.settings import CHECKPOINT_OWN_SETTINGS
+    from odqa.reader.settings import CHECKPOINT_OWN_SETTINGS, load_reader_config
 
     reader = Reader.from_pretrained(src, device="cpu", max_length=max_length, stride=stride)
     info = train_info(src)
@@ -33,7 +33,7 @@ def export(src: str, dst: str, max_length: int = 256, stride: int = 96) -> Path:
     # the bounds chosen for the destination on its dev sets (reader.settings.CHECKPOINT_OWN_SETTINGS) are kept, as
     # its card is: a retrained checkpoint records only defaults
     if (out / SETTINGS_FILE).is_file():
-        chosen = json.loads((out / SETTINGS_FILE).read_text())
+        chosen = load_reader_config(out / SETTINGS_FILE)
         for key in CHECKPOINT_OWN_SETTINGS:
             if key in chosen:
                 setattr(reader.settings, key, chosen[key])
