@@ -53,7 +53,8 @@ _SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key")}
 # a setting in a line of a config file: `password = "..."`, `api_key: ...`, `{"token": ...`
 _KEY = re.compile(r"""(?:^|[\s{,])["']?([\w.-]+)["']?\s*[:=]""")
 _AUTH_VALUE = re.compile(r"(?i)\b(Basic|ApiKey|Bearer)(\s+)[A-Za-z0-9+/=_.~-]{8,}")
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*):[^/\s@]+@")
+# a password in a URL, unencoded `/`, `#` and `?` included (up to the last `@` before a space)
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*):\S+@")
 
 
 def check_credential(setting: str, value: str, ascii_only: bool = True) -> None:
@@ -118,15 +119,40 @@ def wire_forms(passwords: Iterable[str] = (), users: Iterable[str] = (), keys: I
     return {s for s in out if s}
 
 
-def url_credentials(url: str) -> tuple[str, str]:
-    """(user, password) written into a URL, unquoted; empty where there are none. Read by hand: urlsplit drops
-    line breaks and tabs, which would hide the very characters `check_credential` looks for."""
-    netloc = url.split("://", 1)[-1].split("/", 1)[0]
-    userinfo, at, _ = netloc.rpartition("@")
+def split_url_credentials(url: str) -> tuple[str, str, str]:
+    """(user, password, the URL without them) of a URL that may hold `user:password@` (unquoted). The user
+    information runs to the URL's last `@`, so a password holding an unencoded `/`, `#` or `?` (which would end the
+    host part of a URL) is read whole, never taken for a path, a query or a fragment that a message would quote:
+    credentials are parsed before any check of the URL prints it. Read by hand: urlsplit drops line breaks and
+    tabs, which would hide the very characters `check_credential` looks for."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    userinfo, at, host = rest.rpartition("@")
     if not at:
-        return "", ""
+        return "", "", url
     user, _, password = userinfo.partition(":")
-    return unquote(user), unquote(password)
+    return unquote(user), unquote(password), f"{scheme}{sep}{host}"
+
+
+def url_credentials(url: str) -> tuple[str, str]:
+    """(user, password) written into a URL, unquoted; empty where there are none (`split_url_credentials`)."""
+    user, password, _ = split_url_credentials(url)
+    return user, password
+
+
+def with_quoted_credentials(url: str) -> str:
+    """The URL with its user and password percent-encoded (as written where they were already), so that a client
+    parsing it reads them whole; every wire form of them is remembered for scrubbing first."""
+    user, password, bare = split_url_credentials(url)
+    if not (user or password) and "@" not in url:
+        return url
+    remember(*wire_forms(passwords=[password], users=[user]))
+    scheme, sep, host = bare.partition("://")
+    if not sep:
+        scheme, host = "", bare
+    userinfo = quote(user, safe="") + (f":{quote(password, safe='')}" if password else "")
+    return f"{scheme}{sep}{userinfo}@{host}"
 
 
 def remember(*forms: str) -> None:
