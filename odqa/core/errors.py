@@ -78,6 +78,15 @@ for _number in _NO_ROOM:
     _OS_CAUSES[_number] = ("no room left on the device", "free some space or write elsewhere, then rerun")
 
 
+def os_error_cause(exc: BaseException) -> str | None:
+    """The cause of an OS error a user can cause, in words ("no room left on the device"), else None."""
+    number = getattr(exc, "errno", None) if isinstance(exc, OSError) else None
+    if number is None and isinstance(exc, Exception):
+        found = _RUST_OS_ERROR.search(str(exc))
+        number = int(found.group(1)) if found else None
+    return _OS_CAUSES[number][0] if number in _OS_CAUSES else None
+
+
 def os_error_line(exc: BaseException) -> str | None:
     """One line naming the path and the cause of an OS error a user can cause (a missing place, a link loop, a
     name too long, no permission, a read-only disk, another process's file...), with the fix; None for any other
