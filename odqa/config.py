@@ -409,7 +409,8 @@ def _coerce(name: str, kind: type, value: Any, source: str) -> Any:
         # str() of that would be a wrong secret sent without a word
         raise OdqaError(
             f"{source}: {name!r} must be text as written, got a {type(value).__name__} (not shown: a secret); "
-            f'quote it (password: "0777"): unquoted, YAML may read digits, times or yes/no as something else'
+            "quote it in the file: unquoted, YAML reads digits (a leading zero as octal), times and yes/no as numbers "
+            "and booleans"
         )
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return value

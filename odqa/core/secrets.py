@@ -98,13 +98,25 @@ def secret_values_in(text: str) -> set[str]:
 
 
 def mask_query(target: str) -> str:
-    """A request target with every value of its query string masked (`/ask?api_key=***&v=***`): the API reads
-    none, and a client may have put a key there."""
-    path, mark, query = target.partition("?")
-    if not mark:
-        return target
-    masked = "&".join(f"{part.partition('=')[0]}=***" if part else part for part in query.split("&"))
-    return f"{path}?{masked}"
+    """A request target with every value a client could have put a key in masked: each query value
+    (`/ask?api_key=***&v=***`), each path parameter (`/search;api_key=***`), percent-encoded or not, and any known
+    secret anywhere in it (`scrub`: the server's key sent as a path segment). The API reads none of these. Read
+    decoded, so `%3B` and `%3F` hide nothing; written back with control characters, spaces and non-ASCII
+    percent-encoded, so a log line stays one line."""
+    decoded = unquote(target, errors="replace")
+    path, mark, query = decoded.partition("?")
+    segments = []
+    for segment in path.split("/"):
+        name, *params = segment.split(";")
+        segments.append(";".join([name, *(f"{p.partition('=')[0]}=***" if "=" in p else "***" for p in params)]))
+    masked = "/".join(segments)
+    if mark:
+        masked += "?" + "&".join(f"{part.partition('=')[0]}=***" if part else part for part in query.split("&"))
+    return quote(scrub(masked), safe=_LOGGED_AS_IS)
+
+
+# printable ASCII but the space, `%` and `"` (which end or garble a logged request line): written as they are
+_LOGGED_AS_IS = "".join(chr(c) for c in range(33, 127) if chr(c) not in '%"')
 
 
 def wire_forms(passwords: Iterable[str] = (), users: Iterable[str] = (), keys: Iterable[str] = ()) -> set[str]:
