@@ -441,7 +441,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         return error_response(exc.status, f"{exc.field}: {exc.message}", exc.field, [problem])
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse | RedirectResponse:
         unreadable = _unreadable_body(exc)
         if unreadable:  # FastAPI's "There was an error parsing the body" says neither what nor how to fix it
             problem = ErrorDetail(loc=["body"], msg=unreadable, type="json_invalid")
