@@ -57,15 +57,63 @@ def atomic_file(target: str | Path) -> Iterator[Path]:
 
 
 _TEMP_NUMBERS = itertools.count()
-# where a symbolic link leads to a stream of a process (/dev/stdout -> /proc/self/fd/1): written through, in place
+# where a symbolic link leads to a stream (/dev/stdout -> /proc/self/fd/1): written through, in place
 _STREAM_LINKS = ("/proc/", "/dev/fd/")
+
+
+def _own_descriptor(path: str) -> int | None:
+    """N where `path` names this process's open file N (/proc/self/fd/N, /dev/fd/N, /proc/PID/fd/N), else None."""
+    parts = path.split("/")
+    own = ("self", "thread-self", str(os.getpid()))
+    if len(parts) == 5 and parts[:2] == ["", "proc"] and parts[2] in own and parts[3] == "fd" and parts[4].isdigit():
+        return int(parts[4])
+    if len(parts) == 4 and parts[:3] == ["", "dev", "fd"] and parts[3].isdigit():
+        return int(parts[3])
+    return None
+
+
+class DescriptorPath(type(Path())):  # type: ignore[misc]  # PosixPath, which pathlib picks at run time
+    """The path of one of this process's open files (`--trec-run /dev/stdout`). Opened, it writes through a
+    duplicate of that descriptor, after whatever the process printed there so far and sharing its offset: opening
+    the path anew would start at the file's beginning (a `> out.txt` redirect) and be overwritten by the rest of
+    standard output."""
+
+    descriptor: int
+
+    def open(self, mode="r", buffering=-1, encoding=None, errors=None, newline=None):  # type: ignore[override]
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        binary = "b" in mode
+        return os.fdopen(
+            os.dup(self.descriptor),
+            mode.replace("x", "w"),
+            buffering,
+            None if binary else (encoding or "utf-8"),
+            None if binary else errors,
+            None if binary else newline,
+        )
 
 
 def output_place(target: Path) -> tuple[Path, bool]:
     """(the path to write, whether to write it in place) for an output file `target`: a device, a pipe, a socket
-    or a link into /proc/self/fd is written in place (renaming a file over it would replace /dev/null for every
-    process, or write beside a terminal); any other symbolic link is followed to the file it names, so that the
-    file, not the link, is replaced."""
+    or one of this process's open files (/dev/stdout, /proc/self/fd/N: a `DescriptorPath`) is written in place
+    (renaming a file over it would replace /dev/null for every process, or write beside a terminal or a redirect);
+    any other symbolic link is followed to the file it names, so that the file, not the link, is replaced."""
+    hop, seen = os.path.abspath(target), 0
+    while seen < 40:
+        descriptor = _own_descriptor(hop)
+        if descriptor is not None:
+            place = DescriptorPath(target)
+            place.descriptor = descriptor
+            return place, True
+        if not os.path.islink(hop):
+            break
+        link = os.readlink(hop)
+        hop = os.path.normpath(link if os.path.isabs(link) else os.path.join(os.path.dirname(hop), link))
+        if hop.startswith(_STREAM_LINKS) and _own_descriptor(hop) is None:
+            return target, True  # another process's stream: written where it is
+        seen += 1
     try:
         found = os.stat(target)  # the link followed
     except FileNotFoundError:
@@ -74,13 +122,6 @@ def output_place(target: Path) -> tuple[Path, bool]:
         if stat.S_ISDIR(found.st_mode):
             raise OdqaError(f"{target} is a folder; name a file to write")
         return target, True
-    hop, seen = str(target), 0
-    while os.path.islink(hop) and seen < 40:
-        link = os.readlink(hop)
-        hop = link if os.path.isabs(link) else os.path.join(os.path.dirname(hop), link)
-        if hop.startswith(_STREAM_LINKS):
-            return target, True
-        seen += 1
     return (Path(os.path.realpath(target)) if os.path.islink(target) else target), False
 
 

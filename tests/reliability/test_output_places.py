@@ -97,6 +97,26 @@ def test_a_link_to_a_stream_of_the_process_is_written_through(index, tmp_path, c
     assert len(_run_lines(received)) == 3, received
 
 
+def test_a_link_to_a_redirected_stream_writes_after_what_was_printed(index, tmp_path, capsys):
+    """As `odqa search --trec-run /dev/stdout > out.txt`: the run lands in out.txt after what the process wrote
+    there before and before what it writes after, never over it (a new open of the file started at its
+    beginning)."""
+    out = tmp_path / "out.txt"
+    descriptor = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    link = tmp_path / "stdout"
+    link.symlink_to(f"/proc/self/fd/{descriptor}")
+    try:
+        os.write(descriptor, b"printed before\n")
+        code, text = run_cli(_search(index, "--trec-run", link), capsys)
+        os.write(descriptor, b"printed after\n")
+    finally:
+        os.close(descriptor)
+    assert code == 0, text
+    lines = out.read_text().splitlines()
+    assert lines[0] == "printed before" and lines[-1] == "printed after", lines
+    assert len(lines) == 5 and all(len(line.split()) == 6 for line in lines[1:-1]), lines
+
+
 def test_a_folder_output_through_a_link_builds_where_the_link_points(tmp_path):
     from odqa.core.atomic import atomic_folder
 
