@@ -80,7 +80,7 @@ class DescriptorPath(type(Path())):  # type: ignore[misc]  # PosixPath, which pa
 
     descriptor: int
 
-    def open(self, mode="r", buffering=-1, encoding=None, errors=None, newline=None):  # type: ignore[override]
+    def open(self, mode="r", buffering=-1, encoding=None, errors=None, newline=None):
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
