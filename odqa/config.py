@@ -338,6 +338,9 @@ def _key_given_twice(exc: Exception, text: str) -> str | None:
     if declared:
         key = ".".join(part.strip().strip("'\"") for part in declared.group(1).split(",") if part.strip())
         return f"the table [{key}] is given twice (line {declared.group(2)})"
+    inline = re.match(r"Duplicate inline table key '(.*)' \(at line (\d+)", message)
+    if inline:
+        return f"the key {inline.group(1)!r} is given twice (line {inline.group(2)})"
     overwritten = re.match(r"Cannot overwrite a value \(at line (\d+)", message)
     if overwritten:
         number = int(overwritten.group(1))

@@ -21,6 +21,10 @@ def normalized_origin(origin: str) -> str:
         return origin
     parts = urlsplit(origin)
     scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    try:  # a browser sends an international name in its ASCII (punycode) form
+        host = host.encode("idna").decode("ascii")
+    except UnicodeError:
+        pass
     if ":" in host:  # an IPv6 address keeps its brackets
         host = f"[{host}]"
     port = parts.port

@@ -17,6 +17,8 @@ TWICE = {
     "yaml": "retrieval:\n  k: 5\n  retriever: bm25\n  k: 50\n",
     "json": '{"retrieval": {"k": 5, "retriever": "bm25", "k": 50}}',
 }
+INLINE = "retrieval = { k = 5, retriever = 'bm25', k = 50 }\n"  # a TOML inline table
+
 TOP_LEVEL = {
     "toml": "index = 'a'\n[retrieval]\nk = 5\n[retrieval]\nretriever = 'bm25'\n",
     "yaml": "retrieval:\n  k: 5\nretrieval:\n  retriever: bm25\n",
@@ -33,6 +35,14 @@ def test_a_key_given_twice_is_refused_naming_key_and_file(suffix, tmp_path):
     message = str(refused.value)
     assert "\n" not in message and str(path) in message, message
     assert "'k'" in message and "twice" in message, message
+
+
+def test_a_key_given_twice_in_a_toml_inline_table_is_refused_alike(tmp_path):
+    path = tmp_path / "odqa.toml"
+    path.write_text(INLINE)
+    with pytest.raises(OdqaError) as refused:
+        OdqaConfig.load(path)
+    assert "the key 'k' is given twice" in str(refused.value) and str(path) in str(refused.value)
 
 
 @pytest.mark.parametrize("suffix", sorted(TOP_LEVEL))

@@ -61,6 +61,7 @@ def test_a_path_that_would_name_another_host_is_never_a_redirect():
         ("https://Example.ORG:443", "https://example.org"),
         ("http://localhost:3000", "http://localhost:3000"),
         ("HTTPS://Example.org:8443", "https://example.org:8443"),
+        ("http://B\u00fccher.example", "http://xn--bcher-kva.example"),  # an international name, as browsers send it
     ],
 )
 def test_a_cors_origin_is_matched_as_browsers_send_it(make_client, given, sent):
