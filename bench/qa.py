@@ -39,6 +39,10 @@ CJK_ENCODER = "encoder-multilingual"
 NOTES: list[str] = []  # lines for the written table (e.g. how many questions --answer-read-only kept)
 
 
+# the demo's questions by language: English, and Korean and Chinese over the same English articles
+DEMO_SUITES = {"demo": "en", "demo-ko": "ko", "demo-zh": "zh"}
+
+
 def run_suite(
     name: str,
     index: str,
@@ -282,7 +286,7 @@ def main(argv=None) -> int:
         "--suite",
         nargs="+",
         default=["all"],
-        choices=["open-dev", "squad-open", "nq", "efficientqa", "demo", *CJK_OPEN, "all"],
+        choices=["open-dev", "squad-open", "nq", "efficientqa", *DEMO_SUITES, *CJK_OPEN, "all"],
         help="efficientqa: NQ-open's EfficientQA dev over the Wikipedia subset, the NQ-style set for "
         "choosing settings (no shipped reader trained on it; nq is NQ test)",
     )
@@ -354,11 +358,19 @@ def main(argv=None) -> int:
     variants = settings_variants(args.focus_words, args.settings)
     retrievers = args.retrievers or (["bm25"] if args.bm25_only else ["bm25", "hybrid"])
     for suite in suites:
-        if suite == "demo":
-            from odqa.demo_corpus import DEMO_QUESTIONS
+        if suite in DEMO_SUITES:
+            from odqa.demo_corpus import DEMO_QUESTIONS_BY_LANGUAGE
 
             rows += run_suite(
-                "demo", "", DEMO_QUESTIONS, retrievers, None, args.k, args.linker, readers=readers, settings=variants
+                suite,
+                "",
+                DEMO_QUESTIONS_BY_LANGUAGE[DEMO_SUITES[suite]],
+                retrievers,
+                None,
+                args.k,
+                args.linker,
+                readers=readers,
+                settings=variants,
             )
         elif suite == "squad-open":
             from odqa.core.models import DEFAULT_ENCODER

@@ -22,7 +22,7 @@ passages/s.
 
 The last line with --json is one JSON object: cpu_model, cpu_flags, per-variant reader_ms_median, reader_f1,
 e2e_qps (and the rest), default_variant (what `auto` picks here for the reader; default_reason: why),
-cpu_choice (the int8-or-bf16 timing kept for this CPU, on CPUs with native bf16), e2e_default_variant
+e2e_default_variant
 (`auto` where it ran, else default_variant), speedup_vs_torch_fp32 (end to end, e2e_default_variant against
 torch fp32 on the same pipeline settings) and f1_loss_vs_torch_fp32 (reader F1, default variant); with
 torch-fp32-whole run too, speedup_vs_torch_fp32_whole_passages and e2e_f1_loss_vs_torch_fp32_whole_passages;
@@ -244,17 +244,6 @@ def run_variant(name: str, args) -> dict:
     return row
 
 
-def kept_cpu_choice() -> dict | None:
-    """The int8-or-bf16 timing `auto` keeps for this CPU (odqa.core.cpu_choice), where it has one: on a CPU with
-    native bf16 the run then records what decided its default."""
-    from dataclasses import asdict
-
-    from odqa.core.cpu_choice import kept_choice
-
-    kept = kept_choice()
-    return asdict(kept) if kept is not None else None
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer timing samples, no dense recall")
@@ -371,7 +360,6 @@ def main(argv=None) -> int:
         "threads": args.threads,
         "default_variant": default,
         "default_reason": plan.reason,
-        "cpu_choice": kept_cpu_choice(),
         "e2e_default_variant": AUTO if AUTO in by else default,
         **{key: {r["variant"]: r.get(key) for r in rows} for key in columns[1:]},
         "speedup_vs_torch_fp32": round(chosen["e2e_qps"] / ref["e2e_qps"], 2)

@@ -192,6 +192,9 @@ class TantivyIndex:
             # the folder the caller is about to remove (a full disk fails the commit with them still running)
             del writer, index
             raise
+        del writer, index  # releases tantivy's locks, whose files it leaves behind: the built index needs none
+        for lock in folder.glob(".tantivy-*.lock"):
+            lock.unlink(missing_ok=True)
         return count
 
     @classmethod

@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 FORMAT = "odqa-elastic-1"
 SIMILARITIES = ("dot_product", "cosine")
-SOURCE_FIELDS = ["row", "title", "text", "doc_id", "start", "end"]
+SOURCE_FIELDS = ["row", "title", "text", "doc_id", "start", "end", "url"]
 DEFAULT_TITLE_BOOST = 0.5
 RRF_MIN_VERSION = (8, 14)  # the `retriever` search API (with `rrf`) appeared in 8.14
 
@@ -69,6 +69,7 @@ def mapping(
         "doc_id": {"type": "keyword"},
         "start": {"type": "integer", "index": False},
         "end": {"type": "integer", "index": False},
+        "url": {"type": "keyword", "index": False},
     }
     if dim:
         properties["vector"] = {
@@ -168,11 +169,14 @@ class ElasticIndex:
             self.refresh()
         return int(self._call(lambda: self.client.count(index=self.name), f"counting {self.name!r}")["count"])
 
-    def max_row(self) -> int:
-        """Highest committed row (after a refresh), -1 when empty."""
+    def max_row(self, rows: tuple[int, int] | None = None) -> int:
+        """Highest committed row (after a refresh), -1 when empty; `rows` [start, end): the highest among those."""
         self.refresh()
+        query = {"range": {"row": {"gte": rows[0], "lt": rows[1]}}} if rows else {"match_all": {}}
         result = self._call(
-            lambda: self.client.search(index=self.name, size=0, aggs={"max_row": {"max": {"field": "row"}}}),
+            lambda: self.client.search(
+                index=self.name, size=0, query=query, aggs={"max_row": {"max": {"field": "row"}}}
+            ),
             f"reading the last row of {self.name!r}",
         )
         value = result["aggregations"]["max_row"]["value"]
@@ -407,6 +411,7 @@ def passage_of(hit: dict) -> Passage:
         doc_id=s.get("doc_id", ""),
         start=int(s.get("start", 0) or 0),
         end=int(s.get("end", 0) or 0),
+        url=s.get("url") or "",
     )
 
 
@@ -434,9 +439,12 @@ MAX_DF_REFUSAL = (
 )
 
 
-def _hits(results: list[list[dict]], source: str) -> list[list[SearchHit]]:
+def _hits(results: list[list[dict]], source: str, fusion: str = "") -> list[list[SearchHit]]:
     return [
-        [SearchHit(row=hit["row"], score=hit["score"], passage=passage_of(hit), source=source) for hit in hits]
+        [
+            SearchHit(row=hit["row"], score=hit["score"], passage=passage_of(hit), source=source, fusion=fusion)
+            for hit in hits
+        ]
         for hits in results
     ]
 
@@ -514,7 +522,7 @@ class ElasticPassageIndex:
             num_candidates=max(self.num_candidates, depth),
             title_boost=self.title_boost,
         )
-        return None if results is None else _hits(results, "hybrid")
+        return None if results is None else _hits(results, "hybrid", SERVER_RRF)
 
     def passages(self, rows: Sequence[int]) -> list[Passage]:
         by_row = {hit["row"]: passage_of(hit) for hit in self.index.rows(rows)}

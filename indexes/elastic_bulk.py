@@ -14,6 +14,7 @@ rejections.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,8 +25,8 @@ import numpy as np
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.indexes.elastic import ElasticIndex, unit_rows
 from odqa.indexes.elastic_connection import describe_hosts, require_json, retryable, scrub, translate_error
-from odqa.indexes.integrity import check_bundle_manifest, check_part, file_check, file_reader
-from odqa.indexes.layout import DENSE, EMBEDDINGS, PASSAGES, IndexLayout
+from odqa.indexes.integrity import check_bundle_manifest, check_part, check_shard, file_check, file_reader
+from odqa.indexes.layout import DENSE, EMBEDDINGS, PASSAGES, SHARD_RECORDS, SHARDS, IndexLayout
 from odqa.indexes.manifest import Manifest
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,13 @@ class BulkOptions:
     max_backoff: float = MAX_BACKOFF
     request_timeout: float = 120.0
     progress: bool = field(default=True, metadata={"help": "progress bar"})
+    parallel: int = field(
+        default=1,
+        metadata={
+            "help": "bulk loaders at once, each sending its own range of rows (of a sharded index, its shards; "
+            "else equal parts), each resumed on its own; 1: one after another"
+        },
+    )
     on_chunk: Callable[[BulkReport], None] | None = None  # called after each committed chunk (tests use it)
 
 
@@ -141,6 +149,102 @@ def bulk_load(
     if report.count < total:
         _resend_missing(index, docs, total, report, options)
     return report
+
+
+def bulk_load_ranges(
+    index: ElasticIndex,
+    docs: Callable[[int], Iterator[Doc]],
+    total: int,
+    ranges: list[tuple[int, int]],
+    options: BulkOptions | None = None,
+) -> BulkReport:
+    """`bulk_load` with `options.parallel` loaders at once, each sending one of `ranges` (rows [start, end), in
+    order, covering 0..total) and resuming after the rows of its range already committed; refresh is switched off
+    once for all of them. A loader that fails stops the others after their current chunk; the error names the
+    loader's last committed passage, and a rerun resumes every range."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tqdm.auto import tqdm
+
+    options = options or BulkOptions()
+    old_refresh = index.get_setting("refresh_interval")
+    if str(old_refresh) == "-1":  # left behind by an interrupted load: restore the cluster default afterwards
+        old_refresh = None
+    stop = threading.Event()
+    bar = tqdm(total=total, desc=f"es-index {index.name}", unit=" doc", disable=not options.progress, mininterval=2)
+    began = time.perf_counter()
+    reports: list[BulkReport] = []
+    try:
+        index.set_settings({"refresh_interval": "-1"})
+        with ThreadPoolExecutor(max(1, options.parallel), thread_name_prefix="es-index") as pool:
+            futures = [
+                pool.submit(_load_range, index, docs, lo, min(hi, total), options, bar, stop)
+                for lo, hi in ranges
+                if lo < total
+            ]
+            failure: BaseException | None = None
+            for future in futures:
+                try:
+                    reports.append(future.result())
+                except BaseException as exc:  # every loader ends before the first failure is raised
+                    stop.set()
+                    failure = failure or exc
+            if failure is not None:
+                raise failure
+    finally:
+        bar.close()
+        try:
+            index.set_settings({"refresh_interval": old_refresh})
+        except OdqaError:
+            pass  # the server is gone; the error being raised says so
+    report = _merged(reports, total)
+    report.seconds = time.perf_counter() - began
+    report.count = index.count(refresh=True)
+    if report.count < total:
+        _resend_missing(index, docs, total, report, options)
+    return report
+
+
+def _load_range(
+    index: ElasticIndex,
+    docs: Callable[[int], Iterator[Doc]],
+    lo: int,
+    hi: int,
+    options: BulkOptions,
+    bar,
+    stop: threading.Event,
+) -> BulkReport:
+    report = BulkReport(total=hi - lo)
+    count = _count_rows(index, lo, hi)
+    top = index.max_row((lo, hi)) if count else -1
+    start = top + 1 if count and count == top + 1 - lo else lo
+    report.skipped = start - lo
+    bar.update(start - lo)
+    client = index.client.options(max_retries=0, request_timeout=options.request_timeout)
+    chunk: list[Doc] = []
+    for doc in docs(start):
+        if doc[0] >= hi or stop.is_set():
+            break
+        chunk.append(doc)
+        if len(chunk) >= options.chunk_size:
+            _send_chunk(index, client, chunk, report, options)
+            bar.update(len(chunk))
+            chunk = []
+    if chunk and not stop.is_set():
+        _send_chunk(index, client, chunk, report, options)
+        bar.update(len(chunk))
+    return report
+
+
+def _merged(reports: list[BulkReport], total: int) -> BulkReport:
+    merged = BulkReport(total=total)
+    for part in reports:
+        for name in ("skipped", "sent", "created", "already_present", "rejected", "retries", "failed"):
+            setattr(merged, name, getattr(merged, name) + getattr(part, name))
+        merged.errors += part.errors[: max(0, 10 - len(merged.errors))]
+        if part.last_row > merged.last_row:
+            merged.last_row, merged.last_id = part.last_row, part.last_id
+    return merged
 
 
 def _count_rows(index: ElasticIndex, lo: int, hi: int) -> int:
@@ -304,13 +408,16 @@ def _interrupted(index: ElasticIndex, report: BulkReport, exc: BaseException, op
 
 
 def passage_docs(bundle_path: str | Path, limit: int | None = None, with_vectors: bool = True):
-    """(total, docs(start), meta, dim) for an odqa index folder: passages plus dense/embeddings.npy if present."""
+    """(total, docs(start), meta, dim) for an odqa index folder: passages plus dense/embeddings.npy if present; of
+    a sharded index (`index --shards N` or `--ray`), every shard's in turn, numbered as the index numbers them."""
     from odqa.corpus.store import DATA_FILE, PassageStore  # datasets/pyarrow: only when loading passages
 
     bundle_path = Path(bundle_path)
     layout = IndexLayout(bundle_path)
     manifest = Manifest.load(bundle_path, kind="bundle")
     check_bundle_manifest(manifest, bundle_path)
+    if manifest.params.get(SHARDS):
+        return _sharded_passage_docs(bundle_path, manifest, limit, with_vectors)
     parts = manifest.params.get("parts", {})
     check_part(layout.passages, parts.get(PASSAGES), rows=None)
     store = PassageStore.open(layout.passages)
@@ -354,6 +461,7 @@ def passage_docs(bundle_path: str | Path, limit: int | None = None, with_vectors
             hi = min(total, lo + batch)
             rows = store.dataset[lo:hi]
             vectors = unit_rows(np.asarray(embeddings[lo:hi], dtype=np.float32)) if embeddings is not None else None
+            urls = rows.get("url") or [""] * (hi - lo)
             for i in range(hi - lo):
                 source = {
                     "row": lo + i,
@@ -363,11 +471,51 @@ def passage_docs(bundle_path: str | Path, limit: int | None = None, with_vectors
                     "start": int(rows["start"][i]),
                     "end": int(rows["end"][i]),
                 }
+                if urls[i]:  # a store of a corpus with source addresses (none before the column existed)
+                    source["url"] = urls[i]
                 if vectors is not None:
                     source["vector"] = vectors[i].tolist()
                 yield lo + i, rows["id"][i], source
 
     return total, docs, meta, dim
+
+
+def shard_rows(bundle_path: str | Path) -> list[tuple[int, int]]:
+    """The rows [start, end) of each shard of a sharded index folder, in order; one range for an index in one
+    piece."""
+    manifest = Manifest.load(bundle_path, kind="bundle")
+    records = manifest.params.get(SHARD_RECORDS) or {}
+    return [tuple(records[name]["rows"]) for name in manifest.params.get(SHARDS) or ()] or [(0, manifest.count)]
+
+
+def _sharded_passage_docs(bundle_path: Path, manifest: Manifest, limit: int | None, with_vectors: bool):
+    fix = "rebuild it with the same `odqa index --shards N` command (the shards still right are kept)"
+    shards = []
+    for name in manifest.params[SHARDS]:
+        record = manifest.params[SHARD_RECORDS][name]
+        check_shard(bundle_path / name, record, manifest, fix)
+        count, shard_docs, meta, dim = passage_docs(bundle_path / name, None, with_vectors)
+        shards.append((int(record["rows"][0]), count, shard_docs, meta, dim))
+    whole = sum(count for _, count, _, _, _ in shards)
+    total = whole if limit is None else min(limit, whole)
+    first = shards[0][3]
+    meta = {
+        **first,
+        "corpus_fingerprint": manifest.corpus_fingerprint + (f"/first{total}" if total < whole else ""),
+        "count": total,
+        "source": str(bundle_path),
+    }
+
+    def docs(start: int, batch: int = 2000) -> Iterator[Doc]:
+        for offset, count, of_shard, _, _ in shards:
+            if start >= offset + count:
+                continue
+            for row, doc_id, source in of_shard(max(0, start - offset), batch):
+                if offset + row >= total:
+                    return
+                yield offset + row, doc_id, {**source, "row": offset + row}
+
+    return total, docs, meta, shards[0][4]
 
 
 def load_passages(
@@ -411,4 +559,15 @@ def load_passages(
             ef_construction=ef_construction,
             knn_type=plan.knn_type,
         )
+    if options is not None and options.parallel > 1:
+        return bulk_load_ranges(index, docs, total, _load_ranges(bundle_path, total, options.parallel), options)
     return bulk_load(index, docs, total, options)
+
+
+def _load_ranges(bundle_path: str | Path, total: int, parallel: int) -> list[tuple[int, int]]:
+    """The rows each loader sends: a sharded index's shards; an index in one piece in `parallel` equal parts."""
+    shards = shard_rows(bundle_path)
+    if len(shards) > 1:
+        return shards
+    bounds = np.linspace(0, total, parallel + 1).astype(int).tolist()
+    return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]

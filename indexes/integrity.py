@@ -533,6 +533,14 @@ def _leftovers(target: Path, kind: str) -> list[tuple[Path, int]]:
     return found
 
 
+def remove_dead_leftovers(target: str | Path, kind: str) -> None:
+    """Remove the `.NAME.KIND-PID` scratch folders beside `target` that processes no longer running left (a
+    build killed midway)."""
+    for leftover, pid in _leftovers(Path(target), kind):
+        if not _pid_alive(pid):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
 def recover_swap(target: str | Path) -> str | None:
     """Finish or undo a swap that a crashed process left half done; returns what was done, if anything."""
     target = Path(target)

@@ -61,7 +61,7 @@ class Manifest:
                 raise TypeError("not a JSON object")
             manifest = cls(**data)
         except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as exc:
-            raise OdqaError(f"{path} is damaged ({exc}); rebuild the index") from exc
+            raise OdqaError(f"{path} is damaged ({exc}); {fix or 'rebuild the index'}") from exc
         fix = fix or _rebuild_fix(manifest.kind, folder, manifest.params)
         version = manifest.format_version
         if type(version) is not int or version < OLDEST_FORMAT:

@@ -10,6 +10,7 @@ sentence, and a person's surname. Matching compares normalised word tokens: lowe
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import re
 import unicodedata
@@ -19,8 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-_TOKEN = re.compile(r"\w+(?:[-'’.&]\w+)*|[^\w\s]", re.UNICODE)
-_PAREN = re.compile(r"\s*\([^()]*\)")
+# Hangul, Han and kana are matched a character at a time: Chinese writes no spaces between words and Korean glues
+# particles to them (알베르트 아인슈타인은), so an alias is found as a run of characters inside a longer word
+_CJK_CHAR = "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_TOKEN = re.compile(rf"[{_CJK_CHAR}]|(?:(?![{_CJK_CHAR}])\w)+(?:[-'’.&](?:(?![{_CJK_CHAR}])\w)+)*|[^\w\s]", re.UNICODE)
+_HANGUL = re.compile(r"[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]")
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+# the most tokens an alias key may have: a CJK name of 20 characters is 20 tokens
+MAX_ALIAS_TOKENS = 20
+_PAREN = re.compile(r"\s*(?:\([^()]*\)|（[^（）]*）)")
 _SUBJECT_VERB = re.compile(r"^(.{2,80}?)\s+(?:is|was|are|were|refers to|may refer to)\s", re.UNICODE)
 _ALSO = re.compile(
     r"(?:also known as|also called|better known as|commonly known as|or simply)\s+"
@@ -50,6 +58,8 @@ def tokenize(text: str) -> list[Token]:
 
 
 def normalize_token(token: str) -> str:
+    if _HAN.fullmatch(token):  # Traditional folded to Simplified, as the Chinese BM25 analysers fold it
+        return fold_han(token)
     token = unicodedata.normalize("NFKD", token.lower())
     token = "".join(ch for ch in token if not unicodedata.combining(ch)).replace("’", "'")
     token = token.rstrip(".")
@@ -60,6 +70,34 @@ def normalize_token(token: str) -> str:
     if len(token) > 3 and token.endswith("s") and not token.endswith("ss"):
         token = token[:-1]
     return token
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def fold_han(char: str) -> str:
+    """A Han character in its Simplified form (OpenCC t2s, the `cjk` extra), unchanged where OpenCC is not
+    installed: a knowledge base records whether its keys were folded (`ALIAS_SCHEME`)."""
+    convert = _t2s()
+    return convert(char) if convert is not None else char
+
+
+@functools.lru_cache(maxsize=1)
+def _t2s():
+    try:
+        import opencc
+    except ImportError:
+        return None
+    return opencc.OpenCC("t2s").convert
+
+
+def han_folding() -> bool:
+    """Whether Han characters are folded to Simplified here (OpenCC installed)."""
+    return _t2s() is not None
+
+
+def alias_scheme() -> str:
+    """How alias keys are made here, recorded by a knowledge base when its alias table is written: a table made
+    another way finds other keys (`KnowledgeBase.matcher` compares)."""
+    return "cjk-chars" + ("+t2s" if han_folding() else "")
 
 
 def alias_key(text: str) -> tuple[str, ...]:
@@ -119,7 +157,7 @@ def make_aliases(title: str, text: str = "") -> tuple[str, ...]:
     for alias in candidates:
         alias = alias.strip()
         key = alias_key(alias)
-        if not key or key in seen or len(key) > 10:
+        if not key or key in seen or len(key) > MAX_ALIAS_TOKENS:
             continue
         if len(key) == 1 and (key[0] in STOPWORDS or alias.lower() in STOPWORDS or len(key[0]) < 2):
             continue
@@ -128,7 +166,7 @@ def make_aliases(title: str, text: str = "") -> tuple[str, ...]:
     return tuple(out)
 
 
-def matchable_key(alias: str, max_tokens: int = 10) -> tuple[str, ...] | None:
+def matchable_key(alias: str, max_tokens: int = MAX_ALIAS_TOKENS) -> tuple[str, ...] | None:
     """The alias's key, or None for an alias that never matches: empty, longer than `max_tokens`, or a single
     stopword."""
     key = alias_key(alias)
@@ -159,7 +197,7 @@ class AliasMatcher:
     `prior` (e.g. article length). Single stopwords never match.
     """
 
-    def __init__(self, max_tokens: int = 10):
+    def __init__(self, max_tokens: int = MAX_ALIAS_TOKENS):
         self.max_tokens = max_tokens
         self._table: dict[tuple[str, ...], dict[int, float]] = {}
         self._ranked: dict[tuple[str, ...], list[int]] | None = None
@@ -210,6 +248,9 @@ class AliasMatcher:
         out = []
         i = 0
         while i < len(tokens):
+            if not _starts_word(text, tokens[i]):
+                i += 1
+                continue
             found = None
             for n in range(min(self.max_tokens, len(tokens) - i), 0, -1):
                 if allowed is not None and not all(allowed[i : i + n]):
@@ -229,6 +270,12 @@ class AliasMatcher:
         return out
 
 
+def _starts_word(text: str, token: Token) -> bool:
+    """A match may begin here: anywhere in Chinese, but a Korean name begins a word (인도 is not found inside
+    인도네시아's neighbour 동인도)."""
+    return not (_HANGUL.match(token.text) and token.start > 0 and _HANGUL.match(text[token.start - 1]))
+
+
 def trim_possessive(text: str, start: int, end: int) -> int:
     """End offset without a trailing possessive ('s / ’s)."""
     if text[start:end].endswith(("'s", "’s")) and end - start > 2:
@@ -241,7 +288,7 @@ class StoredAliases(AliasMatcher):
     entities answers its first question without building the table in memory (minutes and gigabytes at full
     Wikipedia's size). Read-only; one connection shared by threads under a lock."""
 
-    def __init__(self, path: str | Path, max_tokens: int = 10):
+    def __init__(self, path: str | Path, max_tokens: int = MAX_ALIAS_TOKENS):
         super().__init__(max_tokens)
         import sqlite3
         import threading
@@ -254,7 +301,9 @@ class StoredAliases(AliasMatcher):
         self._count: int | None = None
 
     @staticmethod
-    def write_entities(path: str | Path, entities: Iterable[tuple[Sequence[str], float]], max_tokens: int = 10) -> None:
+    def write_entities(
+        path: str | Path, entities: Iterable[tuple[Sequence[str], float]], max_tokens: int = MAX_ALIAS_TOKENS
+    ) -> None:
         """Store the table `AliasMatcher.from_entities` would rank, from (aliases, prior) of each row in order,
         without holding it in memory: the (alias, row, prior) triples are sorted by SQLite on disk."""
         import sqlite3

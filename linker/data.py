@@ -277,3 +277,73 @@ def id_number(qid: str) -> int:
         return int(qid)
     except ValueError:
         return sum(map(ord, qid))
+
+
+# sentences of a paragraph, in any of the three languages: Chinese and Korean end them with full-width marks too
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
+SILVER_SENTENCE_CHARS = (10, 100)  # the length of a paragraph sentence kept as a silver example's text
+
+
+@dataclass
+class SilverSplit:
+    """Silver entity-linking examples of one SQuAD-style corpus (KorQuAD, CMRC 2018, DRCD): article titles found
+    in the questions and paragraph sentences, split by whole articles so that no dev article is trained on."""
+
+    train: list[ELExample]
+    dev: list[ELExample]
+    articles: int
+    dev_articles: int
+
+
+def silver_examples(kb, path: str | Path, dev_every: int = 5, per_article: int = 40) -> SilverSplit:
+    """Silver mentions in a SQuAD-style file whose articles are entities of `kb`: wherever an article's title (or
+    one of its aliases, Traditional Chinese folded to Simplified) occurs in a question or a paragraph sentence of
+    any article of the file, that span links to the title's entity. Every `dev_every`-th article (by a hash of
+    its title) and all text of it go to the dev split. The rest of the sentence is unlabelled (`complete` False),
+    at most `per_article` examples of each article."""
+    data = _read_json(path)
+    source = Path(path).stem
+    train: list[ELExample] = []
+    dev: list[ELExample] = []
+    dev_articles = 0
+    for number, article in enumerate(data.get("data", [])):
+        title = str(article.get("title", "")).replace("_", " ")
+        held_out = _stable_hash(title) % dev_every == 0
+        dev_articles += held_out
+        texts = [qa.get("question", "") for p in article.get("paragraphs", []) for qa in p.get("qas", [])]
+        texts += [
+            s
+            for p in article.get("paragraphs", [])
+            for s in _SENTENCE_END.split(p.get("context", ""))
+            if SILVER_SENTENCE_CHARS[0] <= len(s) <= SILVER_SENTENCE_CHARS[1]
+        ]
+        kept = 0
+        for n, text in enumerate(texts):
+            mentions = _title_mentions(kb, text)
+            if not mentions:
+                continue
+            example = ELExample(text, mentions, f"silver-{source}", f"{source}:{number}:{n}", False, weight=0.5)
+            (dev if held_out else train).append(example)
+            kept += 1
+            if kept >= per_article:
+                break
+    return SilverSplit(train, dev, len(data.get("data", [])), dev_articles)
+
+
+def _title_mentions(kb, text: str) -> list[GoldMention]:
+    """Spans of `text` that are exactly an entity's title (keys compared as the alias matcher makes them)."""
+    from odqa.linker.aliases import alias_key
+
+    mentions = []
+    for match in kb.matcher.find(text):
+        key = alias_key(match.text)
+        exact = [row for row in match.entities[:5] if alias_key(kb.entries[row].title) == key]
+        if exact and len(key) >= 2:
+            mentions.append(GoldMention(match.start, match.end, kb.entries[exact[0]].title, exact[0]))
+    return mentions
+
+
+def _stable_hash(text: str) -> int:
+    import hashlib
+
+    return int.from_bytes(hashlib.sha1(text.encode("utf-8")).digest()[:4], "big")

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
+from odqa.core.errors import OdqaError
 from odqa.core.model_files import load_model_settings
 
-LINKER_CONFIG = "linker_config.json"
+LINKER_CONFIG = "linker_config.json"  # a saved linker's ELQConfig
 
 
 @dataclass
@@ -31,6 +32,13 @@ class ELQConfig:
     # recommended thresholds (tuned on the dev split), on probabilities
     mention_threshold: float = field(default=0.5, metadata={"minimum": 0, "maximum": 1})
     entity_threshold: float = field(default=0.3, metadata={"minimum": 0, "maximum": 1})
+    # the languages of the questions it was trained on (a KB or question in another one gets a notice)
+    languages: list[str] = field(default_factory=lambda: ["en"])
+    # a linker that kept part of its encoder frozen may leave those weights out of its files and read them from the
+    # model it started from (`base_model`, whose weights' fingerprint must be `base_weights`): the multilingual
+    # vocabulary alone is half the size of the model
+    base_model: str = ""
+    base_weights: str = ""
 
     @classmethod
     def from_dict(cls, data: dict) -> ELQConfig:
@@ -45,7 +53,21 @@ def load_linker_config(path: str | Path) -> ELQConfig:
     """A saved linker's linker_config.json, each value held to its field's rule (thresholds within 0-1, sizes
     whole and positive): NaN or 1.5 as a threshold, which would link nothing without a word, is refused in one line
     naming the file, the key, the value and the range."""
-    return ELQConfig(**load_model_settings(path, ELQConfig, "train the linker again or correct the file"))
+    return ELQConfig(**load_model_settings(path, ELQConfig, "reinstall or retrain the linker, or correct the file"))
+
+
+def saved_config(name_or_path: str | Path) -> ELQConfig:
+    """The ELQConfig of a saved linker (a shipped name or a folder), read without loading its model: its
+    `entity_encoder` is the encoder every knowledge base it links against must be encoded with."""
+    from odqa.core.models import resolve_model
+
+    path = Path(resolve_model(str(name_or_path))) / LINKER_CONFIG
+    if not path.is_file():
+        raise OdqaError(
+            f"{name_or_path}: not a trained linker (no {LINKER_CONFIG}); train one with `odqa train-linker` or use "
+            "the shipped model 'linker'"
+        )
+    return load_linker_config(path)
 
 
 @dataclass
@@ -131,17 +153,22 @@ def enumerate_spans(word_start: np.ndarray, word_end: np.ndarray, max_tokens: in
     return np.asarray(out, dtype=np.int64).reshape(-1, 3)
 
 
-def word_masks(word_ids: list[list[int | None]]) -> tuple[np.ndarray, np.ndarray]:
-    """First/last sub-token of each word, from the fast tokenizer's word_ids()."""
+def word_masks(
+    word_ids: list[list[int | None]], letter_by_letter: list[list[bool]] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """First/last sub-token of each word, from the fast tokenizer's word_ids(). `letter_by_letter[row][t]`: token t
+    holds Hangul, Han or kana, where a mention may begin or end at any token (Chinese leaves no space between
+    words, Korean glues particles to them: 아인슈타인|은)."""
     n = max((len(w) for w in word_ids), default=0)
     start = np.zeros((len(word_ids), n), dtype=bool)
     end = np.zeros((len(word_ids), n), dtype=bool)
     for row, ids in enumerate(word_ids):
+        cjk = letter_by_letter[row] if letter_by_letter is not None else [False] * len(ids)
         for t, w in enumerate(ids):
             if w is None:
                 continue
-            if t == 0 or ids[t - 1] != w:
+            if t == 0 or ids[t - 1] != w or cjk[t] or cjk[t - 1]:
                 start[row, t] = True
-            if t + 1 >= len(ids) or ids[t + 1] != w:
+            if t + 1 >= len(ids) or ids[t + 1] != w or cjk[t] or cjk[t + 1]:
                 end[row, t] = True
     return start, end

@@ -17,28 +17,46 @@ millions opens in seconds.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
 import json
 import logging
 import math
 import mmap
 import os
 import re
-import tempfile
+import shutil
+import sqlite3
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from odqa.core.atomic import atomic_folder, write_npy_blocks
-from odqa.core.errors import IndexMismatchError, OdqaError
+from odqa.core.errors import DiskFullError, IndexMismatchError, OdqaError
 from odqa.core.types import Document, Entity
-from odqa.indexes.integrity import FileCheck, check_part, describe_file, file_reader, part_files
+from odqa.indexes.analysis import LANGUAGE_NAMES, detect_language
+from odqa.indexes.integrity import (
+    FileCheck,
+    check_part,
+    describe_file,
+    file_reader,
+    part_files,
+    recover_swap,
+    remove_dead_leftovers,
+)
 from odqa.indexes.manifest import MANIFEST, Manifest
 from odqa.indexes.vector import AUTO, VectorIndex, VectorIndexParams, faiss_installed, float16_copy_index
-from odqa.linker.aliases import AliasMatcher, StoredAliases, alias_key, make_aliases
+from odqa.linker.aliases import AliasMatcher, StoredAliases, alias_key, alias_scheme, make_aliases
 from odqa.linker.encoder import entity_text
+
+if TYPE_CHECKING:
+    from odqa.core.cluster import Cluster
+    from odqa.core.encoder import TextEncoder
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +67,17 @@ KB_FLAT_MAX_ENTITIES = 250_000
 ALIASES = "aliases.sqlite"  # the alias matcher's ranked table (linker.aliases.StoredAliases)
 VECTORS = "vectors"
 DESCRIPTION_WORDS = 128
+DESCRIPTION_CHARS = 600  # the bound for Korean and Chinese text (Chinese leaves no spaces between words)
+LANGUAGE_SAMPLE_CHARS = 200  # of an entity's description, read with its title to tell its language
+LANGUAGE_SHARE = 0.02  # of a KB's entities, for their language to count among the KB's languages
 ENCODE_BLOCK = 1 << 16  # entities encoded per block when building
+SCRATCH = "entities"  # `.NAME.entities-PID`: where a build lists the entities before encoding them
 ROW_FACTS_CACHED = 1 << 16  # entities whose alias keys and prior a serving linker keeps parsed
 _EMPTY_PAREN = re.compile(r"\s*\((?:[^()A-Za-z0-9]*|\s*(?:or|;|,)[^()]*)\)")
+
+
+class NoEntities(OdqaError):
+    """A corpus without one titled document: nothing to make entities of (passages without titles, say)."""
 
 
 def iter_documents(path: str | Path) -> Iterator[Document]:
@@ -67,10 +93,16 @@ def is_disambiguation(doc: Document) -> bool:
 
 
 def describe(text: str, words: int = DESCRIPTION_WORDS) -> str:
-    """First paragraph, first `words` words, without the empty pronunciation brackets WikiExtractor leaves."""
+    """First paragraph, first `words` words (Chinese writes none: at most DESCRIPTION_CHARS characters, ended at a
+    sentence where one ends), without the empty pronunciation brackets WikiExtractor leaves."""
     paragraph = text.split("\n", 1)[0]
     paragraph = _EMPTY_PAREN.sub("", paragraph)
-    return " ".join(paragraph.split()[:words])
+    described = " ".join(paragraph.split()[:words])
+    if len(described) <= DESCRIPTION_CHARS or detect_language([described]) == "en":
+        return described
+    cut = described[:DESCRIPTION_CHARS]
+    sentence_end = max(cut.rfind(mark) for mark in "。！？.!?")
+    return cut[: sentence_end + 1] if sentence_end >= DESCRIPTION_CHARS // 2 else cut
 
 
 @dataclass
@@ -90,6 +122,25 @@ class KBEntry:
     @property
     def prior(self) -> float:
         return math.log1p(self.length)
+
+
+def entries_of(documents: Iterable[Document]) -> Iterator[KBEntry]:
+    """One entity per article: consecutive documents of one title are one article's paragraphs (SQuAD-style
+    corpora such as KorQuAD, CMRC 2018 and DRCD give each paragraph as a document with its article's title), so
+    they make one entity, described by the first and as long as all of them. Disambiguation pages and untitled
+    documents are skipped."""
+    pending: KBEntry | None = None
+    for doc in documents:
+        if not doc.title or is_disambiguation(doc):
+            continue
+        if pending is not None and doc.title == pending.title:
+            pending.length += len(doc.text)
+            continue
+        if pending is not None:
+            yield pending
+        pending = entry_from_document(doc)
+    if pending is not None:
+        yield pending
 
 
 def entry_from_document(doc: Document) -> KBEntry:
@@ -230,6 +281,55 @@ class KnowledgeBase:
         return self._by_id.get(str(entity_id))
 
     @property
+    def language(self) -> str:
+        """The language of the entities' text (`en`, `ko`, `zh`), as the KB recorded it when built (`en` for a KB
+        built before languages were recorded: only English ones were)."""
+        return str(self.manifest.params.get("language") or "en")
+
+    @property
+    def languages(self) -> list[str]:
+        """Every language that names at least LANGUAGE_SHARE of the entities (a KB built from several corpora)."""
+        return list(self.manifest.params.get("languages") or [self.language])
+
+    @property
+    def language_names(self) -> list[str]:
+        return [LANGUAGE_NAMES.get(code, code) for code in self.languages]
+
+    def notices(self, languages: Sequence[str]) -> list[str]:
+        """What to tell before a linker trained on questions in `languages` links against this KB: names it will
+        seldom link (another language, alias keys made otherwise), each with its fix."""
+        return [notice for notice in (self.check_languages(languages), self.check_alias_scheme()) if notice]
+
+    @property
+    def source(self) -> dict | None:
+        """What the KB was built from, where its build recorded it (`run_qa.py index`, `build-kb`): the corpus files'
+        sizes and digests and the columns read."""
+        source = self.manifest.params.get("source")
+        return source if isinstance(source, dict) else None
+
+    def check_alias_scheme(self) -> str | None:
+        """None when this KB's alias keys are made as they are here; else why Korean and Chinese names may not be
+        found in it (a KB written before characters were matched one by one, or with Han folding where OpenCC
+        is missing now)."""
+        recorded = self.manifest.params.get("alias_scheme")
+        if self.path is None or recorded == alias_scheme():
+            return None
+        if recorded is None:
+            return (
+                f"knowledge base {self.path} was built before Korean and Chinese names were matched character by "
+                f"character, so its aliases find them only as whole words; {rebuild_fix(self.path)}"
+            )
+        if recorded.endswith("+t2s"):
+            return (
+                f"knowledge base {self.path} folds Traditional Chinese aliases to Simplified, which needs OpenCC: "
+                "pip install 'odqa[cjk]'"
+            )
+        return (
+            f"knowledge base {self.path} was built without OpenCC, so its Traditional Chinese aliases are not folded "
+            f"to Simplified; {rebuild_fix(self.path)}"
+        )
+
+    @property
     def matcher(self) -> AliasMatcher:
         """The KB's stored alias table, checked whole when first used; built in memory for a KB saved without one."""
         if self._matcher is None:
@@ -315,31 +415,61 @@ class KnowledgeBase:
         return scores, rows.astype(np.int64)
 
     def check_encoder(self, encoder: str, dim: int) -> None:
-        """Refuse a KB whose vectors come from another entity encoder than the model's."""
+        """Refuse a KB whose vectors come from another entity encoder than the model's, in one line naming both
+        encoders and the command that builds the KB again with the linker's."""
         where = f"knowledge base {self.path or ''}".strip()
-        if dim and self.dim and dim != self.dim:
-            raise IndexMismatchError(
-                f"{where} holds {self.dim}-d entity vectors, the linker expects {dim}-d vectors from {encoder!r}; "
-                f"rebuild it with `odqa build-kb --encoder {encoder}`"
-            )
+        fix = rebuild_fix(self.path or "KB", encoder)
         if encoder and self.encoder and _norm(encoder) != _norm(self.encoder):
             raise IndexMismatchError(
-                f"{where} was encoded with {self.encoder!r}, but the linker's entity encoder is {encoder!r}; "
-                f"rebuild it with `odqa build-kb --encoder {encoder}`"
+                f"{where} was encoded with {self.encoder!r}, but the linker's entity encoder is {encoder!r}; {fix}"
             )
+        if dim and self.dim and dim != self.dim:
+            raise IndexMismatchError(
+                f"{where} holds {self.dim}-d entity vectors from {self.encoder!r}, the linker expects {dim}-d "
+                f"vectors from {encoder!r}; {fix}"
+            )
+
+    def check_languages(self, languages: Sequence[str]) -> str | None:
+        """None when the linker was trained on every language this KB's entities are written in (`languages`: the
+        linker's); else why its names in the others may not be linked, and the fix."""
+        unread = [code for code in self.languages if code not in languages]
+        if not unread or not languages:
+            return None
+        names = ", ".join(LANGUAGE_NAMES.get(code, code) for code in unread)
+        trained = ", ".join(LANGUAGE_NAMES.get(code, code) for code in languages)
+        return (
+            f"the linker was trained on {trained} questions only and knowledge base {self.path or ''} holds {names} "
+            f"entities, so {names} names are seldom linked; set linker.model to a linker trained on {names}"
+        )
 
     # ---- persistence -------------------------------------------------------------------------------------
 
     @classmethod
     def load(cls, path: str | Path) -> KnowledgeBase:
         path = Path(path)
-        if not (path / ENTITIES).is_file():
-            raise OdqaError(
-                f"{path} is not a knowledge base (no {ENTITIES}); build "
-                f"one with `odqa build-kb --corpus PATH --out {path}`"
-            )
-        manifest = Manifest.load(path, kind="kb")
+        with contextlib.suppress(OSError):  # a read-only parent folder: nothing a reader may repair
+            recover_swap(path)  # a KB whose swap a killed build left half done is put back whole first
         where, fix = f"knowledge base {path}", rebuild_fix(path)
+        has_entities, has_manifest = (path / ENTITIES).is_file(), (path / MANIFEST).is_file()
+        if not path.exists():
+            raise OdqaError(
+                f"no knowledge base at {path}; build one with `run_qa.py build-kb --corpus CORPUS --out {path}`"
+            )
+        if not has_entities and not has_manifest:
+            raise OdqaError(
+                f"{path} is not a knowledge base (no {ENTITIES} nor {MANIFEST}); build one with "
+                f"`run_qa.py build-kb --corpus CORPUS --out {path}`"
+            )
+        if not has_entities or not has_manifest:
+            missing = ENTITIES if not has_entities else MANIFEST
+            raise IndexMismatchError(f"{where} lacks {missing}: it is damaged or was left half built; {fix}")
+        manifest = Manifest.load(path, fix=fix)
+        if manifest.kind != "kb":
+            raise IndexMismatchError(
+                f"{path} holds a {manifest.kind!r} index, not a knowledge base; name the knowledge-base folder "
+                f"(an index's is beside it, `{path.name}-kb`), or build one with "
+                f"`run_qa.py build-kb --corpus CORPUS --out {path}-kb`"
+            )
         files = manifest.params.get("files")
         if not isinstance(files, dict) or ENTITIES not in files:
             raise IndexMismatchError(
@@ -368,41 +498,66 @@ class KnowledgeBase:
         cls,
         documents: Iterable[Document],
         out: str | Path,
-        encoder: str = "minilm",
+        encoder: str,
         max_length: int = 64,
         batch_size: int = 128,
         progress: bool = True,
         device: str | None = None,
+        cluster: Cluster | None = None,
+        params: dict | None = None,
     ) -> KnowledgeBase:
-        """Entities of `documents` (disambiguation pages and untitled documents skipped), encoded as `title [SEP]
-        description`, written as a KB at `out`. Streamed: the entries go to a scratch file beside `out` first and
-        are encoded ENCODE_BLOCK at a time, so memory does not grow with the corpus."""
-        from odqa.core.encoder import TextEncoder  # torch + transformers: only when building
+        """Entities of `documents` (disambiguation pages and untitled documents skipped), encoded by `encoder` (the
+        linker's entity encoder) as `title [SEP] description`, written as a KB at `out`. Streamed: the entries go to
+        a scratch file beside `out` first and are encoded ENCODE_BLOCK at a time, so memory does not grow with the
+        corpus. `cluster` (`build-kb --ray`): the blocks are encoded as Ray tasks on its workers (a GPU each where it
+        has them), written here in order. `params`: recorded in the KB's manifest too (what it was built from). No
+        titled document: NoEntities, before any model loads."""
 
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=f".{out.name}.entities-", dir=out.parent) as scratch:
+        recover_swap(out)  # a swap a killed build left half done: finished or undone, as an index's
+        remove_dead_leftovers(out, SCRATCH)  # the entities a killed build listed
+        with _scratch_folder(out) as scratch:
             listed = Path(scratch) / ENTITIES
             with listed.open("w", encoding="utf-8") as f:
-                for d in documents:
-                    if d.title and not is_disambiguation(d):
-                        f.write(entry_line(entry_from_document(d)))
+                for entry in entries_of(documents):
+                    f.write(entry_line(entry))
             entries = StoredEntries(listed)
             if not len(entries):
-                raise OdqaError("no entities found in the corpus; pass Wikipedia-style documents with titles")
-            model = TextEncoder.from_pretrained(encoder, max_length=max_length, device=device)
-            bar = _progress(len(entries), "encoding entities", progress)
+                raise NoEntities("no entities found in the corpus; pass Wikipedia-style documents with titles")
+            block = ENCODE_BLOCK if cluster is None else _cluster_block(len(entries), cluster.slots, batch_size)
 
-            def blocks() -> Iterator[np.ndarray]:
-                for start in range(0, len(entries), ENCODE_BLOCK):
-                    texts = [entity_text(e.title, e.description) for e in entries[start : start + ENCODE_BLOCK]]
-                    yield model.encode(texts, batch_size=batch_size, on_batch=bar.update)
+            def texts() -> Iterator[list[str]]:
+                for start in range(0, len(entries), block):
+                    yield [entity_text(e.title, e.description) for e in entries[start : start + block]]
 
+            blocks: Iterator[np.ndarray]
+            if cluster is None:
+                from odqa.core.encoder import TextEncoder  # torch + transformers: only when building
+
+                model = TextEncoder.from_pretrained(encoder, max_length=max_length, device=device)
+                bar = _progress(len(entries), "encoding entities", progress)
+                blocks = (encode_block(model, part, batch_size, bar.update) for part in texts())
+            else:
+                args = (encoder, max_length, batch_size, device)
+                tasks = math.ceil(len(entries) / block)
+                blocks = cluster.map_ordered(
+                    encode_entities, texts(), "encoding entities", args=args, gpu=True, total=tasks
+                )
+            first = next(blocks)
+            dim = first.shape[1]
             vectors_path = Path(scratch) / "entity_vectors.npy"
-            write_npy_blocks(vectors_path, np.float32, (len(entries), model.dim), blocks())
-            bar.close()
+            write_npy_blocks(vectors_path, np.float32, (len(entries), dim), itertools.chain([first], blocks))
+            if cluster is None:
+                bar.close()
+            vectors = np.load(vectors_path, mmap_mode="r")
             return cls.write(
-                entries, np.load(vectors_path, mmap_mode="r"), out, encoder, model.dim, {"max_length": max_length}
+                entries,
+                vectors,
+                out,
+                encoder,
+                dim,
+                {**(params or {}), "max_length": max_length, **entity_languages(entries)},
             )
 
     @classmethod
@@ -436,7 +591,10 @@ class KnowledgeBase:
                         count += 1
                         yield e.aliases, e.prior
 
-                StoredAliases.write_entities(tmp / ALIASES, written())
+                try:
+                    StoredAliases.write_entities(tmp / ALIASES, written())
+                except sqlite3.Error as exc:  # SQLite's own words for a write that failed, no OSError
+                    raise _alias_table_error(exc, out) from exc
             if count != len(vectors):
                 raise OdqaError(f"{count} entities need {count} x {dim} vectors, got {vectors.shape}")
             staging = tmp / "entity_vectors.npy"
@@ -457,6 +615,7 @@ class KnowledgeBase:
                 params={
                     **(params or {}),
                     "description_words": DESCRIPTION_WORDS,
+                    "alias_scheme": alias_scheme(),
                     "text": "title [SEP] description",
                     "files": {
                         str(p.relative_to(tmp)): describe_file(p)
@@ -468,8 +627,65 @@ class KnowledgeBase:
         return cls.load(out)
 
 
-def rebuild_fix(path: str | Path) -> str:
-    return f"rebuild it with `run_qa.py build-kb --corpus CORPUS --out {path}`"
+_ENCODERS: dict[tuple, TextEncoder] = {}  # a process's entity encoder, loaded once (a Ray worker encodes many blocks)
+
+
+def _entity_encoder(encoder: str, max_length: int, device: str | None) -> TextEncoder:
+    from odqa.core.encoder import TextEncoder  # torch + transformers: only when building
+
+    key = (encoder, max_length, device)
+    if key not in _ENCODERS:
+        _ENCODERS.clear()
+        _ENCODERS[key] = TextEncoder.from_pretrained(encoder, max_length=max_length, device=device)
+    return _ENCODERS[key]
+
+
+def encode_entities(texts: list[str], encoder: str, max_length: int, batch_size: int, device: str | None) -> np.ndarray:
+    """A task of `build-kb --ray`: one block of entity texts encoded on a worker, as `KnowledgeBase.build` does
+    here (float32 rows)."""
+    return encode_block(_entity_encoder(encoder, max_length, device), texts, batch_size)
+
+
+def encode_block(model: TextEncoder, texts: list[str], batch_size: int, on_batch=None) -> np.ndarray:
+    """Entity texts encoded as float32 rows; a model with a passage prompt (e5's "passage: ") reads entities as the
+    passages they are."""
+    prompted = [model.passage_prefix + text for text in texts]
+    return np.asarray(model.encode(prompted, batch_size=batch_size, on_batch=on_batch), dtype=np.float32)
+
+
+def _cluster_block(entities: int, slots: int, batch_size: int) -> int:
+    """Entities per Ray task: a few blocks per worker, whole batches, at most ENCODE_BLOCK."""
+    per_task = math.ceil(entities / (4 * slots))
+    return min(ENCODE_BLOCK, max(batch_size, math.ceil(per_task / batch_size) * batch_size))
+
+
+def _alias_table_error(exc: Exception, out: Path) -> OdqaError:
+    """One line for an alias table SQLite could not write: a full disk is named as one (DiskFullError); SQLite
+    says "disk I/O error" for a write refused by a quota or a file-size limit too, so that is named with them."""
+    reason = str(exc) or exc.__class__.__name__
+    if "full" in reason:
+        return DiskFullError(
+            f"no room left on the device to write {out} (SQLite: {reason}); nothing was replaced: free some space "
+            "or write elsewhere, then rerun"
+        )
+    return OdqaError(
+        f"the alias table of {out} could not be written (SQLite: {reason}: a full disk, a quota or a file-size "
+        "limit, or a failing disk); nothing was replaced: free some space or write elsewhere, then rerun"
+    )
+
+
+def entity_languages(entries: Iterable[KBEntry]) -> dict:
+    """The KB's language (the most entities' script) and every language that names at least LANGUAGE_SHARE."""
+    counts: Counter[str] = Counter(detect_language([e.title, e.description[:LANGUAGE_SAMPLE_CHARS]]) for e in entries)
+    total = max(1, sum(counts.values()))
+    languages = [code for code, n in counts.most_common() if n / total >= LANGUAGE_SHARE]
+    return {"language": languages[0] if languages else "en", "languages": languages or ["en"]}
+
+
+def rebuild_fix(path: str | Path, encoder: str = "") -> str:
+    """How to build the KB at `path` again (`encoder`: with this entity encoder rather than the default linker's)."""
+    with_encoder = f" --encoder {encoder}" if encoder else ""
+    return f"rebuild it with `run_qa.py build-kb --corpus CORPUS --out {path}{with_encoder}`"
 
 
 def entity_index_params(entities: int, asked: VectorIndexParams | None = None) -> VectorIndexParams:
@@ -488,6 +704,19 @@ def entity_index_params(entities: int, asked: VectorIndexParams | None = None) -
 
 def in_memory_matcher(entries: Sequence[KBEntry]) -> AliasMatcher:
     return AliasMatcher.from_entities([e.aliases for e in entries], [e.prior for e in entries])
+
+
+@contextlib.contextmanager
+def _scratch_folder(out: Path) -> Iterator[Path]:
+    """`.NAME.entities-PID` beside the KB `out`, removed when the build ends (by the next build where it was
+    killed)."""
+    scratch = out.with_name(f".{out.name}.{SCRATCH}-{os.getpid()}")
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir()
+    try:
+        yield scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _norm(name: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,6 +29,7 @@ from odqa.core.runtime import (
     plan_inference,
 )
 from odqa.core.types import Mention
+from odqa.indexes.analysis import without_trailing_particles
 from odqa.linker.heads import LINKER_CONFIG, ELQConfig, LinkHeads, enumerate_spans, load_linker_config, word_masks
 from odqa.linker.kb import KnowledgeBase
 
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_CJK = re.compile(r"[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 WEIGHTS = "linker.safetensors"
 
 
@@ -119,7 +122,7 @@ class Linker:
         path = resolve_model(name)
         try:
             tokenizer = AutoTokenizer.from_pretrained(path, **hub_options(path))
-            encoder = AutoModel.from_pretrained(path, **hub_options(path))
+            encoder = AutoModel.from_pretrained(path, **hub_options(path)).float()  # trained in fp32 (fp16 files)
         except (OSError, ValueError) as exc:
             raise OdqaError(f"cannot load encoder {name!r}: {exc.__class__.__name__}") from exc
         config = config or ELQConfig(encoder=name)
@@ -151,6 +154,8 @@ class Linker:
                 encoder = AutoModel.from_config(AutoConfig.from_pretrained(str(path), local_files_only=True))
             model = ELQModel(encoder, config)
             state = load_file(str(path / WEIGHTS))
+            if config.base_model:
+                state = {**base_state(config, path), **state}
             missing, unexpected = model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
             missing = [m for m in missing if not m.endswith("position_ids")]
             if missing or unexpected:
@@ -160,6 +165,8 @@ class Linker:
             return model
 
         digest = files_digest(str(name_or_path))
+        if session is not None and config.base_model:
+            check_base(config, path)  # the graph holds the base's weights: used only while they are the same
         if session is not None:
             return cls(
                 None,
@@ -196,6 +203,12 @@ class Linker:
             for k, v in self.model.state_dict().items()
         }
         state = {k: v for k, v in state.items() if not k.endswith("position_ids")}
+        if self.config.base_model:
+            from odqa.core.models import model_fingerprint
+
+            self.config.base_weights = model_fingerprint(self.config.base_model)
+            base = base_state(self.config, path, checked=False)
+            state = {k: v for k, v in state.items() if k not in base or not _same(v, base[k])}
         save_file(state, str(path / WEIGHTS), metadata={"format": "pt"})
         self.model.encoder.config.save_pretrained(str(path))
         self.tokenizer.save_pretrained(str(path))
@@ -226,8 +239,11 @@ class Linker:
         """(row, first token, last token) of every candidate span: whole words, not starting or ending on
         punctuation, at most max_mention_tokens tokens."""
         word_ids = [batch.word_ids(i) for i in range(len(questions))]
-        start, end = word_masks(word_ids)
         offsets = np.asarray(batch["offset_mapping"])
+        letter_by_letter = [
+            [bool(_CJK.search(q[s:e])) for s, e in offsets[row].tolist()] for row, q in enumerate(questions)
+        ]
+        start, end = word_masks(word_ids, letter_by_letter)
         for row, q in enumerate(questions):
             for t in range(start.shape[1]):
                 if start[row, t] or end[row, t]:
@@ -284,12 +300,56 @@ class Linker:
             joint = float(p_mention[n]) * p_entity
             if joint < self.entity_threshold or cand_rows[n, best[n]] < 0:
                 continue
-            start, end = int(offsets[row, i, 0]), int(offsets[row, j, 1])
+            start, end = mention_bounds(questions[row], int(offsets[row, i, 0]), int(offsets[row, j, 1]))
             entity = self.kb.entity(int(cand_rows[n, best[n]]))
             results[row].append(
                 Mention(start, end, questions[row][start:end], entity, float(p_mention[n]), p_entity, joint)
             )
         return [resolve_overlaps(m) for m in results] if resolve else results
+
+    def disambiguate(self, question: str, spans: Sequence[tuple[int, int]]) -> list[Mention | None]:
+        """The best entity of each given character span of `question` (entity disambiguation with the mentions
+        known, as BLINK does), None for a span no token covers or whose best candidate is NIL. Scores: the
+        mention's own (however low) and p(entity | mention)."""
+        if self.kb is None:
+            raise OdqaError("the linker has no knowledge base: pass kb=... (build one with `odqa build-kb`)")
+        batch = self.tokenize([question], return_tensors="np")
+        offsets = batch["offset_mapping"][0]
+        hidden, scores = self._encode({k: v for k, v in batch.items() if k != "offset_mapping"})
+        located = []
+        for start, end in spans:
+            tokens = [t for t, (s, e) in enumerate(offsets.tolist()) if e > s and s < end and start < e]
+            located.append((0, tokens[0], tokens[-1]) if tokens else None)
+        found = [span for span in located if span is not None]
+        out: list[Mention | None] = [None] * len(spans)
+        if not found:
+            return out
+        heads = self._heads()
+        token_spans = np.asarray(found, dtype=np.int64)
+        p_mention = 0.5 * (1.0 + np.tanh(0.5 * heads.mention_logits(scores, token_spans)))
+        span_vecs = heads.span_vectors(hidden, token_spans)
+        texts = [question[start:end] for (start, end), span in zip(spans, located) if span is not None]
+        cand_rows = self.candidates(span_vecs, texts)
+        probs = self.entity_probabilities(span_vecs, texts, cand_rows, heads)
+        best = probs[:, :-1].argmax(1)
+        n = 0
+        for i, ((start, end), span) in enumerate(zip(spans, located)):
+            if span is None:
+                continue
+            p_entity = float(probs[n, best[n]])
+            if cand_rows[n, best[n]] >= 0 and p_entity >= float(probs[n, -1]):
+                entity = self.kb.entity(int(cand_rows[n, best[n]]))
+                out[i] = Mention(
+                    start,
+                    end,
+                    question[start:end],
+                    entity,
+                    float(p_mention[n]),
+                    p_entity,
+                    float(p_mention[n]) * p_entity,
+                )
+            n += 1
+        return out
 
     @property
     def plan(self):
@@ -381,6 +441,45 @@ class Linker:
         logits = np.where(pad, -np.inf, logits)
         logits = np.exp(logits - logits.max(axis=-1, keepdims=True))
         return logits / logits.sum(axis=-1, keepdims=True)
+
+
+def check_base(config: ELQConfig, path: Path) -> None:
+    """Refuse in one line a linker whose base model installed here is not the one it was trained from."""
+    from odqa.core.models import model_fingerprint
+
+    if model_fingerprint(config.base_model) != config.base_weights:
+        raise OdqaError(
+            f"{path}: the linker reads its frozen weights from {config.base_model!r}, but the one installed here is "
+            f"another version; install the {config.base_model} it was trained with"
+        )
+
+
+def base_state(config: ELQConfig, path: Path, checked: bool = True) -> dict:
+    """The base model's weights under the linker's names (`encoder.` + the base's own), checked against the
+    fingerprint the linker recorded unless `checked` is False (while saving, when it is being recorded)."""
+    from safetensors.torch import load_file
+
+    if checked:
+        check_base(config, path)
+    state: dict = {}
+    for file in sorted(Path(resolve_model(config.base_model)).glob("*.safetensors")):
+        state.update({f"encoder.{key}": tensor for key, tensor in load_file(str(file)).items()})
+    if not state:
+        raise OdqaError(f"base model {config.base_model!r} of {path} has no .safetensors weights")
+    return state
+
+
+def _same(saved, base) -> bool:
+    """A weight left as the base has it (compared at the precision the linker saves)."""
+    return saved.shape == base.shape and bool((saved.to(base.dtype) == base).all())
+
+
+def mention_bounds(question: str, start: int, end: int) -> tuple[int, int]:
+    """A mention's characters as a reader would mark them: without the space a SentencePiece token carries before
+    its word, nor the Korean particle glued to the name's last piece (아인슈타인은 -> 아인슈타인)."""
+    while start < end and question[start].isspace():
+        start += 1
+    return start, start + without_trailing_particles(question[start:end])
 
 
 def resolve_overlaps(mentions: list[Mention]) -> list[Mention]:

@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "odqa.commands.train_retriever",  # build-dpr-data, train-retriever
     "odqa.commands.elastic",  # es-index
     "odqa.commands.serve",  # serve
+    "odqa.commands.cache",  # cache
 )
 
 

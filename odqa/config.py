@@ -120,6 +120,13 @@ class LinkerConfig:
     def validate(self) -> None:
         check_numbers(self, "linker.")
 
+    def entity_encoder(self) -> str:
+        """The entity encoder of this linker model (its saved linker_config.json): every knowledge base it links
+        against is encoded with it, so `index` and `build-kb` encode theirs with the configured linker's."""
+        from odqa.linker.heads import saved_config
+
+        return saved_config(self.model).entity_encoder
+
 
 @dataclass
 class ElasticConfig:
@@ -178,14 +185,13 @@ class OdqaConfig:
     linker: LinkerConfig = field(default_factory=LinkerConfig)
     elastic: ElasticConfig = field(default_factory=ElasticConfig)
     # inference of the reader, the encoders and the linker (odqa.core.runtime.plan_inference): auto = fp16 on
-    # CUDA; on CPUs, questions (linker, question encoder) on onnx fp32, the reader and index builds in bf16 where
-    # the CPU has native bf16 and int8 was not timed faster there (odqa.core.cpu_choice), else onnx int8 for the
-    # reader (bench/speed.py measures its F1 against torch fp32)
+    # CUDA; on CPUs, onnx int8 for the models whose int8 cost is measured within 1 F1 (the English reader), else
+    # bf16 where the CPU has native bf16 (questions: onnx fp32), onnx fp32 elsewhere
     precision: str = field(
         default=INFERENCE.precision,
         metadata=_help(
-            "inference precision of all models (auto: on CPUs questions onnx fp32, the reader bf16 where native "
-            "unless int8 was timed faster there, else onnx int8)",
+            "inference precision of all models (auto: on CPUs onnx int8 for the models whose int8 cost is measured "
+            "within 1 F1, e.g. the English reader; else bf16 where native, questions onnx fp32, else onnx fp32)",
             choices=PRECISIONS,
         ),
     )
@@ -212,17 +218,14 @@ class OdqaConfig:
         prints or writes the dict must not carry it."""
         return _masked(dataclasses.asdict(self))
 
-    def inference(self, few_questions: bool = INFERENCE.few_questions) -> InferenceSettings:
-        """How the models this config names run (`few_questions`: the command answers a few questions and exits,
-        odqa.core.runtime.InferenceSettings)."""
-        return InferenceSettings(self.precision, self.runtime, few_questions)
+    def inference(self) -> InferenceSettings:
+        """How the models this config names run (odqa.core.runtime.InferenceSettings)."""
+        return InferenceSettings(self.precision, self.runtime)
 
-    def retriever_runtime(
-        self, few_questions: bool = INFERENCE.few_questions, accept_encoder_change: bool = False
-    ) -> RetrieverRuntime:
+    def retriever_runtime(self, accept_encoder_change: bool = False) -> RetrieverRuntime:
         """How the question encoder of a retriever built with this config runs (retriever.registry.build_retriever,
         with `retrieval`)."""
-        return RetrieverRuntime(self.inference(few_questions), self.device or None, accept_encoder_change)
+        return RetrieverRuntime(self.inference(), self.device or None, accept_encoder_change)
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> OdqaConfig:

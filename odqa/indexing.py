@@ -6,6 +6,12 @@ and survives a crash: rerunning the same command reuses the finished passages, B
 encoding is split into chunks of `chunk_size` passages; `--shard i/n` encodes only chunks i, i+n, ... so several
 processes or machines can share the work (they need a shared `OUT.work/`, or copy their chunk files into one before the
 final run). Nothing replaces `OUT/` until everything is built.
+
+The linker's knowledge base is built beside the index, in `OUT-kb` (`kb`, on by default: one entity per titled
+article, encoded by the entity encoder of the linker that links against it), after the index is in place and before
+the work folder goes, so that a build interrupted there resumes: the index is put in place again from its finished
+parts and the KB is built. A KB already there that was built from the same corpus files by the same entity encoder is
+kept; any other is replaced, atomically (`KnowledgeBase.write`), when the new one is whole.
 """
 
 from __future__ import annotations
@@ -28,11 +34,14 @@ import numpy as np
 import xxhash
 from tqdm.auto import tqdm
 
+from odqa.config import LinkerConfig
 from odqa.core.atomic import publish_folder, write_npy, write_npy_blocks
 from odqa.core.errors import DiskFullError, OdqaError, is_disk_full, no_room_reason
+from odqa.core.logs import get_logger
 from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
 from odqa.core.runtime import INFERENCE, PRECISIONS, InferenceSettings
-from odqa.corpus.readers import CorpusFields, corpus_files, corpus_sources, iter_passages
+from odqa.core.settings import field_default
+from odqa.corpus.readers import CorpusFields, corpus_files, corpus_sources, iter_documents, iter_passages
 from odqa.indexes.analysis import ANALYZERS, LANGUAGE_NAMES, LANGUAGES, analyzer_for, detect_language
 from odqa.indexes.bm25 import TEXT_ENGINES, build_text_index, require_engine
 from odqa.indexes.integrity import build_lock, describe_part, recover_swap
@@ -41,9 +50,11 @@ from odqa.indexes.manifest import MANIFEST, Manifest
 from odqa.indexes.vector import VectorIndex, VectorIndexParams
 
 if TYPE_CHECKING:  # the store loads `datasets` (seconds): imported where an index is built, not by the CLI's parser
+    from odqa.core.cluster import Cluster
     from odqa.corpus.store import PassageStore
 
 BACKENDS = SEARCH_PARTS
+log = get_logger(__name__)
 
 
 @dataclass
@@ -88,13 +99,22 @@ class IndexSpec:
     chunk_size: int = field(default=20000, metadata={"help": "passages per resumable encoding chunk"})
     shard: tuple[int, int] | None = None  # (i, n): encode only chunks i, i+n, ...
     part: tuple[int, int] | None = None  # (i, n): only the i-th of n consecutive groups of the corpus's files
+    kb: bool = field(
+        default=True,
+        metadata={
+            "help": "also build the linker's knowledge base beside the index, in OUT-kb: one entity per titled "
+            "article, encoded by the linker's entity encoder; kept when built from the same corpus (--no-kb: none "
+            "built, one already there left as it is)"
+        },
+    )
+    linker: str = field_default(LinkerConfig, "model")  # the linker whose entity encoder encodes the KB
     device: str | None = field(default=None, metadata={"help": "cpu or cuda (default: cuda when available)"})
     # of passage encoding (odqa.core.runtime.plan_inference)
     precision: str = field(
         default=INFERENCE.precision,
         metadata={
-            "help": "passage encoding precision (auto: the fastest measured equal here: bf16 on CPUs with native bf16 "
-            "unless int8 was timed faster there, fp16 on a GPU, else int8 where measured, and for 50,000 "
+            "help": "passage encoding precision (auto: the fastest measured equal here: int8 where the encoder's int8 "
+            "recall is measured, else bf16 on CPUs with native bf16, fp32 elsewhere, fp16 on a GPU; and for 50,000 "
             "passages or more with the default encoder, fast-passage-encoder; int8: ONNX Runtime dynamic int8, "
             "bench/encoder_int8.py measures its speed and "
             "recall)",
@@ -150,7 +170,25 @@ def validate_spec(spec: IndexSpec) -> list[str]:
             f"--out {out} is inside the corpus folder {corpus}: the build would read its own index files "
             "as documents; choose an --out outside the corpus folder"
         )
+    if spec.kb:
+        kb_encoder(spec)  # the linker and its entity encoder are there: refused now, not after the index is built
+        kb = IndexLayout(os.path.abspath(out)).kb
+        if kb.exists() and not kb.is_dir():
+            raise OdqaError(f"{kb}, where the index's knowledge base goes, is a file; move it away, or pass --no-kb")
     return backends
+
+
+def kb_encoder(spec: IndexSpec) -> str:
+    """The entity encoder the index's knowledge base is encoded with: that of the linker `spec.linker` (the default
+    linker's unless the config names another), checked to be installed."""
+    from odqa.core.models import resolve_model
+
+    try:
+        encoder = LinkerConfig(model=spec.linker).entity_encoder()
+        resolve_model(encoder)
+    except OdqaError as exc:
+        raise OdqaError(f"{exc}; or pass --no-kb to build the index without the linker's knowledge base") from exc
+    return encoder
 
 
 def _within(path: Path, folder: Path) -> bool:
@@ -162,9 +200,15 @@ def _within(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
+TEXT_STAGE = "text"  # passages and BM25: `build_index(until=TEXT_STAGE)` stops there, its work folder kept
+TEXT_STAGES = ("passages", "bm25")  # the crash stages (`crash_after`) of the text part
+
+
+def build_index(spec: IndexSpec, crash_after: str | None = None, until: str | None = None) -> BuildReport:
     """`crash_after`: fault injection for tests only (a stage name: passages, bm25, encode, dense, fsync,
-    rename-away); the process exits there as if killed."""
+    rename-away); the process exits there as if killed. `until=TEXT_STAGE`: build the passages and BM25 in the
+    work folder and stop (finished False); a later call with the same spec resumes from them, as after a crash
+    (a Ray build runs the text and the encoding of a shard as separate tasks, the second on a GPU)."""
     backends = validate_spec(spec)
     if DENSE in backends and spec.max_length is None:
         from odqa.core.encoder import encoder_max_length
@@ -193,8 +237,6 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
             with _timed(seconds, "passages_s"):
                 store, fingerprint = _passages(spec, work)
             _maybe_crash(crash_after, "passages")
-            if DENSE in backends:
-                spec = _encoding_choice(spec, work, len(store))
             language = corpus_language(store) if spec.language == "auto" else spec.language
             analyzer = analyzer_for(language, spec.analyzer)
             if BM25 in backends:
@@ -203,6 +245,10 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
                 with _timed(seconds, "bm25_s"):
                     _bm25(spec, work, store, fingerprint, language, analyzer)
                 _maybe_crash(crash_after, "bm25")
+            if until == TEXT_STAGE:
+                return BuildReport(False, len(store), f"passages and BM25 built in {work.root}", seconds)
+            if DENSE in backends:  # where the passages are encoded: `auto` picks for this machine's CPU or GPU
+                spec = _encoding_choice(spec, work, len(store))
             if DENSE in backends and not IndexLayout(work.dense).manifest.exists():
                 # a dense part finished by an interrupted run of the same settings (_encoding_choice checked them)
                 # is kept whole: nothing is encoded again
@@ -263,6 +309,7 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
                 raise
         except Exception as exc:
             if not is_disk_full(exc):
+                _drop_unfinished(work)  # what a rerun can reuse stays; a work folder of nothing goes
                 raise
             kept = _drop_unfinished(work)
             raise DiskFullError(
@@ -271,11 +318,108 @@ def build_index(spec: IndexSpec, crash_after: str | None = None) -> BuildReport:
                 + "; free some space and rerun"
                 + (f" (the finished stages kept in {work.root}, {kept / 1e6:.1f} MB, resume the build)" if kept else "")
             ) from exc
+        # before the work folder goes: a KB build interrupted now resumes from the index's finished parts
+        kb = index_kb(spec, out, _kb_source(_read_record(work.source_key), spec), seconds, crash_after)
         shutil.rmtree(work.root, ignore_errors=True)
     note = " (resumed from the work folder of an interrupted build)" if resumed else ""
     return BuildReport(
-        True, len(store), f"index ready in {out}: {len(store)} passages, backends {', '.join(backends)}{note}", seconds
+        True,
+        len(store),
+        f"index ready in {out}: {len(store)} passages, backends {', '.join(backends)}{note}{kb}",
+        seconds,
     )
+
+
+def _kb_source(record: dict | None, spec: IndexSpec) -> dict:
+    """What the index's knowledge base is made of, as its manifest records it (`source`): the corpus files' sizes
+    and content digests (not their paths: a corpus moved elsewhere is the same corpus) and the columns read."""
+    files = (record or {}).get("source", {}).get("files") or _source_key(spec)["files"]
+    return {"files": [[size, digest] for _, size, digest in files], "fields": list(vars(spec.fields).values())}
+
+
+def kb_source(corpora: Sequence[str | Path], fields: CorpusFields, limit: int | None = None) -> dict:
+    """`source` of a knowledge base built from `corpora` (`build-kb`; `limit`: its first documents only)."""
+    files = [f for corpus in corpora for source in corpus_sources(corpus) for f in corpus_files(source)]
+    return {
+        "files": [[f.stat().st_size, content_digest(f)] for f in files],
+        "fields": list(vars(fields).values()),
+        **({"limit": limit} if limit else {}),
+    }
+
+
+def index_kb(
+    spec: IndexSpec, out: Path, source: dict, seconds: dict[str, float], crash_after: str | None = None
+) -> str:
+    """Build the knowledge base beside the index `out` from its corpus (`spec.kb`), unless the one there was built
+    from the same `source` by the same entity encoder; returns what the build report says of it."""
+    from odqa.linker.kb import KnowledgeBase, NoEntities
+
+    path = IndexLayout(os.path.abspath(spec.out)).kb  # beside the path named (a link to an index: beside the link)
+    if not spec.kb:
+        if _kb_stale(path, source, "") == OTHER_CORPUS:  # left as it is, as --no-kb says, but ask would use it
+            log.warning("the knowledge base %s %s; remove it", path, OTHER_CORPUS)
+        return ""
+    encoder = kb_encoder(spec)
+    why = _kb_stale(path, source, encoder)
+    if why is None:
+        return f"; knowledge base {path} kept (built from the same corpus)"
+    log.info("knowledge base %s %s: building it (--no-kb skips it)", path, why)
+
+    def documents():
+        files = corpus_part(spec.corpus, spec.part)
+        for number, doc in enumerate(doc for file in files for doc in iter_documents(file, fields=spec.fields)):
+            if number == 1:
+                _maybe_crash(crash_after, "kb")
+            yield doc
+
+    try:
+        with _timed(seconds, "kb_s"):
+            kb = KnowledgeBase.build(
+                tqdm(documents(), desc="kb documents", unit=" doc", mininterval=2),
+                path,
+                encoder=encoder,
+                device=spec.device,
+                params={"source": source},
+            )
+    except NoEntities:
+        there = f"; the one in {path} is of another corpus: remove it" if path.exists() else ""
+        return f"; no knowledge base: no document has a title to make an entity of{there}"
+    except Exception as exc:
+        if not isinstance(exc, OdqaError) and not is_disk_full(exc):
+            raise
+        # the old KB is untouched (KnowledgeBase.write replaces it whole or not at all), the new index in place
+        told = str(exc) if isinstance(exc, OdqaError) else f"no room left on the device ({no_room_reason(exc)})"
+        error = DiskFullError if is_disk_full(exc) else OdqaError
+        raise error(
+            f"the knowledge base {path} was not built: {told}; the index {out} is ready: rerun the same command to "
+            "build its knowledge base (or pass --no-kb)"
+        ) from exc
+    return f"; knowledge base {path}: {len(kb)} entities ({', '.join(kb.language_names)})"
+
+
+OTHER_CORPUS = "was built from another corpus"
+
+
+def _kb_stale(path: Path, source: dict, encoder: str) -> str | None:
+    """None when the KB at `path` was built from `source` by `encoder` (empty: any) with its alias keys made as
+    they are now; else what differs, as a predicate of the KB."""
+    from odqa.linker.kb import KnowledgeBase
+
+    if not path.exists():
+        return "is not there yet"
+    try:
+        kb = KnowledgeBase.load(path)
+    except OdqaError as exc:
+        return f"cannot be used ({exc})"
+    if kb.source is None:
+        return "records no corpus it was built from"
+    if kb.source != source:
+        return OTHER_CORPUS
+    if encoder and kb.encoder != encoder:
+        return f"was encoded with {kb.encoder!r}, and the linker's entity encoder is {encoder!r}"
+    if kb.check_alias_scheme():
+        return "has its alias keys made otherwise than now"
+    return None
 
 
 @contextlib.contextmanager
@@ -491,9 +635,9 @@ LARGE_BUILD = 50_000  # passages: below this the build takes minutes either way
 
 def auto_passage_encoder(spec: IndexSpec, passages: int) -> IndexSpec:
     """Under `--precision auto`, a large build with the default encoder on a CPU where it would run fp32 or int8
-    (no native bf16, or int8 preferred to it) encodes its passages with the distilled 4-layer student, whose
-    recall was measured level with the 6-layer encoder's (models/fast-passage-encoder/README.md) at about 1.4x
-    its int8 speed; its vectors are searched with the same question encoder. An explicit precision keeps the
+    (every CPU with onnxruntime: its passages' int8 is measured) encodes its passages with the distilled 4-layer
+    student, whose recall was measured level with the 6-layer encoder's (models/fast-passage-encoder/README.md) at
+    about 1.4x its int8 speed; its vectors are searched with the same question encoder. An explicit precision keeps the
     encoder asked for; small builds keep it too (minutes either way)."""
     from odqa.core.device import device_type
     from odqa.core.text_encoding import paired_query_encoder
@@ -522,7 +666,7 @@ def _fast_encoder_serves(spec: IndexSpec, passages: int, cpu_precision: str) -> 
 
 
 def _suggest_fast_encoder(spec: IndexSpec, encoder, passages: int) -> None:
-    """Where the default encoder runs fp32 or int8 on a CPU (no native bf16, or int8 preferred to it) at a
+    """Where the default encoder runs fp32 or int8 on a CPU (int8 under `auto`, or fp32 asked for) at a
     precision asked for (`auto` switches by itself: `auto_passage_encoder`), a large build with it is told of the
     shipped distilled passage encoder, which writes the same vector space faster (its card gives speed and
     recall)."""
@@ -542,7 +686,7 @@ def _encoding_choice(spec: IndexSpec, work: IndexLayout, passages: int) -> Index
     """The passage encoder and precision this build encodes with, checked against the work folder's record.
 
     A rerun of the same command resumes with what the interrupted run chose, recorded in `work.encoding`: its
-    `--precision auto` may choose otherwise now (another CPU timing, a busy machine), and the finished chunks
+    `--precision auto` may choose otherwise now (another machine, onnxruntime installed since), and the finished chunks
     and dense part would be of no use. A record of other settings given explicitly is refused, naming them,
     since a shared work folder may hold other machines' shards."""
     asked = {"encoder": spec.encoder, "precision": spec.precision, "device": spec.device or ""}
@@ -671,11 +815,15 @@ def _dense(spec: IndexSpec, work: IndexLayout, store: PassageStore, fingerprint:
     shutil.rmtree(chunks, ignore_errors=True)
 
 
-def build_sharded_index(spec: IndexSpec, shards: int) -> BuildReport:
+def build_sharded_index(
+    spec: IndexSpec, shards: int, cluster: Cluster | None = None, crash: ShardCrash | None = None
+) -> BuildReport:
     """`index --shards N`: the corpus's files in N consecutive groups, each indexed as a whole index folder
     `OUT/shards/NNN` (resumable as any build; a rerun keeps the shards finished from the same files and settings),
     then their BM25 segments joined into `OUT/bm25` and `OUT/manifest.json` written: one index to search
-    (indexes.folder.ShardedFolderIndex; indexes/shards.py)."""
+    (indexes.folder.ShardedFolderIndex; indexes/shards.py). `cluster` (`index --ray`): the shards are built as Ray
+    tasks on its workers, in parallel, into the same folders; the index is the one this process would build.
+    `crash`: fault injection for tests only."""
     from odqa.indexes.shards import union_text_index
 
     if shards < 1:
@@ -697,27 +845,13 @@ def build_sharded_index(spec: IndexSpec, shards: int) -> BuildReport:
         raise OdqaError(f"{out} holds an index built in one piece; choose another --out or remove it")
     if out.exists() and not layout.manifest.exists() and any(p.name != "shards" for p in out.iterdir()):
         raise OdqaError(f"{out} exists and is not an odqa index; choose another --out or remove it")
-    names = [f"shards/{i:03d}" for i in range(shards)]
+    names = [_shard_name(i) for i in range(shards)]
     seconds: dict[str, float] = {}
-    language = spec.language
     with build_lock(out):
-        for i, name in enumerate(names):
-            shard_spec = replace(
-                spec, out=str(out / name), part=(i, shards), language=language, vector=replace(spec.vector)
-            )  # a build may set its nlist: each shard its own
-            key = out / f"{name}.source.json"
-            wanted = {"source": _source_key(shard_spec), "spec": _shard_settings(shard_spec)}
-            if _shard_kept(out / name, key, wanted, (i, shards), str(spec.corpus)):
-                print(f"odqa: shard {i + 1}/{shards} kept: built earlier from the same files", file=sys.stderr)
-            else:
-                key.unlink(missing_ok=True)
-                print(f"odqa: shard {i + 1}/{shards}", file=sys.stderr, flush=True)
-                report = build_index(shard_spec)
-                for stage, value in report.seconds.items():
-                    seconds[stage] = round(seconds.get(stage, 0.0) + value, 2)
-                # the shard's manifest digest: a rerun keeps only this very shard (not one swapped into its place)
-                key.write_text(json.dumps({**wanted, "manifest": Manifest.load(out / name, kind="bundle").digest}))
-            language = Manifest.load(out / name, kind="bundle").params.get("language", language)
+        if cluster is None:
+            _build_shards_here(spec, out, names, seconds)
+        else:
+            _build_shards_on(cluster, spec, out, names, backends, seconds, crash)
         bundles = [Manifest.load(out / name, kind="bundle") for name in names]
         counts = [bundle.count for bundle in bundles]
         fingerprint = hashlib.sha1(" ".join(b.corpus_fingerprint for b in bundles).encode()).hexdigest()[:16]
@@ -751,12 +885,177 @@ def build_sharded_index(spec: IndexSpec, shards: int) -> BuildReport:
                 **{k: first[k] for k in ("language", "analyzer", "query_encoder") if k in first},
             },
         ).save(out)
+        # one knowledge base for the whole index, beside its top folder (the shards' sources in order make it)
+        keys = [_read_record(out / f"{name}.source.json") or {} for name in names]
+        files = [row for key in keys for row in key.get("source", {}).get("files", [])]
+        kb = index_kb(spec, out, _kb_source({"source": {"files": files}} if all(keys) else None, spec), seconds)
     return BuildReport(
         True,
         sum(counts),
-        f"index ready in {out}: {sum(counts)} passages in {shards} shards, backends {', '.join(backends)}",
+        f"index ready in {out}: {sum(counts)} passages in {shards} shards, backends {', '.join(backends)}{kb}",
         seconds,
     )
+
+
+def _shard_spec(spec: IndexSpec, out: Path, i: int, shards: int, language: str) -> IndexSpec:
+    vector = replace(spec.vector)  # a build may set its nlist: each shard its own
+    # the knowledge base is the whole index's, beside it
+    return replace(spec, out=str(out / _shard_name(i)), part=(i, shards), language=language, vector=vector, kb=False)
+
+
+def _shard_name(i: int) -> str:
+    return f"{SHARDS}/{i:03d}"
+
+
+def _shard_wanted(shard_spec: IndexSpec) -> dict:
+    """What a shard's record must say for a rerun to keep it: its files' content and its settings."""
+    return {"source": _source_key(shard_spec), "spec": _shard_settings(shard_spec)}
+
+
+def _shard_key(out: Path, name: str) -> Path:
+    """The record of what shard `name` was built from (`_shard_kept`)."""
+    return out / f"{name}.source.json"
+
+
+def _record_shard(out: Path, name: str, wanted: dict) -> None:
+    """After a shard is built: its record, with its manifest's digest (a rerun keeps only this very shard, not one
+    swapped into its place)."""
+    digest = Manifest.load(out / name, kind="bundle").digest
+    _shard_key(out, name).write_text(json.dumps({**wanted, "manifest": digest}))
+
+
+def _add_seconds(seconds: dict[str, float], more: dict[str, float]) -> None:
+    for stage, value in more.items():
+        seconds[stage] = round(seconds.get(stage, 0.0) + value, 2)
+
+
+def _build_shards_here(spec: IndexSpec, out: Path, names: list[str], seconds: dict[str, float]) -> None:
+    """Each shard in turn in this process; each after the first takes the language its predecessor found."""
+    shards = len(names)
+    language = spec.language
+    for i, name in enumerate(names):
+        shard_spec = _shard_spec(spec, out, i, shards, language)
+        key = _shard_key(out, name)
+        wanted = _shard_wanted(shard_spec)
+        if _shard_kept(out / name, key, wanted, (i, shards), str(spec.corpus)):
+            print(f"odqa: shard {i + 1}/{shards} kept: built earlier from the same files", file=sys.stderr)
+        else:
+            key.unlink(missing_ok=True)
+            print(f"odqa: shard {i + 1}/{shards}", file=sys.stderr, flush=True)
+            _add_seconds(seconds, build_index(shard_spec).seconds)
+            _record_shard(out, name, wanted)
+        language = Manifest.load(out / name, kind="bundle").params.get("language", language)
+
+
+@dataclass(frozen=True)
+class ShardCrash:
+    """Fault injection for tests: shard `shard`'s task kills its worker at `stage` (a `build_index` crash stage),
+    only where the file `once` does not exist yet (it is created first), so that the retry goes through."""
+
+    shard: int
+    stage: str
+    once: str
+
+
+def build_shard(spec: IndexSpec, until: str | None = None, crash: ShardCrash | None = None) -> BuildReport:
+    """One shard's task on a Ray worker: `build_index`, resumed from the shard's work folder where a worker lost
+    before left it."""
+    crash_after = None
+    if crash is not None and not Path(crash.once).exists():
+        Path(crash.once).touch()
+        crash_after = crash.stage
+    return build_index(spec, crash_after=crash_after, until=until)
+
+
+def _first_language(spec: IndexSpec, shards: int, sample: int = 500) -> str:
+    """The language `corpus_language` finds in the first shard's passages, from its first `sample` passages read
+    here: every shard after the first is built with it, as `_build_shards_here` builds them."""
+    sources = corpus_part(spec.corpus, (0, shards))
+    passages = itertools.islice(
+        itertools.chain.from_iterable(iter_passages(s, words=spec.words, fields=spec.fields) for s in sources), sample
+    )
+    return detect_language([f"{p.title} {p.text}" for p in passages])
+
+
+def _build_shards_on(
+    cluster: Cluster,
+    spec: IndexSpec,
+    out: Path,
+    names: list[str],
+    backends: list[str],
+    seconds: dict[str, float],
+    crash: ShardCrash | None,
+) -> None:
+    """The shards not kept as Ray tasks: per shard a text task (passages and BM25, a CPU) and, with dense vectors, an
+    encoding task after it (a GPU where the cluster has them), each writing the shard's folder as `build_index`
+    does here; every shard is recorded as it finishes, so a rerun after a crash keeps it."""
+    from odqa.core.cluster import Task
+
+    shards = len(names)
+    first: str | None = None
+    if spec.language == "auto":
+        kept_first = out / names[0] / MANIFEST
+        first = Manifest.load(out / names[0], kind="bundle").params.get("language") if kept_first.exists() else None
+        first = first or _first_language(spec, shards)
+    tasks: list[Task] = []
+    wanted: dict[str, tuple[str, dict]] = {}
+    for i, name in enumerate(names):
+        shard_spec = _shard_spec(spec, out, i, shards, spec.language if i == 0 or first is None else first)
+        key = _shard_key(out, name)
+        shard_wanted = _shard_wanted(shard_spec)
+        if _shard_kept(out / name, key, shard_wanted, (i, shards), str(spec.corpus)):
+            print(f"odqa: shard {i + 1}/{shards} kept: built earlier from the same files", file=sys.stderr)
+            continue
+        key.unlink(missing_ok=True)
+        fault = crash if crash is not None and crash.shard == i else None
+        label = f"shard {i + 1}/{shards}"
+        if DENSE in backends:
+            text_fault = fault if fault is not None and fault.stage in TEXT_STAGES else None
+            vectors_fault = fault if fault is not None and fault.stage not in TEXT_STAGES else None
+            tasks.append(Task(f"{label} text", build_shard, (shard_spec, TEXT_STAGE, text_fault)))
+            tasks.append(
+                Task(
+                    f"{label} vectors",
+                    build_shard,
+                    (shard_spec, None, vectors_fault),
+                    gpu=True,
+                    after=(tasks[-1].name,),
+                )
+            )
+        else:
+            tasks.append(Task(label, build_shard, (shard_spec, None, fault)))
+        wanted[tasks[-1].name] = (name, shard_wanted)
+    if not tasks:
+        return
+    print(
+        f"odqa: {len(wanted)} of {shards} shards to build, as {len(tasks)} tasks on {cluster.describe()}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+    def finished(task, report: BuildReport) -> None:
+        _add_seconds(seconds, report.seconds)
+        if task.name in wanted:
+            name, shard_wanted = wanted[task.name]
+            _record_shard(out, name, shard_wanted)
+
+    cluster.run(tasks, "index shards", on_done=finished)
+
+
+def ray_shards(spec: IndexSpec, cluster: Cluster) -> int:
+    """`index --ray` without --shards: one shard per task the cluster runs at once, at most one per corpus file
+    (a shard takes whole files). Said on the terminal, since a rerun keeps the shards only of the same count."""
+    files = len(corpus_part(spec.corpus, None))
+    shards = min(files, cluster.slots)
+    why = "one per corpus file" if shards == files else f"one per {'GPU' if cluster.gpus else 'CPU'} of the cluster"
+    print(
+        f"odqa: --ray builds {shards} shard{'s' if shards > 1 else ''} ({why}; --shards N to choose"
+        + ("; split the corpus into files to build it in parallel" if files == 1 else "")
+        + ")",
+        file=sys.stderr,
+        flush=True,
+    )
+    return shards
 
 
 def _sharded(out: Path) -> bool:
@@ -787,5 +1086,6 @@ def _shard_kept(folder: Path, key: Path, wanted: dict, part: tuple[int, int], co
 
 def _shard_settings(spec: IndexSpec) -> dict:
     """What a shard was built with, beyond its files: a rerun with other settings rebuilds it."""
-    settings = {k: v for k, v in vars(spec).items() if k not in ("out", "device", "batch_size", "fields", "vector")}
+    ignored = ("out", "device", "batch_size", "fields", "vector", "kb", "linker")  # the KB is the whole index's
+    settings = {k: v for k, v in vars(spec).items() if k not in ignored}
     return json.loads(json.dumps({**settings, "fields": vars(spec.fields), "vector": vars(spec.vector)}, default=str))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from odqa.config import OdqaConfig
-from odqa.core.errors import OdqaError
+from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.fusion import minmax_scale
 from odqa.core.logs import get_logger
 from odqa.core.protocols import Retriever, SearchBackend
@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # loaded on first use (torch, transformers)
 
 log = get_logger(__name__)
 MAX_QUESTION_CHARS = 500
+NO_CONFIDENT_ANSWER = "no confident answer"  # how the notice of a best guess starts (the shell says it once)
 _HAS_WORD = re.compile(r"\w", re.UNICODE)
 
 
@@ -38,6 +39,7 @@ class Result:
     mentions: list[Mention] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
     notices: list[str] = field(default_factory=list)
+    route: Route | None = None
 
     @property
     def answered(self) -> bool:
@@ -54,13 +56,44 @@ class Result:
             "confident": self.confident,
             "answers": [a.to_dict() for a in self.answers],
             "passages": [
-                {"rank": i, "score": h.score, "source": h.source, **(h.passage.to_dict() if h.passage else {})}
+                {
+                    "rank": i,
+                    "score": h.score,
+                    "source": h.source,
+                    "fusion": h.fusion,
+                    **(h.passage.to_dict() if h.passage else {}),
+                }
                 for i, h in enumerate(self.passages, 1)
             ],
             "mentions": [m.to_dict() for m in self.mentions],
             "timings_ms": {k: round(v * 1000, 1) for k, v in self.timings.items()},
             "notices": self.notices,
+            **({"route": self.route.to_dict()} if self.route is not None else {}),
         }
+
+
+@dataclass(frozen=True)
+class Route:
+    """How one question is answered over the index: the question's language, the passages', the retriever kind and
+    the reader; `why` says what differs from the configured path and why (the inference plan), `refused` why the
+    question cannot be answered over this index (said instead of a guess)."""
+
+    asked: str
+    held: str
+    retriever: str
+    reader: str
+    why: str = ""
+    refused: str = ""
+
+    @property
+    def cross_language(self) -> bool:
+        return self.asked != self.held
+
+    def to_dict(self) -> dict[str, str]:
+        out = {"question_language": self.asked, "passage_language": self.held, "retriever": self.retriever}
+        out.update({"reader": self.reader} if self.reader else {})
+        out.update({"why": self.why} if self.why else {})
+        return out
 
 
 def clean_question(question: str) -> tuple[str, list[str]]:
@@ -96,6 +129,20 @@ def _question_encoder(retriever):
     return getattr(getattr(retriever, "dense", retriever), "encoder", None)
 
 
+def _grouped(indices: list[int], key: Callable[[int], str]) -> list[tuple[str, list[int]]]:
+    """`indices` grouped by `key`, groups in order of first appearance and indices in order within each."""
+    groups: dict[str, list[int]] = {}
+    for i in indices:
+        groups.setdefault(key(i), []).append(i)
+    return list(groups.items())
+
+
+def shipped_installed(name: str) -> bool:
+    from odqa.core.models import shipped_model
+
+    return shipped_model(name) is not None
+
+
 def relative_scores(scores: list[float]) -> list[float]:
     """Retrieval scores min-max scaled to [0, 1] within one question's passages: BM25, cosine and RRF scores
     live on unrelated scales, so `reader.retrieval_weight` is then the span-logit bonus of the best passage
@@ -109,22 +156,20 @@ class Pipeline:
         config: OdqaConfig | None = None,
         default_index: Callable[[], Path] | None = None,
         default_kb: Callable[[], Path] | None = None,
-        few_questions: bool = False,
     ):
         """`default_index`, `default_kb`: where the index and the knowledge base are when the config names none,
         asked on first use (the CLI passes the demo corpus's, which builds them on first use: building stays
-        out of the query-time pipeline). `few_questions`: the process answers a few questions and exits (`odqa
-        ask`; odqa.core.runtime.InferenceSettings)."""
+        out of the query-time pipeline)."""
         self.config = (config or OdqaConfig()).validate()
-        self.few_questions = few_questions
         self._default_index = default_index
         self._default_kb = default_kb
         self._bundle: SearchBackend | None = None
         self._retrievers: dict[str, Retriever] = {}
-        self._reader: ReaderModel | None = None
+        self._readers: dict[str, ReaderModel] = {}
         self._reader_name: str | None = None
         self._linker: LinkerModel | None = None
-        self._linker_failed: str | None = None
+        self._linker_off: str | None = None
+        self.linker_notices: list[str] = []  # of the knowledge base the linker links against (KnowledgeBase.notices)
 
     # ---- components, loaded on first use ----------------------------------------------------------------
     @property
@@ -150,20 +195,15 @@ class Pipeline:
 
     @property
     def inference(self) -> InferenceSettings:
-        """How the models run (odqa.core.runtime.InferenceSettings): the config's precision and runtime, and
-        `few_questions`."""
-        return self.config.inference(self.few_questions)
+        """How the models run (odqa.core.runtime.InferenceSettings): the config's precision and runtime."""
+        return self.config.inference()
 
     def retriever(self, kind: str | None = None) -> Retriever:
         kind = kind or self.config.retrieval.retriever
         if kind not in self._retrievers:
-            retriever = build_retriever(
-                self.bundle, self.config.retrieval, self.config.retriever_runtime(self.few_questions), kind
+            self._retrievers[kind] = build_retriever(
+                self.bundle, self.config.retrieval, self.config.retriever_runtime(), kind
             )
-            encoder = _question_encoder(retriever)
-            if encoder is not None:  # the retriever's options carry the config's precision and runtime alone
-                encoder.few_questions = self.few_questions
-            self._retrievers[kind] = retriever
         return self._retrievers[kind]
 
     def check_available(self) -> None:
@@ -186,32 +226,53 @@ class Pipeline:
                 log.info("reader %s for %s (reader.model auto)", self._reader_name, why)
         return self._reader_name
 
-    def unread_language(self) -> str | None:
-        """A notice when the reader was not trained on the index's language (its saved `languages`; the shipped
-        English reader's are ["en"]): its spans over such text are guesses, so none is called confident."""
+    def unread_language(self, reader_name: str | None = None, route: Route | None = None) -> str | None:
+        """A notice when the reader was not trained on the passages' language, or on the question's (its saved
+        `languages`; the shipped English reader's are ["en"]): its spans are then guesses, so none is called
+        confident."""
         from odqa.core.models import models_install
-        from odqa.reader.model import MULTILINGUAL_READER
+        from odqa.reader.model import AUTO_READER, MULTILINGUAL_READER
 
-        held = self.bundle.info().language
-        languages = self.reader.settings.languages
-        if not languages or held in languages:
+        name = reader_name or self.reader_name
+        held = route.held if route is not None else self.bundle.info().language
+        needed = [held] + ([route.asked] if route is not None and route.asked != held else [])
+        languages = self.reader_named(name).settings.languages
+        if not languages:
+            return None
+        missing = [code for code in needed if code not in languages]
+        if not missing:
             return None
         reads = ", ".join(LANGUAGE_NAMES.get(code, code) for code in languages)
+        if shipped_installed(MULTILINGUAL_READER):  # installed: only the setting stands in the way
+            fix = (
+                f"{MULTILINGUAL_READER} is installed: set reader.model to {AUTO_READER} "
+                f"(or --reader {MULTILINGUAL_READER})"
+            )
+        else:
+            fix = (
+                f"install {MULTILINGUAL_READER} (a checkout has models/{MULTILINGUAL_READER}; else "
+                f"{models_install(MULTILINGUAL_READER)}) and leave reader.model at {AUTO_READER}"
+            )
         return (
-            f"the reader {self.reader_name!r} was trained on {reads} text only, so its answers over this "
-            f"{LANGUAGE_NAMES.get(held, held)} index are guesses and none is called confident; install "
-            f"{MULTILINGUAL_READER} (a checkout has models/{MULTILINGUAL_READER}; else "
-            f"{models_install(MULTILINGUAL_READER)}) and leave reader.model at auto"
+            f"the reader {name!r} was trained on {reads} text only, so its answers to this "
+            f"{' and '.join(LANGUAGE_NAMES.get(code, code) for code in missing)} text are guesses and none is called "
+            f"confident; {fix}"
         )
 
     @property
     def reader(self) -> ReaderModel:
-        if self._reader is None:
+        """The reader of questions in the index's own language (`reader_name`)."""
+        return self.reader_named(self.reader_name)
+
+    def reader_named(self, name: str) -> ReaderModel:
+        """A reader by name with the config's reader settings, loaded once (a cross-language question may need
+        another reader than the index's own language)."""
+        if name not in self._readers:
             from odqa.reader.model import Reader
 
             c = self.config.reader
-            self._reader = Reader.from_pretrained(
-                self.reader_name,
+            self._readers[name] = Reader.from_pretrained(
+                name,
                 device=self.config.device or None,
                 calibration=c.calibration or None,
                 batch_size=c.batch_size,
@@ -225,23 +286,27 @@ class Pipeline:
                 early_stop_probability=c.early_stop_probability,
                 precision=self.config.precision,
                 runtime=self.config.runtime,
-                few_questions=self.few_questions,
             )
-        return self._reader
+        return self._readers[name]
 
     @property
     def linker(self) -> LinkerModel | None:
-        """The entity linker, or None when disabled or unavailable (the pipeline then runs without it)."""
-        if not self.config.linker.enabled or self._linker_failed:
+        """The entity linker, or None when disabled or when there is no knowledge base (the pipeline then runs
+        without it, `linker_off` says why, once, on the log). A knowledge base that is there but damaged, half
+        built or encoded by another entity encoder is refused (OdqaError), as a damaged index is."""
+        if not self.config.linker.enabled or self.linker_off:
             return None
         if self._linker is None:
-            try:
-                from odqa.linker.kb import KnowledgeBase
-                from odqa.linker.linker import Linker
+            from odqa.linker.kb import KnowledgeBase
+            from odqa.linker.linker import Linker
 
-                kb = KnowledgeBase.load(self.kb_path)
-                c = self.config.linker
-                self._linker = Linker.from_pretrained(
+            path = self._kb_found()
+            if path is None:
+                return None
+            kb = KnowledgeBase.load(path)
+            c = self.config.linker
+            try:
+                linker = Linker.from_pretrained(
                     c.model,
                     kb=kb,
                     device=self.config.device or None,
@@ -250,11 +315,56 @@ class Pipeline:
                     precision=self.config.precision,
                     runtime=self.config.runtime,
                 )
-            except OdqaError as exc:
-                self._linker_failed = str(exc)
-                log.warning("entity linking is off: %s", exc)
+            except IndexMismatchError:
+                raise  # the KB is not the linker's: refused
+            except OdqaError as exc:  # the linker model itself (not installed, say): answering goes on without it
+                self._linker_off = f"entity linking is off: {exc}"
+                log.warning("%s", self._linker_off)
                 return None
+            self.linker_notices = kb.notices(linker.config.languages)
+            for notice in self.linker_notices:
+                log.warning("%s", notice)
+            self._linker = linker
         return self._linker
+
+    @property
+    def linker_off(self) -> str | None:
+        """Why no entity is linked (no knowledge base, no linker model), once the linker was asked for; else None."""
+        if not self.config.linker.enabled:
+            return "entity linking is off (linker.enabled is false, or --no-linker)"
+        return self._linker_off
+
+    def _kb_found(self) -> Path | None:
+        """The knowledge base's folder; None, with `linker_off` set and said once, where the index has none."""
+        if self.config.linker.kb:
+            return Path(self.config.linker.kb)  # named: refused when it is not there (KnowledgeBase.load)
+        if self.config.index and kb_beside(self.config.index) is None:
+            title = INDEX_BACKENDS.get(backend_of(self.config.index)).title
+            why = (
+                f"an {title} has no knowledge base beside it; set linker.kb to the one built beside the index "
+                "folder it was loaded from (INDEX-kb)"
+            )
+        else:
+            path = self.kb_path
+            if path.exists():
+                return path
+            why = (
+                f"the index has no knowledge base ({path} is not there); build it with `run_qa.py build-kb "
+                f"--corpus {self._corpus_of_index()} --out {path}` (`run_qa.py index` builds it with the index)"
+            )
+        self._linker_off = f"no entities are linked: {why}, or pass --no-linker"
+        log.warning("%s", self._linker_off)
+        return None
+
+    def _corpus_of_index(self) -> str:
+        """The corpus the index folder was built from, as its manifest records it (CORPUS where it records none)."""
+        from odqa.indexes.manifest import Manifest
+
+        try:
+            corpus = Manifest.load(self.index_location).params.get("corpus")
+        except OdqaError:
+            corpus = None
+        return corpus if isinstance(corpus, str) and corpus else "CORPUS"
 
     @property
     def kb_path(self) -> Path:
@@ -276,8 +386,9 @@ class Pipeline:
     def inference_plans(self) -> dict[str, dict]:
         """The runtime and precision of each model loaded so far (for --json output)."""
         plans = {}
-        if self._reader is not None:
-            plans["reader"] = {"model": self.reader_name, **self._reader.plan.to_dict()}
+        for name, reader in self._readers.items():
+            key = "reader" if name == self._reader_name or len(self._readers) == 1 else f"reader:{name}"
+            plans[key] = {"model": name, **reader.plan.to_dict()}
         if self._linker is not None:
             plans["linker"] = self._linker.plan.to_dict()
         for retriever in self._retrievers.values():
@@ -292,105 +403,187 @@ class Pipeline:
         return linker.link(questions) if linker is not None else [[] for _ in questions]
 
     def retrieve(
-        self, questions: list[str], mentions: list[list[Mention]], k: int | None = None, retriever: str | None = None
+        self,
+        questions: list[str],
+        mentions: list[list[Mention]] | None = None,
+        k: int | None = None,
+        retriever: str | None = None,
     ) -> list[list[SearchHit]]:
         """The passages the reader gets for each (cleaned) question: the retriever's top k, with the entity bonus
-        (retrieval.entity_bonus) for the questions' linked `mentions` (from `link`) on any index backend."""
+        (retrieval.entity_bonus) for the questions' linked `mentions` (from `link`) on any index backend. Without
+        `mentions`, the questions are linked here where the bonus needs them (as `ask` does)."""
+        if isinstance(questions, str):
+            raise OdqaError("retrieve takes a list of questions: pipeline.retrieve([question])")
         k = fit_k(k or self.config.retrieval.k, self.corpus_size)
-        hits = self.retriever(retriever).search(questions, k)
         bonus = self.config.retrieval.entity_bonus
+        if mentions is None:
+            mentions = self.link(questions) if bonus > 0 else [[] for _ in questions]
+        elif len(mentions) != len(questions):
+            raise OdqaError(f"retrieve got {len(mentions)} mention lists for {len(questions)} questions; give one each")
+        hits = self.retriever(retriever).search(questions, k)
         if bonus > 0 and any(mentions):
             hits = self._add_entity_passages(questions, mentions, hits, bonus, k)
         return hits
 
-    def language_differs(self, question: str) -> str | None:
-        """A notice when `question` is written in Korean or Chinese and the index holds text of another language
-        (its reader would guess a span from text it cannot match), else None. Questions in Latin script are read
-        over any index: names and terms in them are shared across languages."""
-        asked = detect_language([question])
-        held = self.bundle.info().language
-        if asked == "en" or asked == held:
-            return None
-        return (
-            f"languages differ: the question is {LANGUAGE_NAMES.get(asked, asked)} and the index "
-            f"{self.index_location} holds {LANGUAGE_NAMES.get(held, held)} text; ask in "
-            f"{LANGUAGE_NAMES.get(held, held)}, or use an index of {LANGUAGE_NAMES.get(asked, asked)} text"
+    def route(self, question: str, retriever: str | None = None) -> Route:
+        """How `question` is answered over this index. In the passages' language: the configured retriever and
+        reader. In another language, over vectors of an encoder that shares one space between the two (an index
+        built with `--encoder encoder-multilingual`): dense retrieval alone (BM25 matches words, which the two
+        languages do not share) and, for `reader.model = auto`, the multilingual reader. Otherwise the question is
+        refused with what would answer it. Questions in Latin script over a Korean or Chinese index without such
+        vectors are read as before: names and terms in them are shared across languages."""
+        kind = retriever or self.config.retrieval.retriever
+        info = self.bundle.info()
+        asked, held = detect_language([question]), info.language
+        if asked == held:
+            return Route(asked, held, kind, self.reader_name)
+        asked_name, held_name = LANGUAGE_NAMES.get(asked, asked), LANGUAGE_NAMES.get(held, held)
+        shared = info.vectors and info.encoder is not None and {asked, held} <= set(self.vector_languages())
+        if not shared:
+            if asked == "en":
+                return Route(asked, held, kind, self.reader_name)
+            encoder = f" (its vectors come from {info.encoder.name!r}, which is not)" if info.encoder else ""
+            return Route(
+                asked,
+                held,
+                kind,
+                "",
+                refused=(
+                    f"languages differ: the question is {asked_name} and the index holds {held_name} text; ask in "
+                    f"{held_name}, or use an index whose vectors are multilingual (`odqa index --encoder "
+                    f"encoder-multilingual`){encoder}"
+                ),
+            )
+        reader, why_reader = self.cross_language_reader(asked, held)
+        why = f"{asked_name} question over {held_name} passages: dense retrieval in the shared vector space" + (
+            f" (not {kind}: BM25 matches words, which the two languages do not share)" if kind != "dense" else ""
         )
+        return Route(asked, held, "dense", reader, why + (f"; {why_reader}" if why_reader else ""))
+
+    def vector_languages(self) -> tuple[str, ...]:
+        """The languages the index's vectors share one space for (its encoder's `languages`)."""
+        from odqa.core.text_encoding import encoder_languages
+
+        record = self.bundle.info().encoder
+        return encoder_languages(record.question_encoder or record.name) if record is not None else ()
+
+    def cross_language_reader(self, asked: str, held: str) -> tuple[str, str]:
+        """(name, why) of the reader for questions in `asked` over passages in `held`: the configured one, or for
+        `auto` the multilingual reader where it is installed and the pair is not English on both sides."""
+        from odqa.reader.model import AUTO_READER, MULTILINGUAL_READER
+
+        if str(self.config.reader.model).strip() != AUTO_READER:
+            return self.reader_name, ""
+        if shipped_installed(MULTILINGUAL_READER):
+            return MULTILINGUAL_READER, f"{MULTILINGUAL_READER} reads both languages"
+        return self.reader_name, ""
+
+    def language_differs(self, question: str) -> str | None:
+        """A notice when `question` cannot be answered over this index in its language (`route`), else None."""
+        return self.route(question).refused or None
 
     def ask(self, question: str, k: int | None = None, retriever: str | None = None) -> Result:
         return self.ask_batch([question], k=k, retriever=retriever)[0]
 
     def ask_batch(self, questions: list[str], k: int | None = None, retriever: str | None = None) -> list[Result]:
-        """Answer several questions; linking, retrieval and reading each run batched across them."""
+        """Answer several questions; linking, retrieval and reading each run batched across them (questions of
+        one route together: a cross-language question takes the dense retriever and may take another reader)."""
         k = k or self.config.retrieval.k
         cleaned = [clean_question(q) for q in questions]
         results = [Result(question=t, answers=[], passages=[], notices=list(n)) for t, n in cleaned]
-        # a question in a language the index is not in is told so, not answered with a guess from other text
-        differs = [self.language_differs(r.question) for r in results]
-        for result, notice in zip(results, differs):
-            result.notices += [notice] if notice else []
-        kept = [i for i, notice in enumerate(differs) if not notice]
-        kept_texts = [results[i].question for i in kept]
+        for result in results:
+            result.route = self.route(result.question, retriever)
+            result.notices += [result.route.refused] if result.route.refused else []
+        kept = [i for i, r in enumerate(results) if r.route is not None and not r.route.refused]
         texts = [r.question for r in results]
         mentions: list[list[Mention]] = [[] for _ in results]
         hits: list[list[SearchHit]] = [[] for _ in results]
 
         start = time.perf_counter()
-        for i, linked in zip(kept, self.link(kept_texts) if kept else []):
+        for i, linked in zip(kept, self.link([texts[i] for i in kept]) if kept else []):
             mentions[i] = linked
+            results[i].notices += self.linker_notices  # names the KB may leave unlinked, and why
         link_time = (time.perf_counter() - start) / len(results)
 
         start = time.perf_counter()
-        for i, retrieved in zip(
-            kept, self.retrieve(kept_texts, [mentions[i] for i in kept], k=k, retriever=retriever) if kept else []
-        ):
-            hits[i] = retrieved
+        routes = [r.route or self.route(r.question, retriever) for r in results]  # each set just above
+        for kind, group in _grouped(kept, lambda i: routes[i].retriever):
+            for i, retrieved in zip(
+                group, self.retrieve([texts[i] for i in group], [mentions[i] for i in group], k, kind)
+            ):
+                hits[i] = retrieved
         retrieve_time = (time.perf_counter() - start) / len(results)
 
-        # one reader call for all the questions that have passages: their windows share the forward batches
+        # one reader call per reader for the questions that have passages: their windows share the forward batches
         start = time.perf_counter()
-        asked = [i for i, h in enumerate(hits) if h]
-        if asked:
-            answers = self.reader.read_many(
-                [texts[i] for i in asked],
-                [cast("list[Passage]", [x.passage for x in hits[i]]) for i in asked],  # retrieve() gives them
-                [relative_scores([x.score for x in hits[i]]) for i in asked],
+        for name, group in _grouped([i for i, h in enumerate(hits) if h], lambda i: routes[i].reader):
+            answers = self.reader_named(name).read_many(
+                [texts[i] for i in group],
+                [cast("list[Passage]", [x.passage for x in hits[i]]) for i in group],  # retrieve() gives them
+                [relative_scores([x.score for x in hits[i]]) for i in group],
                 top_n=self.config.reader.top_n,
             )
-            for i, a in zip(asked, answers):
+            for i, a in zip(group, answers):
                 results[i].answers = a
         read_time = (time.perf_counter() - start) / len(texts)
-        unread = self.unread_language() if asked else None
 
-        for result, m, h, other_language in zip(results, mentions, hits, differs):
+        for result, m, h in zip(results, mentions, hits):
             result.mentions, result.passages = m, h
             result.timings["link"] = link_time
             result.timings["retrieve"] = retrieve_time
             result.timings["read"] = read_time
             result.timings["total"] = sum(result.timings.values())
-            if other_language:
+            route = result.route
+            if route is None or route.refused:
                 continue
-            if unread and result.answers:
+            unread = self.unread_language(route.reader, route) if result.answers else None
+            if unread:
                 result.notices.append(unread)
                 for answer in result.answers:
                     answer.confident = False
                 continue
+            if result.answers and route.cross_language:
+                self._calibrate_cross_language(result)
             if not h:
                 result.notices.append("no passage was retrieved for the question, so none was read")
             elif not result.answers:
                 result.notices.append("no answer found in the retrieved passages")
             elif not result.answers[0].calibrated:
                 result.notices.append(
-                    f"uncalibrated reader: {self.reader_name!r} has no calibration.json, so its score "
+                    f"uncalibrated reader: {route.reader!r} has no calibration.json, so its score "
                     f"{result.answers[0].probability:.2f} is no probability of being right and no answer is called "
                     "confident (fit one with `odqa fit-calibration`)"
                 )
-            elif not result.confident:
+            elif not result.confident and result.answers[0].calibrated:
                 result.notices.append(
-                    f"no confident answer: the best guess has p={result.answers[0].probability:.2f}, below the "
-                    f"threshold {self.reader.calibration.threshold:.2f} chosen on dev"
+                    f"{NO_CONFIDENT_ANSWER}: the best guess has p={result.answers[0].probability:.2f}, below the "
+                    f"threshold {self._threshold(route):.2f} chosen on dev"
                 )
         return results
+
+    def _threshold(self, route: Route) -> float:
+        calibration = self.reader_named(route.reader).calibration
+        cross = calibration.for_cross_language() if route.cross_language else None
+        return (cross or calibration).threshold
+
+    def _calibrate_cross_language(self, result: Result) -> None:
+        """Answers to a question in another language than their passages' take the reader's cross-language fit;
+        where it has none, none is called confident (its probabilities were fitted on one language)."""
+        assert result.route is not None  # set by ask_batch before reading
+        cross = self.reader_named(result.route.reader).calibration.for_cross_language()
+        if cross is None:
+            for answer in result.answers:
+                answer.confident = False
+            asked = LANGUAGE_NAMES.get(result.route.asked, result.route.asked)
+            held = LANGUAGE_NAMES.get(result.route.held, result.route.held)
+            result.notices.append(
+                f"no answer is called confident: the reader's probabilities were not fitted on {asked} questions "
+                f"over {held} passages"
+            )
+            return
+        for answer in result.answers:
+            answer.probability = cross.probability(answer.margin, answer.share)
+            answer.confident = cross.confident(answer.probability)
 
     def _add_entity_passages(self, texts, mentions, hits, bonus: float, k: int):
         """The entity bonus (odqa.core.fusion): each linked entity's article passages, from whichever backend

@@ -11,8 +11,9 @@ from collections.abc import Iterable
 from typing import IO
 
 from odqa.core.errors import OdqaError
+from odqa.core.fusion import score_label
 from odqa.core.terminal import printable
-from odqa.pipeline import Pipeline, Result
+from odqa.pipeline import NO_CONFIDENT_ANSWER, Pipeline, Result
 from odqa.retriever.registry import RETRIEVERS
 
 LEAVE_WORDS = ("exit", "quit")
@@ -132,13 +133,19 @@ class Shell:
     def show(self, result: Result) -> None:
         for notice in result.notices:
             self.say(f"  ({notice})")
-        if result.answers and not result.confident:
-            self.say("  no confident answer; best guess:")
+        if result.route is not None and result.route.why:
+            self.say(self._dim(f"  plan: {result.route.why}"))
+        said = any(notice.startswith(NO_CONFIDENT_ANSWER) for notice in result.notices)
+        if result.answers and not result.confident and not said:  # said once, by the notice where there is one
+            self.say(f"  {NO_CONFIDENT_ANSWER}; best guess:")
         for i, a in enumerate(result.answers, 1):
             p = f"p={a.probability:.2f}" if a.calibrated else f"uncalibrated {a.probability:.2f}"
             self.say(f"  {i}. {self._mark(a.text) if i == 1 else a.text}   {p}  score={a.score:.2f}  — {a.title}")
             if i == 1:
                 self.say(f"     {self.snippet(a.context, a.start, a.end)}")
+                url = next((h.passage.url for h in result.passages if h.passage and h.passage_id == a.passage_id), "")
+                if url:
+                    self.say(f"     source: {url}")
                 if len({e["passage_id"] for e in a.evidence}) > 1:
                     self.say("     also in: " + ", ".join(sorted({e["title"] for e in a.evidence[1:]})))
         if not result.answers and result.passages:
@@ -158,12 +165,14 @@ class Shell:
     def show_passages(self, result: Result) -> None:
         for i, h in enumerate(result.passages, 1):
             assert h.passage is not None  # the pipeline's hits carry their passages
-            self.say(f"  {i:>2}. [{h.score:.3f} {h.source}] {h.passage.title} ({h.passage.id})")
+            self.say(f"  {i:>2}. [{score_label(h)} {h.source}] {h.passage.title} ({h.passage.id})")
+            if h.passage.url:
+                self.say(f"      {h.passage.url}")
             self.say(textwrap.indent(textwrap.fill(h.passage.text, 96), "      "))
 
     def show_entities(self, result: Result) -> None:
         if not result.mentions:
-            self.say("  no entities linked")
+            self.say(f"  {self.pipeline.linker_off or 'no entities linked'}")
         for m in result.mentions:
             entity = m.entity.title if m.entity else "(none)"
             self.say(

@@ -54,6 +54,9 @@ class Calibration:
     fitted: bool = False
     features: list[str] = field(default_factory=lambda: list(FEATURES))
     source: dict = field(default_factory=dict)  # what it was fitted on, with its dev metrics
+    # a second fit for questions asked in another language than the passages' (its own weights, bias, threshold
+    # and source); {}: none, and such answers are never called confident
+    cross_language: dict = field(default_factory=dict)
 
     def probability(self, margin: float, share: float) -> float:
         x = float(np.dot(self.weights, confidence_features(margin, share)) + self.bias)
@@ -86,6 +89,15 @@ class Calibration:
         if len(known.get("weights", [])) != len(FEATURES):
             raise DataFormatError(f"{path}: weights must hold {len(FEATURES)} numbers, one per {list(FEATURES)}; {fix}")
         return cls(**known)
+
+    def for_cross_language(self) -> Calibration | None:
+        """The calibration of answers to questions in another language than their passages', None where none was
+        fitted on such pairs."""
+        if not self.cross_language:
+            return None
+        fields = self.__dataclass_fields__
+        known = {k: v for k, v in self.cross_language.items() if k in fields and k != "cross_language"}
+        return Calibration(**known)
 
     @classmethod
     def for_model(cls, model_dir: str | Path) -> Calibration:

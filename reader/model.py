@@ -17,7 +17,6 @@ from odqa.core.errors import OdqaError
 from odqa.core.model_files import read_model_json
 from odqa.core.models import hub_options, models_install, resolve_model, shipped_model
 from odqa.core.runtime import (
-    INFERENCE,
     InferencePlan,
     InferenceSettings,
     LoadedFrom,
@@ -156,7 +155,6 @@ class Reader:
         self.passages_read = 0  # passages decoded so far (early stopping skips some)
         self._focus: Focus | None = None  # of settings.focus_words, made on first use
         self._loaded_from: LoadedFrom | None = None  # of a model loaded from a local folder
-        self.few_questions = INFERENCE.few_questions  # odqa.core.runtime.InferenceSettings
 
     @property
     def model(self):
@@ -179,15 +177,13 @@ class Reader:
         name_or_path: str = DEFAULT_READER,
         device: str | None = None,
         calibration: str | Path | None = None,
-        few_questions: bool = INFERENCE.few_questions,
         **overrides,
     ) -> Reader:
         """Load an extractive-QA checkpoint: a name (`reader` = the shipped models/reader), a folder, or a hub
         name. Settings saved with the model (reader_config.json) apply unless overridden by keyword (None keeps the
         checkpoint's own for reader.settings.CHECKPOINT_OWN_SETTINGS), but for the question-time ones
         (reader.settings.QUESTION_TIME_SETTINGS: ReaderSettings' defaults unless overridden); so does its
-        calibration.json unless `calibration` names another file. `few_questions`: the process
-        answers a few questions and exits (odqa.core.runtime.InferenceSettings)."""
+        calibration.json unless `calibration` names another file."""
         if not name_or_path or not str(name_or_path).strip():
             raise OdqaError("reader model name is empty; pass 'reader' or a checkpoint path")
         name_or_path = resolve_reader(name_or_path)[0]
@@ -214,9 +210,8 @@ class Reader:
                 raise OdqaError(f"reader setting {key} = {value!r} {refused[0]}; give {refused[1]}")
             setattr(settings, key, value)
         cal = Calibration.load(calibration) if calibration else Calibration.for_model(path)
-        # auto may pick onnx int8 for the reader: its F1 cost was measured (bench/speed.py)
-        inference = InferenceSettings(settings.precision, settings.runtime, few_questions)
-        plan = plan_inference(device_type(device), inference, auto_int8=True)
+        inference = InferenceSettings(settings.precision, settings.runtime)
+        plan = plan_inference(device_type(device), inference, auto_int8=settings.auto_int8)
         session = cached_graph("reader", str(name_or_path), plan)
         if session is not None:  # a local folder: its config.json says what it is, without transformers' torch
             _check_qa_architectures(str(name_or_path), read_model_json(Path(path) / "config.json").get("architectures"))
@@ -248,7 +243,6 @@ class Reader:
             load_model=load_model,
             weights_digest=files_digest(str(name_or_path)),
         )
-        reader.few_questions = few_questions
         if session is None:
             reader.model  # noqa: B018 -- loaded now, so that a broken checkpoint fails here, not at the first read
         return reader
@@ -293,16 +287,15 @@ class Reader:
     # ---------------------------------------------------------------- inference
     @property
     def inference(self) -> InferenceSettings:
-        """What `plan` makes concrete: the settings' precision and runtime, and `few_questions`."""
-        return InferenceSettings(self.settings.precision, self.settings.runtime, self.few_questions)
+        """What `plan` makes concrete: the settings' precision and runtime."""
+        return InferenceSettings(self.settings.precision, self.settings.runtime)
 
     @property
     def plan(self) -> InferencePlan:
         """The runtime and precision reads use now (from `settings`, the device and the CPU)."""
         if self._quantized:
             return InferencePlan("torch", "int8", "quantize_int8()")
-        # auto may pick onnx int8 for the reader: its F1 cost was measured (bench/speed.py)
-        return plan_inference(self.device_type, self.inference, auto_int8=True)
+        return plan_inference(self.device_type, self.inference, auto_int8=self.settings.auto_int8)
 
     def _onnx_model(self, int8: bool):
         """The ONNX Runtime session of the current weights (built and cached on first use)."""

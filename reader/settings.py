@@ -34,11 +34,13 @@ class ReaderSettings:
     temperature: float = field(default=1.0, metadata={"minimum": 0.01})  # of the answers' share (a softmax)
     batch_size: int = 16  # windows per forward pass
     spans_per_window: int = 20
-    # auto: bf16 on CPUs with native bf16 (AMX: 2x faster, AVX512-BF16: 1.7x; same F1) unless onnx int8 was
-    # timed faster there (odqa.core.cpu_choice), fp16 on CUDA, else onnx int8 (odqa.core.runtime; its F1
-    # against torch fp32 is in bench/speed.py's table)
+    # auto: the rule of odqa.core.runtime (onnx int8 where `auto_int8`, else bf16 on CPUs with native bf16, onnx
+    # fp32 on the others; fp16 on CUDA)
     precision: str = field(default=INFERENCE.precision, metadata={"choices": PRECISIONS})
     runtime: str = field(default=INFERENCE.runtime, metadata={"choices": RUNTIMES})  # odqa.core.runtime.plan_inference
+    # this checkpoint's int8 F1 cost was measured within `auto`'s band (1 F1; its card has the figures), so `auto`
+    # reads it in ONNX Runtime int8 on every CPU. A checkpoint's own record: training writes False
+    auto_int8: bool = False
     # read a question's first N passages, the rest only when the best answer so far is unsure (its calibrated
     # probability below early_stop_probability; 0: read everything at once); a reader without a fitted
     # calibration reads them all

@@ -258,7 +258,6 @@ def question_encoder(backend: SearchBackend, settings, runtime: RetrieverRuntime
             device=runtime.device,
             precision=inference.precision,
             runtime=inference.runtime,
-            few_questions=inference.few_questions,
             **chosen,
         )
     encoder = cache[key]

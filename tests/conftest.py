@@ -77,15 +77,6 @@ def _few_threads():
     yield
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _cpu_choice_by_flags():
-    # `auto` times int8 against bf16 once per $ODQA_HOME on CPUs with native bf16 (odqa.core.cpu_choice); the
-    # tests start processes with fresh homes, which would each time it again. They take the flags' verdict;
-    # tests/test_cpu_choice.py times it for real.
-    os.environ.setdefault("ODQA_CPU_CHOICE", "flags")
-    yield
-
-
 @pytest.fixture(autouse=True)
 def _cli_logging_undone():
     # a test that runs odqa.cli.main in-process installs the command line's handler on the `odqa` logger (which
@@ -107,7 +98,7 @@ def bm25_index_of(tmp_path_factory):
         root = tmp_path_factory.mktemp(name)
         corpus = root / "corpus.jsonl"
         corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
-        build_index(IndexSpec(corpus=str(corpus), out=str(root / "index"), backends=["bm25"]))
+        build_index(IndexSpec(corpus=str(corpus), out=str(root / "index"), backends=["bm25"], kb=False))
         return root / "index"
 
     return build

@@ -172,7 +172,9 @@ def test_the_pipeline_runs_on_the_store(store):
     hits = pipeline.retrieve([EINSTEIN], [[]])[0]
     assert len(hits) == 5 and hits[0].passage.title == "Albert Einstein" and {h.source for h in hits} == {"hybrid"}
     assert pipeline.corpus_size == 308
-    assert pipeline.language_differs("아인슈타인은 어디서 태어났나?") is not None  # the store's language, from info()
+    # the store's language and encoder, from info(): a Korean question over its multilingual vectors goes dense
+    route = pipeline.route("아인슈타인은 어디서 태어났나?")
+    assert route.cross_language and (route.asked, route.held, route.retriever) == ("ko", "en", "dense")
 
 
 def test_a_fusion_the_store_does_not_run_is_refused(store):

@@ -334,9 +334,14 @@ def test_every_metrics_table_lines_up():
         "gold_recall@1": 100.0,
         "gold_recall@20": 0.0,
     }
-    header, _, row, gold = _columns_line_up(format_table(metrics, [1, 20]))
+    answer_table, gold_table = format_table({**metrics, "gold_questions": 1000}, [1, 20]).split("\n\n")
+    header, _, row = _columns_line_up(answer_table)
     assert header == ["recall@1 %", "recall@20 %", "mrr %", "questions"]
-    assert row == ["100.00", "5.00", "100.00", "1234567"] and gold[:2] == ["100.00", "0.00"]
+    assert row == ["100.00", "5.00", "100.00", "1234567"]
+    # each value under its own label (issue 77: gold_recall's label stood in the mrr column), explained beneath
+    gold_header, _, gold, note = _columns_line_up(gold_table.rsplit("\n", 1)[0]) + [gold_table.rsplit("\n", 1)[1]]
+    assert gold_header == ["gold_recall@1 %", "gold_recall@20 %", "questions with a gold paragraph"]
+    assert gold == ["100.00", "0.00", "1000"] and note.startswith("gold_recall@k: of the questions whose data")
     metrics = {"nDCG@10": 0.5, "MRR@10": 1.0, "R@1": 0.25, "R@1000": 1.0, "questions": 12}
     header, _, row = _columns_line_up(qrels_table(metrics, [1, 1000]))
     assert header == ["nDCG@10", "MRR@10", "R@1", "R@1000", "questions"] and row[2:] == ["0.2500", "1.0000", "12"]

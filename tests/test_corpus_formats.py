@@ -220,3 +220,52 @@ def test_index_a_parquet_corpus_with_a_config_mapping(tmp_path):
         f"odqa: error: {tmp_path / 'corpus.parquet'}: no text column "
         "'abstract' (--text-field); its columns are key, name, body"
     )
+
+
+def test_a_documents_url_is_kept_with_its_passages_from_every_reader_that_has_one(tmp_path):
+    """The Wikipedia subset's JSON Lines, WikiExtractor's <doc url=...> and tables with a url column give each
+    passage its article's address (issue 77); a source without one gives ""."""
+    url = "http://en.wikipedia.org/wiki?curid=12"
+    text = "Anarchism is a political philosophy. " * 40
+    (tmp_path / "wiki.jsonl").write_text(json.dumps({"id": "12", "url": url, "title": "Anarchism", "text": text}))
+    folder = tmp_path / "extracted" / "AA"
+    folder.mkdir(parents=True)
+    (folder / "wiki_00").write_text(f'<doc id="12" url="{url}&amp;x=1" title="Anarchism">\nAnarchism\n{text}\n</doc>\n')
+    pq.write_table(
+        pa.table({"id": ["12"], "title": ["Anarchism"], "text": [text], "url": [url]}), tmp_path / "t.parquet"
+    )
+    (tmp_path / "plain.jsonl").write_text(json.dumps({"id": "1", "title": "T", "text": "Some words here."}))
+    for source, expected in (
+        ("wiki.jsonl", url),
+        ("extracted", url + "&x=1"),
+        ("t.parquet", url),
+        ("plain.jsonl", ""),
+    ):
+        passages = list(iter_passages(tmp_path / source, words=20))
+        assert passages and {p.url for p in passages} == {expected}, source
+        assert [d.url for d in iter_documents(tmp_path / source)] == [expected]
+
+
+def test_an_index_keeps_the_url_and_a_store_written_before_it_reads_none(tmp_path):
+    from odqa.core.types import Passage
+    from odqa.corpus import PassageStore
+    from odqa.indexing import IndexSpec, build_index
+
+    url = "https://en.wikipedia.org/wiki/Penicillin"
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"id": "p", "url": url, "title": "Penicillin", "text": "Penicillin was found."}))
+    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "idx"), backends=["bm25"]))
+    from odqa.indexes.folder import FolderIndex
+
+    hits = built_retriever(FolderIndex.open(tmp_path / "idx"), "bm25").search(["penicillin"], 1)[0]
+    assert hits[0].passage.url == url and hits[0].passage.to_dict()["url"] == url
+    # a store of before the column: its passages read with no url
+    columns = {"id": ["a"], "title": ["A"], "text": ["alpha"], "doc_id": ["a"], "start": [0], "end": [5]}
+    schema = pa.schema([pa.field(n, pa.int32() if n in ("start", "end") else pa.string()) for n in columns])
+    old = pa.table(columns, schema=schema)  # the columns a store had before url
+    (tmp_path / "old").mkdir()
+    with pa.OSFile(str(tmp_path / "old" / "passages.arrow"), "wb") as sink, pa.ipc.new_stream(sink, old.schema) as w:
+        w.write_table(old)
+    store = PassageStore.open(tmp_path / "old")
+    assert store.get(0) == Passage("a", "A", "alpha", "a", 0, 5, "")
+    assert PassageStore.concat([store, PassageStore.open(tmp_path / "idx" / "passages")]).get(0).url == ""

@@ -52,3 +52,23 @@ def test_a_documented_command_parses(argv, capsys):
         build_parser().parse_args(argv)
     except SystemExit as exc:
         assert not exc.code, capsys.readouterr().err[-600:]
+
+
+def test_the_readmes_example_outputs_are_the_ones_bench_readme_outputs_writes():
+    """README outputs come from running its examples (issue 77: a comment said 0.34 where the code printed 0.45):
+    every example with an output block is found by bench/readme_outputs.py, which fills each one; no output is
+    written by hand beside an example without the marker."""
+    import importlib.util
+
+    from tests.conftest import REPO_ROOT
+
+    spec = importlib.util.spec_from_file_location("readme_outputs", REPO_ROOT / "bench" / "readme_outputs.py")
+    assert spec is not None and spec.loader is not None
+    readme_outputs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(readme_outputs)
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    examples = list(readme_outputs._EXAMPLE.finditer(text))
+    assert len(examples) == text.count(readme_outputs.MARKER) >= 3
+    assert all(example["out"].strip() for example in examples)  # filled by the script, not left empty
+    assert not re.search(r"print\(.*\)\s+#\s*[A-Z][a-z]+ [A-Z][a-z]+ \d\.\d\d", text)  # no hand-written output
+    assert readme_outputs.without_timings("  time: link 1 ms\n") == readme_outputs.without_timings("  time: x\n")

@@ -19,8 +19,7 @@ import pytest
 
 from odqa.config import ElasticConfig
 from odqa.core.errors import IndexMismatchError, OdqaError
-from odqa.core.models import DEFAULT_ENCODER
-from odqa.demo_corpus import DEMO_QUESTIONS
+from odqa.demo_corpus import DEMO_ENCODER, DEMO_QUESTIONS
 from odqa.indexes.elastic import ElasticIndex, ElasticPassageIndex
 from odqa.indexes.elastic_bulk import BulkOptions, load_passages
 from odqa.linker.elastic import load_entities
@@ -81,7 +80,7 @@ def demo_items():
 
 def test_load_records_meta_and_rerun_sends_nothing(demo_es, demo_bundle):
     assert demo_es.count() == 308 and demo_es.dim == 384
-    assert demo_es.meta["encoder"] == DEFAULT_ENCODER and demo_es.meta["similarity"] == "dot_product"
+    assert demo_es.meta["encoder"] == DEMO_ENCODER and demo_es.meta["similarity"] == "dot_product"
     again = load_passages(demo_es, demo_bundle, options=BulkOptions(progress=False))
     assert again.skipped == 308 and again.sent == 0 and again.count == 308
     # a different corpus (here: a 10-passage slice) is refused rather than mixed in
@@ -623,3 +622,57 @@ def test_bm25_max_df_is_refused_in_one_line_for_elasticsearch(es_backend):
     ):
         with pytest.raises(OdqaError, match="bm25_max_df.*Elasticsearch"):
             make()
+
+
+@pytest.fixture(scope="session")
+def sharded_bundle(tmp_path_factory) -> Path:
+    """45 demo articles in 3 files, indexed as 3 shards (what `index --ray` builds too)."""
+    from odqa.indexing import IndexSpec, build_sharded_index
+
+    root = tmp_path_factory.mktemp("es-shards")
+    corpus = root / "corpus"
+    corpus.mkdir()
+    lines = (Path(DEMO_QUESTIONS).parent / "articles.jsonl").read_text().splitlines()[:45]
+    for name, part in zip("abc", (lines[:10], lines[10:30], lines[30:])):
+        (corpus / f"part-{name}.jsonl").write_text("\n".join(part) + "\n")
+    assert build_sharded_index(IndexSpec(corpus=str(corpus), out=str(root / "idx"), precision="fp32"), 3).finished
+    return root / "idx"
+
+
+def test_a_sharded_index_loads_shard_by_shard_in_parallel_and_resumes(es_server, sharded_bundle):
+    """es-index reads a sharded index (`index --shards N` / `--ray`) as the index numbers its rows: each document
+    at its row holds that row's passage and vector; with --parallel each shard has its own loader, and a load
+    stopped midway resumes every shard after its committed rows."""
+    from odqa.indexes.folder import FolderIndex
+    from odqa.indexes.layout import IndexLayout
+
+    bundle = FolderIndex.open(sharded_bundle)
+    index = ElasticIndex.open(_config(es_server.url, "odqa-test-sharded"))
+    chunks = []
+
+    def stop_after_three(report):
+        chunks.append(report.last_row)
+        if len(chunks) == 3:
+            raise OdqaError("stopped by the test")
+
+    stopped = BulkOptions(chunk_size=10, progress=False, parallel=3, on_chunk=stop_after_three)
+    with pytest.raises(OdqaError, match="stopped by the test"):
+        load_passages(index, sharded_bundle, recreate=True, replicas=0, options=stopped)
+    assert 0 < index.count(refresh=True) < len(bundle)
+    report = load_passages(index, sharded_bundle, options=BulkOptions(chunk_size=10, progress=False, parallel=3))
+    assert report.count == len(bundle) and report.failed == 0 and report.skipped > 0
+    assert report.created + report.skipped + report.already_present == len(bundle)
+
+    starts = np.cumsum([0] + [len(shard) for shard in bundle.shards]).tolist()
+    rows = [0, starts[1], starts[2] - 1, len(bundle) - 1]
+    vectors = [
+        np.load(IndexLayout(shard.path).embeddings, mmap_mode="r")[row - start]
+        for row in rows
+        for shard, start, end in zip(bundle.shards, starts, starts[1:])
+        if start <= row < end
+    ]
+    hits = index.search_knn(np.asarray(vectors, dtype=np.float32), 1)
+    assert [h[0]["row"] for h in hits] == rows
+    assert [h[0]["id"] for h in hits] == [bundle.store.get(row).id for row in rows]
+    again = load_passages(index, sharded_bundle, options=BulkOptions(progress=False))  # one loader: nothing sent
+    assert again.skipped == len(bundle) and again.sent == 0

@@ -52,3 +52,20 @@ def test_auto_fusion_resolves_from_record_then_language():
     assert resolve_fusion("auto", 0.5, 60, tuned={"method": "rrf", "rrf_k": 10}) == ("rrf", 0.5, 10)
     assert resolve_fusion("rrf", 0.5, 60, tuned=tuned, language="ko") == ("rrf", 0.5, 60)  # named: as given
     assert resolve_fusion("auto", 0.5, 60, tuned={"method": "bogus"}, language="en") == ("rrf", 0.5, 60)
+
+
+def test_every_fused_score_says_which_fusion_made_it(tmp_path):
+    """RRF scores (about 0.03 at the top) and min-max ones (0 to 1) share no scale: each fused hit names its fusion,
+    and so does every place a score is shown (the shell and `search`'s label, the JSON's `fusion`; issue 77)."""
+    from odqa.core.fusion import Fusion, entity_bonus_fuse, score_label
+    from odqa.pipeline import Result
+
+    a, b = hits((1, 5.0), (2, 4.0)), hits((2, 9.0), (3, 8.0))
+    assert {h.fusion for h in rrf_fuse([a, b], k=3, rrf_k=60)} == {"rrf"}
+    assert {h.fusion for h in Fusion.hybrid("minmax", 0.5, 60)([a, b], 3)} == {"minmax"}
+    assert {h.fusion for h in entity_bonus_fuse(a, hits((3, 1.0)), 0.5, 3)} == {"minmax+entity"}
+    assert [h.fusion for h in a] == ["", ""]  # a retriever's own score
+    rrf = rrf_fuse([a, b], k=1, rrf_k=60)[0]
+    assert score_label(rrf) == f"{rrf.score:.3f} rrf" and score_label(a[0]) == "5.000"
+    shown = Result("q", [], [rrf, a[0]]).to_dict()["passages"]
+    assert [(p["source"], p["fusion"]) for p in shown] == [("hybrid", "rrf"), ("", "")]

@@ -93,3 +93,22 @@ def test_hybrid_reads_the_passages_of_its_fused_top_k_only(corpus, tmp_path):
     assert [[h.row for h in q] for q in hits] == [
         [h.row for h in retriever.fuse(d, s, 2)] for d, s in zip(dense, sparse)
     ]
+
+
+def test_a_build_leaves_no_writer_lock_and_a_failed_one_no_empty_work_folder(tmp_path):
+    """After `index` the BM25 part holds no tantivy writer lock; a build that fails before any stage finished
+    leaves no OUT.work behind (issue 77; one whose passages finished keeps them to resume)."""
+    from odqa.core.errors import DataFormatError
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(
+        "".join(json.dumps({"id": str(i), "title": "T", "text": f"Words {i} here."}) + "\n" for i in range(5))
+    )
+    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "idx"), backends=["bm25"]))
+    assert not list((tmp_path / "idx" / "bm25").glob(".tantivy-writer.lock"))
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("idx")) == ["idx"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "x", "title": "no text"}) + "\n")
+    with pytest.raises(DataFormatError):
+        build_index(IndexSpec(corpus=str(bad), out=str(tmp_path / "bad"), backends=["bm25"]))
+    assert not (tmp_path / "bad.work").exists() and not (tmp_path / "bad").exists()

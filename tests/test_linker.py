@@ -269,7 +269,12 @@ def test_describe_and_disambiguation():
 
 
 def test_kb_encoder_mismatch_is_a_clear_error(tiny_kb, tiny_linker):
-    with pytest.raises(OdqaError, match="rebuild it with `odqa build-kb"):
+    # one line naming both encoders and the command that builds the KB with the linker's
+    with pytest.raises(
+        OdqaError,
+        match="encoded with 'minilm', but the linker's entity encoder is 'some-other-encoder'; "
+        "rebuild it with `run_qa.py build-kb --corpus CORPUS --out .* --encoder some-other-encoder`",
+    ):
         tiny_kb.check_encoder("some-other-encoder", 384)
     with pytest.raises(OdqaError, match="768-d"):
         tiny_kb.check_encoder("minilm", 768)

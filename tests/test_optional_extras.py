@@ -15,7 +15,7 @@ import pytest
 from tests.answer_checks import assert_answer_read_from
 from tests.conftest import REPO_ROOT
 
-EXTRA_MODULES = ("fastapi", "uvicorn", "starlette", "elasticsearch", "elastic_transport", "bm25s", "rank_bm25")
+EXTRA_MODULES = ("fastapi", "uvicorn", "starlette", "elasticsearch", "elastic_transport", "bm25s", "rank_bm25", "ray")
 
 
 def _run(code: str, *hidden: str) -> subprocess.CompletedProcess:
@@ -64,6 +64,20 @@ def test_a_bm25_engine_without_its_extra_is_refused_before_any_work(tmp_path, en
     )
     error = _one_error(out)
     assert f"the {engine} BM25 engine needs" in error and "pip install 'odqa[bm25-engines]'" in error, error
+    assert not (tmp_path / "idx").exists() and not (tmp_path / "idx.work").exists()
+
+
+@pytest.mark.subprocess
+def test_a_ray_build_without_the_ray_extra_is_refused_before_any_work(tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"id": "1", "title": "T", "text": "some words"}) + "\n")
+    out = _run(
+        f"sys.exit(main(['index', '--corpus', {str(corpus)!r}, '--out', {str(tmp_path / 'idx')!r}, "
+        "'--backends', 'bm25', '--ray', 'local']))\n",
+        "ray",
+    )
+    error = _one_error(out)
+    assert "--ray local needs Ray" in error and "pip install 'odqa[ray]'" in error, error
     assert not (tmp_path / "idx").exists() and not (tmp_path / "idx.work").exists()
 
 

@@ -102,6 +102,8 @@ EXTRAS = {
     "serve": {"fastapi", "uvicorn", "fastapi-offline"},
     "elastic": {"elasticsearch"},
     "bm25-engines": {"bm25s", "rank-bm25"},
+    "plot": {"matplotlib"},
+    "ray": {"ray"},
 }
 
 
@@ -119,7 +121,8 @@ def test_each_extra_brings_its_part_and_the_test_extra_brings_them_all():
         assert _names(extras[extra]) == names, extra
         assert names <= _names(extras["test"]), f"the suite runs {extra}"
     # the one line a missing part prints names an extra that exists
-    for module in ("fastapi", "uvicorn", "fastapi_offline", "elasticsearch", "bm25s", "rank_bm25"):
+    modules = ("fastapi", "uvicorn", "fastapi_offline", "elasticsearch", "bm25s", "rank_bm25", "matplotlib", "ray")
+    for module in modules:
         extra = PARTS[module].install.split("'odqa[", 1)[1].split("]", 1)[0]
         assert extra in extras and module.replace("_", "-") in _names(extras[extra]), module
 

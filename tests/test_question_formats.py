@@ -70,3 +70,34 @@ def test_qrels_beir_tsv_and_trec(tmp_path):
     (tmp_path / "bad.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\n")
     with pytest.raises(DataFormatError, match=r"bad.tsv:2: a qrels line is"):
         load_qrels(tmp_path / "bad.tsv")
+
+
+def test_pyserini_topics_keep_their_qids_in_tsv_and_txt(tmp_path):
+    """Pyserini's topics (`qid<TAB>query`, no answers) read as questions under their own ids, from .tsv and from
+    the .txt its topic files are named by; a DPR qas file (second column a list) stays DPR qas (issue 77)."""
+    for name in ("topics.dl19-passage.txt", "queries.dev.small.tsv"):
+        topics = tmp_path / name
+        topics.write_text("1048585\twhat is paula deen's brother\n\n19335\tanthropological definition of environment\n")
+        items = load_questions(topics)
+        assert [(i.id, i.question, i.answers) for i in items] == [
+            ("1048585", "what is paula deen's brother", []),
+            ("19335", "anthropological definition of environment", []),
+        ]
+        topics.write_text("1048585\twhat is paula deen's brother\nno tab here\n")
+        with pytest.raises(DataFormatError, match=rf"{name}:2: a topics line is qid<TAB>query"):
+            load_questions(topics)
+    qas = tmp_path / "nq.qa.tsv"
+    qas.write_text("who wrote hamlet\t['Shakespeare']\nwho painted it\tnot a list\n")
+    assert load_questions(qas, limit=1)[0].answers == ["Shakespeare"]
+    with pytest.raises(DataFormatError, match=r"nq.qa.tsv:2: second column must be a Python list of answers"):
+        load_questions(qas)
+
+
+def test_jsonl_questions_keep_the_ids_the_file_gives(tmp_path):
+    """`predict` and the runs carry a file's own question ids (qid, _id, question_id...), not line numbers."""
+    path = tmp_path / "q.jsonl"
+    path.write_text(
+        '{"qid": "q-17", "question": "Who wrote Hamlet?"}\n{"question_id": 42, "question": "Who painted it?"}\n'
+        '{"question": "No id here?"}\n'
+    )
+    assert [i.id for i in load_questions(path)] == ["q-17", "42", "2"]

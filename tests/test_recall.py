@@ -87,7 +87,7 @@ def test_bad_question_files(tmp_path):
     (tmp_path / "q.xml").write_text("<q/>")
     with pytest.raises(DataFormatError, match="unknown question format"):
         load_questions(tmp_path / "q.xml")
-    (tmp_path / "bad.tsv").write_text("q\tnot a list\n")
+    (tmp_path / "bad.tsv").write_text("q\t['an unclosed list\n")  # "q<TAB>text" is a Pyserini topic
     with pytest.raises(DataFormatError, match="bad.tsv:1"):
         load_questions(tmp_path / "bad.tsv")
 

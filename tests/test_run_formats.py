@@ -208,3 +208,20 @@ def test_eval_retrieval_with_qrels_on_a_beir_style_set(tmp_path):
         check_ok=False,
     )
     assert proc.returncode == 2 and "pass --qrels" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_pyserini_topics_searched_and_evaluated_with_their_qids(tmp_path):
+    """`search --queries` and `eval-retrieval --qrels` take Pyserini's topics (qid<TAB>query) and carry the qids
+    into the TREC runs (issue 77)."""
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in BEIR_CORPUS))
+    (tmp_path / "topics.beir.tsv").write_text("q1\tpenicillin discovered by fleming\nq2\thighest mountain on earth\n")
+    (tmp_path / "qrels.txt").write_text("q1 0 doc-a 1\nq2 0 doc-b 1\n")
+    run("index", "--corpus", tmp_path / "corpus.jsonl", "--out", tmp_path / "idx", "--backends", "bm25")
+    common = ["--index", tmp_path / "idx", "--queries", tmp_path / "topics.beir.tsv", "--retriever", "bm25"]
+    run("search", *common, "--k", "1", "--trec-run", tmp_path / "search.trec")
+    assert [line.split()[:3] for line in (tmp_path / "search.trec").read_text().splitlines()] == [
+        ["q1", "Q0", "doc-a"],
+        ["q2", "Q0", "doc-b"],
+    ]
+    proc = run("eval-retrieval", *common, "--qrels", tmp_path / "qrels.txt", "--k", "1", "--json")
+    assert json.loads(proc.stdout.splitlines()[-1])["R@1"] == 1.0

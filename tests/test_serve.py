@@ -90,6 +90,7 @@ def test_health_and_info(client, serve_pipeline):  # noqa: F811
     assert info["index"]["passages"] == 308 and info["index"]["language"] == "en"
     assert info["index"]["backends"] == ["bm25", "dense"] and info["index"]["corpus_fingerprint"]
     assert info["models"]["reader"] == "reader" and set(info["inference"]) == {"reader", "linker", "encoder"}
+    assert info["models"]["linker"] == "linker"  # the demo's knowledge base is there: its linker is listed
     assert info["retrievers"] == ["bm25", "dense", "hybrid"] and info["api_key_required"] is False
     assert info["limits"]["max_k"] == SETTINGS.max_k and info["defaults"]["retriever"] == "hybrid"
 
@@ -103,6 +104,61 @@ def test_openapi_schema_is_typed(client):
     response = schema["paths"]["/ask"]["post"]["responses"]
     assert response["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/AskResponse")
     assert response["422"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorResponse")
+
+
+def test_ask_batch_answers_each_question_as_ask_does_in_order(client):
+    """POST /ask/batch (issue 77): {"questions": [...]} -> {"results": [...]}, each result an /ask answer of its
+    question, in the order asked; the batch's limit is in the schema."""
+    from odqa.serve.models import MAX_BATCH_QUESTIONS
+
+    questions = ["Who painted the Mona Lisa?", "페니실린은 누가 발견했나?", "Who discovered penicillin?"]
+    response = client.post("/ask/batch", json={"questions": questions, "retriever": "bm25", "k": 3})
+    assert response.status_code == 200
+    results = response.json()["results"]
+    assert [r["question"] for r in results] == questions
+    assert [r["outcome"] for r in results][1] == "language_differs" and results[1]["passages"] == []
+    alone = client.post("/ask", json={"question": questions[2], "retriever": "bm25", "k": 3}).json()
+    assert set(results[2]) == set(alone) and len(results[2]["passages"]) == 3
+    assert [p["id"] for p in results[2]["passages"]] == [p["id"] for p in alone["passages"]]
+    assert_answer_read_from(results[2]["answer"], results[2]["passages"])
+    schema = client.get("/openapi.json").json()
+    batch = schema["components"]["schemas"]["AskBatchRequest"]
+    assert batch["properties"]["questions"]["maxItems"] == MAX_BATCH_QUESTIONS
+    assert schema["paths"]["/ask/batch"]["post"]["responses"]["200"]["content"]["application/json"]["schema"][
+        "$ref"
+    ].endswith("/AskBatchResponse")
+    assert client.get("/info").json()["limits"]["max_batch_questions"] == MAX_BATCH_QUESTIONS
+
+
+def test_a_batch_is_queued_whole_or_refused_whole(serve_pipeline):  # noqa: F811
+    from odqa.serve.worker import QueueFull
+
+    worker = PipelineWorker(serve_pipeline, max_queue=3)  # not started: nothing leaves the queue
+    worker.ask("Who wrote Hamlet?", None, None)
+    with pytest.raises(QueueFull, match="no room for 3 more"):
+        worker.ask_many(["a?", "b?", "c?"], None, None)
+    assert len(worker._pending) == 1 and len(worker.ask_many(["a?", "b?"], None, None)) == 2
+
+
+def test_the_browser_icon_is_served(client):
+    icon = client.get("/favicon.ico")
+    assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
+    assert icon.content.lstrip().startswith(b"<svg") and 'rel="icon"' in client.get("/").text
+
+
+def test_notices_sent_over_http_name_no_folder_of_the_server(nothing_retrieved, tmp_path):
+    """The "languages differ" notice named the index folder; no notice sent to a visitor names one (issue 77)."""
+    from odqa.serve.public import SERVER_PLACE, public_text, server_places
+
+    for result in nothing_retrieved.values():
+        assert not [n for n in result["notices"] if "/" in n or "\\" in n], result["notices"]
+    index = tmp_path / "work_indexes" / "wiki"
+    index.mkdir(parents=True)
+    places = server_places([str(index), "reader", "es://host:9200/name"])
+    said = public_text(f"the index {index} and {index.resolve()}/x; ~/models/r and reader: C:\\odqa\\idx", places)
+    assert str(tmp_path) not in said and "~/models" not in said and "C:" not in said and "reader:" in said
+    assert said.startswith(f"the index {SERVER_PLACE} and {SERVER_PLACE}")
+    assert public_text("answers may be poor (0.5/1 and km/h)", places) == "answers may be poor (0.5/1 and km/h)"
 
 
 def test_page_ships_everything_it_needs(client):
@@ -142,6 +198,12 @@ BAD_REQUESTS = [
     ("/search", {"question": BIG}, "question", "search: 1 MB question"),
     ("/link", {"question": ""}, "question", "link: empty"),
     ("/link", {"question": None}, "question", "link: null"),
+    ("/ask/batch", {"questions": []}, "questions", "batch: no question"),
+    ("/ask/batch", {"questions": ["Who wrote Hamlet?", ""]}, "questions.1", "batch: an empty question"),
+    ("/ask/batch", {"questions": ["Who wrote Hamlet?", None]}, "questions.1", "batch: a null question"),
+    ("/ask/batch", {"questions": ["Hamlet?"] * 65}, "questions", "batch: over the limit"),
+    ("/ask/batch", {"questions": ["Hamlet?"], "k": 0}, "k", "batch: k zero"),
+    ("/ask/batch", {"question": "Who wrote Hamlet?"}, "questions", "batch: /ask's body"),
 ]
 
 
@@ -352,12 +414,17 @@ class Element {
 const byId = {};
 const document = { getElementById: (id) => byId[id] || (byId[id] = new Element("#" + id)),
   createElement: (tag) => new Element(tag), createTextNode: (text) => ({ textContent: text }), addEventListener() {} };
-const page = vm.createContext({ document, sessionStorage: { getItem: () => null, setItem() {} } });
+const page = vm.createContext({ document, URL, sessionStorage: { getItem: () => null, setItem() {} } });
 vm.runInContext(fs.readFileSync(process.argv[1], "utf8"), page);
+const parts = (node) => node.children.map((c) => ({ tag: c.tag || "#text", text: c.textContent,
+  href: c.href || null }));
 const shown = JSON.parse(fs.readFileSync(0, "utf8")).map((result) => {
   page.render(result);
   return { verdict: byId.verdict.textContent, answer: byId.answer.textContent,
-           notices: byId.notices.children.map((n) => n.textContent), passages: byId.passages.children.length };
+           notices: byId.notices.children.map((n) => n.textContent), passages: byId.passages.children.length,
+           answerLineHidden: byId["answer-line"].hidden, passagesHeadingHidden: byId["passages-heading"].hidden,
+           entitiesHeadingHidden: byId["entities-heading"].hidden, source: parts(byId["answer-source"]),
+           heads: byId.passages.children.map((item) => parts(item.children[0])) };
 });
 console.log(JSON.stringify(shown));
 """
@@ -437,6 +504,29 @@ def test_the_page_says_what_happened(nothing_retrieved):
     assert (guess["verdict"], guess["answer"]) == ("No confident answer. Best guess:", "Alexander Fleming")
     for result in shown:  # no answer is claimed where none was given
         assert "answers may be poor" not in " ".join(result["notices"])
+
+
+def test_the_page_shows_no_empty_answer_box_nor_empty_headings_and_links_the_source(nothing_retrieved):
+    """A question with no answer shows the verdict alone (no empty answer line), no "Passages" heading over no
+    passage, no "Entities" heading where nothing was searched; a passage's source address is a link where it is
+    http(s), text otherwise (issue 77)."""
+    linked = _answered(True)
+    linked["passages"] = [
+        {**linked["passages"][0], "url": "https://en.wikipedia.org/wiki/Penicillin", "fusion": "rrf"},
+        {**linked["passages"][0], "id": "p2_0", "url": "javascript:alert(1)"},
+    ]
+    other, answered = _rendered([nothing_retrieved["language_differs"], linked])
+    assert other["answerLineHidden"] and other["passagesHeadingHidden"] and other["entitiesHeadingHidden"]
+    assert other["source"] == [] and other["verdict"]
+    assert not answered["answerLineHidden"] and not answered["passagesHeadingHidden"]
+    assert answered["source"][1] == {
+        "tag": "a",
+        "text": "Penicillin",
+        "href": "https://en.wikipedia.org/wiki/Penicillin",
+    }
+    first, second = answered["heads"]
+    assert first[0]["tag"] == "a" and first[1]["text"] == " · bm25 1.500 (rrf)"
+    assert second[0] == {"tag": "span", "text": "Penicillin", "href": None}  # javascript: is no link
 
 
 def _serve(*args, env=None):

@@ -31,8 +31,10 @@ from odqa.linker.data import (
     load_qald_questions,
     load_webquestions_entities,
     normalize_question,
+    silver_examples,
     weak_examples,
 )
+from odqa.linker.heads import ELQConfig
 from odqa.linker.kb import KnowledgeBase
 from odqa.linker.linker import Linker, resolve_overlaps
 from odqa.linker.metrics import evaluate
@@ -41,9 +43,18 @@ from odqa.linker.training.train_config import TrainConfig  # there so the comman
 log = logging.getLogger(__name__)
 
 
-def build_datasets(kb: KnowledgeBase, data_dir: str | Path, weak: int = 6000, dev_every: int = 10, seed: int = 13):
-    """(train, dev, report) from LC-QuAD, Complex-EL4QA, WebQuestions train entities and weak supervision.
-    QALD is the test set: questions also found in any QALD file are dropped from training."""
+def build_datasets(
+    kb: KnowledgeBase,
+    data_dir: str | Path,
+    weak: int = 6000,
+    dev_every: int = 10,
+    seed: int = 13,
+    silver: Sequence[str] = (),
+):
+    """(train, dev, silver dev by file, report) from LC-QuAD, Complex-EL4QA, WebQuestions train entities and weak
+    supervision, plus silver mentions of the SQuAD-style files `silver` (relative to `data_dir`; whole articles
+    held out as their dev splits). QALD is the test set: questions also found in any QALD file are dropped from
+    training."""
     data_dir = Path(data_dir)
     el = data_dir / "el"
     lcquad = load_lcquad(el / "lcquad1-train.json", kb)
@@ -63,6 +74,19 @@ def build_datasets(kb: KnowledgeBase, data_dir: str | Path, weak: int = 6000, de
     dropped = before - len(train)
     if weak:
         train += weak_examples(kb, n_articles=weak, max_examples=weak, seed=seed)
+    silver_dev: dict[str, list[ELExample]] = {}
+    silver_report = {}
+    for name in silver:
+        split = silver_examples(kb, data_dir / name)
+        train += split.train
+        silver_dev[Path(name).stem] = split.dev
+        silver_report[Path(name).stem] = {
+            "articles": split.articles,
+            "dev_articles": split.dev_articles,
+            "train_examples": len(split.train),
+            "dev_examples": len(split.dev),
+            "dev_mentions": sum(len(ex.mentions) for ex in split.dev),
+        }
     report = {
         "train": len(train),
         "dev": len(dev),
@@ -71,8 +95,9 @@ def build_datasets(kb: KnowledgeBase, data_dir: str | Path, weak: int = 6000, de
         "gold_mentions_train": sum(len(ex.mentions) for ex in train),
         "gold_mentions_train_located": sum(m.has_span for ex in train for m in ex.mentions),
         "gold_mentions_train_in_kb": sum(m.in_kb for ex in train for m in ex.mentions),
+        "silver": silver_report,
     }
-    return train, dev, report
+    return train, dev, silver_dev, report
 
 
 def token_span(offsets: np.ndarray, start: int, end: int) -> tuple[int, int] | None:
@@ -184,6 +209,11 @@ class Trainer:
         if embeddings is not None:  # 12 M of MiniLM's 22 M weights: frozen, the optimiser step halves
             for p in embeddings.parameters():
                 p.requires_grad_(False)
+        layers = getattr(getattr(self.model.encoder, "encoder", None), "layer", None)
+        if cfg.train_layers and layers is not None:
+            for layer in list(layers)[: max(0, len(layers) - cfg.train_layers)]:
+                for p in layer.parameters():
+                    p.requires_grad_(False)
         encoder_params = [p for p in self.model.encoder.parameters() if p.requires_grad]
         head_params = [p for n, p in self.model.named_parameters() if not n.startswith("encoder.")]
         opt = torch.optim.AdamW(
@@ -312,23 +342,31 @@ def open_for_training(cfg: TrainConfig, kb: KnowledgeBase) -> tuple[Linker, Path
         return Linker.from_pretrained(resume, kb=kb), resume
     if cfg.init:
         return Linker.from_pretrained(cfg.init, kb=kb), None
-    linker = Linker.from_encoder(cfg.encoder, kb=kb)
-    linker.config.entity_encoder = kb.encoder
+    linker = Linker.from_encoder(
+        cfg.encoder, kb=kb, config=ELQConfig(encoder=cfg.encoder, entity_encoder=kb.encoder, entity_dim=kb.dim)
+    )
+    linker.config.base_model = cfg.encoder if cfg.share_frozen else ""
     return linker, None
 
 
 def train_linker(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None) -> dict:
     """Train (or resume from the newest OUTPUT/checkpoint-STEP), tune the thresholds on dev, save to OUTPUT."""
     kb = KnowledgeBase.load(cfg.kb)
-    train, dev, data_report = build_datasets(kb, cfg.data_dir, weak=cfg.weak, dev_every=cfg.dev_every, seed=cfg.seed)
+    train, dev, silver_dev, data_report = build_datasets(
+        kb, cfg.data_dir, weak=cfg.weak, dev_every=cfg.dev_every, seed=cfg.seed, silver=cfg.silver
+    )
     log.info("data: %s", data_report)
     linker, resume = open_for_training(cfg, kb)
+    linker.config.languages = sorted({"en", *(kb.languages if cfg.silver else [])})
     trainer = Trainer(linker, kb, cfg, on_step=on_step)
     run = trainer.train(train, resume)
     tuned = tune_thresholds(linker, dev)
     linker.config.mention_threshold = tuned["mention_threshold"]
     linker.config.entity_threshold = tuned["entity_threshold"]
     linker.mention_threshold, linker.entity_threshold = tuned["mention_threshold"], tuned["entity_threshold"]
+    tuned["silver_dev"] = {
+        name: evaluate(examples, linker.link([ex.question for ex in examples])) for name, examples in silver_dev.items()
+    }
     report = {"config": asdict(cfg), "data": data_report, "training": run, "tuned": tuned}
     linker.save_pretrained(
         cfg.output, extra_config={"kb_fingerprint": kb.manifest.corpus_fingerprint, "kb_count": len(kb)}

@@ -31,6 +31,28 @@ class TrainConfig(RunOptions):
     weak: int = field(
         default=6000, metadata=_help("weak-supervision sentences from the KB's articles (0: none)", minimum=0)
     )
+    silver: list[str] = field(
+        default_factory=list,
+        metadata=_help(
+            "SQuAD-style files in other languages (KorQuAD, CMRC 2018, DRCD; names relative to --data-dir) whose "
+            "article titles, found in their questions and sentences, are silver mentions; every 5th article is dev"
+        ),
+    )
+    train_layers: int = field(
+        default=0,
+        metadata=_help(
+            "train only the top N transformer layers of the encoder, the others stay frozen (0: all); a multilingual "
+            "encoder's lower layers keep its languages in one space",
+            minimum=0,
+        ),
+    )
+    share_frozen: bool = field(
+        default=False,
+        metadata=_help(
+            "leave the encoder's frozen weights out of the saved linker: it reads them from --encoder (a multilingual "
+            "vocabulary alone is half the model)"
+        ),
+    )
     dev_every: int = 10  # every 10th LC-QuAD question (by id) is held out as dev
     threads: int = field(default=2, kw_only=True, metadata=_help("torch CPU threads (0: torch's default)", minimum=0))
     seed: int = field(default=13, metadata=_help("seed of the data order and the heads' initialisation", minimum=0))

@@ -50,7 +50,7 @@ def register(subparsers) -> None:
     p.add_argument("--ef-construction", type=POSITIVE_INT, default=100)
     p.add_argument("--no-vectors", action="store_true", help="passages only (BM25), even when the folder has vectors")
     p.add_argument("--limit", type=POSITIVE_INT, help="first N passages only")
-    add_options(p, BulkOptions, ["progress"])
+    add_options(p, BulkOptions, ["progress", "parallel"])
     p.add_argument("--json", action="store_true", help="print the load report as one JSON object on the last line")
     add_config_flag(p)
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 from odqa.commands.options import COUNT, POSITIVE_INT, add_options, config_overrides, dataclass_values
-from odqa.config import LinkerConfig, OdqaConfig
+from odqa.config import CorpusConfig, LinkerConfig, OdqaConfig
+from odqa.core.cluster import RAY_ADDRESSES, RaySettings
 from odqa.core.errors import OdqaError
 from odqa.core.terminal import printable
+from odqa.core.types import Document
 from odqa.linker.training.train_config import TrainConfig
 from odqa.retriever.registry import kb_beside
 
@@ -26,14 +29,32 @@ def register(subparsers) -> None:
     p.add_argument(
         "--corpus",
         required=True,
-        help="corpus file or folder (JSONL(.xz) with id/title/text, WikiExtractor output, ...)",
+        nargs="+",
+        help="corpus files or folders (JSONL(.xz) with id/title/text, WikiExtractor output, SQuAD-style JSON such as "
+        "KorQuAD, CMRC 2018 or DRCD: one entity per article title); several make one KB, in any languages",
     )
     add_output(p, "--out", folder=True, required=True, help="knowledge-base folder to create (replaced atomically)")
-    p.add_argument("--encoder", default="minilm", help="entity encoder; must be the linker's entity encoder")
+    p.add_argument(
+        "--encoder",
+        help="entity encoder (default: the linker's, from its linker_config.json: the default linker's unless "
+        "--config names another linker.model); a KB encoded otherwise is refused by the linker",
+    )
     p.add_argument("--max-length", type=POSITIVE_INT, default=64, help="tokens of 'title [SEP] description' encoded")
     p.add_argument("--batch-size", type=POSITIVE_INT, default=64)
     p.add_argument("--limit", type=POSITIVE_INT, help="first N documents only")
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    add_options(
+        p,
+        RaySettings,
+        ["address", "workers"],
+        rename={"address": "ray", "workers": "ray-workers"},
+        help={
+            "address": "encode the entities' blocks as Ray tasks (a GPU each where the cluster has them): "
+            + RAY_ADDRESSES
+        },
+    )
+    add_options(p, CorpusConfig, ["id_field", "title_field", "text_field"], section="corpus")
+    add_config_flag(p)
 
     p = add_command(
         subparsers,
@@ -70,6 +91,9 @@ def register(subparsers) -> None:
             "head_lr",
             "hard_negatives",
             "weak",
+            "silver",
+            "train_layers",
+            "share_frozen",
             "threads",
             "precision",
             "device",
@@ -196,30 +220,55 @@ def _open(args, kb_as_ask: bool = False):
 
     check_device_available(config.device, "device")
     kb = KnowledgeBase.load(kb_path)
-    return Linker.from_pretrained(
+    linker = Linker.from_pretrained(
         config.linker.model,
         kb=kb,
         device=config.device or None,
         precision=config.precision,
         runtime=config.runtime,
         **thresholds,
-    ), kb
+    )
+    for notice in kb.notices(linker.config.languages):  # names it may leave unlinked: said, not silently empty
+        print(f"odqa: {notice}", file=sys.stderr)
+    return linker, kb
 
 
 def run_build_kb(args) -> int:
+    import contextlib
     import itertools
 
-    from odqa.linker.kb import KnowledgeBase, iter_documents
+    from odqa.core.cluster import ray_cluster
+    from odqa.corpus.readers import CorpusFields, iter_documents
+    from odqa.indexing import kb_source
+    from odqa.linker.kb import KnowledgeBase
 
-    docs = iter_documents(args.corpus)
+    config = _config(args)
+    c = config.corpus
+    fields = CorpusFields(c.id_field, c.title_field, c.text_field)
+    encoder = args.encoder or config.linker.entity_encoder()
+    docs: Iterator[Document] = itertools.chain.from_iterable(
+        iter_documents(corpus, fields=fields) for corpus in args.corpus
+    )
     if args.limit:
         docs = itertools.islice(docs, args.limit)
     start = time.time()
-    kb = KnowledgeBase.build(
-        docs, args.out, encoder=args.encoder, max_length=args.max_length, batch_size=args.batch_size, device=args.device
-    )
+    ray = RaySettings(**dataclass_values(args, RaySettings))
+    with contextlib.ExitStack() as stack:
+        cluster = None if ray.address is None else stack.enter_context(ray_cluster(ray))
+        kb = KnowledgeBase.build(
+            docs,
+            args.out,
+            encoder=encoder,
+            max_length=args.max_length,
+            batch_size=args.batch_size,
+            device=args.device,
+            cluster=cluster,
+            # what it was made from: `index` keeps a KB of its corpus beside it rather than building it again
+            params={"source": kb_source(args.corpus, fields, args.limit)},
+        )
     print(
-        f"knowledge base: {len(kb)} entities, {kb.dim}-d vectors from {kb.encoder!r}, fingerprint "
+        f"knowledge base: {len(kb)} entities ({', '.join(kb.language_names)}), {kb.dim}-d vectors from "
+        f"{kb.encoder!r}, fingerprint "
         f"{kb.manifest.corpus_fingerprint}, in {time.time() - start:.0f}s -> {args.out}"
     )
     return 0

@@ -70,6 +70,14 @@ def register(subparsers) -> None:
         help="recall@k cut-offs; those above --k (passages read) are dropped",
     )
     add_output(p, "--per-question", help="write per-question predictions (JSONL)")
+    add_output(
+        p,
+        "--plot",
+        metavar="FILE.png",
+        help="draw the reliability diagram of the top answers' calibrated probability (share right by "
+        "probability, with the reader's confident threshold) into this .png/.svg/.pdf (the plot extra: pip "
+        "install 'odqa[plot]')",
+    )
     p.add_argument("--json", action="store_true")
     _pipeline_flags(p)
 
@@ -99,14 +107,14 @@ def _pipeline_flags(p) -> None:
     add_config_flag(p)
 
 
-def make_pipeline(args, few_questions: bool = False):
+def make_pipeline(args):
     """The pipeline the flags and the config describe, its device and optional packages checked before any
-    model loads. `few_questions`: the command answers a few questions and exits (odqa.pipeline.Pipeline)."""
+    model loads."""
     from odqa.demo_corpus import demo_index_path, demo_kb_path
     from odqa.pipeline import Pipeline
 
     config = OdqaConfig.load(args.config, config_overrides(args))
-    pipeline = Pipeline(config, default_index=demo_index_path, default_kb=demo_kb_path, few_questions=few_questions)
+    pipeline = Pipeline(config, default_index=demo_index_path, default_kb=demo_kb_path)
     pipeline.check_available()
     return pipeline
 
@@ -114,7 +122,7 @@ def make_pipeline(args, few_questions: bool = False):
 def run_ask(args) -> int:
     from odqa.shell import Shell
 
-    pipeline = make_pipeline(args, few_questions=True)  # a one-shot process: int8 graphs rather than torch's bf16
+    pipeline = make_pipeline(args)
     questions = split_questions(args.question)
     for result in pipeline.ask_batch(questions):
         if args.json:
@@ -190,7 +198,7 @@ def run_shell(args) -> int:
     return shell.run_interactive(str(odqa_home() / "shell_history"))
 
 
-def _eval(pipeline, path, limit, ks, per_question, as_json) -> dict:
+def _eval(pipeline, path, limit, ks, per_question, as_json, plot=None) -> dict:
     from odqa.core.errors import OdqaError
     from odqa.corpus.questions import load_questions, with_answers
     from odqa.eval.evaluators import QAEvaluator
@@ -209,7 +217,7 @@ def _eval(pipeline, path, limit, ks, per_question, as_json) -> dict:
         )
         ks = [k for k in ks if k <= depth] or [depth]
     items = with_answers(load_questions(path, limit=limit), path)
-    metrics = QAEvaluator(items, ks, k=depth, per_question=per_question)(pipeline)
+    metrics = QAEvaluator(items, ks, k=depth, per_question=per_question, plot=plot)(pipeline)
     # the JSON's names and units (percent); under --json standard output holds the JSON alone
     print(
         f"em {metrics['em']:.2f}  f1 {metrics['f1']:.2f}  "
@@ -227,7 +235,12 @@ def _eval(pipeline, path, limit, ks, per_question, as_json) -> dict:
 
 
 def run_eval_qa(args) -> int:
-    _eval(make_pipeline(args), args.questions, args.limit, args.recall_k, args.per_question, args.json)
+    from odqa.eval.plots import check_plot_target
+
+    check_plot_target(args.plot)
+    _eval(make_pipeline(args), args.questions, args.limit, args.recall_k, args.per_question, args.json, args.plot)
+    if args.plot:
+        print(f"odqa: reliability diagram written to {args.plot}", file=sys.stderr)
     return 0
 
 

@@ -17,6 +17,7 @@ from odqa.commands.options import (
     dataclass_values,
 )
 from odqa.config import OdqaConfig, ReaderConfig, RetrievalConfig
+from odqa.core.cluster import RAY_ADDRESSES, RaySettings
 from odqa.core.logs import get_logger
 from odqa.reader.training.train_config import TrainConfig
 from odqa.retriever.registry import RETRIEVERS
@@ -126,6 +127,13 @@ def register(subparsers) -> None:
     )
     add_output(p, "--output", required=True, help="SQuAD-format JSON to write")
     add_config_flag(p)
+    add_options(
+        p,
+        RaySettings,
+        ["address", "workers"],
+        rename={"address": "ray", "workers": "ray-workers"},
+        help={"address": "search the questions' batches as Ray tasks: " + RAY_ADDRESSES},
+    )
 
     p = add_command(
         subparsers,
@@ -252,6 +260,12 @@ def register(subparsers) -> None:
         "are right (EM) at least this share of the time on the dev questions, e.g. 0.8 (default: the "
         "threshold that best separates right from wrong answers)",
     )
+    p.add_argument(
+        "--cross-language",
+        action="store_true",
+        help="fit the calibration of questions asked in another language than --index's passages (each --questions "
+        "question must be): stored beside the file's own fit (`cross_language`), which it keeps",
+    )
     add_output(p, "--output", required=True, help="calibration JSON to write")
     p.add_argument("--json", action="store_true", help="print the fit's summary as JSON on the last line")
     add_config_flag(p)
@@ -272,26 +286,57 @@ def _train(args) -> int:
 
 
 def _build_data(args) -> int:
+    import contextlib
+
+    from odqa.core.cluster import ray_cluster
     from odqa.reader.training.distant import build_distant_data
     from odqa.retriever.registry import build_retriever, open_index
 
     _setup_logging()
     config = OdqaConfig.load(args.config, config_overrides(args))
-    retriever = build_retriever(open_index(args.index, config), config.retrieval, config.retriever_runtime())
-    stats = build_distant_data(
-        args.questions,
-        args.output,
-        retriever.search,
-        k=config.retrieval.k,
-        limit=args.limit,
-        positives=args.positives,
-        negatives=args.negatives,
-        seed=args.seed,
-        exclude_articles_of=args.exclude_articles_of,
-        gold=args.gold_paragraphs,
-    )
+    ray = RaySettings(**dataclass_values(args, RaySettings))
+    with contextlib.ExitStack() as stack:
+        if ray.address is None:
+            retriever = build_retriever(open_index(args.index, config), config.retrieval, config.retriever_runtime())
+            search, search_many = retriever.search, None
+        else:
+            ray.check()
+            open_index(args.index, config)  # a missing or damaged index is refused here, before Ray starts
+            cluster = stack.enter_context(ray_cluster(ray))
+
+            def search_many(batches, k):
+                return cluster.map_ordered(search_batch, batches, "retrieval", args=(args.index, config, k))
+
+            search = None
+        stats = build_distant_data(
+            args.questions,
+            args.output,
+            search,
+            k=config.retrieval.k,
+            limit=args.limit,
+            positives=args.positives,
+            negatives=args.negatives,
+            seed=args.seed,
+            exclude_articles_of=args.exclude_articles_of,
+            gold=args.gold_paragraphs,
+            search_many=search_many,
+        )
     print_json_last(stats)
     return 0
+
+
+_RETRIEVER: dict = {}  # a Ray worker's retriever, opened for its first batch and kept for the next ones
+
+
+def search_batch(questions: list[str], index: str, config: OdqaConfig, k: int):
+    """A task of `build-reader-data --ray`: one batch of questions searched on a worker, as this process would."""
+    from odqa.retriever.registry import build_retriever, open_index
+
+    key = (index, repr(config))
+    if key not in _RETRIEVER:
+        _RETRIEVER.clear()
+        _RETRIEVER[key] = build_retriever(open_index(index, config), config.retrieval, config.retriever_runtime())
+    return _RETRIEVER[key].search(questions, k)
 
 
 def _build_topical(args) -> int:
@@ -369,10 +414,14 @@ def _print_metrics(metrics: dict, as_json: bool) -> None:
 
 
 def _fit_calibration(args) -> int:
+    from dataclasses import asdict
+    from pathlib import Path
+
     import torch
 
     from odqa.config import OdqaConfig
     from odqa.core.errors import OdqaError
+    from odqa.core.models import resolve_model
     from odqa.corpus.open_dev import drop_open_dev
     from odqa.corpus.questions import load_questions
     from odqa.eval.confidence import article_split, confidence_metrics, judge_pipeline, judge_reader, sample_questions
@@ -412,8 +461,17 @@ def _fit_calibration(args) -> int:
         sources.append(
             {"data": args.data, "part": args.part, "distractors": args.distractors, "questions": len(judged)}
         )
+    if args.cross_language and args.data:
+        raise OdqaError("--cross-language fits questions over --index in another language: give --questions")
     for questions_file in args.questions or ():
         items = sample_questions(drop_open_dev(load_questions(questions_file))[0], args.limit, args.seed)
+        if args.cross_language:
+            same = [item.question for item in items if not pipeline.route(item.question).cross_language]
+            if same:
+                raise OdqaError(
+                    f"--cross-language: {len(same)} questions of {questions_file} are in the language of {args.index} "
+                    f"(e.g. {same[0][:60]!r}); give questions in another language"
+                )
         before = len(judged)
         judged += judge_pipeline(pipeline, items, progress=not args.json)
         sources.append(
@@ -435,6 +493,11 @@ def _fit_calibration(args) -> int:
     for j in judged:
         j.probability = cal.probability(j.margin, j.share)
     cal.source["dev"] = confidence_metrics(judged, cal.threshold)
+    if args.cross_language:
+        kept = Path(args.output)
+        base = Calibration.load(kept) if kept.is_file() else Calibration.for_model(resolve_model(args.model))
+        base.cross_language = {key: value for key, value in asdict(cal).items() if key != "cross_language"}
+        cal = base
     cal.save(args.output)
     summary = {
         "output": args.output,

@@ -6,20 +6,23 @@ import argparse
 import dataclasses
 import sys
 import textwrap
+from pathlib import Path
 
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 from odqa.commands.options import POSITIVE_INT, add_inference_options, add_options, config_overrides, dataclass_values
 from odqa.config import CorpusConfig, OdqaConfig, RetrievalConfig
+from odqa.core.cluster import RaySettings
 from odqa.core.models import DEFAULT_ENCODER
 from odqa.indexes.vector import VectorIndexParams
 from odqa.indexing import BACKENDS, FAST_PASSAGE_ENCODER, IndexSpec
+from odqa.retriever.registry import RETRIEVERS
 
 
 def register(subparsers) -> None:
     p = add_command(
         subparsers,
         "index",
-        "Build BM25 and dense indexes for a corpus file or folder.",
+        "Build BM25 and dense indexes for a corpus file or folder, and the linker's knowledge base beside them.",
         "odqa index --corpus ../shared/data/wiki/enwiki-AA.jsonl.xz --out work_indexes/wiki-aa",
         run_index,
     )
@@ -74,7 +77,8 @@ def register(subparsers) -> None:
         "corpus's files, searched as one (BM25 statistics over all shards, dense results merged); each "
         "shard resumable, a rerun keeps the finished ones",
     )
-    add_options(p, IndexSpec, ["device", "precision"])
+    add_options(p, IndexSpec, ["device", "precision", "kb"])
+    add_options(p, RaySettings, ["address", "workers"], rename={"address": "ray", "workers": "ray-workers"})
 
     p = add_command(
         subparsers,
@@ -145,9 +149,24 @@ def register(subparsers) -> None:
         "R@k by ir-measures over documents instead of answer-match accuracy",
     )
     add_options(p, RetrievalConfig, ["retriever"], section="retrieval")
+    p.add_argument(
+        "--retrievers",
+        nargs="+",
+        choices=RETRIEVERS.names,
+        metavar="NAME",
+        help=f"evaluate each of these retrievers in turn on the same questions ({', '.join(RETRIEVERS.names)}): "
+        "one table and one --plot curve each (instead of --retriever)",
+    )
     p.add_argument("--limit", type=POSITIVE_INT, help="first N questions only")
     p.add_argument("--k", type=POSITIVE_INT, nargs="+", default=[1, 5, 10, 20, 50, 100])
     p.add_argument("--batch-size", type=POSITIVE_INT, default=32)
+    add_output(
+        p,
+        "--plot",
+        metavar="FILE.png",
+        help="draw recall@k against k, one curve per retriever (as DPR's figures), into this .png/.svg/.pdf "
+        "(the plot extra: pip install 'odqa[plot]')",
+    )
     add_output(p, "--per-question", help="write per-question hits (JSONL) here for error analysis")
     add_output(
         p,
@@ -268,10 +287,34 @@ def run_index(args) -> int:
         fields=CorpusFields(c.id_field, c.title_field, c.text_field),
         vector=VectorIndexParams(**dataclass_values(args, VectorIndexParams)),
         shard=parse_shard(args.shard),
+        linker=config.linker.model,  # its entity encoder encodes the knowledge base built beside the index
         **dataclass_values(args, IndexSpec),
     )
+    ray = RaySettings(**dataclass_values(args, RaySettings))
+    if ray.address is not None:
+        return _index_on_ray(spec, ray, args.shards)
     _check_index_parts_available(spec)
     report = build_sharded_index(spec, args.shards) if args.shards is not None else build_index(spec)
+    print(report.message)
+    return 0
+
+
+def _index_on_ray(spec: IndexSpec, ray: RaySettings, shards: int | None) -> int:
+    """`index --ray`: the shards built as Ray tasks, joined here. Everything the build can refuse is refused before
+    Ray starts."""
+    from odqa.core.cluster import LOCAL, ray_cluster
+    from odqa.core.errors import OdqaError
+    from odqa.indexing import build_sharded_index, corpus_part, ray_shards, validate_spec
+
+    address = ray.check()
+    if spec.shard is not None:
+        raise OdqaError("--shard i/n splits one build by hand; --ray splits the build itself: drop --shard")
+    validate_spec(spec)
+    corpus_part(spec.corpus, (0, shards or 1))
+    if address == LOCAL:
+        _check_index_parts_available(spec)  # the workers run on this machine
+    with ray_cluster(ray) as cluster:
+        report = build_sharded_index(spec, shards or ray_shards(spec, cluster), cluster)
     print(report.message)
     return 0
 
@@ -308,6 +351,7 @@ def run_verify(args) -> int:
 
 
 def run_search(args) -> int:
+    from odqa.core.fusion import score_label
     from odqa.core.terminal import printable
     from odqa.eval.qrels import passages_asked, ranks_documents
     from odqa.pipeline import clean_question
@@ -328,7 +372,10 @@ def run_search(args) -> int:
             print_json_last(
                 {
                     "question": question,
-                    "hits": [{"rank": i, "score": h.score, **h.passage.to_dict()} for i, h in enumerate(hits, 1)],
+                    "hits": [
+                        {"rank": i, "score": h.score, "fusion": h.fusion, **h.passage.to_dict()}
+                        for i, h in enumerate(hits, 1)
+                    ],
                 }
             )
             continue
@@ -336,7 +383,7 @@ def run_search(args) -> int:
             print(printable(question))
         for i, hit in enumerate(hits, 1):
             # the corpus's own characters: escaped, so that none of them acts on the terminal
-            print(printable(f"{i:>3}. [{hit.score:.3f}] {hit.passage.title}  ({hit.passage.id})"))
+            print(printable(f"{i:>3}. [{score_label(hit)}] {hit.passage.title}  ({hit.passage.id})"))
             print(printable(textwrap.indent(textwrap.fill(hit.passage.text, 100), "     ")))
     return 0
 
@@ -408,14 +455,58 @@ def _ks(values) -> list[int]:
 
 
 def run_eval(args) -> int:
+    from odqa.eval.plots import check_plot_target
+
+    ks = _ks(args.k)
+    check_plot_target(args.plot)
+    if args.plot and args.qrels:
+        from odqa.core.errors import OdqaError
+
+        raise OdqaError("--plot draws answer-match recall@k; with --qrels write the run (--trec-run) and plot that")
+    configs = _retriever_configs(args)
+    reports = [_evaluate_one(args, config, ks) for config in configs]
+    if args.plot:
+        from odqa.eval.plots import recall_curves
+
+        recall = [m for m in reports if f"recall@{ks[0]}" in m]
+        if not recall:
+            from odqa.core.errors import OdqaError
+
+            raise OdqaError("--plot draws answer-match recall@k; with --qrels write the run (--trec-run) instead")
+        path = recall_curves(
+            {m["retriever"]: m for m in recall}, ks, args.plot, f"recall@k, {Path(args.questions).name}"
+        )
+        print(f"odqa: recall@k curves written to {path}", file=sys.stderr)
+    if args.json:
+        print_json_last(reports[0] if len(reports) == 1 else {"retrievers": {m["retriever"]: m for m in reports}})
+    return 0
+
+
+def _retriever_configs(args) -> list:
+    """The config of each retriever evaluated: --retrievers' in turn, else the one --retriever (or the config)
+    names."""
+    from odqa.core.errors import OdqaError
+
+    if args.retrievers and args.retriever:
+        raise OdqaError("--retriever names one retriever, --retrievers several; give one of them")
+    if args.retrievers and (args.per_question or args.run_out or args.trec_run or args.dpr_json):
+        raise OdqaError(
+            "--per-question, --run-out, --trec-run and --dpr-json write one retriever's run; evaluate one "
+            "retriever (--retriever) to write them"
+        )
+    config = _config(args)
+    names = list(dict.fromkeys(args.retrievers or [config.retrieval.retriever]))
+    return [dataclasses.replace(config, retrieval=dataclasses.replace(config.retrieval, retriever=n)) for n in names]
+
+
+def _evaluate_one(args, config, ks) -> dict:
+    """One retriever's metrics, its table and speed line printed."""
     from odqa.core.errors import OdqaError
     from odqa.corpus.questions import load_questions, with_answers
     from odqa.eval.evaluators import RetrievalEvaluator
     from odqa.eval.retrieval import format_table
     from odqa.eval.run_formats import check_query_ids
 
-    ks = _ks(args.k)
-    config = _config(args)
     tag = args.run_tag or f"odqa-{config.retrieval.retriever}"
     if args.qrels:
         return _eval_qrels(args, config, ks, tag)
@@ -439,20 +530,20 @@ def run_eval(args) -> int:
     return _report(metrics, config, ks, format_table, args)
 
 
-def _report(metrics: dict, config, ks, format_table, args) -> int:
-    """The metrics table, the speed line and, with --json, the metrics as the last line (both kinds of evaluation)."""
+def _report(metrics: dict, config, ks, format_table, args) -> dict:
+    """The metrics table and the speed line (both kinds of evaluation); the metrics, named by their retriever."""
     metrics["retriever"] = config.retrieval.retriever
     out = sys.stderr if args.json else sys.stdout  # under --json standard output holds the JSON alone
+    if getattr(args, "retrievers", None):
+        print(f"retriever {metrics['retriever']}:", file=out)
     print(format_table(metrics, ks), file=out)
     print(
         f"{metrics['questions']} questions in {metrics['seconds']} s ({metrics['questions_per_second']} q/s)", file=out
     )
-    if args.json:
-        print_json_last(metrics)
-    return 0
+    return metrics
 
 
-def _eval_qrels(args, config, ks, tag) -> int:
+def _eval_qrels(args, config, ks, tag) -> dict:
     from odqa.core.errors import OdqaError
     from odqa.corpus.questions import load_qrels, load_questions
     from odqa.eval.qrels import evaluate_qrels, format_table

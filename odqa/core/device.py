@@ -108,20 +108,27 @@ def _cpuinfo() -> str:
         return ""
 
 
+# CPU flags of native int8 dot products (VNNI, AMX's int8 tiles): where the CPU also has native bf16, ONNX Runtime's
+# int8 kernels outran torch bf16 with them (AVX512-BF16 + AVX512-VNNI EPYC: bench/results/speed-avx512-bf16.md);
+# a bf16 CPU without them would run int8 on AVX2's emulation, slower than its bf16 (the same file's stand-in runs)
+FAST_INT8_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def flags_have_fast_int8(cpuinfo: str) -> bool:
+    """Whether a /proc/cpuinfo text names a native int8 dot-product instruction set (`FAST_INT8_FLAGS`)."""
+    return bool(_flags(cpuinfo) & set(FAST_INT8_FLAGS))
+
+
+@lru_cache(maxsize=1)
+def cpu_has_fast_int8() -> bool:
+    return flags_have_fast_int8(_cpuinfo())
+
+
 @lru_cache(maxsize=1)
 def cpu_has_fast_bf16() -> bool:
-    """True on CPUs with native bf16 arithmetic (`FAST_BF16_FLAGS`), where `auto` runs bf16 (but for the
-    int8-measured models on the CPUs where int8 was timed faster: odqa.core.cpu_choice)."""
+    """True on CPUs with native bf16 arithmetic (`FAST_BF16_FLAGS`), where `auto` runs bf16 the models it does not
+    run in int8 (odqa.core.runtime)."""
     return flags_have_fast_bf16(_cpuinfo())
-
-
-def flags_prefer_int8(cpuinfo: str) -> bool:
-    """Whether a /proc/cpuinfo text names a CPU whose native bf16 is AVX512-BF16 alone (no AMX tiles) beside
-    AVX512-VNNI int8 dot products (AMD Zen 4 and later), where ONNX Runtime's int8 graphs were measured faster
-    than torch bf16 (bench/results/speed-avx512-bf16.md). `auto` measures instead (odqa.core.cpu_choice); this
-    guess stands where it cannot (no onnxruntime) or is told to (`ODQA_CPU_CHOICE=flags`)."""
-    flags = _flags(cpuinfo)
-    return "avx512_bf16" in flags and "amx_bf16" not in flags and "avx512_vnni" in flags
 
 
 # Autocast precisions: training's, and an encoding's outside the inference plan (fp16 needs a GPU; auto: fp32 on a

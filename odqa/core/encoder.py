@@ -104,7 +104,6 @@ class TextEncoder(torch.nn.Module, EncodesTexts):
         query_prefix: str | None = None,
         passage_prefix: str | None = None,
         runtime: str = INFERENCE.runtime,
-        few_questions: bool = INFERENCE.few_questions,
     ) -> TextEncoder:
         """Unset settings come from the model (a sentence-transformers folder's modules and prompts; DPR:
         cls and dot), else mean pooling, cosine similarity, no prefixes."""
@@ -133,7 +132,6 @@ class TextEncoder(torch.nn.Module, EncodesTexts):
             ) from exc
         encoder.precision = precision
         encoder.runtime = runtime
-        encoder.few_questions = few_questions
         encoder.auto_int8 = int8_measured(name_or_path)
         if max_length is not None:
             encoder.max_length = max_length

@@ -33,7 +33,6 @@ def load_text_encoder(
     query_prefix: str | None = None,
     passage_prefix: str | None = None,
     runtime: str = INFERENCE.runtime,
-    few_questions: bool = INFERENCE.few_questions,
 ) -> EncodesTexts:
     """The encoder to search with: the cached graph alone where the plan runs onnx and the graph of these weight
     files was built (no torch imported), else odqa.core.encoder.TextEncoder.from_pretrained (same arguments)."""
@@ -51,7 +50,6 @@ def load_text_encoder(
             query_prefix=query_prefix,
             passage_prefix=passage_prefix,
             runtime=runtime,
-            few_questions=few_questions,
         )
 
     path = resolve_model(name_or_path)
@@ -74,7 +72,7 @@ def load_text_encoder(
     auto_int8 = int8_measured(name_or_path)
     plan = plan_inference(
         device_type(device),
-        InferenceSettings(precision, runtime, few_questions),
+        InferenceSettings(precision, runtime),
         auto_int8=auto_int8,
         question_time=True,
     )
@@ -96,5 +94,4 @@ def load_text_encoder(
         load_torch,
         auto_int8,
     )
-    encoder.few_questions = few_questions
     return encoder

@@ -46,7 +46,7 @@ def rrf_fuse(
         for rank, hit in enumerate(hits, 1):
             fused[hit.row] = fused.get(hit.row, 0.0) + weight / (rrf_k + rank)
             passages.setdefault(hit.row, hit.passage)
-    return top_hits(fused, passages, k)
+    return top_hits(fused, passages, k, fusion="rrf")
 
 
 def minmax_fuse(lists: Sequence[list[SearchHit]], weights: Sequence[float], k: int) -> list[SearchHit]:
@@ -56,7 +56,11 @@ def minmax_fuse(lists: Sequence[list[SearchHit]], weights: Sequence[float], k: i
         for hit, scaled in zip(hits, minmax_scale([h.score for h in hits])):
             fused[hit.row] = fused.get(hit.row, 0.0) + weight * scaled
             passages.setdefault(hit.row, hit.passage)
-    return top_hits(fused, passages, k)
+    return top_hits(fused, passages, k, fusion="minmax")
+
+
+# the label of a score the entity bonus made (SearchHit.fusion)
+ENTITY_BONUS_FUSION = "minmax+entity"
 
 
 def entity_bonus_fuse(hits: Sequence[SearchHit], extra: Sequence[SearchHit], bonus: float, k: int) -> list[SearchHit]:
@@ -73,13 +77,31 @@ def entity_bonus_fuse(hits: Sequence[SearchHit], extra: Sequence[SearchHit], bon
         fused[h.row] = fused.get(h.row, 0.0) + bonus * h.score
         by_row.setdefault(h.row, h)
     return [
-        SearchHit(row=row, score=score, passage=by_row[row].passage, source=by_row[row].source or "entity")
+        SearchHit(
+            row=row,
+            score=score,
+            passage=by_row[row].passage,
+            source=by_row[row].source or "entity",
+            fusion=ENTITY_BONUS_FUSION,
+        )
         for row, score in _best(fused, k)
     ]
 
 
-def top_hits(fused: dict[int, float], passages: dict, k: int, source: str = "hybrid") -> list[SearchHit]:
-    return [SearchHit(row=row, score=score, passage=passages[row], source=source) for row, score in _best(fused, k)]
+def top_hits(
+    fused: dict[int, float], passages: dict, k: int, source: str = "hybrid", fusion: str = ""
+) -> list[SearchHit]:
+    """The best `k` of `fused` scores as hits, labelled with the `fusion` that made their scores."""
+    return [
+        SearchHit(row=row, score=score, passage=passages[row], source=source, fusion=fusion)
+        for row, score in _best(fused, k)
+    ]
+
+
+def score_label(hit: SearchHit) -> str:
+    """A hit's score with what made it where it is no retriever's own ("0.033 rrf", "0.847 minmax"): the scores of
+    different fusions live on different scales, so a fused one is never shown alone."""
+    return f"{hit.score:.3f}" + (f" {hit.fusion}" if hit.fusion else "")
 
 
 def _best(fused: dict[int, float], k: int) -> list[tuple[int, float]]:

@@ -1,8 +1,9 @@
 """The optional parts of odqa: which package each brings, and how to install it. `pip install odqa` alone answers
 questions (BM25, exact dense search as a matrix product, the reader and the linker); FAISS (HNSW, IVF, GPU
-search), the Korean and Chinese analysers, the Elasticsearch client, the HTTP server (FastAPI, uvicorn) and the BM25
-engines beside Tantivy are extras. A command checks the parts
-its settings need before it starts any work (`require`), so a missing one costs one line, not a build."""
+search), the Korean and Chinese analysers, the Elasticsearch client, the HTTP server (FastAPI, uvicorn), the BM25
+engines beside Tantivy, the plots of evaluations (matplotlib) and Ray (builds spread over workers) are extras. A command
+checks the parts its settings need before it starts any work (`require`), so a missing one costs one line, not a
+build."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ FAISS_INSTALL = "pip install 'odqa[cpu]' (or 'odqa[gpu]' on a CUDA machine)"
 CJK_INSTALL = "pip install 'odqa[cjk]'"
 SERVE_INSTALL = "pip install 'odqa[serve]'"
 BM25_ENGINES_INSTALL = "pip install 'odqa[bm25-engines]'"
+PLOT_INSTALL = "pip install 'odqa[plot]'"
+RAY_INSTALL = "pip install 'odqa[ray]'"
 
 PARTS = {
     part.module: part
@@ -38,6 +41,8 @@ PARTS = {
         OptionalPart("fastapi_offline", "fastapi-offline (the files of /docs and /redoc)", SERVE_INSTALL),
         OptionalPart("bm25s", "bm25s", BM25_ENGINES_INSTALL),
         OptionalPart("rank_bm25", "rank-bm25", BM25_ENGINES_INSTALL),
+        OptionalPart("matplotlib", "matplotlib", PLOT_INSTALL),
+        OptionalPart("ray", "Ray", RAY_INSTALL),
     )
 }
 

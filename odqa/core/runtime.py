@@ -1,22 +1,26 @@
 """Which runtime and precision run a model's inference, and the ONNX Runtime path for CPUs without native bf16.
 
 `precision` (auto | fp32 | bf16 | fp16 | int8) and `runtime` (auto | torch | onnx) are resolved once per model into
-an `InferencePlan`. `auto` on a CPU: for the reader, ONNX Runtime int8 (dynamic, one weight scale per output
-channel; the F1 it costs the reader is in bench/speed.py's table) on CPUs without native bf16, and on those with it
-(AMX, AVX512-BF16) where int8 was timed faster than torch bf16 on the CPU itself (odqa.core.cpu_choice: so far
-AVX512-BF16 with VNNI), else torch bf16. On CPUs without native bf16 the text encoders and the linker get ONNX
-Runtime fp32: the same arithmetic as torch fp32 (bench/results/speed-avx2.md: equal recall and F1, the encoder 32 vs
-26-29 passages/s, the linker 13 vs 22 ms a question), and a cached graph answers without importing torch at all,
-which is most of a fresh `odqa ask`'s start. Models reading questions (the linker, a search's question encoder:
-`question_time`) get onnx fp32 on CPUs with native bf16 too, for that start (time to first answer:
-bench/results/speed-avx512-bf16.md); bulk work there (an index build's passages, a knowledge base's entities) keeps
-bf16, or int8 where that was timed faster and the model's int8 quality measured. An encoder gets int8 under `auto`
-only where its retriever_info.json says its int8 recall was measured (`"auto_int8": true`:
-models/fast-passage-encoder), or, for the passages of an index build alone, `"auto_int8_passages": true`
-(models/retriever: its int8 passage vectors measured, its questions not); for the others it stays opt-in
-(`--precision int8`). Without onnxruntime installed, `auto` falls back to torch fp32. CUDA keeps torch (fp16 under
-`auto`).
-Training never goes through here.
+an `InferencePlan`, by a rule of the model and the CPU's flags alone: nothing is timed, so every process on a
+machine (`odqa ask`, the shell, the server, a Python program) runs a model the same way and gives a question the
+same answer and probability, busy or idle. `auto` on a CPU, with onnxruntime installed:
+
+1. A model whose int8 cost is measured within `auto`'s promise (at most 1 F1 lost for a reader, recall kept for
+   an encoder; its folder says so: `"auto_int8": true` in a reader's reader_config.json or an encoder's
+   retriever_info.json, the card gives the figures) runs ONNX Runtime int8 (dynamic, one weight scale per output
+   channel) on every CPU without native bf16, and on those with it that have native int8 dot products too (VNNI or
+   AMX's int8 tiles: every AVX512-BF16 and AMX CPU made so far). int8 was the faster path on every CPU measured, idle
+   and busy: AVX512-BF16 with VNNI (EPYC) and AVX2 (EPYC) (bench/auto_path.py; bench/results/speed-avx512-bf16.md,
+   bench/results/auto-path.md); a bf16 CPU running int8 on AVX2's kernels instead was slower, so the flags ask for
+   both. An encoder marked `"auto_int8_passages": true` gets it for an index build's passages alone.
+2. The others: torch bf16 on CPUs with native bf16 (AMX, AVX512-BF16) for bulk work (a reader's passages, an index
+   build's, a knowledge base's entities); ONNX Runtime fp32 for models reading questions there (`question_time`:
+   the linker, a search's question encoder; a cached graph answers without importing torch, most of a fresh
+   `odqa ask`'s start) and for every model on CPUs without native bf16 (the same arithmetic as torch fp32:
+   bench/results/speed-avx2.md).
+
+Without onnxruntime, `auto` runs torch: bf16 where the CPU has native bf16, else fp32. CUDA keeps torch (fp16
+under `auto`). Training never goes through here.
 
 ONNX graphs are exported from the live torch module, optimised (fused attention, layer norms, GELU) and, for
 int8, quantised; they are cached under `$ODQA_HOME/onnx/` keyed by a digest of the module's weights, so a
@@ -42,7 +46,6 @@ from pathlib import Path
 
 import numpy as np
 
-from odqa.core.cpu_choice import PROBE_BATCH, PROBE_ROUNDS, PROBE_SHAPE, ProbeTiming, int8_or_bf16
 from odqa.core.errors import OdqaError
 from odqa.core.logs import get_logger, root_logging_kept
 from odqa.core.paths import odqa_home
@@ -64,11 +67,6 @@ class InferenceSettings:
 
     precision: str = "auto"  # one of PRECISIONS
     runtime: str = "auto"  # one of RUNTIMES
-    # A process that answers a few questions and exits (`odqa ask`) pays seconds for importing torch, which bf16's
-    # faster reads only pay back over many questions: there `auto` reads with the int8 graph wherever int8 is
-    # measured for the model. Passed by the command to its pipeline, never set for the whole process: a library
-    # or server in the same process goes on reading as usual
-    few_questions: bool = False
 
 
 INFERENCE = InferenceSettings()  # the defaults, for a signature that takes one of the settings apart
@@ -99,17 +97,13 @@ def onnx_runtime_available() -> bool:
 def plan_inference(
     device_type: str, settings: InferenceSettings, *, auto_int8: bool = False, question_time: bool = False
 ) -> InferencePlan:
-    """`settings`' precision and runtime made concrete for a device type ("cpu", "cuda").
+    """`settings`' precision and runtime made concrete for a device type ("cpu", "cuda"), by the module's rule.
 
-    `auto_int8`: whether `auto` may pick int8 on a CPU without native bf16 (or with it, where int8 was timed
-    faster on the CPU: odqa.core.cpu_choice) — only for a model whose int8 quality was measured (the reader, an
-    encoder marked so: odqa.core.text_encoding.int8_measured); the others get onnx fp32 (bf16 with native bf16)
-    there.
+    `auto_int8`: the model's int8 cost is measured within `auto`'s promise (a reader's reader_config.json, an
+    encoder's retriever_info.json: `"auto_int8": true`), so `auto` runs it in ONNX Runtime int8 on every CPU.
     `question_time`: the model reads questions (the linker, a search's question encoder), a few short texts a
-    call, not an index build's passages: `auto` runs it on onnx fp32 on every CPU where onnxruntime is installed,
-    bf16 ones included, since a cached graph answers without importing torch (seconds of a fresh `odqa ask`) and
-    fp32 is the reference arithmetic; bulk work (passages, entities) keeps bf16 there (or int8, as above)."""
-    from odqa.core.device import cpu_has_fast_bf16
+    call: without int8, `auto` runs it on onnx fp32 on CPUs with native bf16 too (no torch import)."""
+    from odqa.core.device import cpu_has_fast_bf16, cpu_has_fast_int8
 
     precision, runtime = settings.precision, settings.runtime
     if precision not in PRECISIONS:
@@ -126,38 +120,32 @@ def plan_inference(
         raise OdqaError("runtime onnx needs onnxruntime: pip install onnxruntime onnx")
     if runtime == "onnx" and precision == "bf16":
         raise OdqaError("runtime onnx runs fp32 or int8; use --runtime torch for bf16")
-    if precision == "auto":
-        native_bf16 = cpu_has_fast_bf16()
-        bf16_reason = "auto: CPU with native bf16"
-        if native_bf16 and runtime == "auto" and onnx_runtime_available():
-            if auto_int8:
-                choice = int8_or_bf16(time_bf16_and_int8)
-                if choice.prefers_int8:
-                    return InferencePlan("onnx", "int8", f"{bf16_reason}, {choice.reason}")
-                if settings.few_questions:
-                    return InferencePlan(
-                        "onnx",
-                        "int8",
-                        "auto: a few questions, where importing torch for bf16 "
-                        f"costs more than bf16 saves ({choice.reason})",
-                    )
-                bf16_reason += f", {choice.reason}"
-            if question_time:
-                return InferencePlan("onnx", "fp32", "auto: questions, read without importing torch")
-        if native_bf16 and runtime != "onnx":
-            return InferencePlan("torch", "bf16", bf16_reason)
-        cpu = "runtime onnx asked for" if native_bf16 else "CPU without native bf16"
-        if runtime == "torch":
-            return InferencePlan("torch", "fp32", "auto: torch runtime asked for, CPU without native bf16")
-        if not onnx_runtime_available():
-            return InferencePlan("torch", "fp32", "auto: CPU without native bf16, onnxruntime not installed")
-        if not auto_int8:
-            # int8 quality unmeasured for this model: fp32, where onnx equals torch's numbers and starts faster
-            return InferencePlan("onnx", "fp32", f"auto: {cpu}, int8 not measured for this model")
-        return InferencePlan("onnx", "int8", f"auto: {cpu}")
-    if runtime == "auto":
-        runtime = "onnx" if precision == "int8" and onnx_runtime_available() else "torch"
-    return InferencePlan(runtime, precision, "asked for")
+    if precision != "auto":
+        if runtime == "auto":
+            runtime = "onnx" if precision == "int8" and onnx_runtime_available() else "torch"
+        return InferencePlan(runtime, precision, "asked for")
+    native_bf16 = cpu_has_fast_bf16()
+    onnx = runtime != "torch" and onnx_runtime_available()
+    # int8 against native bf16 only with native int8 dot products too; against fp32 (no native bf16) always
+    if onnx and auto_int8 and (not native_bf16 or cpu_has_fast_int8()):
+        return InferencePlan("onnx", "int8", "auto: int8 measured within auto's band for this model")
+    if native_bf16 and runtime != "onnx" and not (onnx and question_time):
+        return InferencePlan("torch", "bf16", "auto: CPU with native bf16" + _int8_note(auto_int8, runtime))
+    if onnx:
+        where = "questions, read without importing torch" if native_bf16 else "CPU without native bf16"
+        return InferencePlan("onnx", "fp32", f"auto: {where}" + _int8_note(auto_int8, runtime))
+    if runtime == "torch":
+        return InferencePlan("torch", "fp32", "auto: torch runtime asked for, CPU without native bf16")
+    return InferencePlan("torch", "fp32", "auto: CPU without native bf16, onnxruntime not installed")
+
+
+def _int8_note(auto_int8: bool, runtime: str) -> str:
+    """Why a plan of `auto` is not int8, where int8 would otherwise be the path."""
+    if not auto_int8:
+        return ", int8 not measured within auto's band for this model"
+    if runtime == "torch":
+        return f", runtime {runtime} asked for"
+    return ", onnxruntime not installed" if not onnx_runtime_available() else ", no native int8 (VNNI, AMX) beside it"
 
 
 _announced: set[tuple[str, str]] = set()
@@ -504,54 +492,6 @@ def _quantise(source: Path, target: Path) -> None:
             weight_type=QuantType.QInt8,
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )
-
-
-def time_bf16_and_int8(rounds: int = PROBE_ROUNDS) -> ProbeTiming:
-    """ms of torch bf16 and of ONNX Runtime int8 running the probe encoder of odqa.core.cpu_choice
-    (`PROBE_SHAPE`) on `PROBE_BATCH`, one call of each per round, so that a change in the machine's load falls on
-    both of a round; and the share of its threads' time the process got meanwhile (other work lowers it)."""
-    import time
-
-    import torch
-    from transformers import BertConfig, BertModel
-
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        model = BertModel(BertConfig(**PROBE_SHAPE), add_pooling_layer=False).eval()
-    onnx = OnnxModel.for_module(
-        model,
-        "cpu-probe",
-        ["last_hidden_state"],
-        int8=True,
-        quiet=True,
-        forward=lambda m, **inputs: m(**inputs).last_hidden_state,
-    )
-    # the reader's bf16 path on CPU: bf16 weights, eager attention (reader.model.ReaderModel._inference_module)
-    bf16 = model.to(torch.bfloat16)
-    bf16.set_attn_implementation("eager")
-    rows, tokens = PROBE_BATCH
-    ids = np.random.default_rng(0).integers(1, PROBE_SHAPE["vocab_size"], size=(rows, tokens), dtype=np.int64)
-    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
-    torch_feeds = {k: torch.from_numpy(v) for k, v in feeds.items()}
-
-    def run_bf16() -> None:
-        with torch.inference_mode():
-            bf16(**torch_feeds)
-
-    def run_int8() -> None:
-        onnx.run(feeds)
-
-    times: dict[str, list[float]] = {"bf16": [], "int8": []}
-    for run in (run_bf16, run_int8, run_bf16, run_int8):
-        run()  # warm: the first calls allocate and pick kernels
-    wall, cpu = time.perf_counter(), time.process_time()
-    for _ in range(rounds):
-        for name, run in (("bf16", run_bf16), ("int8", run_int8)):
-            start = time.perf_counter()
-            run()
-            times[name].append((time.perf_counter() - start) * 1000)
-    cpu_share = (time.process_time() - cpu) / ((time.perf_counter() - wall) * torch.get_num_threads())
-    return ProbeTiming(times["bf16"], times["int8"], cpu_share)
 
 
 def pad_batch(rows: Sequence[Sequence[int]], pad_id: int, type_rows: Sequence[Sequence[int]] | None = None):

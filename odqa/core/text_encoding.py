@@ -18,7 +18,7 @@ import numpy as np
 from odqa.core.errors import OdqaError
 from odqa.core.model_files import checked_values, load_model_settings, read_model_json
 from odqa.core.models import resolve_model
-from odqa.core.runtime import INFERENCE, InferencePlan, InferenceSettings, OnnxModel, announce, plan_inference
+from odqa.core.runtime import InferencePlan, InferenceSettings, OnnxModel, announce, plan_inference
 
 POOLINGS = ("mean", "cls")
 SIMILARITIES = ("cosine", "dot")
@@ -193,6 +193,7 @@ class RetrieverInfo:
     query_encoder: str | None = None  # the question encoder of a distilled passage encoder (its teacher)
     auto_int8: bool = False  # int8 vectors' recall measured: `auto` may pick int8 on CPUs without native bf16
     auto_int8_passages: bool = False  # the same, for passage vectors alone
+    languages: list[str] | None = None  # those sharing one vector space (a multilingual encoder's); None: English
 
 
 def retriever_info(name_or_path: str) -> RetrieverInfo:
@@ -202,6 +203,20 @@ def retriever_info(name_or_path: str) -> RetrieverInfo:
     if not info.is_file():
         return RetrieverInfo()
     return RetrieverInfo(**load_model_settings(info, RetrieverInfo))
+
+
+def encoder_languages(name_or_path: str) -> tuple[str, ...]:
+    """The languages whose questions and passages share one vector space in this encoder: its retriever_info.json's
+    `languages` (a multilingual encoder's), else English alone. A question in one of them is searched across
+    languages in vectors of another."""
+    if not name_or_path:
+        return ()
+    try:
+        resolve_model(name_or_path)
+    except (OSError, ValueError, OdqaError):  # a name that is no folder here (a hub name): nothing recorded
+        return ("en",)
+    languages = retriever_info(name_or_path).languages  # a damaged file or value: one line naming it
+    return tuple(languages) if languages else ("en",)
 
 
 def paired_query_encoder(name_or_path: str) -> str:
@@ -248,8 +263,7 @@ class EncodesTexts:
     passage_prefix: str
     precision: str  # of encode() only: training sets its own autocast
     runtime: str
-    auto_int8: bool = False  # `auto` may pick int8 on a CPU without native bf16 (int8_measured)
-    few_questions: bool = INFERENCE.few_questions  # odqa.core.runtime.InferenceSettings
+    auto_int8: bool = False  # int8 measured within `auto`'s band: `auto` runs it in int8 (int8_measured)
 
     if TYPE_CHECKING:  # what each subclass gives (an attribute or a property)
 
@@ -356,7 +370,7 @@ class EncodesTexts:
     def plan(self, precision: str | None = None, question_time: bool = False) -> InferencePlan:
         """The runtime and precision encode() uses (`precision`: this call's, default the encoder's;
         `question_time`: for questions rather than passages)."""
-        settings = InferenceSettings(precision or self.precision, self.runtime, self.few_questions)
+        settings = InferenceSettings(precision or self.precision, self.runtime)
         return plan_inference(self.device_type, settings, auto_int8=self.auto_int8, question_time=question_time)
 
 

@@ -14,6 +14,7 @@ class Document:
     id: str
     title: str
     text: str
+    url: str = ""  # the source article's address, where the corpus gives one ("": none)
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class Passage:
     doc_id: str = ""
     start: int = 0
     end: int = 0
+    url: str = ""  # its document's source address, where the corpus gives one ("": none)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -39,6 +41,10 @@ class SearchHit:
     score: float
     passage: Passage | None = None
     source: str = ""  # which retriever produced it: bm25, dense, hybrid, entity
+    # what made `score` where it is no retriever's own: the fusion of a hybrid's lists (rrf: a sum of
+    # 1 / (rrf_k + rank), about 0.03 at the top; minmax: weighted scores scaled to [0, 1]; es-rrf: the server's
+    # rrf), or "minmax+entity" (the entity bonus over scaled scores); "": the retriever's own score (BM25, cosine)
+    fusion: str = ""
 
     @property
     def passage_id(self) -> str:

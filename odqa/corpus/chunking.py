@@ -115,6 +115,6 @@ def chunk_document(doc: Document, words: int = 100, min_words: int | None = None
         tail = groups.pop()
         groups[-1][1], groups[-1][2] = tail[1], groups[-1][2] + tail[2]
     return [
-        Passage(id=f"{doc.id}_{i}", title=doc.title, text=doc.text[s:e], doc_id=doc.id, start=s, end=e)
+        Passage(id=f"{doc.id}_{i}", title=doc.title, text=doc.text[s:e], doc_id=doc.id, start=s, end=e, url=doc.url)
         for i, (s, e, _) in enumerate(groups)
     ]

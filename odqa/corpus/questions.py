@@ -1,7 +1,8 @@
 """Question sets in the public formats: DPR qas TSV, NQ-open JSONL, SQuAD JSON, WebQuestions JSON,
-CuratedTREC TSV (regex answers), DPR training JSON, TriviaQA JSON, BEIR queries.jsonl, and plain text (one
-question a line, no answers). `load_questions(path)` detects the format; `load_qrels` reads relevance
-judgments (BEIR's qrels TSV or TREC qrels)."""
+CuratedTREC TSV (regex answers), DPR training JSON, TriviaQA JSON, BEIR queries.jsonl, Pyserini topics
+(`qid<TAB>query`, .tsv or .txt, no answers), and plain text (one question a line, no answers).
+`load_questions(path)` detects the format; `load_qrels` reads relevance judgments (BEIR's qrels TSV or TREC
+qrels)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from typing import cast
 from odqa.core.answers import answer_regex_error
 from odqa.core.errors import DataFormatError
 from odqa.core.inputs import FILE, check_input, input_label, read_input
+
+# the keys a JSON Lines question file names its question ids by (else ids count lines from 0)
+QUESTION_ID_KEYS = ("id", "qid", "_id", "query_id", "question_id", "example_id")
 
 
 @dataclass
@@ -117,17 +121,35 @@ def _read(path: Path, include_impossible: bool) -> Iterator[QAItem]:
     if name.endswith(".json"):
         return _json(path, include_impossible)
     raise DataFormatError(
-        f"{path}: unknown question format (expected .tsv DPR qas or CuratedTREC, .jsonl NQ-open or BEIR queries, "
-        ".json SQuAD/WebQuestions/DPR training/TriviaQA, .txt one question a line)"
+        f"{path}: unknown question format (expected .tsv DPR qas, Pyserini topics or CuratedTREC, .jsonl NQ-open or "
+        "BEIR queries, .json SQuAD/WebQuestions/DPR training/TriviaQA, .txt one question a line or Pyserini topics)"
     )
 
 
 def _text_lines(path: Path) -> Iterator[QAItem]:
-    """One question a line, no answers (`odqa predict`); ids count lines from 0 as DPR's qas files do."""
+    """One question a line, no answers (`odqa predict`); ids count lines from 0 as DPR's qas files do. A file
+    whose first line holds a tab is Pyserini's topics (`qid<TAB>query`, their `topics.*.txt`): ids are its own."""
     with path.open(encoding="utf-8-sig") as f:  # -sig: a byte-order mark at the start is no question
+        topics = None
         for lineno, line in enumerate(f, 1):
-            if line.strip():
+            if not line.strip():
+                continue
+            if topics is None:
+                topics = "\t" in line.strip()
+            if topics:
+                yield _topic(line.rstrip("\r\n").split("\t"), path, lineno)
+            else:
                 yield QAItem(str(lineno - 1), line.strip(), [], line=lineno)
+
+
+def _topic(cols: list[str], path: Path, lineno: int) -> QAItem:
+    """A line of Pyserini's topics: query id, tab, query; no answers (judged by qrels: eval-retrieval --qrels)."""
+    if len(cols) != 2 or not cols[0].strip() or not cols[1].strip():
+        raise DataFormatError(
+            f"{path}:{lineno}: a topics line is qid<TAB>query (as the file's first line), got {len(cols)} "
+            f"tab-separated column(s) ({chr(9).join(cols)[:60]!r}); fix or remove it"
+        )
+    return QAItem(cols[0].strip(), cols[1].strip(), [], line=lineno)
 
 
 def _jsonl(path: Path) -> Iterator[QAItem]:
@@ -160,7 +182,7 @@ def _jsonl(path: Path) -> Iterator[QAItem]:
             regex = bool(row.get("regex", False))
             answers = [] if answers is None else _answer_list(answers, path, lineno)
             yield QAItem(
-                str(row.get("id", lineno - 1)),
+                str(next((row[key] for key in QUESTION_ID_KEYS if row.get(key) not in (None, "")), lineno - 1)),
                 question,
                 _regex_answers(answers, path, lineno) if regex else answers,
                 regex=regex,
@@ -169,24 +191,33 @@ def _jsonl(path: Path) -> Iterator[QAItem]:
 
 
 def _tsv(path: Path) -> Iterator[QAItem]:
+    """DPR qas (`question<TAB>python list of answers`), Pyserini's topics (`qid<TAB>query`, no answers: the
+    second column of the file's first row is no list) or CuratedTREC (4 columns)."""
     # csv handles the quoted fields some published qas files carry (TriviaQA dev), as DPR reads them
     with path.open(encoding="utf-8-sig", newline="") as f:
+        topics = None
         for lineno, cols in enumerate(csv.reader(f, delimiter="\t"), 1):
             if not any(c.strip() for c in cols):
                 continue
-            if len(cols) == 2:  # DPR qas: question <TAB> python list of answers
+            if len(cols) == 2 and topics is None:
+                topics = not cols[1].lstrip().startswith("[")
+            if topics:
+                yield _topic(cols, path, lineno)
+            elif len(cols) == 2:  # DPR qas: question <TAB> python list of answers
                 try:
                     answers = ast.literal_eval(cols[1])
                 except (ValueError, SyntaxError) as exc:
                     raise DataFormatError(
-                        f"{path}:{lineno}: second column must be a Python list of answers, got {cols[1][:60]!r}"
+                        f"{path}:{lineno}: second column must be a Python list of answers (DPR qas, as the file's "
+                        f"first row), got {cols[1][:60]!r}"
                     ) from exc
                 yield QAItem(str(lineno - 1), cols[0], _answer_list(answers, path, lineno), line=lineno)
             elif len(cols) == 4:  # CuratedTREC: id, type, question, answer regex
                 yield QAItem(cols[0], cols[2], _regex_answers([cols[3]], path, lineno), regex=True, line=lineno)
             else:
                 raise DataFormatError(
-                    f"{path}:{lineno}: expected 2 tab-separated columns (DPR qas) or 4 (CuratedTREC), got {len(cols)}"
+                    f"{path}:{lineno}: expected 2 tab-separated columns (DPR qas, or Pyserini topics qid<TAB>query) "
+                    f"or 4 (CuratedTREC), got {len(cols)}"
                 )
 
 

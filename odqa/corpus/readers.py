@@ -50,6 +50,9 @@ _BATCH_ROWS = 1000  # rows per record batch read from a table: bounded memory wh
 ID_NAMES = ("id", "_id", "docid", "doc_id")
 TITLE_NAMES = ("title",)
 TEXT_NAMES = ("text", "contents", "content", "body")
+# the source article's address, kept with each passage where a source has it (the Wikipedia subset's JSON Lines,
+# WikiExtractor's <doc url=...>): shown as a link on the page, in the shell and in JSON
+URL_NAMES = ("url",)
 # a BEIR data set's folder: its documents, beside its questions and qrels/ (relevance judgements), which are none
 BEIR_CORPUS, BEIR_QUERIES = "corpus.jsonl", "queries.jsonl"
 
@@ -268,7 +271,9 @@ def iter_passages(path: str | Path, words: int = 100, fields: CorpusFields = DEF
                 )
             seen[doc.id] = (number, line)
             if fmt == "dpr-tsv":
-                yield Passage(id=doc.id, title=doc.title, text=doc.text, doc_id=doc.id, start=0, end=len(doc.text))
+                yield Passage(
+                    id=doc.id, title=doc.title, text=doc.text, doc_id=doc.id, start=0, end=len(doc.text), url=doc.url
+                )
             else:
                 yield from chunk_document(doc, words=words)
 
@@ -310,19 +315,25 @@ def _jsonl_located(path: Path, fields: CorpusFields) -> Iterator[tuple[int, Docu
                 raise DataFormatError(
                     f"{path}:{lineno}: JSON nested too deeply to read; fix or remove this line"
                 ) from None
+            where = f"{path}:{lineno}"
             yield (
                 lineno,
-                _document(row[id_key], row.get(title_key) if title_key else "", row[text_key], f"{path}:{lineno}"),
+                _document(row[id_key], row.get(title_key) if title_key else "", row[text_key], where, _url(row)),
             )
 
 
-def _document(doc_id, title, text, where: str) -> Document:
+def _url(row) -> str:
+    """The first of `URL_NAMES` a row (a JSON object, a table row as a dict) gives as text, else ""."""
+    return next((value for name in URL_NAMES if isinstance(value := row.get(name), str) and value.strip()), "")
+
+
+def _document(doc_id, title, text, where: str, url: str = "") -> Document:
     if doc_id is None or text is None:
         raise DataFormatError(f"{where}: the document has no {'id' if doc_id is None else 'text'}; fix or remove it")
     if not isinstance(text, str):
         raise DataFormatError(f"{where}: 'text' must be a string, got {type(text).__name__}; fix or remove it")
-    document = Document(str(doc_id), "" if title is None else str(title), text)
-    for name in ("id", "title", "text"):
+    document = Document(str(doc_id), "" if title is None else str(title), text, url.strip())
+    for name in ("id", "title", "text", "url"):
         try:
             getattr(document, name).encode("utf-8")
         except UnicodeEncodeError as exc:  # a JSON escape such as "\ud800" gives half of a UTF-16 pair
@@ -346,9 +357,16 @@ def _batches_located(
         ids = batch.column(id_col).to_pylist()
         texts = batch.column(text_col).to_pylist()
         titles = batch.column(title_col).to_pylist() if title_col else [""] * len(ids)
-        for doc_id, title, text in zip(ids, titles, texts):
-            yield line, _document(doc_id, title, text, f"{where}:{line}")
+        url_col = _url_column(batch.schema.names)
+        urls = batch.column(url_col).to_pylist() if url_col else [""] * len(ids)
+        for doc_id, title, text, url in zip(ids, titles, texts, urls):
+            yield line, _document(doc_id, title, text, f"{where}:{line}", url if isinstance(url, str) else "")
             line += 1
+
+
+def _url_column(columns) -> str | None:
+    """The column of a table holding its documents' source addresses (`URL_NAMES`), if it has one."""
+    return next((name for name in URL_NAMES if name in columns), None)
 
 
 def _table_error(path: Path, exc: Exception) -> DataFormatError:
@@ -365,7 +383,7 @@ def _parquet_located(path: Path, fields: CorpusFields) -> Iterator[tuple[int, Do
     try:
         table = pq.ParquetFile(path)
         id_col, title_col, text_col = fields.resolve(table.schema_arrow.names, str(path))
-        wanted = [c for c in (id_col, title_col, text_col) if c]
+        wanted = [c for c in (id_col, title_col, text_col, _url_column(table.schema_arrow.names)) if c]
         yield from _batches_located(table.iter_batches(batch_size=_BATCH_ROWS, columns=wanted), fields, str(path))
     except (pa.ArrowException, OSError) as exc:
         raise _table_error(path, exc) from exc
@@ -394,7 +412,7 @@ def _delimited_located(path: Path, fields: CorpusFields, delimiter: str) -> Iter
     with open_text(path) as f:
         header = next(csv.reader(f, delimiter=delimiter), [])
     id_col, title_col, text_col = fields.resolve(header, str(path))
-    wanted = [c for c in (id_col, title_col, text_col) if c]
+    wanted = [c for c in (id_col, title_col, text_col, _url_column(header)) if c]
     opener = _COMPRESSED.get(path.suffix)
     try:
         with opener(path, "rb") if opener else path.open("rb") as raw:
@@ -457,7 +475,10 @@ def _wikiextractor_located(path: Path, fields: CorpusFields) -> Iterator[tuple[i
                 if lines and lines[0].strip() == title:
                     lines = lines[1:]
                 text = "\n".join(line.strip() for line in lines if line.strip())
-                yield start, Document(attrs.get("id", ""), title, html.unescape(text))
+                yield (
+                    start,
+                    Document(attrs.get("id", ""), title, html.unescape(text), html.unescape(attrs.get("url", ""))),
+                )
                 attrs = None
             else:
                 lines.append(line.rstrip("\n"))

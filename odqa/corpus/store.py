@@ -29,7 +29,8 @@ from odqa.core.mapped_reads import advise_random, prefetch_ranges
 from odqa.core.types import Passage
 
 DATA_FILE = "passages.arrow"
-COLUMNS = ("id", "title", "text", "doc_id", "start", "end")
+# url: a column since issue 77; a store written before has none, and its passages read with url ""
+COLUMNS = ("id", "title", "text", "doc_id", "start", "end", "url")
 
 
 def features():
@@ -45,6 +46,7 @@ def features():
             "doc_id": datasets.Value("string"),
             "start": datasets.Value("int32"),
             "end": datasets.Value("int32"),
+            "url": datasets.Value("string"),
         }
     )
 
@@ -90,7 +92,8 @@ class PassageStore:
     @classmethod
     def concat(cls, stores: Sequence[PassageStore]) -> PassageStore:
         """One store over several in order (an index built as shards); each still checks the rows read from it."""
-        store = cls(pa.concat_tables([s.table for s in stores]))
+        # shards written before a column was added lack it: nulls there (read as "")
+        store = cls(pa.concat_tables([s.table for s in stores], promote_options="default"))
         store._sources = list(stores)
         store._source_starts = np.cumsum([0] + [len(s) for s in stores])
         return store
@@ -197,7 +200,7 @@ class PassageStore:
         chunk_of = np.searchsorted(self._chunk_starts, rows, side="right") - 1
         fixed: list[tuple[np.ndarray, np.ndarray]] = []
         strings = []
-        for _name, c, array, buffers in self._buffers(COLUMNS):
+        for _name, c, array, buffers in self._buffers(self.columns):
             mine = chunk_of == c
             if not mine.any():
                 continue
@@ -265,6 +268,11 @@ class PassageStore:
     def __len__(self) -> int:
         return self.table.num_rows
 
+    @cached_property
+    def columns(self) -> tuple[str, ...]:
+        """The passage columns this store has (`COLUMNS`, less those added after it was written)."""
+        return tuple(c for c in COLUMNS if c in self.table.column_names)
+
     def get(self, row: int) -> Passage:
         if not 0 <= row < self.table.num_rows:
             raise IndexError(f"passage row {row} out of range (store has {self.table.num_rows})")
@@ -283,11 +291,11 @@ class PassageStore:
                     source._check_rows(mine - start)
         # one-row slices, not Table.take: take over a memory-mapped table of many record batches touches whole
         # columns, which made reading an answer's passages grow with the store (bench/results/scale.md)
-        table = self.table.select(list(COLUMNS))
+        table = self.table.select(list(self.columns))
         for r in rows:
             if not 0 <= int(r) < table.num_rows:
                 raise IndexError(f"passage row {r} out of range (store has {table.num_rows})")
-        return [Passage(**table.slice(int(r), 1).to_pylist()[0]) for r in rows]
+        return [_passage(table.slice(int(r), 1).to_pylist()[0]) for r in rows]
 
     def iter_batches(self, batch_size: int = 1000, columns: Sequence[str] = ("title", "text")) -> Iterator[dict]:
         """Column batches in row order, streamed from the memory map."""
@@ -305,6 +313,13 @@ class PassageStore:
     def column(self, name: str):
         self._check_columns([name])
         return self.table.column(name)
+
+
+def _passage(row: dict) -> Passage:
+    """A store row as a Passage (a null url, of a shard written before the column, is none)."""
+    if row.get("url") is None:
+        row["url"] = ""
+    return Passage(**row)
 
 
 class MappedReader:

@@ -95,9 +95,10 @@ class QAEvaluator(Evaluator):
         batch_size: int = 8,
         per_question: str | Path | None = None,
         progress: bool = True,
+        plot: str | Path | None = None,
     ):
         self.items, self.ks, self.k = list(items), list(ks), k
-        self.batch_size, self.per_question, self.progress = batch_size, per_question, progress
+        self.batch_size, self.per_question, self.progress, self.plot = batch_size, per_question, progress, plot
 
     def __call__(self, pipeline) -> dict[str, Any]:
         return evaluate_qa(
@@ -108,6 +109,7 @@ class QAEvaluator(Evaluator):
             per_question=self.per_question,
             progress=self.progress,
             k=self.k,
+            plot=self.plot,
         )
 
 

@@ -37,8 +37,10 @@ def evaluate_qa(
     per_question: str | Path | None = None,
     progress: bool = True,
     k: int | None = None,
+    plot: str | Path | None = None,
 ) -> dict:
-    """`k`: passages retrieved and read per question (default: the largest recall cut-off)."""
+    """`k`: passages retrieved and read per question (default: the largest recall cut-off); `plot`: draw the
+    reliability diagram of the top answers' calibrated probability there (odqa.eval.plots)."""
     depth = k or max(ks)
     metric = metric_for(items)  # the official metric of the questions' language
     rows, judged = [], []
@@ -46,7 +48,8 @@ def evaluate_qa(
     # reading accuracy apart from retrieval: EM over the questions whose answer was in a passage read
     read_hits = em_given_read = 0.0
     start = time.perf_counter()
-    for i in tqdm(range(0, len(items), batch_size), desc="eval-qa", unit=" batch", disable=not progress, mininterval=2):
+    bar = tqdm(total=len(items), desc="eval-qa", unit=" q", disable=not progress, mininterval=2)
+    for i in range(0, len(items), batch_size):
         batch = items[i : i + batch_size]
         for item, result in zip(batch, pipeline.ask_batch([q.question for q in batch], k=depth)):
             top = result.answers[0] if result.answers else None
@@ -73,6 +76,8 @@ def evaluate_qa(
                     "share": round(top.share, 4) if top else None,
                 }
             )
+        bar.update(len(batch))
+    bar.close()
     seconds = time.perf_counter() - start
     n = len(items)
     metrics = {"em": round(100 * em_sum / n, 2), "f1": round(100 * f1_sum / n, 2), "metric": metric}
@@ -83,6 +88,17 @@ def evaluate_qa(
     metrics.update(
         questions=n, seconds=round(seconds, 2), questions_per_second=round(n / seconds, 2) if seconds else 0.0
     )
+    if plot:
+        from odqa.eval.plots import reliability_diagram
+
+        answered = [r for r in rows if r["prediction"]]
+        calibration = pipeline.reader.calibration
+        reliability_diagram(
+            [r["probability"] for r in answered],
+            [r["em"] for r in answered],
+            calibration.threshold if calibration.fitted else None,
+            plot,
+        )
     if per_question:
         with atomic_file(per_question) as tmp:
             tmp.write_text("".join(strict_json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")

@@ -20,7 +20,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.security import APIKeyHeader
 from fastapi.staticfiles import StaticFiles
 from pydantic import ValidationError
@@ -31,6 +31,7 @@ from starlette.middleware.cors import CORSMiddleware
 from odqa import __version__
 from odqa.core.errors import OdqaError
 from odqa.core.logs import failures_reported_once, get_logger
+from odqa.core.paths import odqa_home
 from odqa.core.secrets import mask_query, remember
 from odqa.indexes.analysis import LANGUAGE_NAMES, detect_language
 from odqa.pipeline import Pipeline, clean_question
@@ -39,7 +40,10 @@ from odqa.serve.http_rules import MAX_PROBLEMS, capped, capped_loc, normalized_o
 from odqa.serve.models import (
     AUTO_LANGUAGE,
     K_RULE,
+    MAX_BATCH_QUESTIONS,
     AnswerOut,
+    AskBatchRequest,
+    AskBatchResponse,
     AskRequest,
     AskResponse,
     ErrorDetail,
@@ -56,6 +60,7 @@ from odqa.serve.models import (
     SearchResponse,
     number_problem,
 )
+from odqa.serve.public import public_text, server_places
 from odqa.serve.settings import API_KEY_HEADER, ServeSettings, api_key_problem, cors_origin_problem
 from odqa.serve.worker import Answered, PipelineWorker, QueueFull
 
@@ -82,7 +87,7 @@ DOCS_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
-JSON_PATHS = ("/ask", "/search", "/link")  # the routes whose body is a JSON object
+JSON_PATHS = ("/ask", "/ask/batch", "/search", "/link")  # the routes whose body is a JSON object
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse, "description": what}
     for code, what in (
@@ -366,6 +371,10 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         worker.start()
         started = time.perf_counter()
         state["index"] = await asyncio.wrap_future(worker.call(warm_up))
+        state["places"] = server_places(
+            [state["index"]["location"], pipeline.config.index, pipeline.config.linker.kb, pipeline.reader_name]
+            + [odqa_home()]
+        )
         log.info("models loaded in %.1f s; %d passages", time.perf_counter() - started, state["index"]["passages"])
         try:
             yield
@@ -452,8 +461,8 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
                 query = f"?{request.url.query}" if request.url.query else ""
                 return RedirectResponse(bare + query, status_code=307)
         message = {
-            404: f"no such path {capped(request.url.path)}: the API has POST /ask, /search, /link and GET /health, "
-            "/info, /openapi.json, /docs",
+            404: f"no such path {capped(request.url.path)}: the API has POST /ask, /ask/batch, /search, /link and "
+            "GET /health, /info, /openapi.json, /docs",
             405: f"{capped(request.method)} is not allowed on {capped(request.url.path)}",
         }.get(exc.status_code, str(exc.detail))
         return error_response(exc.status_code, message, headers=getattr(exc, "headers", None))
@@ -480,17 +489,24 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         except QueueFull as exc:
             raise ServerFailure(f"the server is busy ({exc}); retry in a moment", 503, {"Retry-After": "1"}) from None
 
-    def checked_question(question: str) -> tuple[str, list[str]]:
+    def checked_question(question: str, field: str = "question") -> tuple[str, list[str]]:
+        """The question cleaned, or a 422 naming `field` (a batch's `questions.N`)."""
+        loc: list[str | int] = ["body", *(int(part) if part.isdigit() else part for part in field.split("."))]
         if len(question) > settings.max_question_chars:
             raise FieldError(
-                "question",
+                field,
                 f"{len(question):,} characters, over the {settings.max_question_chars:,} "
                 "this server accepts; ask a shorter question",
+                loc=loc,
             )
         try:
             return clean_question(question)
         except OdqaError as exc:
-            raise FieldError("question", str(exc)) from None
+            raise FieldError(field, str(exc), loc=loc) from None
+
+    def public_notices(notices: list[str]) -> list[str]:
+        """Notices as a visitor may read them: no folder of this server (odqa.serve.public)."""
+        return [public_text(notice, state["places"]) for notice in notices]
 
     async def check_retriever(kind: str | None) -> None:
         """A retriever the request names that this index cannot serve (dense over a BM25-only index) is the
@@ -511,19 +527,10 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         return k
 
     # ---- the API ------------------------------------------------------------------------------------------
-    @app.post(
-        "/ask",
-        response_model=AskResponse,
-        responses=ERRORS,
-        dependencies=[Depends(check_key)],
-        summary="Answer a question: answers with calibrated probabilities, their passages, linked entities",
-    )
-    async def ask(body: AskRequest) -> AskResponse:
-        text, _ = checked_question(body.question)
-        k = checked_k(body.k)
-        await check_retriever(body.retriever)
-        language = detect_language([text]) if body.language in (None, AUTO_LANGUAGE) else body.language
-        done: Answered = await answered(submit(worker.ask, body.question, k, body.retriever))
+    async def ask_response(text: str, language_asked: str | None, future) -> AskResponse:
+        """The /ask answer of a question `text` (checked) whose pipeline job is `future`."""
+        language = detect_language([text]) if language_asked in (None, AUTO_LANGUAGE) else language_asked
+        done: Answered = await answered(future)
         result = done.result
         notices = list(result.notices)
         index_language = state["index"].get("language", "en")
@@ -531,7 +538,8 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         not_searched = not result.passages and await answered(
             submit(worker.call, lambda p: p.language_differs(result.question) is not None)
         )
-        if language != index_language and not not_searched:
+        answered_across = result.route is not None and result.route.cross_language  # its plan says how
+        if language != index_language and not not_searched and not answered_across:
             notices.append(
                 f"the question is {LANGUAGE_NAMES[language]} but the index holds "
                 f"{LANGUAGE_NAMES.get(index_language, index_language)} passages"
@@ -568,7 +576,38 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
             mentions=[MentionOut.of(m) for m in result.mentions],
             timings_ms=timings,
             batch_size=done.batch_size,
-            notices=notices,
+            notices=public_notices(notices),
+            route=result.route.to_dict() if result.route is not None and not result.route.refused else None,
+        )
+
+    @app.post(
+        "/ask",
+        response_model=AskResponse,
+        responses=ERRORS,
+        dependencies=[Depends(check_key)],
+        summary="Answer a question: answers with calibrated probabilities, their passages, linked entities",
+    )
+    async def ask(body: AskRequest) -> AskResponse:
+        text, _ = checked_question(body.question)
+        k = checked_k(body.k)
+        await check_retriever(body.retriever)
+        return await ask_response(text, body.language, submit(worker.ask, body.question, k, body.retriever))
+
+    @app.post(
+        "/ask/batch",
+        response_model=AskBatchResponse,
+        responses=ERRORS,
+        dependencies=[Depends(check_key)],
+        summary=f"Answer several questions (at most {MAX_BATCH_QUESTIONS}) read together: each result as /ask "
+        "gives it, in the order asked",
+    )
+    async def ask_batch(body: AskBatchRequest) -> AskBatchResponse:
+        texts = [checked_question(question, f"questions.{i}")[0] for i, question in enumerate(body.questions)]
+        k = checked_k(body.k)
+        await check_retriever(body.retriever)
+        futures = submit(worker.ask_many, body.questions, k, body.retriever)
+        return AskBatchResponse(
+            results=[await ask_response(text, body.language, future) for text, future in zip(texts, futures)]
         )
 
     @app.post(
@@ -588,7 +627,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
             question=text,
             passages=[PassageOut.of(i, h) for i, h in enumerate(hits, 1)],
             timings_ms={"total": round((time.perf_counter() - started) * 1000, 1)},
-            notices=notices,
+            notices=public_notices(notices),
         )
 
     @app.post(
@@ -602,15 +641,15 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         text, notices = checked_question(body.question)
         started = time.perf_counter()
         mentions = await answered(submit(worker.link, text))
-        enabled = await answered(submit(worker.call, lambda p: p.linker is not None))
+        enabled, off = await answered(submit(worker.call, lambda p: (p.linker is not None, p.linker_off)))
         if not enabled:
-            notices.append("entity linking is off on this server (disabled, or no knowledge base beside the index)")
+            notices.append(off or "entity linking is off on this server")
         return LinkResponse(
             question=text,
             mentions=[MentionOut.of(m) for m in mentions],
             linker_enabled=enabled,
             timings_ms={"total": round((time.perf_counter() - started) * 1000, 1)},
-            notices=notices,
+            notices=public_notices(notices),
         )
 
     @app.get("/health", response_model=HealthResponse, summary="The server is up, its models loaded")
@@ -628,12 +667,12 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         if api_key and not sent:  # a client (the page) learns that it must ask for a key; a wrong one is a 401
             return LockedInfo(version=__version__, api_key_header=API_KEY_HEADER)
         await check_key(sent)
-        plans = await answered(submit(worker.call, lambda p: p.inference_plans()))
+        plans, linking = await answered(submit(worker.call, lambda p: (p.inference_plans(), p.linker is not None)))
         config = pipeline.config
         models = {
             "reader": pipeline.reader_name,
             "encoder": state["index"].get("encoder", ""),
-            "linker": config.linker.model if config.linker.enabled else "",
+            "linker": config.linker.model if linking else "",  # none: disabled, or no knowledge base to link against
         }
         return InfoResponse(
             version=__version__,
@@ -646,6 +685,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
                 "max_k": settings.max_k,
                 "max_question_chars": settings.max_question_chars,
                 "max_batch": settings.max_batch,
+                "max_batch_questions": MAX_BATCH_QUESTIONS,
                 "max_body_bytes": MAX_BODY_BYTES,
             },
             api_key_required=bool(api_key),
@@ -654,10 +694,16 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
 
     # ---- the page -----------------------------------------------------------------------------------------
     page = (STATIC / "index.html").read_text(encoding="utf-8")
+    icon = (STATIC / "favicon.svg").read_bytes()
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def home() -> HTMLResponse:
         return HTMLResponse(page, headers=PAGE_HEADERS)
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:
+        """The page's icon where a browser asks for it by its old name (an SVG: every current browser draws it)."""
+        return Response(icon, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400", **PAGE_HEADERS})
 
     @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
     async def swagger_ui() -> HTMLResponse:

@@ -61,7 +61,11 @@ def _names_or_null(names) -> Any:
     return extra
 
 
-class SearchRequest(Question):
+class Passages(BaseModel):
+    """How many passages and which retriever: a search's, a question's or a batch's."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
     k: int | None = Field(None, ge=K_RULE.minimum, description="passages to return (default: the server's retrieval.k)")
     retriever: str | None = Field(
         None,
@@ -85,13 +89,43 @@ class SearchRequest(Question):
         return value
 
 
-class AskRequest(SearchRequest):
+class SearchRequest(Passages, Question):
+    pass
+
+
+class Reading(Passages):
+    """What /ask and /ask/batch read with: passages, retriever and the questions' language."""
+
     k: int | None = Field(None, ge=K_RULE.minimum, description="passages read (default: the server's retrieval.k)")
     language: Literal[LANGUAGE_CHOICES] | None = Field(  # type: ignore[valid-type]
         AUTO_LANGUAGE,
         description="the question's language (auto or null: from its script); a question in another "
         "language than the index's gets a notice",
     )
+
+
+class AskRequest(Reading, Question):
+    pass
+
+
+# the most questions one POST /ask/batch carries (its schema says so); more: 422, send them in several batches
+MAX_BATCH_QUESTIONS = 64
+
+
+class Questions(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    questions: list[str] = Field(
+        min_length=1,
+        max_length=MAX_BATCH_QUESTIONS,
+        description=f"the questions, each as /ask's `question` (at most {MAX_BATCH_QUESTIONS}); k, retriever and "
+        "language apply to all",
+        examples=[["Who discovered penicillin?", "Who painted the Mona Lisa?"]],
+    )
+
+
+class AskBatchRequest(Reading, Questions):
+    pass
 
 
 class LinkRequest(Question):
@@ -106,8 +140,15 @@ class PassageOut(Response):
     doc_id: str = ""
     start: int = Field(0, description="character offset of the passage in its document")
     end: int = 0
+    url: str = Field("", description="the source article's address, where the corpus gives one (else empty)")
     score: float
     source: str = Field("", description="the retriever that found it: bm25, dense, hybrid, entity")
+    fusion: str = Field(
+        "",
+        description="what made the score where it is no retriever's own: rrf (a hybrid's reciprocal rank fusion, "
+        "about 0.03 at the top), minmax (a hybrid's weighted scores scaled to [0, 1]), es-rrf (Elasticsearch's "
+        "rrf), minmax+entity (the entity bonus over scaled scores); empty: the retriever's own score",
+    )
 
     @classmethod
     def of(cls, rank: int, hit: SearchHit) -> PassageOut:
@@ -120,8 +161,10 @@ class PassageOut(Response):
             doc_id=p.doc_id if p else "",
             start=p.start if p else 0,
             end=p.end if p else 0,
+            url=p.url if p else "",
             score=hit.score,
             source=hit.source,
+            fusion=hit.fusion,
         )
 
 
@@ -208,6 +251,15 @@ class AskResponse(Response):
     )
     batch_size: int = Field(description="questions read in the same batch as this one")
     notices: list[str]
+    route: dict[str, str] | None = Field(
+        default=None,
+        description="how the question was answered: question_language, passage_language, retriever, reader, and why "
+        "where that differs from the configuration (a question in another language than the passages')",
+    )
+
+
+class AskBatchResponse(Response):
+    results: list[AskResponse] = Field(description="one /ask answer a question, in the order asked")
 
 
 class SearchResponse(Response):
@@ -233,7 +285,10 @@ class HealthResponse(Response):
 class InfoResponse(Response):
     version: str
     index: dict[str, Any] = Field(description="the index: where, passages, backends, language, encoder, built")
-    models: dict[str, str] = Field(description="reader, linker and encoder in use")
+    models: dict[str, str] = Field(
+        description="reader, linker and encoder in use (linker empty: no entity is linked, the linker being off or "
+        "the index having no knowledge base)"
+    )
     inference: dict[str, dict[str, str]] = Field(description="runtime and precision of each model loaded")
     retrievers: list[str]
     languages: list[str] = Field(default_factory=lambda: [AUTO_LANGUAGE, *LANGUAGES])

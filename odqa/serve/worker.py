@@ -81,6 +81,19 @@ class PipelineWorker:
     def ask(self, question: str, k: int | None, retriever: str | None) -> Future:
         return self.submit(Job(ASK, question, k, retriever))
 
+    def ask_many(self, questions: list[str], k: int | None, retriever: str | None) -> list[Future]:
+        """Queue several questions at once (POST /ask/batch): all of them or, where the queue has no room for
+        all, none (QueueFull). Waiting together, they are read in batches of up to max_batch."""
+        jobs = [Job(ASK, question, k, retriever) for question in questions]
+        with self._ready:
+            if self._closing:
+                raise QueueFull("the server is shutting down")
+            if len(self._pending) + len(jobs) > self.max_queue:
+                raise QueueFull(f"{len(self._pending)} requests are waiting already, no room for {len(jobs)} more")
+            self._pending.extend(jobs)
+            self._ready.notify()
+        return [job.future for job in jobs]
+
     def search(self, question: str, k: int | None, retriever: str | None) -> Future:
         return self.submit(Job(SEARCH, question, k, retriever))
 

@@ -24,7 +24,7 @@ import logging
 import random
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
@@ -37,6 +37,16 @@ from odqa.corpus.questions import QAItem, article_key, check_not_test_set, load_
 log = logging.getLogger("odqa.reader.training.distant")
 
 SearchFn = Callable[[Sequence[str], int], list[list[SearchHit]]]
+# every batch of questions searched, the results yielded in the batches' order (`build-reader-data --ray` searches
+# them on a Ray cluster's workers; in one process each batch in turn)
+SearchManyFn = Callable[[list[list[str]], int], Iterator[list[list[SearchHit]]]]
+
+
+def search_in_turn(search: SearchFn) -> SearchManyFn:
+    def search_many(batches: list[list[str]], k: int) -> Iterator[list[list[SearchHit]]]:
+        return (search(questions, k) for questions in batches)
+
+    return search_many
 
 
 def locate_answer(text: str, answers: Sequence[str], regex: bool = False) -> tuple[int, int] | None:
@@ -59,7 +69,7 @@ def locate_answer(text: str, answers: Sequence[str], regex: bool = False) -> tup
 
 def distant_examples(
     items: Sequence[QAItem],
-    search: SearchFn,
+    search: SearchFn | None,
     k: int,
     positives: int = 2,
     negatives: int = 1,
@@ -68,24 +78,32 @@ def distant_examples(
     prefix: str = "",
     excluded_articles: AbstractSet[str] = frozenset(),
     gold: bool = False,
+    search_many: SearchManyFn | None = None,
 ) -> list[dict]:
     """SQuAD paragraphs ({title, context, qas}) built from the retrieved passages of `items`. Passages of
     the articles in `excluded_articles` (`article_key`s: test sets' articles) are skipped, neither
     positives nor negatives. `gold`: each item's own paragraph is its positive (items without one are
-    skipped) and retrieved passages serve only as negatives."""
+    skipped) and retrieved passages serve only as negatives. The questions are searched in batches of
+    `batch_size`, by `search_many` where given (e.g. in parallel), else by `search` one batch after another."""
     stats = stats if stats is not None else {}
     for key in ("questions", "with_positive", "positives", "negatives", "unlocated", "excluded_passages"):
         stats.setdefault(key, 0)
     out: list[dict] = []
-    for lo in range(0, len(items), batch_size):
-        part = [
-            q
-            for q in items[lo : lo + batch_size]
-            if q.question.strip() and q.answers and (not gold or (q.context and q.answer_starts))
-        ]
-        if not part:
-            continue
-        results = search([q.question for q in part], k)
+    parts = [
+        part
+        for lo in range(0, len(items), batch_size)
+        if (
+            part := [
+                q
+                for q in items[lo : lo + batch_size]
+                if q.question.strip() and q.answers and (not gold or (q.context and q.answer_starts))
+            ]
+        )
+    ]
+    if search_many is None:
+        assert search is not None, "distant_examples needs search or search_many"
+        search_many = search_in_turn(search)
+    for part, results in zip(parts, search_many([[q.question for q in part] for part in parts], k)):
         for q, hits in zip(part, results):
             stats["questions"] += 1
             answers = q.answers
@@ -164,7 +182,7 @@ def write_squad_json(articles: list[dict], path: str | Path, version: str, sourc
 def build_distant_data(
     question_files: Sequence[str],
     output: str,
-    search: SearchFn,
+    search: SearchFn | None,
     k: int,
     limit: int = 0,
     positives: int = 2,
@@ -172,12 +190,13 @@ def build_distant_data(
     seed: int = 42,
     exclude_articles_of: Sequence[str] = (),
     gold: bool = False,
+    search_many: SearchManyFn | None = None,
 ) -> dict:
-    """Retrieve with `search` (a retriever's batch search) for every question file and write one SQuAD-format
-    JSON; returns counts per file and in all. `exclude_articles_of`: SQuAD files whose articles' passages never
-    enter the data (the test sets'). `gold`: the questions' own paragraphs are the positives (`distant_examples`)
-    and `limit` draws that many questions at random (`seed`) instead of the first ones, as a SQuAD file lists
-    its questions article by article."""
+    """Retrieve with `search` (a retriever's batch search; or `search_many`, all batches at once) for every
+    question file and write one SQuAD-format JSON; returns counts per file and in all. `exclude_articles_of`:
+    SQuAD files whose articles' passages never enter the data (the test sets'). `gold`: the questions' own
+    paragraphs are the positives (`distant_examples`) and `limit` draws that many questions at random (`seed`)
+    instead of the first ones, as a SQuAD file lists its questions article by article."""
     for f in question_files:  # before any retrieval: the output is training data
         check_not_test_set(f)
     excluded = squad_article_keys(exclude_articles_of)
@@ -199,6 +218,7 @@ def build_distant_data(
             prefix=f"d{i}-",
             excluded_articles=excluded,
             gold=gold,
+            search_many=search_many,
         )
         per_file[Path(f).name] = stats
         log.info("%s: %s", f, stats)

@@ -46,7 +46,7 @@ from types import SimpleNamespace
 from odqa.linker.kb import KnowledgeBase
 
 class Built:  # what run_build_kb prints of a KB
-    dim, encoder, manifest = 0, "first", SimpleNamespace(corpus_fingerprint="f")
+    dim, encoder, manifest, language_names = 0, "first", SimpleNamespace(corpus_fingerprint="f"), ["English"]
     def __len__(self):
         return 0
 
@@ -240,7 +240,8 @@ def test_the_lock_leaves_nothing_beside_a_refused_or_finished_output(tmp_path, c
     assert code == 2 and not (tmp_path / "new").exists(), text[-800:]
     code, text = run_cli(["index", "--corpus", corpus, "--out", out, "--backends", "bm25"], capsys)
     assert code == 0, text[-800:]
-    assert sorted(p.name for p in out.parent.iterdir()) == [".idx.swap-lock", "idx"]  # the readers' lock stays
+    # the readers' lock stays, beside the index and its knowledge base; no writer's lock or scratch folder
+    assert sorted(p.name for p in out.parent.iterdir()) == [".idx.swap-lock", "idx", "idx-kb"]
 
 
 # ---- a second first use of the demo corpus waits for the first's build --------------------------------------

@@ -38,6 +38,19 @@ function el(tag, text, cls) {
   return node;
 }
 
+// A passage's source article as a link, where the corpus gave an http(s) address (any other scheme, such as
+// javascript:, stays text); else its title alone.
+function sourceLink(title, url) {
+  let safe = false;
+  try { safe = Boolean(url) && ["http:", "https:"].includes(new URL(url).protocol); } catch (e) { safe = false; }
+  if (!safe) return el("span", title);
+  const link = el("a", title);
+  link.href = url;
+  link.rel = "noopener noreferrer";
+  link.target = "_blank";
+  return link;
+}
+
 function showError(message) {
   $("error").textContent = message;
   $("error").hidden = !message;
@@ -91,10 +104,19 @@ function keyRefused() {
 // The answer shown belongs to an earlier question: a failed call must not leave it looking like this one's.
 function clearResult() {
   $("result").hidden = true;
-  for (const id of ["question-echo", "verdict", "answer", "probability", "answer-source", "timings"]) {
+  for (const id of ["question-echo", "verdict", "answer", "probability", "timings"]) {
     $(id).textContent = "";
   }
-  for (const id of ["other-answers", "notices", "entities", "passages"]) $(id).replaceChildren();
+  for (const id of ["answer-source", "other-answers", "notices", "entities", "passages"]) $(id).replaceChildren();
+}
+
+// Whether the server links entities (/info names a linker): without one the page shows no entity section, rather
+// than "none linked" under every answer.
+let linking = true;
+
+function showLinking(on) {
+  linking = on;
+  $("entities-section").hidden = !on;
 }
 
 async function loadInfo() {
@@ -119,6 +141,7 @@ async function loadInfo() {
     $("k").placeholder = info.defaults.k;
     $("k").max = info.limits.max_k;
     $("question").maxLength = info.limits.max_question_chars;
+    showLinking(Boolean(info.models.linker));
     const index = info.index;
     $("index-line").textContent = `${index.passages.toLocaleString()} passages · ${index.language || ""} · ` +
       `reader: ${info.models.reader}`;
@@ -191,24 +214,38 @@ function render(result) {
   const best = result.answer;
   const box = $("answer-box");
   box.classList.toggle("unsure", !result.confident);
+  box.classList.toggle("no-answer", !best);
   $("verdict").textContent = VERDICTS[outcomeOf(result)];
+  // no answer: the verdict alone, never an empty answer line
+  $("answer-line").hidden = !best;
   $("answer").textContent = best ? best.text : "";
   $("probability").textContent = best ? `p = ${best.probability.toFixed(2)}` : "";
   $("probability").hidden = !best;
-  $("answer-source").textContent = best ? `from “${best.title}”` : "";
+  const bestPassage = best ? result.passages.find((p) => p.id === best.passage_id) : undefined;
+  $("answer-source").replaceChildren(...(best ? [document.createTextNode("from “"),
+    sourceLink(best.title, bestPassage && bestPassage.url), document.createTextNode("”")] : []));
   $("other-answers").replaceChildren(...result.answers.slice(1).map((a) =>
     el("li", `${a.text} (p = ${a.probability.toFixed(2)}, ${a.title})`)));
   $("notices").replaceChildren(...result.notices.map((n) => el("li", n)));
 
+  // a question that was not searched links nothing: no heading over an empty list
+  const searched = result.passages.length > 0 || result.mentions.length > 0;
+  $("entities-heading").hidden = $("entities").hidden = !searched;
   $("entities").replaceChildren(...(result.mentions.length ? result.mentions.map((m) =>
     el("li", `${m.text} → ${m.title || "(no entity)"} (${m.score.toFixed(2)})`)) : [el("li", "none linked", "dim")]));
+  $("entities-section").hidden = !linking && !result.mentions.length;
 
   const spans = spansByPassage(result.answers);
+  $("passages-heading").hidden = $("passages").hidden = result.passages.length === 0;
   $("passages").replaceChildren(...result.passages.map((p) => {
     const item = el("li");
     item.dataset.passageId = p.id;
     if (best && p.id === best.passage_id) item.className = "holds-answer";
-    item.append(el("div", `${p.title} · ${p.source} ${p.score.toFixed(3)}`, "passage-head"));
+    // a fused score says which fusion made it: rrf's (about 0.03 at the top) and minmax's (0 to 1) differ in scale
+    const score = `${p.score.toFixed(3)}${p.fusion ? ` (${p.fusion})` : ""}`;
+    const head = el("div", null, "passage-head");
+    head.append(sourceLink(p.title, p.url), document.createTextNode(` · ${p.source} ${score}`));
+    item.append(head);
     item.append(highlighted(p.text, spans.get(p.id) || []));
     return item;
   }));
