@@ -167,7 +167,9 @@ def test_the_server_reports_its_access_log_failures_once(monkeypatch):
     from odqa.serve.settings import ServeSettings
     from tests.reliability.test_setting_sources import StubPipeline
 
-    monkeypatch.setattr(odqa.serve.app, "warm_up", lambda pipeline: {"passages": 1, "language": "en"})
+    monkeypatch.setattr(
+        odqa.serve.app, "warm_up", lambda pipeline: {"passages": 1, "language": "en", "location": "stub-index"}
+    )
     access = logging.getLogger("uvicorn.access")
     handler = logging.StreamHandler(_FullDisk())
     access.addHandler(handler)
