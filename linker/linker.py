@@ -471,7 +471,7 @@ def base_state(config: ELQConfig, path: Path, checked: bool = True) -> dict:
 
 def _same(saved, base) -> bool:
     """A weight left as the base has it (compared at the precision the linker saves)."""
-    return saved.shape == base.shape and bool((saved.to(base.dtype) == base).all())
+    return saved.shape == base.shape and bool((saved == base.to(saved.dtype)).all())
 
 
 def mention_bounds(question: str, start: int, end: int) -> tuple[int, int]:
