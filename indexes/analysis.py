@@ -23,6 +23,8 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
+import regex
+
 from odqa.core.errors import OdqaError
 from odqa.core.optional import require
 
@@ -84,6 +86,27 @@ def analyzer_for(language: str, analyzer: str | None = None) -> str:
     if language not in LANGUAGES:
         raise OdqaError(f"unknown language {language!r}; choose one of {', '.join(LANGUAGES)} or auto")
     return analyzer or DEFAULT_ANALYZER[language]
+
+
+# The one text normalisation of BM25, of passages when they are indexed and of questions when they are searched, on
+# every engine and analyser (indexes.bm25): NFKC (full-width Latin, ligatures and decomposed accents written as
+# the usual letters) without Unicode format characters (zero-width spaces and joiners, soft hyphens, byte-order
+# marks), which split or hide words. An index records that its passages went through it (its BM25 manifest's
+# `normalization`); an index built before that searches its questions as it was built.
+TEXT_NORMALIZATION = "nfkc-no-format-1"
+_FORMAT_CHARS = regex.compile(r"\p{Cf}+")
+
+
+def normalize_text(text: str) -> str:
+    """`text` in NFKC, without format characters (TEXT_NORMALIZATION); ASCII text is returned as it is."""
+    if text.isascii():
+        return text
+    return _FORMAT_CHARS.sub("", unicodedata.normalize("NFKC", text))
+
+
+def query_normalizer(params: dict) -> Callable[[str], str]:
+    """How the questions of a BM25 index with these manifest params are normalised: as its passages were."""
+    return normalize_text if params.get("normalization") == TEXT_NORMALIZATION else (lambda text: text)
 
 
 def _normalize(text: str) -> str:

@@ -25,7 +25,7 @@ from odqa.core.atomic import atomic_folder
 from odqa.core.errors import OdqaError
 from odqa.core.optional import require
 from odqa.core.registry import Registry
-from odqa.indexes.analysis import get_analyzer
+from odqa.indexes.analysis import TEXT_NORMALIZATION, get_analyzer, normalize_text, query_normalizer
 from odqa.indexes.manifest import Manifest
 
 _QUERY_JUNK = re.compile(r"[^\w\s]+", flags=re.UNICODE)
@@ -33,15 +33,16 @@ Hits = list[tuple[int, float]]
 
 
 def build_text_index(texts: Iterable[str], out: str | Path, manifest: Manifest, engine: str = "tantivy", **params):
-    """Index `texts` (row i = i-th text) into folder `out`, atomically."""
+    """Index `texts` (row i = i-th text) into folder `out`, atomically, each through the one text normalisation
+    (indexes.analysis.normalize_text), which the manifest records so that questions are searched alike."""
     cls = _engine(engine, params.get("analyzer", "en"))
     with atomic_folder(out) as tmp:
-        count = cls.build_into(texts, tmp, **params)
+        count = cls.build_into((normalize_text(text) for text in texts), tmp, **params)
         if count == 0:
             raise OdqaError("no text to index: the corpus is empty")
         manifest.kind = "bm25"
         manifest.count = count
-        manifest.params = {**manifest.params, "engine": engine, **params}
+        manifest.params = {**manifest.params, "engine": engine, **params, "normalization": TEXT_NORMALIZATION}
         manifest.save(tmp)
     return load_text_index(out)
 
@@ -122,6 +123,7 @@ class TantivyIndex:
         self.manifest = manifest
         self.searcher = index.searcher()
         self.analyzer = self._analyzer()
+        self.normalize = query_normalizer(manifest.params)  # questions as its passages were indexed
         name = manifest.params.get("analyzer", "en")
         self.analyze = None if name == "en" else get_analyzer(name)
         # a sharded index's shards (indexes/shards.py) number rows from 0: each segment's offset, by ordinal
@@ -219,6 +221,7 @@ class TantivyIndex:
     def search(self, queries: Sequence[str], k: int, max_df: float = 0.0) -> list[Hits]:
         """`max_df`: each question's terms found in more than this fraction of the passages left out
         (`drop_frequent_terms`; 0: every term)."""
+        queries = [self.normalize(query) for query in queries]
         if self.analyze is not None:
             return [self._search_terms(self.drop_frequent_terms(self.analyze(query), max_df), k) for query in queries]
         out: list[Hits] = []
@@ -287,6 +290,7 @@ class Bm25sIndex:
         self.retriever = retriever
         self.tokenizer = tokenizer
         self.manifest = manifest
+        self.normalize = query_normalizer(manifest.params)  # questions as its passages were indexed
 
     @staticmethod
     def _tokenizer():
@@ -325,7 +329,7 @@ class Bm25sIndex:
 
     def search(self, queries: Sequence[str], k: int) -> list[Hits]:
         out: list[Hits] = []
-        for query in queries:
+        for query in map(self.normalize, queries):
             ids = self.tokenizer.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)
             if not ids or not ids[0]:
                 out.append([])
@@ -350,6 +354,7 @@ class RankBm25Index:
         self.model = model
         self.manifest = manifest
         self.analyze = english_analyzer()
+        self.normalize = query_normalizer(manifest.params)  # questions as its passages were indexed
 
     @classmethod
     def build_into(cls, texts: Iterable[str], folder: Path, k1: float = 0.9, b: float = 0.4) -> int:
@@ -373,7 +378,7 @@ class RankBm25Index:
 
     def search(self, queries: Sequence[str], k: int) -> list[Hits]:
         out: list[Hits] = []
-        for query in queries:
+        for query in map(self.normalize, queries):
             tokens = self.analyze(query)
             if not tokens:
                 out.append([])

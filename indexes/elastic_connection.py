@@ -12,22 +12,35 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from odqa.core.errors import OdqaError
-from odqa.core.secrets import API_KEY_ENV, PASSWORD_ENV, check_credential, remember, url_credentials, wire_forms
+from odqa.core.secrets import (
+    API_KEY_ENV,
+    PASSWORD_ENV,
+    check_credential,
+    remember,
+    split_url_credentials,
+    url_credentials,
+    wire_forms,
+    with_quoted_credentials,
+)
 from odqa.core.secrets import scrub as scrub_known
 
 log = logging.getLogger(__name__)
 
 
 def parse_hosts(hosts: str | Sequence[str]) -> list[str]:
+    """The host URLs, each with its user and password percent-encoded (a password holding `/`, `#` or `?` is read
+    whole and remembered for scrubbing before anything checks or prints the URL)."""
     items = hosts.split(",") if isinstance(hosts, str) else list(hosts)
-    return [h.strip() for h in items if h and h.strip()]
+    return [with_quoted_credentials(h.strip()) for h in items if h and h.strip()]
 
 
 def redact_url(url: str) -> str:
-    """A host URL without user:password@."""
+    """A host URL without user:password@ (taken off before the URL is parsed, so no part of a password holding
+    `/`, `#` or `?` is left in a path)."""
+    url = split_url_credentials(url)[2]
     try:
         parts = urlsplit(url if "://" in url else f"http://{url}")
     except ValueError:
@@ -49,8 +62,9 @@ def check_hosts(hosts: Sequence[str]) -> None:
     """Refuse, in one line naming the host without its credentials, a host URL whose port is not a number from
     1 to 65535 or that names no host, before any client is made."""
     for url in hosts:
+        bare = split_url_credentials(url)[2]
         try:
-            parts = urlsplit(url if "://" in url else f"http://{url}")
+            parts = urlsplit(bare if "://" in bare else f"http://{bare}")
             port = parts.port
         except ValueError:
             parts, port = None, None
@@ -74,12 +88,21 @@ def parse_location(location: str) -> tuple[str, str]:
     """(hosts, index name) of an index location `es://host:9200/name` (`es+https://` for TLS; several hosts:
     `es://h1:9200,h2:9200/name`; credentials as in any URL, `es://user:password@host`). An empty part means
     "the [elastic] section's": `es://` alone names its hosts and index name."""
-    scheme, sep, rest = str(location).partition("://")
+    scheme, sep, _ = str(location).partition("://")
     if not sep or scheme.lower() not in LOCATION_SCHEMES:
         raise OdqaError("an Elasticsearch index location looks like es://HOST:9200/INDEX_NAME (es+https:// for TLS)")
-    netloc, _, path = rest.partition("/")
+    # the credentials first (to the last @), so that no part of a password holding '/', '?' or '#' is read as the
+    # index name, the hosts or anything else a message quotes
+    user, password, bare = split_url_credentials(str(location))
+    userinfo = ""
+    if user or password or bare != str(location):
+        remember(*wire_forms(passwords=[password], users=[user]))
+        userinfo = quote(user, safe="") + (f":{quote(password, safe='')}" if password else "") + "@"
+    netloc, _, path = bare.partition("://")[2].partition("/")
     name = path.strip("/")
-    hosts = ",".join(f"{LOCATION_SCHEMES[scheme.lower()]}://{h.strip()}" for h in netloc.split(",") if h.strip())
+    hosts = ",".join(
+        f"{LOCATION_SCHEMES[scheme.lower()]}://{userinfo}{h.strip()}" for h in netloc.split(",") if h.strip()
+    )
     if "/" in name or "?" in name or "#" in name:
         raise OdqaError(
             f"Elasticsearch index name {name!r} (of an es:// index location) holds '/', '?' or '#'; "

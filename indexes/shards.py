@@ -51,6 +51,11 @@ def union_text_index(
             f"the shards were analysed differently ({', '.join(sorted(analyzers))}); build every "
             "shard with one --language / --analyzer"
         )
+    if len({m.params.get("normalization", "") for m in manifests}) > 1:
+        raise OdqaError(
+            "the shards' text was normalised differently (some built by an older odqa); build every shard with "
+            "one odqa version"
+        )
     with atomic_folder(out) as tmp:
         meta: dict | None = None
         segments: list[dict] = []

@@ -6,7 +6,6 @@ same scoring for training.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from odqa.core.errors import OdqaError
+from odqa.core.model_files import load_model_settings
 
 LINKER_CONFIG = "linker_config.json"  # a saved linker's ELQConfig
 
@@ -27,9 +27,11 @@ class ELQConfig:
     max_mention_tokens: int = 10
     max_length: int = 64  # question tokens; longer questions are truncated with a warning
     candidates: int = 16  # dense top-K entities per span
-    alias_candidates: int = 8  # entities whose alias equals the span's text, most popular first
-    mention_threshold: float = 0.5  # recommended thresholds (tuned on the dev split)
-    entity_threshold: float = 0.3
+    # entities whose alias equals the span's text, most popular first (0: none)
+    alias_candidates: int = field(default=8, metadata={"minimum": 0})
+    # recommended thresholds (tuned on the dev split), on probabilities
+    mention_threshold: float = field(default=0.5, metadata={"minimum": 0, "maximum": 1})
+    entity_threshold: float = field(default=0.3, metadata={"minimum": 0, "maximum": 1})
     # the languages of the questions it was trained on (a KB or question in another one gets a notice)
     languages: list[str] = field(default_factory=lambda: ["en"])
     # a linker that kept part of its encoder frozen may leave those weights out of its files and read them from the
@@ -47,6 +49,13 @@ class ELQConfig:
         return asdict(self)
 
 
+def load_linker_config(path: str | Path) -> ELQConfig:
+    """A saved linker's linker_config.json, each value held to its field's rule (thresholds within 0-1, sizes
+    whole and positive): NaN or 1.5 as a threshold, which would link nothing without a word, is refused in one line
+    naming the file, the key, the value and the range."""
+    return ELQConfig(**load_model_settings(path, ELQConfig, "reinstall or retrain the linker, or correct the file"))
+
+
 def saved_config(name_or_path: str | Path) -> ELQConfig:
     """The ELQConfig of a saved linker (a shipped name or a folder), read without loading its model: its
     `entity_encoder` is the encoder every knowledge base it links against must be encoded with."""
@@ -58,13 +67,7 @@ def saved_config(name_or_path: str | Path) -> ELQConfig:
             f"{name_or_path}: not a trained linker (no {LINKER_CONFIG}); train one with `odqa train-linker` or use "
             "the shipped model 'linker'"
         )
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise OdqaError(f"{path} cannot be read ({exc.__class__.__name__}); reinstall or retrain the linker") from exc
-    if not isinstance(data, dict):
-        raise OdqaError(f"{path} is not a JSON object; reinstall or retrain the linker")
-    return ELQConfig.from_dict(data)
+    return load_linker_config(path)
 
 
 @dataclass

@@ -30,7 +30,7 @@ from odqa.core.runtime import (
 )
 from odqa.core.types import Mention
 from odqa.indexes.analysis import without_trailing_particles
-from odqa.linker.heads import LINKER_CONFIG, ELQConfig, LinkHeads, enumerate_spans, word_masks
+from odqa.linker.heads import LINKER_CONFIG, ELQConfig, LinkHeads, enumerate_spans, load_linker_config, word_masks
 from odqa.linker.kb import KnowledgeBase
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ class Linker:
                 f"{name_or_path}: not a trained linker (no {LINKER_CONFIG}); train one with `odqa train-linker` "
                 "or use the shipped model 'linker'"
             )
-        config = ELQConfig.from_dict(json.loads((path / LINKER_CONFIG).read_text()))
+        config = load_linker_config(path / LINKER_CONFIG)
         inference = InferenceSettings(
             kwargs.get("precision", INFERENCE.precision), kwargs.get("runtime", INFERENCE.runtime)
         )

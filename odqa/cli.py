@@ -10,7 +10,7 @@ import sys
 import traceback
 
 from odqa.commands.common import ArgumentParser, HelpFormatter, check_outputs, outputs_held
-from odqa.core.errors import OdqaError, is_disk_full, no_room_reason
+from odqa.core.errors import OdqaError, is_disk_full, no_room_reason, os_error_line
 from odqa.core.secrets import scrubbed_output
 
 # Each module defines register(subparsers); order is the order of `--help`.
@@ -91,6 +91,12 @@ def _main(argv: list[str] | None) -> int:
         return 0
     except Exception as exc:
         if not is_disk_full(exc):
+            from odqa.core.terminal import printable
+
+            line = os_error_line(exc)  # a path, a permission, another process: the user's to fix, in one line
+            if line is not None:
+                print(f"odqa: error: {printable(line)}", file=sys.stderr)
+                return 2
             # a bug: its traceback, scrubbed like all output (Python's own printing would come after the scrub)
             traceback.print_exc()
             print("odqa: internal error (the traceback above); please report it", file=sys.stderr)

@@ -272,14 +272,17 @@ def _read_file(path: Path) -> dict[str, Any]:
         if kind == "YAML":
             import yaml
 
-            data = yaml.safe_load(text) or {}
+            data = yaml.load(text, Loader=_unique_keys_yaml_loader()) or {}
         elif kind == "JSON":
-            import json
+            from odqa.core import strict_json
 
-            data = json.loads(text) if text.strip() else {}
+            data = strict_json.loads(text) if text.strip() else {}
         else:
             data = tomllib.loads(text)
     except Exception as exc:  # tomllib/yaml/json raise their own error types (RecursionError: nested too deeply)
+        twice = _key_given_twice(exc, text)
+        if twice:  # the last one would win without a word: which did the user mean?
+            raise OdqaError(f"config file {path}: {twice}; keep one of them") from None
         # one line, where and what, never the lines themselves: the parser's excerpt would show a password
         problem = scrub(" ".join(_syntax_problem(exc).split()), secret_values_in(text))
         other = (
@@ -291,6 +294,64 @@ def _read_file(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise OdqaError(f"config file {path} must hold a table of settings")
     return data
+
+
+class _DuplicateYamlKey(ValueError):
+    pass
+
+
+def _unique_keys_yaml_loader():
+    """PyYAML's safe loader, refusing a mapping that names a key twice (PyYAML keeps the last)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            if isinstance(node, yaml.MappingNode):
+                seen: set = set()
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        repeated = key in seen
+                        seen.add(key)
+                    except TypeError:  # an unhashable key: the constructor below says so
+                        continue
+                    if repeated:
+                        raise _DuplicateYamlKey(
+                            f"the key {str(key)!r} is given twice (line {key_node.start_mark.line + 1})"
+                        )
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
+
+def _key_given_twice(exc: Exception, text: str) -> str | None:
+    """ "the key 'k' is given twice (line N)" where a parser refused a key given twice, else None. tomllib refuses
+    it as "Cannot overwrite a value (at line N, ...)" or "Cannot declare ('a', 'b') twice", naming no key: it is
+    read from the line."""
+    import re
+
+    from odqa.core import strict_json
+
+    if isinstance(exc, (strict_json.DuplicateKeyError, _DuplicateYamlKey)):
+        return str(exc)
+    message = str(exc)
+    declared = re.match(r"Cannot declare \((.*)\) twice \(at line (\d+)", message)
+    if declared:
+        key = ".".join(part.strip().strip("'\"") for part in declared.group(1).split(",") if part.strip())
+        return f"the table [{key}] is given twice (line {declared.group(2)})"
+    inline = re.match(r"Duplicate inline table key '(.*)' \(at line (\d+)", message)
+    if inline:
+        return f"the key {inline.group(1)!r} is given twice (line {inline.group(2)})"
+    overwritten = re.match(r"Cannot overwrite a value \(at line (\d+)", message)
+    if overwritten:
+        number = int(overwritten.group(1))
+        lines = text.splitlines()
+        line = lines[number - 1] if 0 < number <= len(lines) else ""
+        key = line.split("=", 1)[0].strip() if "=" in line else ""
+        return f"the key {key!r} is given twice (line {number})" if key else f"a key is given twice (line {number})"
+    return None
 
 
 def _syntax_problem(exc: Exception) -> str:
@@ -349,6 +410,14 @@ def _optional_type(owner: type, key: str) -> type:
 
 
 def _coerce(name: str, kind: type, value: Any, source: str) -> Any:
+    if is_secret_setting(name) and kind is str and not isinstance(value, str):
+        # a secret is the text as written: YAML 1.1 reads an unquoted 0777 as 511 and 12:30:00 as 45000, and
+        # str() of that would be a wrong secret sent without a word
+        raise OdqaError(
+            f"{source}: {name!r} must be text as written, got a {type(value).__name__} (not shown: a secret); "
+            "quote it in the file: unquoted, YAML reads digits (a leading zero as octal), times and yes/no as numbers "
+            "and booleans"
+        )
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return value
     try:

@@ -24,6 +24,7 @@ import os
 import shutil
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,7 +42,7 @@ from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
 from odqa.core.runtime import INFERENCE, PRECISIONS, InferenceSettings
 from odqa.core.settings import field_default
 from odqa.corpus.readers import CorpusFields, corpus_files, corpus_sources, iter_documents, iter_passages
-from odqa.indexes.analysis import ANALYZERS, LANGUAGES, analyzer_for, detect_language
+from odqa.indexes.analysis import ANALYZERS, LANGUAGE_NAMES, LANGUAGES, analyzer_for, detect_language
 from odqa.indexes.bm25 import TEXT_ENGINES, build_text_index, require_engine
 from odqa.indexes.integrity import build_lock, describe_part, recover_swap
 from odqa.indexes.layout import BM25, DENSE, PASSAGES, SEARCH_PARTS, SHARD_RECORDS, SHARDS, IndexLayout
@@ -238,6 +239,8 @@ def build_index(spec: IndexSpec, crash_after: str | None = None, until: str | No
             _maybe_crash(crash_after, "passages")
             language = corpus_language(store) if spec.language == "auto" else spec.language
             analyzer = analyzer_for(language, spec.analyzer)
+            if BM25 in backends:
+                _say_if_mixed(store, language, analyzer)
             if BM25 in backends:
                 with _timed(seconds, "bm25_s"):
                     _bm25(spec, work, store, fingerprint, language, analyzer)
@@ -555,6 +558,41 @@ def corpus_language(store: PassageStore, sample: int = 500) -> str:
     """en, ko or zh from the scripts of the first `sample` passages."""
     rows = store.dataset[:sample]
     return detect_language([f"{t} {x}" for t, x in zip(rows["title"], rows["text"])])
+
+
+# a corpus is one language's to BM25 (one analyser for every passage and question); a sample of passages with
+# more than this share in other languages gets a notice at index time
+MIXED_SHARE = 0.05
+MIXED_SAMPLE = 1000
+
+
+def language_shares(store: PassageStore, sample: int = MIXED_SAMPLE) -> dict[str, float]:
+    """The share of each language (en, ko, zh) among `sample` passages spread evenly over the store."""
+    count = len(store)
+    if count == 0:
+        return {}
+    taken = min(sample, count)
+    rows = sorted({round(i * (count - 1) / max(1, taken - 1)) for i in range(taken)})
+    picked = store.dataset[rows]
+    found = Counter(detect_language([f"{t} {x}"]) for t, x in zip(picked["title"], picked["text"]))
+    return {language: n / len(rows) for language, n in found.most_common()}
+
+
+def _say_if_mixed(store: PassageStore, language: str, analyzer: str) -> None:
+    """A notice where a corpus mixes languages: BM25 analyses every passage as `language` (one analyser per index,
+    so that a question's terms and a passage's are made alike), and passages of another script are found only
+    by whole words of theirs, their particles and compounds unsplit."""
+    others = {code: share for code, share in language_shares(store).items() if code != language}
+    if sum(others.values()) <= MIXED_SHARE:
+        return
+    mix = ", ".join(f"{share:.0%} {LANGUAGE_NAMES[code]}" for code, share in others.items())
+    print(
+        f"odqa: note: the corpus mixes languages ({mix} of a sample of its passages, the rest "
+        f"{LANGUAGE_NAMES[language]}); BM25 analyses all of it as {LANGUAGE_NAMES[language]} ({analyzer}), so "
+        "passages in the other languages are found by whole words only; index each language apart "
+        "(--language ko|zh|en on a corpus of that language) for BM25 to find them all",
+        file=sys.stderr,
+    )
 
 
 def _bm25(

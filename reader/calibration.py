@@ -25,6 +25,7 @@ import numpy as np
 
 from odqa.core.atomic import atomic_file
 from odqa.core.errors import DataFormatError, OdqaError
+from odqa.core.model_files import checked_values, read_model_json
 
 CALIBRATION_FILE = "calibration.json"
 FEATURES = ("margin", "log_share")
@@ -35,14 +36,21 @@ def confidence_features(margin: float, share: float) -> list[float]:
     return [float(margin), math.log(min(1.0, max(float(share), _MIN_SHARE)))]
 
 
+# A probability is sigmoid(weights . features + bias); the features are logits and log shares (tens at most), so
+# a weight or bias beyond this makes every answer certain or impossible, and 1e308 overflows to inf
+CALIBRATION_BOUND = 100.0
+
+
 @dataclass
 class Calibration:
     """p = sigmoid(weights . [margin, log share] + bias). The default (not fitted) is sigmoid(margin): a
     span that beats its passage's null score gets p > 0.5."""
 
-    weights: list[float] = field(default_factory=lambda: [1.0, 0.0])
-    bias: float = 0.0
-    threshold: float = 0.5  # below it: "no confident answer"
+    weights: list[float] = field(
+        default_factory=lambda: [1.0, 0.0], metadata={"minimum": -CALIBRATION_BOUND, "maximum": CALIBRATION_BOUND}
+    )
+    bias: float = field(default=0.0, metadata={"minimum": -CALIBRATION_BOUND, "maximum": CALIBRATION_BOUND})
+    threshold: float = field(default=0.5, metadata={"minimum": 0, "maximum": 1})  # below it: "no confident answer"
     fitted: bool = False
     features: list[str] = field(default_factory=lambda: list(FEATURES))
     source: dict = field(default_factory=dict)  # what it was fitted on, with its dev metrics
@@ -65,23 +73,21 @@ class Calibration:
 
     @classmethod
     def load(cls, path: str | Path) -> Calibration:
+        """A calibration.json, each value held to its field's rule (a threshold within 0-1, finite weights and
+        bias within +-CALIBRATION_BOUND, `fitted` true or false): refused in one line naming the file, the key,
+        the value and the range."""
         path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError as exc:
-            raise OdqaError(f"calibration file not found: {path} (write one with `run_qa.py fit-calibration`)") from exc
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise DataFormatError(f"{path}: cannot read calibration JSON: {exc}") from exc
-        if (
-            not isinstance(data, dict)
-            or data.get("features", list(FEATURES)) != list(FEATURES)
-            or len(data.get("weights", [])) != len(FEATURES)
-        ):
+        if not path.exists() and not path.is_symlink():
+            raise OdqaError(f"calibration file not found: {path} (write one with `run_qa.py fit-calibration`)")
+        fix = "refit it with `run_qa.py fit-calibration`"
+        data = read_model_json(path, fix)
+        if data.get("features", list(FEATURES)) != list(FEATURES) or not isinstance(data.get("weights", []), list):
             raise DataFormatError(
-                f"{path}: not an odqa calibration file (expected weights over {list(FEATURES)}); "
-                "refit it with `run_qa.py fit-calibration`"
+                f"{path}: not an odqa calibration file (expected weights over {list(FEATURES)}); {fix}"
             )
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known = checked_values(path, data, cls, fix)
+        if len(known.get("weights", [])) != len(FEATURES):
+            raise DataFormatError(f"{path}: weights must hold {len(FEATURES)} numbers, one per {list(FEATURES)}; {fix}")
         return cls(**known)
 
     def for_cross_language(self) -> Calibration | None:

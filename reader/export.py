@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import shutil
 import sys
 from pathlib import Path
 
 from odqa.core.atomic import atomic_folder
+from odqa.core.model_files import checked_values, read_model_json
 
 CARD = "README.md"
 TRAIN_INFO = "train_info.json"
@@ -23,17 +23,19 @@ TRAIN_INFO = "train_info.json"
 
 def export(src: str, dst: str, max_length: int = 256, stride: int = 96) -> Path:
     from odqa.reader.model import SETTINGS_FILE, Reader
-    from odqa.reader.settings import CHECKPOINT_OWN_SETTINGS
+    from odqa.reader.settings import CHECKPOINT_OWN_SETTINGS, ReaderSettings, load_reader_config
 
     reader = Reader.from_pretrained(src, device="cpu", max_length=max_length, stride=stride)
     info = train_info(src)
     if reader.settings.languages is None:  # what it was trained on is what it reads
-        reader.settings.languages = info.get("languages") or None
+        reader.settings.languages = checked_values(
+            Path(src) / TRAIN_INFO, {"languages": info.get("languages") or None}, ReaderSettings
+        )["languages"]
     out = Path(dst)
     # the bounds chosen for the destination on its dev sets (reader.settings.CHECKPOINT_OWN_SETTINGS) are kept, as
     # its card is: a retrained checkpoint records only defaults
     if (out / SETTINGS_FILE).is_file():
-        chosen = json.loads((out / SETTINGS_FILE).read_text())
+        chosen = load_reader_config(out / SETTINGS_FILE)
         for key in CHECKPOINT_OWN_SETTINGS:
             if key in chosen:
                 setattr(reader.settings, key, chosen[key])
@@ -50,7 +52,7 @@ def export(src: str, dst: str, max_length: int = 256, stride: int = 96) -> Path:
 def train_info(src: str) -> dict:
     """The checkpoint's train_info.json ({} where it has none)."""
     info_file = Path(src) / TRAIN_INFO
-    return json.loads(info_file.read_text()) if info_file.is_file() else {}
+    return read_model_json(info_file) if info_file.is_file() else {}
 
 
 def train_command(config: dict) -> str:

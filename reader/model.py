@@ -14,6 +14,7 @@ import numpy as np
 
 from odqa.core.device import autocast_for, device_type, pick_device
 from odqa.core.errors import OdqaError
+from odqa.core.model_files import read_model_json
 from odqa.core.models import hub_options, models_install, resolve_model, shipped_model
 from odqa.core.runtime import (
     InferencePlan,
@@ -29,12 +30,19 @@ from odqa.core.runtime import (
     pad_batch,
     plan_inference,
 )
+from odqa.core.settings import value_refusal
 from odqa.core.types import Answer, Passage
 from odqa.indexes.analysis import LANGUAGE_NAMES
 from odqa.reader.calibration import CALIBRATION_FILE, Calibration
 from odqa.reader.decode import AggregatedAnswer, PassageSpan, aggregate, decode_passage
 from odqa.reader.features import require_fast, tokenize_windows
-from odqa.reader.settings import CHECKPOINT_OWN_SETTINGS, QUESTION_TIME_SETTINGS, ReaderSettings
+from odqa.reader.settings import (
+    CHECKPOINT_OWN_SETTINGS,
+    QUESTION_TIME_SETTINGS,
+    READER_CONFIG,
+    ReaderSettings,
+    load_reader_config,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -46,7 +54,7 @@ MULTILINGUAL_READER = "reader-multilingual"
 AUTO_READER = "auto"  # the shipped reader for the language of the text read (reader_for_language)
 # readers odqa ships (models/<name>), or will: a missing one is named as such rather than looked up on the hub
 SHIPPED_READERS = (DEFAULT_READER, MULTILINGUAL_READER)
-SETTINGS_FILE = "reader_config.json"
+SETTINGS_FILE = READER_CONFIG
 
 
 def resolve_reader(name: str, language: str | Callable[[], str] | None = None) -> tuple[str, str]:
@@ -189,24 +197,24 @@ class Reader:
         settings = ReaderSettings()
         cfg_file = Path(path) / SETTINGS_FILE
         if cfg_file.is_file():
-            saved = json.loads(cfg_file.read_text())
-            for key, value in saved.items():
-                if hasattr(settings, key) and key not in QUESTION_TIME_SETTINGS:
+            for key, value in load_reader_config(cfg_file).items():
+                if key not in QUESTION_TIME_SETTINGS:
                     setattr(settings, key, value)
         for key, value in overrides.items():
             if not hasattr(settings, key):
                 raise OdqaError(f"unknown reader setting {key!r}")
             if value is None and key in CHECKPOINT_OWN_SETTINGS:
                 continue
+            refused = value_refusal(ReaderSettings, key, value)
+            if refused:
+                raise OdqaError(f"reader setting {key} = {value!r} {refused[0]}; give {refused[1]}")
             setattr(settings, key, value)
         cal = Calibration.load(calibration) if calibration else Calibration.for_model(path)
         inference = InferenceSettings(settings.precision, settings.runtime)
         plan = plan_inference(device_type(device), inference, auto_int8=settings.auto_int8)
         session = cached_graph("reader", str(name_or_path), plan)
         if session is not None:  # a local folder: its config.json says what it is, without transformers' torch
-            _check_qa_architectures(
-                str(name_or_path), json.loads((Path(path) / "config.json").read_text()).get("architectures")
-            )
+            _check_qa_architectures(str(name_or_path), read_model_json(Path(path) / "config.json").get("architectures"))
             tokenizer = fast_tokenizer(path)
         else:
             tokenizer = _load_tokenizer(str(name_or_path), path)

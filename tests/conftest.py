@@ -35,6 +35,7 @@ LONG_TESTS = (
     "test_cli_retrieval.py::test_bad_inputs",
     "test_cjk_dense.py::test_dense_and_hybrid_cjk_index_end_to_end",
     "reliability/test_faults_round2_builds.py::test_build_killed_after_the_dense_part_encodes_nothing_again",
+    "reliability/test_bounded_cost.py::test_a_backtracking_answer_pattern_is_refused_in_bounded_time",
     # the slowest of the rest, so that the README's `pytest` stays under 10 minutes on 2 idle cores (issue 64 item 6)
     "test_qa.py::test_predict_streams_one_json_line_per_question",
     "test_korean_answers.py::test_ask_json_names_the_reader_in_its_inference_plan",

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 
@@ -110,8 +111,51 @@ def add_output(parser: argparse.ArgumentParser, *flags: str, folder: bool = Fals
 
 
 def check_outputs(args: argparse.Namespace) -> None:
+    """Every declared output checked (`check_output`), and no two of them the same place or one inside the other
+    (`--trec-run F --dpr-json F` would keep one of them)."""
+    given = []
     for dest, flag, folder in getattr(args, OUTPUTS, None) or ():
-        check_output(getattr(args, dest, None), flag, folder=folder)
+        path = getattr(args, dest, None)
+        check_output(path, flag, folder=folder)
+        if path and not _is_stream(path):  # two outputs to /dev/null are both discarded, not one lost
+            given.append((flag, path, _where(path)))
+    for i, (flag, path, where) in enumerate(given):
+        for other_flag, other_path, other_where in given[i + 1 :]:
+            if where == other_where or where in other_where.parents or other_where in where.parents:
+                relation = "name the same place" if where == other_where else "overlap (one lies inside the other)"
+                raise _output_error(
+                    f"{flag} {path} and {other_flag} {other_path} {relation}, so one would replace the other; "
+                    "give each output its own place"
+                )
+
+
+def _where(path) -> Path:
+    """Where an output lands: absolute, symbolic links followed (a stream such as /dev/stdout is itself)."""
+    import os
+
+    absolute = Path(os.path.abspath(path))
+    try:
+        return absolute.resolve()
+    except (RuntimeError, OSError):
+        return absolute
+
+
+def _is_stream(path) -> bool:
+    """Whether `path` is a device, a pipe or a socket (its link followed): written in place, never replaced."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def _output_error(message: str):
+    from odqa.core.errors import OdqaError
+
+    return OdqaError(message)
 
 
 @contextlib.contextmanager
@@ -134,20 +178,44 @@ def check_output(path, flag: str, folder: bool = False) -> None:
     """Refuse an output path that cannot be written, before any work starts and without creating anything:
     a folder where a file is expected (or a file where a folder is), a file on the way to it, a place that
     is read-only. Missing folders on the way are fine: the writers create them."""
-    import os
-    from pathlib import Path
-
     from odqa.core.errors import OdqaError
 
     if not path:
         return
     path = Path(path)
     try:
+        _check_output(path, flag, folder)
+    except (OSError, RuntimeError) as exc:  # a path the system refuses to look at: one line, with the flag
+        from odqa.core.errors import os_error_line
+
+        line = os_error_line(exc)
+        if line is None:
+            raise
+        raise OdqaError(f"{flag} {line}") from None
+
+
+def _check_output(path: Path, flag: str, folder: bool) -> None:
+    import os
+    import stat
+
+    from odqa.core.errors import OdqaError
+
+    _check_name_lengths(path, flag)
+    try:
         resolved = path.resolve()
     except (RuntimeError, OSError):  # a symbolic link loop (RuntimeError before Python 3.13)
         raise OdqaError(
             f"{flag} {path}: a symbolic link on the way leads back to itself (a loop); name a real place"
         ) from None
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        found = None
+    if not folder and found is not None and not stat.S_ISREG(found.st_mode) and not stat.S_ISDIR(found.st_mode):
+        # a device, a pipe, a socket, /dev/stdout: written in place (odqa.core.atomic.output_place), never replaced
+        if not os.access(path, os.W_OK):
+            raise OdqaError(f"{flag} {path}: cannot write to it (not yours); choose a writable place")
+        return
     if resolved.parent == resolved:
         raise OdqaError(
             f"{flag} {path} is the root of the filesystem; name a {'folder' if folder else 'file'} under it"
@@ -164,6 +232,12 @@ def check_output(path, flag: str, folder: bool = False) -> None:
             f"{flag} {path} lies on {kernel}, a view of the kernel's state, where no files can be "
             "written; choose a place on a disk"
         )
+    inside = _odqa_folder_around(resolved)
+    if inside:
+        raise OdqaError(
+            f"{flag} {path} lies inside {inside}, which a rebuild or an update replaces whole (and whose parts "
+            f"are checked against its manifest); write it outside, e.g. {inside.parent / path.name}"
+        )
     if folder and path.exists() and not path.is_dir():
         raise OdqaError(f"{flag} {path} is a file; name a folder to write into")
     if not folder and path.is_dir():
@@ -179,6 +253,45 @@ def check_output(path, flag: str, folder: bool = False) -> None:
                 f"{flag} {path}: cannot write {'into ' if place.is_dir() else ''}{place} "
                 "(read-only or not yours); choose a writable place"
             )
+
+
+NAME_MAX, PATH_MAX = 255, 4096  # bytes, Linux's (os.pathconf of a place that does not exist yet cannot say)
+
+
+def _check_name_lengths(path: Path, flag: str) -> None:
+    """A name over the filesystem's limit is refused before any work (ENAMETOOLONG once the result is written)."""
+    import os
+
+    from odqa.core.errors import OdqaError
+
+    raw = os.fsencode(os.path.abspath(path))
+    longest = max(raw.split(b"/"), key=len)
+    if len(longest) > NAME_MAX or len(raw) >= PATH_MAX:
+        what = f"a name of {len(longest)} bytes" if len(longest) > NAME_MAX else f"a path of {len(raw):,} bytes"
+        shown = str(path) if len(str(path)) <= 120 else f"{str(path)[:60]}...{str(path)[-40:]}"
+        raise OdqaError(
+            f"{flag} {shown}: {what}, over the filesystem's limit ({NAME_MAX} bytes a name, {PATH_MAX:,} a "
+            "path); choose a shorter path"
+        )
+
+
+def _odqa_folder_around(resolved: Path) -> Path | None:
+    """The odqa index, index part, shard or knowledge base (a folder holding odqa's manifest.json) that
+    `resolved` lies inside, else None. The output's own folder is not counted: rebuilding an index in place is
+    how it is updated."""
+    import json
+
+    for folder in resolved.parents:
+        manifest = folder / "manifest.json"
+        try:
+            if not manifest.is_file():
+                continue
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and "kind" in data:
+            return folder
+    return None
 
 
 def _inside_odqa_code(resolved):

@@ -394,6 +394,7 @@ def _search_questions(args) -> list:
     from odqa.commands.qa import split_questions
     from odqa.core.errors import OdqaError
     from odqa.corpus.questions import QAItem, load_questions
+    from odqa.eval.run_formats import check_query_ids
 
     if args.questions:
         if args.question:
@@ -403,7 +404,10 @@ def _search_questions(args) -> list:
                 "--query-id names questions given as arguments; a --questions file's questions keep "
                 "their own ids, so drop --query-id"
             )
-        return load_questions(args.questions, limit=args.limit)
+        items = load_questions(args.questions, limit=args.limit)
+        if args.trec_run:
+            check_query_ids([item.id for item in items], str(args.questions))
+        return items
     if not args.question:
         raise OdqaError(
             'no question to search: give one as an argument (odqa search "who wrote Hamlet") or --questions FILE'
@@ -412,6 +416,7 @@ def _search_questions(args) -> list:
     ids = args.query_id or [str(i) for i in range(1, len(questions) + 1)]
     if len(ids) != len(questions):
         raise OdqaError(f"--query-id gives {len(ids)} ids for {len(questions)} questions; give one id a question")
+    check_query_ids(ids, "--query-id")
     return [QAItem(qid, question, []) for qid, question in zip(ids, questions)]
 
 
@@ -500,11 +505,14 @@ def _evaluate_one(args, config, ks) -> dict:
     from odqa.corpus.questions import load_questions, with_answers
     from odqa.eval.evaluators import RetrievalEvaluator
     from odqa.eval.retrieval import format_table
+    from odqa.eval.run_formats import check_query_ids
 
     tag = args.run_tag or f"odqa-{config.retrieval.retriever}"
     if args.qrels:
         return _eval_qrels(args, config, ks, tag)
     items = with_answers(load_questions(args.questions, limit=args.limit), args.questions)
+    if args.trec_run:
+        check_query_ids([item.id for item in items], str(args.questions))
     bundle, retriever = open_retriever(config, args.accept_encoder_change)
     if ks[-1] > len(bundle):
         raise OdqaError(f"--k {ks[-1]} is larger than the corpus ({len(bundle)} passages); use smaller k values")
@@ -539,6 +547,7 @@ def _eval_qrels(args, config, ks, tag) -> dict:
     from odqa.core.errors import OdqaError
     from odqa.corpus.questions import load_qrels, load_questions
     from odqa.eval.qrels import evaluate_qrels, format_table
+    from odqa.eval.run_formats import check_query_ids
 
     for flag in ("per_question", "run_out", "dpr_json"):
         if getattr(args, flag):
@@ -548,6 +557,8 @@ def _eval_qrels(args, config, ks, tag) -> dict:
             )
     qrels = load_qrels(args.qrels)
     items = load_questions(args.questions, limit=args.limit)
+    if args.trec_run:
+        check_query_ids([item.id for item in items], str(args.questions))
     bundle, retriever = open_retriever(config, args.accept_encoder_change)
     metrics = evaluate_qrels(
         retriever, items, qrels, ks, len(bundle), batch_size=args.batch_size, trec_run=args.trec_run, run_tag=tag

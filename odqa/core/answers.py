@@ -46,20 +46,39 @@ def _answer_pattern(pattern: str, nfd: bool) -> str:
     return unicodedata.normalize("NFD", pattern) if nfd else pattern
 
 
+# CPU seconds one answer pattern may take over one text: patterns with nested repeats, such as (a+)+$, try every
+# way to split a text and never end; a real answer pattern takes microseconds
+REGEX_TIMEOUT_S = 1.0
+
+
 @lru_cache(maxsize=4096)
-def _compiled(pattern: str) -> re.Pattern | str:
-    """The pattern compiled, or why it does not compile."""
+def _compiled(pattern: str) -> regex.Pattern | str:
+    """The pattern compiled (the `regex` module in its `re`-compatible V0 mode, which can bound a match in time),
+    or why it does not compile."""
     try:
-        return re.compile(pattern, flags=re.IGNORECASE | re.UNICODE | re.MULTILINE)
-    except re.error as exc:
+        return regex.compile(pattern, flags=regex.IGNORECASE | regex.UNICODE | regex.MULTILINE | regex.V0)
+    except regex.error as exc:
         return str(exc)
 
 
-def _compile_regex(pattern: str) -> re.Pattern:
+def _compile_regex(pattern: str) -> regex.Pattern:
     compiled = _compiled(pattern)
     if isinstance(compiled, str):
         raise DataFormatError(f"the answer regular expression {pattern!r} does not compile ({compiled})")
     return compiled
+
+
+def _bounded(pattern: str, find, text: str):
+    """`find(text, timeout=...)` (a compiled pattern's search or match), refused in one line naming the pattern
+    where it takes more than REGEX_TIMEOUT_S of CPU."""
+    try:
+        return find(text, timeout=REGEX_TIMEOUT_S)
+    except TimeoutError:
+        raise DataFormatError(
+            f"the answer regular expression {pattern!r} took over {REGEX_TIMEOUT_S:g} s to match one text of "
+            f"{len(text):,} characters (nested repeats such as (a+)+ try every way to split a text); rewrite it "
+            "without repeats inside repeats"
+        ) from None
 
 
 def answer_regex_error(pattern: str) -> str | None:
@@ -77,7 +96,7 @@ def has_answer(text: str, answers: Sequence[str], regex_answers: bool = False) -
         text = unicodedata.normalize("NFD", text)
         for pattern in answers:
             compiled = _compile_regex(_answer_pattern(pattern, nfd=True))
-            if compiled.search(text):
+            if _bounded(pattern, compiled.search, text):
                 return True
         return False
     return bool(answered_questions([text], [answers]))
@@ -159,9 +178,9 @@ def best_over_truths(metric, prediction: str, truths: Iterable[str]) -> float:
 
 def regex_match(prediction: str, patterns: Iterable[str]) -> float:
     """EM for regex answers (CuratedTREC), DrQA's and ORQA's official rule: a pattern matches at the start of
-    the prediction (`re.match`, so "Sept 1987" counts for "Sept?(ember)?")."""
+    the prediction (a match, so "Sept 1987" counts for "Sept?(ember)?")."""
     for pattern in patterns:
         compiled = _compile_regex(_answer_pattern(pattern, nfd=False))
-        if compiled.match(prediction):
+        if _bounded(pattern, compiled.match, prediction):
             return 1.0
     return 0.0

@@ -6,8 +6,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import itertools
 import os
 import shutil
+import stat
 import sys
 import threading
 import time
@@ -24,17 +26,103 @@ from odqa.core.errors import DiskFullError, OdqaError, is_disk_full, no_room_rea
 @contextlib.contextmanager
 def atomic_file(target: str | Path) -> Iterator[Path]:
     """Write to a temporary sibling file; on success it replaces `target`, on failure it is removed, so an
-    interrupted write never leaves a truncated file where a good one was."""
+    interrupted write never leaves a truncated file where a good one was.
+
+    What is replaced is a regular file: a symbolic link is followed (the file it names gets the new content and the
+    link stays), and a device, a pipe or a stream of this process (/dev/null, a FIFO, /dev/stdout) is written in
+    place, never replaced by a file (`output_place`)."""
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp")
+    place, in_place = output_place(target)
+    if in_place:
+        try:
+            yield place
+        except BaseException as exc:
+            _name_the_full_disk(exc, target)
+            raise
+        return
+    place.parent.mkdir(parents=True, exist_ok=True)
+    # the process and a count in the name: two writers of one file never share a temporary file
+    tmp = place.with_name(f".{place.name}.{os.getpid()}-{next(_TEMP_NUMBERS)}.tmp")
     try:
         yield tmp
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
         _name_the_full_disk(exc, target)
         raise
-    os.replace(tmp, target)
+    try:
+        os.replace(tmp, place)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+_TEMP_NUMBERS = itertools.count()
+# where a symbolic link leads to a stream (/dev/stdout -> /proc/self/fd/1): written through, in place
+_STREAM_LINKS = ("/proc/", "/dev/fd/")
+
+
+def _own_descriptor(path: str) -> int | None:
+    """N where `path` names this process's open file N (/proc/self/fd/N, /dev/fd/N, /proc/PID/fd/N), else None."""
+    parts = path.split("/")
+    own = ("self", "thread-self", str(os.getpid()))
+    if len(parts) == 5 and parts[:2] == ["", "proc"] and parts[2] in own and parts[3] == "fd" and parts[4].isdigit():
+        return int(parts[4])
+    if len(parts) == 4 and parts[:3] == ["", "dev", "fd"] and parts[3].isdigit():
+        return int(parts[3])
+    return None
+
+
+class DescriptorPath(type(Path())):  # type: ignore[misc]  # PosixPath, which pathlib picks at run time
+    """The path of one of this process's open files (`--trec-run /dev/stdout`). Opened, it writes through a
+    duplicate of that descriptor, after whatever the process printed there so far and sharing its offset: opening
+    the path anew would start at the file's beginning (a `> out.txt` redirect) and be overwritten by the rest of
+    standard output."""
+
+    descriptor: int
+
+    def open(self, mode="r", buffering=-1, encoding=None, errors=None, newline=None):
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        binary = "b" in mode
+        return os.fdopen(
+            os.dup(self.descriptor),
+            mode.replace("x", "w"),
+            buffering,
+            None if binary else (encoding or "utf-8"),
+            None if binary else errors,
+            None if binary else newline,
+        )
+
+
+def output_place(target: Path) -> tuple[Path, bool]:
+    """(the path to write, whether to write it in place) for an output file `target`: a device, a pipe, a socket
+    or one of this process's open files (/dev/stdout, /proc/self/fd/N: a `DescriptorPath`) is written in place
+    (renaming a file over it would replace /dev/null for every process, or write beside a terminal or a redirect);
+    any other symbolic link is followed to the file it names, so that the file, not the link, is replaced."""
+    hop, seen = os.path.abspath(target), 0
+    while seen < 40:
+        descriptor = _own_descriptor(hop)
+        if descriptor is not None:
+            place = DescriptorPath(target)
+            place.descriptor = descriptor
+            return place, True
+        if not os.path.islink(hop):
+            break
+        link = os.readlink(hop)
+        hop = os.path.normpath(link if os.path.isabs(link) else os.path.join(os.path.dirname(hop), link))
+        if hop.startswith(_STREAM_LINKS) and _own_descriptor(hop) is None:
+            return target, True  # another process's stream: written where it is
+        seen += 1
+    try:
+        found = os.stat(target)  # the link followed
+    except FileNotFoundError:
+        found = None
+    if found is not None and not stat.S_ISREG(found.st_mode):
+        if stat.S_ISDIR(found.st_mode):
+            raise OdqaError(f"{target} is a folder; name a file to write")
+        return target, True
+    return (Path(os.path.realpath(target)) if os.path.islink(target) else target), False
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -50,6 +138,8 @@ def atomic_folder(target: str | Path) -> Iterator[Path]:
     whole write holds `writer_lock(target)`: a second writer of the same folder is refused, never interleaved.
     """
     target = Path(target)
+    if target.is_symlink():
+        target = Path(os.path.realpath(target))  # replace what the link points to, and keep the link
     with writer_lock(target, flag=None):
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.building-{os.getpid()}")
@@ -224,6 +314,18 @@ def writer_lock(
         with contextlib.suppress(OSError):  # the holder's name is for messages: a full disk must not fail the lock
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n{_this_command()}\n".encode(), 0)
+        # a folder inside another's output (or holding one) is written by neither: the outer one's swap would
+        # delete the inner one's work, the inner one's would break the outer one. Checked with this lock held, so
+        # of two starting together at least one sees the other
+        around = _nested_writer(key)
+        if around is not None:
+            folder, holder = around
+            relation = "lies inside" if key in folder.parents else "holds"
+            raise OdqaError(
+                f"another odqa process is writing {folder} ({holder}), which {relation} {key}: one output inside "
+                f"another is lost when either is swapped in; wait for it to finish or write "
+                f"{flag + ' ' if flag else ''}elsewhere, outside it"
+            )
         with _held_guard:
             _held[key] = [me, 0, nested]
         yield
@@ -234,6 +336,62 @@ def writer_lock(
             os.unlink(path)  # while still held: a writer waiting on this file finds it gone and opens a new one
         os.close(fd)
         _remove_empty(created)
+
+
+# how deep, and through how many entries, a writer looks inside its folder for another's output in progress
+NESTED_SCAN_DEPTH = 3
+NESTED_SCAN_ENTRIES = 5000
+
+
+def _nested_writer(key: Path) -> tuple[Path, str] | None:
+    """(the folder, its holder) of an output folder around `key` or inside it that another writer holds now
+    (its lock file is locked), else None. Folders this thread holds are its own nesting (a build's parts).
+    Inside `key`, lock files are looked for a few levels deep and through a bounded number of entries."""
+    me = threading.get_ident()
+    with _held_guard:
+        mine = {folder for folder, entry in _held.items() if entry[0] == me}
+    for folder in key.parents:
+        if folder.parent == folder:
+            break
+        if folder not in mine:
+            holder = _held_by_another(writer_lock_path(folder))
+            if holder:
+                return folder, holder
+    if not key.is_dir():
+        return None
+    seen = 0
+    for root, dirs, files in os.walk(key):
+        depth = len(Path(root).relative_to(key).parts)
+        if depth >= NESTED_SCAN_DEPTH:
+            dirs.clear()
+        for name in files:
+            if name.startswith(".") and name.endswith(".lock"):
+                folder = Path(root) / name[1 : -len(".lock")]
+                holder = None if folder in mine else _held_by_another(Path(root) / name)
+                if holder:
+                    return folder, holder
+        seen += len(dirs) + len(files)
+        if seen > NESTED_SCAN_ENTRIES:
+            break
+    return None
+
+
+def _held_by_another(lock: Path) -> str | None:
+    """The holder ("pid N, `command`") of the writer lock file `lock` where another open of it holds it, else
+    None (no such file, or nobody holds it). Never creates the file."""
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            return _holder(fd) if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK) else None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 def _remove_empty(folders: list[Path]) -> None:

@@ -11,7 +11,6 @@ Query and passage prefixes (e5's "query: " / "passage: ") come from the folder's
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from transformers import AutoModel, AutoTokenizer
 from odqa.core.device import autocast_for, pick_device
 from odqa.core.errors import OdqaError
 from odqa.core.logs import loggers_quieted
+from odqa.core.model_files import read_model_json
 from odqa.core.models import hub_options, resolve_model
 from odqa.core.runtime import INFERENCE, InferencePlan, LoadedFrom, PerWeights, files_digest, int8_dynamic
 from odqa.core.text_encoding import (  # noqa: F401
@@ -51,7 +51,7 @@ def mean_pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> t
 def _dpr_class(path: str):
     from transformers import DPRContextEncoder, DPRQuestionEncoder
 
-    architectures = json.loads((Path(path) / "config.json").read_text()).get("architectures") or []
+    architectures = read_model_json(Path(path) / "config.json").get("architectures") or []
     return DPRContextEncoder if "DPRContextEncoder" in architectures else DPRQuestionEncoder
 
 

@@ -16,7 +16,7 @@ import stat
 import sys
 from pathlib import Path
 
-from odqa.core.errors import DataFormatError, OdqaError
+from odqa.core.errors import DataFormatError, OdqaError, os_error_line
 
 STDIN_NAMES = ("-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
 FILE, PIPE, STDIN = "file", "pipe", "stdin"
@@ -57,8 +57,8 @@ def check_input(
         raise error(f"{what} not found: {path} (a file stands where the path needs a folder; {hint})") from None
     except PermissionError:
         raise error(f"{what} {path} cannot be read (permission denied); make it readable or pass a copy") from None
-    except OSError as exc:  # a link loop, a name too long
-        raise error(f"{what} {path} cannot be opened ({exc.strerror}); {hint}") from None
+    except OSError as exc:  # a link loop, a name too long: the cause and its fix (odqa.core.errors.os_error_line)
+        raise error(f"{what} {os_error_line(exc) or f'{path} cannot be opened ({exc.strerror}); {hint}'}") from None
     if stat.S_ISREG(mode):
         return FILE
     if stat.S_ISDIR(mode):

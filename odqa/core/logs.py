@@ -113,3 +113,37 @@ class _Forward(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.target.debug("%s: %s", record.name, record.getMessage())
+
+
+def failures_reported_once(*names: str) -> None:
+    """The handlers of these loggers (a server's access log, written to a file or a full disk) report a failed
+    write once, in one line on standard error naming the handler's stream and the cause, and go on: Python's
+    own `Handler.handleError` prints a traceback for every record, one a request when the disk is full. The
+    records that could not be written are dropped; what was being served goes on."""
+    for name in names:
+        for handler in logging.getLogger(name).handlers:
+            if not getattr(handler, "_odqa_reports_once", False):
+                handler.handleError = _ReportOnce(handler)  # type: ignore[method-assign]
+                handler._odqa_reports_once = True  # type: ignore[attr-defined]
+
+
+class _ReportOnce:
+    def __init__(self, handler: logging.Handler):
+        self.handler = handler
+        self.reported = False
+
+    def __call__(self, record: logging.LogRecord) -> None:
+        if self.reported or not logging.raiseExceptions:
+            return
+        self.reported = True
+        from odqa.core.errors import os_error_cause
+
+        failure = sys.exc_info()[1]
+        stream = getattr(getattr(self.handler, "stream", None), "name", None) or self.handler.get_name() or "a log"
+        cause = (os_error_cause(failure) if failure is not None else None) or f"{type(failure).__name__}: {failure}"
+        with contextlib.suppress(Exception):  # standard error may be on the same full disk
+            sys.stderr.write(
+                f"odqa: cannot write the {record.name} log to {stream} ({cause}); its records are dropped from "
+                "now on, without a word each, and everything else goes on\n"
+            )
+            sys.stderr.flush()

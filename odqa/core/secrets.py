@@ -53,7 +53,8 @@ _SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key")}
 # a setting in a line of a config file: `password = "..."`, `api_key: ...`, `{"token": ...`
 _KEY = re.compile(r"""(?:^|[\s{,])["']?([\w.-]+)["']?\s*[:=]""")
 _AUTH_VALUE = re.compile(r"(?i)\b(Basic|ApiKey|Bearer)(\s+)[A-Za-z0-9+/=_.~-]{8,}")
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*):[^/\s@]+@")
+# a password in a URL, unencoded `/`, `#` and `?` included (up to the last `@` before a space)
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*):\S+@")
 
 
 def check_credential(setting: str, value: str, ascii_only: bool = True) -> None:
@@ -97,13 +98,25 @@ def secret_values_in(text: str) -> set[str]:
 
 
 def mask_query(target: str) -> str:
-    """A request target with every value of its query string masked (`/ask?api_key=***&v=***`): the API reads
-    none, and a client may have put a key there."""
-    path, mark, query = target.partition("?")
-    if not mark:
-        return target
-    masked = "&".join(f"{part.partition('=')[0]}=***" if part else part for part in query.split("&"))
-    return f"{path}?{masked}"
+    """A request target with every value a client could have put a key in masked: each query value
+    (`/ask?api_key=***&v=***`), each path parameter (`/search;api_key=***`), percent-encoded or not, and any known
+    secret anywhere in it (`scrub`: the server's key sent as a path segment). The API reads none of these. Read
+    decoded, so `%3B` and `%3F` hide nothing; written back with control characters, spaces and non-ASCII
+    percent-encoded, so a log line stays one line."""
+    decoded = unquote(target, errors="replace")
+    path, mark, query = decoded.partition("?")
+    segments = []
+    for segment in path.split("/"):
+        name, *params = segment.split(";")
+        segments.append(";".join([name, *(f"{p.partition('=')[0]}=***" if "=" in p else "***" for p in params)]))
+    masked = "/".join(segments)
+    if mark:
+        masked += "?" + "&".join(f"{part.partition('=')[0]}=***" if part else part for part in query.split("&"))
+    return quote(scrub(masked), safe=_LOGGED_AS_IS)
+
+
+# printable ASCII but the space, `%` and `"` (which end or garble a logged request line): written as they are
+_LOGGED_AS_IS = "".join(chr(c) for c in range(33, 127) if chr(c) not in '%"')
 
 
 def wire_forms(passwords: Iterable[str] = (), users: Iterable[str] = (), keys: Iterable[str] = ()) -> set[str]:
@@ -118,15 +131,40 @@ def wire_forms(passwords: Iterable[str] = (), users: Iterable[str] = (), keys: I
     return {s for s in out if s}
 
 
-def url_credentials(url: str) -> tuple[str, str]:
-    """(user, password) written into a URL, unquoted; empty where there are none. Read by hand: urlsplit drops
-    line breaks and tabs, which would hide the very characters `check_credential` looks for."""
-    netloc = url.split("://", 1)[-1].split("/", 1)[0]
-    userinfo, at, _ = netloc.rpartition("@")
+def split_url_credentials(url: str) -> tuple[str, str, str]:
+    """(user, password, the URL without them) of a URL that may hold `user:password@` (unquoted). The user
+    information runs to the URL's last `@`, so a password holding an unencoded `/`, `#` or `?` (which would end the
+    host part of a URL) is read whole, never taken for a path, a query or a fragment that a message would quote:
+    credentials are parsed before any check of the URL prints it. Read by hand: urlsplit drops line breaks and
+    tabs, which would hide the very characters `check_credential` looks for."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    userinfo, at, host = rest.rpartition("@")
     if not at:
-        return "", ""
+        return "", "", url
     user, _, password = userinfo.partition(":")
-    return unquote(user), unquote(password)
+    return unquote(user), unquote(password), f"{scheme}{sep}{host}"
+
+
+def url_credentials(url: str) -> tuple[str, str]:
+    """(user, password) written into a URL, unquoted; empty where there are none (`split_url_credentials`)."""
+    user, password, _ = split_url_credentials(url)
+    return user, password
+
+
+def with_quoted_credentials(url: str) -> str:
+    """The URL with its user and password percent-encoded (as written where they were already), so that a client
+    parsing it reads them whole; every wire form of them is remembered for scrubbing first."""
+    user, password, bare = split_url_credentials(url)
+    if not (user or password) and "@" not in url:
+        return url
+    remember(*wire_forms(passwords=[password], users=[user]))
+    scheme, sep, host = bare.partition("://")
+    if not sep:
+        scheme, host = "", bare
+    userinfo = quote(user, safe="") + (f":{quote(password, safe='')}" if password else "")
+    return f"{scheme}{sep}{userinfo}@{host}"
 
 
 def remember(*forms: str) -> None:

@@ -133,6 +133,46 @@ def check_number(setting: str, value: Any, rule: Number | None, source: str) -> 
             raise OdqaError(message)
 
 
+def value_refusal(owner: type, name: str, value: Any) -> tuple[str, str] | None:
+    """(why, what to give) where `value` breaks the rule of `owner`'s field `name` by its declared type: a number
+    its `Number` (finite, within bounds; a bool is no number), a bool a JSON true or false, a text a string (one of
+    `metadata["choices"]` where given), a list a list of such; None only where the field is `X | None`. None where
+    the value keeps the rule (or the field's type is none of these)."""
+    hint = typing.get_type_hints(owner)[name]
+    metadata = {f.name: f for f in dataclasses.fields(owner)}[name].metadata
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        kinds = [a for a in args if a is not type(None)]
+        hint = kinds[0] if len(kinds) == 1 else None
+    element = hint
+    if typing.get_origin(hint) in (list, tuple):
+        if not isinstance(value, list):
+            return "is not a list", "a list"
+        element = (typing.get_args(hint) or (None,))[0]
+        items = value
+    else:
+        items = [value]
+    rule = number_rule(owner, name)
+    for item in items:
+        if rule is not None:
+            why = rule.refusal(item)
+            if why:
+                return why, rule.describe()
+        elif element is bool and not isinstance(item, bool):
+            return "is not true or false", "true or false"
+        elif element is str:
+            choices = metadata.get("choices")
+            if not isinstance(item, str):
+                return "is not a text", "a quoted text" + (f": one of {', '.join(choices)}" if choices else "")
+            if choices and item not in choices:
+                return "is not a known choice", f"one of {', '.join(choices)}"
+        elif element is dict and not isinstance(item, dict):
+            return "is not an object", "a JSON object"
+    return None
+
+
 def check_numbers(settings: Any, prefix: str = "", source: str = "the config") -> None:
     """`check_number` on every numeric field of a settings dataclass instance (`prefix`: its section, as
     "retrieval.")."""

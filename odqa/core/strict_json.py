@@ -43,3 +43,26 @@ def non_finite(obj: Any, where: str = "") -> tuple[str, float] | None:
         if found:
             return found
     return None
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object that names a key twice (json keeps the last without a word)."""
+
+    def __init__(self, key: str):
+        super().__init__(f"the key {key!r} is given twice")
+        self.key = key
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise DuplicateKeyError(key)
+        seen[key] = value
+    return seen
+
+
+def loads(text: str | bytes) -> Any:
+    """`json.loads` that refuses an object naming a key twice (DuplicateKeyError, a ValueError): a config or a
+    model folder's file whose second `"k":` silently overrides the first says so instead."""
+    return json.loads(text, object_pairs_hook=_unique_pairs)

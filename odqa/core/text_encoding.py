@@ -8,7 +8,6 @@ The torch encoder is odqa.core.encoder.TextEncoder; odqa.core.encoder_loading pi
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from odqa.core.errors import OdqaError
+from odqa.core.model_files import checked_values, load_model_settings, read_model_json
 from odqa.core.models import resolve_model
 from odqa.core.runtime import InferencePlan, InferenceSettings, OnnxModel, announce, plan_inference
 
@@ -38,7 +38,7 @@ def encoder_kind(path: str) -> str:
     if (folder / "modules.json").is_file():
         return "sentence-transformers"
     config = folder / "config.json"
-    if config.is_file() and json.loads(config.read_text()).get("model_type") == "dpr":
+    if config.is_file() and read_model_json(config).get("model_type") == "dpr":
         return "dpr"
     return "transformers"
 
@@ -70,24 +70,33 @@ def sentence_transformers_max_length(folder: Path) -> int | None:
     the module configuration's max_seq_length (older versions save it there), else a model_max_length it passes
     to the tokenizer, else the tokenizer_config.json's model_max_length (where version 6 saves it); capped by the
     model's max_position_embeddings where the limit came from the tokenizer. None where no file says."""
-    modules = json.loads((folder / "modules.json").read_text())
+    modules = read_model_json(folder / "modules.json", expect=list)
     transformer = next((m for m in modules if str(m.get("type", "")).endswith("Transformer")), None)
     module = folder / (transformer or {}).get("path", "")
-    config: dict = next(
-        (json.loads((module / name).read_text()) for name in ST_MODULE_CONFIGS if (module / name).is_file()), {}
-    )
+    config_file = next((module / name for name in ST_MODULE_CONFIGS if (module / name).is_file()), None)
+    config = read_model_json(config_file) if config_file is not None else {}
+    if config_file is not None:
+        checked_values(config_file, config, SentenceTransformersModule)
     if config.get("max_seq_length"):
         return int(config["max_seq_length"])
     for kwargs in (config.get("processor_kwargs"), config.get("tokenizer_args")):
         if isinstance(kwargs, dict) and kwargs.get("model_max_length"):
             return int(kwargs["model_max_length"])
     tokenizer = module / "tokenizer_config.json"
-    length = json.loads(tokenizer.read_text()).get("model_max_length") if tokenizer.is_file() else None
+    length = read_model_json(tokenizer).get("model_max_length") if tokenizer.is_file() else None
     if not isinstance(length, (int, float)) or length >= 1e9:  # transformers' "no limit" is 1e30
         return None
     model = module / "config.json"
-    positions = json.loads(model.read_text()).get("max_position_embeddings", -1) if model.is_file() else -1
+    positions = read_model_json(model).get("max_position_embeddings", -1) if model.is_file() else -1
     return int(min(length, positions)) if positions not in (None, -1) else int(length)
+
+
+@dataclass(frozen=True)
+class SentenceTransformersModule:
+    """The values odqa reads of a sentence-transformers Transformer module's config (sentence_bert_config.json)."""
+
+    max_seq_length: int | None = None
+    do_lower_case: bool = False
 
 
 # sentence-transformers' pooling switches before version 6 (which writes one "pooling_mode")
@@ -132,7 +141,7 @@ def sentence_transformers_layout(folder: str | Path) -> SentenceTransformersLayo
     poolings): those are loaded with torch and their graph named by their live weights."""
     folder = Path(folder)
     try:
-        modules = json.loads((folder / "modules.json").read_text())
+        modules = read_model_json(folder / "modules.json", expect=list)
         classes = [_st_module_class(m) for m in modules]
         if (
             classes not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"])
@@ -140,16 +149,16 @@ def sentence_transformers_layout(folder: str | Path) -> SentenceTransformersLayo
         ):
             return None
         module_config = next((folder / name for name in ST_MODULE_CONFIGS if (folder / name).is_file()), None)
-        if module_config is not None and json.loads(module_config.read_text()).get("do_lower_case"):
+        if module_config is not None and read_model_json(module_config).get("do_lower_case"):
             return None
         pooling_file = folder / modules[1].get("path", "") / "config.json"
-        pooling_config = json.loads(pooling_file.read_text())
+        pooling_config = read_model_json(pooling_file)
         # a pooling that leaves the prompt's tokens out needs the prompt's length, which the graph is not given
         if pooling_config.get("include_prompt", True) is False:
             return None
         pooling = {"cls": "cls", "mean": "mean"}.get(_st_pooling_mode(pooling_config))
         settings_file = folder / "config_sentence_transformers.json"
-        settings = json.loads(settings_file.read_text()) if settings_file.is_file() else {}
+        settings = read_model_json(settings_file) if settings_file.is_file() else {}
     except (OSError, ValueError, AttributeError, IndexError):
         return None
     if pooling is None:
@@ -174,10 +183,26 @@ def sentence_transformers_variant(layout: SentenceTransformersLayout, similarity
     return f"{graph_variant('sentence-transformers', layout.pooling, similarity)}:{layout.configs_digest}"
 
 
-def _retriever_info(name_or_path: str) -> dict:
-    """The encoder folder's retriever_info.json (what odqa's trainers record of it), {} where it has none."""
-    info = Path(resolve_model(name_or_path)) / "retriever_info.json"
-    return json.loads(info.read_text()) if info.is_file() else {}
+RETRIEVER_INFO = "retriever_info.json"
+
+
+@dataclass(frozen=True)
+class RetrieverInfo:
+    """What odqa reads of an encoder folder's retriever_info.json (the rest are notes of its training)."""
+
+    query_encoder: str | None = None  # the question encoder of a distilled passage encoder (its teacher)
+    auto_int8: bool = False  # int8 vectors' recall measured: `auto` may pick int8 on CPUs without native bf16
+    auto_int8_passages: bool = False  # the same, for passage vectors alone
+    languages: list[str] | None = None  # those sharing one vector space (a multilingual encoder's); None: English
+
+
+def retriever_info(name_or_path: str) -> RetrieverInfo:
+    """The encoder folder's retriever_info.json (what odqa's trainers record of it), each value it gives held to
+    its field's rule (a text, true or false) in one line naming the file; the defaults where it has none."""
+    info = Path(resolve_model(name_or_path)) / RETRIEVER_INFO
+    if not info.is_file():
+        return RetrieverInfo()
+    return RetrieverInfo(**load_model_settings(info, RetrieverInfo))
 
 
 def encoder_languages(name_or_path: str) -> tuple[str, ...]:
@@ -187,16 +212,17 @@ def encoder_languages(name_or_path: str) -> tuple[str, ...]:
     if not name_or_path:
         return ()
     try:
-        languages = _retriever_info(name_or_path).get("languages")
-    except (OSError, ValueError, OdqaError):
+        resolve_model(name_or_path)
+    except (OSError, ValueError, OdqaError):  # a name that is no folder here (a hub name): nothing recorded
         return ("en",)
-    return tuple(languages) if isinstance(languages, list) and languages else ("en",)
+    languages = retriever_info(name_or_path).languages  # a damaged file or value: one line naming it
+    return tuple(languages) if languages else ("en",)
 
 
 def paired_query_encoder(name_or_path: str) -> str:
     """The question encoder a passage encoder was made for ("" if none): a student of `distill-encoder` writes
     its teacher's passage vectors, so its index is searched with the teacher's questions."""
-    return str(_retriever_info(name_or_path).get("query_encoder") or "")
+    return retriever_info(name_or_path).query_encoder or ""
 
 
 def int8_measured(name_or_path: str, passages: bool = False) -> bool:
@@ -204,8 +230,8 @@ def int8_measured(name_or_path: str, passages: bool = False) -> bool:
     says its int8 vectors' recall was measured (its model card gives the figures), as for the reader.
     `passages`: for encoding passages (an index build), which `"auto_int8_passages": true` allows alone where
     only int8 passage vectors were measured (questions searched in fp32)."""
-    info = _retriever_info(name_or_path)
-    return bool(info.get("auto_int8") or (passages and info.get("auto_int8_passages")))
+    info = retriever_info(name_or_path)
+    return info.auto_int8 or (passages and info.auto_int8_passages)
 
 
 def graph_variant(kind: str, pooling: str, similarity: str) -> str:

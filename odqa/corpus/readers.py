@@ -25,6 +25,7 @@ import html
 import io
 import json
 import lzma
+import os
 import re
 import sys
 import zlib
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from odqa.core.errors import DataFormatError
+from odqa.core.errors import DataFormatError, os_error_line
 from odqa.core.types import Document, Passage
 from odqa.corpus.chunking import chunk_document
 
@@ -163,8 +164,12 @@ def is_dataset_folder(path: Path) -> bool:
 
 def corpus_files(path: str | Path) -> list[Path]:
     path = Path(path)
-    if not path.exists():
-        raise DataFormatError(f"corpus not found: {path} (pass a corpus file or folder with --corpus)")
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        raise DataFormatError(f"corpus not found: {path} (pass a corpus file or folder with --corpus)") from None
+    except OSError as exc:  # a link loop, a name too long, no permission: the cause, not "not found"
+        raise DataFormatError(f"corpus {os_error_line(exc) or path}") from None
     if path.is_file():
         return [path]
     if not path.is_dir():

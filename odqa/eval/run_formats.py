@@ -23,6 +23,7 @@ from typing import IO
 from urllib.parse import quote, unquote
 
 from odqa.core import strict_json
+from odqa.core.errors import OdqaError
 
 _ESCAPED = re.compile(r"[%\s]")
 
@@ -35,16 +36,33 @@ def from_trec_id(text: str) -> str:
     return unquote(text) if "%" in text else text
 
 
+EMPTY_ID = (
+    "a TREC run line is `qid Q0 docid rank score tag`, six fields split on white space, so an empty id would leave "
+    "five, which trec_eval cannot read"
+)
+
+
+def check_query_ids(ids: Iterable[str], source: str) -> None:
+    """Refuse, before any work, a query id a TREC run cannot hold: an empty one (`--query-id ""`, `"id": ""`)."""
+    for position, qid in enumerate(ids, 1):
+        if not str(qid):
+            raise OdqaError(f"{source}: question {position} has an empty id; {EMPTY_ID}: give each question an id")
+
+
 class TrecRunWriter:
     def __init__(self, f: IO[str], tag: str):
         self.f, self.tag = f, trec_id(tag) or "odqa"
 
     def write(self, query_id: str, ranking: Iterable[tuple[str, float]]) -> None:
         qid = trec_id(query_id)
-        self.f.writelines(
-            f"{qid} Q0 {trec_id(doc)} {rank} {score!r} {self.tag}\n"
-            for rank, (doc, score) in enumerate(finite_scores(ranking), 1)
-        )
+        if not qid:
+            raise OdqaError(f"a question has an empty id; {EMPTY_ID}: give each question an id")
+        lines = []
+        for rank, (doc, score) in enumerate(finite_scores(ranking), 1):
+            if not trec_id(doc):
+                raise OdqaError(f"question {query_id} ranks a document with an empty id; {EMPTY_ID}")
+            lines.append(f"{qid} Q0 {trec_id(doc)} {rank} {score!r} {self.tag}\n")
+        self.f.writelines(lines)
 
 
 def finite_scores(ranking: Iterable[tuple[str, float]]) -> Iterable[tuple[str, float]]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.security import APIKeyHeader
 from fastapi.staticfiles import StaticFiles
 from pydantic import ValidationError
@@ -30,12 +30,13 @@ from starlette.middleware.cors import CORSMiddleware
 
 from odqa import __version__
 from odqa.core.errors import OdqaError
-from odqa.core.logs import get_logger
+from odqa.core.logs import failures_reported_once, get_logger
 from odqa.core.paths import odqa_home
-from odqa.core.secrets import mask_query
+from odqa.core.secrets import mask_query, remember
 from odqa.indexes.analysis import LANGUAGE_NAMES, detect_language
 from odqa.pipeline import Pipeline, clean_question
 from odqa.retriever.registry import RETRIEVERS
+from odqa.serve.http_rules import MAX_PROBLEMS, capped, capped_loc, normalized_origin, slash_redirect
 from odqa.serve.models import (
     AUTO_LANGUAGE,
     K_RULE,
@@ -114,15 +115,20 @@ ACCESS_LOGGER = "uvicorn.access"
 
 
 class MaskedQuery(logging.Filter):
-    """On uvicorn's access log: a request line's query string keeps its names, its values become *** (the API
-    reads none; a client may have sent a key as ?api_key=...)."""
+    """On uvicorn's access log: a request target keeps its path and names, the values of its query string and of
+    its path parameters (`;api_key=...`) become *** (the API reads none; a client may have sent a key there), and
+    a known secret anywhere in it is scrubbed (odqa.core.secrets.mask_query)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple):
-            record.args = tuple(mask_query(a) if isinstance(a, str) and "?" in a else a for a in record.args)
-        elif isinstance(record.msg, str) and "?" in record.msg and not record.args:
-            record.msg = " ".join(mask_query(word) if "?" in word else word for word in record.msg.split(" "))
+            record.args = tuple(mask_query(a) if isinstance(a, str) and _target_like(a) else a for a in record.args)
+        elif isinstance(record.msg, str) and _target_like(record.msg) and not record.args:
+            record.msg = " ".join(mask_query(word) if _target_like(word) else word for word in record.msg.split(" "))
         return True
+
+
+def _target_like(text: str) -> bool:
+    return any(mark in text for mark in "/?;%")
 
 
 def mask_access_log() -> None:
@@ -350,6 +356,9 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
     for origin in settings.cors_origin:
         if cors_origin_problem(origin):
             raise OdqaError(f"CORS origin {origin!r} {cors_origin_problem(origin)}")
+    origins = cors_origins(settings.cors_origin)
+    if api_key:
+        remember(api_key)  # scrubbed wherever it shows: a log line, a path segment in the access log
     mask_access_log()
     k_rule = dataclasses.replace(K_RULE, maximum=settings.max_k)  # k's own rule, and this server's limit
     worker = PipelineWorker(pipeline, max_batch=settings.max_batch, max_queue=settings.max_queue)
@@ -357,6 +366,8 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        # uvicorn made its handlers by now: a log that cannot be written (a full disk) says so once, not per request
+        failures_reported_once(ACCESS_LOGGER, "uvicorn.error", "odqa")
         worker.start()
         started = time.perf_counter()
         state["index"] = await asyncio.wrap_future(worker.call(warm_up))
@@ -377,14 +388,17 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
+        # a trailing slash is answered by http_error below, with a path on this server: Starlette's own redirect
+        # names the host of the request's Host header, which the client chooses
+        redirect_slashes=False,
         description="Open-domain question answering over one index: ask, search, link.",
     )
     app.add_middleware(UnexpectedFailure)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES, json_paths=JSON_PATHS)
-    if settings.cors_origin:  # added last, so outermost: the refusals of BodyLimit carry its headers too
+    if origins:  # added last, so outermost: the refusals of BodyLimit carry its headers too
         app.add_middleware(
             CORS,
-            allow_origins=list(settings.cors_origin),
+            allow_origins=origins,
             allow_methods=["GET", "POST"],
             allow_headers=["Content-Type", API_KEY_HEADER],
             expose_headers=["Retry-After"],
@@ -411,12 +425,23 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors() or [{"loc": ("body",), "msg": "invalid request", "type": "value_error"}]
+        # the first MAX_PROBLEMS, each place and message cut short: what is echoed stays small whatever was sent
         problems = [
-            ErrorDetail(loc=list(e.get("loc", ("body",))), msg=_message(e), type=e.get("type", "value_error"))
-            for e in errors
+            ErrorDetail(
+                loc=capped_loc(list(e.get("loc", ("body",)))),
+                msg=capped(_message(e)),
+                type=e.get("type", "value_error"),
+            )
+            for e in errors[:MAX_PROBLEMS]
         ]
-        field = _field_of(errors[0])
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        field = capped(_field_of(errors[0]))
+        more = f" (and {len(errors) - 1:,} more)" if len(errors) > 1 else ""
+        if len(errors) > MAX_PROBLEMS:
+            problems.append(
+                ErrorDetail(
+                    loc=["body"], msg=f"{len(errors) - MAX_PROBLEMS:,} more problems not listed", type="too_many_errors"
+                )
+            )
         return error_response(422, f"{field}: {problems[0].msg}{more}", field, problems)
 
     @app.exception_handler(FieldError)
@@ -425,15 +450,20 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         return error_response(exc.status, f"{exc.field}: {exc.message}", exc.field, [problem])
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse | RedirectResponse:
         unreadable = _unreadable_body(exc)
         if unreadable:  # FastAPI's "There was an error parsing the body" says neither what nor how to fix it
             problem = ErrorDetail(loc=["body"], msg=unreadable, type="json_invalid")
             return error_response(422, f"body: {unreadable}", "body", [problem])
+        if exc.status_code == 404:
+            bare = slash_redirect(request.url.path, {getattr(r, "path", "") for r in app.routes})
+            if bare is not None:
+                query = f"?{request.url.query}" if request.url.query else ""
+                return RedirectResponse(bare + query, status_code=307)
         message = {
-            404: f"no such path {request.url.path}: the API has POST /ask, /ask/batch, /search, /link and GET "
-            "/health, /info, /openapi.json, /docs",
-            405: f"{request.method} is not allowed on {request.url.path}",
+            404: f"no such path {capped(request.url.path)}: the API has POST /ask, /ask/batch, /search, /link and "
+            "GET /health, /info, /openapi.json, /docs",
+            405: f"{capped(request.method)} is not allowed on {capped(request.url.path)}",
         }.get(exc.status_code, str(exc.detail))
         return error_response(exc.status_code, message, headers=getattr(exc, "headers", None))
 
@@ -477,6 +507,16 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
     def public_notices(notices: list[str]) -> list[str]:
         """Notices as a visitor may read them: no folder of this server (odqa.serve.public)."""
         return [public_text(notice, state["places"]) for notice in notices]
+
+    async def check_retriever(kind: str | None) -> None:
+        """A retriever the request names that this index cannot serve (dense over a BM25-only index) is the
+        client's choice: 422 naming the field, not a failure of the server."""
+        if kind is None:
+            return
+        try:
+            await asyncio.wrap_future(submit(worker.call, lambda p: p.retriever(kind)))
+        except OdqaError as exc:
+            raise FieldError("retriever", str(exc)) from None
 
     def checked_k(k: int | None) -> int | None:
         problem = (
@@ -550,6 +590,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
     async def ask(body: AskRequest) -> AskResponse:
         text, _ = checked_question(body.question)
         k = checked_k(body.k)
+        await check_retriever(body.retriever)
         return await ask_response(text, body.language, submit(worker.ask, body.question, k, body.retriever))
 
     @app.post(
@@ -563,6 +604,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
     async def ask_batch(body: AskBatchRequest) -> AskBatchResponse:
         texts = [checked_question(question, f"questions.{i}")[0] for i, question in enumerate(body.questions)]
         k = checked_k(body.k)
+        await check_retriever(body.retriever)
         futures = submit(worker.ask_many, body.questions, k, body.retriever)
         return AskBatchResponse(
             results=[await ask_response(text, body.language, future) for text, future in zip(texts, futures)]
@@ -578,6 +620,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
     async def search(body: SearchRequest) -> SearchResponse:
         text, notices = checked_question(body.question)
         k = checked_k(body.k)
+        await check_retriever(body.retriever)
         started = time.perf_counter()
         hits = await answered(submit(worker.search, text, k, body.retriever))
         return SearchResponse(
@@ -684,6 +727,18 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
 
     app.state.worker = worker
     return app
+
+
+def cors_origins(given: tuple[str, ...]) -> list[str]:
+    """The origins as browsers write them (odqa.serve.http_rules.normalized_origin), each one that changes said
+    once: `HTTP://Example.org:80` would otherwise never match the `http://example.org` a browser sends."""
+    origins = []
+    for origin in given:
+        normal = normalized_origin(origin)
+        if normal != origin:
+            log.info("CORS origin %s taken as %s, as browsers send it", origin, normal)
+        origins.append(normal)
+    return origins
 
 
 def _message(error: dict) -> str:

@@ -154,7 +154,7 @@ def server():
     from odqa.serve.settings import ServeSettings
 
     saved = odqa.serve.app.warm_up
-    odqa.serve.app.warm_up = lambda pipeline: {"passages": 1, "language": "en"}
+    odqa.serve.app.warm_up = lambda pipeline: {"passages": 1, "language": "en", "location": "stub-index"}
     app = odqa.serve.app.create_app(StubPipeline(), ServeSettings(), api_key=SERVER_KEY)
     port = free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, access_log=True, log_level="info")  # its dictConfig

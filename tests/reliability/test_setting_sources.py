@@ -173,6 +173,7 @@ class StubPipeline:
         self.config = OdqaConfig()
         self.score, self.probability = score, probability
         self.linker = None
+        self.reader_name = "reader"
 
     def ask_batch(self, questions, k=None, retriever=None):
         from odqa.pipeline import Result
@@ -202,7 +203,9 @@ def serve_client(monkeypatch):
     import odqa.serve.app
     from odqa.serve.settings import ServeSettings
 
-    monkeypatch.setattr(odqa.serve.app, "warm_up", lambda pipeline: {"passages": 1, "language": "en"})
+    monkeypatch.setattr(
+        odqa.serve.app, "warm_up", lambda pipeline: {"passages": 1, "language": "en", "location": "stub-index"}
+    )
 
     def client(pipeline=None):
         return TestClient(
