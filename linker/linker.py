@@ -158,6 +158,7 @@ class Linker:
                 state = {**base_state(config, path), **state}
             missing, unexpected = model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
             missing = [m for m in missing if not m.endswith("position_ids")]
+            unexpected = [u for u in unexpected if not u.endswith("position_ids")]
             if missing or unexpected:
                 raise OdqaError(
                     f"{path}: linker weights do not fit the model (missing {missing[:3]}, unexpected {unexpected[:3]})"
