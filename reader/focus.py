@@ -40,19 +40,28 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return out
 
 
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def words_of(text: str) -> float:
+    """The length of `text` in words: white-space words (a Korean word with its particles is one), with two Han
+    characters counting as one word (Chinese writes no spaces; its words average under two characters)."""
+    return sum(max(1.0, len(_HAN.findall(word)) / 2) for word in text.split())
+
+
 def focus_span(
     question_terms: set[str], text: str, max_words: int, analyze: Callable[[str], list[str]]
 ) -> tuple[int, int]:
     """The character span [start, end) of `text` to read for a question with `question_terms` (see the module
     docstring); (0, len(text)) when the whole passage is to be read."""
     whole = (0, len(text))
-    if max_words <= 0 or len(text.split()) <= max_words:
+    if max_words <= 0 or words_of(text) <= max_words:
         return whole
     sentences = sentence_spans(text)
     if len(sentences) <= 1:
         return whole
     overlap = [len(question_terms.intersection(analyze(text[a:b]))) for a, b in sentences]
-    words = [len(text[a:b].split()) for a, b in sentences]
+    words = [words_of(text[a:b]) for a, b in sentences]
     best = max(range(len(sentences)), key=lambda i: (overlap[i], -i))
     if overlap[best] == 0:
         return whole
@@ -69,30 +78,52 @@ def focus_span(
 
 
 class Focus:
-    """`focus_span` for many (question, passage) pairs, with the BM25 index's English analyser; with
-    `whole_first` N, the passages placed first to N-th among their question's are read whole."""
+    """`focus_span` for many (question, passage) pairs, with the analyser of each passage's language (English: the
+    BM25 index's; Korean and Chinese: character bigrams, which find a question's words however particles and
+    segmentation differ); with `whole_first` N, the passages placed first to N-th among their question's are read
+    whole. `analyze` given: that one for every language."""
 
     def __init__(self, max_words: int, analyze: Callable[[str], list[str]] | None = None, whole_first: int = 0):
-        if analyze is None:
-            from odqa.indexes.bm25 import english_analyzer
-
-            analyze = english_analyzer()
         self.max_words = max_words
         self.whole_first = whole_first
-        self.analyze = analyze
+        self._given = analyze
+        self._analyzers: dict[str, Callable[[str], list[str]]] = {}
+
+    def analyzer(self, text: str) -> Callable[[str], list[str]]:
+        """The analyser of `text`'s language."""
+        if self._given is not None:
+            return self._given
+        from odqa.indexes.analysis import detect_language
+
+        language = detect_language([text])
+        if language not in self._analyzers:
+            self._analyzers[language] = _analyzer_for(language)
+        return self._analyzers[language]
 
     def spans(
         self, questions: Sequence[str], texts: Sequence[str], places: Sequence[int] | None = None
     ) -> list[tuple[int, int]]:
         """The span of each text to read; `places` (each passage's place among its question's, from 0) let the
         first `whole_first` be read whole; without them every passage is focused."""
-        terms: dict[str, set[str]] = {}
+        terms: dict[tuple[str, int], set[str]] = {}
         out = []
         for i, (question, text) in enumerate(zip(questions, texts)):
             if places is not None and places[i] < self.whole_first:
                 out.append((0, len(text)))
                 continue
-            if question not in terms:
-                terms[question] = set(self.analyze(question))
-            out.append(focus_span(terms[question], text, self.max_words, self.analyze))
+            analyze = self.analyzer(text)
+            key = (question, id(analyze))
+            if key not in terms:
+                terms[key] = set(analyze(question))
+            out.append(focus_span(terms[key], text, self.max_words, analyze))
         return out
+
+
+def _analyzer_for(language: str) -> Callable[[str], list[str]]:
+    if language == "en":
+        from odqa.indexes.bm25 import english_analyzer
+
+        return english_analyzer()
+    from odqa.indexes.analysis import get_analyzer
+
+    return get_analyzer(f"{language}-bigram")

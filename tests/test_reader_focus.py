@@ -116,3 +116,22 @@ def test_the_first_passages_are_read_whole_with_whole_passages(reader):
     assert spans == [(0, len(FLEMING)), (0, len(FLEMING)), (a, b)]
     assert any(not (a <= x.start and x.end <= b) for x in answers if x.passage_id in ("p0", "p1"))
     assert all(a <= x.start and x.end <= b for x in answers if x.passage_id == "p2")
+
+
+def test_a_korean_question_focuses_on_the_sentence_sharing_its_words_whatever_their_particles():
+    pytest.importorskip("kiwipiepy")
+    from odqa.reader.focus import Focus
+
+    text = (
+        "임진왜란은 1592년 일본이 조선을 침략하면서 시작된 전쟁이다. 이순신 장군이 한산도 대첩에서 승리하였다. "
+        "한글은 1443년 세종대왕이 창제한 문자이다."
+    )
+    start, end = Focus(6).spans(["이순신 장군이 승리한 대첩은?"], [text])[0]
+    assert text[start:end] == "이순신 장군이 한산도 대첩에서 승리하였다."
+
+
+def test_chinese_text_is_measured_in_words_of_two_characters():
+    from odqa.reader.focus import words_of
+
+    assert words_of("Albert Einstein was born in Ulm.") == 6
+    assert words_of("爱因斯坦出生在乌尔姆。") == 5  # ten Han characters, no spaces

@@ -23,6 +23,7 @@ from odqa.core.training import (
     training_device,
 )
 from odqa.core.types import Mention
+from odqa.indexes.analysis import detect_language
 from odqa.linker.data import (
     ELExample,
     id_number,
@@ -41,6 +42,7 @@ from odqa.linker.metrics import evaluate
 from odqa.linker.training.train_config import TrainConfig  # there so the command line reads it without torch
 
 log = logging.getLogger(__name__)
+LANGUAGE_SAMPLE = 200  # silver examples whose text tells the language of their file
 
 
 def build_datasets(
@@ -75,11 +77,13 @@ def build_datasets(
     if weak:
         train += weak_examples(kb, n_articles=weak, max_examples=weak, seed=seed)
     silver_dev: dict[str, list[ELExample]] = {}
+    silver_languages: set[str] = set()
     silver_report = {}
     for name in silver:
         split = silver_examples(kb, data_dir / name)
         train += split.train
         silver_dev[Path(name).stem] = split.dev
+        silver_languages.add(detect_language([ex.question for ex in split.train[:LANGUAGE_SAMPLE]]))
         silver_report[Path(name).stem] = {
             "articles": split.articles,
             "dev_articles": split.dev_articles,
@@ -96,6 +100,7 @@ def build_datasets(
         "gold_mentions_train_located": sum(m.has_span for ex in train for m in ex.mentions),
         "gold_mentions_train_in_kb": sum(m.in_kb for ex in train for m in ex.mentions),
         "silver": silver_report,
+        "silver_languages": sorted(silver_languages),
     }
     return train, dev, silver_dev, report
 
@@ -357,7 +362,8 @@ def train_linker(cfg: TrainConfig, on_step: Callable[[int, float], None] | None 
     )
     log.info("data: %s", data_report)
     linker, resume = open_for_training(cfg, kb)
-    linker.config.languages = sorted({"en", *(kb.languages if cfg.silver else [])})
+    # English, and the language of each silver file's text
+    linker.config.languages = sorted({"en", *data_report["silver_languages"]})
     trainer = Trainer(linker, kb, cfg, on_step=on_step)
     run = trainer.train(train, resume)
     tuned = tune_thresholds(linker, dev)
