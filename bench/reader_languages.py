@@ -8,7 +8,7 @@ question unless `--limit`, with each reader's seconds per set on the CPU the hea
     python bench/reader_languages.py --readers reader-multilingual --sets korquad cmrc drcd-test --cut both \\
         --before 6d7a5a9 --limit 1000
 
-`--cut both` decodes each forward pass twice, answers cut as their language cuts words (reader.cutting) and not,
+`--cut both` decodes each forward pass twice, answers cut as their language cuts words (indexes.cutting) and not,
 and `--before REV` once more as reader/decode.py did at a git revision, so the rows differ by the decoding alone
 (bench/results/answer-cutting.md).
 

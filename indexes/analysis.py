@@ -223,27 +223,3 @@ def _bigrams(fold: bool):
         return terms
 
     return analyze
-
-
-# what a Korean word carries after the name or number a reader or linker wants: particles (J*), endings (E*), the
-# copula (VCP) and noun-to-predicate suffixes (XSV, XSA)
-_KO_TRAILING_TAGS = ("J", "E", "VCP", "XSV", "XSA")
-_HANGUL_END = re.compile(r"[\uac00-\ud7af]\s*$")
-
-
-def without_trailing_particles(text: str) -> int:
-    """The length of `text` once the Korean particles and endings at its end are dropped, as Kiwi analyses them
-    (`아인슈타인은` -> 5); `len(text)` for text that does not end in Hangul or where Kiwi is not installed."""
-    if not _HANGUL_END.search(text):
-        return len(text)
-    try:
-        kiwi = _kiwi()
-    except OdqaError:
-        return len(text)
-    tokens = kiwi.tokenize(text)
-    end = len(text)
-    for token in reversed(tokens):
-        if not token.tag.startswith(_KO_TRAILING_TAGS) or token.start == 0:
-            break
-        end = token.start
-    return len(text[:end].rstrip())

@@ -29,7 +29,7 @@ from odqa.core.runtime import (
     plan_inference,
 )
 from odqa.core.types import Mention
-from odqa.indexes.analysis import without_trailing_particles
+from odqa.indexes.cutting import korean_span
 from odqa.linker.heads import LINKER_CONFIG, ELQConfig, LinkHeads, enumerate_spans, load_linker_config, word_masks
 from odqa.linker.kb import KnowledgeBase
 
@@ -480,7 +480,8 @@ def mention_bounds(question: str, start: int, end: int) -> tuple[int, int]:
     its word, nor the Korean particle glued to the name's last piece (아인슈타인은 -> 아인슈타인)."""
     while start < end and question[start].isspace():
         start += 1
-    return start, start + without_trailing_particles(question[start:end])
+    cut = korean_span(question, start, end)
+    return cut if cut is not None else (start, end)
 
 
 def resolve_overlaps(mentions: list[Mention]) -> list[Mention]:

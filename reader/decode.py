@@ -6,7 +6,7 @@ that best sees an answer decides, as in the SQuAD v2 reference post-processing).
 
 Spans come out clean: snapped outwards to whole words (a sub-word token never yields "toy" out of "Tolstoy"),
 cut at the first line break (an answer never runs across a paragraph or heading), Korean and Chinese ones cut as
-their language cuts words (reader.cutting: no trailing particle, brackets in pairs), and one answer per
+their language cuts words (indexes.cutting: no trailing particle, brackets in pairs), and one answer per
 distinct answer (equal normalised text, or one span inside another in the same passage), its evidence listed.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from odqa.core.answers import normalize_answer
-from odqa.reader.cutting import cut_span, passage_language
+from odqa.indexes.cutting import cut_span, passage_language
 
 
 @dataclass
@@ -83,7 +83,7 @@ def snap_span(text: str, start: int, end: int) -> tuple[int, int] | None:
     """The character span [start, end) cleaned for display: leading/trailing whitespace and dangling
     punctuation dropped, cut at the first line break (kept: the line the answer starts on), then widened to
     whole words (of the scripts that space their words; Korean and Chinese are cut by their own rules:
-    reader.cutting). None when nothing but whitespace or punctuation is left."""
+    indexes.cutting). None when nothing but whitespace or punctuation is left."""
     while start < end and (text[start].isspace() or text[start] in _NO_START):
         start += 1
     newline = text.find("\n", start, end)
@@ -129,7 +129,7 @@ def decode_passage(
     passage's null score. A span seen by two overlapping windows is kept once with the higher score; a span
     crossing a window boundary is found in the next window, whose overlap (the stride) holds it whole. With
     `cut`, the `top_k` best spans of a Korean or Chinese passage are cut as its language cuts words
-    (reader.cutting), and spans that become one keep the higher score.
+    (indexes.cutting), and spans that become one keep the higher score.
     """
     best: dict[tuple[int, int], float] = {}
     nulls = []
@@ -150,7 +150,7 @@ def decode_passage(
 
 
 def _cut(text: str, language: str, best: dict[tuple[int, int], float], top_k: int) -> dict[tuple[int, int], float]:
-    """The `top_k` best spans cut (reader.cutting.cut_span), each cut span with the best score of the spans
+    """The `top_k` best spans cut (indexes.cutting.cut_span), each cut span with the best score of the spans
     that became it; only those are returned by decode_passage, so the rest are never analysed."""
     out: dict[tuple[int, int], float] = {}
     for (a, b), score in sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:top_k]:

@@ -34,7 +34,7 @@ class ReaderSettings:
     temperature: float = field(default=1.0, metadata={"minimum": 0.01})  # of the answers' share (a softmax)
     batch_size: int = 16  # windows per forward pass
     spans_per_window: int = 20
-    # Korean and Chinese answers cut as their language cuts words (reader.cutting): no trailing particle or
+    # Korean and Chinese answers cut as their language cuts words (indexes.cutting): no trailing particle or
     # ending, never inside a word, brackets in pairs (bench/results/answer-cutting.md); False: the pieces' spans,
     # as Reader.from_pretrained(..., cut_answers=False) or a checkpoint's reader_config.json asks
     cut_answers: bool = True

@@ -1,4 +1,4 @@
-"""Korean and Chinese answers cut as their language cuts words, in decoding (reader.cutting, issue 75 item 3).
+"""Korean and Chinese answers cut as their language cuts words, in decoding (indexes.cutting, issue 75 item 3).
 
 What a cut span must be is asserted by the analyser the cutting claims to follow (Kiwi's morphemes for Korean) and
 by counting brackets (Chinese), over spans of real KorQuAD, CMRC and DRCD paragraphs as well as hand-made ones;
@@ -12,12 +12,12 @@ import random
 import numpy as np
 import pytest
 
-from odqa.reader.cutting import PAIRS, STRAY, cut_span
+from odqa.indexes.cutting import PAIRS, STRAY, cut_span
 from odqa.reader.decode import decode_passage, snap_span
 
 pytest.importorskip("kiwipiepy")
 
-from odqa.reader.cutting import word_morphemes  # noqa: E402  (after the skip: Kiwi is the `cjk` extra's)
+from odqa.indexes.cutting import word_morphemes  # noqa: E402  (after the skip: Kiwi is the `cjk` extra's)
 
 _CLOSERS = set(PAIRS.values())
 _NOUN_END = ("N", "SN", "SL", "SH", "XSN", "XR", "SW", "SSC")
@@ -260,7 +260,7 @@ def test_chinese_passage_spans_come_out_balanced_from_decoding():
 def test_without_kiwi_korean_spans_stay_uncut_and_say_why_once(monkeypatch, caplog):
     import sys
 
-    import odqa.reader.cutting as cutting
+    import odqa.indexes.cutting as cutting
 
     monkeypatch.setitem(sys.modules, "kiwipiepy", None)
     monkeypatch.setattr(cutting, "_warned_no_kiwi", False)

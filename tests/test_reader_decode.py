@@ -246,7 +246,7 @@ def test_merging_by_passage_equals_scanning_every_answer():
         ("a.\n\nb", 1, 4, None),  # nothing but punctuation and breaks
         ("the second-largest city, Lyon", 10, 24, "largest city"),  # dangling hyphen and comma dropped
         ("首都是北京市", 3, 5, "北京"),  # no spaces between words: never widened
-        # Korean is cut by its grammar after snapping (reader.cutting, tests/test_answer_cutting.py), not here
+        # Korean is cut by its grammar after snapping (indexes.cutting, tests/test_answer_cutting.py), not here
         ("닉슨 대통령이 말했다", 0, 7, "닉슨 대통령이"),
         ("시나가와 역", 0, 3, "시나가"),
     ],

@@ -1,5 +1,6 @@
-"""Answers cut where a speaker of the passage's language would cut them, in decoding (reader.decode.decode_passage),
-before spans are merged into answers and scored.
+"""Spans of text cut where a speaker of its language would cut them: the reader's answers, in decoding
+(reader.decode.decode_passage, before spans are merged into answers and scored), and the linker's Korean mentions
+(linker.linker.mention_bounds). Here, beside the analysers whose Kiwi it uses, so that both components share it.
 
 The reader's spans end where its sub-word pieces end, and a piece does not know a word's grammar:
 
@@ -121,10 +122,11 @@ def word_morphemes(text: str, a: int, b: int) -> list[tuple[int, int, str]]:
     while after < len(text) and text[after].isspace():
         after += 1
     after = _word_at(text, after)[1] if after < len(text) else b
+    # a morpheme Kiwi reads across a space (a name of two words: 알베르트 아인슈타인) counts from the word's start
     return [
-        (m_start + before - a, m_end + before - a, tag)
+        (max(m_start + before, a) - a, m_end + before - a, tag)
         for m_start, m_end, tag in _analysed(text[before:after])
-        if a <= m_start + before and m_end + before <= b
+        if a < m_end + before <= b
     ]
 
 
