@@ -573,9 +573,9 @@ def swap_in_progress(target: str | Path) -> bool:
 
 # ---- one writer ---------------------------------------------------------------------------------------
 @contextlib.contextmanager
-def build_lock(target: str | Path) -> Iterator[None]:
+def build_lock(target: str | Path, parts_by_workers: bool = False) -> Iterator[None]:
     """An exclusive lock on `.NAME.lock` beside `target` for the whole build; a second writer is refused. The
     one lock every writer of an output folder takes (`odqa.core.atomic.writer_lock`): a build inside a command
     that holds its --out already (the CLI, the demo corpus's first use) enters it."""
-    with writer_lock(target, who="another build"):
+    with writer_lock(target, who="another build", parts_by_workers=parts_by_workers):
         yield

@@ -847,7 +847,7 @@ def build_sharded_index(
         raise OdqaError(f"{out} exists and is not an odqa index; choose another --out or remove it")
     names = [_shard_name(i) for i in range(shards)]
     seconds: dict[str, float] = {}
-    with build_lock(out):
+    with build_lock(out, parts_by_workers=cluster is not None):  # the workers write the shards inside
         if cluster is None:
             _build_shards_here(spec, out, names, seconds)
         else:

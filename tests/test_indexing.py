@@ -104,7 +104,7 @@ def test_a_build_leaves_no_writer_lock_and_a_failed_one_no_empty_work_folder(tmp
     corpus.write_text(
         "".join(json.dumps({"id": str(i), "title": "T", "text": f"Words {i} here."}) + "\n" for i in range(5))
     )
-    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "idx"), backends=["bm25"]))
+    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "idx"), backends=["bm25"], kb=False))
     assert not list((tmp_path / "idx" / "bm25").glob(".tantivy-writer.lock"))
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("idx")) == ["idx"]
     bad = tmp_path / "bad.jsonl"

@@ -44,7 +44,7 @@ def corpus(tmp_path_factory) -> Path:
 
 def _spec(corpus: Path, out: Path, **settings) -> IndexSpec:
     # fp32: int8 passage vectors depend on their batch's other passages (dynamic quantisation of activations)
-    return IndexSpec(corpus=str(corpus), out=str(out), precision="fp32", **settings)
+    return IndexSpec(corpus=str(corpus), out=str(out), precision="fp32", kb=False, **settings)  # KB: its own test
 
 
 def _questions() -> list[str]:
@@ -114,8 +114,8 @@ def test_build_kb_on_ray_writes_the_one_process_knowledge_base(cluster, corpus, 
     from odqa.linker.kb import KnowledgeBase, iter_documents
 
     # batches of 8: the entities go out as several tasks, one per block of whole batches
-    one = KnowledgeBase.build(iter_documents(corpus), tmp_path / "one", batch_size=8, progress=False)
-    ray = KnowledgeBase.build(iter_documents(corpus), tmp_path / "ray", batch_size=8, cluster=cluster)
+    one = KnowledgeBase.build(iter_documents(corpus), tmp_path / "one", encoder="minilm", batch_size=8, progress=False)
+    ray = KnowledgeBase.build(iter_documents(corpus), tmp_path / "ray", encoder="minilm", batch_size=8, cluster=cluster)
     assert ray.manifest.corpus_fingerprint == one.manifest.corpus_fingerprint and len(ray) == len(one) > 8
     assert [ray.entity(i).title for i in range(len(ray))] == [one.entity(i).title for i in range(len(one))]
     np.testing.assert_allclose(np.asarray(ray.vectors), np.asarray(one.vectors), atol=1e-5)

@@ -232,7 +232,7 @@ def test_a_korean_index_is_read_by_the_multilingual_reader_without_any_flag(tok,
         ),
         encoding="utf-8",
     )
-    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "idx"), backends=["bm25"]))
+    build_index(IndexSpec(corpus=str(corpus), out=str(tmp_path / "idx"), backends=["bm25"], kb=False))
     config = OdqaConfig.load(
         None,
         {"index": str(tmp_path / "idx"), "retrieval.retriever": "bm25", "linker.enabled": False, "runtime": "torch"},

@@ -160,19 +160,19 @@ def test_page_shows_untrusted_text_as_text(browser, server, tmp_path, screenshot
     # the question in its language; the page's own words (verdict, labels) stay in the page's, English
     assert browser.find_element(By.ID, "question-echo").get_attribute("lang") == detect_language([question])
     assert not browser.find_element(By.ID, "result").get_attribute("lang")
-    # a question in another language than the (English) demo index's is not searched: the page says so, and
-    # claims neither passages read nor answers given (issue 64 item 5). The question above counts as English (its
-    # markup's Latin letters outnumber its Hangul and Han), so a plain Korean one is asked for this
+    # a question in another language than the (English) demo index's is answered across languages: the demo's
+    # vectors are multilingual, so it is searched densely and its plan says so (issue 75). The question above
+    # counts as English (its markup's Latin letters outnumber its Hangul and Han), so a plain Korean one is asked
     korean = "서울은 어느 나라의 수도인가?"
     assert detect_language([korean]) == "ko"
     _ask(browser, korean)
     assert browser.find_element(By.ID, "question-echo").text == korean
-    assert browser.find_element(By.ID, "verdict").text.startswith(
-        "Nothing retrieved: the question is in another language than the index"
-    )
+    assert not browser.find_element(By.ID, "verdict").text.startswith("Nothing retrieved")
+    plan = browser.find_element(By.ID, "plan").text
+    assert plan.startswith("Plan: Korean question over English passages: dense retrieval"), plan
+    assert browser.find_elements(By.CSS_SELECTOR, "#passages > li")
     notices = browser.find_element(By.ID, "notices").text
-    assert "languages differ" in notices and "answers may be poor" not in notices
-    assert not browser.find_elements(By.CSS_SELECTOR, "#passages > li")
+    assert "answers may be poor" not in notices
     shot = _shot_folder(tmp_path) / "serve-page-cjk.png"
     assert browser.save_screenshot(str(shot))
     screenshots.append(str(shot))

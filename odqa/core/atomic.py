@@ -202,6 +202,10 @@ def _this_command() -> str:
     return f"{name} {command}".strip()[:80]
 
 
+# the lock file's third line where its holder lets worker processes write folders inside its own
+PARTS_BY_WORKERS = "parts written by workers"
+
+
 def _holder(fd: int) -> str:
     try:
         text = os.pread(fd, 400, 0).decode("utf-8", "replace").split("\n")
@@ -210,6 +214,24 @@ def _holder(fd: int) -> str:
     pid = text[0].strip() if text and text[0].strip().isdigit() else "?"
     command = text[1].strip() if len(text) > 1 and text[1].strip() else ""
     return f"pid {pid}" + (f", `{command}`" if command else "")
+
+
+def _say_parts_by_workers(lock: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(lock, os.O_RDWR)
+        try:
+            lines = os.pread(fd, 400, 0).decode("utf-8", "replace").split("\n")
+            if PARTS_BY_WORKERS not in lines[2:]:
+                os.pwrite(fd, f"{lines[0]}\n{lines[1] if len(lines) > 1 else ''}\n{PARTS_BY_WORKERS}\n".encode(), 0)
+        finally:
+            os.close(fd)
+
+
+def _admits_workers(fd: int) -> bool:
+    try:
+        return PARTS_BY_WORKERS in os.pread(fd, 400, 0).decode("utf-8", "replace").split("\n")[2:]
+    except OSError:
+        return False
 
 
 def _refusal(
@@ -237,6 +259,7 @@ def writer_lock(
     who: str = "another odqa process",
     on_wait=None,
     fix: str | None = None,
+    parts_by_workers: bool = False,
 ) -> Iterator[None]:
     """Hold the one-writer lock of the output folder `target` (`.NAME.lock` beside it) while the block runs.
 
@@ -246,7 +269,9 @@ def writer_lock(
     then says to do). `nested`: writers this
     thread runs inside the block may take the same folder's lock (a command that holds its --out while the
     library writes it); without it, a nested writer of the same folder is refused as a second writer. Folders
-    created on the way to the lock file are removed again where the block left them empty."""
+    created on the way to the lock file are removed again where the block left them empty. `parts_by_workers`:
+    other processes this one hands parts to (a sharded build's Ray workers) may write folders inside `target`
+    while the lock is held; the lock file says so, for them to read."""
     key = _lock_key(target)
     me = threading.get_ident()
     with _held_guard:
@@ -256,6 +281,8 @@ def writer_lock(
                 raise _refusal(key, f"pid {os.getpid()}, this process", flag, who)
             entry[1] += 1
             reentered = True
+            if parts_by_workers:  # the outer block wrote the lock file without the line
+                _say_parts_by_workers(writer_lock_path(key))
         else:
             reentered = False
     if reentered:
@@ -313,7 +340,8 @@ def writer_lock(
     try:
         with contextlib.suppress(OSError):  # the holder's name is for messages: a full disk must not fail the lock
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n{_this_command()}\n".encode(), 0)
+            admits = f"{PARTS_BY_WORKERS}\n" if parts_by_workers else ""
+            os.pwrite(fd, f"{os.getpid()}\n{_this_command()}\n{admits}".encode(), 0)
         # a folder inside another's output (or holding one) is written by neither: the outer one's swap would
         # delete the inner one's work, the inner one's would break the outer one. Checked with this lock held, so
         # of two starting together at least one sees the other
@@ -354,7 +382,7 @@ def _nested_writer(key: Path) -> tuple[Path, str] | None:
         if folder.parent == folder:
             break
         if folder not in mine:
-            holder = _held_by_another(writer_lock_path(folder))
+            holder = _held_by_another(writer_lock_path(folder), admitting_workers=False)
             if holder:
                 return folder, holder
     if not key.is_dir():
@@ -376,9 +404,10 @@ def _nested_writer(key: Path) -> tuple[Path, str] | None:
     return None
 
 
-def _held_by_another(lock: Path) -> str | None:
+def _held_by_another(lock: Path, admitting_workers: bool = True) -> str | None:
     """The holder ("pid N, `command`") of the writer lock file `lock` where another open of it holds it, else
-    None (no such file, or nobody holds it). Never creates the file."""
+    None (no such file, or nobody holds it; with `admitting_workers` False, a holder that hands parts of its
+    folder to worker processes: `writer_lock(parts_by_workers=True)`). Never creates the file."""
     try:
         fd = os.open(lock, os.O_RDONLY)
     except OSError:
@@ -387,7 +416,11 @@ def _held_by_another(lock: Path) -> str | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError as exc:
-            return _holder(fd) if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK) else None
+            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                return None
+            if not admitting_workers and _admits_workers(fd):
+                return None
+            return _holder(fd)
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:

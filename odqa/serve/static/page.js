@@ -113,7 +113,7 @@ function keyRefused() {
 // The answer shown belongs to an earlier question: a failed call must not leave it looking like this one's.
 function clearResult() {
   $("result").hidden = true;
-  for (const id of ["question-echo", "verdict", "answer", "probability", "timings"]) {
+  for (const id of ["question-echo", "verdict", "answer", "probability", "timings", "plan"]) {
     $(id).textContent = "";
   }
   for (const id of ["answer-source", "other-answers", "notices", "entities", "passages"]) $(id).replaceChildren();
@@ -241,6 +241,11 @@ function render(result) {
     return item;
   }));
   $("notices").replaceChildren(...result.notices.map((n) => el("li", n)));
+  // a question answered from passages in another language: how (the shell's "plan:" line)
+  const route = result.route;
+  $("plan").textContent = route && route.question_language !== route.passage_language && route.why
+    ? `Plan: ${route.why}` : "";
+  $("plan").hidden = !$("plan").textContent;
 
   // a question that was not searched links nothing: no heading over an empty list
   const searched = result.passages.length > 0 || result.mentions.length > 0;
