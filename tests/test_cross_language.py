@@ -42,7 +42,7 @@ def _index(tmp_path_factory, docs, name: str, language: str, backends: list[str]
     root = tmp_path_factory.mktemp(name)
     corpus = root / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
-    spec = IndexSpec(corpus=str(corpus), out=str(root / "index"), backends=backends, language=language)
+    spec = IndexSpec(corpus=str(corpus), out=str(root / "index"), backends=backends, language=language, kb=False)
     if encoder:
         spec.encoder = encoder
     build_index(spec)
