@@ -16,6 +16,9 @@ from odqa.core.errors import OdqaError
 from odqa.core.model_files import load_model_settings
 
 LINKER_CONFIG = "linker_config.json"  # a saved linker's ELQConfig
+DEFAULT_LINKER = "linker"  # English questions
+# Korean and Chinese questions, and any question over a KB encoded by its entity encoder (models/linker-multilingual)
+MULTILINGUAL_LINKER = "linker-multilingual"
 
 
 @dataclass

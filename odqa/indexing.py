@@ -178,13 +178,18 @@ def validate_spec(spec: IndexSpec) -> list[str]:
     return backends
 
 
-def kb_encoder(spec: IndexSpec) -> str:
+def kb_encoder(spec: IndexSpec, language: str = "") -> str:
     """The entity encoder the index's knowledge base is encoded with: that of the linker `spec.linker` (the default
-    linker's unless the config names another), checked to be installed."""
-    from odqa.core.models import resolve_model
+    linker's unless the config names another; for a Korean or Chinese corpus, `language`, the multilingual
+    linker's where it is installed, which the pipeline then links with), checked to be installed."""
+    from odqa.core.models import resolve_model, shipped_model
+    from odqa.linker.heads import DEFAULT_LINKER, MULTILINGUAL_LINKER
 
+    linker = spec.linker
+    if linker == DEFAULT_LINKER and language not in ("", "en") and shipped_model(MULTILINGUAL_LINKER) is not None:
+        linker = MULTILINGUAL_LINKER
     try:
-        encoder = LinkerConfig(model=spec.linker).entity_encoder()
+        encoder = LinkerConfig(model=linker).entity_encoder()
         resolve_model(encoder)
     except OdqaError as exc:
         raise OdqaError(f"{exc}; or pass --no-kb to build the index without the linker's knowledge base") from exc
@@ -359,7 +364,7 @@ def index_kb(
         if _kb_stale(path, source, "") == OTHER_CORPUS:  # left as it is, as --no-kb says, but ask would use it
             log.warning("the knowledge base %s %s; remove it", path, OTHER_CORPUS)
         return ""
-    encoder = kb_encoder(spec)
+    encoder = kb_encoder(spec, _index_language(out))
     why = _kb_stale(path, source, encoder)
     if why is None:
         return f"; knowledge base {path} kept (built from the same corpus)"
@@ -398,6 +403,15 @@ def index_kb(
 
 
 OTHER_CORPUS = "was built from another corpus"
+
+
+def _index_language(out: Path) -> str:
+    """The language the built index `out` records ("" where it records none)."""
+    try:
+        language = Manifest.load(out).params.get("language")
+    except OdqaError:
+        return ""
+    return language if isinstance(language, str) else ""
 
 
 def _kb_stale(path: Path, source: dict, encoder: str) -> str | None:

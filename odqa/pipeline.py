@@ -137,6 +137,10 @@ def _grouped(indices: list[int], key: Callable[[int], str]) -> list[tuple[str, l
     return list(groups.items())
 
 
+def _same_model(a: str, b: str) -> bool:
+    return a.strip().lower() == b.strip().lower()
+
+
 def shipped_installed(name: str) -> bool:
     from odqa.core.models import shipped_model
 
@@ -155,7 +159,7 @@ class Pipeline:
         self,
         config: OdqaConfig | None = None,
         default_index: Callable[[], Path] | None = None,
-        default_kb: Callable[[], Path] | None = None,
+        default_kb: Callable[..., Path] | None = None,
     ):
         """`default_index`, `default_kb`: where the index and the knowledge base are when the config names none,
         asked on first use (the CLI passes the demo corpus's, which builds them on first use: building stays
@@ -169,6 +173,9 @@ class Pipeline:
         self._reader_name: str | None = None
         self._linker: LinkerModel | None = None
         self._linker_off: str | None = None
+        # the multilingual linker beside an English one, for questions in other languages (loaded once asked for)
+        self._other_language_linker: LinkerModel | None = None
+        self._other_language_tried = False
         self.linker_notices: list[str] = []  # of the knowledge base the linker links against (KnowledgeBase.notices)
 
     # ---- components, loaded on first use ----------------------------------------------------------------
@@ -304,17 +311,8 @@ class Pipeline:
             if path is None:
                 return None
             kb = KnowledgeBase.load(path)
-            c = self.config.linker
             try:
-                linker = Linker.from_pretrained(
-                    c.model,
-                    kb=kb,
-                    device=self.config.device or None,
-                    mention_threshold=c.mention_threshold,
-                    entity_threshold=c.entity_threshold,
-                    precision=self.config.precision,
-                    runtime=self.config.runtime,
-                )
+                linker = self._load_linker(self._linker_model_for(kb), kb)
             except IndexMismatchError:
                 raise  # the KB is not the linker's: refused
             except OdqaError as exc:  # the linker model itself (not installed, say): answering goes on without it
@@ -326,6 +324,62 @@ class Pipeline:
                 log.warning("%s", notice)
             self._linker = linker
         return self._linker
+
+    def _load_linker(self, model: str, kb) -> LinkerModel:
+        from odqa.linker.linker import Linker
+
+        c = self.config.linker
+        return Linker.from_pretrained(
+            model,
+            kb=kb,
+            device=self.config.device or None,
+            mention_threshold=c.mention_threshold,
+            entity_threshold=c.entity_threshold,
+            precision=self.config.precision,
+            runtime=self.config.runtime,
+        )
+
+    def _linker_model_for(self, kb) -> str:
+        """linker.model; left at the shipped English linker, the multilingual one for a KB encoded by its entity
+        encoder (the KB of a Korean or Chinese index)."""
+        from odqa.linker.heads import DEFAULT_LINKER, MULTILINGUAL_LINKER, saved_config
+
+        model = self.config.linker.model
+        if model != DEFAULT_LINKER or not shipped_installed(MULTILINGUAL_LINKER):
+            return model
+        if kb.encoder and _same_model(kb.encoder, saved_config(MULTILINGUAL_LINKER).entity_encoder):
+            if not _same_model(kb.encoder, saved_config(DEFAULT_LINKER).entity_encoder):
+                return MULTILINGUAL_LINKER
+        return model
+
+    def linker_for(self, language: str) -> LinkerModel | None:
+        """The linker of questions in `language`: the configured one where it was trained on the language, else
+        the multilingual linker over the demo's multilingual KB (routed by the question's language: it links
+        Korean and Chinese questions, the English linker keeps English ones, which it links better)."""
+        linker = self.linker
+        if linker is None or language in linker.config.languages:
+            return linker
+        if not self._other_language_tried:
+            self._other_language_tried = True
+            self._other_language_linker = self._load_other_language_linker()
+        return self._other_language_linker or linker
+
+    def _load_other_language_linker(self) -> LinkerModel | None:
+        from odqa.linker.heads import DEFAULT_LINKER, MULTILINGUAL_LINKER, saved_config
+        from odqa.linker.kb import KnowledgeBase
+
+        c = self.config.linker
+        # the demo builds its multilingual KB on first use; a KB named or beside an index is the one there is
+        if c.model != DEFAULT_LINKER or c.kb or self.config.index or self._default_kb is None:
+            return None
+        if not shipped_installed(MULTILINGUAL_LINKER):
+            return None
+        try:
+            encoder = saved_config(MULTILINGUAL_LINKER).entity_encoder
+            return self._load_linker(MULTILINGUAL_LINKER, KnowledgeBase.load(self._default_kb(encoder=encoder)))
+        except OdqaError as exc:  # English questions are still linked
+            log.warning("Korean and Chinese questions are not linked: %s", exc)
+            return None
 
     @property
     def linker_off(self) -> str | None:
@@ -391,6 +445,8 @@ class Pipeline:
             plans[key] = {"model": name, **reader.plan.to_dict()}
         if self._linker is not None:
             plans["linker"] = self._linker.plan.to_dict()
+        if self._other_language_linker is not None:
+            plans["linker:multilingual"] = self._other_language_linker.plan.to_dict()
         for retriever in self._retrievers.values():
             encoder = _question_encoder(retriever)
             if encoder is not None:
@@ -399,8 +455,16 @@ class Pipeline:
 
     # ---- answering --------------------------------------------------------------------------------------
     def link(self, questions: list[str]) -> list[list[Mention]]:
-        linker = self.linker
-        return linker.link(questions) if linker is not None else [[] for _ in questions]
+        """Each question's mentions, by the linker of its language (`linker_for`)."""
+        out: list[list[Mention]] = [[] for _ in questions]
+        if self.linker is None:
+            return out
+        for language, group in _grouped(list(range(len(questions))), lambda i: detect_language([questions[i]])):
+            linker = self.linker_for(language)
+            if linker is not None:
+                for i, mentions in zip(group, linker.link([questions[i] for i in group])):
+                    out[i] = mentions
+        return out
 
     def retrieve(
         self,

@@ -196,9 +196,9 @@ def _explicit_thresholds(args) -> dict:
     return out
 
 
-def _open(args, kb_as_ask: bool = False):
-    """The linker; thresholds: flags, else a config file's, else the model's tuned ones. With kb_as_ask the
-    knowledge base is the one `ask` links against (the demo KB unless an index or KB is configured)."""
+def _open(args):
+    """The linker over the configured KB (`default_kb_path`); thresholds: flags, else a config file's, else the
+    model's tuned ones."""
     from odqa.linker.kb import KnowledgeBase
     from odqa.linker.linker import Linker
 
@@ -209,13 +209,7 @@ def _open(args, kb_as_ask: bool = False):
             "mention_threshold": config.linker.mention_threshold,
             "entity_threshold": config.linker.entity_threshold,
         }
-    if kb_as_ask:
-        from odqa.demo_corpus import demo_index_path, demo_kb_path
-        from odqa.pipeline import Pipeline
-
-        kb_path = Pipeline(config, default_index=demo_index_path, default_kb=demo_kb_path).kb_path
-    else:
-        kb_path = default_kb_path(config)
+    kb_path = default_kb_path(config)
     from odqa.core.device import check_device_available
 
     check_device_available(config.device, "device")
@@ -274,12 +268,33 @@ def run_build_kb(args) -> int:
     return 0
 
 
+def _link_pipeline(args):
+    """The pipeline `ask` answers with, for its linking: the same KB and the linker of each question's language;
+    thresholds: flags, else the config's, else the model's tuned ones."""
+    from odqa.core.device import check_device_available
+    from odqa.demo_corpus import demo_index_path, demo_kb_path
+    from odqa.pipeline import Pipeline
+
+    config = _config(args)
+    for key, value in _explicit_thresholds(args).items():
+        setattr(config.linker, key, value)
+    check_device_available(config.device, "device")
+    config.linker.enabled = True  # `link` is asked to link
+    pipeline = Pipeline(config, default_index=demo_index_path, default_kb=demo_kb_path)
+    if pipeline.linker is None:
+        raise OdqaError(pipeline.linker_off or "no linker")
+    for notice in pipeline.linker_notices:  # names it may leave unlinked: said, not silently empty
+        print(f"odqa: {notice}", file=sys.stderr)
+    return pipeline
+
+
 def run_link(args) -> int:
     _threads(args)
-    linker, _ = _open(args, kb_as_ask=True)
+    pipeline = _link_pipeline(args)
     question = " ".join(args.question)
+    pipeline.link([question])  # its linker loaded and its graph run once before the clock starts
     start = time.perf_counter()
-    mentions = linker.link([question])[0]
+    mentions = pipeline.link([question])[0]
     ms = (time.perf_counter() - start) * 1000
     if args.json:
         print_json_last({"question": question, "mentions": [_mention_json(m) for m in mentions], "ms": round(ms, 1)})

@@ -21,7 +21,15 @@ SHIPPED_MODELS = REPO_ROOT / "models"
 # Installed, each shipped model is its own distribution (odqa-model-NAME, built from models/NAME) that names its
 # folder under this entry-point group, so the code wheel carries no weights
 MODEL_ENTRY_POINTS = "odqa.models"
-SHIPPED_NAMES = ("reader", "retriever", "linker", "fast-passage-encoder", "encoder-multilingual", "reader-multilingual")
+SHIPPED_NAMES = (
+    "reader",
+    "retriever",
+    "linker",
+    "fast-passage-encoder",
+    "encoder-multilingual",
+    "reader-multilingual",
+    "linker-multilingual",
+)
 
 
 def shipped_model(name: str) -> Path | None:
