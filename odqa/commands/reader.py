@@ -493,19 +493,19 @@ def _fit_calibration(args) -> int:
     for j in judged:
         j.probability = cal.probability(j.margin, j.share)
     cal.source["dev"] = confidence_metrics(judged, cal.threshold)
-    if args.cross_language:
-        kept = Path(args.output)
-        base = Calibration.load(kept) if kept.is_file() else Calibration.for_model(resolve_model(args.model))
-        base.cross_language = {key: value for key, value in asdict(cal).items() if key != "cross_language"}
-        cal = base
-    cal.save(args.output)
-    summary = {
+    summary = {  # of this fit (a cross-language one is saved inside the file's own)
         "output": args.output,
         "weights": cal.weights,
         "bias": cal.bias,
         "threshold": cal.threshold,
         **cal.source["dev"],
     }
+    if args.cross_language:
+        kept = Path(args.output)
+        base = Calibration.load(kept) if kept.is_file() else Calibration.for_model(resolve_model(args.model))
+        base.cross_language = {key: value for key, value in asdict(cal).items() if key != "cross_language"}
+        cal = base
+    cal.save(args.output)
     _print_metrics(summary, args.json)
     return 0
 
