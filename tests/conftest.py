@@ -71,7 +71,9 @@ def _few_threads():
     try:
         import torch
 
-        torch.set_num_threads(min(2, os.cpu_count() or 1))
+        # under pytest-xdist (.ci/run: two test processes) one thread each
+        workers = 2 if os.environ.get("PYTEST_XDIST_WORKER") else 1
+        torch.set_num_threads(max(1, min(2, os.cpu_count() or 1) // workers))
     except ImportError:
         pass
     yield
