@@ -305,7 +305,6 @@ class Pipeline:
             return None
         if self._linker is None:
             from odqa.linker.kb import KnowledgeBase
-            from odqa.linker.linker import Linker
 
             path = self._kb_found()
             if path is None:

@@ -60,6 +60,7 @@ def test_korean_and_chinese_questions_are_linked_by_the_multilingual_linker(demo
 
 def test_a_batch_of_mixed_languages_keeps_each_question_its_own_links(demo_pipeline):
     questions = [_questions("en", 1)[0], _questions("ko", 1)[0], _questions("zh", 1)[0]]
+
     def spans(linked):
         return [[(m.start, m.end, m.entity.id if m.entity else None) for m in mentions] for mentions in linked]
 
