@@ -79,6 +79,23 @@ def _few_threads():
     yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _demo_built_before_the_tests():
+    # under pytest-xdist (.ci/run) a test's first use of the demo could meet the other test process building it and
+    # print that it waits, which tests of what a command prints do not expect: each process has it built (the
+    # second waits for the first, quietly) before any test runs
+    if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("ODQA_HOME"):
+        from odqa.demo_corpus import DEMO_ENCODER, demo_index_path, demo_kb_path
+
+        try:
+            demo_index_path(quiet=True)
+            demo_kb_path(quiet=True)
+            demo_kb_path(DEMO_ENCODER, quiet=True)  # the multilingual linker's, for Korean and Chinese questions
+        except Exception:  # a missing model: the tests that need the demo say so themselves
+            pass
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _cli_logging_undone():
     # a test that runs odqa.cli.main in-process installs the command line's handler on the `odqa` logger (which

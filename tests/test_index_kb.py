@@ -279,13 +279,22 @@ def test_a_kb_of_another_entity_encoder_is_refused_naming_both(english, tmp_path
 def test_a_korean_kb_with_a_linker_trained_on_english_gets_a_notice(tmp_path, capsys):
     from odqa.pipeline import Pipeline
 
-    _index(_squad(tmp_path / "ko.json", KOREAN), tmp_path / "idx", capsys, "--language", "ko")
+    corpus = _squad(tmp_path / "ko.json", KOREAN)
+    _index(corpus, tmp_path / "idx", capsys, "--no-kb", "--language", "ko")
+    # a Korean KB encoded for the English linker (the index's own is encoded for linker-multilingual where installed)
+    assert main(["build-kb", "--corpus", str(corpus), "--out", str(tmp_path / "kb"), "--encoder", "minilm"]) == 0
     linker = _linker_copy(tmp_path, languages=["en"])
-    code, text = run_cli(["link", "--kb", tmp_path / "idx-kb", "--model", linker, "세종대왕은 누구인가?"], capsys)
+    code, text = run_cli(["link", "--kb", tmp_path / "kb", "--model", linker, "세종대왕은 누구인가?"], capsys)
     assert code == 0 and "trained on English questions only" in text and "Korean" in text, text[-800:]
     pipeline = Pipeline(
         OdqaConfig.load(
-            None, {"index": str(tmp_path / "idx"), "retrieval.retriever": "bm25", "linker.model": str(linker)}
+            None,
+            {
+                "index": str(tmp_path / "idx"),
+                "retrieval.retriever": "bm25",
+                "linker.model": str(linker),
+                "linker.kb": str(tmp_path / "kb"),
+            },
         )
     )
     result = pipeline.ask("xylophone quokka")  # nothing retrieved: no reader is loaded
