@@ -414,12 +414,16 @@ class KnowledgeBase:
         scores, rows = self._candidate_index.search(queries, min(k, len(self)))
         return scores, rows.astype(np.int64)
 
+    def encoded_by(self, encoder: str) -> bool:
+        """Whether this KB's vectors come from `encoder` (names compared as every check of them compares)."""
+        return bool(self.encoder) and _norm(encoder) == _norm(self.encoder)
+
     def check_encoder(self, encoder: str, dim: int) -> None:
         """Refuse a KB whose vectors come from another entity encoder than the model's, in one line naming both
         encoders and the command that builds the KB again with the linker's."""
         where = f"knowledge base {self.path or ''}".strip()
         fix = rebuild_fix(self.path or "KB", encoder)
-        if encoder and self.encoder and _norm(encoder) != _norm(self.encoder):
+        if encoder and self.encoder and not self.encoded_by(encoder):
             raise IndexMismatchError(
                 f"{where} was encoded with {self.encoder!r}, but the linker's entity encoder is {encoder!r}; {fix}"
             )

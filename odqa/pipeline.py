@@ -137,10 +137,6 @@ def _grouped(indices: list[int], key: Callable[[int], str]) -> list[tuple[str, l
     return list(groups.items())
 
 
-def _same_model(a: str, b: str) -> bool:
-    return a.strip().lower() == b.strip().lower()
-
-
 def shipped_installed(name: str) -> bool:
     from odqa.core.models import shipped_model
 
@@ -346,9 +342,9 @@ class Pipeline:
         model = self.config.linker.model
         if model != DEFAULT_LINKER or not shipped_installed(MULTILINGUAL_LINKER):
             return model
-        if kb.encoder and _same_model(kb.encoder, saved_config(MULTILINGUAL_LINKER).entity_encoder):
-            if not _same_model(kb.encoder, saved_config(DEFAULT_LINKER).entity_encoder):
-                return MULTILINGUAL_LINKER
+        multilingual = kb.encoded_by(saved_config(MULTILINGUAL_LINKER).entity_encoder)
+        if multilingual and not kb.encoded_by(saved_config(DEFAULT_LINKER).entity_encoder):
+            return MULTILINGUAL_LINKER
         return model
 
     def linker_for(self, language: str) -> LinkerModel | None:

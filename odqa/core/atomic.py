@@ -206,11 +206,16 @@ def _this_command() -> str:
 PARTS_BY_WORKERS = "parts written by workers"
 
 
-def _holder(fd: int) -> str:
+def _lock_lines(fd: int) -> list[str]:
+    """The lines of a writer lock file: the holder's pid, its command, then what it lets others do."""
     try:
-        text = os.pread(fd, 400, 0).decode("utf-8", "replace").split("\n")
+        return os.pread(fd, 400, 0).decode("utf-8", "replace").split("\n")
     except OSError:
-        text = []
+        return []
+
+
+def _holder(fd: int) -> str:
+    text = _lock_lines(fd)
     pid = text[0].strip() if text and text[0].strip().isdigit() else "?"
     command = text[1].strip() if len(text) > 1 and text[1].strip() else ""
     return f"pid {pid}" + (f", `{command}`" if command else "")
@@ -220,18 +225,15 @@ def _say_parts_by_workers(lock: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(lock, os.O_RDWR)
         try:
-            lines = os.pread(fd, 400, 0).decode("utf-8", "replace").split("\n")
-            if PARTS_BY_WORKERS not in lines[2:]:
+            lines = _lock_lines(fd)
+            if lines and PARTS_BY_WORKERS not in lines[2:]:
                 os.pwrite(fd, f"{lines[0]}\n{lines[1] if len(lines) > 1 else ''}\n{PARTS_BY_WORKERS}\n".encode(), 0)
         finally:
             os.close(fd)
 
 
 def _admits_workers(fd: int) -> bool:
-    try:
-        return PARTS_BY_WORKERS in os.pread(fd, 400, 0).decode("utf-8", "replace").split("\n")[2:]
-    except OSError:
-        return False
+    return PARTS_BY_WORKERS in _lock_lines(fd)[2:]
 
 
 def _refusal(
