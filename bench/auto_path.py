@@ -73,7 +73,8 @@ def main(argv=None) -> int:
     from odqa.corpus.questions import load_questions
     from odqa.demo_corpus import DEMO_QUESTIONS, demo_index_path, demo_kb_path
     from odqa.pipeline import Pipeline, relative_scores
-    from odqa.reader.model import Reader
+    from odqa.reader.registry import build_reader
+    from odqa.reader.settings import ReaderSettings
 
     model, flags = cpu_model_and_flags(FLAGS)
     native = cpu_has_fast_bf16()
@@ -85,7 +86,9 @@ def main(argv=None) -> int:
     scores = [relative_scores([h.score for h in found]) for found in hits]
     readers = {}
     for runtime, precision in paths(native, args.all):
-        reader = Reader.from_pretrained(args.reader, device="cpu", precision=precision, runtime=runtime)
+        reader = build_reader(
+            ReaderSettings(model=args.reader), device="cpu", inference=InferenceSettings(precision, runtime)
+        )
         reader.read_many(questions[:1], passages[:1], scores[:1])  # warm: builds or opens its graph
         readers[f"{runtime} {precision}"] = reader
     measured = next(iter(readers.values())).settings.auto_int8  # the folder's record, whatever the path asked

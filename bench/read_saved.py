@@ -128,19 +128,25 @@ def parse_settings(pairs: list[str]) -> dict:
 
 
 def read(args) -> int:
+    from dataclasses import replace
+
     from odqa.config import OdqaConfig
-    from odqa.reader.model import Reader
+    from odqa.reader.registry import build_reader
 
     path = Path(args.passages)
     if not path.is_file():
         print(f"error: {path} not found; write it with `python bench/read_saved.py save ...`", file=sys.stderr)
         return 2
     sources, hits, k = load_saved(path)
-    top_n = OdqaConfig.load(None, {}).reader.top_n
+    config = OdqaConfig.load(None, {f"reader.{key}": value for key, value in parse_settings(args.set).items()})
+    top_n = config.reader.top_n
     overrides = parse_settings(args.set)
     rows = []
     for name in args.readers:
-        reader = Reader.from_pretrained(name, device=args.device or None, **overrides)
+        # as ask reads: the config's reader settings and inference
+        reader = build_reader(
+            replace(config.reader, model=name), device=args.device or None, inference=config.inference()
+        )
         label = name + "".join(f" {key}={value}" for key, value in overrides.items())
         rows += open_dev_rows(SavedPassages(reader, hits, top_n), "saved", label, k, sources)
     table = results_table(rows)

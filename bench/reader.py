@@ -92,14 +92,15 @@ def main(argv=None) -> int:
 
     from odqa.core.device import cpu_description
     from odqa.corpus.questions import drop_articles, load_questions
-    from odqa.reader.model import Reader
+    from odqa.reader.registry import build_reader
+    from odqa.reader.settings import ReaderSettings
 
     torch.set_num_threads(args.threads)
     items = load_questions(args.data)
     heldout_items = drop_articles(items, args.trained_on)[: args.limit or None] if args.trained_on else []
     rows = []
     for variant in [v.strip() for v in args.variants.split(",") if v.strip()]:
-        reader = Reader.from_pretrained(args.model, device="cpu")
+        reader = build_reader(ReaderSettings(model=args.model), device="cpu")
         if variant == "int8":
             reader.quantize_int8()
         elif variant in ("bf16", "fp32"):

@@ -74,8 +74,19 @@ def decoding_at(reader, revision: str):
             windows[p].append((starts[i], ends[i], w.context_start[i], w.context_end[i], w.offsets[i]))
         texts = []
         for text, passage_windows in zip(contexts, windows):
-            spans, null = module.decode_passage(0, text, passage_windows, s.max_answer_tokens, s.spans_per_window)
-            ranked = module.aggregate(spans, [null], None, 0.0, None, 1, s.temperature)
+            spans, null = module.decode_passage(
+                0, text, passage_windows, max_answer_tokens=s.answer_tokens, top_k=s.spans_per_window
+            )  # a past revision's decode, before answers were cut
+            ranked = module.aggregate(
+                spans,
+                [null],
+                None,
+                retrieval_weight=0.0,
+                no_answer_threshold=None,
+                top_n=1,
+                temperature=s.temperature,
+                selection_weight=0.0,
+            )
             texts.append(ranked[0].best.text if ranked else "")
         return texts
 
@@ -215,14 +226,15 @@ def main(argv=None) -> int:
 
     from odqa.core.device import cpu_description
     from odqa.eval.reader_eval import evaluate_reader
-    from odqa.reader.model import Reader
+    from odqa.reader.registry import build_reader
+    from odqa.reader.settings import ReaderSettings
 
     torch.set_num_threads(args.threads)
     header = f"{cpu_description()}; {args.threads} threads; precision {args.precision}"
     print(header, flush=True)
     results: dict[str, dict[str, dict]] = {}
     for name in args.readers:
-        reader = Reader.from_pretrained(name, device="cpu")
+        reader = build_reader(ReaderSettings(model=name), device="cpu")
         if args.precision != INFERENCE.precision:
             reader.settings.precision = args.precision
         decodings = {}

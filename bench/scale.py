@@ -805,7 +805,7 @@ def stage_ask(
     from odqa.indexes.bm25 import default_max_df, load_text_index
     from odqa.indexes.vector import VectorIndex
     from odqa.pipeline import Pipeline
-    from odqa.reader.model import resolve_reader
+    from odqa.reader.settings import resolve_reader
     from odqa.retriever.registry import build_retriever
 
     class SimulatedCorpusPipeline(Pipeline):

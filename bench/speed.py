@@ -94,11 +94,13 @@ def percentile(values: list[float], q: float) -> float:
 
 def measure_reader(runtime: str, precision: str, args) -> dict:
     from bench.reader import accuracy, speed
+    from odqa.core.runtime import InferenceSettings
     from odqa.core.types import Passage
     from odqa.corpus.questions import load_questions
-    from odqa.reader.model import Reader
+    from odqa.reader.registry import build_reader
+    from odqa.reader.settings import ReaderSettings
 
-    reader = Reader.from_pretrained("reader", device="cpu", precision=precision, runtime=runtime)
+    reader = build_reader(ReaderSettings(model="reader"), device="cpu", inference=InferenceSettings(precision, runtime))
     reader.read("warm-up?", [Passage("w", "", "A warm-up passage builds or loads the runtime's graph.")])
     items = load_questions(args.squad)
     row = {}

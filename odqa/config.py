@@ -7,7 +7,7 @@ import sys
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from odqa.core.device import DEVICE_HELP, check_device_name
 from odqa.core.errors import OdqaError
@@ -15,6 +15,7 @@ from odqa.core.runtime import INFERENCE, PRECISIONS, RUNTIMES, InferenceSettings
 from odqa.core.secrets import is_secret_setting, remember, scrub, secret_values_in
 from odqa.core.settings import check_number, check_numbers, number_rule
 from odqa.core.settings import field_help as _help
+from odqa.linker.settings import LinkerSettings
 from odqa.reader.settings import ReaderSettings
 from odqa.retriever.registry import RetrieverRuntime, check_location
 from odqa.retriever.settings import RetrievalConfig
@@ -25,107 +26,7 @@ else:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
 
-# the reader's defaults are its own (reader.settings.ReaderSettings): the [reader] section starts from them
-_READER = ReaderSettings()
-
-
-@dataclass
-class ReaderConfig:
-    model: str = field(
-        default="auto",
-        metadata=_help(
-            "reader checkpoint: auto (the shipped reader for the index's language: 'reader' for English, "
-            "'reader-multilingual' for Korean and Chinese where installed), 'reader', or any extractive-QA name/path"
-        ),
-    )
-    top_n: int = 5
-    max_answer_tokens: int | None = field(
-        default=None,
-        metadata=_help(
-            "longest answer span, in the reader's tokens (unset: the reader's own, from its reader_config.json)",
-            minimum=1,
-        ),
-    )
-    # the reader's default is a number: the config has no "always answer" (None) setting
-    no_answer_threshold: float = cast(float, _READER.no_answer_threshold)
-    retrieval_weight: float = _READER.retrieval_weight
-    selection_weight: float = field(
-        default=_READER.selection_weight,
-        metadata=_help(
-            "weight of the reader's own passage selection: minus each passage's null score added to its spans' scores "
-            "(0: spans compared as shared normalisation scored them)"
-        ),
-    )
-    batch_size: int = _READER.batch_size
-    focus_words: int = field(
-        default=_READER.focus_words,
-        metadata=_help(
-            "read only the run of each passage's sentences that best matches the question, at most this many words "
-            "(reader/focus.py; 0: whole passages)",
-            minimum=0,
-        ),
-    )
-    whole_passages: int = field(
-        default=_READER.whole_passages,
-        metadata=_help(
-            "with focus_words: read the first N passages of each question (retrieval order) whole, the rest focused",
-            minimum=0,
-        ),
-    )
-    early_stop_passages: int = field(
-        default=_READER.early_stop_passages,
-        metadata=_help(
-            "read the first N passages of each question first and the rest only when the best answer so far has a "
-            "calibrated probability below --early-stop-probability (0: read all at once)",
-            minimum=0,
-        ),
-    )
-    early_stop_probability: float | None = field(
-        default=_READER.early_stop_probability,
-        metadata=_help(
-            "with early_stop_passages: how sure the best answer must be to stop reading (unset: as sure as the "
-            "reader's calibration requires to call an answer confident)",
-            minimum=0,
-            maximum=1,
-        ),
-    )
-    # calibration.json (run_qa.py fit-calibration); empty: the model folder's own, if it has one
-    calibration: str = ""
-
-    def validate(self) -> None:
-        check_numbers(self, "reader.")
-
-
-@dataclass
-class LinkerConfig:
-    enabled: bool = field(default=True, metadata=_help("link the question's entities (--no-linker: skip it)"))
-    model: str = field(default="linker", metadata=_help("linker model: 'linker' (shipped), or a folder"))
-    kb: str = field(default="", metadata=_help("knowledge-base folder (empty: the one beside the index)"))
-    # unset: the thresholds the linker was tuned with on its dev split (saved with the model)
-    mention_threshold: float | None = field(
-        default=None,
-        metadata=_help(
-            "threshold on the mention score (unset: the one the linker was tuned with)", minimum=0, maximum=1
-        ),
-    )
-    entity_threshold: float | None = field(
-        default=None,
-        metadata=_help(
-            "threshold on the joint (mention x entity) score (unset: the one the linker was tuned with)",
-            minimum=0,
-            maximum=1,
-        ),
-    )
-
-    def validate(self) -> None:
-        check_numbers(self, "linker.")
-
-    def entity_encoder(self) -> str:
-        """The entity encoder of this linker model (its saved linker_config.json): every knowledge base it links
-        against is encoded with it, so `index` and `build-kb` encode theirs with the configured linker's."""
-        from odqa.linker.heads import saved_config
-
-        return saved_config(self.model).entity_encoder
+LinkerConfig = LinkerSettings  # the [linker] section's class, by its section's name
 
 
 @dataclass
@@ -181,8 +82,9 @@ class OdqaConfig:
     )
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
-    reader: ReaderConfig = field(default_factory=ReaderConfig)
-    linker: LinkerConfig = field(default_factory=LinkerConfig)
+    # the reader's own settings (reader.settings.ReaderSettings), its defaults defined there
+    reader: ReaderSettings = field(default_factory=ReaderSettings)
+    linker: LinkerSettings = field(default_factory=LinkerSettings)
     elastic: ElasticConfig = field(default_factory=ElasticConfig)
     # inference of the reader, the encoders and the linker (odqa.core.runtime.plan_inference): auto = fp16 on
     # CUDA; on CPUs, onnx int8 for the models whose int8 cost is measured within 1 F1 (the English reader), else
@@ -370,11 +272,10 @@ def _syntax_problem(exc: Exception) -> str:
 
 
 def _apply(target: Any, data: dict[str, Any], source: str, prefix: str = "") -> None:
-    fields = {f.name: f for f in dataclasses.fields(target)}
+    fields = {f.name: f for f in dataclasses.fields(target) if not _not_a_key(f)}
     for key, value in data.items():
         if key not in fields:
-            known = ", ".join(sorted(fields))
-            raise OdqaError(f"{source}: unknown setting {prefix + key!r}; known here: {known}")
+            raise OdqaError(f"{source}: {_why_not_a_key(target, key, prefix)}; known here: {', '.join(sorted(fields))}")
         current = getattr(target, key)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):
@@ -392,6 +293,21 @@ def _apply(target: Any, data: dict[str, Any], source: str, prefix: str = "") -> 
                 remember(value)  # scrubbed from whatever prints it later (odqa.core.secrets)
             check_number(prefix + key, value, rule, f"from {source}")
             setattr(target, key, value)
+
+
+def _not_a_key(f: dataclasses.Field) -> bool:
+    """A field of a settings class that a config section does not set: what a model records about itself, or a
+    top-level setting the section would spell a second time (reader.settings)."""
+    return bool(f.metadata.get("recorded") or f.metadata.get("top_level"))
+
+
+def _why_not_a_key(target: Any, key: str, prefix: str) -> str:
+    f = next((f for f in dataclasses.fields(target) if f.name == key), None)
+    if f is not None and f.metadata.get("recorded"):
+        return f"{prefix + key!r} is recorded by the model itself (its reader_config.json), not a config setting"
+    if f is not None and f.metadata.get("top_level"):
+        return f"{prefix + key!r} is set for every model at the top level: write {key} = ... above the sections"
+    return f"unknown setting {prefix + key!r}"
 
 
 def _set_dotted(config: Any, dotted: str, value: Any, source: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -22,8 +22,8 @@ from odqa.retriever.base import fit_k
 from odqa.retriever.registry import INDEX_BACKENDS, backend_of, build_retriever, kb_beside, open_index
 
 if TYPE_CHECKING:  # loaded on first use (torch, transformers)
+    from odqa.core.protocols import Reader as ReaderModel
     from odqa.linker.linker import Linker as LinkerModel
-    from odqa.reader.model import Reader as ReaderModel
 
 log = get_logger(__name__)
 MAX_QUESTION_CHARS = 500
@@ -222,9 +222,9 @@ class Pipeline:
         """The reader the config names; for `auto`, the shipped reader for the index's language (logged once, with
         the reason, beside the inference plans)."""
         if self._reader_name is None:
-            from odqa.reader.model import resolve_reader
+            from odqa.reader.registry import reader_name
 
-            self._reader_name, why = resolve_reader(self.config.reader.model, lambda: self.bundle.info().language)
+            self._reader_name, why = reader_name(self.config.reader.model, lambda: self.bundle.info().language)
             if why:
                 log.info("reader %s for %s (reader.model auto)", self._reader_name, why)
         return self._reader_name
@@ -234,12 +234,12 @@ class Pipeline:
         `languages`; the shipped English reader's are ["en"]): its spans are then guesses, so none is called
         confident."""
         from odqa.core.models import models_install
-        from odqa.reader.model import AUTO_READER, MULTILINGUAL_READER
+        from odqa.reader.settings import AUTO_READER, MULTILINGUAL_READER
 
         name = reader_name or self.reader_name
         held = route.held if route is not None else self.bundle.info().language
         needed = [held] + ([route.asked] if route is not None and route.asked != held else [])
-        languages = self.reader_named(name).settings.languages
+        languages = self.reader_named(name).languages
         if not languages:
             return None
         missing = [code for code in needed if code not in languages]
@@ -271,24 +271,12 @@ class Pipeline:
         """A reader by name with the config's reader settings, loaded once (a cross-language question may need
         another reader than the index's own language)."""
         if name not in self._readers:
-            from odqa.reader.model import Reader
+            from odqa.reader.registry import build_reader
 
-            c = self.config.reader
-            self._readers[name] = Reader.from_pretrained(
-                name,
+            self._readers[name] = build_reader(
+                replace(self.config.reader, model=name),
                 device=self.config.device or None,
-                calibration=c.calibration or None,
-                batch_size=c.batch_size,
-                max_answer_tokens=c.max_answer_tokens,
-                no_answer_threshold=c.no_answer_threshold,
-                retrieval_weight=c.retrieval_weight,
-                selection_weight=c.selection_weight,
-                focus_words=c.focus_words,
-                whole_passages=c.whole_passages,
-                early_stop_passages=c.early_stop_passages,
-                early_stop_probability=c.early_stop_probability,
-                precision=self.config.precision,
-                runtime=self.config.runtime,
+                inference=self.config.inference(),
             )
         return self._readers[name]
 
@@ -321,17 +309,10 @@ class Pipeline:
         return self._linker
 
     def _load_linker(self, model: str, kb) -> LinkerModel:
-        from odqa.linker.linker import Linker
+        from odqa.linker.registry import build_linker
 
-        c = self.config.linker
-        return Linker.from_pretrained(
-            model,
-            kb=kb,
-            device=self.config.device or None,
-            mention_threshold=c.mention_threshold,
-            entity_threshold=c.entity_threshold,
-            precision=self.config.precision,
-            runtime=self.config.runtime,
+        return build_linker(
+            self.config.linker, kb, model=model, device=self.config.device or None, inference=self.config.inference()
         )
 
     def _linker_model_for(self, kb) -> str:
@@ -529,7 +510,7 @@ class Pipeline:
     def cross_language_reader(self, asked: str, held: str) -> tuple[str, str]:
         """(name, why) of the reader for questions in `asked` over passages in `held`: the configured one, or for
         `auto` the multilingual reader where it is installed and the pair is not English on both sides."""
-        from odqa.reader.model import AUTO_READER, MULTILINGUAL_READER
+        from odqa.reader.settings import AUTO_READER, MULTILINGUAL_READER
 
         if str(self.config.reader.model).strip() != AUTO_READER:
             return self.reader_name, ""
@@ -580,7 +561,6 @@ class Pipeline:
                 [texts[i] for i in group],
                 [cast("list[Passage]", [x.passage for x in hits[i]]) for i in group],  # retrieve() gives them
                 [relative_scores([x.score for x in hits[i]]) for i in group],
-                top_n=self.config.reader.top_n,
             )
             for i, a in zip(group, answers):
                 results[i].answers = a

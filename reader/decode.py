@@ -35,8 +35,9 @@ def best_spans(
     end_logits: Sequence[float] | np.ndarray,
     context_start: int,
     context_end: int,
-    max_answer_tokens: int = 30,
-    top_k: int = 20,
+    *,
+    max_answer_tokens: int,
+    top_k: int,
 ) -> list[SpanCandidate]:
     """The `top_k` spans [s, e] with context_start <= s <= e <= context_end and e - s + 1 <= max_answer_tokens,
     ranked by start_logits[s] + end_logits[e] (ties: the earlier, then the shorter span)."""
@@ -118,9 +119,10 @@ def decode_passage(
     passage_index: int,
     text: str,
     windows: list[tuple[np.ndarray, np.ndarray, int, int, list]],
-    max_answer_tokens: int = 30,
-    top_k: int = 20,
-    cut: bool = True,
+    *,
+    max_answer_tokens: int,
+    top_k: int,
+    cut: bool,
 ) -> tuple[list[PassageSpan], float]:
     """Decode every window of one passage; `windows` holds (start_logits, end_logits, context_start,
     context_end, offsets) with offsets[i] = (char_start, char_end) for passage tokens.
@@ -135,7 +137,7 @@ def decode_passage(
     nulls = []
     for start_logits, end_logits, cs, ce, offsets in windows:
         nulls.append(null_score(start_logits, end_logits))
-        for c in best_spans(start_logits, end_logits, cs, ce, max_answer_tokens, top_k):
+        for c in best_spans(start_logits, end_logits, cs, ce, max_answer_tokens=max_answer_tokens, top_k=top_k):
             key = snap_span(text, offsets[c.start_token][0], offsets[c.end_token][1])
             if key is None:
                 continue
@@ -198,12 +200,13 @@ def _nested(start: int, end: int, sp: PassageSpan) -> bool:
 def aggregate(
     spans: list[PassageSpan],
     passage_nulls: Sequence[float],
-    retrieval_scores: Sequence[float] | None = None,
-    retrieval_weight: float = 0.0,
-    no_answer_threshold: float | None = 0.0,
-    top_n: int = 5,
-    temperature: float = 1.0,
-    selection_weight: float = 0.0,
+    retrieval_scores: Sequence[float] | None,
+    *,
+    retrieval_weight: float,
+    no_answer_threshold: float | None,
+    top_n: int,
+    temperature: float,
+    selection_weight: float,
 ) -> list[AggregatedAnswer]:
     """Combine spans from several passages into ranked answers.
 

@@ -22,7 +22,7 @@ TRAIN_INFO = "train_info.json"
 
 
 def export(src: str, dst: str, max_length: int = 256, stride: int = 96) -> Path:
-    from odqa.reader.model import SETTINGS_FILE, Reader
+    from odqa.reader.model import READER_CONFIG, Reader
     from odqa.reader.settings import CHECKPOINT_OWN_SETTINGS, ReaderSettings, load_reader_config
 
     reader = Reader.from_pretrained(src, device="cpu", max_length=max_length, stride=stride)
@@ -34,8 +34,8 @@ def export(src: str, dst: str, max_length: int = 256, stride: int = 96) -> Path:
     out = Path(dst)
     # the bounds chosen for the destination on its dev sets (reader.settings.CHECKPOINT_OWN_SETTINGS) are kept, as
     # its card is: a retrained checkpoint records only defaults
-    if (out / SETTINGS_FILE).is_file():
-        chosen = load_reader_config(out / SETTINGS_FILE)
+    if (out / READER_CONFIG).is_file():
+        chosen = load_reader_config(out / READER_CONFIG)
         for key in CHECKPOINT_OWN_SETTINGS:
             if key in chosen:
                 setattr(reader.settings, key, chosen[key])

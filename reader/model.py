@@ -37,52 +37,23 @@ from odqa.reader.calibration import CALIBRATION_FILE, Calibration
 from odqa.reader.decode import AggregatedAnswer, PassageSpan, aggregate, decode_passage
 from odqa.reader.features import require_fast, tokenize_windows
 from odqa.reader.settings import (
+    AUTO_READER,
     CHECKPOINT_OWN_SETTINGS,
-    QUESTION_TIME_SETTINGS,
+    DEFAULT_READER,
+    MULTILINGUAL_READER,
+    SHIPPED_READERS,
+    reader_for_language,
+    resolve_reader,
     READER_CONFIG,
     ReaderSettings,
     load_reader_config,
+    with_checkpoint_record,
 )
 
 if TYPE_CHECKING:
     import torch
 
     from odqa.reader.focus import Focus
-
-DEFAULT_READER = "reader"  # resolves to models/reader
-MULTILINGUAL_READER = "reader-multilingual"
-AUTO_READER = "auto"  # the shipped reader for the language of the text read (reader_for_language)
-# readers odqa ships (models/<name>), or will: a missing one is named as such rather than looked up on the hub
-SHIPPED_READERS = (DEFAULT_READER, MULTILINGUAL_READER)
-SETTINGS_FILE = READER_CONFIG
-
-
-def resolve_reader(name: str, language: str | Callable[[], str] | None = None) -> tuple[str, str]:
-    """(name, why) of the reader `name` names: the one place `auto` is made concrete. `auto`: the shipped reader
-    for the language of the text read (`language`, an ISO 639-1 code, or a function giving it, asked only for
-    `auto`: finding it may open an index or read a data file; None: no text to go by, the English reader);
-    any other name as given, with the reason ""."""
-    if str(name).strip() != AUTO_READER:
-        return name, ""
-    if language is None:
-        return DEFAULT_READER, "no text to go by"
-    return reader_for_language(language() if callable(language) else language)
-
-
-def reader_for_language(language: str) -> tuple[str, str]:
-    """(name, why) of the shipped reader for text in `language`: the English reader for English, the
-    multilingual one for Korean and Chinese where it is installed; without it the English reader, and the reason
-    says that it reads text of a language it was not trained on."""
-    names = LANGUAGE_NAMES.get(language, language)
-    if language == "en":
-        return DEFAULT_READER, "English text"
-    if shipped_model(MULTILINGUAL_READER) is not None:
-        return MULTILINGUAL_READER, f"{names} text"
-    return DEFAULT_READER, (
-        f"{names} text, but {MULTILINGUAL_READER} is not installed "
-        f"({models_install(MULTILINGUAL_READER)}), so the English reader reads it"
-    )
-
 
 def _check_qa_architectures(name: str, architectures: list[str] | None) -> None:
     if not any(a.endswith("ForQuestionAnswering") for a in architectures or []):
@@ -146,7 +117,7 @@ class Reader:
         self._session = session
         self._weights_digest = weights_digest
         self.tokenizer = tokenizer
-        self.settings = settings or ReaderSettings()
+        self.settings = with_checkpoint_record(settings or ReaderSettings(), {})  # a number for max_answer_tokens
         self.name = name
         self.calibration = calibration or Calibration()
         self._quantized = False
@@ -180,26 +151,10 @@ class Reader:
         **overrides,
     ) -> Reader:
         """Load an extractive-QA checkpoint: a name (`reader` = the shipped models/reader), a folder, or a hub
-        name. Settings saved with the model (reader_config.json) apply unless overridden by keyword (None keeps the
-        checkpoint's own for reader.settings.CHECKPOINT_OWN_SETTINGS), but for the question-time ones
-        (reader.settings.QUESTION_TIME_SETTINGS: ReaderSettings' defaults unless overridden); so does its
-        calibration.json unless `calibration` names another file."""
-        if not name_or_path or not str(name_or_path).strip():
-            raise OdqaError("reader model name is empty; pass 'reader' or a checkpoint path")
-        name_or_path = resolve_reader(name_or_path)[0]
-        path = resolve_model(str(name_or_path))
-        name = str(name_or_path).strip()
-        if name in SHIPPED_READERS and not (Path(path) / "config.json").exists():
-            raise OdqaError(
-                f"the shipped reader models/{name} is missing; train one with `odqa train-reader` "
-                "(README, Train the models) or pass --model PATH_OR_NAME"
-            )
-        settings = ReaderSettings()
-        cfg_file = Path(path) / SETTINGS_FILE
-        if cfg_file.is_file():
-            for key, value in load_reader_config(cfg_file).items():
-                if key not in QUESTION_TIME_SETTINGS:
-                    setattr(settings, key, value)
+        name (`auto`: the English reader). ReaderSettings' defaults, overridden by
+        keyword; what the checkpoint records about itself (its reader_config.json) applies unless a keyword sets
+        it; so does its calibration.json unless `calibration` names another file."""
+        settings = ReaderSettings(model=resolve_reader(name_or_path)[0], calibration=str(calibration or ""))
         for key, value in overrides.items():
             if not hasattr(settings, key):
                 raise OdqaError(f"unknown reader setting {key!r}")
@@ -209,15 +164,35 @@ class Reader:
             if refused:
                 raise OdqaError(f"reader setting {key} = {value!r} {refused[0]}; give {refused[1]}")
             setattr(settings, key, value)
-        cal = Calibration.load(calibration) if calibration else Calibration.for_model(path)
-        inference = InferenceSettings(settings.precision, settings.runtime)
-        plan = plan_inference(device_type(device), inference, auto_int8=settings.auto_int8)
-        session = cached_graph("reader", str(name_or_path), plan)
+        return cls.load(settings, device=device, explicit=tuple(overrides))
+
+    @classmethod
+    def load(cls, settings: ReaderSettings, device: str | None = None, explicit: Sequence[str] = ()) -> Reader:
+        """The extractive-QA checkpoint `settings.model` names (a concrete name: reader.registry.build_reader
+        resolves `auto`), read with `settings` overlaid with what it records about itself (except `explicit`
+        keys: reader.settings.with_checkpoint_record)."""
+        name = str(settings.model).strip()
+        if not name:
+            raise OdqaError("reader model name is empty; pass 'reader' or a checkpoint path")
+        path = resolve_model(name)
+        if name in SHIPPED_READERS and not (Path(path) / "config.json").exists():
+            raise OdqaError(
+                f"the shipped reader models/{name} is missing; train one with `odqa train-reader` "
+                "(README, Train the models) or pass --model PATH_OR_NAME"
+            )
+        cfg_file = Path(path) / READER_CONFIG
+        recorded = load_reader_config(cfg_file) if cfg_file.is_file() else {}
+        settings = with_checkpoint_record(settings, recorded, explicit)
+        cal = Calibration.load(settings.calibration) if settings.calibration else Calibration.for_model(path)
+        plan = plan_inference(
+            device_type(device), InferenceSettings(settings.precision, settings.runtime), auto_int8=settings.auto_int8
+        )
+        session = cached_graph("reader", name, plan)
         if session is not None:  # a local folder: its config.json says what it is, without transformers' torch
-            _check_qa_architectures(str(name_or_path), read_model_json(Path(path) / "config.json").get("architectures"))
+            _check_qa_architectures(name, read_model_json(Path(path) / "config.json").get("architectures"))
             tokenizer = fast_tokenizer(path)
         else:
-            tokenizer = _load_tokenizer(str(name_or_path), path)
+            tokenizer = _load_tokenizer(name, path)
 
         def load_model():
             import torch
@@ -230,18 +205,18 @@ class Reader:
                     path, dtype=torch.float32 if dev.type == "cpu" else torch.float16, **hub_options(path)
                 )
             except (OSError, ValueError) as exc:
-                raise OdqaError(f"cannot load reader {name_or_path!r}: {exc}") from exc
+                raise OdqaError(f"cannot load reader {name!r}: {exc}") from exc
             return model.to(dev)
 
         reader = cls(
             None,
             tokenizer,
             settings,
-            name=str(name_or_path),
+            name=name,
             calibration=cal,
             session=session,
             load_model=load_model,
-            weights_digest=files_digest(str(name_or_path)),
+            weights_digest=files_digest(name),
         )
         if session is None:
             reader.model  # noqa: B018 -- loaded now, so that a broken checkpoint fails here, not at the first read
@@ -257,7 +232,7 @@ class Reader:
             model = copy.deepcopy(self.model).half()
         model.save_pretrained(str(path), safe_serialization=True)
         self.tokenizer.save_pretrained(str(path))
-        (path / SETTINGS_FILE).write_text(json.dumps(asdict(self.settings), indent=2) + "\n")
+        (path / READER_CONFIG).write_text(json.dumps(asdict(self.settings), indent=2) + "\n")
         if self.calibration.fitted:
             self.calibration.save(path / CALIBRATION_FILE)
 
@@ -269,6 +244,14 @@ class Reader:
         self._quantized = True
         self.settings.precision = "fp32"  # the int8 kernels take fp32 activations; autocast would undo them
         return self
+
+    @property
+    def languages(self) -> list[str] | None:
+        return self.settings.languages
+
+    @property
+    def no_answer_threshold(self) -> float | None:
+        return self.settings.no_answer_threshold
 
     @property
     def device(self) -> torch.device:
@@ -387,10 +370,10 @@ class Reader:
         question: str,
         passages: list[Passage],
         retrieval_scores: list[float] | None = None,
-        top_n: int = 5,
+        top_n: int | None = None,
         no_answer_threshold: float | None | str = "default",
     ) -> list[Answer]:
-        """Answers to `question` from `passages`, best first (at most `top_n`). `retrieval_scores` (one per
+        """Answers to `question` from `passages`, best first (at most `top_n`; None: `settings.top_n`). `retrieval_scores` (one per
         passage) enter the score with the configured weight. When no span beats its passage's no-answer score
         by the threshold, the best guesses are still returned, each with its (low) calibrated probability and
         `confident` False; empty only when the passages hold no span at all."""
@@ -402,7 +385,7 @@ class Reader:
         questions: Sequence[str],
         passages: Sequence[list[Passage]],
         retrieval_scores: Sequence[list[float]] | None = None,
-        top_n: int = 5,
+        top_n: int | None = None,
         no_answer_threshold: float | None | str = "default",
     ) -> list[list[Answer]]:
         """`read` for several questions at once, each with its own passages: the windows of all questions share
@@ -420,6 +403,7 @@ class Reader:
                 f"{len(questions)} questions, {len(passages)} passage lists"
                 + (f" and {len(retrieval_scores)} score lists" if retrieval_scores is not None else "")
             )
+        top_n = self.settings.top_n if top_n is None else top_n
         jobs = [
             ReadState.make(q, ps, retrieval_scores[i] if retrieval_scores is not None else None, top_n)
             for i, (q, ps) in enumerate(zip(questions, passages))
@@ -460,7 +444,7 @@ class Reader:
         out = []
         for p, (n, text) in enumerate(zip(indexes, read)):
             spans, null = decode_passage(
-                n, text, per_pair[p], s.max_answer_tokens, s.spans_per_window, cut=s.cut_answers
+                n, text, per_pair[p], max_answer_tokens=s.answer_tokens, top_k=s.spans_per_window, cut=s.cut_answers
             )
             shift = parts[p][0]
             for span in spans:  # offsets into the part read -> offsets into the whole passage
@@ -492,14 +476,21 @@ class Reader:
         spans = [sp for passage_spans, _ in job.read for sp in passage_spans]
         nulls = [null for _, null in job.read]
         scores = job.scores[: len(job.read)] if job.scores is not None else None
-        ranked = aggregate(
-            spans, nulls, scores, s.retrieval_weight, threshold, job.top_n, s.temperature, s.selection_weight
-        )
-        if ranked:
-            return ranked, False
-        return aggregate(
-            spans, nulls, scores, s.retrieval_weight, None, job.top_n, s.temperature, s.selection_weight
-        ), True
+
+        def ranked_with(no_answer_threshold):
+            return aggregate(
+                spans,
+                nulls,
+                scores,
+                retrieval_weight=s.retrieval_weight,
+                no_answer_threshold=no_answer_threshold,
+                top_n=job.top_n,
+                temperature=s.temperature,
+                selection_weight=s.selection_weight,
+            )
+
+        ranked = ranked_with(threshold)
+        return (ranked, False) if ranked else (ranked_with(None), True)
 
     def decided(self, job: ReadState, threshold) -> bool:
         """Whether the best answer over the passages read so far is sure enough to stop reading."""
@@ -568,9 +559,18 @@ class Reader:
         s = self.settings
         for p, text in enumerate(contexts):
             spans, null = decode_passage(
-                0, text, per_pair[p], s.max_answer_tokens, s.spans_per_window, cut=s.cut_answers
+                0, text, per_pair[p], max_answer_tokens=s.answer_tokens, top_k=s.spans_per_window, cut=s.cut_answers
             )
-            ranked = aggregate(spans, [null], None, 0.0, None, 1, s.temperature)
+            ranked = aggregate(
+                spans,
+                [null],
+                None,
+                retrieval_weight=0.0,
+                no_answer_threshold=None,
+                top_n=1,
+                temperature=s.temperature,
+                selection_weight=0.0,
+            )
             if not ranked or (no_answer_threshold is not None and not ranked[0].margin > no_answer_threshold):
                 out.append(None)
                 continue

@@ -39,3 +39,36 @@ def save_tiny_qa(path: Path, qa: bool = True, seed: int = 0) -> Path:
     model.save_pretrained(str(path))
     tok.save_pretrained(str(path))
     return path
+
+
+# the decode functions take every setting by keyword, with no default of their own (a reader passes its
+# ReaderSettings'); these are the values the decode tests' cases are written for
+DECODE_CASES = {"max_answer_tokens": 30, "top_k": 20, "cut": True}
+AGGREGATE_CASES = {
+    "retrieval_weight": 0.0,
+    "no_answer_threshold": 0.0,
+    "top_n": 5,
+    "temperature": 1.0,
+    "selection_weight": 0.0,
+}
+
+
+def best_spans_of(start_logits, end_logits, context_start, context_end, **given):
+    from odqa.reader.decode import best_spans
+
+    options = {k: v for k, v in {**DECODE_CASES, **given}.items() if k != "cut"}
+    return best_spans(start_logits, end_logits, context_start, context_end, **options)
+
+
+def decoded(passage_index, text, windows, **given):
+    from odqa.reader.decode import decode_passage
+
+    return decode_passage(passage_index, text, windows, **{**DECODE_CASES, **given})
+
+
+def aggregated(spans, passage_nulls, retrieval_scores=None, *weights, **given):
+    """aggregate() with AGGREGATE_CASES unless given; positional weights in aggregate's keyword order."""
+    from odqa.reader.decode import aggregate
+
+    given.update(zip(AGGREGATE_CASES, weights))
+    return aggregate(spans, passage_nulls, retrieval_scores, **{**AGGREGATE_CASES, **given})

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from odqa.indexes.cutting import PAIRS, STRAY, cut_span
-from odqa.reader.decode import decode_passage, snap_span
+from odqa.reader.decode import snap_span
+from tests.reader_fixtures import decoded
 
 pytest.importorskip("kiwipiepy")
 
@@ -241,17 +242,17 @@ def test_decoding_cuts_before_spans_are_merged_and_cut_false_keeps_the_pieces():
     text = "그는 3명의 아이를 두었다"
     a = text.index("3명의")
     window = _window(text, [(a, a + 3, 10.0)])
-    cut, _ = decode_passage(0, text, [window], top_k=5)
+    cut, _ = decoded(0, text, [window], top_k=5)
     assert cut[0].text == "3명" and (cut[0].start_char, cut[0].end_char) == (a, a + 2)
     assert [s.text for s in cut].count("3명") == 1  # "3명의" and "3명" are one span, with the best score
-    kept, _ = decode_passage(0, text, [window], top_k=5, cut=False)
+    kept, _ = decoded(0, text, [window], top_k=5, cut=False)
     assert kept[0].text == "3명의"
 
 
 def test_chinese_passage_spans_come_out_balanced_from_decoding():
     text = "他参加了「战史演武」&「争霸演武」。之后"
     a, b = text.index("战"), text.index("。") + 1
-    spans, _ = decode_passage(0, text, [_window(text, [(a, b, 10.0)])], top_k=3)
+    spans, _ = decoded(0, text, [_window(text, [(a, b, 10.0)])], top_k=3)
     assert (
         spans[0].text == "「战史演武」&「争霸演武」" and text[spans[0].start_char : spans[0].end_char] == spans[0].text
     )

@@ -231,6 +231,6 @@ def test_the_shipped_model_names_are_written_once():
     install = " ".join((models.REPO_ROOT / "docs" / "install.md").read_text(encoding="utf-8").split())
     for name in models.SHIPPED_NAMES:
         assert f"`-{name}`" in install or f"`odqa-model-{name}`" in install, name
-    from odqa.reader.model import SHIPPED_READERS
+    from odqa.reader.settings import SHIPPED_READERS
 
     assert set(SHIPPED_READERS) <= set(models.SHIPPED_NAMES) and models.DEFAULT_ENCODER in models.SHIPPED_NAMES

@@ -56,7 +56,7 @@ def test_the_shell_says_no_confident_answer_once_and_shows_the_source_address():
 def test_the_multilingual_hint_says_it_is_installed_where_it_is(monkeypatch):
     """The reader-multilingual hint said "install" with it installed; now it names the setting to change."""
     import odqa.core.models
-    from odqa.reader.model import MULTILINGUAL_READER
+    from odqa.reader.settings import MULTILINGUAL_READER
 
     pipeline = Pipeline.__new__(Pipeline)
     pipeline._bundle = SimpleNamespace(info=lambda: SimpleNamespace(language="ko"))

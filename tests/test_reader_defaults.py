@@ -9,14 +9,20 @@ import json
 
 import pytest
 
-from odqa.config import OdqaConfig, ReaderConfig
+from odqa.config import OdqaConfig
+from odqa.core.errors import OdqaError
 from odqa.core.types import Passage
 from odqa.reader.calibration import Calibration
 from odqa.reader.model import Reader
-from odqa.reader.settings import CHECKPOINT_OWN_SETTINGS, QUESTION_TIME_SETTINGS, ReaderSettings
+from odqa.reader.settings import (
+    CHECKPOINT_OWN_SETTINGS,
+    QUESTION_TIME_SETTINGS,
+    RECORDED_SETTINGS,
+    TOP_LEVEL_SETTINGS,
+    ReaderSettings,
+)
 from tests.reader_fixtures import save_tiny_qa
 
-SHARED = [f.name for f in dataclasses.fields(ReaderConfig) if f.name in ReaderSettings.__dataclass_fields__]
 PASSAGES = [
     Passage(id=f"p{i}", title="Penicillin", text="Alexander Fleming discovered penicillin in 1928 in London.")
     for i in range(3)
@@ -48,25 +54,19 @@ def reader(tiny_dir):
     return Reader.from_pretrained(str(tiny_dir), precision="fp32", runtime="torch")
 
 
-def test_the_config_section_takes_the_readers_defaults():
-    assert {
-        "no_answer_threshold",
-        "retrieval_weight",
-        "focus_words",
-        "whole_passages",
-        "early_stop_passages",
-        "early_stop_probability",
-        "batch_size",
-    } <= set(SHARED)
-    config, settings = ReaderConfig(), ReaderSettings()
-    own = set(CHECKPOINT_OWN_SETTINGS)
-    assert {name: getattr(config, name) for name in SHARED if name not in own} == {
-        name: getattr(settings, name) for name in SHARED if name not in own
-    }
+def test_the_config_section_is_the_readers_settings_less_what_a_checkpoint_records():
+    config = OdqaConfig().reader
+    assert type(config) is ReaderSettings and config == ReaderSettings()
+    assert {"max_length", "stride", "cut_answers", "languages", "auto_int8"} <= set(RECORDED_SETTINGS)
+    for name in [*RECORDED_SETTINGS, *TOP_LEVEL_SETTINGS]:
+        with pytest.raises(OdqaError, match=f"reader.{name}"):
+            OdqaConfig.load(None, {f"reader.{name}": "any value"})
+    for name in QUESTION_TIME_SETTINGS:
+        assert OdqaConfig.load(None, {f"reader.{name}": getattr(config, name)}).reader == config
     # the checkpoint's own unless set
-    assert {name: getattr(config, name) for name in own} == dict.fromkeys(own)
+    assert [config.max_answer_tokens for _ in CHECKPOINT_OWN_SETTINGS] == [None]
     # the values chosen on dev (retrieval_weight: bench/results/retrieval-weight.md)
-    assert (settings.no_answer_threshold, settings.retrieval_weight, settings.focus_words) == (-2.0, 7.5, 80)
+    assert (config.no_answer_threshold, config.retrieval_weight, config.focus_words) == (-2.0, 7.5, 80)
 
 
 def test_a_library_reader_reads_with_the_pipelines_settings(reader):
@@ -89,7 +89,7 @@ def test_a_bound_in_the_checkpoints_tokens_is_its_own_unless_set(tiny_dir, monke
     bounds = []
 
     def decode_passage(*args, **kwargs):
-        bounds.append(args[3])
+        bounds.append(kwargs["max_answer_tokens"])
         return decode(*args, **kwargs)
 
     decode = reader_model.decode_passage

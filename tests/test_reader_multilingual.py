@@ -199,7 +199,7 @@ def test_export_writes_fp16_weights_and_a_card_from_the_training_info(tok, tmp_p
 
 def test_reader_for_language_picks_the_multilingual_reader_only_where_it_is_installed(tok, tmp_path, monkeypatch):
     import odqa.core.models
-    from odqa.reader.model import reader_for_language
+    from odqa.reader.settings import reader_for_language
 
     monkeypatch.setattr(odqa.core.models, "SHIPPED_MODELS", tmp_path / "models")
     monkeypatch.setattr(odqa.core.models, "installed_models", lambda: {})

@@ -199,29 +199,18 @@ def _explicit_thresholds(args) -> dict:
 def _open(args):
     """The linker over the configured KB (`default_kb_path`); thresholds: flags, else a config file's, else the
     model's tuned ones."""
+    from dataclasses import replace
+
+    from odqa.core.device import check_device_available
     from odqa.linker.kb import KnowledgeBase
-    from odqa.linker.linker import Linker
+    from odqa.linker.registry import build_linker
 
     config = _config(args)
-    thresholds = _explicit_thresholds(args)
-    if getattr(args, "config", None) and not thresholds:
-        thresholds = {
-            "mention_threshold": config.linker.mention_threshold,
-            "entity_threshold": config.linker.entity_threshold,
-        }
-    kb_path = default_kb_path(config)
-    from odqa.core.device import check_device_available
-
+    # thresholds: the flags, else the config file's, else the ones the model was tuned with
+    settings = replace(config.linker, **_explicit_thresholds(args))
     check_device_available(config.device, "device")
-    kb = KnowledgeBase.load(kb_path)
-    linker = Linker.from_pretrained(
-        config.linker.model,
-        kb=kb,
-        device=config.device or None,
-        precision=config.precision,
-        runtime=config.runtime,
-        **thresholds,
-    )
+    kb = KnowledgeBase.load(default_kb_path(config))
+    linker = build_linker(settings, kb, device=config.device or None, inference=config.inference())
     for notice in kb.notices(linker.config.languages):  # names it may leave unlinked: said, not silently empty
         print(f"odqa: {notice}", file=sys.stderr)
     return linker, kb

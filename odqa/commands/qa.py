@@ -8,7 +8,8 @@ from typing import cast
 
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 from odqa.commands.options import POSITIVE_INT, add_inference_options, add_options, config_overrides
-from odqa.config import LinkerConfig, OdqaConfig, ReaderConfig, RetrievalConfig
+from odqa.config import LinkerConfig, OdqaConfig, RetrievalConfig
+from odqa.reader.settings import ReaderSettings
 
 
 def register(subparsers) -> None:
@@ -96,7 +97,7 @@ def _pipeline_flags(p) -> None:
     add_options(p, RetrievalConfig, ["retriever", "k"], section="retrieval")
     add_options(
         p,
-        ReaderConfig,
+        ReaderSettings,
         ["model", "focus_words", "whole_passages", "early_stop_passages", "early_stop_probability"],
         rename={"model": "reader"},
         section="reader",

@@ -16,9 +16,10 @@ from odqa.commands.options import (
     config_overrides,
     dataclass_values,
 )
-from odqa.config import OdqaConfig, ReaderConfig, RetrievalConfig
+from odqa.config import OdqaConfig, RetrievalConfig
 from odqa.core.cluster import RAY_ADDRESSES, RaySettings
 from odqa.core.logs import get_logger
+from odqa.reader.settings import ReaderSettings
 from odqa.reader.training.train_config import TrainConfig
 from odqa.retriever.registry import RETRIEVERS
 
@@ -186,10 +187,10 @@ def register(subparsers) -> None:
         _eval,
     )
     p.add_argument("--data", required=True, help="SQuAD-format JSON (v1.1 or v2.0)")
-    add_options(p, ReaderConfig, ["model"])
+    # the pipeline's [reader] settings, each flag an override of the config's: it reads as ask does
+    add_options(p, ReaderSettings, ["model"], section="reader")
     p.add_argument("--limit", type=COUNT, default=0, help="first N questions (0: all)")
-    p.add_argument("--batch-size", type=POSITIVE_INT, default=32, help="windows per forward pass")
-    add_options(p, ReaderConfig, ["max_answer_tokens"])
+    add_options(p, ReaderSettings, ["batch_size", "max_answer_tokens"], section="reader")
     p.add_argument(
         "--allow-null",
         action="store_true",
@@ -224,7 +225,7 @@ def register(subparsers) -> None:
         "--index work_indexes/wiki --limit 500 --target-precision 0.7 --output M/calibration.json",
         _fit_calibration,
     )
-    add_options(p, ReaderConfig, ["model"])
+    add_options(p, ReaderSettings, ["model"], section="reader")
     p.add_argument(
         "--data",
         metavar="SQUAD_FILE",
@@ -371,24 +372,18 @@ def _eval(args) -> int:
     from odqa.corpus.questions import load_questions
     from odqa.eval.evaluators import ReaderEvaluator
     from odqa.eval.reader_eval import items_language
-    from odqa.reader.model import Reader, resolve_reader
+    from odqa.reader.registry import build_reader
 
     if args.threads:
         torch.set_num_threads(args.threads)
     # the pipeline's settings where no flag is given: what eval-reader measures is what ask and eval-qa read with
     config = OdqaConfig.load(args.config, config_overrides(args))
     check_device_available(config.device)
-    # auto: the shipped reader for the data's language
-    model, why = resolve_reader(args.model, lambda: items_language(load_questions(args.data, limit=50)))
-    if why:
-        log.info("reader %s for %s (--model auto)", model, why)
-    reader = Reader.from_pretrained(
-        model,
+    reader = build_reader(
+        config.reader,
         device=config.device or None,
-        batch_size=args.batch_size,
-        max_answer_tokens=args.max_answer_tokens,
-        precision=config.precision,
-        runtime=config.runtime,
+        inference=config.inference(),
+        language=lambda: items_language(load_questions(args.data, limit=50)),  # auto: the data's language
     )
     evaluator = ReaderEvaluator(
         args.data,
@@ -427,6 +422,7 @@ def _fit_calibration(args) -> int:
     from odqa.eval.confidence import article_split, confidence_metrics, judge_pipeline, judge_reader, sample_questions
     from odqa.pipeline import Pipeline
     from odqa.reader.calibration import Calibration, fit_calibration
+    from odqa.reader.model import Reader as CheckpointReader
 
     if not args.data and not args.questions:
         raise OdqaError("give dev data: --data SQUAD_FILE and/or --questions FILE --index DIR")
@@ -449,6 +445,8 @@ def _fit_calibration(args) -> int:
         )
     )
     reader = pipeline.reader  # the pipeline's reader settings (no-answer threshold, retrieval weight)
+    if not isinstance(reader, CheckpointReader):
+        raise OdqaError(f"fit-calibration fits a reader checkpoint's probabilities; {reader.name!r} is none")
     reader.calibration = Calibration()  # judge with raw scores; the fit replaces it
     judged, sources = [], []
     if args.data:

@@ -7,7 +7,8 @@ subclassing): a new backend only has to have these methods.
 | `VectorIndex` | indexes.vector.VectorIndex |
 | `Retriever` | retriever: BM25Retriever, DenseRetriever, HybridRetriever (over any `SearchBackend`) |
 | `Linker` | linker: Linker (ELQ), SpacyAliasLinker |
-| `Reader` | reader.model.Reader |
+| `Reader` | reader.model.Reader (and any family in reader.registry.READERS) |
+| `Calibrates` | reader.calibration.Calibration |
 | `ArticlePassages` | odqa.corpus.articles.StoreArticlePassages, indexes.elastic.ElasticArticlePassages |
 | `SearchBackend` | indexes.folder.FolderIndex (an index folder, sharded too), indexes.elastic.ElasticPassageIndex |
 | `FusesItself` | indexes.elastic.ElasticPassageIndex (Elasticsearch's own RRF) |
@@ -21,6 +22,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from odqa.core.fusion import Fusion
+from odqa.core.runtime import InferencePlan
 from odqa.core.types import Answer, BackendInfo, Mention, Passage, SearchHit
 
 
@@ -60,11 +62,63 @@ class Linker(Protocol):
 
 
 @runtime_checkable
+class Calibrates(Protocol):
+    """How sure a reader's answers are (reader.calibration.Calibration): what the pipeline asks of it."""
+
+    @property
+    def fitted(self) -> bool: ...
+
+    @property
+    def threshold(self) -> float:
+        """The probability an answer needs to be called confident."""
+        ...
+
+    def probability(self, margin: float, share: float) -> float: ...
+
+    def confident(self, probability: float) -> bool: ...
+
+    def for_cross_language(self) -> Calibrates | None:
+        """The fit for questions asked in another language than their passages' (None: none fitted)."""
+        ...
+
+
+@runtime_checkable
 class Reader(Protocol):
+    """What the pipeline, `eval-reader`, `fit-calibration` and the server use of a reader
+    (reader.registry.build_reader builds one; odqa.testing.reader_conformance checks one)."""
+
+    name: str
+
+    @property
+    def calibration(self) -> Calibrates:
+        """Its fitted probabilities (calibration.json) and the confidence threshold."""
+        ...
+
+    @property
+    def languages(self) -> list[str] | None:
+        """The languages (ISO 639-1) it was trained to read (None: not recorded): text of another language gets
+        guesses, never called confident."""
+        ...
+
+    @property
+    def no_answer_threshold(self) -> float | None:
+        """How far a span must beat its passage's null score to count (None: always answer)."""
+        ...
+
+    @property
+    def plan(self) -> InferencePlan:
+        """The runtime and precision it reads with now (shown by `ask --json`, eval and /info)."""
+        ...
+
     def read(
-        self, question: str, passages: list[Passage], retrieval_scores: list[float] | None = None, top_n: int = 5
+        self,
+        question: str,
+        passages: list[Passage],
+        retrieval_scores: list[float] | None = None,
+        top_n: int | None = None,
     ) -> list[Answer]:
-        """Answers to `question` from `passages`, best first; `retrieval_scores` one per passage."""
+        """Answers to `question` from `passages`, best first; `retrieval_scores` one per passage; `top_n` None:
+        the reader's own setting."""
         ...
 
     def read_many(
@@ -72,9 +126,16 @@ class Reader(Protocol):
         questions: Sequence[str],
         passages: Sequence[list[Passage]],
         retrieval_scores: Sequence[list[float]] | None = None,
-        top_n: int = 5,
+        top_n: int | None = None,
     ) -> list[list[Answer]]:
         """`read` for several questions at once (one answer list per question, in order)."""
+        ...
+
+    def read_batch(
+        self, questions: Sequence[str], contexts: Sequence[str], no_answer_threshold: float | None = None
+    ) -> list[Answer | None]:
+        """One context per question (reading comprehension, `eval-reader`): each question's best answer, None
+        where no span beats the null span by `no_answer_threshold` (None: always answer)."""
         ...
 
 
