@@ -79,7 +79,7 @@ class ServerState:
 
     pipeline: Pipeline
     settings: ServeSettings
-    api_key: str | None
+    api_key: str | None = dataclasses.field(repr=False)  # a secret: kept out of any log line that shows the state
     worker: PipelineWorker
     index: dict[str, Any] = dataclasses.field(default_factory=dict)
     places: list[str] = dataclasses.field(default_factory=list)
