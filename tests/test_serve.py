@@ -268,6 +268,7 @@ def test_api_key(serve_pipeline):  # noqa: F811
         assert keyed.get("/health").status_code == 200 and keyed.get("/").status_code == 200
         good = keyed.post("/search", json={"question": "Hamlet", "k": 1}, headers={API_KEY_HEADER: key})
         assert good.status_code == 200 and keyed.get("/info", headers={API_KEY_HEADER: key}).json()["api_key_required"]
+        assert key not in repr(keyed.app.state.server)  # what the routes share shows the pipeline, not the key
 
 
 def test_concurrent_requests_get_their_own_answers(client, serve_pipeline):  # noqa: F811

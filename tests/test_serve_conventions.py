@@ -146,7 +146,7 @@ def test_serve_takes_cors_origin_repeated(monkeypatch, capsys):
 def _failing(c, monkeypatch, how: str):
     from odqa.serve.worker import QueueFull
 
-    worker = c.app.state.worker
+    worker = c.app.state.server.worker
 
     def busy(*args):
         raise QueueFull("every place in the queue is taken")

@@ -81,7 +81,7 @@ def run_serve(args) -> int:
         f"http://{_url_host(settings.host)}:{settings.port}/ (the page; the API schema at /openapi.json, its "
         "docs at /docs); Ctrl-C stops it"
     )
-    # create_app put odqa.serve.app.MaskedQuery on the access logger: uvicorn's log config keeps a logger's filters
+    # create_app put odqa.serve.middleware.MaskedQuery on the access logger, whose filters uvicorn's log config keeps
     uvicorn.run(
         app,
         host=settings.host,
