@@ -9,7 +9,7 @@ from odqa.commands.common import add_command
 from odqa.commands.options import add_options, dataclass_values
 from odqa.commands.qa import _pipeline_flags, make_pipeline
 from odqa.core.logs import get_logger
-from odqa.serve.settings import API_KEY_HEADER, ServeSettings, api_key_problem, cors_origin_problem
+from odqa.serve.settings import API_KEY_HEADER, ServeSettings, check_key_and_origins
 
 log = get_logger("odqa.serve")
 
@@ -46,10 +46,6 @@ def run_serve(args) -> int:
     from odqa.serve.app import create_app, warm_up
 
     settings = ServeSettings(**dataclass_values(args, ServeSettings), cors_origin=tuple(args.cors_origin or ()))
-    for origin in settings.cors_origin:
-        problem = cors_origin_problem(origin)
-        if problem:
-            raise OdqaError(f"--cors-origin {origin}: {problem}")
     api_key = None
     if settings.api_key_env:
         api_key = os.environ.get(settings.api_key_env, "")
@@ -59,14 +55,7 @@ def run_serve(args) -> int:
                 f"export {settings.api_key_env}=SECRET first, or leave --api-key-env out"
             )
         remember(api_key)  # whatever prints it (a library's error, a traceback) prints *** instead
-        problem = api_key_problem(api_key)
-        if problem:  # never the key itself: what is wrong with it
-            raise OdqaError(
-                f"--api-key-env {settings.api_key_env}: the key {problem}, which no request can send in "
-                f"the {API_KEY_HEADER} header, so every request would be refused; set "
-                f"{settings.api_key_env} to one line of printable ASCII (from a file: "
-                f"{settings.api_key_env}=$(cat FILE) drops its final line break)"
-            )
+    check_key_and_origins(settings, api_key, key_named=f"--api-key-env {settings.api_key_env}")
     if settings.host not in ("127.0.0.1", "localhost", "::1") and not api_key:
         log.warning(
             f"listening on {settings.host} without an API key: anyone who reaches the port may ask; "
@@ -75,8 +64,8 @@ def run_serve(args) -> int:
     check_port_free(settings.host, settings.port)
     pipeline = make_pipeline(args)
     log.info("loading the models...")
-    warm_up(pipeline)  # a missing index or model is one line here, not a traceback from inside uvicorn's startup
-    app = create_app(pipeline, settings, api_key)
+    # a missing index or model is one line here, not a traceback from inside uvicorn's startup
+    app = create_app(pipeline, settings, api_key, warmed=warm_up(pipeline))
     log.info(
         f"http://{_url_host(settings.host)}:{settings.port}/ (the page; the API schema at /openapi.json, its "
         "docs at /docs); Ctrl-C stops it"

@@ -14,7 +14,6 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from odqa import __version__
-from odqa.core.errors import OdqaError
 from odqa.core.logs import failures_reported_once, get_logger
 from odqa.core.paths import odqa_home
 from odqa.core.secrets import remember
@@ -31,26 +30,25 @@ from odqa.serve.middleware import (
 )
 from odqa.serve.public import server_places
 from odqa.serve.routes import DOCS_ASSETS, JSON_PATHS, STATIC, ServerState, router
-from odqa.serve.settings import API_KEY_HEADER, ServeSettings, api_key_problem, cors_origin_problem
+from odqa.serve.settings import API_KEY_HEADER, ServeSettings, check_key_and_origins
 from odqa.serve.worker import PipelineWorker
 
 log = get_logger("odqa.serve")
 WARM_UP_QUESTION = "Who wrote it?"
 
 
-def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_key: str | None = None) -> FastAPI:
+def create_app(
+    pipeline: Pipeline,
+    settings: ServeSettings | None = None,
+    api_key: str | None = None,
+    warmed: dict[str, Any] | None = None,
+) -> FastAPI:
     """The app over `pipeline` (its models load when the app starts: uvicorn's startup, or entering a TestClient).
-    `api_key`: every request but /health, the page and the schema must send it in the X-API-Key header."""
+    `api_key`: every request but /health, the page and the schema must send it in the X-API-Key header.
+    `warmed`: what `warm_up(pipeline)` gave, where the caller warmed it up already (`odqa serve`, for a one-line
+    error before uvicorn starts): the app does not warm it up again."""
     settings = settings or ServeSettings()
-    key_problem = api_key_problem(api_key) if api_key else None
-    if key_problem:
-        raise OdqaError(
-            f"the API key {key_problem}, which no request can send in the {API_KEY_HEADER} header; use one line of "
-            "printable ASCII"
-        )
-    for origin in settings.cors_origin:
-        if origin_problem := cors_origin_problem(origin):
-            raise OdqaError(f"CORS origin {origin!r} {origin_problem}")
+    check_key_and_origins(settings, api_key)
     origins = cors_origins(settings.cors_origin)
     if api_key:
         remember(api_key)  # scrubbed wherever it shows: a log line, a path segment in the access log
@@ -67,7 +65,7 @@ def create_app(pipeline: Pipeline, settings: ServeSettings | None = None, api_ke
         description="Open-domain question answering over one index: ask, search, link.",
     )
     worker = PipelineWorker(pipeline, max_batch=settings.max_batch, max_queue=settings.max_queue)
-    app.state.server = ServerState(pipeline, settings, api_key, worker)
+    app.state.server = ServerState(pipeline, settings, api_key, worker, index=dict(warmed or {}))
     app.add_middleware(UnexpectedFailure)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES, json_paths=JSON_PATHS)
     if origins:  # added last, so outermost: the refusals of BodyLimit carry its headers too
@@ -94,7 +92,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     state: ServerState = app.state.server
     state.worker.start()
     started = time.perf_counter()
-    state.index = await asyncio.wrap_future(state.worker.call(warm_up))
+    if not state.index:
+        state.index = await asyncio.wrap_future(state.worker.call(warm_up))
     config = state.pipeline.config
     state.places = server_places(
         [state.index["location"], config.index, config.linker.kb, state.pipeline.reader_name, odqa_home()]

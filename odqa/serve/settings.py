@@ -82,3 +82,19 @@ def cors_origin_problem(origin: str) -> str | None:
     if parts.path or parts.query or parts.fragment or parts.username or parts.password:
         return f"holds more than an origin; a browser sends {parts.scheme}://{parts.netloc.rpartition('@')[2]}"
     return None
+
+
+def check_key_and_origins(settings: ServeSettings, api_key: str | None, key_named: str = "the API key") -> None:
+    """Refuse, in one line, a key no request could send (`key_named` says where it came from, e.g. the
+    environment variable) or a CORS origin no browser would send; `odqa serve` asks before any model loads,
+    a library's create_app when it builds the app."""
+    from odqa.core.errors import OdqaError
+
+    for origin in settings.cors_origin:
+        if problem := cors_origin_problem(origin):
+            raise OdqaError(f"CORS origin {origin!r} (--cors-origin): {problem}")
+    if api_key and (problem := api_key_problem(api_key)):  # never the key itself: what is wrong with it
+        raise OdqaError(
+            f"{key_named}: the key {problem}, which no request can send in the {API_KEY_HEADER} header, so every "
+            "request would be refused; use one line of printable ASCII"
+        )
