@@ -16,6 +16,8 @@ from odqa.core.device import autocast_for, device_type
 from odqa.core.errors import OdqaError
 from odqa.core.models import hub_options, resolve_model
 from odqa.core.runtime import (
+    ModelFiles,
+    PretrainedRuntime,
     INFERENCE,
     InferenceSettings,
     LoadedFrom,
@@ -51,7 +53,7 @@ def _no_init_weights():
     return no_init_weights()
 
 
-class Linker:
+class Linker(PretrainedRuntime):
     def __init__(
         self,
         model: ELQModel | None,
@@ -74,13 +76,10 @@ class Linker:
         files, `weights_digest`), `heads` (its scoring heads, read from the files) and `load_model` (builds the
         module on first need: torch inference, training, saving)."""
         self.precision, self.runtime = precision, runtime  # of inference (odqa.core.runtime.plan_inference)
-        self._onnx = PerWeights()  # the ONNX Runtime session of the current weights
         self._int8_copy = PerWeights()  # a quantised copy of the current weights
         self.device = device or "cpu"
-        self._model: ELQModel | None = None
-        self._load_model = load_model
-        self._session, self._file_heads, self._weights_digest = session, heads, weights_digest
-        self._loaded_from: LoadedFrom | None = None  # of a model loaded from a saved linker's folder
+        super().__init__(None, load_model, session, weights_digest)
+        self._file_heads = heads
         if model is not None:
             self.model = model
         self.tokenizer = tokenizer
@@ -95,20 +94,8 @@ class Linker:
         if kb is not None:
             self.set_kb(kb)
 
-    @property
-    def model(self) -> ELQModel:
-        """The torch module (built on first use when the linker was made from a cached graph)."""
-        if self._model is None:
-            assert self._load_model is not None  # a linker made without its module can build it
-            self.model = self._load_model()
-            if self._weights_digest:
-                self._loaded_from = LoadedFrom(self._weights_digest, self._model)
-        assert self._model is not None  # set by the setter above
-        return self._model
-
-    @model.setter
-    def model(self, module: ELQModel) -> None:
-        self._model = module.to(self.device).eval()
+    def _prepared(self, module: ELQModel) -> ELQModel:
+        return module.to(self.device).eval()
 
     # ---- construction -------------------------------------------------------------------------------------
 
@@ -131,7 +118,8 @@ class Linker:
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path = "linker", kb=None, **kwargs) -> Linker:
-        path = Path(resolve_model(str(name_or_path)))
+        files = ModelFiles.resolve(str(name_or_path))
+        path = Path(files.path)
         if not (path / LINKER_CONFIG).is_file():
             raise OdqaError(
                 f"{name_or_path}: not a trained linker (no {LINKER_CONFIG}); train one with `odqa train-linker` "
@@ -142,7 +130,7 @@ class Linker:
             kwargs.get("precision", INFERENCE.precision), kwargs.get("runtime", INFERENCE.runtime)
         )
         plan = plan_inference(device_type(kwargs.get("device") or "cpu"), inference, question_time=True)
-        session = cached_graph("linker", str(name_or_path), plan)
+        session = cached_graph("linker", files, plan)
 
         def load_model():
             from safetensors.torch import load_file
@@ -165,7 +153,7 @@ class Linker:
                 )
             return model
 
-        digest = files_digest(str(name_or_path))
+        digest = files.digest
         if session is not None and config.base_model:
             check_base(config, path)  # the graph holds the base's weights: used only while they are the same
         if session is not None:
@@ -368,24 +356,19 @@ class Linker:
 
     def _onnx_model(self, int8: bool) -> OnnxModel:
         """The ONNX Runtime session of the current weights (built and cached on first use)."""
-        if self._model is None and self._session is not None and self._session.path.name.endswith(".int8.onnx") == int8:
-            return self._session  # the graph of the files, no module built since
 
         def encode(module, **named):
             return module.encode(**named)
 
-        model = self.model  # built first: building it records the files it came from
-        digest = self._loaded_from.digest_of(model) if self._loaded_from else None
-        return self._onnx.get(
-            model,
+        return self.onnx_session(
             int8,
-            lambda: OnnxModel.for_module(
-                model,
+            lambda module, digest: OnnxModel.for_module(
+                module,
                 "linker",
                 ("hidden", "scores"),
                 int8,
                 forward=encode,
-                transformer=model.encoder,
+                transformer=module.encoder,
                 weights_digest=digest,
             ),
         )

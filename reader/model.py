@@ -17,6 +17,8 @@ from odqa.core.errors import OdqaError
 from odqa.core.model_files import read_model_json
 from odqa.core.models import hub_options, models_install, resolve_model, shipped_model
 from odqa.core.runtime import (
+    ModelFiles,
+    PretrainedRuntime,
     InferencePlan,
     InferenceSettings,
     LoadedFrom,
@@ -94,7 +96,7 @@ class ReadState:
         return cls(question, passages, keep, [passages[i].text for i in keep], scores, top_n, [])
 
 
-class Reader:
+class Reader(PretrainedRuntime):
     """Reads passages and returns answer spans with character offsets into each passage's text."""
 
     def __init__(
@@ -112,34 +114,18 @@ class Reader:
         training, saving) and `session`, the cached ONNX graph of its weight files (`weights_digest`, which
         names the graph while the loaded weights stay unchanged), which reads without it."""
         require_fast(tokenizer)
-        self._model = model.eval() if model is not None else None
-        self._load_model = load_model
-        self._session = session
-        self._weights_digest = weights_digest
+        super().__init__(model.eval() if model is not None else None, load_model, session, weights_digest)
         self.tokenizer = tokenizer
         self.settings = with_checkpoint_record(settings or ReaderSettings(), {})  # a number for max_answer_tokens
         self.name = name
         self.calibration = calibration or Calibration()
         self._quantized = False
         self._bf16_copy: tuple[object, torch.nn.Module] | None = None  # (the model it copies, the copy)
-        self._onnx = PerWeights()  # the ONNX Runtime session of the current weights
         self.passages_read = 0  # passages decoded so far (early stopping skips some)
         self._focus: Focus | None = None  # of settings.focus_words, made on first use
-        self._loaded_from: LoadedFrom | None = None  # of a model loaded from a local folder
 
-    @property
-    def model(self):
-        """The torch module (built on first use when the reader was made from a cached graph)."""
-        if self._model is None:
-            assert self._load_model is not None  # a reader made without its module can build it
-            self._model = self._load_model().eval()
-            if self._weights_digest:
-                self._loaded_from = LoadedFrom(self._weights_digest, self._model)
-        return self._model
-
-    @model.setter
-    def model(self, module) -> None:
-        self._model = module
+    def _prepared(self, module):
+        return module  # as given: a caller's module (a quantised copy, one in training) keeps its mode
 
     # ---------------------------------------------------------------- loading / saving
     @classmethod
@@ -164,7 +150,8 @@ class Reader:
             if refused:
                 raise OdqaError(f"reader setting {key} = {value!r} {refused[0]}; give {refused[1]}")
             setattr(settings, key, value)
-        return cls.load(settings, device=device, explicit=tuple(overrides))
+        given = tuple(k for k, v in overrides.items() if not (v is None and k in CHECKPOINT_OWN_SETTINGS))
+        return cls.load(settings, device=device, explicit=given)
 
     @classmethod
     def load(cls, settings: ReaderSettings, device: str | None = None, explicit: Sequence[str] = ()) -> Reader:
@@ -174,7 +161,8 @@ class Reader:
         name = str(settings.model).strip()
         if not name:
             raise OdqaError("reader model name is empty; pass 'reader' or a checkpoint path")
-        path = resolve_model(name)
+        files = ModelFiles.resolve(name)
+        path = files.path
         if name in SHIPPED_READERS and not (Path(path) / "config.json").exists():
             raise OdqaError(
                 f"the shipped reader models/{name} is missing; train one with `odqa train-reader` "
@@ -187,7 +175,7 @@ class Reader:
         plan = plan_inference(
             device_type(device), InferenceSettings(settings.precision, settings.runtime), auto_int8=settings.auto_int8
         )
-        session = cached_graph("reader", name, plan)
+        session = cached_graph("reader", files, plan)
         if session is not None:  # a local folder: its config.json says what it is, without transformers' torch
             _check_qa_architectures(name, read_model_json(Path(path) / "config.json").get("architectures"))
             tokenizer = fast_tokenizer(path)
@@ -216,7 +204,7 @@ class Reader:
             calibration=cal,
             session=session,
             load_model=load_model,
-            weights_digest=files_digest(name),
+            weights_digest=files.digest,
         )
         if session is None:
             reader.model  # noqa: B018 -- loaded now, so that a broken checkpoint fails here, not at the first read
@@ -282,14 +270,11 @@ class Reader:
 
     def _onnx_model(self, int8: bool):
         """The ONNX Runtime session of the current weights (built and cached on first use)."""
-        if self._model is None and self._session is not None and self._session.path.name.endswith(".int8.onnx") == int8:
-            return self._session  # the graph of the files, no module built since
-        model = self.model  # built first: building it records the files it came from
-        digest = self._loaded_from.digest_of(model) if self._loaded_from else None
-        return self._onnx.get(
-            model,
+        return self.onnx_session(
             int8,
-            lambda: OnnxModel.for_module(model, "reader", ("start_logits", "end_logits"), int8, weights_digest=digest),
+            lambda module, digest: OnnxModel.for_module(
+                module, "reader", ("start_logits", "end_logits"), int8, weights_digest=digest
+            ),
         )
 
     def _forward_model(self, precision: str):

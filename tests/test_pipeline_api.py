@@ -60,7 +60,7 @@ def test_the_multilingual_hint_says_it_is_installed_where_it_is(monkeypatch):
 
     pipeline = Pipeline.__new__(Pipeline)
     pipeline._bundle = SimpleNamespace(info=lambda: SimpleNamespace(language="ko"))
-    pipeline._readers = {"reader": SimpleNamespace(settings=SimpleNamespace(languages=["en"]))}
+    pipeline._readers = {"reader": SimpleNamespace(languages=["en"])}
     pipeline._reader_name = "reader"
     installed = odqa.core.models.shipped_model(MULTILINGUAL_READER)
     assert installed is not None  # the checkout's models/reader-multilingual

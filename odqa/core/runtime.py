@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -272,29 +273,91 @@ def graph_path(kind: str, weights_digest: str, int8: bool) -> Path:
     return onnx_cache_root() / f"{kind}-{digest[:20]}" / ("model.int8.onnx" if int8 else "model.onnx")
 
 
+@dataclass(frozen=True)
+class ModelFiles:
+    """A model's files, resolved once per load: the name as given, the folder (or hub name) `from_pretrained`
+    takes, and the digest naming its weights (None for a hub name or a folder without weights). `variant`: what
+    else shapes its graph (an encoder's pooling)."""
+
+    name: str
+    path: str
+    digest: str | None
+
+    @classmethod
+    def resolve(cls, name_or_path: str, variant: str = "") -> ModelFiles:
+        from odqa.core.models import model_fingerprint, resolve_model
+
+        name = str(name_or_path).strip()
+        path = resolve_model(name)
+        folder = Path(path)
+        weighed = folder.is_dir() and (any(folder.glob("*.safetensors")) or any(folder.glob("*.bin")))
+        # the name as given: the same weights installed elsewhere share the graph
+        digest = f"files:{model_fingerprint(name)}" + (f":{variant}" if variant else "") if weighed else None
+        return cls(name, path, digest)
+
+
 def files_digest(name_or_path: str, variant: str = "") -> str | None:
-    """A digest naming the weights of a model folder by its weight files (None for a hub name or a folder
-    without weights: nothing on disk names those). `variant`: what else shapes the graph (an encoder's pooling)."""
-    from odqa.core.models import model_fingerprint, resolve_model
-
-    folder = Path(resolve_model(name_or_path))
-    if not folder.is_dir() or not (any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))):
-        return None
-    # the name as given: the same weights installed elsewhere share the graph
-    return f"files:{model_fingerprint(name_or_path)}" + (f":{variant}" if variant else "")
+    """A digest naming the weights of a model folder by its weight files (ModelFiles.digest)."""
+    return ModelFiles.resolve(name_or_path, variant).digest
 
 
-def cached_graph(kind: str, name_or_path: str, plan: InferencePlan, variant: str = "") -> OnnxModel | None:
+def cached_graph(kind: str, name_or_path: str | ModelFiles, plan: InferencePlan, variant: str = "") -> OnnxModel | None:
     """The session of the already-built graph of a model's weight files when `plan` runs onnx, else None (the
     caller then loads the torch module, which builds the graph on first use)."""
-    from odqa.core.models import resolve_model
-
+    files = name_or_path if isinstance(name_or_path, ModelFiles) else ModelFiles.resolve(name_or_path, variant)
     # without tokenizer.json only transformers' auto classes, which import torch, can tokenize
-    if plan.runtime != "onnx" or not (Path(resolve_model(name_or_path)) / "tokenizer.json").is_file():
+    if plan.runtime != "onnx" or not (Path(files.path) / "tokenizer.json").is_file():
         return None
-    digest = files_digest(name_or_path, variant)
-    path = graph_path(kind, digest, plan.precision == "int8") if digest else None
+    path = graph_path(kind, files.digest, plan.precision == "int8") if files.digest else None
     return OnnxModel(path) if path is not None and path.is_file() else None
+
+
+class PretrainedRuntime:
+    """What the reader, the linker and the text encoders share at question time: the torch module built on first
+    need (`load_model`), the cached ONNX graph of their weight files (`session`, named by the files' digest), and
+    the ONNX session of the current weights (`onnx_session`), rebuilt once they change in place (training)."""
+
+    def __init__(
+        self,
+        model=None,
+        load_model: Callable[[], Any] | None = None,
+        session: OnnxModel | None = None,
+        weights_digest: str | None = None,
+    ) -> None:
+        self._model = model
+        self._load_model = load_model
+        self._session = session
+        self._weights_digest = weights_digest
+        self._loaded_from: LoadedFrom | None = None  # of a module loaded from a local folder
+        self._onnx = PerWeights()  # the ONNX Runtime session of the current weights
+
+    def _prepared(self, module):
+        """The module as this model runs it (on its device, in eval mode)."""
+        return module.eval()
+
+    @property
+    def model(self):
+        """The torch module (built on first use where the model was made from a cached graph)."""
+        if self._model is None:
+            assert self._load_model is not None  # a model made without its module can build it
+            self._model = self._prepared(self._load_model())
+            if self._weights_digest:
+                self._loaded_from = LoadedFrom(self._weights_digest, self._model)
+        return self._model
+
+    @model.setter
+    def model(self, module) -> None:
+        self._model = self._prepared(module)
+
+    def onnx_session(self, int8: bool, build: Callable[[Any, str | None], OnnxModel]) -> OnnxModel:
+        """The ONNX Runtime session of the current weights: the files' cached graph while no module was built,
+        else `build(module, digest)` (digest: the files' while the weights are as loaded, else None), kept while
+        the weights stay the same."""
+        if self._model is None and self._session is not None and self._session.path.name.endswith(".int8.onnx") == int8:
+            return self._session
+        module = self.model  # built first: building it records the files it came from
+        digest = self._loaded_from.digest_of(module) if self._loaded_from else None
+        return self._onnx.get(module, int8, lambda: build(module, digest))
 
 
 def fast_tokenizer(path: str | Path):
