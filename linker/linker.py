@@ -16,17 +16,15 @@ from odqa.core.device import autocast_for, device_type
 from odqa.core.errors import OdqaError
 from odqa.core.models import hub_options, resolve_model
 from odqa.core.runtime import (
-    ModelFiles,
-    PretrainedRuntime,
     INFERENCE,
     InferenceSettings,
-    LoadedFrom,
+    ModelFiles,
     OnnxModel,
     PerWeights,
+    PretrainedRuntime,
     announce,
     cached_graph,
     fast_tokenizer,
-    files_digest,
     int8_dynamic,
     plan_inference,
 )

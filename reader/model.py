@@ -15,40 +15,33 @@ import numpy as np
 from odqa.core.device import autocast_for, device_type, pick_device
 from odqa.core.errors import OdqaError
 from odqa.core.model_files import read_model_json
-from odqa.core.models import hub_options, models_install, resolve_model, shipped_model
+from odqa.core.models import hub_options
 from odqa.core.runtime import (
-    ModelFiles,
-    PretrainedRuntime,
     InferencePlan,
     InferenceSettings,
-    LoadedFrom,
+    ModelFiles,
     OnnxModel,
-    PerWeights,
+    PretrainedRuntime,
     announce,
     cached_graph,
     fast_tokenizer,
-    files_digest,
     int8_dynamic,
     pad_batch,
     plan_inference,
 )
 from odqa.core.settings import value_refusal
 from odqa.core.types import Answer, Passage
-from odqa.indexes.analysis import LANGUAGE_NAMES
 from odqa.reader.calibration import CALIBRATION_FILE, Calibration
 from odqa.reader.decode import AggregatedAnswer, PassageSpan, aggregate, decode_passage
 from odqa.reader.features import require_fast, tokenize_windows
 from odqa.reader.settings import (
-    AUTO_READER,
     CHECKPOINT_OWN_SETTINGS,
     DEFAULT_READER,
-    MULTILINGUAL_READER,
-    SHIPPED_READERS,
-    reader_for_language,
-    resolve_reader,
     READER_CONFIG,
+    SHIPPED_READERS,
     ReaderSettings,
     load_reader_config,
+    resolve_reader,
     with_checkpoint_record,
 )
 
@@ -56,6 +49,7 @@ if TYPE_CHECKING:
     import torch
 
     from odqa.reader.focus import Focus
+
 
 def _check_qa_architectures(name: str, architectures: list[str] | None) -> None:
     if not any(a.endswith("ForQuestionAnswering") for a in architectures or []):
@@ -358,10 +352,10 @@ class Reader(PretrainedRuntime):
         top_n: int | None = None,
         no_answer_threshold: float | None | str = "default",
     ) -> list[Answer]:
-        """Answers to `question` from `passages`, best first (at most `top_n`; None: `settings.top_n`). `retrieval_scores` (one per
-        passage) enter the score with the configured weight. When no span beats its passage's no-answer score
-        by the threshold, the best guesses are still returned, each with its (low) calibrated probability and
-        `confident` False; empty only when the passages hold no span at all."""
+        """Answers to `question` from `passages`, best first (at most `top_n`; None: `settings.top_n`).
+        `retrieval_scores` (one per passage) enter the score with the configured weight. When no span beats its
+        passage's no-answer score by the threshold, the best guesses are still returned, each with its (low)
+        calibrated probability and `confident` False; empty only when the passages hold no span at all."""
         scores = [retrieval_scores] if retrieval_scores is not None else None
         return self.read_many([question], [passages], scores, top_n, no_answer_threshold)[0]
 

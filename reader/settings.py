@@ -16,9 +16,9 @@ from typing import Any
 
 from odqa.core.model_files import load_model_settings
 from odqa.core.models import models_install, shipped_model
-from odqa.indexes.analysis import LANGUAGE_NAMES
 from odqa.core.runtime import INFERENCE, PRECISIONS, RUNTIMES
 from odqa.core.settings import field_help
+from odqa.indexes.analysis import LANGUAGE_NAMES
 from odqa.reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS, DEFAULT_STRIDE
 
 AUTO_READER = "auto"  # the shipped reader for the language of the text read (reader_for_language)
