@@ -799,6 +799,7 @@ def stage_ask(
     The dense hits are simulated vectors' rows, so the answers mean nothing: the times and memory do."""
     from odqa.config import OdqaConfig
     from odqa.core.models import DEFAULT_ENCODER
+    from odqa.core.protocols import TEXT, VECTORS
     from odqa.core.types import BackendInfo, EncoderRecord, SearchHit
     from odqa.corpus.articles import StoreArticlePassages
     from odqa.corpus.store import PassageStore
@@ -862,7 +863,10 @@ def stage_ask(
         def article_passages(self):
             return StoreArticlePassages(self.store)
 
-        def check_available(self, kind):
+        def capabilities(self):
+            return frozenset({TEXT, VECTORS})
+
+        def check_available(self, capability):
             pass
 
     from odqa.indexes.integrity import FileCheck

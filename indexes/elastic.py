@@ -26,6 +26,7 @@ import numpy as np
 
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.fusion import Fusion
+from odqa.core.protocols import TEXT, VECTORS
 from odqa.core.types import BackendInfo, EncoderRecord, Passage, SearchHit
 from odqa.indexes.elastic_connection import (
     SearchFailed,
@@ -534,8 +535,12 @@ class ElasticPassageIndex:
             self._articles = ElasticArticlePassages(self.index)
         return self._articles
 
-    def check_available(self, kind: str) -> None:
-        """The server does the searching (the client was checked when the index was opened); dense search needs
-        an index loaded with vectors (a hybrid over one without is BM25: retriever.registry.build_retriever)."""
-        if kind == "dense":
+    def capabilities(self) -> frozenset[str]:
+        """TEXT always (the server's BM25); VECTORS where the index was loaded with vectors."""
+        return frozenset({TEXT, VECTORS} if self.index.dim else {TEXT})
+
+    def check_available(self, capability: str) -> None:
+        """The server does the searching (the client was checked when the index was opened); VECTORS needs an
+        index loaded with vectors (a hybrid over one without is BM25: retriever.registry.build_retriever)."""
+        if capability == VECTORS:
             self.index.require_vectors()

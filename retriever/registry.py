@@ -5,8 +5,9 @@ training-data builders all build their retrievers here.
 
 * A new store (odqa.core.protocols.SearchBackend): its module, and one line in `INDEX_BACKENDS` (its opener, the
   location schemes that name it, any fusion it runs itself).
-* A new retriever kind: its module (a class with `search(questions, k)`), and one line in `RETRIEVERS` (a factory
-  `(backend, settings, runtime) -> Retriever`).
+* A new retriever kind: its module (a class with `search(questions, k)`), and one line in `RETRIEVERS` (a
+  `RetrieverKind`: its factory `(backend, settings, runtime) -> Retriever` and what it needs of a store, of
+  odqa.core.protocols.CAPABILITIES); the stores declare what they hold, so none changes for it.
 * A new fusion method: odqa.core.fusion (its function and one line in `FUSIONS`).
 
 Nothing heavy is imported here: the folder's parts (FAISS, Arrow) load when a folder is opened, the Elasticsearch
@@ -25,7 +26,7 @@ from typing import Any
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.fusion import AUTO, FUSIONS, Fusion, resolve_fusion
 from odqa.core.logs import get_logger
-from odqa.core.protocols import FusesItself, Retriever, SearchBackend
+from odqa.core.protocols import CAPABILITIES, TEXT, VECTORS, FusesItself, Retriever, SearchBackend
 from odqa.core.registry import Registry
 from odqa.core.runtime import INFERENCE, InferenceSettings
 from odqa.core.text_encoding import EncodesTexts
@@ -157,16 +158,33 @@ class RetrieverRuntime:
 
 def build_retriever(backend: SearchBackend, settings, runtime: RetrieverRuntime, kind: str | None = None) -> Retriever:
     """The retriever `settings` (a RetrievalConfig, retriever.settings) asks of an opened store: `kind`, else
-    `settings.retriever`. A hybrid over a store without vectors is BM25 (said once), as the default must answer
-    over an index built with `--backends bm25`. The store opens and checks what the retriever reads first."""
-    kind = kind or settings.retriever
-    factory = RETRIEVERS.get(kind)
-    info = backend.info()
-    if kind == "hybrid" and not info.vectors and info.text:
-        log.warning("%s holds no vectors, so hybrid retrieval falls back to bm25", info.location)
-        kind, factory = "bm25", RETRIEVERS.get("bm25")
-    backend.check_available(kind)
-    return factory(backend, settings, runtime)
+    `settings.retriever`. A kind whose needs the store does not hold is its fallback where it has one (said once):
+    a hybrid over a store without vectors is BM25, as the default must answer over an index built with
+    `--backends bm25`. The store opens and checks what the retriever reads first."""
+    kind = check_retriever_available(backend, kind or settings.retriever, say=True)
+    return RETRIEVERS.get(kind).build(backend, settings, runtime)
+
+
+def check_retriever_available(backend: SearchBackend, kind: str, say: bool = False) -> str:
+    """The kind that serves `kind` over `backend` (itself, or its fallback where the store lacks some of its needs;
+    `say`: log the fallback), after the store checked each capability that kind needs: one line (OdqaError) names
+    what is missing (a part, an optional package, the vectors)."""
+    entry = RETRIEVERS.get(kind)
+    held = backend.capabilities()
+    missing = entry.needs - held
+    if missing and entry.fallback and RETRIEVERS.get(entry.fallback).needs <= held:
+        if say:
+            log.warning(
+                "%s holds no %s, so %s retrieval falls back to %s",
+                backend.info().location,
+                " or ".join(sorted(missing)),
+                kind,
+                entry.fallback,
+            )
+        kind, entry = entry.fallback, RETRIEVERS.get(entry.fallback)
+    for capability in sorted(entry.needs):
+        backend.check_available(capability)
+    return kind
 
 
 def _bm25(backend: SearchBackend, settings, runtime: RetrieverRuntime) -> BM25Retriever:
@@ -190,10 +208,33 @@ def _hybrid(backend: SearchBackend, settings, runtime: RetrieverRuntime) -> Hybr
     )
 
 
+@dataclass(frozen=True)
+class RetrieverKind:
+    """A kind of retriever: `build(backend, settings, runtime)` gives it over an opened store; `needs` are what it
+    searches the store through (of odqa.core.protocols.CAPABILITIES), checked with the store before it is built;
+    `fallback`: the kind built instead over a store that holds the fallback's needs but not all of these."""
+
+    build: Callable[..., Retriever]
+    needs: frozenset[str]
+    fallback: str = ""
+
+    def __post_init__(self) -> None:
+        unknown = sorted(self.needs - set(CAPABILITIES))
+        if unknown or not self.needs:
+            raise OdqaError(
+                f"a retriever kind needs one or more of {', '.join(CAPABILITIES)} of a store; got {sorted(self.needs)}"
+            )
+
+
 # The kinds of retriever (`--retriever`, `retrieval.retriever`, the shell's `:retriever`), each served by every
-# store: (backend, settings, runtime) -> Retriever.
-RETRIEVERS: Registry[Callable[..., Retriever]] = Registry(
-    "retriever", {"bm25": _bm25, "dense": _dense, "hybrid": _hybrid}
+# store that holds what it needs.
+RETRIEVERS: Registry[RetrieverKind] = Registry(
+    "retriever",
+    {
+        "bm25": RetrieverKind(_bm25, frozenset({TEXT})),
+        "dense": RetrieverKind(_dense, frozenset({VECTORS})),
+        "hybrid": RetrieverKind(_hybrid, frozenset({TEXT, VECTORS}), fallback="bm25"),
+    },
 )
 
 
