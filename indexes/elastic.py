@@ -27,6 +27,7 @@ import numpy as np
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.fusion import Fusion
 from odqa.core.protocols import TEXT, VECTORS
+from odqa.core.text_encoding import check_vectors_encoder
 from odqa.core.types import BackendInfo, EncoderRecord, Passage, SearchHit
 from odqa.indexes.elastic_connection import (
     SearchFailed,
@@ -193,12 +194,12 @@ class ElasticIndex:
                 f"{where} holds another corpus (fingerprint {meta['corpus_fingerprint']}, this one {fingerprint}); "
                 "pass --recreate to replace it or choose another --index-name"
             )
-        if dim and self.dim and dim != self.dim:
-            raise IndexMismatchError(f"{where} holds {self.dim}-d vectors, not {dim}-d; rebuild it with --recreate")
-        if encoder and meta.get("encoder") and encoder.rstrip("/").lower() != str(meta["encoder"]).rstrip("/").lower():
-            raise IndexMismatchError(
-                f"{where} was encoded with {meta['encoder']!r}, not {encoder!r}; query with the same encoder"
-            )
+        check_vectors_encoder(
+            where,
+            (str(meta.get("encoder") or ""), self.dim),
+            (encoder, dim),
+            "load it with vectors of its encoder, or rebuild it with --recreate",
+        )
 
     def set_settings(self, settings: dict) -> None:
         self._call(

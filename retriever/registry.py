@@ -29,7 +29,7 @@ from odqa.core.logs import get_logger
 from odqa.core.protocols import CAPABILITIES, TEXT, VECTORS, FusesItself, Retriever, SearchBackend
 from odqa.core.registry import Registry
 from odqa.core.runtime import INFERENCE, InferenceSettings
-from odqa.core.text_encoding import EncodesTexts
+from odqa.core.text_encoding import EncodesTexts, check_vectors_encoder, same_encoder
 from odqa.core.types import BackendInfo, EncoderRecord
 from odqa.indexes.elastic import SERVER_RRF, ElasticPassageIndex
 from odqa.indexes.elastic_connection import LOCATION_SCHEMES, settings_for
@@ -280,48 +280,23 @@ def question_encoder(backend: SearchBackend, settings, runtime: RetrieverRuntime
             '([retrieval] encoder = "MODEL", and query_encoder for a question encoder apart, as DPR\'s) or rebuild '
             "the index with `odqa index`"
         )
-    chosen = {key: record.settings.get(key) for key in ("pooling", "similarity", "query_prefix")}
-    asked = {"pooling": settings.pooling, "similarity": settings.similarity, "query_prefix": settings.query_prefix}
-    chosen.update({key: value for key, value in asked.items() if value not in (None, "")})
-    if name != recorded and not settings.pooling:
-        chosen["pooling"] = None  # another model: its own pooling
     _check_weights(record, settings.encoder or record.name, info, runtime.accept_encoder_change)
-    key = (name, record.max_length, runtime, tuple(sorted(chosen.items())))
+    wanted = settings.question_encoder_settings(name, record, runtime.inference, runtime.device)
     try:
         cache = _ENCODERS.setdefault(backend, {})
     except TypeError:  # a store that cannot be weakly referenced or hashed: nothing kept
         cache = {}
-    if key not in cache:
-        inference = runtime.inference
-        cache[key] = load_text_encoder(
-            name,
-            max_length=record.max_length,
-            device=runtime.device,
-            precision=inference.precision,
-            runtime=inference.runtime,
-            **chosen,
-        )
-    encoder = cache[key]
-    # a question encoder named apart (DPR's pair) is any of the vectors' dimension; an `encoder` must be theirs
-    _check_encoder(record, encoder.name if settings.encoder and not settings.query_encoder else "", encoder.dim, info)
+    if wanted not in cache:
+        cache[wanted] = load_text_encoder(wanted)
+    encoder = cache[wanted]
+    check_vectors_encoder(
+        info.location,
+        (record.name, record.dim),
+        (encoder.name, encoder.dim),
+        f"query with the index's encoder or rebuild the index with `--encoder {encoder.name}`",
+        compare_names=bool(settings.encoder) and not settings.query_encoder,
+    )
     return encoder
-
-
-def _norm(name: str) -> str:
-    return name.rstrip("/").lower()
-
-
-def _check_encoder(record: EncoderRecord, name: str, dim: int, info: BackendInfo) -> None:
-    if dim and record.dim and dim != record.dim:
-        raise IndexMismatchError(
-            f"{info.location} holds {record.dim}-d vectors from encoder {record.name!r}, but encoder {name!r} gives "
-            f"{dim}-d vectors; use the index's encoder or rebuild the index with `--encoder {name}`"
-        )
-    if name and record.name and _norm(name) != _norm(record.name):
-        raise IndexMismatchError(
-            f"{info.location} was encoded with {record.name!r}, not {name!r}; query with the same "
-            f"encoder or rebuild the index with `--encoder {name}`"
-        )
 
 
 def _check_weights(record: EncoderRecord, name: str, info: BackendInfo, accept: bool) -> None:
@@ -329,7 +304,7 @@ def _check_weights(record: EncoderRecord, name: str, info: BackendInfo, accept: 
     pair them with other question vectors."""
     from odqa.core.models import model_fingerprint
 
-    if not record.weights or _norm(name) != _norm(record.name) or model_fingerprint(name) == record.weights:
+    if not record.weights or not same_encoder(name, record.name) or model_fingerprint(name) == record.weights:
         return
     message = (
         f"{info.location} was encoded with other weights of {name!r} than the ones installed now (the model "

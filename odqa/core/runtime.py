@@ -272,27 +272,31 @@ def graph_path(kind: str, weights_digest: str, int8: bool) -> Path:
     return onnx_cache_root() / f"{kind}-{digest[:20]}" / ("model.int8.onnx" if int8 else "model.onnx")
 
 
-def files_digest(name_or_path: str, variant: str = "") -> str | None:
+def files_digest(name_or_path: str, variant: str = "", folder: str | None = None) -> str | None:
     """A digest naming the weights of a model folder by its weight files (None for a hub name or a folder
-    without weights: nothing on disk names those). `variant`: what else shapes the graph (an encoder's pooling)."""
+    without weights: nothing on disk names those). `variant`: what else shapes the graph (an encoder's pooling);
+    `folder`: `name_or_path` already resolved (odqa.core.models.resolve_model), where the caller has it."""
     from odqa.core.models import model_fingerprint, resolve_model
 
-    folder = Path(resolve_model(name_or_path))
-    if not folder.is_dir() or not (any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))):
+    weights = Path(folder or resolve_model(name_or_path))
+    if not weights.is_dir() or not (any(weights.glob("*.safetensors")) or any(weights.glob("*.bin"))):
         return None
     # the name as given: the same weights installed elsewhere share the graph
-    return f"files:{model_fingerprint(name_or_path)}" + (f":{variant}" if variant else "")
+    return f"files:{model_fingerprint(name_or_path, folder=str(weights))}" + (f":{variant}" if variant else "")
 
 
-def cached_graph(kind: str, name_or_path: str, plan: InferencePlan, variant: str = "") -> OnnxModel | None:
+def cached_graph(
+    kind: str, name_or_path: str, plan: InferencePlan, variant: str = "", folder: str | None = None
+) -> OnnxModel | None:
     """The session of the already-built graph of a model's weight files when `plan` runs onnx, else None (the
-    caller then loads the torch module, which builds the graph on first use)."""
+    caller then loads the torch module, which builds the graph on first use). `folder`: as for `files_digest`."""
     from odqa.core.models import resolve_model
 
+    folder = folder or resolve_model(name_or_path)
     # without tokenizer.json only transformers' auto classes, which import torch, can tokenize
-    if plan.runtime != "onnx" or not (Path(resolve_model(name_or_path)) / "tokenizer.json").is_file():
+    if plan.runtime != "onnx" or not (Path(folder) / "tokenizer.json").is_file():
         return None
-    digest = files_digest(name_or_path, variant)
+    digest = files_digest(name_or_path, variant, folder)
     path = graph_path(kind, digest, plan.precision == "int8") if digest else None
     return OnnxModel(path) if path is not None and path.is_file() else None
 
