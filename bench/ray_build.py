@@ -83,10 +83,10 @@ def main() -> None:
     shards = args.shards or args.workers
 
     from odqa.core.device import cpu_model_and_flags
-    from odqa.indexing import IndexSpec, passage_precision
+    from odqa.indexing import IndexSpec, asked_plan
 
     cpu, flags = cpu_model_and_flags(["avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16"])
-    precision = passage_precision(IndexSpec(corpus="", out="", precision=args.precision))
+    precision = asked_plan(IndexSpec(corpus="", out="", precision=args.precision)).precision
     scratch = Path(tempfile.mkdtemp(prefix="odqa-ray-bench-"))
     env = {**os.environ, "TQDM_DISABLE": "1"}
     try:

@@ -271,7 +271,7 @@ def cmd_real(args) -> None:
     """Real passage vectors (the default encoder, the subset's first passages) and NQ-dev question vectors."""
     from odqa.core.encoder_loading import load_text_encoder
     from odqa.core.models import DEFAULT_ENCODER
-    from odqa.core.text_encoding import paired_query_encoder
+    from odqa.core.text_encoding import EncoderSettings, paired_query_encoder
     from odqa.corpus.readers import iter_passages
 
     folder = scale_home() / "real"
@@ -284,13 +284,12 @@ def cmd_real(args) -> None:
     rng = random.Random(0)
     rng.shuffle(passages)  # the first articles alone would be a few topics
     t0 = time.perf_counter()
-    encoder = load_text_encoder(DEFAULT_ENCODER, max_length=256)
+    encoder = load_text_encoder(EncoderSettings(DEFAULT_ENCODER, max_length=256))
     vectors = encoder.encode_passages(passages, batch_size=64)
     encode_s = time.perf_counter() - t0
     np.save(folder / "passages.npy", vectors.astype(np.float16))
-    queries = load_text_encoder(paired_query_encoder(DEFAULT_ENCODER) or DEFAULT_ENCODER, max_length=64).encode_queries(
-        nq_questions(args.questions)
-    )
+    question_encoder = EncoderSettings(paired_query_encoder(DEFAULT_ENCODER) or DEFAULT_ENCODER, max_length=64)
+    queries = load_text_encoder(question_encoder).encode_queries(nq_questions(args.questions))
     np.save(folder / "queries.npy", queries.astype(np.float32))
     record(
         {"what": "real-vectors", "passages": len(passages), "questions": len(queries), "encode_s": round(encode_s, 1)}
@@ -799,6 +798,7 @@ def stage_ask(
     The dense hits are simulated vectors' rows, so the answers mean nothing: the times and memory do."""
     from odqa.config import OdqaConfig
     from odqa.core.models import DEFAULT_ENCODER
+    from odqa.core.protocols import TEXT, VECTORS
     from odqa.core.types import BackendInfo, EncoderRecord, SearchHit
     from odqa.corpus.articles import StoreArticlePassages
     from odqa.corpus.store import PassageStore
@@ -862,7 +862,10 @@ def stage_ask(
         def article_passages(self):
             return StoreArticlePassages(self.store)
 
-        def check_available(self, kind):
+        def capabilities(self):
+            return frozenset({TEXT, VECTORS})
+
+        def check_available(self, capability):
             pass
 
     from odqa.indexes.integrity import FileCheck

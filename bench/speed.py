@@ -216,11 +216,10 @@ def measure_pipeline(runtime: str, precision: str, args, whole_passages: bool = 
 def measure_index_encoder(args) -> dict:
     """The passage encoder of a default, large `run_qa.py index` here (encoder and precision as a build of
     LARGE_BUILD passages or more picks them)."""
-    from odqa.indexing import LARGE_BUILD, IndexSpec, auto_passage_encoder, passage_encoder
+    from odqa.indexing import LARGE_BUILD, IndexSpec, asked_plan, auto_passage_encoder
 
-    encoder = passage_encoder(
-        auto_passage_encoder(IndexSpec(corpus="", out="", device="cpu", max_length=128), LARGE_BUILD)
-    )
+    spec = IndexSpec(corpus="", out="", device="cpu", max_length=128)
+    encoder = auto_passage_encoder(asked_plan(spec), LARGE_BUILD).load_encoder()
     row = measure_encoder("", "", argparse.Namespace(**{**vars(args), "quick": True}), encoder)
     return {
         "variant": INDEX_DEFAULT,

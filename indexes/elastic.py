@@ -26,6 +26,8 @@ import numpy as np
 
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.fusion import Fusion
+from odqa.core.protocols import TEXT, VECTORS
+from odqa.core.text_encoding import check_vectors_encoder
 from odqa.core.types import BackendInfo, EncoderRecord, Passage, SearchHit
 from odqa.indexes.elastic_connection import (
     SearchFailed,
@@ -192,12 +194,12 @@ class ElasticIndex:
                 f"{where} holds another corpus (fingerprint {meta['corpus_fingerprint']}, this one {fingerprint}); "
                 "pass --recreate to replace it or choose another --index-name"
             )
-        if dim and self.dim and dim != self.dim:
-            raise IndexMismatchError(f"{where} holds {self.dim}-d vectors, not {dim}-d; rebuild it with --recreate")
-        if encoder and meta.get("encoder") and encoder.rstrip("/").lower() != str(meta["encoder"]).rstrip("/").lower():
-            raise IndexMismatchError(
-                f"{where} was encoded with {meta['encoder']!r}, not {encoder!r}; query with the same encoder"
-            )
+        check_vectors_encoder(
+            where,
+            (str(meta.get("encoder") or ""), self.dim),
+            (encoder, dim),
+            "load it with vectors of its encoder, or rebuild it with --recreate",
+        )
 
     def set_settings(self, settings: dict) -> None:
         self._call(
@@ -534,8 +536,12 @@ class ElasticPassageIndex:
             self._articles = ElasticArticlePassages(self.index)
         return self._articles
 
-    def check_available(self, kind: str) -> None:
-        """The server does the searching (the client was checked when the index was opened); dense search needs
-        an index loaded with vectors (a hybrid over one without is BM25: retriever.registry.build_retriever)."""
-        if kind == "dense":
+    def capabilities(self) -> frozenset[str]:
+        """TEXT always (the server's BM25); VECTORS where the index was loaded with vectors."""
+        return frozenset({TEXT, VECTORS} if self.index.dim else {TEXT})
+
+    def check_available(self, capability: str) -> None:
+        """The server does the searching (the client was checked when the index was opened); VECTORS needs an
+        index loaded with vectors (a hybrid over one without is BM25: retriever.registry.build_retriever)."""
+        if capability == VECTORS:
             self.index.require_vectors()

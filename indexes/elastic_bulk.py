@@ -540,7 +540,8 @@ def load_passages(
     if recreate:
         index.delete()
     if index.exists():
-        index.check(fingerprint=meta["corpus_fingerprint"], dim=dim)
+        # vectors of another encoder, even of the same dimension, would be searched with the index's questions
+        index.check(fingerprint=meta["corpus_fingerprint"], encoder=(meta.get("encoder") or "") if dim else "", dim=dim)
         if dim and not index.dim:
             raise IndexMismatchError(f"Elasticsearch index {index.name!r} was created without vectors; pass --recreate")
     else:

@@ -18,6 +18,7 @@ import numpy as np
 from odqa.core.atomic import swap_lock
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.optional import require
+from odqa.core.protocols import TEXT, VECTORS
 from odqa.core.types import BackendInfo, EncoderRecord, Passage, SearchHit
 from odqa.corpus.articles import StoreArticlePassages
 from odqa.corpus.store import DATA_FILE, PassageStore
@@ -151,30 +152,36 @@ class FolderIndex:
         """At open: the parts that make the index are the ones recorded (a sharded index's shards); a bundle's own
         parts are checked as they open."""
 
-    def check_available(self, kind: str) -> None:
-        """Before the first search by the `kind` retriever: the optional packages it needs here (the BM25
-        analyser, FAISS for an hnsw or ivf vector index) are installed, else one line names the missing one; then
-        the parts it reads are opened and checked. Where a rebuild swaps the folder meanwhile, the parts found are
-        the new index's and the manifest the old one's, so the new index is opened whole instead."""
-        if kind in ("bm25", "hybrid") and BM25 in self.backends:
+    def capabilities(self) -> frozenset[str]:
+        """TEXT where the index was built with BM25, VECTORS where with the dense part."""
+        held = {TEXT: BM25 in self.backends, VECTORS: DENSE in self.backends}
+        return frozenset(capability for capability, built in held.items() if built)
+
+    def check_available(self, capability: str) -> None:
+        """Before the first search through `capability`: the optional packages it needs here (the BM25 analyser
+        for TEXT, FAISS for an hnsw or ivf vector index) are installed, else one line names the missing one; then
+        the parts it reads are opened and checked (a part the index lacks: one line naming the fix). Where a
+        rebuild swaps the folder meanwhile, the parts found are the new index's and the manifest the old one's,
+        so the new index is opened whole instead."""
+        if capability == TEXT and BM25 in self.backends:
             check_analyzer_available(self.manifest.params.get("analyzer", "en"))
-        if kind in ("dense", "hybrid") and DENSE in self.backends and self.layout.dense.is_dir():
+        if capability == VECTORS and DENSE in self.backends and self.layout.dense.is_dir():
             vector_kind = Manifest.load(self.layout.dense).params.get("kind", "flat")
             if vector_kind in FAISS_KINDS:
                 require("faiss", f"the {vector_kind} vector index of {self.path}")
         with swap_lock(self.path):
-            self._open_parts(kind)
+            self._open_parts(capability)
 
-    def _open_parts(self, kind: str) -> None:
+    def _open_parts(self, capability: str) -> None:
         if self._pin is not None and self._pin.replaced(self.path):
             with contextlib.suppress(OdqaError):  # still swapping (no lock beside it): the retries below wait
                 self._reopen()  # swapped since it was opened: the parts are read from the new index
         for attempt in range(SWAP_RETRIES + 1):
             try:
                 _ = self.store
-                if kind in ("bm25", "hybrid"):
+                if capability == TEXT:
                     self.text_index()
-                if kind == "dense" or (kind == "hybrid" and DENSE in self.backends):
+                if capability == VECTORS:
                     self.vector_index()
                 return
             except (OdqaError, OSError):

@@ -22,6 +22,7 @@ from typing import Any
 
 from odqa.core.atomic import write_json_atomic
 from odqa.core.errors import IndexMismatchError, OdqaError
+from odqa.core.text_encoding import check_vectors_encoder
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 2  # 2: part manifests, block digests and the manifest's own digest recorded
@@ -96,16 +97,13 @@ class Manifest:
             )
 
     def check_encoder(self, encoder: str, dim: int, where: str) -> None:
-        if dim and self.dim and dim != self.dim:
-            raise IndexMismatchError(
-                f"{where} holds {self.dim}-d vectors from encoder {self.encoder!r}, but encoder {encoder!r} gives "
-                f"{dim}-d vectors; use the index's encoder or rebuild the index with `--encoder {encoder}`"
-            )
-        if encoder and self.encoder and _norm(encoder) != _norm(self.encoder):
-            raise IndexMismatchError(
-                f"{where} was encoded with {self.encoder!r}, not {encoder!r}; query with the same encoder "
-                f"or rebuild the index with `--encoder {encoder}`"
-            )
+        """Refuse these vectors to `encoder` of `dim`-d vectors where another encoder made them."""
+        check_vectors_encoder(
+            where,
+            (self.encoder, self.dim),
+            (encoder, dim),
+            f"query with the index's encoder or rebuild the index with `--encoder {encoder}`",
+        )
 
 
 def file_record_gaps(info, version: int) -> list[str]:
@@ -164,7 +162,3 @@ def content_digest(data: dict) -> str:
     """A digest of a manifest's fields other than `digest`, as JSON with sorted keys."""
     rest = {k: v for k, v in data.items() if k != "digest"}
     return hashlib.sha256(json.dumps(rest, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
-
-
-def _norm(name: str) -> str:
-    return name.rstrip("/").lower()

@@ -41,6 +41,7 @@ from odqa.core.logs import get_logger
 from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
 from odqa.core.runtime import INFERENCE, PRECISIONS, InferenceSettings
 from odqa.core.settings import field_default
+from odqa.core.text_encoding import EncoderSettings, RetrieverInfo
 from odqa.corpus.readers import CorpusFields, corpus_files, corpus_sources, iter_documents, iter_passages
 from odqa.indexes.analysis import ANALYZERS, LANGUAGE_NAMES, LANGUAGES, analyzer_for, detect_language
 from odqa.indexes.bm25 import TEXT_ENGINES, build_text_index, require_engine
@@ -121,6 +122,20 @@ class IndexSpec:
             "choices": PRECISIONS,
         },
     )
+
+    def encoder_settings(self) -> EncoderSettings:
+        """The passage encoder this build asks for (unset values: the model's own)."""
+        return EncoderSettings(
+            self.encoder,
+            max_length=self.max_length,
+            pooling=self.pooling or None,
+            similarity=self.similarity or None,
+            query_prefix=self.query_prefix,
+            passage_prefix=self.passage_prefix,
+            precision=self.precision,
+            device=self.device,
+            passages=True,
+        )
 
 
 @dataclass
@@ -215,14 +230,6 @@ def build_index(spec: IndexSpec, crash_after: str | None = None, until: str | No
     work folder and stop (finished False); a later call with the same spec resumes from them, as after a crash
     (a Ray build runs the text and the encoding of a shard as separate tasks, the second on a GPU)."""
     backends = validate_spec(spec)
-    if DENSE in backends and spec.max_length is None:
-        from odqa.core.encoder import encoder_max_length
-
-        spec = replace(spec, max_length=encoder_max_length(spec.encoder))
-    if DENSE in backends and not spec.query_encoder:
-        from odqa.core.text_encoding import paired_query_encoder
-
-        spec = replace(spec, query_encoder=paired_query_encoder(spec.encoder))
     out = Path(os.path.abspath(spec.out))  # `--out .` names the folder by its name, which the work folder takes
     if out.is_symlink():
         out = out.resolve()  # replace what the link points to, and keep the link
@@ -252,33 +259,12 @@ def build_index(spec: IndexSpec, crash_after: str | None = None, until: str | No
                 _maybe_crash(crash_after, "bm25")
             if until == TEXT_STAGE:
                 return BuildReport(False, len(store), f"passages and BM25 built in {work.root}", seconds)
+            plan = None
             if DENSE in backends:  # where the passages are encoded: `auto` picks for this machine's CPU or GPU
-                spec = _encoding_choice(spec, work, len(store))
-            if DENSE in backends and not IndexLayout(work.dense).manifest.exists():
-                # a dense part finished by an interrupted run of the same settings (_encoding_choice checked them)
-                # is kept whole: nothing is encoded again
-                with _timed(seconds, "encode_s"):
-                    done, total = _encode_chunks(spec, work, store)
-                _maybe_crash(crash_after, "encode")
-                if done < total:
-                    assert spec.shard is not None  # only a shard leaves chunks to the others
-                    return BuildReport(
-                        False,
-                        len(store),
-                        f"shard {spec.shard[0]}/{spec.shard[1]} finished: {done} of {total} "
-                        f"chunks encoded in {work.root}; run the other shards, then rerun without --shard to finish",
-                        seconds,
-                    )
-                with _timed(seconds, "dense_index_s"):
-                    _dense(spec, work, store, fingerprint, total)
-                _maybe_crash(crash_after, "dense")
-            elif DENSE in backends and spec.shard:
-                return BuildReport(
-                    False,
-                    len(store),
-                    f"every chunk is encoded and merged in {work.root}; rerun without --shard to finish",
-                    seconds,
-                )
+                plan = encoding_plan(spec, work, len(store))
+                unfinished = _dense_stage(spec, plan, work, store, fingerprint, seconds, crash_after)
+                if unfinished is not None:
+                    return unfinished
 
             tmp = layout.staging(os.getpid())
             shutil.rmtree(tmp, ignore_errors=True)
@@ -295,7 +281,7 @@ def build_index(spec: IndexSpec, crash_after: str | None = None, until: str | No
                     kind="bundle",
                     corpus_fingerprint=fingerprint,
                     count=len(store),
-                    encoder=spec.encoder if DENSE in backends else "",
+                    encoder=plan.passages.name if plan else "",
                     dim=Manifest.load(staged.dense, kind="faiss").dim if DENSE in backends else 0,
                     params={
                         "backends": backends,
@@ -305,7 +291,7 @@ def build_index(spec: IndexSpec, crash_after: str | None = None, until: str | No
                         **({"part": list(spec.part)} if spec.part else {}),
                         "language": language,
                         **({"analyzer": analyzer} if BM25 in backends else {}),
-                        **({"query_encoder": spec.query_encoder or spec.encoder} if DENSE in backends else {}),
+                        **({"query_encoder": plan.searched_with} if plan else {}),
                     },
                 ).save(tmp)
                 publish_folder(tmp, out, crash_after=crash_after)
@@ -333,6 +319,46 @@ def build_index(spec: IndexSpec, crash_after: str | None = None, until: str | No
         f"index ready in {out}: {len(store)} passages, backends {', '.join(backends)}{note}{kb}",
         seconds,
     )
+
+
+def _dense_stage(
+    spec: IndexSpec,
+    plan: EncodingPlan,
+    work: IndexLayout,
+    store: PassageStore,
+    fingerprint: str,
+    seconds: dict[str, float],
+    crash_after: str | None,
+) -> BuildReport | None:
+    """Encode the passages and build the dense part in the work folder as `plan` says; the report of a build that
+    stops here (a shard's chunks done, the rest left to the other shards), else None."""
+    if IndexLayout(work.dense).manifest.exists():
+        # a dense part finished by an interrupted run of the same settings (encoding_plan checked them) is kept
+        # whole: nothing is encoded again
+        if spec.shard:
+            return BuildReport(
+                False,
+                len(store),
+                f"every chunk is encoded and merged in {work.root}; rerun without --shard to finish",
+                seconds,
+            )
+        return None
+    with _timed(seconds, "encode_s"):
+        done, total = _encode_chunks(spec, plan, work, store)
+    _maybe_crash(crash_after, "encode")
+    if done < total:
+        assert spec.shard is not None  # only a shard leaves chunks to the others
+        return BuildReport(
+            False,
+            len(store),
+            f"shard {spec.shard[0]}/{spec.shard[1]} finished: {done} of {total} "
+            f"chunks encoded in {work.root}; run the other shards, then rerun without --shard to finish",
+            seconds,
+        )
+    with _timed(seconds, "dense_index_s"):
+        _dense(spec, plan, work, store, fingerprint, total)
+    _maybe_crash(crash_after, "dense")
+    return None
 
 
 def _kb_source(record: dict | None, spec: IndexSpec) -> dict:
@@ -621,16 +647,16 @@ def _bm25(
     build_text_index(passage_texts(store, "bm25"), work.bm25, manifest, engine=spec.bm25_engine, **params)
 
 
-def _encode_chunks(spec: IndexSpec, work: IndexLayout, store: PassageStore) -> tuple[int, int]:
+def _encode_chunks(spec: IndexSpec, plan: EncodingPlan, work: IndexLayout, store: PassageStore) -> tuple[int, int]:
     chunks = work.dense_chunks
     chunks.mkdir(exist_ok=True)
     total = (len(store) + spec.chunk_size - 1) // spec.chunk_size
     mine = [c for c in range(total) if spec.shard is None or c % spec.shard[1] == spec.shard[0]]
     todo = [c for c in mine if not (chunks / f"chunk-{c:05d}.npy").exists()]
     if todo:
-        encoder = passage_encoder(spec)
+        encoder = plan.load_encoder()
         remaining = sum(min(spec.chunk_size, len(store) - c * spec.chunk_size) for c in todo)
-        _suggest_fast_encoder(spec, encoder, remaining)
+        _suggest_fast_encoder(encoder, remaining)
         with tqdm(total=remaining, desc="encode", unit=" psg", mininterval=2) as bar:
             for c in todo:
                 rows = store.dataset[c * spec.chunk_size : (c + 1) * spec.chunk_size]
@@ -647,7 +673,79 @@ FAST_PASSAGE_ENCODER = "fast-passage-encoder"  # models/fast-passage-encoder: wr
 LARGE_BUILD = 50_000  # passages: below this the build takes minutes either way
 
 
-def auto_passage_encoder(spec: IndexSpec, passages: int) -> IndexSpec:
+@dataclass(frozen=True)
+class EncodingPlan:
+    """What a build encodes its passages with, decided once (`encoding_plan`) and passed down to the encoding,
+    the work folder's record and the manifests: the passage encoder's settings, the precision it runs in (`auto`
+    made concrete for this machine) and the question encoder recorded for search ("": the passage encoder)."""
+
+    passages: EncoderSettings
+    precision: str
+    query_encoder: str = ""
+
+    @property
+    def searched_with(self) -> str:
+        return self.query_encoder or self.passages.name
+
+    def load_encoder(self):
+        """The passage encoder. `auto` may encode passages in int8 where their int8 recall was measured
+        (`int8_measured(..., passages=True)`), though questions stay in the precision search gives them."""
+        from odqa.core.encoder_loading import load_text_encoder
+
+        return load_text_encoder(self.passages)
+
+    def recorded_settings(self) -> dict:
+        """The passage encoder's resolved settings the manifest records (read from the model files on the CPU),
+        so that search encodes questions the same way."""
+        from odqa.core.encoder_loading import load_text_encoder
+
+        return load_text_encoder(replace(self.passages, device="cpu", precision=INFERENCE.precision)).settings()
+
+    def key(self, chunk_size: int) -> dict:
+        """Everything the passage vectors depend on: chunks and a dense part are reused only under the same key.
+        Chunks of one build share a precision (int8 vectors differ slightly from fp32 ones)."""
+        settings = self.passages
+        return {
+            "encoder": settings.name,
+            "chunk_size": chunk_size,
+            "max_length": settings.max_length,
+            "weights": model_fingerprint(settings.name),
+            "pooling": settings.pooling,
+            "similarity": settings.similarity,
+            "query_prefix": settings.query_prefix,
+            "passage_prefix": settings.passage_prefix,
+            "precision": self.precision,
+        }
+
+
+def asked_plan(spec: IndexSpec) -> EncodingPlan:
+    """The plan `spec` asks for, its encoder resolved to a folder once: its passage length (unset: the encoder's
+    own), its question encoder (unset: the one the passage encoder names, a distilled student's teacher) and the
+    precision its `auto` means on this machine, before the build's size is known (`encoding_plan`)."""
+    from odqa.core.models import resolve_model
+    from odqa.core.text_encoding import folder_max_length, read_retriever_info
+
+    settings = spec.encoder_settings()
+    folder = resolve_model(settings.name)
+    info = read_retriever_info(folder)
+    if settings.max_length is None:
+        settings = replace(settings, max_length=folder_max_length(folder))
+    return EncodingPlan(settings, passage_precision(settings, info), spec.query_encoder or info.query_encoder or "")
+
+
+def passage_precision(settings: EncoderSettings, info: RetrieverInfo | None = None) -> str:
+    """The precision the passage encoder `settings` runs in (`auto` made concrete), without loading it; `info`:
+    its retriever_info.json, where the caller has read it."""
+    from odqa.core.device import device_type
+    from odqa.core.runtime import plan_inference
+    from odqa.core.text_encoding import retriever_info
+
+    info = info or retriever_info(settings.name)
+    inference = InferenceSettings(settings.precision, settings.runtime)
+    return plan_inference(device_type(settings.device), inference, auto_int8=info.allows_int8(passages=True)).precision
+
+
+def auto_passage_encoder(plan: EncodingPlan, passages: int) -> EncodingPlan:
     """Under `--precision auto`, a large build with the default encoder on a CPU where it would run fp32 or int8
     (every CPU with onnxruntime: its passages' int8 is measured) encodes its passages with the distilled 4-layer
     student, whose recall was measured level with the 6-layer encoder's (models/fast-passage-encoder/README.md) at
@@ -656,36 +754,37 @@ def auto_passage_encoder(spec: IndexSpec, passages: int) -> IndexSpec:
     from odqa.core.device import device_type
     from odqa.core.text_encoding import paired_query_encoder
 
-    if spec.precision != "auto" or device_type(spec.device) != "cpu":
-        return spec
-    precision = passage_precision(spec)
-    if not _fast_encoder_serves(spec, passages, precision):
-        return spec
-    fast = replace(spec, encoder=FAST_PASSAGE_ENCODER, query_encoder=paired_query_encoder(FAST_PASSAGE_ENCODER))
+    asked = plan.passages
+    if asked.precision != "auto" or device_type(asked.device) != "cpu":
+        return plan
+    if not _fast_encoder_serves(asked.name, passages, plan.precision):
+        return plan
+    student = replace(asked, name=FAST_PASSAGE_ENCODER)
+    fast = EncodingPlan(student, passage_precision(student), paired_query_encoder(FAST_PASSAGE_ENCODER))
     print(
         f"odqa: {passages:,} passages on this CPU: `auto` encodes them with {FAST_PASSAGE_ENCODER} "
-        f"({passage_precision(fast)}; distilled from {DEFAULT_ENCODER}, searched with its questions, recall "
+        f"({fast.precision}; distilled from {DEFAULT_ENCODER}, searched with its questions, recall "
         f"measured level: models/{FAST_PASSAGE_ENCODER}/README.md); "
-        f"--precision {precision} keeps {DEFAULT_ENCODER}",
+        f"--precision {plan.precision} keeps {DEFAULT_ENCODER}",
         file=sys.stderr,
         flush=True,
     )
     return fast
 
 
-def _fast_encoder_serves(spec: IndexSpec, passages: int, cpu_precision: str) -> bool:
+def _fast_encoder_serves(encoder: str, passages: int, cpu_precision: str) -> bool:
     """A large CPU build with the default encoder, which would run in `cpu_precision` there: where the distilled
     student is the faster way to write the same vectors (no native bf16 for the 6-layer model)."""
-    return spec.encoder == DEFAULT_ENCODER and passages >= LARGE_BUILD and cpu_precision in ("fp32", "int8")
+    return encoder == DEFAULT_ENCODER and passages >= LARGE_BUILD and cpu_precision in ("fp32", "int8")
 
 
-def _suggest_fast_encoder(spec: IndexSpec, encoder, passages: int) -> None:
+def _suggest_fast_encoder(encoder, passages: int) -> None:
     """Where the default encoder runs fp32 or int8 on a CPU (int8 under `auto`, or fp32 asked for) at a
     precision asked for (`auto` switches by itself: `auto_passage_encoder`), a large build with it is told of the
     shipped distilled passage encoder, which writes the same vector space faster (its card gives speed and
     recall)."""
     precision = encoder.plan().precision
-    if encoder.device_type != "cpu" or not _fast_encoder_serves(spec, passages, precision):
+    if encoder.device_type != "cpu" or not _fast_encoder_serves(encoder.name, passages, precision):
         return
     print(
         f"odqa: {passages:,} passages to encode in {precision} on this CPU; `--encoder {FAST_PASSAGE_ENCODER}` "
@@ -696,32 +795,25 @@ def _suggest_fast_encoder(spec: IndexSpec, encoder, passages: int) -> None:
     )
 
 
-def _encoding_choice(spec: IndexSpec, work: IndexLayout, passages: int) -> IndexSpec:
-    """The passage encoder and precision this build encodes with, checked against the work folder's record.
+def encoding_plan(spec: IndexSpec, work: IndexLayout, passages: int) -> EncodingPlan:
+    """The passage encoder and precision this build encodes with, decided here once and checked against the work
+    folder's record.
 
     A rerun of the same command resumes with what the interrupted run chose, recorded in `work.encoding`: its
     `--precision auto` may choose otherwise now (another machine, onnxruntime installed since), and the finished chunks
     and dense part would be of no use. A record of other settings given explicitly is refused, naming them,
     since a shared work folder may hold other machines' shards."""
     asked = {"encoder": spec.encoder, "precision": spec.precision, "device": spec.device or ""}
+    plan = asked_plan(spec)
     saved = _read_record(work.encoding)
     encoded = (work.dense_chunks.is_dir() and any(work.dense_chunks.glob("chunk-*.npy"))) or IndexLayout(
         work.dense
     ).manifest.exists()
     if saved and saved.get("asked") == asked and spec.precision == "auto":
-        spec = replace(spec, encoder=saved["encoder"], query_encoder=saved.get("query_encoder") or spec.query_encoder)
-        if saved.get("precision") != passage_precision(spec):
-            spec = replace(spec, precision=saved["precision"])
-        if encoded:
-            print(
-                f"odqa: resuming with the passages encoded by {saved['encoder']} in precision {saved['precision']}, "
-                f"as `--precision auto` chose when this build started (recorded in {work.encoding})",
-                file=sys.stderr,
-                flush=True,
-            )
+        plan = _resumed_plan(plan, saved, work, encoded)
     elif spec.precision == "auto":
-        spec = auto_passage_encoder(spec, passages)
-    key = _encoding_key(spec)
+        plan = auto_passage_encoder(plan, passages)
+    key = plan.key(spec.chunk_size)
     if saved and {name: saved.get(name) for name in key} != key:
         if not encoded:
             saved = None  # nothing encoded under the old settings yet
@@ -737,64 +829,31 @@ def _encoding_choice(spec: IndexSpec, work: IndexLayout, passages: int) -> Index
     if not saved:
         shutil.rmtree(work.dense, ignore_errors=True)
         shutil.rmtree(work.dense_chunks, ignore_errors=True)
-        work.encoding.write_text(json.dumps({"asked": asked, "query_encoder": spec.query_encoder, **key}))
-    return spec
+        work.encoding.write_text(json.dumps({"asked": asked, "query_encoder": plan.query_encoder, **key}))
+    return plan
 
 
-def _encoding_key(spec: IndexSpec) -> dict:
-    """Everything the passage vectors depend on: chunks and a dense part are reused only under the same key.
-    Chunks of one build share a precision (int8 vectors differ slightly from fp32 ones)."""
-    return {
-        "encoder": spec.encoder,
-        "chunk_size": spec.chunk_size,
-        "max_length": spec.max_length,
-        "weights": model_fingerprint(spec.encoder),
-        **_encoder_options(spec),
-        "precision": passage_precision(spec),
-    }
+def _resumed_plan(plan: EncodingPlan, saved: dict, work: IndexLayout, encoded: bool) -> EncodingPlan:
+    """The plan an interrupted `--precision auto` build recorded (`saved`): its passage encoder, question encoder
+    and precision."""
+    passages = replace(plan.passages, name=saved["encoder"])
+    precision = passage_precision(passages)
+    if saved.get("precision") != precision:
+        passages, precision = replace(passages, precision=saved["precision"]), saved["precision"]
+    resumed = EncodingPlan(passages, precision, saved.get("query_encoder") or plan.query_encoder)
+    if encoded:
+        print(
+            f"odqa: resuming with the passages encoded by {saved['encoder']} in precision {saved['precision']}, "
+            f"as `--precision auto` chose when this build started (recorded in {work.encoding})",
+            file=sys.stderr,
+            flush=True,
+        )
+    return resumed
 
 
-def _encoder_options(spec: IndexSpec) -> dict:
-    return {
-        "pooling": spec.pooling or None,
-        "similarity": spec.similarity or None,
-        "query_prefix": spec.query_prefix,
-        "passage_prefix": spec.passage_prefix,
-    }
-
-
-def passage_precision(spec: IndexSpec) -> str:
-    """The precision the build's passage encoder runs in (`auto` made concrete), without loading it."""
-    from odqa.core.device import device_type
-    from odqa.core.runtime import plan_inference
-    from odqa.core.text_encoding import int8_measured
-
-    return plan_inference(
-        device_type(spec.device),
-        InferenceSettings(spec.precision),
-        auto_int8=int8_measured(spec.encoder, passages=True),
-    ).precision
-
-
-def passage_encoder(spec: IndexSpec, load: bool = True):
-    """The encoder that writes the index's passage vectors (load False: only its resolved settings, for the
-    manifest, read from the model files on the CPU). `auto` may encode passages in int8 where their int8 recall
-    was measured (`int8_measured(..., passages=True)`), though questions stay in the precision search gives them."""
-    from odqa.core.encoder import TextEncoder
-    from odqa.core.text_encoding import int8_measured
-
-    encoder = TextEncoder.from_pretrained(
-        spec.encoder,
-        max_length=spec.max_length,
-        device=spec.device if load else "cpu",
-        precision=spec.precision if load else INFERENCE.precision,
-        **_encoder_options(spec),
-    )
-    encoder.auto_int8 = int8_measured(spec.encoder, passages=True)
-    return encoder if load else encoder.settings()
-
-
-def _dense(spec: IndexSpec, work: IndexLayout, store: PassageStore, fingerprint: str, total: int) -> None:
+def _dense(
+    spec: IndexSpec, plan: EncodingPlan, work: IndexLayout, store: PassageStore, fingerprint: str, total: int
+) -> None:
     if IndexLayout(work.dense).manifest.exists():
         return
     chunks = work.dense_chunks
@@ -813,16 +872,17 @@ def _dense(spec: IndexSpec, work: IndexLayout, store: PassageStore, fingerprint:
 
     # written, not memory-mapped: a full disk is then an error to report, not SIGBUS
     write_npy_blocks(merged_path, np.float16, (len(store), first.shape[1]), parts())
+    encoder = plan.passages.name
     manifest = Manifest(
         kind="faiss",
         corpus_fingerprint=fingerprint,
-        encoder=spec.encoder,
+        encoder=encoder,
         params={
-            "max_length": spec.max_length,
-            "encoder_weights": model_fingerprint(spec.encoder),
-            "query_encoder": spec.query_encoder or spec.encoder,
-            "passage_precision": passage_precision(spec),
-            "encoder_settings": passage_encoder(spec, load=False),
+            "max_length": plan.passages.max_length,
+            "encoder_weights": model_fingerprint(encoder),
+            "query_encoder": plan.searched_with,
+            "passage_precision": plan.precision,
+            "encoder_settings": plan.recorded_settings(),
         },
     )
     VectorIndex.build(merged_path, work.dense, manifest, spec.vector)

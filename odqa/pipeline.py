@@ -19,7 +19,14 @@ from odqa.core.runtime import InferenceSettings
 from odqa.core.types import Answer, Mention, Passage, SearchHit
 from odqa.indexes.analysis import LANGUAGE_NAMES, detect_language
 from odqa.retriever.base import fit_k
-from odqa.retriever.registry import INDEX_BACKENDS, backend_of, build_retriever, kb_beside, open_index
+from odqa.retriever.registry import (
+    INDEX_BACKENDS,
+    backend_of,
+    build_retriever,
+    check_retriever_available,
+    kb_beside,
+    open_index,
+)
 
 if TYPE_CHECKING:  # loaded on first use (torch, transformers)
     from odqa.core.protocols import Reader as ReaderModel
@@ -215,7 +222,7 @@ class Pipeline:
         from odqa.core.device import check_device_available
 
         check_device_available(self.config.device, "device")
-        self.bundle.check_available(self.config.retrieval.retriever)
+        check_retriever_available(self.bundle, self.config.retrieval.retriever)
 
     @property
     def reader_name(self) -> str:

@@ -5,8 +5,9 @@ training-data builders all build their retrievers here.
 
 * A new store (odqa.core.protocols.SearchBackend): its module, and one line in `INDEX_BACKENDS` (its opener, the
   location schemes that name it, any fusion it runs itself).
-* A new retriever kind: its module (a class with `search(questions, k)`), and one line in `RETRIEVERS` (a factory
-  `(backend, settings, runtime) -> Retriever`).
+* A new retriever kind: its module (a class with `search(questions, k)`), and one line in `RETRIEVERS` (a
+  `RetrieverKind`: its factory `(backend, settings, runtime) -> Retriever` and what it needs of a store, of
+  odqa.core.protocols.CAPABILITIES); the stores declare what they hold, so none changes for it.
 * A new fusion method: odqa.core.fusion (its function and one line in `FUSIONS`).
 
 Nothing heavy is imported here: the folder's parts (FAISS, Arrow) load when a folder is opened, the Elasticsearch
@@ -25,10 +26,10 @@ from typing import Any
 from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.fusion import AUTO, FUSIONS, Fusion, resolve_fusion
 from odqa.core.logs import get_logger
-from odqa.core.protocols import FusesItself, Retriever, SearchBackend
+from odqa.core.protocols import CAPABILITIES, TEXT, VECTORS, FusesItself, Retriever, SearchBackend
 from odqa.core.registry import Registry
 from odqa.core.runtime import INFERENCE, InferenceSettings
-from odqa.core.text_encoding import EncodesTexts
+from odqa.core.text_encoding import EncodesTexts, check_vectors_encoder, same_encoder
 from odqa.core.types import BackendInfo, EncoderRecord
 from odqa.indexes.elastic import SERVER_RRF, ElasticPassageIndex
 from odqa.indexes.elastic_connection import LOCATION_SCHEMES, settings_for
@@ -157,16 +158,33 @@ class RetrieverRuntime:
 
 def build_retriever(backend: SearchBackend, settings, runtime: RetrieverRuntime, kind: str | None = None) -> Retriever:
     """The retriever `settings` (a RetrievalConfig, retriever.settings) asks of an opened store: `kind`, else
-    `settings.retriever`. A hybrid over a store without vectors is BM25 (said once), as the default must answer
-    over an index built with `--backends bm25`. The store opens and checks what the retriever reads first."""
-    kind = kind or settings.retriever
-    factory = RETRIEVERS.get(kind)
-    info = backend.info()
-    if kind == "hybrid" and not info.vectors and info.text:
-        log.warning("%s holds no vectors, so hybrid retrieval falls back to bm25", info.location)
-        kind, factory = "bm25", RETRIEVERS.get("bm25")
-    backend.check_available(kind)
-    return factory(backend, settings, runtime)
+    `settings.retriever`. A kind whose needs the store does not hold is its fallback where it has one (said once):
+    a hybrid over a store without vectors is BM25, as the default must answer over an index built with
+    `--backends bm25`. The store opens and checks what the retriever reads first."""
+    kind = check_retriever_available(backend, kind or settings.retriever, say=True)
+    return RETRIEVERS.get(kind).build(backend, settings, runtime)
+
+
+def check_retriever_available(backend: SearchBackend, kind: str, say: bool = False) -> str:
+    """The kind that serves `kind` over `backend` (itself, or its fallback where the store lacks some of its needs;
+    `say`: log the fallback), after the store checked each capability that kind needs: one line (OdqaError) names
+    what is missing (a part, an optional package, the vectors)."""
+    entry = RETRIEVERS.get(kind)
+    held = backend.capabilities()
+    missing = entry.needs - held
+    if missing and entry.fallback and RETRIEVERS.get(entry.fallback).needs <= held:
+        if say:
+            log.warning(
+                "%s holds no %s, so %s retrieval falls back to %s",
+                backend.info().location,
+                " or ".join(sorted(missing)),
+                kind,
+                entry.fallback,
+            )
+        kind, entry = entry.fallback, RETRIEVERS.get(entry.fallback)
+    for capability in sorted(entry.needs):
+        backend.check_available(capability)
+    return kind
 
 
 def _bm25(backend: SearchBackend, settings, runtime: RetrieverRuntime) -> BM25Retriever:
@@ -190,10 +208,33 @@ def _hybrid(backend: SearchBackend, settings, runtime: RetrieverRuntime) -> Hybr
     )
 
 
+@dataclass(frozen=True)
+class RetrieverKind:
+    """A kind of retriever: `build(backend, settings, runtime)` gives it over an opened store; `needs` are what it
+    searches the store through (of odqa.core.protocols.CAPABILITIES), checked with the store before it is built;
+    `fallback`: the kind built instead over a store that holds the fallback's needs but not all of these."""
+
+    build: Callable[..., Retriever]
+    needs: frozenset[str]
+    fallback: str = ""
+
+    def __post_init__(self) -> None:
+        unknown = sorted(self.needs - set(CAPABILITIES))
+        if unknown or not self.needs:
+            raise OdqaError(
+                f"a retriever kind needs one or more of {', '.join(CAPABILITIES)} of a store; got {sorted(self.needs)}"
+            )
+
+
 # The kinds of retriever (`--retriever`, `retrieval.retriever`, the shell's `:retriever`), each served by every
-# store: (backend, settings, runtime) -> Retriever.
-RETRIEVERS: Registry[Callable[..., Retriever]] = Registry(
-    "retriever", {"bm25": _bm25, "dense": _dense, "hybrid": _hybrid}
+# store that holds what it needs.
+RETRIEVERS: Registry[RetrieverKind] = Registry(
+    "retriever",
+    {
+        "bm25": RetrieverKind(_bm25, frozenset({TEXT})),
+        "dense": RetrieverKind(_dense, frozenset({VECTORS})),
+        "hybrid": RetrieverKind(_hybrid, frozenset({TEXT, VECTORS}), fallback="bm25"),
+    },
 )
 
 
@@ -239,48 +280,23 @@ def question_encoder(backend: SearchBackend, settings, runtime: RetrieverRuntime
             '([retrieval] encoder = "MODEL", and query_encoder for a question encoder apart, as DPR\'s) or rebuild '
             "the index with `odqa index`"
         )
-    chosen = {key: record.settings.get(key) for key in ("pooling", "similarity", "query_prefix")}
-    asked = {"pooling": settings.pooling, "similarity": settings.similarity, "query_prefix": settings.query_prefix}
-    chosen.update({key: value for key, value in asked.items() if value not in (None, "")})
-    if name != recorded and not settings.pooling:
-        chosen["pooling"] = None  # another model: its own pooling
     _check_weights(record, settings.encoder or record.name, info, runtime.accept_encoder_change)
-    key = (name, record.max_length, runtime, tuple(sorted(chosen.items())))
+    wanted = settings.question_encoder_settings(name, record, runtime.inference, runtime.device)
     try:
         cache = _ENCODERS.setdefault(backend, {})
     except TypeError:  # a store that cannot be weakly referenced or hashed: nothing kept
         cache = {}
-    if key not in cache:
-        inference = runtime.inference
-        cache[key] = load_text_encoder(
-            name,
-            max_length=record.max_length,
-            device=runtime.device,
-            precision=inference.precision,
-            runtime=inference.runtime,
-            **chosen,
-        )
-    encoder = cache[key]
-    # a question encoder named apart (DPR's pair) is any of the vectors' dimension; an `encoder` must be theirs
-    _check_encoder(record, encoder.name if settings.encoder and not settings.query_encoder else "", encoder.dim, info)
+    if wanted not in cache:
+        cache[wanted] = load_text_encoder(wanted)
+    encoder = cache[wanted]
+    check_vectors_encoder(
+        info.location,
+        (record.name, record.dim),
+        (encoder.name, encoder.dim),
+        f"query with the index's encoder or rebuild the index with `--encoder {encoder.name}`",
+        compare_names=bool(settings.encoder) and not settings.query_encoder,
+    )
     return encoder
-
-
-def _norm(name: str) -> str:
-    return name.rstrip("/").lower()
-
-
-def _check_encoder(record: EncoderRecord, name: str, dim: int, info: BackendInfo) -> None:
-    if dim and record.dim and dim != record.dim:
-        raise IndexMismatchError(
-            f"{info.location} holds {record.dim}-d vectors from encoder {record.name!r}, but encoder {name!r} gives "
-            f"{dim}-d vectors; use the index's encoder or rebuild the index with `--encoder {name}`"
-        )
-    if name and record.name and _norm(name) != _norm(record.name):
-        raise IndexMismatchError(
-            f"{info.location} was encoded with {record.name!r}, not {name!r}; query with the same "
-            f"encoder or rebuild the index with `--encoder {name}`"
-        )
 
 
 def _check_weights(record: EncoderRecord, name: str, info: BackendInfo, accept: bool) -> None:
@@ -288,7 +304,7 @@ def _check_weights(record: EncoderRecord, name: str, info: BackendInfo, accept: 
     pair them with other question vectors."""
     from odqa.core.models import model_fingerprint
 
-    if not record.weights or _norm(name) != _norm(record.name) or model_fingerprint(name) == record.weights:
+    if not record.weights or not same_encoder(name, record.name) or model_fingerprint(name) == record.weights:
         return
     message = (
         f"{info.location} was encoded with other weights of {name!r} than the ones installed now (the model "

@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from odqa.core.errors import OdqaError
+from odqa.core.runtime import InferenceSettings
 from odqa.core.settings import check_numbers
 from odqa.core.settings import field_help as _help
+from odqa.core.text_encoding import POOLINGS, SIMILARITIES, EncoderSettings
+from odqa.core.types import EncoderRecord
 from odqa.retriever.registry import RETRIEVERS, fusion_choices, fusion_runner
-
-POOLINGS = ("mean", "cls")
-SIMILARITIES = ("cosine", "dot")
 
 
 @dataclass
@@ -70,6 +70,26 @@ class RetrievalConfig:
             maximum=1,
         ),
     )
+
+    def question_encoder_settings(
+        self, name: str, record: EncoderRecord, inference: InferenceSettings, device: str | None
+    ) -> EncoderSettings:
+        """How encoder `name` encodes questions searched in the vectors `record` describes: at the recorded passage
+        length, with the recorded pooling, similarity and question prefix unless these settings name others (a
+        model other than the recorded question encoder: its own pooling unless one is named)."""
+        recorded = record.settings
+        # another model than the recorded one: its own pooling unless one is named
+        own_pooling = None if name != record.question_encoder else recorded.get("pooling")
+        return EncoderSettings(
+            name,
+            max_length=record.max_length,
+            pooling=self.pooling or own_pooling,
+            similarity=self.similarity or recorded.get("similarity"),
+            query_prefix=self.query_prefix or recorded.get("query_prefix"),
+            precision=inference.precision,
+            runtime=inference.runtime,
+            device=device,
+        )
 
     def validate(self, index: str = "") -> None:
         """`index`: the config's index location (a store that fuses itself allows its own fusion methods)."""

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from odqa.core.errors import OdqaError
+from odqa.core.protocols import TEXT, VECTORS
 from odqa.core.types import BackendInfo, EncoderRecord, Passage, SearchHit
 from odqa.retriever.registry import INDEX_BACKENDS, Backend
 
@@ -108,8 +109,11 @@ class MemoryIndex:
     def article_passages(self) -> MemoryArticles:
         return MemoryArticles(self.held)
 
-    def check_available(self, kind: str) -> None:
-        if kind == "dense" and self.vectors is None:
+    def capabilities(self) -> frozenset[str]:
+        return frozenset({TEXT} if self.vectors is None else {TEXT, VECTORS})
+
+    def check_available(self, capability: str) -> None:
+        if capability == VECTORS and self.vectors is None:
             raise OdqaError(f"{self.info().location} holds no vectors; use --retriever bm25")
 
 

@@ -16,12 +16,21 @@ import pytest
 from odqa.config import OdqaConfig
 from odqa.core.errors import OdqaError
 from odqa.core.fusion import FUSIONS, minmax_scale, top_hits
-from odqa.core.protocols import FusesItself, SearchBackend
+from odqa.core.protocols import CAPABILITIES, TEXT, VECTORS, FusesItself, SearchBackend
 from odqa.core.types import BackendInfo, SearchHit
 from odqa.demo_corpus import DEMO_QUESTIONS, demo_index_path
 from odqa.indexes.folder import FolderIndex
 from odqa.retriever.base import fit_k
-from odqa.retriever.registry import RETRIEVERS, RetrieverRuntime, backend_of, build_retriever, hybrid_fusion, open_index
+from odqa.retriever.registry import (
+    RETRIEVERS,
+    RetrieverKind,
+    RetrieverRuntime,
+    backend_of,
+    build_retriever,
+    check_retriever_available,
+    hybrid_fusion,
+    open_index,
+)
 from odqa.retriever.settings import RetrievalConfig
 from tests.memory_backend import MemoryIndex, registered
 
@@ -85,8 +94,11 @@ def test_the_store_says_what_it_is(store, folder):
     assert isinstance(info, BackendInfo) and info.location and info.summary["language"] == info.language == "en"
     assert len(backend) == len(folder) == 308 and info.text and info.vectors
     assert (info.encoder.question_encoder, info.encoder.dim) == (folder.info().encoder.question_encoder, 384)
+    assert backend.capabilities() == {TEXT, VECTORS}
+    for capability in CAPABILITIES:
+        backend.check_available(capability)
     for kind in RETRIEVERS.names:
-        backend.check_available(kind)
+        assert check_retriever_available(backend, kind) == kind
 
 
 def test_passages_by_row_are_the_folder_store_rows(store, folder):
@@ -266,7 +278,8 @@ class OverlapRetriever:
 
 @pytest.fixture
 def overlap_kind():
-    RETRIEVERS.register("overlap", OverlapRetriever.build)  # a new retriever kind: its class and this one line
+    # a new retriever kind: its class and this one line, which says what it needs of a store
+    RETRIEVERS.register("overlap", RetrieverKind(OverlapRetriever.build, frozenset({TEXT})))
     yield "overlap"
     RETRIEVERS.unregister("overlap")
 
@@ -295,6 +308,45 @@ def test_a_retriever_kind_registered_in_one_place_serves_every_store_and_the_pip
     hits = pipeline.retrieve([EINSTEIN], [[]])[0]
     assert isinstance(pipeline.retriever(), OverlapRetriever) and {h.source for h in hits} == {overlap_kind}
     assert [(h.row, h.score) for h in hits] == [(h.row, h.score) for h in retriever.search([EINSTEIN], 5)[0]]
+
+
+class VectorsOnly(MemoryIndex):
+    """A store that holds passage vectors and no searchable text: what a kind needing text meets there."""
+
+    def capabilities(self) -> frozenset[str]:
+        return frozenset({VECTORS})
+
+    def check_available(self, capability: str) -> None:
+        if capability == TEXT:
+            raise OdqaError(f"{self.info().location} holds no text index; use --retriever dense")
+        super().check_available(capability)
+
+
+def test_a_kind_is_built_by_what_the_store_holds_not_by_its_name(folder, overlap_kind, questions):
+    held = folder.passages(range(len(folder)))
+    text_only = MemoryIndex("text-only", held, encoder=folder.info().encoder)
+    assert text_only.capabilities() == {TEXT}
+    for kind in ("bm25", overlap_kind):  # a kind that needs text alone serves it, the store unchanged
+        assert check_retriever_available(text_only, kind) == kind
+        assert build_retriever(text_only, RetrievalConfig(), RetrieverRuntime(), kind).search(questions[:1], 3)[0]
+    assert check_retriever_available(text_only, "hybrid") == "bm25"  # its fallback, whose needs the store holds
+    assert build_retriever(text_only, RetrievalConfig(), RetrieverRuntime(), "hybrid").name == "bm25"
+    with pytest.raises(OdqaError, match=r"^memory index 'text-only' holds no vectors; use --retriever bm25$"):
+        build_retriever(text_only, RetrievalConfig(), RetrieverRuntime(), "dense")
+
+    vectors_only = VectorsOnly("vectors-only", held, folder.vector_index().verified_embeddings(), folder.info().encoder)
+    assert build_retriever(vectors_only, RetrievalConfig(), RetrieverRuntime(), "dense").search(questions[:1], 3)[0]
+    for kind in ("bm25", "hybrid", overlap_kind):  # no fallback holds what the store lacks: the store says why
+        with pytest.raises(OdqaError, match=r"^memory index 'vectors-only' holds no text index; use --retriever dense"):
+            build_retriever(vectors_only, RetrievalConfig(), RetrieverRuntime(), kind)
+
+
+def test_a_retriever_kind_needs_known_capabilities():
+    unknown = r"^a retriever kind needs one or more of text, vectors of a store; got \['graph'\]$"
+    with pytest.raises(OdqaError, match=unknown):
+        RetrieverKind(OverlapRetriever.build, frozenset({"graph"}))
+    with pytest.raises(OdqaError, match="needs one or more of text, vectors"):
+        RetrieverKind(OverlapRetriever.build, frozenset())
 
 
 def test_a_retriever_kind_not_registered_is_refused_in_one_line():

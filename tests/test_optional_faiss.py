@@ -109,8 +109,8 @@ def test_an_index_whose_vector_kind_needs_faiss_says_so_before_loading(tmp_path,
     Manifest(kind="faiss", corpus_fingerprint="x", params={"kind": "hnsw"}).save(tmp_path / DENSE)
     bundle = FolderIndex.open(tmp_path)
     monkeypatch.setitem(sys.modules, "faiss", None)
-    with pytest.raises(OdqaError) as bm25:  # BM25 alone needs no FAISS: only its parts (none here) are missed
-        bundle.check_available("bm25")
+    with pytest.raises(OdqaError) as bm25:  # text search needs no FAISS: only its parts (none here) are missed
+        bundle.check_available("text")
     assert "FAISS" not in str(bm25.value)
     with pytest.raises(OdqaError, match=r"the hnsw vector index of .* needs FAISS, which is not installed"):
-        bundle.check_available("hybrid")
+        bundle.check_available("vectors")

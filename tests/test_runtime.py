@@ -345,71 +345,74 @@ def test_int8_graph_is_made_only_when_asked_for_and_then_from_the_cached_fp32_gr
 
 def test_a_large_cpu_build_with_the_default_encoder_is_told_of_the_fast_passage_encoder(capsys):
     from odqa.core.runtime import InferencePlan
-    from odqa.indexing import LARGE_BUILD, IndexSpec, _suggest_fast_encoder
+    from odqa.indexing import LARGE_BUILD, _suggest_fast_encoder
 
     class Planned:
-        def __init__(self, precision, device_type="cpu"):
-            self.precision, self.device_type = precision, device_type
+        def __init__(self, precision, device_type="cpu", name="retriever"):
+            self.precision, self.device_type, self.name = precision, device_type, name
 
         def plan(self):
             return InferencePlan("onnx", self.precision)
 
-    default = IndexSpec(corpus="c", out="o", encoder="retriever")
     for precision in ("fp32", "int8"):  # CPUs without native bf16
-        _suggest_fast_encoder(default, Planned(precision), LARGE_BUILD)
+        _suggest_fast_encoder(Planned(precision), LARGE_BUILD)
         assert "--encoder fast-passage-encoder" in capsys.readouterr().err
-    for spec, encoder, passages in [
-        (default, Planned("fp32"), LARGE_BUILD - 1),
-        (default, Planned("bf16"), LARGE_BUILD),
-        (default, Planned("fp32", device_type="cuda"), LARGE_BUILD),
-        (IndexSpec(corpus="c", out="o", encoder="minilm"), Planned("fp32"), LARGE_BUILD),
+    for encoder, passages in [
+        (Planned("fp32"), LARGE_BUILD - 1),
+        (Planned("bf16"), LARGE_BUILD),
+        (Planned("fp32", device_type="cuda"), LARGE_BUILD),
+        (Planned("fp32", name="minilm"), LARGE_BUILD),
     ]:
-        _suggest_fast_encoder(spec, encoder, passages)
+        _suggest_fast_encoder(encoder, passages)
         assert capsys.readouterr().err == ""
 
 
 def test_auto_encodes_a_large_cpu_build_with_the_fast_passage_encoder_where_bf16_is_not_native(monkeypatch, capsys):
-    from odqa.indexing import LARGE_BUILD, IndexSpec, auto_passage_encoder, passage_precision
+    from odqa.indexing import LARGE_BUILD, IndexSpec, asked_plan, auto_passage_encoder
 
     _machine(monkeypatch, onnx=True, fast_bf16=False)
-    spec = IndexSpec(corpus="c", out="o", device="cpu", query_encoder="retriever")
-    fast = auto_passage_encoder(spec, LARGE_BUILD)
-    assert fast.encoder == "fast-passage-encoder" and fast.query_encoder == "retriever"  # the teacher's questions
-    assert passage_precision(fast) == "int8"
+    plan = asked_plan(IndexSpec(corpus="c", out="o", device="cpu", query_encoder="retriever"))
+    fast = auto_passage_encoder(plan, LARGE_BUILD)
+    assert fast.passages.name == "fast-passage-encoder" and fast.query_encoder == "retriever"  # the teacher's questions
+    assert fast.precision == "int8" and fast.passages.max_length == plan.passages.max_length
     err = capsys.readouterr().err
     assert "auto` encodes them with fast-passage-encoder" in err and "--precision int8 keeps retriever" in err
     # an explicit precision, a small build, another encoder or a GPU keep the encoder asked for, silently
     for kept, passages in [
-        (IndexSpec(corpus="c", out="o", device="cpu", precision="int8"), LARGE_BUILD),
-        (spec, LARGE_BUILD - 1),
-        (IndexSpec(corpus="c", out="o", device="cpu", encoder="minilm"), LARGE_BUILD),
-        (IndexSpec(corpus="c", out="o", device="cuda"), LARGE_BUILD),
+        (asked_plan(IndexSpec(corpus="c", out="o", device="cpu", precision="int8")), LARGE_BUILD),
+        (plan, LARGE_BUILD - 1),
+        (asked_plan(IndexSpec(corpus="c", out="o", device="cpu", encoder="minilm")), LARGE_BUILD),
+        (asked_plan(IndexSpec(corpus="c", out="o", device="cuda")), LARGE_BUILD),
     ]:
         assert auto_passage_encoder(kept, passages) is kept
     _machine(monkeypatch, fast_bf16=True)  # native bf16 too: the passages run int8 there, as the student's do
-    assert auto_passage_encoder(spec, LARGE_BUILD).encoder == "fast-passage-encoder"
+    plan = asked_plan(IndexSpec(corpus="c", out="o", device="cpu", query_encoder="retriever"))
+    assert auto_passage_encoder(plan, LARGE_BUILD).passages.name == "fast-passage-encoder"
     _machine(monkeypatch, fast_bf16=True, onnx=False)  # no onnxruntime: bf16, fast enough for the 6-layer encoder
-    assert auto_passage_encoder(spec, LARGE_BUILD) is spec
+    plan = asked_plan(IndexSpec(corpus="c", out="o", device="cpu", query_encoder="retriever"))
+    assert auto_passage_encoder(plan, LARGE_BUILD) is plan
 
 
 def test_index_builds_encode_passages_in_int8_where_only_passage_int8_was_measured(monkeypatch):
     from odqa.core.encoder import TextEncoder
     from odqa.core.text_encoding import int8_measured
-    from odqa.indexing import IndexSpec, passage_encoder, passage_precision
+    from odqa.indexing import IndexSpec, asked_plan
+
+    def precision(**spec) -> str:
+        return asked_plan(IndexSpec(corpus="c", out="o", **spec)).precision
 
     _machine(monkeypatch, onnx=True, fast_bf16=False)
     # the shipped retriever: int8 measured for its passage vectors only
     assert int8_measured("retriever", passages=True) and not int8_measured("retriever")
-    spec = IndexSpec(corpus="c", out="o", device="cpu")
-    assert passage_precision(spec) == "int8"
-    assert passage_encoder(spec).plan().precision == "int8"
+    assert precision(device="cpu") == "int8"
+    assert asked_plan(IndexSpec(corpus="c", out="o", device="cpu")).load_encoder().plan().precision == "int8"
     assert TextEncoder.from_pretrained("retriever", device="cpu").plan().precision == "fp32"  # its questions
-    assert passage_precision(IndexSpec(corpus="c", out="o", device="cpu", precision="fp32")) == "fp32"
-    assert passage_precision(IndexSpec(corpus="c", out="o", device="cpu", encoder="minilm")) == "fp32"
-    assert passage_precision(IndexSpec(corpus="c", out="o", device="cuda")) == "fp16"
+    assert precision(device="cpu", precision="fp32") == "fp32"
+    assert precision(device="cpu", encoder="minilm") == "fp32"
+    assert precision(device="cuda") == "fp16"
     _machine(monkeypatch, fast_bf16=True)
-    assert passage_precision(spec) == "int8"
-    assert passage_precision(IndexSpec(corpus="c", out="o", device="cpu", encoder="minilm")) == "bf16"
+    assert precision(device="cpu") == "int8"
+    assert precision(device="cpu", encoder="minilm") == "bf16"
 
 
 def test_a_large_auto_build_records_the_fast_passage_encoder_and_is_searched_with_the_teachers_questions(
@@ -459,7 +462,7 @@ def test_a_sentence_transformers_folder_is_searched_from_its_cached_graph_withou
     (no torch module built), with the folder's own prefixes, length and pooling, and the same vectors."""
     from odqa.core.encoder import TextEncoder
     from odqa.core.encoder_loading import load_text_encoder
-    from odqa.core.text_encoding import OnnxTextEncoder
+    from odqa.core.text_encoding import EncoderSettings, OnnxTextEncoder
 
     folder = _tiny_sentence_transformer(tmp_path, prompts={"query": "query: ", "passage": "passage: "})
     torch_encoder = TextEncoder.from_pretrained(str(folder), device="cpu", precision="fp32", runtime="onnx")
@@ -467,7 +470,7 @@ def test_a_sentence_transformers_folder_is_searched_from_its_cached_graph_withou
     ref_questions = torch_encoder.encode_queries(questions)
     ref_passages = torch_encoder.encode([p.text for p in PASSAGES])
 
-    fast = load_text_encoder(str(folder), precision="fp32", runtime="onnx")
+    fast = load_text_encoder(EncoderSettings(str(folder), precision="fp32", runtime="onnx"))
     assert isinstance(fast, OnnxTextEncoder)
     assert (fast.query_prefix, fast.passage_prefix) == ("query: ", "passage: ")
     assert (fast.pooling, fast.similarity, fast.max_length) == ("mean", "cosine", torch_encoder.max_length)
@@ -476,7 +479,7 @@ def test_a_sentence_transformers_folder_is_searched_from_its_cached_graph_withou
 
     # a pooling the folder does not compute is refused as the torch path refuses it
     with pytest.raises(OdqaError, match="keeps its own pooling"):
-        load_text_encoder(str(folder), precision="fp32", runtime="onnx", pooling="cls")
+        load_text_encoder(EncoderSettings(str(folder), precision="fp32", runtime="onnx", pooling="cls"))
 
 
 def test_a_changed_module_configuration_does_not_reuse_the_graph(tmp_path, home):
@@ -484,7 +487,7 @@ def test_a_changed_module_configuration_does_not_reuse_the_graph(tmp_path, home)
     turned to [CLS] in 1_Pooling/config.json finds no graph, and the torch load builds the right one."""
     from odqa.core.encoder import TextEncoder
     from odqa.core.encoder_loading import load_text_encoder
-    from odqa.core.text_encoding import OnnxTextEncoder
+    from odqa.core.text_encoding import EncoderSettings, OnnxTextEncoder
 
     folder = _tiny_sentence_transformer(tmp_path)
     TextEncoder.from_pretrained(str(folder), device="cpu", precision="fp32", runtime="onnx").encode(["warm"])
@@ -495,11 +498,12 @@ def test_a_changed_module_configuration_does_not_reuse_the_graph(tmp_path, home)
     else:
         config.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
     pooling.write_text(json.dumps(config))
-    assert not isinstance(load_text_encoder(str(folder), precision="fp32", runtime="onnx"), OnnxTextEncoder)
+    fp32_onnx = EncoderSettings(str(folder), precision="fp32", runtime="onnx")
+    assert not isinstance(load_text_encoder(fp32_onnx), OnnxTextEncoder)
     cls_encoder = TextEncoder.from_pretrained(str(folder), device="cpu", precision="fp32", runtime="onnx")
     assert cls_encoder.pooling == "cls"
     ref = cls_encoder.encode(["Who built the Eiffel Tower?"])
-    fast = load_text_encoder(str(folder), precision="fp32", runtime="onnx")
+    fast = load_text_encoder(EncoderSettings(str(folder), precision="fp32", runtime="onnx"))
     assert isinstance(fast, OnnxTextEncoder) and fast.pooling == "cls"
     np.testing.assert_allclose(fast.encode(["Who built the Eiffel Tower?"]), ref, atol=1e-4)
 
@@ -509,11 +513,11 @@ def test_a_sentence_transformers_folder_with_other_modules_loads_with_torch(tmp_
     from sentence_transformers.models import Dense
 
     from odqa.core.encoder_loading import load_text_encoder
-    from odqa.core.text_encoding import OnnxTextEncoder, sentence_transformers_layout
+    from odqa.core.text_encoding import EncoderSettings, OnnxTextEncoder, sentence_transformers_layout
 
     folder = _tiny_sentence_transformer(tmp_path, Dense(32, 16))
     assert sentence_transformers_layout(folder) is None
-    encoder = load_text_encoder(str(folder), precision="fp32", runtime="onnx")
+    encoder = load_text_encoder(EncoderSettings(str(folder), precision="fp32", runtime="onnx"))
     assert not isinstance(encoder, OnnxTextEncoder)
     assert encoder.encode(["Who built the Eiffel Tower?"]).shape == (1, 16)
 

@@ -30,6 +30,7 @@ from odqa.core.text_encoding import (  # noqa: F401
     KIND_DEFAULTS,
     POOLINGS,
     SIMILARITIES,
+    EncoderSettings,
     EncodesTexts,
     PassageInput,
     check_choice,
@@ -38,6 +39,7 @@ from odqa.core.text_encoding import (  # noqa: F401
     graph_variant,
     int8_measured,
     passage_text,
+    read_retriever_info,
     sentence_transformers_layout,
     sentence_transformers_variant,
 )
@@ -93,25 +95,23 @@ class TextEncoder(torch.nn.Module, EncodesTexts):
         self.kind = kind
 
     @classmethod
-    def from_pretrained(
-        cls,
-        name_or_path: str,
-        max_length: int | None = None,
-        device: str | None = None,
-        precision: str = INFERENCE.precision,
-        pooling: str | None = None,
-        similarity: str | None = None,
-        query_prefix: str | None = None,
-        passage_prefix: str | None = None,
-        runtime: str = INFERENCE.runtime,
-    ) -> TextEncoder:
-        """Unset settings come from the model (a sentence-transformers folder's modules and prompts; DPR:
-        cls and dot), else mean pooling, cosine similarity, no prefixes."""
-        path = resolve_model(name_or_path)
+    def from_pretrained(cls, name_or_path: str, **settings: Any) -> TextEncoder:
+        """`from_settings(EncoderSettings(name_or_path, **settings))`: the fields of
+        odqa.core.text_encoding.EncoderSettings by name."""
+        return cls.from_settings(EncoderSettings(name_or_path, **settings))
+
+    @classmethod
+    def from_settings(cls, settings: EncoderSettings, folder: str | None = None) -> TextEncoder:
+        """The torch encoder `settings` describe (odqa.core.encoder_loading.load_text_encoder chooses it or the
+        cached graph); `folder`: `settings.name` already resolved (odqa.core.models.resolve_model), where the
+        caller has it. Unset settings come from the model (a sentence-transformers folder's modules and prompts;
+        DPR: cls and dot), else mean pooling, cosine similarity, no prefixes."""
+        name, pooling, similarity = settings.name, settings.pooling, settings.similarity
+        path = folder or resolve_model(name)
         kind = encoder_kind(path)
         try:
             if kind == "sentence-transformers":
-                encoder = cls._from_sentence_transformers(path, name_or_path, pooling, similarity)
+                encoder = cls._from_sentence_transformers(path, name, pooling, similarity)
             else:
                 tokenizer = AutoTokenizer.from_pretrained(path, **hub_options(path))
                 model_class = _dpr_class(path) if kind == "dpr" else AutoModel
@@ -120,39 +120,43 @@ class TextEncoder(torch.nn.Module, EncodesTexts):
                 encoder = cls(
                     model,
                     tokenizer,
-                    name=name_or_path,
+                    name=name,
                     kind=kind,
                     pooling=pooling or defaults["pooling"],
                     similarity=similarity or defaults["similarity"],
                 )
         except (OSError, ValueError) as exc:
             raise OdqaError(
-                f"cannot load encoder {name_or_path!r}: {exc.__class__.__name__}. "
+                f"cannot load encoder {name!r}: {exc.__class__.__name__}. "
                 "Pass a local model folder, a model shipped under models/, or 'minilm'."
             ) from exc
-        encoder.precision = precision
-        encoder.runtime = runtime
-        encoder.auto_int8 = int8_measured(name_or_path)
-        if max_length is not None:
-            encoder.max_length = max_length
-        if query_prefix is not None:
-            encoder.query_prefix = query_prefix
-        if passage_prefix is not None:
-            encoder.passage_prefix = passage_prefix
+        encoder.precision = settings.precision
+        encoder.runtime = settings.runtime
+        encoder.auto_int8 = read_retriever_info(path).allows_int8(settings.passages)
+        if settings.max_length is not None:
+            encoder.max_length = settings.max_length
+        if settings.query_prefix is not None:
+            encoder.query_prefix = settings.query_prefix
+        if settings.passage_prefix is not None:
+            encoder.passage_prefix = settings.passage_prefix
+        return encoder._placed(settings.device, kind, path)
+
+    def _placed(self, device: str | None, kind: str, folder: str) -> TextEncoder:
+        """On `device`, in eval mode, with the name of its graph where its weights are a local folder's files."""
         # weights shipped in fp16 (models/encoder-multilingual) load as fp16 with transformers 5, and fp16
         # matmuls on a CPU run several times slower than fp32: compute in fp32, `precision` autocasts from there
-        encoder.float()
-        encoder.to(pick_device(device))
-        encoder.eval()
+        self.float()
+        self.to(pick_device(device))
+        self.eval()
         if kind == "sentence-transformers":
-            layout = sentence_transformers_layout(path)
-            variant = sentence_transformers_variant(layout, encoder.similarity) if layout else None
+            layout = sentence_transformers_layout(folder)
+            variant = sentence_transformers_variant(layout, self.similarity) if layout else None
         else:
-            variant = graph_variant(kind, encoder.pooling, encoder.similarity)
-        digest = files_digest(name_or_path, variant) if variant else None
+            variant = graph_variant(kind, self.pooling, self.similarity)
+        digest = files_digest(self.name, variant, folder) if variant else None
         if digest is not None:  # the graph then has the name load_text_encoder looks for
-            encoder._loaded_from = LoadedFrom(digest, encoder)
-        return encoder
+            self._loaded_from = LoadedFrom(digest, self)
+        return self
 
     @classmethod
     def _from_sentence_transformers(cls, path: str, name: str, pooling: str | None, similarity: str | None):

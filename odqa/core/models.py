@@ -85,14 +85,16 @@ FINGERPRINT_FILE = "fingerprints.json"  # in $ODQA_HOME: digests of model weight
 MAX_STORED_FINGERPRINTS = 200
 
 
-def model_fingerprint(name_or_path: str) -> str:
+def model_fingerprint(name_or_path: str, folder: str | None = None) -> str:
     """Name plus a digest of a local model's weights, so caches keyed by it notice a retrained model that
     kept its name (e.g. a new models/retriever). Kept while the weight files keep their path, size and
     modification time and their first and last 64 KiB (file times are coarser than a rewrite): per process
     (opening the demo corpus asks for the same model's digest several times) and in $ODQA_HOME's
-    fingerprints.json, so a fresh process (`odqa ask`) does not read every model's weights again to start."""
-    folder = Path(resolve_model(name_or_path, ask_hub=False))  # a digest of the name needs no network
-    weights = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")) if folder.is_dir() else []
+    fingerprints.json, so a fresh process (`odqa ask`) does not read every model's weights again to start.
+    `folder`: `name_or_path` already resolved (`resolve_model`), where the caller has it."""
+    # a digest of the name needs no network
+    place = Path(folder or resolve_model(name_or_path, ask_hub=False))
+    weights = sorted(place.glob("*.safetensors")) + sorted(place.glob("*.bin")) if place.is_dir() else []
     key = (name_or_path, tuple((str(w.resolve()), w.stat().st_size, w.stat().st_mtime_ns, _ends(w)) for w in weights))
     if key not in _fingerprints:
         stored_key = hashlib.sha1(repr(key).encode()).hexdigest()

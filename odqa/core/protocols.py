@@ -25,6 +25,12 @@ from odqa.core.fusion import Fusion
 from odqa.core.runtime import InferencePlan
 from odqa.core.types import Answer, BackendInfo, Mention, Passage, SearchHit
 
+# What a store may hold, each searched by one `SearchBackend` method; a retriever kind names those it needs
+# (retriever.registry.RETRIEVERS), so a new kind over these needs no store to change.
+TEXT = "text"  # the passages' words: `text_search`
+VECTORS = "vectors"  # passage vectors: `vector_search`
+CAPABILITIES = (TEXT, VECTORS)
+
 
 @runtime_checkable
 class TextIndex(Protocol):
@@ -180,10 +186,15 @@ class SearchBackend(Protocol):
 
     def article_passages(self) -> ArticlePassages: ...
 
-    def check_available(self, kind: str) -> None:
-        """Before the first search by the `kind` retriever: raise one line (OdqaError) where this store cannot
-        serve it (an optional package, a part or the vectors missing); a store that opens its parts on first
-        use opens those `kind` reads here."""
+    def capabilities(self) -> frozenset[str]:
+        """What this store holds (of `CAPABILITIES`): TEXT where `text_search` serves, VECTORS where
+        `vector_search` does."""
+        ...
+
+    def check_available(self, capability: str) -> None:
+        """Before the first search through `capability` (TEXT or VECTORS): raise one line (OdqaError) where this
+        store cannot serve it (an optional package, a part or the vectors missing); a store that opens its parts
+        on first use opens those it reads for `capability` here."""
         ...
 
 

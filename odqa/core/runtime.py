@@ -276,35 +276,43 @@ def graph_path(kind: str, weights_digest: str, int8: bool) -> Path:
 @dataclass(frozen=True)
 class ModelFiles:
     """A model's files, resolved once per load: the name as given, the folder (or hub name) `from_pretrained`
-    takes, and the digest naming its weights (None for a hub name or a folder without weights). `variant`: what
-    else shapes its graph (an encoder's pooling)."""
+    takes, and the digest naming its weights (None for a hub name or a folder without weights: nothing on disk
+    names those). `variant`: what else shapes its graph (an encoder's pooling)."""
 
     name: str
     path: str
     digest: str | None
 
     @classmethod
-    def resolve(cls, name_or_path: str, variant: str = "") -> ModelFiles:
+    def resolve(cls, name_or_path: str, variant: str = "", folder: str | None = None) -> ModelFiles:
+        """`folder`: `name_or_path` already resolved (odqa.core.models.resolve_model), where the caller has it."""
         from odqa.core.models import model_fingerprint, resolve_model
 
         name = str(name_or_path).strip()
-        path = resolve_model(name)
-        folder = Path(path)
-        weighed = folder.is_dir() and (any(folder.glob("*.safetensors")) or any(folder.glob("*.bin")))
+        path = folder or resolve_model(name)
+        weights = Path(path)
+        weighed = weights.is_dir() and (any(weights.glob("*.safetensors")) or any(weights.glob("*.bin")))
         # the name as given: the same weights installed elsewhere share the graph
-        digest = f"files:{model_fingerprint(name)}" + (f":{variant}" if variant else "") if weighed else None
+        digest = (
+            (f"files:{model_fingerprint(name, folder=path)}" + (f":{variant}" if variant else "")) if weighed else None
+        )
         return cls(name, path, digest)
 
 
-def files_digest(name_or_path: str, variant: str = "") -> str | None:
+def files_digest(name_or_path: str, variant: str = "", folder: str | None = None) -> str | None:
     """A digest naming the weights of a model folder by its weight files (ModelFiles.digest)."""
-    return ModelFiles.resolve(name_or_path, variant).digest
+    return ModelFiles.resolve(name_or_path, variant, folder).digest
 
 
-def cached_graph(kind: str, name_or_path: str | ModelFiles, plan: InferencePlan, variant: str = "") -> OnnxModel | None:
+def cached_graph(
+    kind: str, name_or_path: str | ModelFiles, plan: InferencePlan, variant: str = "", folder: str | None = None
+) -> OnnxModel | None:
     """The session of the already-built graph of a model's weight files when `plan` runs onnx, else None (the
-    caller then loads the torch module, which builds the graph on first use)."""
-    files = name_or_path if isinstance(name_or_path, ModelFiles) else ModelFiles.resolve(name_or_path, variant)
+    caller then loads the torch module, which builds the graph on first use). `folder`: as for ModelFiles."""
+    if isinstance(name_or_path, ModelFiles):
+        files = name_or_path
+    else:
+        files = ModelFiles.resolve(name_or_path, variant, folder)
     # without tokenizer.json only transformers' auto classes, which import torch, can tokenize
     if plan.runtime != "onnx" or not (Path(files.path) / "tokenizer.json").is_file():
         return None

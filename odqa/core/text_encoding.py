@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from odqa.core.errors import OdqaError
+from odqa.core.errors import IndexMismatchError, OdqaError
 from odqa.core.model_files import checked_values, load_model_settings, read_model_json
 from odqa.core.models import resolve_model
-from odqa.core.runtime import InferencePlan, InferenceSettings, OnnxModel, announce, plan_inference
+from odqa.core.runtime import INFERENCE, InferencePlan, InferenceSettings, OnnxModel, announce, plan_inference
 
 POOLINGS = ("mean", "cls")
 SIMILARITIES = ("cosine", "dot")
@@ -59,9 +59,13 @@ def encoder_max_length(name_or_path: str) -> int:
     """The passage length an encoder was made for, as TextEncoder.from_pretrained applies it when given none: a
     sentence-transformers folder's max_seq_length, found as sentence-transformers finds it (multilingual e5: 512),
     else DEFAULT_MAX_LENGTH."""
-    folder = Path(resolve_model(name_or_path))
+    return folder_max_length(resolve_model(name_or_path))
+
+
+def folder_max_length(folder: str | Path) -> int:
+    """`encoder_max_length` of an encoder already resolved to its folder (or hub name)."""
     if encoder_kind(str(folder)) == "sentence-transformers":
-        return sentence_transformers_max_length(folder) or DEFAULT_MAX_LENGTH
+        return sentence_transformers_max_length(Path(folder)) or DEFAULT_MAX_LENGTH
     return DEFAULT_MAX_LENGTH
 
 
@@ -195,11 +199,20 @@ class RetrieverInfo:
     auto_int8_passages: bool = False  # the same, for passage vectors alone
     languages: list[str] | None = None  # those sharing one vector space (a multilingual encoder's); None: English
 
+    def allows_int8(self, passages: bool = False) -> bool:
+        """`int8_measured` of the encoder this file describes."""
+        return self.auto_int8 or (passages and self.auto_int8_passages)
+
 
 def retriever_info(name_or_path: str) -> RetrieverInfo:
     """The encoder folder's retriever_info.json (what odqa's trainers record of it), each value it gives held to
     its field's rule (a text, true or false) in one line naming the file; the defaults where it has none."""
-    info = Path(resolve_model(name_or_path)) / RETRIEVER_INFO
+    return read_retriever_info(resolve_model(name_or_path))
+
+
+def read_retriever_info(folder: str | Path) -> RetrieverInfo:
+    """`retriever_info` of an encoder already resolved to its folder (a hub name: the defaults)."""
+    info = Path(folder) / RETRIEVER_INFO
     if not info.is_file():
         return RetrieverInfo()
     return RetrieverInfo(**load_model_settings(info, RetrieverInfo))
@@ -230,8 +243,53 @@ def int8_measured(name_or_path: str, passages: bool = False) -> bool:
     says its int8 vectors' recall was measured (its model card gives the figures), as for the reader.
     `passages`: for encoding passages (an index build), which `"auto_int8_passages": true` allows alone where
     only int8 passage vectors were measured (questions searched in fp32)."""
-    info = retriever_info(name_or_path)
-    return info.auto_int8 or (passages and info.auto_int8_passages)
+    return retriever_info(name_or_path).allows_int8(passages)
+
+
+@dataclass(frozen=True)
+class EncoderSettings:
+    """How one text encoder is loaded and run: the one place its settings are written, taken whole by the one
+    loader (odqa.core.encoder_loading.load_text_encoder). The retrieval settings
+    (retriever.settings.RetrievalConfig.question_encoder_settings) and the index spec (odqa.indexing.IndexSpec
+    .encoder_settings) each make one. Unset values come from the model's files (a sentence-transformers folder's
+    modules, prompts and length; DPR: cls and dot), else mean pooling, cosine similarity, no prefixes and
+    DEFAULT_MAX_LENGTH."""
+
+    name: str  # a model name or folder (odqa.core.models.resolve_model)
+    max_length: int | None = None
+    pooling: str | None = None
+    similarity: str | None = None
+    query_prefix: str | None = None
+    passage_prefix: str | None = None
+    precision: str = INFERENCE.precision  # of encode() only: training sets its own autocast
+    runtime: str = INFERENCE.runtime
+    device: str | None = None
+    # encodes an index's passages: `auto` may run int8 where only passage int8 was measured (int8_measured)
+    passages: bool = False
+
+
+def same_encoder(name: str, other: str) -> bool:
+    """Whether two encoder names name one model, as every check of recorded vectors compares them."""
+    return name.rstrip("/").lower() == other.rstrip("/").lower()
+
+
+def check_vectors_encoder(
+    where: str, held: tuple[str, int], asked: tuple[str, int], fix: str, compare_names: bool = True
+) -> None:
+    """Refuse vectors searched or extended with another encoder than the one that made them, in one line ending
+    with `fix`: `held` is the (encoder name, dimension) `where` records, `asked` those of the encoder used now
+    (empty or 0: not known, not compared). The dimension first: it proves the mismatch whatever the names say;
+    then the names, unless `compare_names` is False (a question encoder named apart from the passage encoder, as
+    DPR's pair, need only give vectors of their dimension)."""
+    held_name, held_dim = held
+    name, dim = asked
+    if dim and held_dim and dim != held_dim:
+        raise IndexMismatchError(
+            f"{where} holds {held_dim}-d vectors from encoder {held_name!r}, but encoder {name!r} gives {dim}-d "
+            f"vectors; {fix}"
+        )
+    if compare_names and name and held_name and not same_encoder(name, held_name):
+        raise IndexMismatchError(f"{where} was encoded with {held_name!r}, not {name!r}; {fix}")
 
 
 def graph_variant(kind: str, pooling: str, similarity: str) -> str:
@@ -385,22 +443,17 @@ class OnnxTextEncoder(EncodesTexts):
         self,
         session: OnnxModel,
         tokenizer,
-        name: str,
         kind: str,
-        max_length: int,
-        pooling: str,
-        similarity: str,
-        query_prefix: str,
-        passage_prefix: str,
-        precision: str,
-        runtime: str,
+        settings: EncoderSettings,
         load_torch: Callable[[], EncodesTexts],
         auto_int8: bool = False,
     ):
-        self.session, self.tokenizer, self.name, self.kind = session, tokenizer, name, kind
-        self.max_length, self.pooling, self.similarity = max_length, pooling, similarity
-        self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
-        self.precision, self.runtime = precision, runtime
+        """`settings`: made concrete (every value the model's or given; odqa.core.encoder_loading)."""
+        self.session, self.tokenizer, self.name, self.kind = session, tokenizer, settings.name, kind
+        self.max_length = settings.max_length or DEFAULT_MAX_LENGTH
+        self.pooling, self.similarity = settings.pooling or "mean", settings.similarity or "cosine"
+        self.query_prefix, self.passage_prefix = settings.query_prefix or "", settings.passage_prefix or ""
+        self.precision, self.runtime = settings.precision, settings.runtime
         self.auto_int8 = auto_int8
         self._load_torch = load_torch
         self._torch: EncodesTexts | None = None

@@ -51,7 +51,7 @@ def no_encoding(monkeypatch):
 
 # ---- 6: the precision an interrupted build started with -------------------------------------------------
 def test_resumed_build_keeps_the_precision_it_started_with(tmp_path, capsys):
-    from odqa.indexing import IndexSpec, passage_precision
+    from odqa.indexing import IndexSpec, asked_plan
 
     corpus = jsonl(tmp_path / "c.jsonl", DOCS)
     out = tmp_path / "idx"
@@ -60,7 +60,7 @@ def test_resumed_build_keeps_the_precision_it_started_with(tmp_path, capsys):
     )
     assert code == 0 and "shard 0/3 finished" in text, text[-800:]
     # the first run's `auto` chose another precision than it would here now (another CPU verdict, a busy machine)
-    auto_now = passage_precision(IndexSpec(corpus=str(corpus), out=str(out), encoder="minilm"))
+    auto_now = asked_plan(IndexSpec(corpus=str(corpus), out=str(out), encoder="minilm")).precision
     first = "bf16" if auto_now == "fp32" else "fp32"
     records = [p for p in (tmp_path / "idx.work").rglob("*.json") if "precision" in json.loads(p.read_text())]
     assert records
