@@ -38,6 +38,7 @@ import numpy as np
 
 from odqa.core.atomic import atomic_folder, write_npy_blocks
 from odqa.core.errors import DiskFullError, IndexMismatchError, OdqaError
+from odqa.core.text_encoding import check_vectors_encoder, same_encoder
 from odqa.core.types import Document, Entity
 from odqa.indexes.analysis import LANGUAGE_NAMES, detect_language
 from odqa.indexes.integrity import (
@@ -416,22 +417,13 @@ class KnowledgeBase:
 
     def encoded_by(self, encoder: str) -> bool:
         """Whether this KB's vectors come from `encoder` (names compared as every check of them compares)."""
-        return bool(self.encoder) and _norm(encoder) == _norm(self.encoder)
+        return bool(self.encoder) and same_encoder(encoder, self.encoder)
 
     def check_encoder(self, encoder: str, dim: int) -> None:
         """Refuse a KB whose vectors come from another entity encoder than the model's, in one line naming both
         encoders and the command that builds the KB again with the linker's."""
         where = f"knowledge base {self.path or ''}".strip()
-        fix = rebuild_fix(self.path or "KB", encoder)
-        if encoder and self.encoder and not self.encoded_by(encoder):
-            raise IndexMismatchError(
-                f"{where} was encoded with {self.encoder!r}, but the linker's entity encoder is {encoder!r}; {fix}"
-            )
-        if dim and self.dim and dim != self.dim:
-            raise IndexMismatchError(
-                f"{where} holds {self.dim}-d entity vectors from {self.encoder!r}, the linker expects {dim}-d "
-                f"vectors from {encoder!r}; {fix}"
-            )
+        check_vectors_encoder(where, (self.encoder, self.dim), (encoder, dim), rebuild_fix(self.path or "KB", encoder))
 
     def check_languages(self, languages: Sequence[str]) -> str | None:
         """None when the linker was trained on every language this KB's entities are written in (`languages`: the
@@ -721,10 +713,6 @@ def _scratch_folder(out: Path) -> Iterator[Path]:
         yield scratch
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _norm(name: str) -> str:
-    return name.rstrip("/").lower()
 
 
 def _progress(total: int, label: str, shown: bool):

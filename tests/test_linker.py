@@ -272,7 +272,7 @@ def test_kb_encoder_mismatch_is_a_clear_error(tiny_kb, tiny_linker):
     # one line naming both encoders and the command that builds the KB with the linker's
     with pytest.raises(
         OdqaError,
-        match="encoded with 'minilm', but the linker's entity encoder is 'some-other-encoder'; "
+        match="encoded with 'minilm', not 'some-other-encoder'; "
         "rebuild it with `run_qa.py build-kb --corpus CORPUS --out .* --encoder some-other-encoder`",
     ):
         tiny_kb.check_encoder("some-other-encoder", 384)
