@@ -258,7 +258,8 @@ def stub_cli_pipeline(monkeypatch):
 
 
 @pytest.mark.parametrize("command", ["ask --json", "predict"])
-def test_cli_json_never_holds_nan_or_infinity(tmp_path, monkeypatch, capsys, stub_cli_pipeline, command):
+@pytest.mark.usefixtures("stub_cli_pipeline")
+def test_cli_json_never_holds_nan_or_infinity(tmp_path, monkeypatch, capsys, command):
     monkeypatch.setenv("ODQA_HOME", str(tmp_path / "home"))
     questions = tmp_path / "q.txt"
     questions.write_text(f"{QUESTION}\n")
