@@ -182,7 +182,7 @@ def korean_span(text: str, start: int, end: int) -> tuple[int, int] | None:
         cut = min(cut, a + inside.pop()[0])
     if cut == end or not inside:
         return start, end
-    kept_start, kept_end, kept_tag = inside[-1]
+    _, kept_end, kept_tag = inside[-1]
     if not kept_tag.startswith(_NOUN_END_TAGS) or a + kept_end > cut or cut <= start:
         return start, end
     return start, cut

@@ -7,7 +7,7 @@ same scoring for training.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -42,11 +42,6 @@ class ELQConfig:
     # vocabulary alone is half the size of the model
     base_model: str = ""
     base_weights: str = ""
-
-    @classmethod
-    def from_dict(cls, data: dict) -> ELQConfig:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -359,9 +359,6 @@ class KnowledgeBase:
             self._row_facts[row] = facts
         return facts
 
-    def alias_keys(self, row: int) -> frozenset:
-        return self.row_facts(row)[0]
-
     def features(self, span_texts: Sequence[str], rows: np.ndarray) -> np.ndarray:
         """Per-candidate features [N, C, 2]: the span's text is an alias of the entity; log popularity / 10."""
         rows = np.asarray(rows)

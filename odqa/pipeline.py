@@ -600,7 +600,7 @@ class Pipeline:
                     f"{result.answers[0].probability:.2f} is no probability of being right and no answer is called "
                     "confident (fit one with `odqa fit-calibration`)"
                 )
-            elif not result.confident and result.answers[0].calibrated:
+            elif not result.confident:
                 result.notices.append(
                     f"{NO_CONFIDENT_ANSWER}: the best guess has p={result.answers[0].probability:.2f}, below the "
                     f"threshold {self._threshold(route):.2f} chosen on dev"

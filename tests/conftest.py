@@ -28,13 +28,13 @@ LONG_FILES = (
     "reliability/test_full_disk.py",
     "test_distill_encoder.py",
     "test_train_retriever.py",
-    "reliability/test_faults_round2_swap.py",
+    "reliability/test_search_during_rebuild.py",
 )
 LONG_TESTS = (
     "test_cli_retrieval.py::test_runs_of_two_corpus_halves_merge_into_the_full_corpus_ranking",
     "test_cli_retrieval.py::test_bad_inputs",
     "test_cjk_dense.py::test_dense_and_hybrid_cjk_index_end_to_end",
-    "reliability/test_faults_round2_builds.py::test_build_killed_after_the_dense_part_encodes_nothing_again",
+    "reliability/test_build_resume.py::test_build_killed_after_the_dense_part_encodes_nothing_again",
     "reliability/test_bounded_cost.py::test_a_backtracking_answer_pattern_is_refused_in_bounded_time",
     # the slowest of the rest, so that the README's `pytest` stays under 10 minutes on 2 idle cores (issue 64 item 6)
     "test_qa.py::test_predict_streams_one_json_line_per_question",

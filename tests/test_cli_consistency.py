@@ -16,7 +16,7 @@ import pytest
 
 from odqa.cli import build_parser, main
 from tests.conftest import REPO_ROOT
-from tests.test_cli_retrieval import ARTICLES, QUESTIONS, run
+from tests.retrieval_cli import ARTICLES, QUESTIONS, run
 
 BEIR_CORPUS = [
     {
@@ -370,10 +370,10 @@ def test_eval_reader_takes_the_precision_and_runtime_of_the_other_commands():
 
 def test_eval_reader_reads_with_the_precision_and_runtime_given(tmp_path, capsys):
     from tests.reader_fixtures import save_tiny_qa
-    from tests.test_reader_eval import _tiny_squad
+    from tests.squad_files import tiny_squad
 
     model = save_tiny_qa(tmp_path / "tiny")
-    data = _tiny_squad(tmp_path / "tiny.json")
+    data = tiny_squad(tmp_path / "tiny.json")
     assert (
         main(
             [

@@ -168,7 +168,7 @@ def test_missing_values_name_the_row(tmp_path):
 
 
 def test_index_a_parquet_corpus_with_a_config_mapping(tmp_path):
-    from tests.test_cli_retrieval import run
+    from tests.retrieval_cli import run
 
     pq.write_table(
         pa.Table.from_pylist([{"key": r["id"], "name": r["title"], "body": r["text"]} for r in ROWS]),

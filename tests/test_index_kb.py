@@ -23,7 +23,7 @@ from odqa.config import LinkerConfig, OdqaConfig
 from odqa.indexes.manifest import Manifest
 from odqa.linker.kb import KnowledgeBase
 from tests.conftest import REPO_ROOT
-from tests.reliability.test_faults import assert_clean, run_cli
+from tests.reliability.cli_checks import assert_clean, run_cli
 
 ENGLISH = [
     ("en1", "Albert Einstein", "Albert Einstein was a German-born theoretical physicist, born in Ulm in 1879."),
@@ -144,7 +144,7 @@ def test_an_interrupted_kb_build_keeps_the_old_kb_and_the_rerun_finishes_it(tmp_
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_a_kb_build_without_room_keeps_the_old_kb_says_so_in_one_line_and_the_rerun_builds_it(tmp_path, capsys):
-    from tests.reliability.test_faults import run_with_file_limit
+    from tests.reliability.cli_checks import run_with_file_limit
 
     corpus = _jsonl(tmp_path / "articles.jsonl", ENGLISH)
     _index(corpus, tmp_path / "idx", capsys)

@@ -53,7 +53,7 @@ def test_the_install_hint_names_commands_that_exist_where_no_index_has_the_model
     assert wheel == ["pip", "wheel", "models/reader-multilingual", "--no-deps", "-w", "dist"]
     assert (models.REPO_ROOT / wheel[2] / "pyproject.toml").is_file()  # a folder pip can build
     assert install[:2] == ["pip", "install"] and install[2] == "dist/odqa_model_reader_multilingual-*.whl"
-    from tests.test_packaging import project
+    from tests.packaging_files import project
 
     assert any(r.startswith("odqa-model-reader-multilingual==") for r in project()["optional-dependencies"]["models"])
     every = models.models_install()
@@ -208,7 +208,7 @@ def test_the_shipped_model_names_are_written_once():
     import re
     import sys
 
-    from tests.test_packaging import project
+    from tests.packaging_files import project
 
     if sys.version_info >= (3, 11):
         import tomllib

@@ -7,35 +7,20 @@ from __future__ import annotations
 
 import ast
 import json
-import subprocess
-import sys
 
 import pytest
 
 from tests.answer_checks import assert_answer_read_from
 from tests.conftest import REPO_ROOT
+from tests.extras_checks import one_error, run_hiding
 
 EXTRA_MODULES = ("fastapi", "uvicorn", "starlette", "elasticsearch", "elastic_transport", "bm25s", "rank_bm25", "ray")
-
-
-def _run(code: str, *hidden: str) -> subprocess.CompletedProcess:
-    prelude = "import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in hidden) + "from odqa.cli import main\n"
-    return subprocess.run(
-        [sys.executable, "-c", prelude + code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600
-    )
-
-
-def _one_error(out: subprocess.CompletedProcess) -> str:
-    errors = [line for line in out.stderr.splitlines() if line.startswith("odqa: error")]
-    assert out.returncode == 2 and len(errors) == 1, out.stderr[-2000:]
-    assert "Traceback" not in out.stderr, out.stderr[-2000:]
-    return errors[0]
 
 
 @pytest.mark.subprocess
 @pytest.mark.parametrize("hidden, package", [("fastapi", "FastAPI"), ("uvicorn", "uvicorn")])
 def test_serve_without_the_serve_extra_is_one_line(hidden, package):
-    error = _one_error(_run("sys.exit(main(['serve', '--port', '8080']))\n", hidden))
+    error = one_error(run_hiding("sys.exit(main(['serve', '--port', '8080']))\n", hidden))
     assert f"odqa serve needs {package}" in error and "pip install 'odqa[serve]'" in error, error
 
 
@@ -48,7 +33,7 @@ def test_serve_without_the_serve_extra_is_one_line(hidden, package):
     ],
 )
 def test_es_commands_without_the_elastic_extra_are_one_line(argv):
-    error = _one_error(_run(f"sys.exit(main({argv!r}))\n", "elasticsearch"))
+    error = one_error(run_hiding(f"sys.exit(main({argv!r}))\n", "elasticsearch"))
     assert f"odqa {argv[0]} needs the Elasticsearch client" in error and "pip install 'odqa[elastic]'" in error
 
 
@@ -57,12 +42,12 @@ def test_es_commands_without_the_elastic_extra_are_one_line(argv):
 def test_a_bm25_engine_without_its_extra_is_refused_before_any_work(tmp_path, engine, module):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(json.dumps({"id": "1", "title": "T", "text": "some words"}) + "\n")
-    out = _run(
+    out = run_hiding(
         f"sys.exit(main(['index', '--corpus', {str(corpus)!r}, '--out', {str(tmp_path / 'idx')!r}, "
         f"'--backends', 'bm25', '--bm25-engine', {engine!r}]))\n",
         module,
     )
-    error = _one_error(out)
+    error = one_error(out)
     assert f"the {engine} BM25 engine needs" in error and "pip install 'odqa[bm25-engines]'" in error, error
     assert not (tmp_path / "idx").exists() and not (tmp_path / "idx.work").exists()
 
@@ -71,12 +56,12 @@ def test_a_bm25_engine_without_its_extra_is_refused_before_any_work(tmp_path, en
 def test_a_ray_build_without_the_ray_extra_is_refused_before_any_work(tmp_path):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(json.dumps({"id": "1", "title": "T", "text": "some words"}) + "\n")
-    out = _run(
+    out = run_hiding(
         f"sys.exit(main(['index', '--corpus', {str(corpus)!r}, '--out', {str(tmp_path / 'idx')!r}, "
         "'--backends', 'bm25', '--ray', 'local']))\n",
         "ray",
     )
-    error = _one_error(out)
+    error = one_error(out)
     assert "--ray local needs Ray" in error and "pip install 'odqa[ray]'" in error, error
     assert not (tmp_path / "idx").exists() and not (tmp_path / "idx.work").exists()
 
@@ -84,7 +69,7 @@ def test_a_ray_build_without_the_ray_extra_is_refused_before_any_work(tmp_path):
 @pytest.mark.subprocess
 def test_ask_answers_without_any_of_these_extras():
     """BM25 (Tantivy) and the reader, its focus's English analyser included (no bm25s)."""
-    out = _run(
+    out = run_hiding(
         "sys.exit(main(['ask', '--json', '--retriever', 'bm25', '--no-linker', 'Who discovered penicillin?']))\n",
         *EXTRA_MODULES,
     )

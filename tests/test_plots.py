@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.test_cli_retrieval import run
-from tests.test_optional_extras import _one_error, _run
+from tests.extras_checks import one_error, run_hiding
+from tests.retrieval_cli import run
 
 pytest.importorskip("matplotlib")
 
@@ -46,7 +46,7 @@ def test_reliability_figure_bins_the_probabilities_and_marks_the_threshold():
 
 
 def test_eval_retrieval_plots_several_retrievers_in_one_run(tmp_path):
-    from tests.test_cli_retrieval import ARTICLES, QUESTIONS
+    from tests.retrieval_cli import ARTICLES, QUESTIONS
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(a) + "\n" for a in ARTICLES))
@@ -114,6 +114,6 @@ def test_eval_qa_draws_the_reliability_diagram(tmp_path):
 @pytest.mark.parametrize("command", ["eval-qa", "eval-retrieval"])
 def test_plot_without_the_plot_extra_is_one_line_before_any_work(tmp_path, command):
     argv = [command, "--questions", "odqa/demo/questions.jsonl", "--plot", str(tmp_path / "p.png")]
-    error = _one_error(_run(f"sys.exit(main({argv!r}))\n", "matplotlib"))
+    error = one_error(run_hiding(f"sys.exit(main({argv!r}))\n", "matplotlib"))
     assert "--plot needs matplotlib" in error and "pip install 'odqa[plot]'" in error, error
     assert not (tmp_path / "p.png").exists()

@@ -293,7 +293,7 @@ def test_predict_streams_one_json_line_per_question(tmp_path):
 
 
 def test_a_question_in_another_language_than_the_index_is_told_so_not_guessed(bm25_index_of):
-    from tests.reliability.test_faults import DOCS
+    from tests.reliability.cli_checks import DOCS
 
     pipeline = Pipeline(
         OdqaConfig.load(

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from odqa.eval.reader_eval import score_prediction, squad_metrics
+from tests.squad_files import tiny_squad
 
 
 def test_exact_match_ignores_case_punctuation_and_articles():
@@ -43,51 +44,12 @@ def test_mean_over_questions_in_percent():
     assert m["f1"] == pytest.approx(100 * (1 + 2 / 3) / 4)
 
 
-def _tiny_squad(path):
-    ctx = "Paris is the capital of France. Lyon is a city in France."
-    data = {
-        "version": "v2.0",
-        "data": [
-            {
-                "title": "France",
-                "paragraphs": [
-                    {
-                        "context": ctx,
-                        "qas": [
-                            {
-                                "id": "q1",
-                                "question": "What is the capital of France?",
-                                "is_impossible": False,
-                                "answers": [{"text": "Paris", "answer_start": 0}],
-                            },
-                            {
-                                "id": "q2",
-                                "question": "Which city is in France?",
-                                "is_impossible": False,
-                                "answers": [{"text": "Lyon", "answer_start": ctx.index("Lyon")}],
-                            },
-                            {
-                                "id": "q3",
-                                "question": "What is the capital of Spain?",
-                                "is_impossible": True,
-                                "answers": [],
-                            },
-                        ],
-                    }
-                ],
-            }
-        ],
-    }
-    path.write_text(json.dumps(data))
-    return path
-
-
 def test_evaluate_reader_and_cli_json_last_line(tmp_path, capsys):
     from odqa.cli import main
     from tests.reader_fixtures import save_tiny_qa
 
     model = save_tiny_qa(tmp_path / "tiny")
-    data = _tiny_squad(tmp_path / "tiny.json")
+    data = tiny_squad(tmp_path / "tiny.json")
     rc = main(
         [
             "eval-reader",
@@ -120,7 +82,7 @@ def test_eval_reader_with_a_non_qa_model_exits_2(tmp_path, capsys):
     from tests.reader_fixtures import save_tiny_qa
 
     model = save_tiny_qa(tmp_path / "enc", qa=False)
-    data = _tiny_squad(tmp_path / "tiny.json")
+    data = tiny_squad(tmp_path / "tiny.json")
     assert main(["eval-reader", "--data", str(data), "--model", str(model), "--json"]) == 2
     assert "not an extractive question-answering checkpoint" in capsys.readouterr().err
 
@@ -130,7 +92,7 @@ def test_articles_of_the_training_file_are_left_out(tmp_path, capsys):
     from odqa.corpus.questions import drop_articles, keep_articles, load_questions
     from tests.reader_fixtures import save_tiny_qa
 
-    data = _tiny_squad(tmp_path / "tiny.json")
+    data = tiny_squad(tmp_path / "tiny.json")
     both = json.loads(data.read_text())
     spain = {
         "title": "Spain",

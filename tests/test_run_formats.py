@@ -8,7 +8,7 @@ import pytest
 import pytrec_eval
 
 from odqa.eval.run_formats import from_trec_id, read_trec_run, trec_id
-from tests.test_cli_retrieval import ARTICLES, run
+from tests.retrieval_cli import ARTICLES, run
 
 QUESTIONS = (
     "who discovered penicillin\t['Alexander Fleming']\nwhen was the eiffel tower completed\t['1889']\n"

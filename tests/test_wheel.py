@@ -23,8 +23,8 @@ import pytest
 from odqa.core.models import SHIPPED_NAMES as MODELS  # every shipped model, each its own wheel
 from tests.answer_checks import assert_answer_read_from
 from tests.es_server import free_port
+from tests.packaging_files import package_files
 from tests.serve_fixtures import wait_until_healthy
-from tests.test_packaging import package_files
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PYPI_FILE_LIMIT = 100 * 10**6  # PyPI's default upload limit per file

@@ -166,20 +166,6 @@ def default_kb_path(config) -> Path:
     )
 
 
-def open_linker(config, thresholds_from_config: bool = False):
-    from odqa.linker.kb import KnowledgeBase
-    from odqa.linker.linker import Linker
-
-    kb = KnowledgeBase.load(default_kb_path(config))
-    kwargs = {}
-    if thresholds_from_config:
-        kwargs = {
-            "mention_threshold": config.linker.mention_threshold,
-            "entity_threshold": config.linker.entity_threshold,
-        }
-    return Linker.from_pretrained(config.linker.model, kb=kb, **kwargs)
-
-
 def _threads(args) -> None:
     if getattr(args, "threads", None):
         import torch

@@ -39,7 +39,6 @@ SOURCES = "option_sources"  # parser default: OptionSource of every generated op
 POSITIVE_INT = Number(int, 1)  # counts that must be at least one: k, batch sizes, limits given
 COUNT = Number(int, 0)  # counts where 0 has a meaning the help gives (all, none, off, torch's default)
 SEED = Number(int, 0)
-PORT = Number(int, 1, 65535)
 FRACTION = Number(float, 0, 1)
 NON_NEGATIVE = Number(float, 0)
 

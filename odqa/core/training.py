@@ -145,11 +145,6 @@ def load_trainer_state(checkpoint: Path, optimizer, scheduler, scaler, on_gpu: b
     return state
 
 
-def restore_trainer_state(checkpoint: Path, optimizer, scheduler, scaler, on_gpu: bool) -> int:
-    """Load a checkpoint's trainer state into the given objects; returns the step it was saved at."""
-    return int(load_trainer_state(checkpoint, optimizer, scheduler, scaler, on_gpu)["step"])
-
-
 def prune_checkpoints(output_dir: Path, keep: int) -> None:
     """Remove all but the newest `keep` checkpoints."""
     cks = sorted(Path(output_dir).glob("checkpoint-*"), key=_step_of)

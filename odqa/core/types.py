@@ -138,8 +138,3 @@ class BackendInfo:
     bm25_max_df: float = 0.0  # BM25 term pruning where `retrieval.bm25_max_df` is unset
     max_df_refusal: str = ""  # why it cannot prune a question's terms ("": it can): the one-line error
     summary: dict[str, Any] = field(default_factory=dict)  # what /info shows of it besides location and size
-
-
-@dataclass
-class Timings:
-    stages: dict[str, float] = field(default_factory=dict)

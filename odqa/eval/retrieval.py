@@ -108,7 +108,7 @@ def evaluate_retrieval(
     dpr_json: str | Path | None = None,
     run_tag: str = "odqa",
 ) -> dict:
-    """`run_out`: also save every question's ranking, judged (`write_run`), to merge with other shards';
+    """`run_out`: also save every question's ranking, judged (`run_row`), to merge with other shards';
     `trec_run` / `dpr_json`: the same rankings as a TREC run file (tagged `run_tag`) / DPR retrieval JSON."""
     depth = max(ks)
     results: list[QuestionResult] = []  # judged, without their hits: memory stays flat in the question count
@@ -150,13 +150,6 @@ def evaluate_retrieval(
     metrics["seconds"] = round(seconds, 2)
     metrics["questions_per_second"] = round(len(items) / seconds, 2) if seconds > 0 else 0.0
     return metrics
-
-
-def write_run(results: Sequence[QuestionResult], path: str | Path) -> None:
-    """Every hit of every question, judged; an interrupted write leaves no truncated run."""
-    with atomic_file(path) as tmp, tmp.open("w", encoding="utf-8") as f:
-        for r in results:
-            f.write(strict_json.dumps(run_row(r), ensure_ascii=False) + "\n")
 
 
 def dpr_ctxs(r: QuestionResult) -> list[dict]:

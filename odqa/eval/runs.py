@@ -8,9 +8,9 @@ products are (the same encoder scores a passage the same wherever it is indexed)
 built indexes are not (each shard has its own document frequencies).
 
 One JSON object a line: {"id", "question", "gold", "hits": [{"passage_id", "score", "holds_answer",
-"in_gold_paragraph"}, ...]}, written by `odqa.eval.retrieval.write_run` (eval-retrieval --run-out). Runs
-written before the fields were named (each hit a list in that order) read the same. `read_run` gives each
-hit as an `odqa.eval.retrieval.RunHit` (a named tuple: `hit.score` or `hit[1]`).
+"in_gold_paragraph"}, ...]}, written by `odqa.eval.retrieval.evaluate_retrieval` (eval-retrieval --run-out),
+one line a question (`run_row`). Runs written before the fields were named (each hit a list in that order)
+read the same. `read_run` gives each hit as an `odqa.eval.retrieval.RunHit` (a named tuple: `hit.score` or `hit[1]`).
 TREC run files and DPR retrieval JSON (`odqa.eval.run_formats`, eval-retrieval --trec-run / --dpr-json, or
 other tools' runs) read as the same rows; a TREC run does not say which passages hold an answer (None), so it
 is scored against qrels.

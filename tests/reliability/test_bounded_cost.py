@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from tests.reliability.test_faults import REPO, jsonl
-from tests.reliability.test_setting_sources import serve_client  # noqa: F401 (a fixture)
+from tests.reliability.cli_checks import REPO, jsonl
+from tests.reliability.stub_pipeline import serve_client  # noqa: F401 (a fixture)
 
 HANGING = "(a|aa)+$"
 WAIT_S = 120  # before the fix these never ended

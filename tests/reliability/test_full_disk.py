@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.test_faults import DOCS, REPO, assert_one_line_no_room, jsonl, run_with_file_limit
+from tests.reliability.cli_checks import DOCS, REPO, assert_one_line_no_room, jsonl, run_with_file_limit
 
 pytestmark = [pytest.mark.slow, pytest.mark.subprocess]
 

@@ -16,8 +16,8 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.reliability.test_faults import DOCS, jsonl, run_cli
-from tests.reliability.test_setting_sources import StubPipeline
+from tests.reliability.cli_checks import DOCS, jsonl, run_cli
+from tests.reliability.stub_pipeline import StubPipeline
 
 
 @pytest.fixture()

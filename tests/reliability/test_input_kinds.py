@@ -22,8 +22,8 @@ import threading
 import pytest
 
 from tests.es_server import free_port
-from tests.reliability.test_faults import DOCS, REPO, assert_clean, run_cli
-from tests.reliability.test_setting_sources import StubPipeline, serve_client  # noqa: F401 (a fixture)
+from tests.reliability.cli_checks import DOCS, REPO, assert_clean, run_cli
+from tests.reliability.stub_pipeline import StubPipeline, serve_client  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import odqa.indexes.integrity
-from tests.reliability.test_faults import assert_clean, jsonl, run_cli
+from tests.reliability.cli_checks import assert_clean, jsonl, run_cli
 from tests.retrievers import built_retriever
 
 QUERY = "Who wrote Hamlet?"
@@ -162,7 +162,7 @@ def _drop_block_digests(index: Path) -> None:
     """As an index built before block digests (and before manifests carried their own digest) records it: every
     manifest of format 1 (one that claims format 2 without them is refused: tests/reliability/
     test_integrity_parts.py)."""
-    from tests.reliability.test_integrity_parts import as_format_1
+    from tests.reliability.manifest_edits import as_format_1
 
     as_format_1(index)
 

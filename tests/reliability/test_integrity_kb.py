@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import odqa.indexes.integrity
-from tests.reliability.test_faults import assert_clean, run_cli
+from tests.reliability.cli_checks import assert_clean, run_cli
 
 QUESTION = "Who was Aristotle?"
 

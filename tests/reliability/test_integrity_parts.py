@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 from odqa.cli import main
-from tests.reliability.test_faults import assert_clean, jsonl, run_cli
+from tests.reliability.cli_checks import assert_clean, jsonl, run_cli
+from tests.reliability.manifest_edits import as_format_1, edit_manifest
 from tests.retrievers import built_retriever
 
 QUERY = "subject3 shared"
@@ -158,7 +159,7 @@ REBUILT = {  # (the damage, the shards a rerun keeps)
     "two shards swapped": (_swap_shards, 0),
     "a shard of another build": (_shard_of_another_build, 1),
     "the BM25 join of another build": (_join_of_another_build, 2),
-    "its manifest's digest deleted": (lambda index, built: _edit(index / "manifest.json", _drop_digest), 2),
+    "its manifest's digest deleted": (lambda index, built: edit_manifest(index / "manifest.json", _drop_digest), 2),
 }
 
 
@@ -176,7 +177,7 @@ def test_the_rebuild_the_refusal_names_repairs_the_index(sharded, built, capsys,
 def test_an_index_built_before_shard_records_gets_them_from_a_rerun(sharded, built, capsys, swapped):
     """A sharded index of before the shard records (and of source keys without its shards' digests) is refused
     until a rerun records them: one that keeps the shards each of which says it is that part of the corpus."""
-    _edit(sharded / "manifest.json", _drop_shard_records)
+    edit_manifest(sharded / "manifest.json", _drop_shard_records)
     for key in (sharded / "shards").glob("*.source.json"):
         record = json.loads(key.read_text())
         record.pop("manifest", None)
@@ -189,16 +190,6 @@ def test_an_index_built_before_shard_records_gets_them_from_a_rerun(sharded, bui
 
 
 # ---- 2: a manifest says what it promises; missing promises are damage ----------------------------------
-def _edit(path: Path, change, reseal: bool = True) -> None:
-    """`change` the manifest's JSON; `reseal`: give it the digest of its new content, as a tool that rewrites
-    manifests would (so that only the missing field itself can give the edit away)."""
-    from odqa.indexes.manifest import content_digest
-
-    data = json.loads(path.read_text())
-    change(data)
-    if reseal and "digest" in data:
-        data["digest"] = content_digest(data)
-    path.write_text(json.dumps(data, indent=2))
 
 
 def _drop_digest(m):
@@ -238,7 +229,7 @@ BUNDLE_FIELDS = {  # (the edit, what the refusal names)
 @pytest.mark.parametrize("field", list(BUNDLE_FIELDS))
 def test_a_bundle_manifest_missing_a_promised_field_is_refused(whole, capsys, field):
     change, named = BUNDLE_FIELDS[field]
-    _edit(whole / "manifest.json", change)
+    edit_manifest(whole / "manifest.json", change)
     _refused(whole, capsys, named)
 
 
@@ -253,9 +244,9 @@ SHARDED_FIELDS = {
 def test_a_sharded_manifest_missing_a_promised_field_is_refused(sharded, capsys, field):
     change, named = SHARDED_FIELDS[field]
     if change is None:
-        _edit(sharded / "shards" / "001" / "manifest.json", _drop_digest)
+        edit_manifest(sharded / "shards" / "001" / "manifest.json", _drop_digest)
     else:
-        _edit(sharded / "manifest.json", change)
+        edit_manifest(sharded / "manifest.json", change)
     _refused(sharded, capsys, named)
 
 
@@ -267,28 +258,6 @@ def test_an_older_format_without_those_fields_is_still_served(whole, capsys):
     assert code == 0 and "a3" in text and "SHA-256" in text, text[-800:]
     code, text = run_cli(["verify-index", whole], capsys)
     assert code == 0 and "recorded the block digests" in text, text[-800:]
-
-
-def as_format_1(index: Path) -> None:
-    """Every manifest of `index` as the format-1 build wrote it: format 1, no digest of its own, parts recorded
-    without block digests."""
-    from odqa.indexes.integrity import describe_part
-
-    def older(m):
-        m["format_version"] = 1
-        m.pop("digest", None)
-
-    bundle = json.loads((index / "manifest.json").read_text())
-    for part, record in bundle["params"]["parts"].items():
-        _edit(index / part / "manifest.json", older, reseal=False)
-        described = describe_part(index / part, record["count"])
-        for info in described["files"].values():
-            info.pop("blocks")
-        for sidecar in (index / part).glob("*.odqa-blocks"):
-            sidecar.unlink()
-        bundle["params"]["parts"][part] = described
-    older(bundle)
-    (index / "manifest.json").write_text(json.dumps(bundle, indent=2))
 
 
 # ---- the knowledge base: its manifest is held to its format too -----------------------------------------
@@ -330,8 +299,8 @@ def _other_vectors(kb: Path) -> None:
 
 
 KB_DAMAGE = {
-    "its own digest": (lambda kb: _edit(kb / "manifest.json", _drop_digest), "digest"),
-    "its files' block digests": (lambda kb: _edit(kb / "manifest.json", _drop_kb_blocks), "block digests"),
+    "its own digest": (lambda kb: edit_manifest(kb / "manifest.json", _drop_digest), "digest"),
+    "its files' block digests": (lambda kb: edit_manifest(kb / "manifest.json", _drop_kb_blocks), "block digests"),
     "the vectors of another KB": (_other_vectors, "vectors/"),
 }
 

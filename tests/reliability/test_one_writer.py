@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.test_faults import DOCS, REPO, assert_clean, jsonl, run_cli
+from tests.reliability.cli_checks import DOCS, REPO, assert_clean, jsonl, run_cli
 
 pytestmark = pytest.mark.subprocess
 WAIT_S = 120

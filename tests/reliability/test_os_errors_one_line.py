@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from tests.reliability.test_faults import DOCS, jsonl, run_cli
+from tests.reliability.cli_checks import DOCS, jsonl, run_cli
 
 LONG_NAME = "n" * 300
 LONG_PATH = "/".join(["d" * 200] * 25)
@@ -165,7 +165,7 @@ def test_the_server_reports_its_access_log_failures_once(monkeypatch):
 
     import odqa.serve.app
     from odqa.serve.settings import ServeSettings
-    from tests.reliability.test_setting_sources import StubPipeline
+    from tests.reliability.stub_pipeline import StubPipeline
 
     monkeypatch.setattr(
         odqa.serve.app, "warm_up", lambda pipeline: {"passages": 1, "language": "en", "location": "stub-index"}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.test_faults import DOCS, REPO, jsonl, run_cli
+from tests.reliability.cli_checks import DOCS, REPO, jsonl, run_cli
 
 QUESTION = "subject3 shared words"
 

@@ -12,7 +12,7 @@ import base64
 import pytest
 
 import odqa.indexes.elastic
-from tests.reliability.test_faults import run_cli
+from tests.reliability.cli_checks import run_cli
 
 KEY = "VnVhQ2ZHY0JDZGJrUW0tZTVhT3g6dWkybHAyYXhUTm1zeWFrdzl0dk5udw"
 

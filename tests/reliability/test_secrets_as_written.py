@@ -15,8 +15,8 @@ import time
 import httpx
 import pytest
 
-from tests.reliability.test_faults import run_cli
-from tests.reliability.test_secret_outputs import SERVER_KEY, server  # noqa: F401 (a fixture)
+from tests.reliability.cli_checks import run_cli
+from tests.reliability.logged_server import SERVER_KEY, server  # noqa: F401 (a fixture)
 
 PASSWORD = "Zq7/Xk9#Wm3?Rt5"
 PIECES = ("Zq7", "Xk9", "Wm3", "Rt5")

@@ -20,8 +20,8 @@ import pytest
 
 from odqa.config import OdqaConfig
 from odqa.core.errors import OdqaError
-from odqa.core.types import Answer, SearchHit
-from tests.reliability.test_faults import run_cli
+from tests.reliability.cli_checks import run_cli
+from tests.reliability.stub_pipeline import StubPipeline, serve_client  # noqa: F401 (a fixture)
 
 QUESTION = "who wrote hamlet"
 
@@ -38,7 +38,7 @@ def strict_json(text: str):
 # ---- the same value from each source -------------------------------------------------------------------------
 # (setting, value as written, the range the refusal names, the command and flag that set it: None where there is
 # no flag, or where the flag was bounded already, as --entity-bonus, --early-stop-probability and --k were:
-# tests/reliability/test_faults_round2_arguments.py holds every flag to its Number type)
+# tests/reliability/test_numeric_arguments.py holds every flag to its Number type)
 CASES = [
     ("reader.retrieval_weight", "inf", ">= 0", None),
     ("reader.retrieval_weight", "-inf", ">= 0", None),
@@ -165,55 +165,6 @@ def test_a_library_caller_gets_the_same_refusal(setting, value):
 
 
 # ---- the HTTP request body ---------------------------------------------------------------------------------
-class StubPipeline:
-    """What create_app asks of a pipeline, without a model: ask_batch gives one answer of the score and
-    probability set here."""
-
-    def __init__(self, score: float = 1.0, probability: float = 0.9):
-        self.config = OdqaConfig()
-        self.score, self.probability = score, probability
-        self.linker = None
-        self.reader_name = "reader"
-
-    def ask_batch(self, questions, k=None, retriever=None):
-        from odqa.pipeline import Result
-
-        answer = Answer(
-            text="William Shakespeare",
-            score=self.score,
-            probability=self.probability,
-            passage_id="p1",
-            title="Hamlet",
-            start=0,
-            end=19,
-            context="William Shakespeare wrote Hamlet.",
-        )
-        return [
-            Result(question=q, answers=[answer], passages=[SearchHit(1, self.score, source="bm25")]) for q in questions
-        ]
-
-    def inference_plans(self):
-        return {}
-
-
-@pytest.fixture()
-def serve_client(monkeypatch):
-    from fastapi.testclient import TestClient
-
-    import odqa.serve.app
-    from odqa.serve.settings import ServeSettings
-
-    monkeypatch.setattr(
-        odqa.serve.app, "warm_up", lambda pipeline: {"passages": 1, "language": "en", "location": "stub-index"}
-    )
-
-    def client(pipeline=None):
-        return TestClient(
-            odqa.serve.app.create_app(pipeline or StubPipeline(), ServeSettings(max_k=100)),
-            raise_server_exceptions=False,
-        )
-
-    return client
 
 
 BODIES = {  # the body as sent, the value as the refusal quotes it, the range
@@ -230,7 +181,7 @@ BODIES = {  # the body as sent, the value as the refusal quotes it, the range
 
 @pytest.mark.parametrize("path", ["/ask", "/search"])
 @pytest.mark.parametrize("case", list(BODIES))
-def test_a_bad_number_in_the_request_body_is_a_422_naming_it(serve_client, path, case):
+def test_a_bad_number_in_the_request_body_is_a_422_naming_it(serve_client, path, case):  # noqa: F811
     body, shown, bound = BODIES[case]
     with serve_client() as client:
         response = client.post(path, content=body, headers={"content-type": "application/json"})
@@ -258,7 +209,8 @@ def stub_cli_pipeline(monkeypatch):
 
 
 @pytest.mark.parametrize("command", ["ask --json", "predict"])
-def test_cli_json_never_holds_nan_or_infinity(tmp_path, monkeypatch, capsys, stub_cli_pipeline, command):
+@pytest.mark.usefixtures("stub_cli_pipeline")
+def test_cli_json_never_holds_nan_or_infinity(tmp_path, monkeypatch, capsys, command):
     monkeypatch.setenv("ODQA_HOME", str(tmp_path / "home"))
     questions = tmp_path / "q.txt"
     questions.write_text(f"{QUESTION}\n")
@@ -278,7 +230,7 @@ def test_cli_json_never_holds_nan_or_infinity(tmp_path, monkeypatch, capsys, stu
     assert place in line and "as JSON" in line, line
 
 
-def test_an_http_response_never_holds_nan_or_infinity(serve_client):
+def test_an_http_response_never_holds_nan_or_infinity(serve_client):  # noqa: F811
     with serve_client(StubPipeline(score=math.nan)) as client:
         response = client.post("/ask", json={"question": QUESTION})
     body = strict_json(response.text)  # never the invalid JSON NaN

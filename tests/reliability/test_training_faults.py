@@ -12,7 +12,7 @@ import pytest
 
 from odqa.cli import main
 from tests.reader_fixtures import save_tiny_qa
-from tests.reliability.test_faults import assert_one_line_no_room, run_with_file_limit
+from tests.reliability.cli_checks import assert_one_line_no_room, run_with_file_limit
 
 pytestmark = [pytest.mark.slow]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.test_faults import DOCS, assert_clean, jsonl, run_cli
+from tests.reliability.cli_checks import DOCS, assert_clean, jsonl, run_cli
 
 DEEP = "[" * 100_000 + "]" * 100_000
 
@@ -257,7 +257,7 @@ def test_deeply_nested_run_files_name_the_file(tmp_path, capsys, name):
 
 @pytest.mark.parametrize("inside", ["indexes/wiki", "reader", "odqa/demo/idx"])
 def test_an_output_inside_odqas_own_code_is_refused(tmp_path, capsys, inside):
-    from tests.reliability.test_faults import REPO
+    from tests.reliability.cli_checks import REPO
 
     corpus = jsonl(tmp_path / "c.jsonl", DOCS)
     code, text = run_cli(["index", "--corpus", corpus, "--out", Path(REPO) / inside, "--backends", "bm25"], capsys)

@@ -10,7 +10,7 @@ import argparse
 import pytest
 
 from odqa.cli import build_parser
-from tests.reliability.test_faults import DOCS, assert_clean, jsonl, run_cli
+from tests.reliability.cli_checks import DOCS, assert_clean, jsonl, run_cli
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:

@@ -12,7 +12,7 @@ import traceback
 
 import pytest
 
-from tests.reliability.test_faults import DOCS, NEW_DOCS, REPO, run_cli
+from tests.reliability.cli_checks import DOCS, NEW_DOCS, REPO, run_cli
 from tests.retrievers import built_retriever
 
 SEARCHES = 60  # opens and searches in the library, every tenth one also through the CLI

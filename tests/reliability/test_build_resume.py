@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.test_faults import DOCS, REPO, jsonl, run_cli
+from tests.reliability.cli_checks import DOCS, REPO, jsonl, run_cli
 
 DENSE = ["--backends", "dense", "--encoder", "minilm"]
 
@@ -78,7 +78,8 @@ def test_resumed_build_keeps_the_precision_it_started_with(tmp_path, capsys):
 @pytest.mark.subprocess
 @pytest.mark.slow
 @pytest.mark.parametrize("stage", ["dense", "fsync", "rename-away"])
-def test_build_killed_after_the_dense_part_encodes_nothing_again(tmp_path, capsys, no_encoding, stage):
+@pytest.mark.usefixtures("no_encoding")
+def test_build_killed_after_the_dense_part_encodes_nothing_again(tmp_path, capsys, stage):
     corpus = jsonl(tmp_path / "c.jsonl", DOCS)
     out = tmp_path / "idx"
     _killed_build(corpus, out, stage)
