@@ -26,9 +26,6 @@ else:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
 
-LinkerConfig = LinkerSettings  # the [linker] section's class, by its section's name
-
-
 @dataclass
 class ElasticConfig:
     """[elastic]: an Elasticsearch (8.x/9.x) cluster holding passages and their vectors (see docs/elasticsearch.md).

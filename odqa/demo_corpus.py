@@ -83,10 +83,10 @@ def demo_index_path(encoder: str = DEMO_ENCODER, quiet: bool = False) -> Path:
 def demo_kb_path(encoder: str = "", quiet: bool = False) -> Path:
     """The demo knowledge base: one entity per demo article, encoded by `encoder` (empty: the default linker's
     entity encoder)."""
-    from odqa.config import LinkerConfig
     from odqa.linker.aliases import alias_scheme
+    from odqa.linker.settings import LinkerSettings
 
-    encoder = encoder or LinkerConfig().entity_encoder()
+    encoder = encoder or LinkerSettings().entity_encoder()
 
     def build(path: Path) -> None:
         from odqa.corpus.readers import iter_documents

@@ -34,7 +34,6 @@ import numpy as np
 import xxhash
 from tqdm.auto import tqdm
 
-from odqa.config import LinkerConfig
 from odqa.core.atomic import publish_folder, write_npy, write_npy_blocks
 from odqa.core.errors import DiskFullError, OdqaError, is_disk_full, no_room_reason
 from odqa.core.logs import get_logger
@@ -49,6 +48,7 @@ from odqa.indexes.integrity import build_lock, describe_part, recover_swap
 from odqa.indexes.layout import BM25, DENSE, PASSAGES, SEARCH_PARTS, SHARD_RECORDS, SHARDS, IndexLayout
 from odqa.indexes.manifest import MANIFEST, Manifest
 from odqa.indexes.vector import VectorIndex, VectorIndexParams
+from odqa.linker.settings import LinkerSettings
 
 if TYPE_CHECKING:  # the store loads `datasets` (seconds): imported where an index is built, not by the CLI's parser
     from odqa.core.cluster import Cluster
@@ -108,7 +108,7 @@ class IndexSpec:
             "built, one already there left as it is)"
         },
     )
-    linker: str = field_default(LinkerConfig, "model")  # the linker whose entity encoder encodes the KB
+    linker: str = field_default(LinkerSettings, "model")  # the linker whose entity encoder encodes the KB
     device: str | None = field(default=None, metadata={"help": "cpu or cuda (default: cuda when available)"})
     # of passage encoding (odqa.core.runtime.plan_inference)
     precision: str = field(
@@ -204,7 +204,7 @@ def kb_encoder(spec: IndexSpec, language: str = "") -> str:
     if linker == DEFAULT_LINKER and language not in ("", "en") and shipped_model(MULTILINGUAL_LINKER) is not None:
         linker = MULTILINGUAL_LINKER
     try:
-        encoder = LinkerConfig(model=linker).entity_encoder()
+        encoder = LinkerSettings(model=linker).entity_encoder()
         resolve_model(encoder)
     except OdqaError as exc:
         raise OdqaError(f"{exc}; or pass --no-kb to build the index without the linker's knowledge base") from exc

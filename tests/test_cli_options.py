@@ -85,10 +85,11 @@ def test_bad_choices_and_types_are_refused_by_argparse(capsys):
 def test_config_overrides_stay_unset_unless_given(tmp_path):
     parser = argparse.ArgumentParser(formatter_class=HelpFormatter)
     add_options(parser, OdqaConfig, ["index"], section="")
-    from odqa.config import LinkerConfig, RetrievalConfig
+    from odqa.config import RetrievalConfig
+    from odqa.linker.settings import LinkerSettings
 
     add_options(parser, RetrievalConfig, ["k", "fusion"], section="retrieval")
-    add_options(parser, LinkerConfig, ["enabled"], rename={"enabled": "linker"}, section="linker")
+    add_options(parser, LinkerSettings, ["enabled"], rename={"enabled": "linker"}, section="linker")
     config_file = tmp_path / "odqa.toml"
     config_file.write_text("[retrieval]\nk = 7\n[linker]\nenabled = false\n")
 

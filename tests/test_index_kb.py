@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from odqa.cli import main
-from odqa.config import LinkerConfig, OdqaConfig
+from odqa.config import OdqaConfig
 from odqa.indexes.manifest import Manifest
 from odqa.linker.kb import KnowledgeBase
+from odqa.linker.settings import LinkerSettings
 from tests.conftest import REPO_ROOT
 from tests.reliability.cli_checks import assert_clean, run_cli
 
@@ -87,7 +88,7 @@ def test_index_builds_the_linkers_kb_beside_it_by_default(english):
     corpus, index = english
     kb = KnowledgeBase.load(index.parent / "idx-kb")
     assert [e.title for e in kb.entries] == [title for _, title, _ in ENGLISH]
-    assert kb.encoder == LinkerConfig().entity_encoder()  # the default linker's, from its linker_config.json
+    assert kb.encoder == LinkerSettings().entity_encoder()  # the default linker's, from its linker_config.json
     assert kb.language == "en" and kb.languages == ["en"]
 
 
@@ -248,7 +249,7 @@ def _linker_copy(tmp_path: Path, **config) -> Path:
     """The default linker's files under another folder (links), its linker_config.json changed by `config`."""
     from odqa.core.models import resolve_model
 
-    source, copy = Path(resolve_model(LinkerConfig().model)), tmp_path / "linker"
+    source, copy = Path(resolve_model(LinkerSettings().model)), tmp_path / "linker"
     copy.mkdir()
     for file in source.iterdir():
         if file.name != "linker_config.json":

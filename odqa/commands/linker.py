@@ -9,11 +9,12 @@ from pathlib import Path
 
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 from odqa.commands.options import COUNT, POSITIVE_INT, add_options, config_overrides, dataclass_values
-from odqa.config import CorpusConfig, LinkerConfig, OdqaConfig
+from odqa.config import CorpusConfig, OdqaConfig
 from odqa.core.cluster import RAY_ADDRESSES, RaySettings
 from odqa.core.errors import OdqaError
 from odqa.core.terminal import printable
 from odqa.core.types import Document
+from odqa.linker.settings import LinkerSettings
 from odqa.linker.training.train_config import TrainConfig
 from odqa.retriever.registry import kb_beside
 
@@ -134,7 +135,7 @@ def register(subparsers) -> None:
 def _model_flags(p) -> None:
     add_options(
         p,
-        LinkerConfig,
+        LinkerSettings,
         ["model", "kb", "mention_threshold", "entity_threshold"],
         section="linker",
         help={"kb": "knowledge-base folder (`link`: else the KB `ask` uses; eval-linker: else work_indexes/kb)"},

@@ -8,7 +8,8 @@ from typing import cast
 
 from odqa.commands.common import add_command, add_config_flag, add_output, print_json_last
 from odqa.commands.options import POSITIVE_INT, add_inference_options, add_options, config_overrides
-from odqa.config import LinkerConfig, OdqaConfig, RetrievalConfig
+from odqa.config import OdqaConfig, RetrievalConfig
+from odqa.linker.settings import LinkerSettings
 from odqa.reader.settings import ReaderSettings
 
 
@@ -102,7 +103,7 @@ def _pipeline_flags(p) -> None:
         rename={"model": "reader"},
         section="reader",
     )
-    add_options(p, LinkerConfig, ["enabled"], rename={"enabled": "linker"}, section="linker")
+    add_options(p, LinkerSettings, ["enabled"], rename={"enabled": "linker"}, section="linker")
     add_options(p, RetrievalConfig, ["entity_bonus"], section="retrieval")
     add_inference_options(p)
     add_config_flag(p)
