@@ -16,8 +16,8 @@ import pytest
 from odqa.config import OdqaConfig
 from odqa.core.errors import OdqaError
 from odqa.core.fusion import FUSIONS, minmax_scale, top_hits
-from odqa.core.protocols import CAPABILITIES, TEXT, VECTORS, FusesItself, SearchBackend
-from odqa.core.types import BackendInfo, SearchHit
+from odqa.core.protocols import TEXT, VECTORS, FusesItself, SearchBackend
+from odqa.core.types import SearchHit
 from odqa.demo_corpus import DEMO_QUESTIONS, demo_index_path
 from odqa.indexes.folder import FolderIndex
 from odqa.retriever.base import fit_k
@@ -32,6 +32,7 @@ from odqa.retriever.registry import (
     open_index,
 )
 from odqa.retriever.settings import RetrievalConfig
+from odqa.testing import store_conformance as conformance
 from tests.memory_backend import MemoryIndex, registered
 
 STORES = ["folder", pytest.param("es", marks=pytest.mark.elastic), "memory"]
@@ -89,91 +90,59 @@ def vectors(folder, questions) -> np.ndarray:
 
 def test_the_store_says_what_it_is(store, folder):
     name, location, backend = store
-    assert isinstance(backend, SearchBackend) and backend_of(location) == name
+    assert backend_of(location) == name
+    conformance.check_describes_itself(backend, folder)
     info = backend.info()
-    assert isinstance(info, BackendInfo) and info.location and info.summary["language"] == info.language == "en"
-    assert len(backend) == len(folder) == 308 and info.text and info.vectors
+    assert len(backend) == 308 and info.text and info.vectors and info.language == "en"
     assert (info.encoder.question_encoder, info.encoder.dim) == (folder.info().encoder.question_encoder, 384)
     assert backend.capabilities() == {TEXT, VECTORS}
-    for capability in CAPABILITIES:
-        backend.check_available(capability)
     for kind in RETRIEVERS.names:
         assert check_retriever_available(backend, kind) == kind
 
 
 def test_passages_by_row_are_the_folder_store_rows(store, folder):
-    rows = [307, 0, 5, 150, 5]
-    assert [p.id for p in store[2].passages(rows)] == [p.id for p in folder.passages(rows)]
-    assert store[2].passages([]) == []
+    conformance.check_passages_by_row(store[2], folder)
 
 
 def test_text_search_ranks_best_first(store, questions):
     backend = store[2]
-    results = backend.text_search([EINSTEIN, *questions], 5, 0.0)
-    assert len(results) == len(questions) + 1
-    for hits in results:
-        assert 0 < len(hits) <= 5 and {h.source for h in hits} == {"bm25"}
-        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-        assert len({h.row for h in hits}) == len(hits) and all(0 <= h.row < len(backend) for h in hits)
-        read = backend.passages([h.row for h in hits])
-        assert all(h.passage is None or h.passage.id == p.id for h, p in zip(hits, read))
-    assert backend.passages([results[0][0].row])[0].title == "Albert Einstein"
+    conformance.check_text_search_ranks_best_first(backend, [EINSTEIN, *questions])
+    assert backend.passages([backend.text_search([EINSTEIN], 1, 0.0)[0][0].row])[0].title == "Albert Einstein"
 
 
 def test_term_pruning_is_done_or_refused_in_one_line(store, questions):
-    backend = store[2]
-    refusal = backend.info().max_df_refusal
-    if refusal:
-        with pytest.raises(OdqaError) as refused:
-            backend.text_search(questions[:1], 3, 0.5)
-        assert str(refused.value) == refusal and "\n" not in refusal
-    else:
-        assert backend.text_search(questions[:1], 3, 0.5)[0]
+    conformance.check_term_pruning_is_done_or_refused_in_one_line(store[2], questions)
 
 
 def test_vector_search_finds_what_the_folder_finds(store, folder, vectors):
-    got, want = store[2].vector_search(vectors, 10), folder.vector_search(vectors, 11)
-    for hits, expected in zip(got, want):
-        assert len(hits) == 10 and {h.source for h in hits} == {"dense"}
-        if {h.row for h in hits} != {h.row for h in expected[:10]}:  # only a near-tie at the cut may differ
-            assert abs(expected[9].score - expected[10].score) < 2e-3
-        np.testing.assert_allclose([h.score for h in hits[:3]], [h.score for h in expected[:3]], atol=5e-3)
+    conformance.check_vector_search_finds_what_the_reference_finds(store[2], folder, vectors)
 
 
 def test_article_passages_are_the_folder_store_s(store, folder):
-    doc_ids = sorted({p.doc_id for p in folder.passages(range(0, 308, 29))})
-    mine, theirs = store[2].article_passages(), folder.article_passages()
-    for doc_id in doc_ids:
-        assert [(row, p.id) for row, p in mine.article(doc_id, 50)] == [
-            (row, p.id) for row, p in theirs.article(doc_id, 50)
-        ]
-    assert mine.article("no-such-article", 5) == []
+    conformance.check_article_passages_are_the_reference_s(store[2], folder)
 
 
 def test_every_retriever_kind_serves_the_store(store, questions):
-    backend = store[2]
-    for kind in RETRIEVERS.names:
-        retriever = build_retriever(backend, RetrievalConfig(), RetrieverRuntime(), kind)
-        results = retriever.search(questions[:3], 5)
-        assert all(len(hits) == 5 and {h.source for h in hits} == {kind} for hits in results), kind
-        assert all(h.passage is not None and h.passage.id for hits in results for h in hits), kind
+    conformance.check_every_retriever_kind_serves_the_store(store[2], questions)
 
 
 def test_an_out_of_range_k_is_the_whole_store_and_k_below_one_one_line(store):
-    backend = store[2]
-    dense = build_retriever(backend, RetrievalConfig(), RetrieverRuntime(), "dense")
-    assert len(dense.search([EINSTEIN], len(backend) + 5)[0]) == len(backend)
-    with pytest.raises(OdqaError, match="^k must be a positive number, got 0$"):
-        dense.search([EINSTEIN], 0)
+    conformance.check_an_out_of_range_k_is_the_whole_store(store[2], EINSTEIN)
 
 
 def test_hybrid_fuses_the_store_s_own_lists(store, questions):
-    backend = store[2]
-    hybrid = build_retriever(backend, RetrievalConfig(candidates=30), RetrieverRuntime(), "hybrid")
-    dense = hybrid.dense.search(questions, 30, passages=False)
-    sparse = hybrid.sparse.search(questions, 30, passages=False)
-    for fused, d, s in zip(hybrid.search(questions, 10), dense, sparse):
-        assert [(h.row, h.score) for h in fused] == [(h.row, h.score) for h in hybrid.fusion([d, s], 10)]
+    conformance.check_hybrid_fuses_the_store_s_own_lists(store[2], questions)
+
+
+def test_the_whole_suite_in_one_call(store, folder, questions, vectors):
+    conformance.check_store(store[2], folder, questions, vectors)
+
+
+def test_the_suite_fails_a_store_that_loses_a_passage(folder, questions, vectors):
+    short = MemoryIndex.copy_of("short", folder)
+    short.held = short.held[:-1]
+    with pytest.raises(AssertionError):
+        conformance.check_store(short, folder, questions, vectors)
 
 
 def test_the_pipeline_runs_on_the_store(store):
