@@ -122,3 +122,32 @@ def test_a_calibrated_reader_keeps_its_probability(reader, monkeypatch):
     monkeypatch.setattr(reader, "calibration", Calibration(threshold=0.0, fitted=True))
     answers = reader.read("Who discovered penicillin?", PASSAGES, top_n=1)
     assert answers[0].calibrated and answers[0].confident
+
+
+def test_every_reader_setting_of_the_config_reaches_the_built_reader(tiny_dir):
+    """A new [reader] setting is one field of ReaderSettings (and its use in the reader): the config, its dotted
+    overrides and build_reader carry every field that is no checkpoint record without another line."""
+    from odqa.reader.registry import build_reader
+
+    keys = [
+        f.name
+        for f in dataclasses.fields(ReaderSettings)
+        if f.name not in (*RECORDED_SETTINGS, *TOP_LEVEL_SETTINGS, "model", "calibration")
+    ]
+    assert {"top_n", "batch_size", "max_answer_tokens", *QUESTION_TIME_SETTINGS} <= set(keys)
+    given = {
+        "top_n": 3,
+        "batch_size": 4,
+        "max_answer_tokens": 9,
+        "no_answer_threshold": -1.0,
+        "retrieval_weight": 2.5,
+        "selection_weight": 0.25,
+        "early_stop_passages": 2,
+        "early_stop_probability": 0.4,
+        "focus_words": 60,
+        "whole_passages": 1,
+    }
+    assert set(given) == set(keys), "a new setting: give it a value here"
+    config = OdqaConfig.load(None, {"reader.model": str(tiny_dir), **{f"reader.{k}": v for k, v in given.items()}})
+    reader = build_reader(config.reader, inference=config.inference())
+    assert {k: getattr(reader.settings, k) for k in given} == given
