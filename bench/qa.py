@@ -39,6 +39,8 @@ CJK_ENCODER = "encoder-multilingual"
 NOTES: list[str] = []  # lines for the written table (e.g. how many questions --answer-read-only kept)
 
 
+# the reader's confirmation split (issue 76): questions of the held-out kind that no choice has used
+CONFIRMATION = "webquestions-test"
 # the demo's questions by language: English, and Korean and Chinese over the same English articles
 DEMO_SUITES = {"demo": "en", "demo-ko": "ko", "demo-zh": "zh"}
 
@@ -286,9 +288,11 @@ def main(argv=None) -> int:
         "--suite",
         nargs="+",
         default=["all"],
-        choices=["open-dev", "squad-open", "nq", "efficientqa", *DEMO_SUITES, *CJK_OPEN, "all"],
+        choices=["open-dev", "squad-open", "nq", "efficientqa", CONFIRMATION, *DEMO_SUITES, *CJK_OPEN, "all"],
         help="efficientqa: NQ-open's EfficientQA dev over the Wikipedia subset, the NQ-style set for "
-        "choosing settings (no shipped reader trained on it; nq is NQ test)",
+        f"choosing settings (no shipped reader trained on it; nq is NQ test); {CONFIRMATION}: WebQuestions' "
+        "test split, which no training run and no setting was chosen on: read only for the final choice "
+        "between finished readers (issue 76)",
     )
     parser.add_argument("--questions", type=int, default=500, help="questions sampled per suite (seed 13); 0: all")
     parser.add_argument("--k", type=int, default=10, help="passages read per question")
@@ -454,11 +458,11 @@ def main(argv=None) -> int:
                     file=sys.stderr,
                 )
                 return 2
-            name, questions = (
-                ("nq-test", data / "dpr-qas" / "nq-test.qa.tsv")
-                if suite == "nq"
-                else ("efficientqa-dev", data / "nq-open" / "NQ-open.efficientqa.dev.1.1.jsonl")
-            )
+            name, questions = {
+                "nq": ("nq-test", data / "dpr-qas" / "nq-test.qa.tsv"),
+                "efficientqa": ("efficientqa-dev", data / "nq-open" / "NQ-open.efficientqa.dev.1.1.jsonl"),
+                CONFIRMATION: (CONFIRMATION, data / "webquestions" / "devtest.json"),
+            }[suite]
             rows += run_suite(
                 name,
                 str(index),

@@ -269,7 +269,7 @@ def _syntax_problem(exc: Exception) -> str:
 
 
 def _apply(target: Any, data: dict[str, Any], source: str, prefix: str = "") -> None:
-    fields = {f.name: f for f in dataclasses.fields(target) if not _not_a_key(f)}
+    fields = {f.name: f for f in config_fields(target)}
     for key, value in data.items():
         if key not in fields:
             raise OdqaError(f"{source}: {_why_not_a_key(target, key, prefix)}; known here: {', '.join(sorted(fields))}")
@@ -292,10 +292,10 @@ def _apply(target: Any, data: dict[str, Any], source: str, prefix: str = "") -> 
             setattr(target, key, value)
 
 
-def _not_a_key(f: dataclasses.Field) -> bool:
-    """A field of a settings class that a config section does not set: what a model records about itself, or a
-    top-level setting the section would spell a second time (reader.settings)."""
-    return bool(f.metadata.get("recorded") or f.metadata.get("top_level"))
+def config_fields(settings: Any) -> list[dataclasses.Field]:
+    """The fields of a settings class (or instance) a config section sets: not what a model records about itself,
+    nor a top-level setting the section would spell a second time (reader.settings)."""
+    return [f for f in dataclasses.fields(settings) if not (f.metadata.get("recorded") or f.metadata.get("top_level"))]
 
 
 def _why_not_a_key(target: Any, key: str, prefix: str) -> str:

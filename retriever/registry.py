@@ -170,6 +170,9 @@ def check_retriever_available(backend: SearchBackend, kind: str, say: bool = Fal
     `say`: log the fallback), after the store checked each capability that kind needs: one line (OdqaError) names
     what is missing (a part, an optional package, the vectors)."""
     entry = RETRIEVERS.get(kind)
+    # the store's description first: a store that finds itself swapped by a rebuild reopens whole there, so the
+    # parts opened below are never dropped again before the first search reads them
+    backend.info()
     held = backend.capabilities()
     missing = entry.needs - held
     if missing and entry.fallback and RETRIEVERS.get(entry.fallback).needs <= held:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from odqa.reader.decode import decode_passage
 from odqa.reader.features import char_span_to_tokens, tokenize_windows
-from tests.reader_fixtures import minilm_tokenizer
+from tests.reader_fixtures import decoded, minilm_tokenizer
 
 PASSAGE = (
     "Ada Lovelace was an English mathematician and writer, chiefly known for her work on Charles Babbage's "
@@ -74,7 +73,7 @@ def test_span_crossing_a_window_boundary_is_decoded_from_the_overlap(tok):
         else:
             s, e = _logits_for(w, i, *span)
         windows.append((s, e, w.context_start[i], w.context_end[i], w.offsets[i]))
-    spans, _ = decode_passage(0, PASSAGE, windows, top_k=3)
+    spans, _ = decoded(0, PASSAGE, windows, top_k=3)
     # decoded spans drop dangling punctuation at their edges (reader.decode.snap_span): "computer," -> "computer"
     clean = answer.rstrip(",.;:")
     assert spans[0].text == clean
@@ -89,7 +88,7 @@ def test_answer_at_the_very_end_of_the_passage(tok):
     span = char_span_to_tokens(w, last, a, a + 4)
     assert span is not None and span[1] == w.context_end[last]
     s, e = _logits_for(w, last, *span)
-    spans, _ = decode_passage(0, text, [(s, e, w.context_start[last], w.context_end[last], w.offsets[last])])
+    spans, _ = decoded(0, text, [(s, e, w.context_start[last], w.context_end[last], w.offsets[last])])
     assert spans[0].text == "1843" and spans[0].end_char == len(text)
 
 

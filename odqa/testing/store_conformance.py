@@ -24,6 +24,8 @@ from odqa.retriever.hybrid import HybridRetriever
 from odqa.retriever.registry import RETRIEVERS, RetrieverRuntime, build_retriever, check_retriever_available
 from odqa.retriever.settings import RetrievalConfig
 
+LISTED = 5  # hits asked of each search: enough to compare orders, few enough for any small store
+
 
 def check_describes_itself(store: SearchBackend, reference: SearchBackend) -> None:
     assert isinstance(store, SearchBackend), "a store has the SearchBackend methods"
@@ -46,7 +48,8 @@ def check_passages_by_row(store: SearchBackend, reference: SearchBackend) -> Non
     assert store.passages([]) == []
 
 
-def check_text_search_ranks_best_first(store: SearchBackend, questions: Sequence[str], k: int = 5) -> None:
+def check_text_search_ranks_best_first(store: SearchBackend, questions: Sequence[str]) -> None:
+    k = LISTED
     results = store.text_search(list(questions), k, 0.0)
     assert len(results) == len(questions), "one list per question"
     for hits in results:
@@ -71,8 +74,9 @@ def check_term_pruning_is_done_or_refused_in_one_line(store: SearchBackend, ques
 
 
 def check_vector_search_finds_what_the_reference_finds(
-    store: SearchBackend, reference: SearchBackend, vectors: np.ndarray, k: int = 10
+    store: SearchBackend, reference: SearchBackend, vectors: np.ndarray
 ) -> None:
+    k = 2 * LISTED
     got, want = store.vector_search(vectors, k), reference.vector_search(vectors, k + 1)
     for hits, expected in zip(got, want):
         assert len(hits) == k and {h.source for h in hits} == {"dense"}
@@ -92,7 +96,8 @@ def check_article_passages_are_the_reference_s(store: SearchBackend, reference: 
     assert mine.article("no-such-article", 5) == []
 
 
-def check_every_retriever_kind_serves_the_store(store: SearchBackend, questions: Sequence[str], k: int = 5) -> None:
+def check_every_retriever_kind_serves_the_store(store: SearchBackend, questions: Sequence[str]) -> None:
+    k = LISTED
     for kind in RETRIEVERS.names:
         retriever = build_retriever(store, RetrievalConfig(), RetrieverRuntime(), kind)
         results = retriever.search(list(questions[:3]), k)

@@ -12,13 +12,12 @@ No model is loaded: every refusal comes before the pipeline's first use, and the
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 
 import pytest
 
-from odqa.config import OdqaConfig
+from odqa.config import OdqaConfig, config_fields
 from odqa.core.errors import OdqaError
 from tests.reliability.cli_checks import run_cli
 from tests.reliability.stub_pipeline import StubPipeline, serve_client  # noqa: F401 (a fixture)
@@ -115,7 +114,7 @@ def test_a_bad_number_is_refused_alike_from_every_source(
 NUMERIC = [
     (f"{section}.{f.name}", f.type)
     for section in ("retrieval", "reader", "linker", "elastic")
-    for f in dataclasses.fields(type(getattr(OdqaConfig(), section)))
+    for f in config_fields(type(getattr(OdqaConfig(), section)))
     if f.type in ("int", "float", "float | None", "int | None")
 ]
 
