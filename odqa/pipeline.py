@@ -229,9 +229,9 @@ class Pipeline:
         """The reader the config names; for `auto`, the shipped reader for the index's language (logged once, with
         the reason, beside the inference plans)."""
         if self._reader_name is None:
-            from odqa.reader.registry import reader_name
+            from odqa.reader.settings import resolve_reader
 
-            self._reader_name, why = reader_name(self.config.reader.model, lambda: self.bundle.info().language)
+            self._reader_name, why = resolve_reader(self.config.reader.model, lambda: self.bundle.info().language)
             if why:
                 log.info("reader %s for %s (reader.model auto)", self._reader_name, why)
         return self._reader_name

@@ -413,24 +413,29 @@ class Reader(PretrainedRuntime):
         their question (PassageSpan.passage_index)."""
         if not questions:
             return []
-        s = self.settings
         parts = self.focus_spans(questions, texts, indexes)
         read = [text[a:b] for text, (a, b) in zip(texts, parts)]
-        w, starts, ends = self.logits(questions, read, separate_questions=True)
-        per_pair: list[list] = [[] for _ in texts]
-        for i, p in enumerate(w.sample):
-            per_pair[p].append((starts[i], ends[i], w.context_start[i], w.context_end[i], w.offsets[i]))
-        out = []
-        for p, (n, text) in enumerate(zip(indexes, read)):
-            spans, null = decode_passage(
-                n, text, per_pair[p], max_answer_tokens=s.answer_tokens, top_k=s.spans_per_window, cut=s.cut_answers
-            )
-            shift = parts[p][0]
+        out = self._decoded(self.logits(questions, read, separate_questions=True), read, indexes)
+        for (spans, _), (shift, _) in zip(out, parts):
             for span in spans:  # offsets into the part read -> offsets into the whole passage
                 span.start_char += shift
                 span.end_char += shift
-            out.append((spans, null))
         return out
+
+    def _decoded(self, found, texts: Sequence[str], indexes: Sequence[int]) -> list[tuple[list[PassageSpan], float]]:
+        """The spans and null score of each text from `found` (what `logits` gave for them), its windows decoded
+        together with the settings' answer bound and spans per window; `indexes` as for decode_passages."""
+        w, starts, ends = found
+        windows: list[list] = [[] for _ in texts]
+        for i, p in enumerate(w.sample):
+            windows[p].append((starts[i], ends[i], w.context_start[i], w.context_end[i], w.offsets[i]))
+        s = self.settings
+        return [
+            decode_passage(
+                n, text, passage, max_answer_tokens=s.answer_tokens, top_k=s.spans_per_window, cut=s.cut_answers
+            )
+            for n, text, passage in zip(indexes, texts, windows)
+        ]
 
     def focus_spans(
         self, questions: Sequence[str], texts: Sequence[str], indexes: Sequence[int] | None = None
@@ -530,16 +535,9 @@ class Reader(PretrainedRuntime):
     ) -> list[Answer | None]:
         """read_batch's answers from `found`, what `logits` gave for the same questions and contexts (so one
         forward pass can be decoded under several settings)."""
-        w, starts, ends = found
-        per_pair: list[list] = [[] for _ in contexts]
-        for i, p in enumerate(w.sample):
-            per_pair[p].append((starts[i], ends[i], w.context_start[i], w.context_end[i], w.offsets[i]))
         out: list[Answer | None] = []
         s = self.settings
-        for p, text in enumerate(contexts):
-            spans, null = decode_passage(
-                0, text, per_pair[p], max_answer_tokens=s.answer_tokens, top_k=s.spans_per_window, cut=s.cut_answers
-            )
+        for text, (spans, null) in zip(contexts, self._decoded(found, contexts, [0] * len(contexts))):
             ranked = aggregate(
                 spans,
                 [null],

@@ -23,13 +23,6 @@ ReaderFactory = Callable[[ReaderSettings, "str | None", Sequence[str]], Reader]
 READERS: Registry[ReaderFactory] = Registry("reader", hint="reader.model, --reader")
 
 
-def reader_name(model: str, language: str | Callable[[], str] | None = None) -> tuple[str, str]:
-    """(name, why) of the reader `model` names: `auto` made concrete for the language of the text read
-    (`language`, or a function giving it, asked only for `auto`; None: the English reader), any other name as
-    given with the reason ""."""
-    return resolve_reader(model, language)
-
-
 def build_reader(
     settings: ReaderSettings,
     *,
@@ -41,7 +34,7 @@ def build_reader(
     """The reader `settings` describe. `inference`: the config's precision and runtime for every model (None:
     the settings' own); `language`: of the text to read, for `auto`; `explicit`: settings a library caller set,
     which win over what a checkpoint records about itself."""
-    name, _ = reader_name(settings.model, language)
+    name, _ = resolve_reader(settings.model, language)
     settings = replace(settings, model=name)
     if inference is not None:
         settings = replace(settings, precision=inference.precision, runtime=inference.runtime)

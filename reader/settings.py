@@ -17,7 +17,7 @@ from typing import Any
 from odqa.core.model_files import load_model_settings
 from odqa.core.models import models_install, shipped_model
 from odqa.core.runtime import INFERENCE, PRECISIONS, RUNTIMES
-from odqa.core.settings import field_help
+from odqa.core.settings import check_numbers, field_help
 from odqa.indexes.analysis import LANGUAGE_NAMES
 from odqa.reader.features import DEFAULT_MAX_LENGTH, DEFAULT_MAX_QUERY_TOKENS, DEFAULT_STRIDE
 
@@ -62,8 +62,6 @@ FALLBACK_MAX_ANSWER_TOKENS = 30
 
 def _recorded(default: Any = None, **metadata: Any) -> Any:
     """A field a checkpoint records about itself (reader_config.json): not a key of the [reader] section."""
-    if isinstance(default, list):
-        raise TypeError("a list default needs default_factory")
     return field(default=default, metadata={"recorded": True, **metadata})
 
 
@@ -171,8 +169,6 @@ class ReaderSettings:
     languages: list[str] | None = _recorded(None)
 
     def validate(self) -> None:
-        from odqa.core.settings import check_numbers
-
         check_numbers(self, "reader.")
 
     @property

@@ -174,30 +174,17 @@ def _threads(args) -> None:
         torch.set_num_threads(args.threads)
 
 
-def _explicit_thresholds(args) -> dict:
-    out = {}
-    if getattr(args, "mention_threshold", None) is not None:
-        out["mention_threshold"] = args.mention_threshold
-    if getattr(args, "entity_threshold", None) is not None:
-        out["entity_threshold"] = args.entity_threshold
-    return out
-
-
 def _open(args):
     """The linker over the configured KB (`default_kb_path`); thresholds: flags, else a config file's, else the
-    model's tuned ones."""
-    from dataclasses import replace
-
+    model's tuned ones (the flags are overrides of the config's [linker])."""
     from odqa.core.device import check_device_available
     from odqa.linker.kb import KnowledgeBase
     from odqa.linker.registry import build_linker
 
     config = _config(args)
-    # thresholds: the flags, else the config file's, else the ones the model was tuned with
-    settings = replace(config.linker, **_explicit_thresholds(args))
     check_device_available(config.device, "device")
     kb = KnowledgeBase.load(default_kb_path(config))
-    linker = build_linker(settings, kb, device=config.device or None, inference=config.inference())
+    linker = build_linker(config.linker, kb, device=config.device or None, inference=config.inference())
     for notice in kb.notices(linker.config.languages):  # names it may leave unlinked: said, not silently empty
         print(f"odqa: {notice}", file=sys.stderr)
     return linker, kb
@@ -251,9 +238,7 @@ def _link_pipeline(args):
     from odqa.demo_corpus import demo_index_path, demo_kb_path
     from odqa.pipeline import Pipeline
 
-    config = _config(args)
-    for key, value in _explicit_thresholds(args).items():
-        setattr(config.linker, key, value)
+    config = _config(args)  # the threshold flags are overrides of its [linker]
     check_device_available(config.device, "device")
     config.linker.enabled = True  # `link` is asked to link
     pipeline = Pipeline(config, default_index=demo_index_path, default_kb=demo_kb_path)

@@ -321,9 +321,10 @@ def cached_graph(
 
 
 class PretrainedRuntime:
-    """What the reader, the linker and the text encoders share at question time: the torch module built on first
-    need (`load_model`), the cached ONNX graph of their weight files (`session`, named by the files' digest), and
-    the ONNX session of the current weights (`onnx_session`), rebuilt once they change in place (training)."""
+    """What the reader and the linker share at question time: the torch module built on first need (`load_model`),
+    the cached ONNX graph of their weight files (`session`, named by the files' digest), and the ONNX session of
+    the current weights (`onnx_session`), rebuilt once they change in place (training). The text encoders, torch
+    modules themselves, share the digest, `cached_graph` and `PerWeights` instead."""
 
     def __init__(
         self,
