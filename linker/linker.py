@@ -287,7 +287,10 @@ class Linker(PretrainedRuntime):
             joint = float(p_mention[n]) * p_entity
             if joint < self.entity_threshold or cand_rows[n, best[n]] < 0:
                 continue
-            start, end = mention_bounds(questions[row], int(offsets[row, i, 0]), int(offsets[row, j, 1]))
+            bounds = mention_bounds(questions[row], int(offsets[row, i, 0]), int(offsets[row, j, 1]))
+            if bounds is None:
+                continue
+            start, end = bounds
             entity = self.kb.entity(int(cand_rows[n, best[n]]))
             results[row].append(
                 Mention(start, end, questions[row][start:end], entity, float(p_mention[n]), p_entity, joint)
@@ -456,13 +459,13 @@ def _same(saved, base) -> bool:
     return saved.shape == base.shape and bool((saved == base.to(saved.dtype)).all())
 
 
-def mention_bounds(question: str, start: int, end: int) -> tuple[int, int]:
+def mention_bounds(question: str, start: int, end: int) -> tuple[int, int] | None:
     """A mention's characters as a reader would mark them: without the space a SentencePiece token carries before
-    its word, nor the Korean particle glued to the name's last piece (아인슈타인은 -> 아인슈타인)."""
+    its word, nor the Korean particle glued to the name's last piece (아인슈타인은 -> 아인슈타인); None for a span
+    of nothing but a word's particles and endings (the 은 of 정도전은), which names nothing."""
     while start < end and question[start].isspace():
         start += 1
-    cut = korean_span(question, start, end)
-    return cut if cut is not None else (start, end)
+    return korean_span(question, start, end)
 
 
 def resolve_overlaps(mentions: list[Mention]) -> list[Mention]:

@@ -53,6 +53,12 @@ def test_a_mention_leaves_out_the_space_before_it_and_a_korean_particle_after_it
     assert mention_bounds(english, 10, 25) == (10, 25)
 
 
+def test_a_span_of_nothing_but_a_particle_is_no_mention():
+    question = "정도전은 어느 왕조의 개국공신인가?"
+    assert mention_bounds(question, 3, 4) is None  # the 은 of 정도전은
+    assert mention_bounds(question, 0, 4) == (0, 3)
+
+
 def test_spans_may_begin_and_end_at_every_cjk_token():
     # one word of four tokens: in Latin script a span covers the whole word, in CJK any run of its tokens
     word_ids = [[None, 0, 0, 0, 0, None]]
