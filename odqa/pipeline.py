@@ -18,6 +18,7 @@ from odqa.core.protocols import Retriever, SearchBackend
 from odqa.core.runtime import InferenceSettings
 from odqa.core.types import Answer, Mention, Passage, SearchHit
 from odqa.indexes.analysis import LANGUAGE_NAMES, detect_language
+from odqa.reader.entity_marks import subjects_of
 from odqa.retriever.base import fit_k
 from odqa.retriever.registry import (
     INDEX_BACKENDS,
@@ -568,6 +569,7 @@ class Pipeline:
                 [texts[i] for i in group],
                 [cast("list[Passage]", [x.passage for x in hits[i]]) for i in group],  # retrieve() gives them
                 [relative_scores([x.score for x in hits[i]]) for i in group],
+                subjects=[subjects_of(mentions[i]) for i in group],
             )
             for i, a in zip(group, answers):
                 results[i].answers = a

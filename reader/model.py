@@ -33,6 +33,7 @@ from odqa.core.settings import value_refusal
 from odqa.core.types import Answer, Passage
 from odqa.reader.calibration import CALIBRATION_FILE, Calibration
 from odqa.reader.decode import AggregatedAnswer, PassageSpan, aggregate, decode_passage
+from odqa.reader.entity_marks import Subjects, marked_question
 from odqa.reader.features import require_fast, tokenize_windows
 from odqa.reader.settings import (
     CHECKPOINT_OWN_SETTINGS,
@@ -72,10 +73,16 @@ class ReadState:
     scores: list[float] | None  # their retrieval scores
     top_n: int
     read: list[tuple[list[PassageSpan], float]]  # (spans, null score) of keep[0], keep[1], ...
+    subjects: Subjects = None  # the article keys of the question's linked entities (entity marks)
 
     @classmethod
     def make(
-        cls, question: str, passages: list[Passage], retrieval_scores: list[float] | None, top_n: int
+        cls,
+        question: str,
+        passages: list[Passage],
+        retrieval_scores: list[float] | None,
+        top_n: int,
+        subjects: Subjects = None,
     ) -> ReadState:
         if not isinstance(question, str) or not question.strip():
             raise OdqaError("the question is empty")
@@ -87,7 +94,13 @@ class ReadState:
             raise OdqaError(f"top_n must be positive, got {top_n}")
         keep = [i for i, p in enumerate(passages) if (p.text or "").strip()]
         scores = [float(retrieval_scores[i]) for i in keep] if retrieval_scores is not None else None
-        return cls(question, passages, keep, [passages[i].text for i in keep], scores, top_n, [])
+        return cls(question, passages, keep, [passages[i].text for i in keep], scores, top_n, [], subjects)
+
+    def question_for(self, n: int, entity_marks: bool) -> str:
+        """The question as the reader reads it beside the job's n-th passage with text."""
+        if not entity_marks:
+            return self.question
+        return marked_question(self.question, self.passages[self.keep[n]].title, self.subjects)
 
 
 class Reader(PretrainedRuntime):
@@ -291,11 +304,18 @@ class Reader(PretrainedRuntime):
             self._bf16_copy = (self.model, bf16)
         return self._bf16_copy[1], contextlib.nullcontext()
 
-    def logits(self, questions: Sequence[str], contexts: Sequence[str], separate_questions: bool = False):
+    def logits(
+        self,
+        questions: Sequence[str],
+        contexts: Sequence[str],
+        separate_questions: bool = False,
+        groups: Sequence[str] | None = None,
+    ):
         """Windows of each (question, context) pair and their start/end logits, batched across pairs. With
-        `separate_questions`, a forward batch never holds windows of two different questions, so a question's
-        logits do not depend on what else is read with it: int8 quantises each batch's activations with one
-        scale, which other questions' windows (and their padding) would move."""
+        `separate_questions`, a forward batch never holds windows of two different questions (`groups`: the
+        question each pair belongs to, where the text read differs per passage, as with entity marks), so a
+        question's logits do not depend on what else is read with it: int8 quantises each batch's activations with
+        one scale, which other questions' windows (and their padding) would move."""
         s = self.settings
         w = tokenize_windows(self.tokenizer, questions, contexts, s.max_length, s.stride, s.max_query_tokens)
         ids = w.encoding["input_ids"]
@@ -315,14 +335,15 @@ class Reader(PretrainedRuntime):
                 self.quantize_int8()
             model, context = self._forward_model("fp32" if plan.precision == "int8" else plan.precision)
             dev = self.device
+        owner = groups if groups is not None else questions
         if separate_questions:
-            order.sort(key=lambda i: questions[w.sample[i]])  # stable: longest first within each question
+            order.sort(key=lambda i: owner[w.sample[i]])  # stable: longest first within each question
         batches: list[list[int]] = []
         for i in order:
             if (
                 batches
                 and len(batches[-1]) < max(1, s.batch_size)
-                and not (separate_questions and questions[w.sample[batches[-1][0]]] != questions[w.sample[i]])
+                and not (separate_questions and owner[w.sample[batches[-1][0]]] != owner[w.sample[i]])
             ):
                 batches[-1].append(i)
             else:
@@ -351,13 +372,17 @@ class Reader(PretrainedRuntime):
         retrieval_scores: list[float] | None = None,
         top_n: int | None = None,
         no_answer_threshold: float | None | str = "default",
+        *,
+        subjects: Subjects = None,
     ) -> list[Answer]:
         """Answers to `question` from `passages`, best first (at most `top_n`; None: `settings.top_n`).
         `retrieval_scores` (one per passage) enter the score with the configured weight. When no span beats its
         passage's no-answer score by the threshold, the best guesses are still returned, each with its (low)
-        calibrated probability and `confident` False; empty only when the passages hold no span at all."""
+        calibrated probability and `confident` False; empty only when the passages hold no span at all.
+        `subjects`: the article keys of the question's linked entities (`entity_marks.subjects_of(mentions)`),
+        which a reader trained with entity marks reads beside each passage's title."""
         scores = [retrieval_scores] if retrieval_scores is not None else None
-        return self.read_many([question], [passages], scores, top_n, no_answer_threshold)[0]
+        return self.read_many([question], [passages], scores, top_n, no_answer_threshold, subjects=[subjects])[0]
 
     def read_many(
         self,
@@ -366,6 +391,8 @@ class Reader(PretrainedRuntime):
         retrieval_scores: Sequence[list[float]] | None = None,
         top_n: int | None = None,
         no_answer_threshold: float | None | str = "default",
+        *,
+        subjects: Sequence[Subjects] | None = None,
     ) -> list[list[Answer]]:
         """`read` for several questions at once, each with its own passages: the windows of all questions share
         the forward batches (sorted by length, so a batch holds windows of similar length: less padding).
@@ -382,9 +409,17 @@ class Reader(PretrainedRuntime):
                 f"{len(questions)} questions, {len(passages)} passage lists"
                 + (f" and {len(retrieval_scores)} score lists" if retrieval_scores is not None else "")
             )
+        if subjects is not None and len(subjects) != len(questions):
+            raise OdqaError(f"{len(subjects)} subject sets for {len(questions)} questions; give one each")
         top_n = self.settings.top_n if top_n is None else top_n
         jobs = [
-            ReadState.make(q, ps, retrieval_scores[i] if retrieval_scores is not None else None, top_n)
+            ReadState.make(
+                q,
+                ps,
+                retrieval_scores[i] if retrieval_scores is not None else None,
+                top_n,
+                subjects[i] if subjects is not None else None,
+            )
             for i, (q, ps) in enumerate(zip(questions, passages))
         ]
         threshold = self.settings.no_answer_threshold if no_answer_threshold == "default" else no_answer_threshold
@@ -401,21 +436,32 @@ class Reader(PretrainedRuntime):
             for (job, _), (spans, null) in zip(
                 pairs,
                 self.decode_passages(
-                    [job.question for job, _ in pairs], [job.texts[n] for job, n in pairs], [n for _, n in pairs]
+                    [job.question for job, _ in pairs],
+                    [job.texts[n] for job, n in pairs],
+                    [n for _, n in pairs],
+                    [job.question_for(n, self.settings.entity_marks) for job, n in pairs],
                 ),
             ):
                 job.read.append((spans, null))
             pending = [j for j in pending if len(j.read) < len(j.keep) and not self.decided(j, threshold)]
         return [self._answers(j, threshold) for j in jobs]
 
-    def decode_passages(self, questions: Sequence[str], texts: Sequence[str], indexes: Sequence[int]):
+    def decode_passages(
+        self,
+        questions: Sequence[str],
+        texts: Sequence[str],
+        indexes: Sequence[int],
+        read_as: Sequence[str] | None = None,
+    ):
         """The spans and null score of each (question, passage text) pair; `indexes` number the passages within
-        their question (PassageSpan.passage_index)."""
+        their question (PassageSpan.passage_index); `read_as`: each question as the model reads it beside its
+        passage (entity marks), else the question itself."""
         if not questions:
             return []
         parts = self.focus_spans(questions, texts, indexes)
         read = [text[a:b] for text, (a, b) in zip(texts, parts)]
-        out = self._decoded(self.logits(questions, read, separate_questions=True), read, indexes)
+        found = self.logits(read_as or questions, read, separate_questions=True, groups=questions)
+        out = self._decoded(found, read, indexes)
         for (spans, _), (shift, _) in zip(out, parts):
             for span in spans:  # offsets into the part read -> offsets into the whole passage
                 span.start_char += shift
@@ -524,11 +570,23 @@ class Reader(PretrainedRuntime):
         )
 
     def read_batch(
-        self, questions: Sequence[str], contexts: Sequence[str], no_answer_threshold: float | None = None
+        self,
+        questions: Sequence[str],
+        contexts: Sequence[str],
+        no_answer_threshold: float | None = None,
+        titles: Sequence[str] | None = None,
     ) -> list[Answer | None]:
         """One passage per question (SQuAD evaluation): the best answer of each pair, windows of all pairs
-        batched together. None where the null span wins (only with a threshold)."""
-        return self.decode_batch(contexts, self.logits(questions, contexts), no_answer_threshold)
+        batched together. None where the null span wins (only with a threshold). `titles`: each passage's article,
+        which a reader with entity marks reads beside the question (no entity linked)."""
+        return self.decode_batch(contexts, self.logits(self.read_as(questions, titles), contexts), no_answer_threshold)
+
+    def read_as(self, questions: Sequence[str], titles: Sequence[str] | None) -> list[str]:
+        """The questions as this reader reads them beside passages of articles `titles`, nothing linked."""
+        if not self.settings.entity_marks:
+            return list(questions)
+        titles = titles if titles is not None else [""] * len(questions)
+        return [marked_question(q, t, None) for q, t in zip(questions, titles)]
 
     def decode_batch(
         self, contexts: Sequence[str], found, no_answer_threshold: float | None = None

@@ -167,6 +167,9 @@ class ReaderSettings:
     # the languages (ISO 639-1) the checkpoint was trained to read, recorded in its reader_config.json; text of
     # another language gets guesses, which the pipeline says and never calls confident (None: not recorded)
     languages: list[str] | None = _recorded(None)
+    # trained to read each passage with the question's entity mark and the passage's article title
+    # (reader.entity_marks): the pipeline then hands it the question's linked entities
+    entity_marks: bool = _recorded(False)
 
     def validate(self) -> None:
         check_numbers(self, "reader.")

@@ -63,7 +63,7 @@ class CapitalisedRunReader:
         scores = [retrieval_scores] if retrieval_scores is not None else None
         return self.read_many([question], [passages], scores, top_n)[0]
 
-    def read_many(self, questions, passages, retrieval_scores=None, top_n=None) -> list[list[Answer]]:
+    def read_many(self, questions, passages, retrieval_scores=None, top_n=None, *, subjects=None) -> list[list[Answer]]:
         out = []
         for i, (question, read) in enumerate(zip(questions, passages)):
             if not question.strip():
@@ -78,10 +78,11 @@ class CapitalisedRunReader:
             out.append(ranked[: top_n or self.settings.top_n])
         return out
 
-    def read_batch(self, questions: Sequence[str], contexts: Sequence[str], no_answer_threshold=None):
+    def read_batch(self, questions: Sequence[str], contexts: Sequence[str], no_answer_threshold=None, titles=None):
+        titles = titles if titles is not None else [""] * len(questions)
         return [
-            (self.read(q, [Passage(id="", title="", text=c)], top_n=1) or [None])[0]
-            for q, c in zip(questions, contexts)
+            (self.read(q, [Passage(id="", title=t, text=c)], top_n=1) or [None])[0]
+            for q, c, t in zip(questions, contexts, titles)
         ]
 
 

@@ -1,4 +1,5 @@
-"""Reader commands: train-reader, average-readers, build-reader-data, build-cloze-data, eval-reader."""
+"""Reader commands: train-reader, average-readers, build-reader-data, link-reader-data, build-cloze-data,
+eval-reader."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from odqa.commands.options import (
 from odqa.config import OdqaConfig, RetrievalConfig
 from odqa.core.cluster import RAY_ADDRESSES, RaySettings
 from odqa.core.logs import get_logger
+from odqa.linker.settings import LinkerSettings
 from odqa.reader.settings import ReaderSettings
 from odqa.reader.training.train_config import TrainConfig
 from odqa.retriever.registry import RETRIEVERS
@@ -71,6 +73,7 @@ def register(subparsers) -> None:
             "teacher",
             "distill_weight",
             "distill_temperature",
+            "entity_marks",
         ],
     )
 
@@ -135,6 +138,21 @@ def register(subparsers) -> None:
         rename={"address": "ray", "workers": "ray-workers"},
         help={"address": "search the questions' batches as Ray tasks: " + RAY_ADDRESSES},
     )
+
+    p = add_command(
+        subparsers,
+        "link-reader-data",
+        "Link the questions of SQuAD-format training JSON to a knowledge base: each question gets its linked "
+        "entities' titles (`subjects`), which train-reader --entity-marks reads beside each passage's title.",
+        "python run_qa.py link-reader-data --data runs/distant.json --kb work_indexes/kb-minilm "
+        "--output runs/distant-linked.json",
+        _link_data,
+    )
+    p.add_argument("--data", required=True, help="SQuAD-format JSON (build-reader-data's output)")
+    p.add_argument("--kb", required=True, help="knowledge-base folder the questions are linked against (build-kb)")
+    add_options(p, LinkerSettings, ["model"], section="linker")
+    add_output(p, "--output", required=True, help="SQuAD-format JSON to write (the input with `subjects` added)")
+    add_config_flag(p)
 
     p = add_command(
         subparsers,
@@ -326,6 +344,22 @@ def _build_data(args) -> int:
     return 0
 
 
+def _link_data(args) -> int:
+    from odqa.linker.kb import KnowledgeBase
+    from odqa.linker.registry import build_linker
+    from odqa.reader.training.distant import link_training_questions
+
+    _setup_logging()
+    config = OdqaConfig.load(args.config, config_overrides(args))
+    linker = build_linker(
+        config.linker, KnowledgeBase.load(args.kb), device=config.device or None, inference=config.inference()
+    )
+    print_json_last(
+        link_training_questions(args.data, args.output, linker.link, {"kb": args.kb, "linker": config.linker.model})
+    )
+    return 0
+
+
 _RETRIEVER: dict = {}  # a Ray worker's retriever, opened for its first batch and kept for the next ones
 
 
@@ -432,19 +466,20 @@ def _fit_calibration(args) -> int:
         raise OdqaError("--questions needs --index (the index the questions are answered over)")
     if args.threads:
         torch.set_num_threads(args.threads)
-    pipeline = Pipeline(
-        OdqaConfig.load(
-            args.config,
-            {
-                "index": args.index,
-                "reader.model": args.model,
-                "retrieval.retriever": args.retriever,
-                "retrieval.k": args.k,
-                "linker.enabled": False,
-            },
-        )
-    )
+    overrides = {
+        "index": args.index,
+        "reader.model": args.model,
+        "retrieval.retriever": args.retriever,
+        "retrieval.k": args.k,
+        "linker.enabled": False,
+    }
+    pipeline = Pipeline(OdqaConfig.load(args.config, overrides))
     reader = pipeline.reader  # the pipeline's reader settings (no-answer threshold, retrieval weight)
+    if isinstance(reader, CheckpointReader) and reader.settings.entity_marks:
+        # it reads the questions' linked entities: they are linked as `ask` links them (the config's [linker])
+        linked = {key: value for key, value in overrides.items() if key != "linker.enabled"}
+        pipeline = Pipeline(OdqaConfig.load(args.config, linked))
+        reader = pipeline.reader
     if not isinstance(reader, CheckpointReader):
         raise OdqaError(f"fit-calibration fits a reader checkpoint's probabilities; {reader.name!r} is none")
     reader.calibration = Calibration()  # judge with raw scores; the fit replaces it

@@ -133,15 +133,24 @@ class Reader(Protocol):
         passages: Sequence[list[Passage]],
         retrieval_scores: Sequence[list[float]] | None = None,
         top_n: int | None = None,
+        *,
+        subjects: Sequence[frozenset[str] | None] | None = None,
     ) -> list[list[Answer]]:
-        """`read` for several questions at once (one answer list per question, in order)."""
+        """`read` for several questions at once (one answer list per question, in order). `subjects`: the article
+        keys (odqa.corpus.questions.article_key) of each question's linked entities, None where none is linked; a
+        reader that does not read entities ignores them."""
         ...
 
     def read_batch(
-        self, questions: Sequence[str], contexts: Sequence[str], no_answer_threshold: float | None = None
+        self,
+        questions: Sequence[str],
+        contexts: Sequence[str],
+        no_answer_threshold: float | None = None,
+        titles: Sequence[str] | None = None,
     ) -> list[Answer | None]:
         """One context per question (reading comprehension, `eval-reader`): each question's best answer, None
-        where no span beats the null span by `no_answer_threshold` (None: always answer)."""
+        where no span beats the null span by `no_answer_threshold` (None: always answer). `titles`: each context's
+        article, for a reader that reads it."""
         ...
 
 

@@ -90,7 +90,10 @@ def predict_answers(
         bar = tqdm(total=len(items), desc="eval-reader", unit="q", mininterval=5)
     for part in _chunks(list(items), chunk):
         answers = reader.read_batch(
-            [q.question for q in part], [q.context for q in part], no_answer_threshold=threshold
+            [q.question for q in part],
+            [q.context for q in part],
+            no_answer_threshold=threshold,
+            titles=[q.title for q in part],
         )
         for q, a in zip(part, answers):
             key = q.id or str(len(gold))

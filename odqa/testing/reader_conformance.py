@@ -63,7 +63,9 @@ def check_reads_spans_best_first(reader: Reader) -> None:
 
 
 def check_read_many_is_read_per_question(reader: Reader) -> None:
-    together = reader.read_many(list(QUESTIONS), [list(p) for p in PASSAGES], None, top_n=1)
+    together = reader.read_many(
+        list(QUESTIONS), [list(p) for p in PASSAGES], None, top_n=1, subjects=[None] * len(QUESTIONS)
+    )
     assert len(together) == len(QUESTIONS), "one answer list per question, in order"
     for question, passages, answers in zip(QUESTIONS, PASSAGES, together):
         alone = reader.read(question, list(passages), None, top_n=1)

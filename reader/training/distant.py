@@ -30,7 +30,8 @@ from pathlib import Path
 
 from odqa.core.answers import has_answer, normalize_answer
 from odqa.core.atomic import atomic_file
-from odqa.core.types import SearchHit
+from odqa.core.errors import DataFormatError
+from odqa.core.types import Mention, SearchHit
 from odqa.corpus.open_dev import drop_open_dev
 from odqa.corpus.questions import QAItem, article_key, check_not_test_set, load_questions, squad_article_keys
 
@@ -235,3 +236,44 @@ def build_distant_data(
         }
     )
     return total
+
+
+LinkFn = Callable[[list[str]], list[list[Mention]]]
+
+
+def link_training_questions(
+    source: str | Path, output: str | Path, link: LinkFn, linked_with: dict, batch_size: int = 256
+) -> dict:
+    """The SQuAD-format file `source` written to `output` with each question's linked entities' titles
+    (`subjects`; [] where none is linked), for train-reader --entity-marks; `linked_with` (the KB and linker) is
+    recorded at the top. A question asked of several passages is linked once."""
+    source = Path(source)
+    try:
+        data = json.loads(source.read_text(encoding="utf-8"))
+        articles = data["data"]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise DataFormatError(f"{source}: not SQuAD-format JSON (expected {{'data': [...]}}): {exc}") from exc
+    qas = [qa for article in articles for paragraph in article.get("paragraphs", []) for qa in paragraph.get("qas", [])]
+    questions = list(dict.fromkeys(str(qa.get("question", "")) for qa in qas))
+    subjects: dict[str, list[str]] = {}
+    t0 = time.time()
+    for lo in range(0, len(questions), batch_size):
+        part = questions[lo : lo + batch_size]
+        for question, mentions in zip(part, link([q if q.strip() else "?" for q in part])):
+            titles = [m.entity.title for m in mentions if m.entity is not None and m.entity.title]
+            subjects[question] = list(dict.fromkeys(titles))
+        log.info(
+            "linked %d of %d questions (%.0f s)", min(lo + batch_size, len(questions)), len(questions), time.time() - t0
+        )
+    for qa in qas:
+        qa["subjects"] = subjects[str(qa.get("question", ""))]
+    data["linked_with"] = linked_with
+    with atomic_file(output) as tmp:
+        tmp.write_text(json.dumps(data, ensure_ascii=False))
+    linked = sum(1 for titles in subjects.values() if titles)
+    return {
+        "output": str(output),
+        "questions": len(questions),
+        "linked": linked,
+        "seconds": round(time.time() - t0, 1),
+    }

@@ -26,7 +26,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,9 @@ from odqa.core.training import (
 )
 from odqa.corpus.open_dev import is_open_dev
 from odqa.corpus.questions import check_not_test_set
+from odqa.reader.entity_marks import add_mark_tokens, marked_question, subjects_from_titles
 from odqa.reader.features import char_span_to_tokens, require_fast, tokenize_windows
+from odqa.reader.settings import READER_CONFIG
 from odqa.reader.training.train_config import TrainConfig  # there so the command line reads it without torch
 
 log = logging.getLogger("odqa.reader.training.train")
@@ -60,6 +62,8 @@ class Example:
     start_char: int = -1  # -1: unanswerable
     end_char: int = -1
     group: str = ""  # the question whose windows share a softmax with --shared-norm
+    title: str = ""  # the passage's article
+    subjects: list[str] | None = None  # titles of the question's linked entities (link-reader-data); None: not linked
 
 
 @dataclass
@@ -96,6 +100,7 @@ def load_squad_examples(
     out: list[Example] = []
     read = 0  # questions of this file (`limit` is per file; `stats` may count several files)
     for article in articles:
+        title = str(article.get("title") or "")
         for paragraph in article.get("paragraphs", []):
             context = paragraph["context"]
             for qa in paragraph.get("qas", []):
@@ -113,7 +118,7 @@ def load_squad_examples(
                         stats.dropped_negatives += 1
                         continue
                     stats.unanswerable += 1
-                    out.append(Example(qid, qa["question"], context))
+                    out.append(Example(qid, qa["question"], context, title=title, subjects=qa.get("subjects")))
                     continue
                 chosen: list[tuple[int, int]] = []
                 for a in answers:
@@ -131,7 +136,10 @@ def load_squad_examples(
                     log.warning("%s: question %s skipped: answer text not found at its answer_start", path, qid)
                     continue
                 stats.answerable += 1
-                out.extend(Example(qid, qa["question"], context, *span) for span in chosen)
+                out.extend(
+                    Example(qid, qa["question"], context, *span, title=title, subjects=qa.get("subjects"))
+                    for span in chosen
+                )
     return out
 
 
@@ -154,7 +162,11 @@ def simplify_chinese(examples: list[Example], stats: LoadStats | None = None) ->
         if context is None:
             out.append(ex)
             continue
-        out.append(Example(ex.id, to_simplified(ex.question), context, ex.start_char, ex.end_char))
+        out.append(
+            Example(
+                ex.id, to_simplified(ex.question), context, ex.start_char, ex.end_char, ex.group, ex.title, ex.subjects
+            )
+        )
     return out
 
 
@@ -314,6 +326,18 @@ def selection_loss(
     if not losses:
         return start_logits.sum() * 0.0
     return torch.stack(losses).mean()
+
+
+def mark_questions(examples: list[Example], files: Sequence[str]) -> None:
+    """Each example's question as a reader with entity marks reads it beside its passage (reader.entity_marks);
+    refused where the files carry no linked entities, which would teach the reader that nothing is ever linked."""
+    if not any(ex.subjects is not None for ex in examples):
+        raise OdqaError(
+            f"--entity-marks needs the questions' linked entities in the training files ({', '.join(files)}): run "
+            "`run_qa.py link-reader-data --data FILE --kb KB --output FILE` on each first"
+        )
+    for ex in examples:
+        ex.question = marked_question(ex.question, ex.title, subjects_from_titles(ex.subjects))
 
 
 def drop_unanswered_questions(examples: list[Example], ratio: float, seed: int) -> tuple[list[Example], int]:
@@ -517,6 +541,9 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
         stats.open_dev,
         f" (e.g. {', '.join(stats.skipped_examples[:5])})" if stats.skipped_examples else "",
     )
+    if cfg.entity_marks:
+        add_mark_tokens(tokenizer)
+        mark_questions(examples, cfg.train_files)
     feats = build_features(tokenizer, examples, cfg, teacher_tokenizer=teacher_tokenizer)
     lengths = [len(x) for x in feats["input_ids"]]
     n_null = sum(1 for s in feats["start"] if s == 0)
@@ -598,6 +625,8 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     def save_model(folder: Path) -> None:
         model.save_pretrained(str(folder))
         tokenizer.save_pretrained(str(folder))
+        if cfg.entity_marks:  # what it was trained to read, for Reader.from_pretrained and export
+            (folder / READER_CONFIG).write_text(json.dumps({"entity_marks": True}, indent=2))
 
     loop = TrainingLoop(
         LoopSettings(
@@ -628,8 +657,8 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
     log.info("training %d steps (%d per epoch, batch %d, %s on %s)", total, per_epoch, batch_size, precision, device)
     result = loop.run()
     final = out / "final"
-    model.save_pretrained(str(final))
-    tokenizer.save_pretrained(str(final))
+    final.mkdir(parents=True, exist_ok=True)
+    save_model(final)
     (final / "train_info.json").write_text(
         json.dumps(
             {

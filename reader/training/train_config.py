@@ -91,6 +91,13 @@ class TrainConfig(RunOptions):
         default="",
         metadata=_help("a layer-reduced student: the encoder layers of --init kept, e.g. 0,2,4,6,8,10 (default: all)"),
     )
+    entity_marks: bool = field(
+        default=False,
+        metadata=_help(
+            "read each passage with the question's entity mark and the passage's article title (reader.entity_marks): "
+            "the training files must carry the questions' linked entities (run_qa.py link-reader-data)"
+        ),
+    )
     freeze_embeddings: bool = field(
         default=False,
         metadata=_help(
