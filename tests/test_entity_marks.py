@@ -151,3 +151,25 @@ def test_link_reader_data_adds_each_questions_linked_titles(tmp_path):
     assert data["linked_with"] == {"kb": "kb"} and stats["questions"] == 2 and stats["linked"] == 1
     assert len(asked) == 2  # in batches, each question once
     assert json.loads(source.read_text())["data"][0]["paragraphs"][0]["qas"][0].get("subjects") is None
+
+
+def test_the_pipeline_hands_the_reader_each_questions_linked_entities():
+    from odqa.config import OdqaConfig
+    from odqa.demo_corpus import demo_index_path, demo_kb_path
+    from odqa.pipeline import Pipeline
+
+    pipeline = Pipeline(
+        OdqaConfig.load(None, {"reader.model": "reader"}), default_index=demo_index_path, default_kb=demo_kb_path
+    )
+    assert pipeline.linker is not None, pipeline.linker_off
+    reader = pipeline.reader
+    handed: list = []
+    read_many = reader.read_many
+
+    def recording(*args, subjects=None, **kwargs):
+        handed.extend(subjects)
+        return read_many(*args, subjects=subjects, **kwargs)
+
+    reader.read_many = recording  # type: ignore[method-assign]
+    results = pipeline.ask_batch(["Where was Albert Einstein born?", "Which element did Marie Curie discover?"])
+    assert handed == [subjects_of(result.mentions) for result in results]
