@@ -382,7 +382,9 @@ class Reader(PretrainedRuntime):
         `subjects`: the article keys of the question's linked entities (`entity_marks.subjects_of(mentions)`),
         which a reader trained with entity marks reads beside each passage's title."""
         scores = [retrieval_scores] if retrieval_scores is not None else None
-        return self.read_many([question], [passages], scores, top_n, no_answer_threshold, subjects=[subjects])[0]
+        return self.read_many(
+            [question], [passages], scores, top_n, subjects=[subjects], no_answer_threshold=no_answer_threshold
+        )[0]
 
     def read_many(
         self,
@@ -390,9 +392,9 @@ class Reader(PretrainedRuntime):
         passages: Sequence[list[Passage]],
         retrieval_scores: Sequence[list[float]] | None = None,
         top_n: int | None = None,
-        no_answer_threshold: float | None | str = "default",
         *,
         subjects: Sequence[Subjects] | None = None,
+        no_answer_threshold: float | None | str = "default",
     ) -> list[list[Answer]]:
         """`read` for several questions at once, each with its own passages: the windows of all questions share
         the forward batches (sorted by length, so a batch holds windows of similar length: less padding).
