@@ -34,8 +34,7 @@ Subjects = frozenset[str] | None  # the article keys of a question's linked enti
 
 def subjects_of(mentions: Iterable[Mention] | None) -> Subjects:
     """The article keys of the entities linked in a question (None when none is linked)."""
-    keys = frozenset(article_key(m.entity.title) for m in mentions or () if m.entity is not None and m.entity.title)
-    return keys or None
+    return subjects_from_titles([m.entity.title for m in mentions or () if m.entity is not None])
 
 
 def subjects_from_titles(titles: Collection[str] | None) -> Subjects:
