@@ -34,7 +34,7 @@ import numpy as np
 import xxhash
 from tqdm.auto import tqdm
 
-from odqa.core.atomic import publish_folder, write_npy, write_npy_blocks
+from odqa.core.atomic import publish_folder, remove_tree, tree_bytes, write_npy, write_npy_blocks
 from odqa.core.errors import DiskFullError, OdqaError, is_disk_full, no_room_reason
 from odqa.core.logs import get_logger
 from odqa.core.models import DEFAULT_ENCODER, model_fingerprint
@@ -490,15 +490,16 @@ def _drop_unfinished(work: IndexLayout) -> int:
         work.merged_embeddings.unlink(missing_ok=True)  # the merge of the chunks, half written
     for folder in (work.root, work.dense_chunks):
         for leftover in folder.glob(".*") if folder.is_dir() else ():
-            shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()  # temporary files and folders
+            # temporary files and folders, a library's threads perhaps still tidying them
+            remove_tree(leftover) if leftover.is_dir() else leftover.unlink(missing_ok=True)
     if work.dense_chunks.is_dir() and not any(work.dense_chunks.glob("chunk-*.npy")):
-        shutil.rmtree(work.dense_chunks)
+        remove_tree(work.dense_chunks)
     if not work.root.is_dir():
         return 0
     if not work.source_key.exists():
-        shutil.rmtree(work.root)  # without finished passages nothing else can be reused
+        remove_tree(work.root)  # without finished passages nothing else can be reused
         return 0
-    return sum(f.stat().st_size for f in work.root.rglob("*") if f.is_file())
+    return tree_bytes(work.root)
 
 
 def _link_or_copy(src: str, dst: str) -> None:

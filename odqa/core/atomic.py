@@ -148,10 +148,45 @@ def atomic_folder(target: str | Path) -> Iterator[Path]:
         try:
             yield tmp
         except BaseException as exc:
-            shutil.rmtree(tmp, ignore_errors=True)
+            with contextlib.suppress(OSError):  # the error that stopped the write is the one to report
+                remove_tree(tmp)
             _name_the_full_disk(exc, target)
             raise
         publish_folder(tmp, target, guard_readers=False)  # checkpoints, exports: no swap-lock file beside each
+
+
+def remove_tree(folder: str | Path, tries: int = 5) -> None:
+    """Remove `folder` and everything in it, where files may vanish or appear while it goes: a library's worker
+    threads (tantivy's, after a failed commit) still delete and write their temporary files there for a moment.
+    A file already gone is what removing it wanted; any other error (a permission, a read-only disk) is raised."""
+
+    def gone_already(_function, _path, exc) -> None:
+        exc = exc[1] if isinstance(exc, tuple) else exc  # onerror's exc_info before Python 3.12, onexc's exception
+        if not isinstance(exc, FileNotFoundError):
+            raise exc
+
+    handler = {"onexc" if sys.version_info >= (3, 12) else "onerror": gone_already}
+    folder = Path(folder)
+    for attempt in range(tries):
+        if not folder.exists() and not folder.is_symlink():
+            return
+        try:
+            shutil.rmtree(folder, **handler)
+        except OSError as exc:
+            if exc.errno != errno.ENOTEMPTY or attempt == tries - 1:
+                raise  # a folder still filling up after the last try
+            time.sleep(0.05 * (attempt + 1))
+
+
+def tree_bytes(folder: str | Path) -> int:
+    """The bytes of the files under `folder`, counting none that vanish while it is walked."""
+    total = 0
+    for path in Path(folder).rglob("*"):
+        with contextlib.suppress(FileNotFoundError):
+            info = path.lstat()
+            if stat.S_ISREG(info.st_mode):
+                total += info.st_size
+    return total
 
 
 def _name_the_full_disk(exc: BaseException, target: Path) -> None:
