@@ -10,11 +10,17 @@ share confident), on the same questions and passages, with the reader's default 
         --out $ODQA_HOME/runs/open-dev-bm25-top10.jsonl
     python bench/read_saved.py read --passages $ODQA_HOME/runs/open-dev-bm25-top10.jsonl --readers reader runs/x
     python bench/read_saved.py read --passages ... --readers reader --set early_stop_passages=0 --set temperature=0.01
+
+`save --linker-kb KB` links each question first, as `ask` does with a linker (its retrieval takes the linked
+entities too), and saves their titles, which `read` hands the readers (entity marks, `subject_weight`).
+`read --sweep KEY=V1,V2,...` compares values of one question-time setting (odqa.reader.settings
+.QUESTION_TIME_SETTINGS) on one reading: each passage is read once and every value ranks the same spans.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import json
 import sys
@@ -32,8 +38,9 @@ class SavedPassages:
     """A pipeline over saved retrieval: `ask_batch` reads each question's saved hits with `reader`, as
     `Pipeline.ask_batch` reads retrieved ones (the same retrieval-score bonus and answers kept)."""
 
-    def __init__(self, reader, hits_by_question: dict, top_n: int):
+    def __init__(self, reader, hits_by_question: dict, top_n: int, subjects_by_question: dict | None = None):
         self.reader, self.hits_by_question, self.top_n = reader, hits_by_question, top_n
+        self.subjects_by_question = subjects_by_question or {}
 
     def ask_batch(self, questions: list[str], k: int | None = None, retriever: str | None = None) -> list:
         from odqa.pipeline import Result, relative_scores
@@ -47,6 +54,7 @@ class SavedPassages:
                 [[x.passage for x in hits[i]] for i in asked],
                 [relative_scores([x.score for x in hits[i]]) for i in asked],
                 top_n=self.top_n,
+                subjects=[self.subjects_by_question.get(questions[i]) for i in asked],
             )
             for i, a in zip(asked, answers):
                 results[i].answers = a
@@ -63,7 +71,8 @@ def save(args) -> int:
         )
         return 2
     sources = open_dev_sample(Path(args.data), args.questions)
-    pipeline, _ = variant_pipeline(str(index), args.retriever, args.k, False, "reader", {})
+    linked = {"linker.kb": args.linker_kb} if args.linker_kb else {}
+    pipeline, _ = variant_pipeline(str(index), args.retriever, args.k, bool(linked), "reader", linked)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".part")
@@ -71,13 +80,16 @@ def save(args) -> int:
         for name, items in sources.items():
             for lo in range(0, len(items), 32):
                 batch = items[lo : lo + 32]
-                found = pipeline.retrieve([q.question for q in batch], [[] for _ in batch], k=args.k)
-                for item, hits in zip(batch, found):
+                texts = [q.question for q in batch]
+                mentions = pipeline.link(texts) if linked else [[] for _ in batch]
+                found = pipeline.retrieve(texts, mentions, k=args.k)
+                for item, hits, linked_here in zip(batch, found, mentions):
                     f.write(
                         json.dumps(
                             {
                                 "source": name,
                                 "item": dataclasses.asdict(item),
+                                **({"subjects": [m.entity.title for m in linked_here if m.entity]} if linked else {}),
                                 "hits": [
                                     {"row": h.row, "score": h.score, "source": h.source, "passage": h.passage.to_dict()}
                                     for h in hits
@@ -92,13 +104,16 @@ def save(args) -> int:
     return 0
 
 
-def load_saved(path: Path) -> tuple[dict[str, list], dict[str, list], int]:
-    """(questions per source, hits per question text, k) of a file `save` wrote."""
+def load_saved(path: Path) -> tuple[dict[str, list], dict[str, list], int, dict]:
+    """(questions per source, hits per question text, k, linked subjects per question text) of a file `save`
+    wrote."""
     from odqa.core.types import Passage, SearchHit
     from odqa.corpus.questions import QAItem
+    from odqa.reader.entity_marks import subjects_from_titles
 
     sources: dict[str, list] = {}
     hits: dict[str, list] = {}
+    subjects: dict = {}
     k = 0
     with path.open(encoding="utf-8") as f:
         for line in f:
@@ -109,7 +124,9 @@ def load_saved(path: Path) -> tuple[dict[str, list], dict[str, list], int]:
                 SearchHit(h["row"], h["score"], Passage(**h["passage"]), h["source"]) for h in row["hits"]
             ]
             k = max(k, len(row["hits"]))
-    return sources, hits, k
+            if "subjects" in row:
+                subjects[item.question] = subjects_from_titles(row["subjects"])
+    return sources, hits, k, subjects
 
 
 def parse_settings(pairs: list[str]) -> dict:
@@ -127,6 +144,43 @@ def parse_settings(pairs: list[str]) -> dict:
     return out
 
 
+def parse_sweep(arg: str) -> tuple[str | None, list]:
+    """--sweep KEY=V1,V2,...: a question-time reader setting and its values (JSON numbers or null)."""
+    from odqa.reader.settings import QUESTION_TIME_SETTINGS
+
+    if not arg:
+        return None, []
+    key, sep, values = arg.partition("=")
+    if not sep or key not in QUESTION_TIME_SETTINGS or not values:
+        raise SystemExit(
+            f"error: --sweep takes KEY=V1,V2,... with KEY one of {', '.join(QUESTION_TIME_SETTINGS)}, got {arg!r}"
+        )
+    try:
+        return key, [json.loads(v) for v in values.split(",")]
+    except json.JSONDecodeError as exc:
+        raise SystemExit(f"error: --sweep {arg}: each value is a number or null ({exc})") from exc
+
+
+def remember_decoded(reader) -> None:
+    """Each (question as read, passage) pair decoded once: the sweep's values rank the same spans, never a
+    second forward pass (nor one whose batch companions differ)."""
+    decode = reader.decode_passages
+    seen: dict = {}
+
+    def decode_once(questions, texts, indexes, read_as=None):
+        asked = read_as or questions
+        keys = list(zip(asked, texts, indexes))
+        new = [i for i, key in enumerate(keys) if key not in seen]
+        if new:
+            found = decode(
+                [questions[i] for i in new], [texts[i] for i in new], [indexes[i] for i in new], [asked[i] for i in new]
+            )
+            seen.update((keys[i], out) for i, out in zip(new, found))
+        return [copy.deepcopy(seen[key]) for key in keys]
+
+    reader.decode_passages = decode_once
+
+
 def read(args) -> int:
     from dataclasses import replace
 
@@ -137,10 +191,11 @@ def read(args) -> int:
     if not path.is_file():
         print(f"error: {path} not found; write it with `python bench/read_saved.py save ...`", file=sys.stderr)
         return 2
-    sources, hits, k = load_saved(path)
+    sources, hits, k, subjects = load_saved(path)
     config = OdqaConfig.load(None, {f"reader.{key}": value for key, value in parse_settings(args.set).items()})
     top_n = config.reader.top_n
     overrides = parse_settings(args.set)
+    sweep_key, sweep_values = parse_sweep(args.sweep)
     rows = []
     for name in args.readers:
         # as ask reads: the config's reader settings and inference
@@ -148,7 +203,16 @@ def read(args) -> int:
             replace(config.reader, model=name), device=args.device or None, inference=config.inference()
         )
         label = name + "".join(f" {key}={value}" for key, value in overrides.items())
-        rows += open_dev_rows(SavedPassages(reader, hits, top_n), "saved", label, k, sources)
+        if sweep_key is None:
+            rows += open_dev_rows(SavedPassages(reader, hits, top_n, subjects), "saved", label, k, sources)
+            continue
+        remember_decoded(reader)
+        base = reader.settings
+        for value in sweep_values:
+            reader.settings = replace(base, **{sweep_key: value})
+            rows += open_dev_rows(
+                SavedPassages(reader, hits, top_n, subjects), "saved", f"{label} {sweep_key}={value}", k, sources
+            )
     table = results_table(rows)
     text = (
         f"# Readers on saved open-dev passages\n\nWritten by `python bench/read_saved.py "
@@ -171,6 +235,7 @@ def main(argv=None) -> int:
     p.add_argument("--questions", type=int, default=300, help="per source (0: all)")
     p.add_argument("--retriever", default="bm25")
     p.add_argument("--k", type=int, default=10)
+    p.add_argument("--linker-kb", default="", help="link each question over this KB first and save its entities")
     p.add_argument("--out", required=True)
     p = sub.add_parser("read", help="read saved passages with several readers")
     p.add_argument("--passages", required=True)
@@ -183,6 +248,7 @@ def main(argv=None) -> int:
         metavar="KEY=VALUE",
         help="a reader setting for every reader, e.g. temperature=2 or early_stop_passages=0 (repeatable)",
     )
+    p.add_argument("--sweep", default="", metavar="KEY=V1,V2,...", help="values of one question-time setting")
     p.add_argument("--out", default="")
     args = parser.parse_args(argv)
     return save(args) if args.command == "save" else read(args)

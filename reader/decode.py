@@ -207,12 +207,14 @@ def aggregate(
     top_n: int,
     temperature: float,
     selection_weight: float,
+    passage_bonus: Sequence[float] | None = None,
 ) -> list[AggregatedAnswer]:
     """Combine spans from several passages into ranked answers.
 
     * Combined score of a span: span score + retrieval_weight * retrieval score of its passage
       - selection_weight * its passage's null score (the reader's own passage selection: a passage whose null
-      score is low holds an answer by the reader's reckoning, whatever its span scores).
+      score is low holds an answer by the reader's reckoning, whatever its span scores) + `passage_bonus` of its
+      passage (the subject bonus: its article is an entity linked in the question).
     * No-answer: with a threshold, a span counts only if its span score beats its passage's null score by
       more than the threshold; when no span does, the result is empty (no answer rather than a guess).
       `no_answer_threshold=None` keeps every span (always answer, as SQuAD v1.1 expects).
@@ -232,8 +234,11 @@ def aggregate(
     n = len(passage_nulls)
     if retrieval_scores is None:
         retrieval_scores = [0.0] * n
+    if passage_bonus is None:
+        passage_bonus = [0.0] * n
     bonus = [
-        retrieval_weight * float(r) - selection_weight * float(null) for r, null in zip(retrieval_scores, passage_nulls)
+        retrieval_weight * float(r) - selection_weight * float(null) + float(extra)
+        for r, null, extra in zip(retrieval_scores, passage_nulls, passage_bonus)
     ]
     kept = []
     for sp in spans:

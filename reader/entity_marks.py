@@ -43,10 +43,15 @@ def subjects_from_titles(titles: Collection[str] | None) -> Subjects:
     return keys or None
 
 
+def is_subject(title: str | None, subjects: Subjects) -> bool:
+    """Whether a passage of article `title` is about one of the question's linked entities."""
+    return bool(subjects and title and article_key(title) in subjects)
+
+
 def mark_for(title: str, subjects: Subjects) -> str:
     if not subjects:
         return UNLINKED_MARK
-    return SUBJECT_MARK if title and article_key(title) in subjects else OTHER_MARK
+    return SUBJECT_MARK if is_subject(title, subjects) else OTHER_MARK
 
 
 def marked_question(question: str, title: str, subjects: Subjects) -> str:

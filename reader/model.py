@@ -33,7 +33,7 @@ from odqa.core.settings import value_refusal
 from odqa.core.types import Answer, Passage
 from odqa.reader.calibration import CALIBRATION_FILE, Calibration
 from odqa.reader.decode import AggregatedAnswer, PassageSpan, aggregate, decode_passage
-from odqa.reader.entity_marks import Subjects, marked_question
+from odqa.reader.entity_marks import Subjects, is_subject, marked_question
 from odqa.reader.features import require_fast, tokenize_windows
 from odqa.reader.settings import (
     CHECKPOINT_OWN_SETTINGS,
@@ -95,6 +95,10 @@ class ReadState:
         keep = [i for i, p in enumerate(passages) if (p.text or "").strip()]
         scores = [float(retrieval_scores[i]) for i in keep] if retrieval_scores is not None else None
         return cls(question, passages, keep, [passages[i].text for i in keep], scores, top_n, [], subjects)
+
+    def about_subject(self, n: int) -> bool:
+        """Whether the job's n-th passage with text is the article of an entity linked in its question."""
+        return is_subject(self.passages[self.keep[n]].title, self.subjects)
 
     def question_for(self, n: int, entity_marks: bool) -> str:
         """The question as the reader reads it beside the job's n-th passage with text."""
@@ -508,6 +512,7 @@ class Reader(PretrainedRuntime):
         spans = [sp for passage_spans, _ in job.read for sp in passage_spans]
         nulls = [null for _, null in job.read]
         scores = job.scores[: len(job.read)] if job.scores is not None else None
+        subject_bonus = [s.subject_weight * job.about_subject(n) for n in range(len(job.read))]
 
         def ranked_with(no_answer_threshold):
             return aggregate(
@@ -519,6 +524,7 @@ class Reader(PretrainedRuntime):
                 top_n=job.top_n,
                 temperature=s.temperature,
                 selection_weight=s.selection_weight,
+                passage_bonus=subject_bonus,
             )
 
         ranked = ranked_with(threshold)

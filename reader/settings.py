@@ -107,6 +107,15 @@ class ReaderSettings:
             "(0: spans compared as shared normalisation scored them)"
         ),
     )
+    # span-logit bonus of a passage whose article is one of the entities linked in the question (the reader's
+    # subjects: the pipeline links them when a linker runs). 0: where a passage comes from is not weighed
+    subject_weight: float = field(
+        default=0.0,
+        metadata=field_help(
+            "span-logit bonus of a passage whose article is an entity linked in the question (0: none; needs the "
+            "linker)"
+        ),
+    )
     temperature: float = _recorded(1.0, minimum=0.01)  # of the answers' share (a softmax)
     batch_size: int = field(default=16, metadata=field_help("windows per forward pass", minimum=1))
     spans_per_window: int = _recorded(20, minimum=1)
@@ -193,6 +202,7 @@ QUESTION_TIME_SETTINGS = (
     "no_answer_threshold",
     "retrieval_weight",
     "selection_weight",
+    "subject_weight",
     "early_stop_passages",
     "early_stop_probability",
     "focus_words",

@@ -130,6 +130,28 @@ def test_a_reader_trained_with_marks_records_them_and_reads_them(tmp_path):
         reader.read_many(["a?", "b?"], [passages, passages], subjects=[None])
 
 
+def test_subject_weight_lifts_the_answers_of_the_linked_entitys_article(tmp_path):
+    from odqa.reader.decode import PassageSpan
+    from odqa.reader.model import ReadState
+
+    passages = [
+        Passage(id="c", text=CURIE, title="Marie_Curie"),
+        Passage(id="e", text=EINSTEIN, title="Albert Einstein"),
+    ]
+    curie, einstein = PassageSpan(0, 0, 6, "Warsaw", 6.0, 0.0), PassageSpan(1, 0, 3, "Ulm", 5.0, 0.0)
+
+    def best(weight, subjects):
+        reader = Reader.from_pretrained(str(save_tiny_qa(tmp_path / "m")), device="cpu", subject_weight=weight)
+        job = ReadState.make("Where was Einstein born?", passages, None, 5, subjects)
+        job.read = [([curie], -5.0), ([einstein], -5.0)]
+        return reader.rank(job, None)[0][0].text
+
+    assert best(0.0, subjects_from_titles(["Albert Einstein"])) == "Warsaw"
+    assert best(2.0, subjects_from_titles(["Albert Einstein"])) == "Ulm"
+    assert best(2.0, None) == "Warsaw"  # nothing linked: no passage is lifted
+    assert best(2.0, subjects_from_titles(["Marie Curie"])) == "Warsaw"
+
+
 def test_a_reader_without_marks_reads_the_question_alone(tmp_path):
     reader = Reader.from_pretrained(str(save_tiny_qa(tmp_path / "m")), device="cpu")
     assert not reader.settings.entity_marks

@@ -143,6 +143,14 @@ def test_selection_weight_prefers_the_passage_the_reader_finds_answering():
     assert [a.text for a in aggregated(spans, [4.0, -1.0], no_answer_threshold=2.0, selection_weight=0.5)] == ["Lyon"]
 
 
+def test_passage_bonus_lifts_the_spans_of_its_passage_only():
+    spans = [_span(0, "Ulm", 5.0), _span(1, "Warsaw", 4.0), _span(2, "Paris", 3.0)]
+    top = aggregated(spans, [0.0, 0.0, 0.0], no_answer_threshold=None, passage_bonus=[0.0, 2.0, 0.0])
+    assert [(a.text, a.score) for a in top] == [("Warsaw", 6.0), ("Ulm", 5.0), ("Paris", 3.0)]
+    # the null threshold compares a span with its own passage's null score, bonus or not
+    assert aggregated([_span(1, "Warsaw", 4.0, null=5.0)], [0.0, 5.0], passage_bonus=[0.0, 9.0]) == []
+
+
 def test_no_answer_when_no_span_beats_its_passage_null_score():
     spans = [_span(0, "Paris", 5.0, null=6.0), _span(1, "Lyon", 4.0, null=4.5)]
     assert aggregated(spans, [6.0, 4.5], no_answer_threshold=0.0) == []

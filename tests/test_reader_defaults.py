@@ -142,6 +142,7 @@ def test_every_reader_setting_of_the_config_reaches_the_built_reader(tiny_dir):
         "no_answer_threshold": -1.0,
         "retrieval_weight": 2.5,
         "selection_weight": 0.25,
+        "subject_weight": 1.5,
         "early_stop_passages": 2,
         "early_stop_probability": 0.4,
         "focus_words": 60,
