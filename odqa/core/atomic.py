@@ -165,13 +165,15 @@ def remove_tree(folder: str | Path, tries: int = 5) -> None:
         if not isinstance(exc, FileNotFoundError):
             raise exc
 
-    handler = {"onexc" if sys.version_info >= (3, 12) else "onerror": gone_already}
     folder = Path(folder)
     for attempt in range(tries):
         if not folder.exists() and not folder.is_symlink():
             return
         try:
-            shutil.rmtree(folder, **handler)
+            if sys.version_info >= (3, 12):
+                shutil.rmtree(folder, onexc=gone_already)
+            else:
+                shutil.rmtree(folder, onerror=gone_already)
         except OSError as exc:
             if exc.errno != errno.ENOTEMPTY or attempt == tries - 1:
                 raise  # a folder still filling up after the last try
