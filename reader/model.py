@@ -512,7 +512,9 @@ class Reader(PretrainedRuntime):
         spans = [sp for passage_spans, _ in job.read for sp in passage_spans]
         nulls = [null for _, null in job.read]
         scores = job.scores[: len(job.read)] if job.scores is not None else None
-        subject_bonus = [s.subject_weight * job.about_subject(n) for n in range(len(job.read))]
+        subject_bonus = (
+            [s.subject_weight * job.about_subject(n) for n in range(len(job.read))] if s.subject_weight else None
+        )
 
         def ranked_with(no_answer_threshold):
             return aggregate(
