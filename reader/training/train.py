@@ -12,7 +12,8 @@
   scheduler, step, RNG); a rerun with the same output_dir continues from the newest one. A rerun may also
   change --max-steps/--epochs (the linear schedule is rebuilt for the new total, from the saved step) or the
   training files (a curriculum: e.g. SQuAD first, then SQuAD + distant supervision); the result is then
-  deterministic for the same sequence of commands.
+  deterministic for the same sequence of commands. The windows are kept in `output_dir/windows-KEY/`
+  (`reader.training.windows_cache`), so a resumed run does not re-tokenise unchanged training files.
 * Batches are padded to their longest window and grouped by length (sorted inside chunks of 50 batches,
   then the batches shuffled), which roughly halves padding on CPU.
 * With a GPU: bf16 (or fp16 with loss scaling) autocast and `gpu_batch_size`. On CPU, `precision="bf16"`
@@ -50,6 +51,8 @@ from odqa.reader.entity_marks import add_mark_tokens, marked_question, subjects_
 from odqa.reader.features import char_span_to_tokens, require_fast, tokenize_windows
 from odqa.reader.settings import READER_CONFIG
 from odqa.reader.training.train_config import TrainConfig  # there so the command line reads it without torch
+from odqa.reader.training.windows_cache import PREFIX as WINDOWS_PREFIX
+from odqa.reader.training.windows_cache import load_windows, save_windows, windows_key
 
 log = logging.getLogger("odqa.reader.training.train")
 
@@ -463,44 +466,22 @@ def parse_layers(spec: str) -> list[int]:
     return layers
 
 
-def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None) -> Path:
-    """Train (or resume) and return the folder of the final model."""
-    from transformers import get_linear_schedule_with_warmup
+def featurising_modules() -> list:
+    """The modules whose code decides a run's windows: a change to any of them makes kept windows stale."""
+    import sys
 
-    for f in cfg.train_files:
-        check_not_test_set(f)
-    if cfg.selection_loss and not cfg.shared_norm:
-        raise OdqaError("--selection-loss compares the windows of one question: it needs --shared-norm (e.g. 1.0)")
-    out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    device, precision = training_device(cfg.device, cfg.precision, cfg.threads)
-    batch_size = cfg.gpu_batch_size if device.type == "cuda" else cfg.batch_size
+    from odqa.corpus import open_dev
+    from odqa.reader import entity_marks, features
 
-    set_seed(cfg.seed)
-    resume = latest_checkpoint(out)
-    model, tokenizer = load_qa_model(str(resume) if resume else cfg.init)
-    if cfg.keep_layers and not resume:  # a checkpoint has the reduced layers already
-        keep_transformer_layers(model.base_model, parse_layers(cfg.keep_layers), "--keep-layers", cfg.init)
-    if cfg.freeze_embeddings:
-        model.get_input_embeddings().weight.requires_grad_(False)
-    model.to(device)
-    teacher: Any = None
-    teacher_tokenizer: Any = None
-    if cfg.teacher:
-        teacher, teacher_tokenizer = load_qa_model(cfg.teacher)
-        require_fast(teacher_tokenizer)
-        teacher.requires_grad_(False)
-        teacher.eval().to(device)
-        log.info(
-            "distilling from %s (weight %.2f, temperature %.1f)",
-            cfg.teacher,
-            cfg.distill_weight,
-            cfg.distill_temperature,
-        )
+    return [sys.modules[__name__], features, entity_marks, open_dev]
 
+
+def read_training_windows(
+    cfg: TrainConfig, tokenizer, teacher_tokenizer=None
+) -> tuple[dict[str, list], LoadStats, set[str]]:
+    """Read the training files and cut them into labelled windows; also what was read and the languages seen."""
     from odqa.indexes.analysis import detect_language
 
-    t0 = time.time()
     stats = LoadStats()
     examples: list[Example] = []
     languages: set[str] = set()  # recorded with the model: what it reads (reader.settings.ReaderSettings.languages)
@@ -542,9 +523,58 @@ def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None)
         f" (e.g. {', '.join(stats.skipped_examples[:5])})" if stats.skipped_examples else "",
     )
     if cfg.entity_marks:
-        add_mark_tokens(tokenizer)
         mark_questions(examples, cfg.train_files)
-    feats = build_features(tokenizer, examples, cfg, teacher_tokenizer=teacher_tokenizer)
+    return build_features(tokenizer, examples, cfg, teacher_tokenizer=teacher_tokenizer), stats, languages
+
+
+def train(cfg: TrainConfig, on_step: Callable[[int, float], None] | None = None) -> Path:
+    """Train (or resume) and return the folder of the final model."""
+    from transformers import get_linear_schedule_with_warmup
+
+    for f in cfg.train_files:
+        check_not_test_set(f)
+    if cfg.selection_loss and not cfg.shared_norm:
+        raise OdqaError("--selection-loss compares the windows of one question: it needs --shared-norm (e.g. 1.0)")
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    device, precision = training_device(cfg.device, cfg.precision, cfg.threads)
+    batch_size = cfg.gpu_batch_size if device.type == "cuda" else cfg.batch_size
+
+    set_seed(cfg.seed)
+    resume = latest_checkpoint(out)
+    model, tokenizer = load_qa_model(str(resume) if resume else cfg.init)
+    if cfg.keep_layers and not resume:  # a checkpoint has the reduced layers already
+        keep_transformer_layers(model.base_model, parse_layers(cfg.keep_layers), "--keep-layers", cfg.init)
+    if cfg.freeze_embeddings:
+        model.get_input_embeddings().weight.requires_grad_(False)
+    model.to(device)
+    teacher: Any = None
+    teacher_tokenizer: Any = None
+    if cfg.teacher:
+        teacher, teacher_tokenizer = load_qa_model(cfg.teacher)
+        require_fast(teacher_tokenizer)
+        teacher.requires_grad_(False)
+        teacher.eval().to(device)
+        log.info(
+            "distilling from %s (weight %.2f, temperature %.1f)",
+            cfg.teacher,
+            cfg.distill_weight,
+            cfg.distill_temperature,
+        )
+
+    t0 = time.time()
+    if cfg.entity_marks:
+        add_mark_tokens(tokenizer)
+    # the teacher's windows are not kept: a distilling run reads its files each time
+    cache_key = None if teacher is not None else windows_key(cfg, tokenizer, featurising_modules())
+    cached = load_windows(out, cache_key) if cache_key else None
+    if cached is not None:
+        feats, stats, languages = cached.feats, LoadStats(**cached.stats), set(cached.languages)
+        log.info("windows read from %s%s (kept from an earlier start of this run)", WINDOWS_PREFIX, cache_key)
+    else:
+        feats, stats, languages = read_training_windows(cfg, tokenizer, teacher_tokenizer)
+        if cache_key:
+            save_windows(out, cache_key, feats, stats, languages)
     lengths = [len(x) for x in feats["input_ids"]]
     n_null = sum(1 for s in feats["start"] if s == 0)
     log.info(
