@@ -192,9 +192,9 @@ def read(args) -> int:
         print(f"error: {path} not found; write it with `python bench/read_saved.py save ...`", file=sys.stderr)
         return 2
     sources, hits, k, subjects = load_saved(path)
-    config = OdqaConfig.load(None, {f"reader.{key}": value for key, value in parse_settings(args.set).items()})
-    top_n = config.reader.top_n
     overrides = parse_settings(args.set)
+    config = OdqaConfig.load(None, {f"reader.{key}": value for key, value in overrides.items()})
+    top_n = config.reader.top_n
     sweep_key, sweep_values = parse_sweep(args.sweep)
     rows = []
     for name in args.readers:
