@@ -15,6 +15,8 @@ share confident), on the same questions and passages, with the reader's default 
 entities too), and saves their titles, which `read` hands the readers (entity marks, `subject_weight`).
 `read --sweep KEY=V1,V2,...` compares values of one question-time setting (odqa.reader.settings
 .QUESTION_TIME_SETTINGS) on one reading: each passage is read once and every value ranks the same spans.
+`read --answer-passage-only` keeps each question's first passage that holds an answer and reads it alone: how well
+a reader reads, apart from how well it chooses between passages.
 """
 
 from __future__ import annotations
@@ -129,6 +131,24 @@ def load_saved(path: Path) -> tuple[dict[str, list], dict[str, list], int, dict]
     return sources, hits, k, subjects
 
 
+def answer_passage_only(
+    sources: dict[str, list], hits: dict[str, list]
+) -> tuple[dict[str, list], dict[str, list], int]:
+    """Each question with only its first saved passage that holds an answer; questions with none are dropped. It
+    measures reading apart from choosing between passages."""
+    from odqa.core.answers import has_answer
+
+    kept_sources: dict[str, list] = {}
+    kept_hits: dict[str, list] = {}
+    for source, items in sources.items():
+        for item in items:
+            bearing = [h for h in hits[item.question] if has_answer(h.passage.text, item.answers, item.regex)]
+            if bearing:
+                kept_sources.setdefault(source, []).append(item)
+                kept_hits[item.question] = bearing[:1]
+    return kept_sources, kept_hits, 1
+
+
 def parse_settings(pairs: list[str]) -> dict:
     """KEY=VALUE reader settings (odqa.reader.settings.ReaderSettings); values are JSON (0.5, null, "bf16") or
     plain words."""
@@ -192,6 +212,8 @@ def read(args) -> int:
         print(f"error: {path} not found; write it with `python bench/read_saved.py save ...`", file=sys.stderr)
         return 2
     sources, hits, k, subjects = load_saved(path)
+    if args.answer_passage_only:
+        sources, hits, k = answer_passage_only(sources, hits)
     overrides = parse_settings(args.set)
     config = OdqaConfig.load(None, {f"reader.{key}": value for key, value in overrides.items()})
     top_n = config.reader.top_n
@@ -249,6 +271,11 @@ def main(argv=None) -> int:
         help="a reader setting for every reader, e.g. temperature=2 or early_stop_passages=0 (repeatable)",
     )
     p.add_argument("--sweep", default="", metavar="KEY=V1,V2,...", help="values of one question-time setting")
+    p.add_argument(
+        "--answer-passage-only",
+        action="store_true",
+        help="read each question's first passage that holds an answer, alone (reading apart from passage choice)",
+    )
     p.add_argument("--out", default="")
     args = parser.parse_args(argv)
     return save(args) if args.command == "save" else read(args)
