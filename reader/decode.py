@@ -80,6 +80,29 @@ _NO_START = ",.;:!?)]}-\u2013\u2014"  # punctuation that closes or joins: never 
 _NO_END = ",;:([{-\u2013\u2014"  # ...that opens or joins: never the last (a final "." may end "U.S.")
 
 
+_PAIRS = {"(": ")", "[": "]", "{": "}", "\uff08": "\uff09", "\u300a": "\u300b", "\u300c": "\u300d", "\u300e": "\u300f"}
+_CLOSERS = {close: open_ for open_, close in _PAIRS.items()}
+
+
+def _drop_unpaired_brackets(text: str, start: int, end: int) -> tuple[int, int]:
+    """Drop a bracket at either end of [start, end) whose partner is not inside it: tokenizers that merge
+    punctuation into word pieces (sentencepiece's "91)" of "(1756-1791)") can only end an answer there."""
+
+    def unpaired(ch: str, partner: str) -> bool:
+        span = text[start:end]
+        return span.count(ch) > span.count(partner)
+
+    while end > start and text[end - 1] in _CLOSERS and unpaired(text[end - 1], _CLOSERS[text[end - 1]]):
+        end -= 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+    while start < end and text[start] in _PAIRS and unpaired(text[start], _PAIRS[text[start]]):
+        start += 1
+        while start < end and text[start].isspace():
+            start += 1
+    return start, end
+
+
 def snap_span(text: str, start: int, end: int) -> tuple[int, int] | None:
     """The character span [start, end) cleaned for display: leading/trailing whitespace and dangling
     punctuation dropped, cut at the first line break (kept: the line the answer starts on), then widened to
@@ -92,6 +115,9 @@ def snap_span(text: str, start: int, end: int) -> tuple[int, int] | None:
         end = newline
     while end > start and (text[end - 1].isspace() or text[end - 1] in _NO_END):
         end -= 1
+    if end <= start:
+        return None
+    start, end = _drop_unpaired_brackets(text, start, end)
     if end <= start:
         return None
     while start > 0 and _joins_words(text[start - 1]) and _joins_words(text[start]):

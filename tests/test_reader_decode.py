@@ -258,6 +258,14 @@ def test_merging_by_passage_equals_scanning_every_answer():
         # Korean is cut by its grammar after snapping (indexes.cutting, tests/test_answer_cutting.py), not here
         ("닉슨 대통령이 말했다", 0, 7, "닉슨 대통령이"),
         ("시나가와 역", 0, 3, "시나가"),
+        # a bracket whose partner is outside the span is dropped (sentencepiece's "91)" piece); pairs are kept
+        ("Mozart (1756 - 1791) died", 15, 20, "1791"),
+        ("Mozart (1756 - 1791) died", 7, 12, "1756"),
+        ("The band Queen (band) played", 9, 21, "Queen (band)"),
+        ("x (a) y) z", 0, 8, "x (a) y"),
+        ("他写了《红楼梦》。", 3, 8, "《红楼梦》"),
+        ("他写了《红楼梦》。", 3, 7, "红楼梦"),
+        ("(", 0, 1, None),
     ],
 )
 def test_spans_snap_to_words_and_never_cross_a_line_break(text, start, end, expected):
