@@ -115,8 +115,6 @@ def snap_span(text: str, start: int, end: int) -> tuple[int, int] | None:
         end = newline
     while end > start and (text[end - 1].isspace() or text[end - 1] in _NO_END):
         end -= 1
-    if end <= start:
-        return None
     start, end = _drop_unpaired_brackets(text, start, end)
     if end <= start:
         return None

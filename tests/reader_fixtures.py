@@ -41,6 +41,33 @@ def save_tiny_qa(path: Path, qa: bool = True, seed: int = 0) -> Path:
     return path
 
 
+def tiny_train_reader_argv(train: Path, folder: Path, steps: int, max_length: int = 64) -> list[str]:
+    """`train-reader` on `train` from the tiny model saved in folder/init into folder/run: a checkpoint every
+    step, batch 2, one thread, no progress bar."""
+    return [
+        "train-reader",
+        "--train",
+        str(train),
+        "--init",
+        str(folder / "init"),
+        "--output",
+        str(folder / "run"),
+        "--max-steps",
+        str(steps),
+        "--save-every",
+        "1",
+        "--batch-size",
+        "2",
+        "--max-length",
+        str(max_length),
+        "--stride",
+        "16",
+        "--threads",
+        "1",
+        "--no-progress",
+    ]
+
+
 # the decode functions take every setting by keyword, with no default of their own (a reader passes its
 # ReaderSettings'); these are the values the decode tests' cases are written for
 DECODE_CASES = {"max_answer_tokens": 30, "top_k": 20, "cut": True}

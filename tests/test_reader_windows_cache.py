@@ -12,7 +12,7 @@ import pytest
 from odqa.cli import main
 from odqa.reader.training.train import TrainConfig, featurising_modules, read_training_windows
 from odqa.reader.training.windows_cache import PREFIX, load_windows, save_windows, windows_key
-from tests.reader_fixtures import minilm_tokenizer, save_tiny_qa
+from tests.reader_fixtures import minilm_tokenizer, save_tiny_qa, tiny_train_reader_argv
 
 pytestmark = [pytest.mark.slow]
 
@@ -90,28 +90,7 @@ def test_damaged_kept_windows_are_named_and_not_read(tmp_path, caplog, damage):
 
 
 def _argv(tmp_path, steps):
-    return [
-        "train-reader",
-        "--train",
-        str(tmp_path / "train.json"),
-        "--init",
-        str(tmp_path / "init"),
-        "--output",
-        str(tmp_path / "run"),
-        "--max-steps",
-        str(steps),
-        "--save-every",
-        "1",
-        "--batch-size",
-        "2",
-        "--max-length",
-        "48",
-        "--stride",
-        "16",
-        "--threads",
-        "1",
-        "--no-progress",
-    ]
+    return tiny_train_reader_argv(tmp_path / "train.json", tmp_path, steps, max_length=48)
 
 
 def test_a_resumed_run_reads_its_kept_windows_and_a_changed_file_replaces_them(tmp_path, capsys):

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from odqa.cli import main
-from tests.reader_fixtures import save_tiny_qa
+from tests.reader_fixtures import save_tiny_qa, tiny_train_reader_argv
 from tests.reliability.cli_checks import assert_one_line_no_room, run_with_file_limit
 
 pytestmark = [pytest.mark.slow]
@@ -29,28 +29,7 @@ def _data(path):
 
 
 def _argv(tmp_path, steps):
-    return [
-        "train-reader",
-        "--train",
-        str(_data(tmp_path / "train.json")),
-        "--init",
-        str(tmp_path / "init"),
-        "--output",
-        str(tmp_path / "run"),
-        "--max-steps",
-        str(steps),
-        "--save-every",
-        "1",
-        "--batch-size",
-        "2",
-        "--max-length",
-        "64",
-        "--stride",
-        "16",
-        "--threads",
-        "1",
-        "--no-progress",
-    ]
+    return tiny_train_reader_argv(_data(tmp_path / "train.json"), tmp_path, steps)
 
 
 @pytest.mark.parametrize("damage", ["byte changed", "truncated"])
